@@ -1,0 +1,274 @@
+"""company.toml: the spaces, actors and knowledge settings a node runs under.
+
+Read with tomllib and written with tomli-w. Every error names the file, the key and the fix,
+because an operator fixes it in an editor, not in a stack trace.
+"""
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+ACTOR_KINDS = ("person", "agent")
+KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+HANDLE_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+AUTO_DRAFTED_PARENT = "Auto-Drafted Skills"
+AUTO_DRAFT_TITLE_PREFIX = "[Auto-draft]"
+
+
+class ConfigError(Exception):
+    """A configuration problem, told as one line: file, key, what is wrong and the fix."""
+
+    def __init__(self, file: Path | str, key: str, problem: str, fix: str) -> None:
+        self.file, self.key, self.problem, self.fix = str(file), key, problem, fix
+        super().__init__(f"{file}: {key}: {problem} — {fix}")
+
+
+@dataclass(frozen=True)
+class Space:
+    key: str
+    name: str
+    purpose: str = ""
+    lead: str | None = None
+
+
+@dataclass(frozen=True)
+class Actor:
+    handle: str
+    kind: str = "person"
+    admin: bool = False
+    space: str | None = None
+
+    @property
+    def is_agent(self) -> bool:
+        return self.kind == "agent"
+
+
+@dataclass(frozen=True)
+class EmbeddingsProvider:
+    kind: str = "local"           # "local" (no network) or "openai" (any OpenAI-compatible endpoint)
+    url: str = ""
+    model: str = ""
+    dimensions: int = 0
+    api_key_env: str = ""
+
+
+@dataclass(frozen=True)
+class Knowledge:
+    backend: str = "native"
+    root_space: str = "HOME"
+    skills_container: str = "SKILLS"
+    scope: tuple[str, ...] = ()
+    vectors: bool | None = None
+
+
+@dataclass(frozen=True)
+class Company:
+    file: Path
+    spaces: dict[str, Space]
+    actors: dict[str, Actor]
+    knowledge: Knowledge = field(default_factory=Knowledge)
+    operator: str | None = None
+    embeddings: EmbeddingsProvider | None = None
+    activated_at: int = 0          # ms; the instant this configuration was activated (the file's mtime)
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    # -- declared containers -------------------------------------------------------------
+    def declared_containers(self) -> dict[str, Space]:
+        """Every space a page may be created in: units' spaces, actors' own spaces, and the two
+        reserved containers. Each carries its lead (a unit's lead, or the actor whose space it is)."""
+        out: dict[str, Space] = {}
+        out[self.knowledge.root_space] = Space(self.knowledge.root_space, "Company", "What is true of the whole company")
+        out[self.knowledge.skills_container] = Space(
+            self.knowledge.skills_container, "Tool skills", "Instructions injected into a phase of every seat's turn"
+        )
+        for actor in self.actors.values():
+            if actor.space:
+                out[actor.space] = Space(actor.space, f"{actor.handle}'s space", "", actor.handle)
+        out.update(self.spaces)
+        return out
+
+    def is_declared(self, container: str) -> bool:
+        return container in self.declared_containers()
+
+    def lead_of(self, container: str) -> str | None:
+        space = self.declared_containers().get(container)
+        return space.lead if space else None
+
+    def actor(self, handle: str) -> Actor:
+        try:
+            return self.actors[handle]
+        except KeyError:
+            known = ", ".join(sorted(self.actors)) or "none"
+            raise ConfigError(
+                self.file, f"actors.{handle}", f"no actor '{handle}' is configured",
+                f"use one of: {known}, or add [actors.{handle}] to the file",
+            ) from None
+
+    def scope(self) -> frozenset[str]:
+        return frozenset(s.strip() for s in self.knowledge.scope if s.strip())
+
+
+def _expect(file: Path, key: str, value: Any, typ: type | tuple[type, ...], fix: str) -> Any:
+    if not isinstance(value, typ):
+        names = typ.__name__ if isinstance(typ, type) else " or ".join(t.__name__ for t in typ)
+        raise ConfigError(file, key, f"expected {names}, found {type(value).__name__} {value!r}", fix)
+    return value
+
+
+def parse(data: dict[str, Any], file: Path, activated_at: int = 0) -> Company:
+    known_top = {"operator", "knowledge", "spaces", "actors", "providers", "integrations", "company"}
+    for key in data:
+        if key not in known_top:
+            raise ConfigError(file, key, "unknown setting", f"remove it, or use one of: {', '.join(sorted(known_top))}")
+
+    kn_raw = _expect(file, "knowledge", data.get("knowledge", {}), dict, "make [knowledge] a table")
+    backend = kn_raw.get("backend", "native")
+    if backend not in ("native", "none"):
+        raise ConfigError(file, "knowledge.backend", f"'{backend}' is not a backend this build serves",
+                          "set it to \"native\" (or \"none\")")
+    if backend == "native" and "confluence" in data.get("integrations", {}):
+        raise ConfigError(file, "integrations.confluence", "declared beside knowledge.backend = \"native\"",
+                          "remove one: a company has exactly one knowledge home")
+    scope = _expect(file, "knowledge.scope", kn_raw.get("scope", []), list, 'write it as a list, e.g. scope = ["HANDBOOK"]')
+    if backend == "none" and scope:
+        raise ConfigError(file, "knowledge.scope", "a read scope with no backend behind it narrows nothing",
+                          "remove knowledge.scope or set knowledge.backend = \"native\"")
+    vectors = kn_raw.get("vectors")
+    if vectors is not None:
+        _expect(file, "knowledge.vectors", vectors, bool, "set it to true or false")
+    knowledge = Knowledge(
+        backend=backend,
+        root_space=_expect(file, "knowledge.root_space", kn_raw.get("root_space", "HOME"), str, 'e.g. root_space = "HOME"'),
+        skills_container=_expect(file, "knowledge.skills_container", kn_raw.get("skills_container", "SKILLS"), str,
+                                 'e.g. skills_container = "SKILLS"'),
+        scope=tuple(str(s) for s in scope),
+        vectors=vectors,
+    )
+
+    actors: dict[str, Actor] = {}
+    actors_raw = _expect(file, "actors", data.get("actors", {}), dict, "declare actors as [actors.HANDLE] tables")
+    for handle, a in actors_raw.items():
+        key = f"actors.{handle}"
+        if not HANDLE_RE.match(handle):
+            raise ConfigError(file, key, "a handle is lower-case letters, digits, '.', '_' or '-'", "rename the table")
+        _expect(file, key, a, dict, f"make [{key}] a table")
+        kind = a.get("kind", "person")
+        if kind not in ACTOR_KINDS:
+            raise ConfigError(file, f"{key}.kind", f"'{kind}' is not an actor kind", 'set it to "person" or "agent"')
+        admin = _expect(file, f"{key}.admin", a.get("admin", False), bool, "set it to true or false")
+        space = a.get("space")
+        if space is not None:
+            _expect(file, f"{key}.space", space, str, 'e.g. space = "ENG"')
+            if not KEY_RE.match(space):
+                raise ConfigError(file, f"{key}.space", f"'{space}' is not a valid space key", "use letters, digits, '_', '-', '.'")
+        actors[handle] = Actor(handle=handle, kind=kind, admin=admin, space=space)
+
+    spaces: dict[str, Space] = {}
+    spaces_raw = _expect(file, "spaces", data.get("spaces", {}), dict, "declare spaces as [spaces.KEY] tables")
+    for skey, s in spaces_raw.items():
+        key = f"spaces.{skey}"
+        if not KEY_RE.match(skey):
+            raise ConfigError(file, key, f"'{skey}' is not a valid space key", "use letters, digits, '_', '-', '.'")
+        _expect(file, key, s, dict, f"make [{key}] a table")
+        lead = s.get("lead")
+        if lead is not None and lead not in actors:
+            raise ConfigError(file, f"{key}.lead", f"'{lead}' is not a configured actor",
+                              f"add [actors.{lead}] or name one of: {', '.join(sorted(actors)) or 'none'}")
+        spaces[skey] = Space(
+            key=skey,
+            name=_expect(file, f"{key}.name", s.get("name", skey), str, 'e.g. name = "Engineering"'),
+            purpose=_expect(file, f"{key}.purpose", s.get("purpose", ""), str, "write the purpose as a string"),
+            lead=lead,
+        )
+
+    operator = data.get("operator")
+    if operator is not None:
+        _expect(file, "operator", operator, str, 'e.g. operator = "alex"')
+        if operator not in actors:
+            raise ConfigError(file, "operator", f"'{operator}' is not a configured actor",
+                              f"add [actors.{operator}] or name one of: {', '.join(sorted(actors)) or 'none'}")
+
+    embeddings = None
+    prov = _expect(file, "providers", data.get("providers", {}), dict, "make [providers] a table")
+    if "embeddings" in prov:
+        e = _expect(file, "providers.embeddings", prov["embeddings"], dict, "make [providers.embeddings] a table")
+        embeddings = EmbeddingsProvider(
+            kind=str(e.get("kind", "local")), url=str(e.get("url", "")), model=str(e.get("model", "")),
+            dimensions=int(e.get("dimensions", 0)), api_key_env=str(e.get("api_key_env", "")),
+        )
+    if vectors is True and embeddings is None:
+        raise ConfigError(file, "knowledge.vectors", "true with no [providers.embeddings] configured",
+                          "configure [providers.embeddings] or remove knowledge.vectors")
+
+    return Company(file=file, spaces=spaces, actors=actors, knowledge=knowledge, operator=operator,
+                   embeddings=embeddings, activated_at=activated_at, raw=data)
+
+
+def load(file: Path) -> Company:
+    try:
+        raw_bytes = file.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(file, "(file)", "not found", "run `crewlet init` (or `crewlet init --example`), or pass --home") from None
+    try:
+        data = tomllib.loads(raw_bytes.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(file, "(file)", "is not UTF-8 text", "save it as UTF-8") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(file, "(syntax)", str(exc), "fix the TOML syntax at that line") from None
+    return parse(data, file, activated_at=file.stat().st_mtime_ns // 1_000_000)
+
+
+def write(file: Path, data: dict[str, Any]) -> None:
+    """Write atomically, so a crash never leaves a half-written company.toml."""
+    tmp = file.with_suffix(".toml.tmp")
+    tmp.write_bytes(tomli_w.dumps(data).encode("utf-8"))
+    tmp.replace(file)
+
+
+def declare_spaces(file: Path, keys: list[str]) -> list[str]:
+    """Add [spaces.KEY] for each key not yet declared, keeping the file's other content."""
+    company = load(file)
+    data = dict(company.raw)
+    spaces = dict(data.get("spaces", {}))
+    added = []
+    for key in keys:
+        if not company.is_declared(key) and key not in spaces:
+            if not KEY_RE.match(key):
+                raise ConfigError(file, f"spaces.{key}", f"'{key}' is not a valid space key", "rename the directory")
+            spaces[key] = {"name": key, "purpose": "declared by crewlet import"}
+            added.append(key)
+    if added:
+        data["spaces"] = spaces
+        write(file, data)
+    return added
+
+
+def example_config() -> dict[str, Any]:
+    return {
+        "operator": "alex",
+        "knowledge": {"backend": "native", "root_space": "HOME", "skills_container": "SKILLS", "scope": []},
+        "spaces": {
+            "ENG": {"name": "Engineering", "purpose": "Builds and runs the product", "lead": "alex"},
+            "LEAD": {"name": "Leadership", "purpose": "How the company is run", "lead": "alex"},
+            "PROD": {"name": "Product", "purpose": "What we build next and why", "lead": "sam"},
+        },
+        "actors": {
+            "alex": {"kind": "person", "admin": True},
+            "sam": {"kind": "person", "admin": False},
+            "eng-bot": {"kind": "agent", "admin": False, "space": "ENG"},
+        },
+    }
+
+
+def empty_config(operator: str = "admin") -> dict[str, Any]:
+    return {
+        "operator": operator,
+        "knowledge": {"backend": "native", "root_space": "HOME", "skills_container": "SKILLS", "scope": []},
+        "spaces": {},
+        "actors": {operator: {"kind": "person", "admin": True}},
+    }

@@ -1,0 +1,124 @@
+"""A node: this process's view of one home — its configuration, its SQLite file and its log.
+
+Writers append records and wait until their own record is applied; the outcome they return is the
+one the applier decided, never one guessed at write time.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from . import config as config_mod
+from .errors import CrewletError
+from .log import FileLog, Record
+from .pages import applier
+from .pages.applier import Outcome
+from .paths import Home
+from .store import Connection, connect
+
+SYSTEM_ACTOR = "crewlet"
+
+
+class Node:
+    def __init__(self, home: Home, company: config_mod.Company, conn: Connection, flog: FileLog) -> None:
+        self.home = home
+        self.company = company
+        self.conn = conn
+        self.log = flog
+        # one connection per node object; the Textual app's workers share it, so serialise use
+        self.lock = threading.RLock()
+
+    # -- opening ---------------------------------------------------------------------------
+    @classmethod
+    def open(cls, home: Home, *, sync_containers: bool = True) -> "Node":
+        company = config_mod.load(home.config_file)
+        conn = connect(home.db_file)
+        flog = FileLog(home.log_file)
+        node = cls(home, company, conn, flog)
+        node.catch_up()
+        if sync_containers:
+            node.sync_containers()
+        return node
+
+    def close(self) -> None:
+        with self.lock:
+            self.conn.close()
+            self.log.close()
+
+    def __enter__(self) -> "Node":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def reload_config(self) -> None:
+        self.company = config_mod.load(self.home.config_file)
+
+    # -- the write path --------------------------------------------------------------------
+    def catch_up(self, progress: Callable[[int], None] | None = None) -> int:
+        with self.lock:
+            return applier.catch_up(self.conn, self.log, progress=progress)
+
+    def submit(self, records: Sequence[Record], *, sync: bool = True) -> list[Outcome]:
+        """Append records, apply the log through them, and return each record's outcome."""
+        if not records:
+            return []
+        with self.lock:
+            appended = self.log.append(records, sync=sync)
+            applier.catch_up(self.conn, self.log)
+            outcomes = []
+            for rec in appended:
+                out = applier.outcome_of(self.conn, rec.op_id)
+                if out is None:  # pragma: no cover - would mean the applier skipped a record
+                    raise CrewletError(f"record {rec.seq} ({rec.op_id}) was appended but not applied")
+                outcomes.append(out)
+            return outcomes
+
+    def submit_one(self, record: Record) -> Outcome:
+        return self.submit([record])[0]
+
+    def applied_seq(self) -> int:
+        with self.lock:
+            return applier.position(self.conn)[0]
+
+    # -- container documents ---------------------------------------------------------------
+    def sync_containers(self) -> int:
+        """A container document per declared space, written only where the row does not already
+        say what the configuration says (so the log grows with edits, not with restarts)."""
+        epoch = self.company.activated_at
+        records = []
+        with self.lock:
+            rows = {r["key"]: r for r in self.conn.execute("SELECT * FROM containers")}
+            for key, space in self.company.declared_containers().items():
+                row = rows.get(key)
+                if row is not None:
+                    same = (row["name"], row["purpose"], row["lead"]) == (space.name, space.purpose, space.lead)
+                    if row["chart_epoch"] > epoch or (same and row["chart_epoch"] == epoch):
+                        continue
+                    if same and epoch == 0:
+                        continue  # no activation instant: stamp nothing
+                records.append(Record.new("container.declare", SYSTEM_ACTOR, {
+                    "key": key, "name": space.name, "purpose": space.purpose, "lead": space.lead, "chart_epoch": epoch,
+                }))
+        self.submit(records)
+        return len(records)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def init_home(home: Home, data: dict, *, force: bool = False) -> Path:
+    """Create a home: company.toml, the SQLite file and the log file."""
+    if home.config_file.exists() and not force:
+        raise CrewletError(f"{home.config_file} already exists — this home is initialised; use it, or pick another --home",
+                           code="exists")
+    home.root.mkdir(parents=True, exist_ok=True)
+    config_mod.parse(data, home.config_file)  # refuse a bad config before writing anything
+    config_mod.write(home.config_file, data)
+    conn = connect(home.db_file)
+    conn.close()
+    FileLog(home.log_file).close()
+    return home.root

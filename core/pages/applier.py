@@ -1,0 +1,424 @@
+"""The applier: records, in log order, into the node's SQLite.
+
+Every decision that depends on order — a title claimed first-writer-wins, a save against a stale
+revision, two moves that would make a cycle, a restore racing a purge — is taken here, from the
+rows as they are when the record applies, so every node that applies the same log decides the same.
+A record is idempotent by op_id: applying it twice changes nothing.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..log import FileLog, LogGap, Record
+from ..store import Connection, transaction
+from .model import clean_title, normalise_title
+
+log = logging.getLogger("crewlet.applier")
+
+APPLIER = "applier"
+
+
+@dataclass
+class Outcome:
+    op_id: str
+    seq: int
+    type: str
+    status: str                     # applied | refused | noop
+    code: str | None = None
+    reason: str | None = None
+    result: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status != "refused"
+
+    @property
+    def warnings(self) -> list[dict[str, str]]:
+        return list(self.result.get("warnings", []))
+
+
+class _Refuse(Exception):
+    def __init__(self, code: str, reason: str) -> None:
+        super().__init__(reason)
+        self.code, self.reason = code, reason
+
+
+class _Noop(Exception):
+    def __init__(self, reason: str, result: dict[str, Any] | None = None) -> None:
+        super().__init__(reason)
+        self.reason, self.result = reason, result or {}
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+def _page(conn: Connection, page_id: str) -> Any:
+    return conn.execute("SELECT * FROM pages WHERE id = ?", (page_id,)).fetchone()
+
+
+def _live_page(conn: Connection, page_id: str, *, allow_trashed: bool = False) -> Any:
+    row = _page(conn, page_id)
+    if row is None:
+        marker = conn.execute("SELECT title, purged_by FROM deleted_pages WHERE page_id = ?", (page_id,)).fetchone()
+        if marker:
+            raise _Refuse("purged", f"page {page_id} ('{marker['title']}') was purged by {marker['purged_by']}")
+        raise _Refuse("not_found", f"no page {page_id}")
+    if row["trashed_at"] is not None and not allow_trashed:
+        raise _Refuse("trashed", f"page {row['container']}/{row['title']} is in the trash — restore it first")
+    return row
+
+
+def _is_descendant_or_self(conn: Connection, candidate: str, page_id: str) -> bool:
+    """Is `candidate` the page itself or somewhere beneath it? Walks up from the candidate."""
+    seen: set[str] = set()
+    cur: str | None = candidate
+    while cur is not None and cur not in seen:
+        if cur == page_id:
+            return True
+        seen.add(cur)
+        row = conn.execute("SELECT parent_id FROM pages WHERE id = ?", (cur,)).fetchone()
+        cur = row["parent_id"] if row else None
+    return False
+
+
+def parent_problem(conn: Connection, container: str, parent_id: str | None, page_id: str | None) -> str | None:
+    """Why `parent_id` cannot hold a page of `container` (None when it can). Shared by the writer's
+    check and the applier's salvage so the two never disagree."""
+    if parent_id is None:
+        return None
+    row = _page(conn, parent_id)
+    if row is None:
+        return f"parent_id {parent_id} names no page"
+    if row["container"] != container:
+        return f"parent_id {parent_id} is in {row['container']}, not {container}"
+    if row["trashed_at"] is not None:
+        return f"parent_id {parent_id} ('{row['title']}') is in the trash"
+    if page_id is not None and _is_descendant_or_self(conn, parent_id, page_id):
+        return f"parent_id {parent_id} is the page itself or beneath it (that would make a cycle)"
+    return None
+
+
+def _add_revision(conn: Connection, page_id: str, revision: int, title: str, body: str, author: str,
+                  at: int, kind: str, message: str | None) -> None:
+    conn.execute(
+        "INSERT INTO revisions (page_id, revision, title, body, author, at, kind, message) VALUES (?,?,?,?,?,?,?,?)",
+        (page_id, revision, title, body, author, at, kind, message or None),
+    )
+
+
+def _claim(conn: Connection, container: str, address: str, page_id: str) -> None:
+    holder = conn.execute(
+        "SELECT id, title, trashed_at FROM pages WHERE container = ? AND address = ? AND id != ?",
+        (container, address, page_id),
+    ).fetchone()
+    if holder:
+        where = " (in the trash: restore or purge it)" if holder["trashed_at"] is not None else ""
+        raise _Refuse("title_taken", f"{container}/{holder['title']} already exists{where} — choose another title")
+
+
+# -- one handler per record type -------------------------------------------------------------
+
+def _container_declare(conn: Connection, rec: Record) -> dict[str, Any]:
+    p = rec.payload
+    row = conn.execute("SELECT * FROM containers WHERE key = ?", (p["key"],)).fetchone()
+    epoch = int(p.get("chart_epoch", 0))
+    if row is not None:
+        if epoch < row["chart_epoch"]:
+            raise _Noop("a configuration activated later already named this container")
+        if (row["name"], row["purpose"], row["lead"], row["chart_epoch"]) == (p["name"], p.get("purpose", ""), p.get("lead"), epoch):
+            raise _Noop("the container already says this")
+    conn.execute(
+        "INSERT INTO containers (key, name, purpose, lead, chart_epoch) VALUES (?,?,?,?,?) "
+        "ON CONFLICT(key) DO UPDATE SET name=excluded.name, purpose=excluded.purpose, lead=excluded.lead, "
+        "chart_epoch=excluded.chart_epoch",
+        (p["key"], p["name"], p.get("purpose", ""), p.get("lead"), epoch),
+    )
+    return {"key": p["key"]}
+
+
+def _page_create(conn: Connection, rec: Record) -> dict[str, Any]:
+    p = rec.payload
+    page_id, container = p["page_id"], p["container"]
+    title = clean_title(p["title"])
+    address = normalise_title(title)
+    if conn.execute("SELECT 1 FROM deleted_pages WHERE page_id = ?", (page_id,)).fetchone():
+        raise _Refuse("purged", f"page {page_id} was purged; it cannot be created again")
+    if _page(conn, page_id) is not None:
+        raise _Refuse("exists", f"page {page_id} already exists")
+    _claim(conn, container, address, page_id)
+    warnings = []
+    parent_id = p.get("parent_id")
+    problem = parent_problem(conn, container, parent_id, None)
+    if problem:
+        # the writer checked it; a race since then files the page at the top, identically everywhere
+        warnings.append({"code": "pages_parent_salvaged", "message": f"{problem}; the page was created at the top of {container}"})
+        log.warning("pages_parent_salvaged page=%s: %s", page_id, problem)
+        parent_id = None
+    body = p.get("body", "")
+    labels = json.dumps(sorted(set(p.get("labels", []))))
+    conn.execute(
+        "INSERT INTO pages (id, container, address, title, body, revision, parent_id, created_by, created_at, "
+        "saved_by, saved_at, updated_at, trashed_at, trashed_by, labels, version) "
+        "VALUES (?,?,?,?,?,1,?,?,?,?,?,?,NULL,NULL,?,?)",
+        (page_id, container, address, title, body, parent_id, rec.actor, rec.at, rec.actor, rec.at, rec.at, labels, rec.seq),
+    )
+    _add_revision(conn, page_id, 1, title, body, rec.actor, rec.at, "create", p.get("message"))
+    return {"page_id": page_id, "revision": 1, "warnings": warnings}
+
+
+def _page_save(conn: Connection, rec: Record) -> dict[str, Any]:
+    p = rec.payload
+    row = _live_page(conn, p["page_id"])
+    base, current = int(p["base_revision"]), row["revision"]
+    if base != current:
+        raise _Refuse(
+            "stale_revision",
+            f"{row['container']}/{row['title']} is at revision {current}, not {base}: "
+            f"{row['saved_by']} saved since — merge your text into revision {current} and save again",
+        )
+    body = p["body"]
+    if body == row["body"]:
+        raise _Noop("the body is unchanged", {"page_id": row["id"], "revision": current})
+    revision = current + 1
+    conn.execute(
+        "UPDATE pages SET body=?, revision=?, saved_by=?, saved_at=?, updated_at=?, version=? WHERE id=?",
+        (body, revision, rec.actor, rec.at, rec.at, rec.seq, row["id"]),
+    )
+    _add_revision(conn, row["id"], revision, row["title"], body, rec.actor, rec.at, "save", p.get("message"))
+    return {"page_id": row["id"], "revision": revision}
+
+
+def _page_rename(conn: Connection, rec: Record) -> dict[str, Any]:
+    p = rec.payload
+    row = _live_page(conn, p["page_id"])
+    title = clean_title(p["title"])
+    if title == row["title"]:
+        raise _Noop("the page already has this title", {"page_id": row["id"], "revision": row["revision"]})
+    address = normalise_title(title)
+    if address != row["address"]:
+        _claim(conn, row["container"], address, row["id"])
+    revision = row["revision"] + 1
+    conn.execute(
+        "UPDATE pages SET title=?, address=?, revision=?, saved_by=?, saved_at=?, updated_at=?, version=? WHERE id=?",
+        (title, address, revision, rec.actor, rec.at, rec.at, rec.seq, row["id"]),
+    )
+    _add_revision(conn, row["id"], revision, title, row["body"], rec.actor, rec.at, "rename", p.get("message"))
+    return {"page_id": row["id"], "revision": revision, "old_title": row["title"]}
+
+
+def _page_move(conn: Connection, rec: Record) -> dict[str, Any]:
+    p = rec.payload
+    row = _live_page(conn, p["page_id"])
+    parent_id = p.get("parent_id")
+    if parent_id == row["parent_id"]:
+        raise _Noop("the page is already there", {"page_id": row["id"]})
+    problem = parent_problem(conn, row["container"], parent_id, row["id"])
+    if problem:
+        # two sound moves raced (A under B here, B under A elsewhere): leave the page where it was
+        log.warning("pages_parent_salvaged page=%s: %s", row["id"], problem)
+        return {"page_id": row["id"], "parent_id": row["parent_id"], "warnings": [
+            {"code": "pages_parent_salvaged", "message": f"{problem}; the page was left where it was"}]}
+    # a move is not a change to what the page says: saved_at stays
+    conn.execute("UPDATE pages SET parent_id=?, updated_at=?, version=? WHERE id=?", (parent_id, rec.at, rec.seq, row["id"]))
+    return {"page_id": row["id"], "parent_id": parent_id}
+
+
+def _live_children(conn: Connection, page_id: str) -> int:
+    return conn.execute("SELECT count(*) FROM pages WHERE parent_id = ? AND trashed_at IS NULL", (page_id,)).fetchone()[0]
+
+
+def _page_trash(conn: Connection, rec: Record) -> dict[str, Any]:
+    row = _live_page(conn, rec.payload["page_id"], allow_trashed=True)
+    if row["trashed_at"] is not None:
+        raise _Noop("the page is already in the trash", {"page_id": row["id"]})
+    n = _live_children(conn, row["id"])
+    if n:
+        # a trashed page's children would be pages no walk of the container reaches
+        raise _Refuse("has_children", f"{row['container']}/{row['title']} has {n} page(s) under it — move or trash them first")
+    conn.execute("UPDATE pages SET trashed_at=?, trashed_by=?, updated_at=?, version=? WHERE id=?",
+                 (rec.at, rec.actor, rec.at, rec.seq, row["id"]))
+    return {"page_id": row["id"]}
+
+
+def _page_restore(conn: Connection, rec: Record) -> dict[str, Any]:
+    row = _live_page(conn, rec.payload["page_id"], allow_trashed=True)
+    if row["trashed_at"] is None:
+        raise _Noop("the page is not in the trash", {"page_id": row["id"]})
+    if row["parent_id"] is not None:
+        parent = _page(conn, row["parent_id"])
+        if parent is not None and parent["trashed_at"] is not None:
+            raise _Refuse("parent_trashed", f"its parent '{parent['title']}' ({parent['id']}) is in the trash — restore that first")
+    conn.execute("UPDATE pages SET trashed_at=NULL, trashed_by=NULL, updated_at=?, version=? WHERE id=?",
+                 (rec.at, rec.seq, row["id"]))
+    return {"page_id": row["id"]}
+
+
+def _page_purge(conn: Connection, rec: Record) -> dict[str, Any]:
+    p = rec.payload
+    row = _live_page(conn, p["page_id"], allow_trashed=True)
+    if row["trashed_at"] is None:
+        raise _Refuse("not_trashed", f"{row['container']}/{row['title']} is not in the trash — trash it first")
+    cutoff = p.get("cutoff")
+    if cutoff is not None and row["trashed_at"] > int(cutoff):
+        # decided in the snapshot this record applies in: a restore (or a re-trash) landed first
+        raise _Refuse("not_due", f"{row['container']}/{row['title']} was trashed after the cutoff; not purged")
+    # its children go to its own parent (or the top) rather than pointing at nothing
+    conn.execute("UPDATE pages SET parent_id=?, version=? WHERE parent_id=?", (row["parent_id"], rec.seq, row["id"]))
+    conn.execute("DELETE FROM page_links WHERE src = ?", (row["id"],))
+    conn.execute("DELETE FROM pages WHERE id = ?", (row["id"],))  # revisions and comments cascade
+    conn.execute(
+        "INSERT OR REPLACE INTO deleted_pages (page_id, container, title, purged_by, purged_at, reason) VALUES (?,?,?,?,?,?)",
+        (row["id"], row["container"], row["title"], rec.actor, rec.at, p.get("reason", "")),
+    )
+    return {"page_id": row["id"]}
+
+
+def _page_labels(conn: Connection, rec: Record) -> dict[str, Any]:
+    p = rec.payload
+    row = _live_page(conn, p["page_id"], allow_trashed=True)
+    labels = sorted(set(json.loads(row["labels"])) | {str(x).lower() for x in p["labels"]})
+    if labels == json.loads(row["labels"]):
+        raise _Noop("labels already attached", {"page_id": row["id"]})
+    conn.execute("UPDATE pages SET labels=?, updated_at=?, version=? WHERE id=?", (json.dumps(labels), rec.at, rec.seq, row["id"]))
+    return {"page_id": row["id"], "labels": labels}
+
+
+def _comment_add(conn: Connection, rec: Record) -> dict[str, Any]:
+    p = rec.payload
+    row = _live_page(conn, p["page_id"])
+    conn.execute("INSERT INTO comments (id, page_id, author, body, created_at) VALUES (?,?,?,?,?)",
+                 (p["comment_id"], row["id"], rec.actor, p["body"], rec.at))
+    return {"comment_id": p["comment_id"], "page_id": row["id"]}
+
+
+def _comment(conn: Connection, comment_id: str) -> Any:
+    c = conn.execute("SELECT * FROM comments WHERE id = ?", (comment_id,)).fetchone()
+    if c is None:
+        raise _Refuse("not_found", f"no comment {comment_id}")
+    return c
+
+
+def _comment_edit(conn: Connection, rec: Record) -> dict[str, Any]:
+    c = _comment(conn, rec.payload["comment_id"])
+    if c["author"] != rec.actor:
+        raise _Refuse("forbidden", f"comment {c['id']} is {c['author']}'s; only its author edits it")
+    conn.execute("UPDATE comments SET body=?, edited_at=? WHERE id=?", (rec.payload["body"], rec.at, c["id"]))
+    return {"comment_id": c["id"]}
+
+
+def _comment_remove(conn: Connection, rec: Record) -> dict[str, Any]:
+    c = _comment(conn, rec.payload["comment_id"])
+    conn.execute("DELETE FROM comments WHERE id=?", (c["id"],))
+    return {"comment_id": c["id"]}
+
+
+def _knowledge_read(conn: Connection, rec: Record) -> dict[str, Any]:
+    p = rec.payload
+    if not p.get("pages"):
+        raise _Noop("a read of nothing is not a read")
+    conn.execute("INSERT INTO knowledge_reads (op_id, actor, at, via, query, pages) VALUES (?,?,?,?,?,?)",
+                 (rec.op_id, rec.actor, rec.at, p["via"], p.get("query"), json.dumps(p["pages"])))
+    return {}
+
+
+def _onboarding_mark(conn: Connection, rec: Record) -> dict[str, Any]:
+    p = rec.payload
+    conn.execute(
+        "INSERT INTO agent_onboarding_markers (agent_id, chain_hash, marked_at) VALUES (?,?,?) "
+        "ON CONFLICT(agent_id) DO UPDATE SET chain_hash=excluded.chain_hash, marked_at=excluded.marked_at",
+        (p["agent_id"], p["chain_hash"], rec.at),
+    )
+    return {}
+
+
+HANDLERS: dict[str, Callable[[Connection, Record], dict[str, Any]]] = {
+    "container.declare": _container_declare,
+    "page.create": _page_create,
+    "page.save": _page_save,
+    "page.rename": _page_rename,
+    "page.move": _page_move,
+    "page.trash": _page_trash,
+    "page.restore": _page_restore,
+    "page.purge": _page_purge,
+    "page.labels": _page_labels,
+    "comment.add": _comment_add,
+    "comment.edit": _comment_edit,
+    "comment.remove": _comment_remove,
+    "knowledge.read": _knowledge_read,
+    "onboarding.mark": _onboarding_mark,
+}
+
+
+def apply_record(conn: Connection, rec: Record) -> Outcome | None:
+    """Apply one record inside the caller's transaction. None when its op_id was applied already."""
+    if conn.execute("SELECT 1 FROM applied_ops WHERE op_id = ?", (rec.op_id,)).fetchone():
+        return None
+    handler = HANDLERS.get(rec.type)
+    conn.execute("SAVEPOINT rec")
+    try:
+        if handler is None:
+            raise _Refuse("unknown_record", f"record type '{rec.type}' is not known to this build — upgrade crewlet")
+        result = handler(conn, rec)
+        outcome = Outcome(rec.op_id, rec.seq, rec.type, "applied", result=result)
+    except _Refuse as r:
+        conn.execute("ROLLBACK TO rec")
+        outcome = Outcome(rec.op_id, rec.seq, rec.type, "refused", r.code, r.reason)
+    except _Noop as n:
+        conn.execute("ROLLBACK TO rec")
+        outcome = Outcome(rec.op_id, rec.seq, rec.type, "noop", None, n.reason, n.result)
+    except (KeyError, TypeError, ValueError) as exc:
+        # a malformed payload is refused, never half-applied, and never stops the log behind it
+        conn.execute("ROLLBACK TO rec")
+        outcome = Outcome(rec.op_id, rec.seq, rec.type, "refused", "malformed", f"malformed {rec.type} record: {exc!r}")
+    conn.execute("RELEASE rec")
+    conn.execute(
+        "INSERT INTO applied_ops (op_id, seq, type, status, code, reason, result) VALUES (?,?,?,?,?,?,?)",
+        (rec.op_id, rec.seq, rec.type, outcome.status, outcome.code, outcome.reason,
+         json.dumps(outcome.result) if outcome.result else None),
+    )
+    return outcome
+
+
+def position(conn: Connection) -> tuple[int, int]:
+    row = conn.execute("SELECT seq, byte_offset FROM log_position WHERE name = ?", (APPLIER,)).fetchone()
+    return (row["seq"], row["byte_offset"]) if row else (0, 0)
+
+
+def catch_up(conn: Connection, flog: FileLog, *, batch: int = 2000,
+             progress: Callable[[int], None] | None = None) -> int:
+    """Apply every record past this node's position, `batch` records a transaction, storing the new
+    position in the same transaction. Returns how many records were applied."""
+    applied = 0
+    while True:
+        with transaction(conn):
+            seq, offset = position(conn)
+            n = 0
+            for rec, end in flog.read(after=seq, start_offset=offset, limit=batch):
+                if rec.seq != seq + 1:
+                    raise LogGap(f"{flog.path}: expected record {seq + 1}, found {rec.seq} — the log has a gap; "
+                                 "this node stops here rather than apply out of order")
+                apply_record(conn, rec)
+                seq, offset = rec.seq, end
+                n += 1
+            if n:
+                conn.execute(
+                    "INSERT INTO log_position (name, seq, byte_offset) VALUES (?,?,?) "
+                    "ON CONFLICT(name) DO UPDATE SET seq=excluded.seq, byte_offset=excluded.byte_offset",
+                    (APPLIER, seq, offset),
+                )
+        applied += n
+        if progress and n:
+            progress(n)
+        if n < batch:
+            return applied
+
+
+def outcome_of(conn: Connection, op_id: str) -> Outcome | None:
+    row = conn.execute("SELECT * FROM applied_ops WHERE op_id = ?", (op_id,)).fetchone()
+    if row is None:
+        return None
+    return Outcome(row["op_id"], row["seq"], row["type"], row["status"], row["code"], row["reason"],
+                   json.loads(row["result"]) if row["result"] else {})

@@ -1,0 +1,432 @@
+"""The knowledge base as callers use it: commands become records, queries read rows.
+
+The CLI, the app and the importer all go through this one class, so a rule holds everywhere.
+"""
+from __future__ import annotations
+
+import base64
+import difflib
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from ..config import Actor
+from ..errors import Invalid, NotFound, Refused, StaleRevision
+from ..log import Record
+from ..node import Node, now_ms
+from . import rules
+from .applier import Outcome, parent_problem
+from .model import MAX_TITLE, WINDOW_MAX, Comment, Page, Revision, Window, clean_title, normalise_title
+
+TRASH_TERM_MS = 30 * 24 * 3600 * 1000
+REAP_PASS_MAX = 1000
+REAPER = "trash-reaper"
+ROOT_PAGE_SQL = "parent_id IS NULL"
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+def _check_title(title: str) -> str:
+    cleaned = clean_title(title)
+    if not cleaned:
+        raise Invalid("a page needs a title — give it one", code="invalid_title")
+    if len(cleaned) > MAX_TITLE:
+        raise Invalid(f"a title is at most {MAX_TITLE} characters (this one has {len(cleaned)}) — shorten it",
+                      code="invalid_title")
+    if any(ord(ch) < 32 for ch in cleaned):
+        raise Invalid("a title cannot hold control characters — remove them", code="invalid_title")
+    return cleaned
+
+
+def _encode_cursor(address: str, page_id: str) -> str:
+    return base64.urlsafe_b64encode(json.dumps([address, page_id]).encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[str, str]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        address, page_id = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        return str(address), str(page_id)
+    except Exception:
+        raise Invalid(f"cursor '{cursor}' is not one a listing gave — pass the next_cursor of the previous window",
+                      code="invalid_cursor") from None
+
+
+@dataclass
+class ReapReport:
+    purged: int
+    refused: int
+    passes: int
+
+
+class KnowledgeBase:
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+    @property
+    def conn(self) -> Any:
+        return self.node.conn
+
+    @property
+    def company(self) -> Any:
+        return self.node.company
+
+    def actor(self, handle: str | None) -> Actor:
+        handle = handle or self.company.operator
+        if not handle:
+            raise Refused(f"no actor to act as: set `operator = \"…\"` in {self.company.file}, or pass --as HANDLE",
+                          code="no_actor")
+        return self.company.actor(handle)
+
+    # -- resolving pages ---------------------------------------------------------------------
+    def _row(self, ref: str, *, allow_trashed: bool = True) -> Any:
+        with self.node.lock:
+            row = self.conn.execute("SELECT * FROM pages WHERE id = ?", (ref,)).fetchone()
+            if row is None and "/" in ref:
+                container, title = ref.split("/", 1)
+                row = self.conn.execute("SELECT * FROM pages WHERE container = ? AND address = ?",
+                                        (container, normalise_title(title))).fetchone()
+            if row is None:
+                marker = self.conn.execute("SELECT * FROM deleted_pages WHERE page_id = ?", (ref,)).fetchone()
+                if marker:
+                    raise NotFound(f"page {ref} ('{marker['title']}') was purged by {marker['purged_by']}", code="purged")
+                hint = "a page id or CONTAINER/Title" if "/" not in ref else "check the container and title (`crewlet pages CONTAINER`)"
+                raise NotFound(f"no page '{ref}' — give {hint}")
+        if row["trashed_at"] is not None and not allow_trashed:
+            raise Refused(f"{row['container']}/{row['title']} is in the trash — restore it first", code="trashed")
+        return row
+
+    def _ancestors(self, parent_id: str | None) -> list[dict[str, str]]:
+        chain: list[dict[str, str]] = []
+        seen: set[str] = set()
+        while parent_id and parent_id not in seen:
+            seen.add(parent_id)
+            row = self.conn.execute("SELECT id, title, parent_id FROM pages WHERE id = ?", (parent_id,)).fetchone()
+            if row is None:
+                break
+            chain.append({"id": row["id"], "title": row["title"]})
+            parent_id = row["parent_id"]
+        return list(reversed(chain))
+
+    def _child_count(self, page_id: str) -> int:
+        return self.conn.execute("SELECT count(*) FROM pages WHERE parent_id = ? AND trashed_at IS NULL", (page_id,)).fetchone()[0]
+
+    def _page(self, row: Any) -> Page:
+        page = Page.from_row(row, child_count=self._child_count(row["id"]))
+        page.ancestors = self._ancestors(row["parent_id"])
+        return page
+
+    def resolve(self, ref: str) -> Page:
+        with self.node.lock:
+            return self._page(self._row(ref))
+
+    def get_page(self, ref: str, *, actor: str | None = None, record_read: bool = True) -> Page:
+        """Read one page. An agent's read is recorded as one knowledge_read event (via get_page)."""
+        page = self.resolve(ref)
+        handle = actor or self.company.operator
+        who = self.company.actor(handle) if handle else None
+        if record_read and who is not None and who.is_agent:
+            self.record_read(who.handle, "get_page", [page], query=None)
+        return page
+
+    def record_read(self, handle: str, via: str, pages: list[Any], query: str | None) -> None:
+        """One event per act, listing its pages; nothing recorded for nothing."""
+        if not pages:
+            return
+        listed = [{"id": p.id if hasattr(p, "id") else p["id"],
+                   "container": p.container if hasattr(p, "container") else p["container"],
+                   "title": p.title if hasattr(p, "title") else p["title"], "rank": i + 1}
+                  for i, p in enumerate(pages)]
+        if query is not None:
+            encoded = query.encode("utf-8")
+            if len(encoded) > 200:
+                query = encoded[:200].decode("utf-8", errors="ignore") + "…"
+        self.node.submit_one(Record.new("knowledge.read", handle, {"via": via, "query": query, "pages": listed}))
+
+    # -- commands ---------------------------------------------------------------------------
+    def _submit(self, rec: Record) -> Outcome:
+        out = self.node.submit_one(rec)
+        if out.status == "refused":
+            cls = NotFound if out.code in ("not_found", "purged") else Refused
+            raise cls(out.reason or "refused", code=out.code or "refused")
+        return out
+
+    def create_page(self, container: str, title: str, body: str = "", *, actor: str | None = None,
+                    parent: str | None = None, message: str | None = None, labels: list[str] | None = None,
+                    page_id: str | None = None, op_id: str | None = None) -> Page:
+        who = self.actor(actor)
+        title = _check_title(title)
+        rules.may_create(self.company, who, container)
+        parent_id = None
+        if parent:
+            prow = self._row(parent)
+            parent_id = prow["id"]
+            problem = parent_problem(self.conn, container, parent_id, None)
+            if problem:
+                raise Refused(f"{problem} — pick a live page in {container} as parent, or none for the top",
+                              code="invalid_parent")
+        payload: dict[str, Any] = {"page_id": page_id or new_id(), "container": container, "title": title,
+                                   "body": body, "parent_id": parent_id}
+        if message:
+            payload["message"] = message
+        if labels:
+            payload["labels"] = sorted({lab.strip().lower() for lab in labels if lab.strip()})
+        out = self._submit(Record.new("page.create", who.handle, payload, op_id=op_id))
+        page = self.resolve(out.result["page_id"])
+        page_warnings = out.warnings
+        if page_warnings:
+            setattr(page, "warnings", page_warnings)
+        return page
+
+    def save_page(self, ref: str, body: str, *, base_revision: int, actor: str | None = None,
+                  message: str | None = None) -> Page:
+        """Save against the revision the writer edited. A stale base is refused by the applier and
+        the writer's text is kept (returned on the error and written under the home's rescued/)."""
+        who = self.actor(actor)
+        row = self._row(ref, allow_trashed=False)
+        rules.may_save(self.company, who, row)
+        payload: dict[str, Any] = {"page_id": row["id"], "base_revision": int(base_revision), "body": body}
+        if message and message.strip():
+            payload["message"] = message.strip()
+        out = self.node.submit_one(Record.new("page.save", who.handle, payload))
+        if out.status == "refused":
+            if out.code == "stale_revision":
+                rescued = self._rescue(row["id"], int(base_revision), body)
+                current = self._row(row["id"])["revision"]
+                raise StaleRevision(f"{out.reason} (your text is kept in {rescued})", base_revision=int(base_revision),
+                                    current_revision=current, your_body=body, rescued_to=str(rescued))
+            raise (NotFound if out.code in ("not_found", "purged") else Refused)(out.reason or "refused", code=out.code)
+        return self.resolve(row["id"])
+
+    def _rescue(self, page_id: str, base: int, body: str) -> Any:
+        rescue = self.node.home.rescue_dir
+        rescue.mkdir(parents=True, exist_ok=True)
+        path = rescue / f"{page_id}-from-r{base}-{now_ms()}.md"
+        path.write_text(body, encoding="utf-8")
+        return path
+
+    def rename_page(self, ref: str, new_title: str, *, actor: str | None = None) -> Page:
+        who = self.actor(actor)
+        title = _check_title(new_title)
+        row = self._row(ref, allow_trashed=False)
+        rules.may_rename(self.company, who, row)
+        self._submit(Record.new("page.rename", who.handle, {"page_id": row["id"], "title": title}))
+        return self.resolve(row["id"])
+
+    def move_page(self, ref: str, parent: str | None, *, actor: str | None = None) -> Page:
+        who = self.actor(actor)
+        row = self._row(ref, allow_trashed=False)
+        rules.may_move(self.company, who, row)
+        parent_id = self._row(parent)["id"] if parent else None
+        problem = parent_problem(self.conn, row["container"], parent_id, row["id"])
+        if problem:
+            raise Refused(f"{problem} — pick a live page in {row['container']} that is not beneath this one, "
+                          "or --top", code="invalid_parent")
+        out = self._submit(Record.new("page.move", who.handle, {"page_id": row["id"], "parent_id": parent_id}))
+        page = self.resolve(row["id"])
+        if out.warnings:
+            setattr(page, "warnings", out.warnings)
+        return page
+
+    def trash_page(self, ref: str, *, actor: str | None = None) -> Page:
+        who = self.actor(actor)
+        row = self._row(ref)
+        rules.may_trash(self.company, who, row, "trash")
+        self._submit(Record.new("page.trash", who.handle, {"page_id": row["id"]}))
+        return self.resolve(row["id"])
+
+    def restore_page(self, ref: str, *, actor: str | None = None) -> Page:
+        who = self.actor(actor)
+        row = self._row(ref)
+        rules.may_trash(self.company, who, row, "restore")
+        self._submit(Record.new("page.restore", who.handle, {"page_id": row["id"]}))
+        return self.resolve(row["id"])
+
+    def purge_page(self, ref: str, *, actor: str | None = None, reason: str = "") -> dict[str, Any]:
+        who = self.actor(actor)
+        row = self._row(ref)
+        rules.may_purge(self.company, who, row)
+        self._submit(Record.new("page.purge", who.handle, {"page_id": row["id"], "reason": reason or "purged by an admin"}))
+        return {"page_id": row["id"], "container": row["container"], "title": row["title"], "purged": True}
+
+    def set_labels(self, ref: str, labels: list[str], *, actor: str | None = None, op_id: str | None = None) -> Outcome:
+        who = self.actor(actor)
+        row = self._row(ref)
+        rules.may_save(self.company, who, row)
+        return self._submit(Record.new("page.labels", who.handle, {"page_id": row["id"], "labels": labels}, op_id=op_id))
+
+    # -- comments ---------------------------------------------------------------------------
+    def add_comment(self, ref: str, text: str, *, actor: str | None = None) -> Comment:
+        who = self.actor(actor)
+        if not text.strip():
+            raise Invalid("a comment needs some text", code="invalid_comment")
+        row = self._row(ref, allow_trashed=False)
+        rules.may_comment(self.company, who, row)
+        out = self._submit(Record.new("comment.add", who.handle, {"comment_id": new_id(), "page_id": row["id"], "body": text}))
+        return self._comment(out.result["comment_id"])
+
+    def _comment_row(self, comment_id: str) -> Any:
+        with self.node.lock:
+            c = self.conn.execute("SELECT * FROM comments WHERE id = ?", (comment_id,)).fetchone()
+        if c is None:
+            raise NotFound(f"no comment '{comment_id}' — `crewlet page show REF` lists a page's comments")
+        return c
+
+    def _comment(self, comment_id: str) -> Comment:
+        c = self._comment_row(comment_id)
+        return Comment(c["id"], c["page_id"], c["author"], c["body"], c["created_at"], c["edited_at"])
+
+    def edit_comment(self, comment_id: str, text: str, *, actor: str | None = None) -> Comment:
+        who = self.actor(actor)
+        c = self._comment_row(comment_id)
+        rules.may_edit_comment(self.company, who, c, self._row(c["page_id"]))
+        self._submit(Record.new("comment.edit", who.handle, {"comment_id": comment_id, "body": text}))
+        return self._comment(comment_id)
+
+    def remove_comment(self, comment_id: str, *, actor: str | None = None) -> None:
+        who = self.actor(actor)
+        c = self._comment_row(comment_id)
+        rules.may_remove_comment(self.company, who, c, self._row(c["page_id"]))
+        self._submit(Record.new("comment.remove", who.handle, {"comment_id": comment_id}))
+
+    def comments(self, ref: str) -> list[Comment]:
+        row = self._row(ref)
+        with self.node.lock:
+            rows = self.conn.execute("SELECT * FROM comments WHERE page_id = ? ORDER BY created_at, id", (row["id"],)).fetchall()
+        return [Comment(c["id"], c["page_id"], c["author"], c["body"], c["created_at"], c["edited_at"]) for c in rows]
+
+    # -- listings ---------------------------------------------------------------------------
+    def spaces(self) -> list[dict[str, Any]]:
+        """Declared containers with their page counts, then containers that hold pages but were
+        never declared (reachable by address and search, shown apart)."""
+        with self.node.lock:
+            counts = {r[0]: r[1] for r in self.conn.execute(
+                "SELECT container, count(*) FROM pages WHERE trashed_at IS NULL GROUP BY container")}
+            docs = {r["key"]: r for r in self.conn.execute("SELECT * FROM containers")}
+        out = []
+        declared = self.company.declared_containers()
+        for key in sorted(declared):
+            space = declared[key]
+            out.append({"key": key, "name": space.name, "purpose": space.purpose, "lead": space.lead,
+                        "pages": counts.get(key, 0), "declared": True, "has_document": key in docs,
+                        "reserved": key in (self.company.knowledge.root_space, self.company.knowledge.skills_container)})
+        for key in sorted(set(counts) - set(declared)):
+            out.append({"key": key, "name": key, "purpose": "", "lead": None, "pages": counts[key],
+                        "declared": False, "has_document": key in docs, "reserved": False})
+        return out
+
+    def list_pages(self, container: str, *, parent: str | None = None, after: str | None = None,
+                   limit: int = WINDOW_MAX) -> Window:
+        """One level of a container's outline, in windows of at most 500, ordered by address."""
+        if not 1 <= limit <= WINDOW_MAX:
+            raise Invalid(f"--limit must be between 1 and {WINDOW_MAX} (got {limit})", code="invalid_limit")
+        parent_id = self._row(parent)["id"] if parent else None
+        where = "container = ? AND parent_id IS ? AND trashed_at IS NULL"
+        args: list[Any] = [container, parent_id]
+        with self.node.lock:
+            total = self.conn.execute(f"SELECT count(*) FROM pages WHERE {where}", args).fetchone()[0]
+            if after:
+                address, page_id = _decode_cursor(after)
+                where += " AND (address, id) > (?, ?)"
+                args += [address, page_id]
+            rows = self.conn.execute(
+                "SELECT id, container, address, title, '' AS body, revision, parent_id, created_by, created_at, "
+                "saved_by, saved_at, updated_at, trashed_at, trashed_by, version, labels, "
+                "(length(trim(body, char(9,10,13,32))) = 0) AS is_folder, "
+                "(SELECT count(*) FROM pages c WHERE c.parent_id = p.id AND c.trashed_at IS NULL) AS child_count "
+                f"FROM pages p WHERE {where} ORDER BY address, id LIMIT ?", [*args, limit + 1]).fetchall()
+        more = len(rows) > limit
+        rows = rows[:limit]
+        pages = [Page.from_row(r) for r in rows]
+        cursor = _encode_cursor(rows[-1]["address"], rows[-1]["id"]) if more and rows else None
+        return Window(container, parent_id, pages, total, cursor)
+
+    def trash(self) -> list[Page]:
+        with self.node.lock:
+            rows = self.conn.execute("SELECT * FROM pages WHERE trashed_at IS NOT NULL ORDER BY trashed_at DESC").fetchall()
+        return [Page.from_row(r) for r in rows]
+
+    # -- history ------------------------------------------------------------------------------
+    def history(self, ref: str) -> list[Revision]:
+        row = self._row(ref)
+        with self.node.lock:
+            rows = self.conn.execute("SELECT * FROM revisions WHERE page_id = ? ORDER BY revision DESC", (row["id"],)).fetchall()
+        return [Revision(r["page_id"], r["revision"], r["title"], r["body"], r["author"], r["at"], r["kind"], r["message"])
+                for r in rows]
+
+    def revision(self, ref: str, n: int) -> Revision:
+        row = self._row(ref)
+        with self.node.lock:
+            r = self.conn.execute("SELECT * FROM revisions WHERE page_id = ? AND revision = ?", (row["id"], n)).fetchone()
+        if r is None:
+            raise NotFound(f"{row['container']}/{row['title']} has no revision {n} (it is at {row['revision']}) — "
+                           "`crewlet page history REF` lists them", code="no_revision")
+        return Revision(r["page_id"], r["revision"], r["title"], r["body"], r["author"], r["at"], r["kind"], r["message"])
+
+    def diff(self, ref: str, a: int, b: int | None = None) -> list[str]:
+        """The line diff from revision a to b. With b omitted: what save a changed (a-1 → a)."""
+        if b is None:
+            a, b = a - 1, a
+        if a < 1:
+            new = self.revision(ref, b)
+            return list(difflib.unified_diff([], new.body.splitlines(), "(nothing)", f"revision {b}", lineterm=""))
+        old, new = self.revision(ref, a), self.revision(ref, b)
+        lines = list(difflib.unified_diff(old.body.splitlines(), new.body.splitlines(),
+                                          f"revision {a}", f"revision {b}", lineterm=""))
+        if old.title != new.title:
+            lines = [f"title: {old.title!r} → {new.title!r}", *lines]
+        return lines
+
+    def backlinks(self, ref: str) -> list[Page]:
+        row = self._row(ref)
+        with self.node.lock:
+            rows = self.conn.execute(
+                "SELECT p.* FROM page_links l JOIN pages p ON p.id = l.src WHERE l.dst = ? AND p.trashed_at IS NULL "
+                "ORDER BY p.container, p.address", (row["id"],)).fetchall()
+        return [Page.from_row(r) for r in rows]
+
+    # -- the trash reaper -------------------------------------------------------------------------
+    def reap(self, *, now: int | None = None) -> ReapReport:
+        """Purge pages trashed more than 30 days ago, oldest first, at most 1,000 a pass; the next pass
+        runs at once when one stops at the bound. Each purge is decided again at apply time (cutoff)."""
+        now = now if now is not None else now_ms()
+        cutoff = now - TRASH_TERM_MS
+        purged = refused = passes = 0
+        while True:
+            with self.node.lock:
+                rows = self.conn.execute(
+                    "SELECT id, trashed_at FROM pages WHERE trashed_at IS NOT NULL AND trashed_at < ? "
+                    "ORDER BY trashed_at, id LIMIT ?", (cutoff, REAP_PASS_MAX)).fetchall()
+            if not rows:
+                break
+            passes += 1
+            # the op id is fixed by the page and the trash it was reaped from, so a retried purge is harmless
+            records = [Record.new("page.purge", REAPER, {"page_id": r["id"], "cutoff": cutoff,
+                                                          "reason": f"in the trash since before {cutoff}"},
+                                  op_id=f"reap-{r['id']}-{r['trashed_at']}") for r in rows]
+            for out in self.node.submit(records):
+                if out.status == "applied":
+                    purged += 1
+                else:
+                    refused += 1
+            if len(rows) < REAP_PASS_MAX:
+                break
+        return ReapReport(purged, refused, passes)
+
+    # -- onboarding markers -------------------------------------------------------------------------
+    def mark_onboarded(self, agent: str, chain_hash: str) -> None:
+        self.node.submit_one(Record.new("onboarding.mark", agent, {"agent_id": agent, "chain_hash": chain_hash}))
+
+    def is_onboarded(self, agent: str, chain_hash: str) -> bool:
+        with self.node.lock:
+            row = self.conn.execute("SELECT chain_hash FROM agent_onboarding_markers WHERE agent_id = ?", (agent,)).fetchone()
+        return row is not None and row["chain_hash"] == chain_hash
+
+    def reads(self, limit: int = 100) -> list[dict[str, Any]]:
+        with self.node.lock:
+            rows = self.conn.execute("SELECT * FROM knowledge_reads ORDER BY at DESC LIMIT ?", (limit,)).fetchall()
+        return [{"op_id": r["op_id"], "actor": r["actor"], "at": r["at"], "via": r["via"], "query": r["query"],
+                 "pages": json.loads(r["pages"])} for r in rows]

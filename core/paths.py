@@ -1,0 +1,55 @@
+"""Where a node keeps its files. One module owns every path so no caller guesses."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
+
+HOME_ENV = "CREWLET_HOME"
+ACTOR_ENV = "CREWLET_AS"
+
+
+@dataclass(frozen=True)
+class Home:
+    root: Path
+
+    @property
+    def config_file(self) -> Path:
+        return self.root / "company.toml"
+
+    @property
+    def db_file(self) -> Path:
+        return self.root / "crewlet.db"
+
+    @property
+    def log_file(self) -> Path:
+        return self.root / "log" / "pages.log"
+
+    @property
+    def index_dir(self) -> Path:
+        return self.root / "index"
+
+    @property
+    def rescue_dir(self) -> Path:
+        """Text a refused save would otherwise lose is kept here (lost edits are the worst wiki bug)."""
+        return self.root / "rescued"
+
+    def exists(self) -> bool:
+        return self.config_file.is_file()
+
+
+def resolve_home(explicit: str | os.PathLike | None = None) -> Home:
+    """`--home`, else CREWLET_HOME, else the platform's user data directory."""
+    if explicit:
+        return Home(Path(explicit).expanduser().resolve())
+    env = os.environ.get(HOME_ENV)
+    if env:
+        return Home(Path(env).expanduser().resolve())
+    return Home(Path(platformdirs.user_data_dir("crewlet", appauthor=False)))
+
+
+def examples_dir() -> Path:
+    """The bundled example knowledge base (a doc directory in the spec's layout)."""
+    return Path(__file__).resolve().parent.parent / "examples" / "company"

@@ -1,0 +1,105 @@
+"""The Searcher seam: the one interface every consumer (CLI, app, agent runtimes) searches through.
+
+Plain text in, ranked hits and an outcome out. `search()` never raises: every failure is an answer
+with no hits whose outcome says why, because "nothing matched" and "could not be searched" send a
+reader to different places.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, Protocol
+
+from ..config import AUTO_DRAFTED_PARENT
+
+Mode = Literal["hybrid", "keyword", "semantic"]
+MODES: tuple[str, ...] = ("hybrid", "keyword", "semantic")
+DEFAULT_LIMIT = 8
+SNIPPET_MAX = 200
+
+# degraded reasons
+NOT_SEARCHABLE_YET = "not_searchable_yet"    # this node's first full index build has not finished
+NO_EMBEDDINGS = "no_embeddings"              # nothing to rank by meaning: hybrid served keyword
+UNAVAILABLE = "unavailable"                  # the search could not run at all
+
+NOT_SEARCHABLE_MESSAGE = ("the knowledge base is not searchable from this node yet — ask a colleague rather than "
+                          "concluding nothing has been written down")
+
+
+@dataclass
+class Hit:
+    title: str
+    url: str                      # shareable link; "" when unbuildable
+    container: str
+    page_id: str
+    snippet: str                  # plain text, at most 200 characters; may be ""
+    ancestors: list[str] = field(default_factory=list)   # ancestor titles, outermost first
+    score: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Coverage:
+    nodes: int = 1
+    complete: bool = True
+    buckets_missing: int = 0
+    indexed_seq: int = 0          # the log position the lexical index covers
+    applied_seq: int = 0          # the log position this node's rows are applied through
+    pages_indexed: int = 0
+
+    @property
+    def behind(self) -> int:
+        return max(0, self.applied_seq - self.indexed_seq)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self) | {"behind": self.behind}
+
+
+@dataclass
+class Outcome:
+    served_mode: str | None       # None: the search did not run
+    modes: list[str]              # the modes this backend can serve now
+    degraded: str | None = None   # why less was served than asked; None when nothing was lost
+    message: str = ""             # the same, in words for a person or a seat
+    coverage: Coverage = field(default_factory=Coverage)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"served_mode": self.served_mode, "modes": self.modes, "degraded": self.degraded,
+                "message": self.message, "coverage": self.coverage.to_json()}
+
+
+@dataclass
+class Result:
+    hits: list[Hit]
+    outcome: Outcome
+
+    def to_json(self) -> dict[str, Any]:
+        return {"hits": [h.to_json() for h in self.hits], "outcome": self.outcome.to_json()}
+
+
+@dataclass
+class Query:
+    text: str                                  # plain language, never a query-language fragment
+    actor: str | None = None                   # who is searching (None: the configured operator)
+    limit: int = DEFAULT_LIMIT                 # 0 takes DEFAULT_LIMIT
+    exclude_ancestors: list[str] | None = None # None takes [AUTO_DRAFTED_PARENT]; [] disables
+    mode: str = "hybrid"
+    containers: list[str] | None = None        # an operator's own narrowing (CLI --container), inside the scope
+
+    def effective_limit(self) -> int:
+        return self.limit if self.limit > 0 else DEFAULT_LIMIT
+
+    def effective_exclusions(self) -> list[str]:
+        return [AUTO_DRAFTED_PARENT] if self.exclude_ancestors is None else list(self.exclude_ancestors)
+
+
+class Searcher(Protocol):
+    def backend(self) -> str:
+        """Names the integration answering, for logs and the operator surface."""
+
+    def can_search(self, actor: str | None = None) -> bool:
+        """Cheap, no I/O: could a search possibly hit anything?"""
+
+    def search(self, query: Query) -> Result:
+        """Up to query.limit ranked hits and what the search did. Never raises."""

@@ -1,0 +1,154 @@
+"""Schema migrations as named functions, each recorded in `_migrations` once it has run.
+
+A new migration is a new function appended to MIGRATIONS; never edit one that has shipped.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+Migration = Callable[[Any], None]
+
+
+def _run_script(conn: Any, script: str) -> None:
+    """executescript() would COMMIT the migration's open transaction, so run statement by statement."""
+    for statement in script.split(";\n"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+def m001_pages(conn: Any) -> None:
+    _run_script(conn, 
+        """
+        -- where the applier is on the log; advanced in the same transaction as the rows it applied
+        CREATE TABLE log_position (
+            name TEXT PRIMARY KEY,
+            seq INTEGER NOT NULL,
+            byte_offset INTEGER NOT NULL
+        );
+        -- every applied op_id and the outcome the applier decided (idempotency + the writer's answer)
+        CREATE TABLE applied_ops (
+            op_id TEXT PRIMARY KEY,
+            seq INTEGER NOT NULL,
+            type TEXT NOT NULL,
+            status TEXT NOT NULL,          -- applied | refused | noop
+            code TEXT,                     -- machine-readable reason when refused / warned
+            reason TEXT,                   -- one line for a person
+            result TEXT                    -- JSON: ids the op produced, warnings
+        );
+        CREATE INDEX applied_ops_seq ON applied_ops(seq);
+        -- a container document per declared space
+        CREATE TABLE containers (
+            key TEXT PRIMARY KEY,
+            name TEXT NOT NULL,
+            purpose TEXT NOT NULL DEFAULT '',
+            lead TEXT,
+            chart_epoch INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE TABLE pages (
+            id TEXT PRIMARY KEY,
+            container TEXT NOT NULL,
+            address TEXT NOT NULL,         -- the title normalised: what a link resolves
+            title TEXT NOT NULL,           -- the title as its author capitalised it
+            body TEXT NOT NULL,
+            revision INTEGER NOT NULL,
+            parent_id TEXT,
+            created_by TEXT NOT NULL,
+            created_at INTEGER NOT NULL,
+            saved_by TEXT NOT NULL,
+            saved_at INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL,
+            trashed_at INTEGER,
+            trashed_by TEXT,
+            labels TEXT NOT NULL DEFAULT '[]', -- JSON list, lower-cased and de-duplicated
+            version INTEGER NOT NULL       -- log seq of the last record that touched the row
+        );
+        -- a trashed page keeps its address: restoring it can never collide
+        CREATE UNIQUE INDEX pages_address ON pages(container, address);
+        CREATE INDEX pages_level ON pages(container, parent_id, address);
+        CREATE INDEX pages_parent ON pages(parent_id);
+        CREATE INDEX pages_trashed ON pages(trashed_at) WHERE trashed_at IS NOT NULL;
+        CREATE INDEX pages_version ON pages(version);
+        CREATE TABLE revisions (
+            page_id TEXT NOT NULL REFERENCES pages(id) ON DELETE CASCADE,
+            revision INTEGER NOT NULL,
+            title TEXT NOT NULL,
+            body TEXT NOT NULL,
+            author TEXT NOT NULL,
+            at INTEGER NOT NULL,
+            kind TEXT NOT NULL,            -- create | save | rename
+            message TEXT,                  -- only ever the writer's own words
+            PRIMARY KEY (page_id, revision)
+        );
+        CREATE TABLE comments (
+            id TEXT PRIMARY KEY,
+            page_id TEXT NOT NULL REFERENCES pages(id) ON DELETE CASCADE,
+            author TEXT NOT NULL,
+            body TEXT NOT NULL,
+            created_at INTEGER NOT NULL,
+            edited_at INTEGER
+        );
+        CREATE INDEX comments_page ON comments(page_id, created_at);
+        -- a purged page's marker: a replayed or redelivered record can never resurrect it
+        CREATE TABLE deleted_pages (
+            page_id TEXT PRIMARY KEY,
+            container TEXT NOT NULL,
+            title TEXT NOT NULL,
+            purged_by TEXT NOT NULL,
+            purged_at INTEGER NOT NULL,
+            reason TEXT NOT NULL DEFAULT ''
+        );
+        -- one event per act by an agent, listing the pages it reached
+        CREATE TABLE knowledge_reads (
+            op_id TEXT PRIMARY KEY,
+            actor TEXT NOT NULL,
+            at INTEGER NOT NULL,
+            via TEXT NOT NULL,
+            query TEXT,
+            pages TEXT NOT NULL            -- JSON [{id, container, title, rank}]
+        );
+        CREATE INDEX knowledge_reads_at ON knowledge_reads(at);
+        CREATE TABLE agent_onboarding_markers (
+            agent_id TEXT PRIMARY KEY,
+            chain_hash TEXT NOT NULL,
+            marked_at INTEGER NOT NULL,
+            lease_owner TEXT,
+            lease_until INTEGER
+        );
+        -- derived by the indexer, never by the applier: backlinks by page id
+        CREATE TABLE page_links (
+            src TEXT NOT NULL,
+            dst TEXT NOT NULL,
+            PRIMARY KEY (src, dst)
+        );
+        CREATE INDEX page_links_dst ON page_links(dst);
+        """
+    )
+
+
+MIGRATIONS: list[Migration] = [m001_pages]
+
+
+def migrate(conn: Any) -> list[str]:
+    """Run every migration not yet recorded, each in its own transaction. Returns the names run."""
+    conn.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at INTEGER NOT NULL)")
+    done = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
+    ran = []
+    for fn in MIGRATIONS:
+        if fn.__name__ in done:
+            continue
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # another process may have migrated while we waited for the lock
+            if conn.execute("SELECT 1 FROM _migrations WHERE name = ?", (fn.__name__,)).fetchone():
+                conn.execute("COMMIT")
+                continue
+            fn(conn)
+            conn.execute("INSERT INTO _migrations (name, applied_at) VALUES (?, ?)", (fn.__name__, int(time.time() * 1000)))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        ran.append(fn.__name__)
+    return ran

@@ -1,0 +1,59 @@
+"""The `crewlet` command. With no subcommand it opens the app on the home."""
+from __future__ import annotations
+
+import importlib
+from typing import Optional
+
+import typer
+
+from . import cli_pages
+from .cli_common import STATE, handle_errors
+
+app = typer.Typer(
+    name="crewlet",
+    help="A local-first knowledge base: pages in spaces, on an ordered log, applied into SQLite.\n\n"
+         "Run `crewlet` alone to open the terminal app.",
+    no_args_is_help=False,
+    invoke_without_command=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def main_callback(
+    ctx: typer.Context,
+    home: Optional[str] = typer.Option(None, "--home", envvar="CREWLET_HOME",
+                                       help="The crewlet home (default: $CREWLET_HOME, else the user data directory)."),
+    as_: Optional[str] = typer.Option(None, "--as", envvar="CREWLET_AS",
+                                      help="Act as this configured actor (default: the configured operator)."),
+) -> None:
+    STATE.home_arg = home
+    STATE.actor = as_
+    if ctx.invoked_subcommand is None:
+        _open_app()
+
+
+@handle_errors
+def _open_app() -> None:
+    from .launch import run_app
+
+    run_app(STATE.home, actor=STATE.actor)
+
+
+cli_pages.register(app)
+# feature modules register their own commands; a module not yet present is simply absent
+for _name in ("cli_import", "cli_search", "cli_app"):
+    try:
+        importlib.import_module(f"crewlet_tui.{_name}").register(app)
+    except ModuleNotFoundError as exc:
+        if exc.name != f"crewlet_tui.{_name}":
+            raise
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+"""What every CLI command shares: finding the home, acting as an actor, errors and --json output.
+
+Exit codes: 0 done, 1 refused or failed (one line on stderr), 2 usage (typer/click's own).
+"""
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from functools import wraps
+from typing import Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from core.config import ConfigError
+from core.errors import CrewletError, StaleRevision
+from core.log import LogCorrupt, LogFailed, LogGap
+from core.node import Node
+from core.pages.service import KnowledgeBase
+from core.paths import ACTOR_ENV, Home, resolve_home
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+JSON_OPT = typer.Option(False, "--json", help="Print JSON for scripts instead of a table.")
+
+
+@dataclass
+class Globals:
+    home_arg: str | None = None
+    actor: str | None = None
+
+    @property
+    def home(self) -> Home:
+        return resolve_home(self.home_arg)
+
+
+STATE = Globals()
+
+
+def fail(message: str, *, as_json: bool = False, payload: dict[str, Any] | None = None, code: int = 1) -> None:
+    """One line on stderr (and the JSON error on stdout for scripts), then exit 1."""
+    if as_json:
+        print(json.dumps(payload or {"error": "failed", "message": message}, ensure_ascii=False))
+    err_console.print(f"[bold red]crewlet:[/] {escape(message)}", soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def handle_errors(fn: F) -> F:
+    """Turn the engine's refusals into exit code 1 with one line, never a traceback."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        as_json = bool(kwargs.get("as_json"))
+        try:
+            return fn(*args, **kwargs)
+        except StaleRevision as exc:
+            payload = exc.to_json() | {"your_body": exc.your_body, "rescued_to": exc.rescued_to}
+            fail(str(exc), as_json=as_json, payload=payload)
+        except CrewletError as exc:
+            fail(str(exc), as_json=as_json, payload=exc.to_json())
+        except ConfigError as exc:
+            fail(str(exc), as_json=as_json, payload={"error": "config", "message": str(exc), "file": exc.file, "key": exc.key})
+        except (LogCorrupt, LogGap, LogFailed) as exc:
+            fail(f"the log cannot be applied: {exc}", as_json=as_json, payload={"error": "log", "message": str(exc)})
+        except (OSError, UnicodeDecodeError) as exc:
+            fail(str(exc), as_json=as_json, payload={"error": "io", "message": str(exc)})
+
+    return wrapper  # type: ignore[return-value]
+
+
+@contextmanager
+def open_node(*, sync_containers: bool = True) -> Iterator[Node]:
+    home = STATE.home
+    if not home.exists():
+        raise CrewletError(f"no crewlet home at {home.root} — run `crewlet init --example` (or pass --home DIR)",
+                           code="no_home")
+    node = Node.open(home, sync_containers=sync_containers)
+    try:
+        yield node
+    finally:
+        node.close()
+
+
+@contextmanager
+def open_kb() -> Iterator[KnowledgeBase]:
+    with open_node() as node:
+        yield KnowledgeBase(node)
+
+
+def actor() -> str | None:
+    return STATE.actor
+
+
+def emit_json(data: Any) -> None:
+    print(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+
+
+def when(ms: int | None) -> str:
+    if not ms:
+        return "—"
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).astimezone().strftime("%Y-%m-%d %H:%M")
+
+
+def read_body(body_file: str | None) -> str:
+    """--body-file F, or - for standard input. Refuses a file that is not UTF-8 text."""
+    if body_file is None:
+        return ""
+    if body_file == "-":
+        data = sys.stdin.buffer.read()
+        name = "standard input"
+    else:
+        with open(body_file, "rb") as fh:
+            data = fh.read()
+        name = body_file
+    if b"\x00" in data:
+        raise CrewletError(f"{name} is not text (it holds NUL bytes) — give a Markdown file", code="invalid_body")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CrewletError(f"{name} is not UTF-8 (byte {exc.start}) — save it as UTF-8", code="invalid_body") from None

@@ -1,0 +1,324 @@
+"""`crewlet init`, `spaces`, `pages`, `page …` and `trash`: the knowledge base from a shell."""
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+from rich.markup import escape
+from rich.syntax import Syntax
+from rich.table import Table
+
+from core import config as config_mod
+from core.errors import CrewletError
+from core.node import Node, init_home
+from core.pages.model import Page
+from core.pages.service import KnowledgeBase
+from core.paths import examples_dir
+
+from .cli_common import (JSON_OPT, STATE, actor, console, emit_json, handle_errors, open_kb, read_body, when)
+
+page_app = typer.Typer(help="Read and change one page. REF is a page id or CONTAINER/Title.", no_args_is_help=True)
+
+
+def _page_line(p: Page) -> str:
+    return f"{p.container}/{p.title}"
+
+
+def _print_page_summary(p: Page, verb: str) -> None:
+    console.print(f"{verb} [bold]{escape(_page_line(p))}[/] (id {p.id}, revision {p.revision})")
+    for w in getattr(p, "warnings", []):
+        console.print(f"[yellow]warning:[/] {escape(w['message'])}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(page_app, name="page")
+
+    @app.command()
+    @handle_errors
+    def init(
+        example: bool = typer.Option(False, "--example", help="Load the bundled example knowledge base (HOME, ENG, LEAD, PROD)."),
+        operator: str = typer.Option("admin", "--operator", help="Handle of the first (admin) actor when not --example."),
+        as_json: bool = JSON_OPT,
+    ) -> None:
+        """Create a home: company.toml, the node's SQLite file and its log file."""
+        home = STATE.home
+        data = config_mod.example_config() if example else config_mod.empty_config(operator)
+        init_home(home, data)
+        created = 0
+        with Node.open(home) as node:
+            if example:
+                from core.importer import import_directory
+
+                report = import_directory(KnowledgeBase(node), examples_dir(), actor="alex")
+                created = report.created
+        if as_json:
+            emit_json({"home": str(home.root), "config": str(home.config_file), "example": example, "pages_created": created})
+        else:
+            console.print(f"Created a crewlet home at [bold]{escape(str(home.root))}[/]")
+            if example:
+                console.print(f"Loaded the example knowledge base: {created} pages. Try `crewlet spaces`.")
+
+    @app.command()
+    @handle_errors
+    def spaces(as_json: bool = JSON_OPT) -> None:
+        """List the declared spaces with their page counts (undeclared containers shown apart)."""
+        with open_kb() as kb:
+            rows = kb.spaces()
+        if as_json:
+            emit_json(rows)
+            return
+        table = Table("space", "name", "lead", "pages", "purpose", title="Spaces")
+        for r in rows:
+            if r["declared"]:
+                key = r["key"] + (" (reserved)" if r["reserved"] else "")
+                table.add_row(escape(key), escape(r["name"]), escape(r["lead"] or "—"), str(r["pages"]), escape(r["purpose"]))
+        console.print(table)
+        undeclared = [r for r in rows if not r["declared"]]
+        if undeclared:
+            console.print("[yellow]Containers that hold pages but no space declares:[/] "
+                          + ", ".join(f"{escape(r['key'])} ({r['pages']})" for r in undeclared))
+
+    @app.command()
+    @handle_errors
+    def pages(
+        container: str = typer.Argument(..., help="The space key, e.g. ENG."),
+        parent: Optional[str] = typer.Option(None, "--parent", help="List the children of this page (REF) instead of the top."),
+        after: Optional[str] = typer.Option(None, "--after", help="The cursor a previous window printed."),
+        limit: int = typer.Option(500, "--limit", min=1, max=500, help="Window size, at most 500."),
+        as_json: bool = JSON_OPT,
+    ) -> None:
+        """One level of a space's outline: a window of pages, the level's total, and a cursor."""
+        with open_kb() as kb:
+            window = kb.list_pages(container, parent=parent, after=after, limit=limit)
+        if as_json:
+            emit_json(window.to_json())
+            return
+        table = Table("", "title", "id", "children", "rev", "last saved", title=f"{container} — {window.total} page(s) at this level")
+        for p in window.pages:
+            table.add_row("📁" if p.is_folder else "📄", escape(p.title), p.id, str(p.child_count or ""), str(p.revision),
+                          f"{escape(p.saved_by)} {when(p.saved_at)}")
+        console.print(table)
+        if window.next_cursor:
+            console.print(f"more: --after {window.next_cursor}")
+
+    @app.command()
+    @handle_errors
+    def trash(as_json: bool = JSON_OPT) -> None:
+        """Pages in the trash, with who trashed them and when (purged after 30 days)."""
+        with open_kb() as kb:
+            rows = kb.trash()
+        if as_json:
+            emit_json([p.to_json(with_body=False) for p in rows])
+            return
+        table = Table("page", "id", "trashed by", "trashed at", title=f"Trash — {len(rows)} page(s)")
+        for p in rows:
+            table.add_row(escape(_page_line(p)), p.id, escape(p.trashed_by or ""), when(p.trashed_at))
+        console.print(table)
+
+
+@page_app.command("show")
+@handle_errors
+def page_show(ref: str = typer.Argument(..., help="Page id or CONTAINER/Title."),
+              revision: Optional[int] = typer.Option(None, "--revision", "-r", help="Show this revision's body."),
+              as_json: bool = JSON_OPT) -> None:
+    """Show a page: its body, where it sits, its children, backlinks and comments."""
+    with open_kb() as kb:
+        page = kb.get_page(ref, actor=actor())
+        comments = kb.comments(page.id)
+        links = kb.backlinks(page.id)
+        children = kb.list_pages(page.container, parent=page.id, limit=500) if page.child_count else None
+        rev = kb.revision(page.id, revision) if revision else None
+    if as_json:
+        data = page.to_json()
+        data["comments"] = [c.to_json() for c in comments]
+        data["linked_from"] = [{"id": p.id, "container": p.container, "title": p.title} for p in links]
+        data["children"] = [c.to_json(with_body=False) for c in children.pages] if children else []
+        if rev:
+            data["shown_revision"] = rev.to_json()
+        emit_json(data)
+        return
+    trail = " › ".join([page.container, *[a["title"] for a in page.ancestors], page.title])
+    console.print(f"[bold]{escape(page.title)}[/]  [dim]{escape(trail)}[/]")
+    console.print(f"[dim]id {page.id} · address {escape(page.container)}/{escape(page.address)} · revision {page.revision} · "
+                  f"last saved by {escape(page.saved_by)} {when(page.saved_at)}"
+                  + (f" · [red]in the trash since {when(page.trashed_at)}[/]" if page.trashed_at else "") + "[/]")
+    console.print()
+    body = rev.body if rev else page.body
+    # shown as its own text: a body is untrusted input, never markup or terminal escapes
+    console.print(Syntax(body, "markdown", word_wrap=True, theme="ansi_dark") if body.strip() else "[dim](a folder: nothing written)[/]")
+    if children:
+        console.print(f"\n[bold]Children[/] ({children.total})")
+        for c in children.pages:
+            console.print(f"  {'📁' if c.is_folder else '📄'} {escape(c.title)} [dim]{c.id}[/]")
+    if links:
+        console.print("\n[bold]Linked from[/]")
+        for p in links:
+            console.print(f"  {escape(_page_line(p))} [dim]{p.id}[/]")
+    if comments:
+        console.print("\n[bold]Comments[/]")
+        for c in comments:
+            console.print(f"  [bold]{escape(c.author)}[/] {when(c.created_at)} [dim]{c.id}[/]: {escape(c.body)}")
+
+
+@page_app.command("create")
+@handle_errors
+def page_create(container: str = typer.Argument(..., help="The space key."),
+                title: str = typer.Argument(..., help="The page title (its address is the title lower-cased)."),
+                parent: Optional[str] = typer.Option(None, "--parent", help="File it under this page (REF)."),
+                body_file: Optional[str] = typer.Option(None, "--body-file", help="Read the body from a file, or - for stdin. None makes a folder."),
+                message: Optional[str] = typer.Option(None, "--message", "-m", help="A note for the history."),
+                as_json: bool = JSON_OPT) -> None:
+    """Create a page (an empty body makes a folder)."""
+    body = read_body(body_file)
+    with open_kb() as kb:
+        page = kb.create_page(container, title, body, actor=actor(), parent=parent, message=message)
+    if as_json:
+        emit_json(page.to_json() | {"warnings": getattr(page, "warnings", [])})
+    else:
+        _print_page_summary(page, "created")
+
+
+@page_app.command("save")
+@handle_errors
+def page_save(ref: str = typer.Argument(..., help="Page id or CONTAINER/Title."),
+              body_file: str = typer.Option(..., "--body-file", help="The new body: a file, or - for stdin."),
+              base_rev: int = typer.Option(..., "--base-rev", help="The revision you edited; a stale one is refused."),
+              message: Optional[str] = typer.Option(None, "--message", "-m", help="Your note for the history."),
+              as_json: bool = JSON_OPT) -> None:
+    """Save a new body against the revision you edited."""
+    body = read_body(body_file)
+    with open_kb() as kb:
+        page = kb.save_page(ref, body, base_revision=base_rev, actor=actor(), message=message)
+    if as_json:
+        emit_json(page.to_json())
+    else:
+        _print_page_summary(page, "saved")
+
+
+@page_app.command("rename")
+@handle_errors
+def page_rename(ref: str = typer.Argument(..., help="Page id or CONTAINER/Title."),
+                new_title: str = typer.Argument(..., help="The new title."),
+                as_json: bool = JSON_OPT) -> None:
+    """Rename a page (moves its address unless only the capitalisation changes)."""
+    with open_kb() as kb:
+        page = kb.rename_page(ref, new_title, actor=actor())
+    if as_json:
+        emit_json(page.to_json())
+    else:
+        _print_page_summary(page, "renamed to")
+
+
+@page_app.command("move")
+@handle_errors
+def page_move(ref: str = typer.Argument(..., help="Page id or CONTAINER/Title."),
+              parent: Optional[str] = typer.Option(None, "--parent", help="The new parent (REF), in the same space."),
+              top: bool = typer.Option(False, "--top", help="Move it to the top of its space."),
+              as_json: bool = JSON_OPT) -> None:
+    """File a page under another page of its space, or at its top."""
+    if bool(parent) == top:
+        raise typer.BadParameter("give exactly one of --parent REF or --top")
+    with open_kb() as kb:
+        page = kb.move_page(ref, None if top else parent, actor=actor())
+    if as_json:
+        emit_json(page.to_json(with_body=False) | {"warnings": getattr(page, "warnings", [])})
+    else:
+        _print_page_summary(page, "moved")
+
+
+def _simple(verb: str, method: str, help_text: str) -> None:
+    @page_app.command(verb, help=help_text)
+    @handle_errors
+    def _cmd(ref: str = typer.Argument(..., help="Page id or CONTAINER/Title."), as_json: bool = JSON_OPT) -> None:
+        with open_kb() as kb:
+            result = getattr(kb, method)(ref, actor=actor())
+        if as_json:
+            emit_json(result.to_json(with_body=False) if isinstance(result, Page) else result)
+        elif isinstance(result, Page):
+            _print_page_summary(result, f"{verb}ed" if not verb.endswith("e") else f"{verb}d")
+        else:
+            console.print(f"purged [bold]{escape(result['container'])}/{escape(result['title'])}[/] ({result['page_id']})")
+
+
+_simple("trash", "trash_page", "Move a page to the trash (restorable for 30 days).")
+_simple("restore", "restore_page", "Bring a page back from the trash.")
+_simple("purge", "purge_page", "Delete a trashed page for good (admin only; cannot be undone).")
+
+
+@page_app.command("history")
+@handle_errors
+def page_history(ref: str = typer.Argument(..., help="Page id or CONTAINER/Title."), as_json: bool = JSON_OPT) -> None:
+    """Every revision: who, when, what kind of change, and the writer's note."""
+    with open_kb() as kb:
+        revs = kb.history(ref)
+    if as_json:
+        emit_json([r.to_json(with_body=False) for r in revs])
+        return
+    table = Table("rev", "kind", "author", "at", "title", "message")
+    for r in revs:
+        table.add_row(str(r.revision), r.kind, escape(r.author), when(r.at), escape(r.title), escape(r.message or ""))
+    console.print(table)
+
+
+@page_app.command("diff")
+@handle_errors
+def page_diff(ref: str = typer.Argument(..., help="Page id or CONTAINER/Title."),
+              a: int = typer.Argument(..., help="A revision. Alone: what that save changed."),
+              b: Optional[int] = typer.Argument(None, help="A second revision: the diff from A to B."),
+              as_json: bool = JSON_OPT) -> None:
+    """The line diff between two revisions (or what one save changed)."""
+    with open_kb() as kb:
+        lines = kb.diff(ref, a, b)
+    if as_json:
+        emit_json({"from": a - 1 if b is None else a, "to": a if b is None else b, "diff": lines})
+        return
+    for line in lines:
+        style = "green" if line.startswith("+") else "red" if line.startswith("-") else "cyan" if line.startswith("@@") else ""
+        console.print(escape(line), style=style, soft_wrap=True)
+    if not lines:
+        console.print("[dim](no difference)[/]")
+
+
+@page_app.command("comment")
+@handle_errors
+def page_comment(ref: str = typer.Argument(..., help="Page id or CONTAINER/Title (or a comment id with --edit/--remove)."),
+                 text: Optional[str] = typer.Argument(None, help="The comment."),
+                 edit: bool = typer.Option(False, "--edit", help="REF is a comment id: replace its text (author only)."),
+                 remove: bool = typer.Option(False, "--remove", help="REF is a comment id: remove it (author or admin)."),
+                 as_json: bool = JSON_OPT) -> None:
+    """Comment on a page; or edit or remove a comment."""
+    if edit and remove:
+        raise typer.BadParameter("give --edit or --remove, not both")
+    if not remove and not text:
+        raise typer.BadParameter("give the comment's TEXT")
+    with open_kb() as kb:
+        if remove:
+            kb.remove_comment(ref, actor=actor())
+            result = {"comment_id": ref, "removed": True}
+        elif edit:
+            result = kb.edit_comment(ref, text or "", actor=actor()).to_json()
+        else:
+            result = kb.add_comment(ref, text or "", actor=actor()).to_json()
+    if as_json:
+        emit_json(result)
+    else:
+        console.print(f"comment {result['comment_id'] if 'comment_id' in result else result['id']}: "
+                      + ("removed" if remove else "edited" if edit else "added"))
+
+
+@page_app.command("backlinks")
+@handle_errors
+def page_backlinks(ref: str = typer.Argument(..., help="Page id or CONTAINER/Title."), as_json: bool = JSON_OPT) -> None:
+    """The pages that link to this one by id ("Linked from")."""
+    with open_kb() as kb:
+        pages = kb.backlinks(ref)
+    if as_json:
+        emit_json([{"id": p.id, "container": p.container, "title": p.title} for p in pages])
+        return
+    if not pages:
+        console.print("[dim]no page links here[/]")
+    for p in pages:
+        console.print(f"{escape(_page_line(p))} [dim]{p.id}[/]")
+
+
+__all__ = ["register", "CrewletError"]
