@@ -93,8 +93,9 @@ class KnowledgeBase:
                 marker = self.conn.execute("SELECT * FROM deleted_pages WHERE page_id = ?", (ref,)).fetchone()
                 if marker:
                     raise NotFound(f"page {ref} ('{marker['title']}') was purged by {marker['purged_by']}", code="purged")
-                hint = "a page id or CONTAINER/Title" if "/" not in ref else "check the container and title (`crewlet pages CONTAINER`)"
-                raise NotFound(f"no page '{ref}' — give {hint}")
+                hint = ("give a page id or CONTAINER/Title" if "/" not in ref
+                        else "check the container and title (`crewlet pages CONTAINER` lists them)")
+                raise NotFound(f"no page '{ref}' — {hint}")
         if row["trashed_at"] is not None and not allow_trashed:
             raise Refused(f"{row['container']}/{row['title']} is in the trash — restore it first", code="trashed")
         return row
@@ -328,6 +329,9 @@ class KnowledgeBase:
         args: list[Any] = [container, parent_id]
         with self.node.lock:
             total = self.conn.execute(f"SELECT count(*) FROM pages WHERE {where}", args).fetchone()[0]
+            if total == 0 and parent_id is None and not self.company.is_declared(container):
+                raise NotFound(f"no space '{container}': it is not declared and holds no pages — "
+                               "`crewlet spaces` lists them", code="no_space")
             if after:
                 address, page_id = _decode_cursor(after)
                 where += " AND (address, id) > (?, ?)"
