@@ -199,7 +199,9 @@ def parse(data: dict[str, Any], file: Path, activated_at: int = 0) -> Company:
         e = _expect(file, "providers.embeddings", prov["embeddings"], dict, "make [providers.embeddings] a table")
         embeddings = EmbeddingsProvider(
             kind=str(e.get("kind", "local")), url=str(e.get("url", "")), model=str(e.get("model", "")),
-            dimensions=int(e.get("dimensions", 0)), api_key_env=str(e.get("api_key_env", "")),
+            dimensions=_expect(file, "providers.embeddings.dimensions", e.get("dimensions", 0), int,
+                               "write a whole number, e.g. dimensions = 384"),
+            api_key_env=str(e.get("api_key_env", "")),
         )
     if vectors is True and embeddings is None:
         raise ConfigError(file, "knowledge.vectors", "true with no [providers.embeddings] configured",

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..log import FileLog, LogGap, Record
-from ..store import Connection, transaction
+from ..store import Connection, sqlite3, transaction
 from .model import clean_title, normalise_title
 
 log = logging.getLogger("crewlet.applier")
@@ -259,9 +259,12 @@ def _page_restore(conn: Connection, rec: Record) -> dict[str, Any]:
 def _page_purge(conn: Connection, rec: Record) -> dict[str, Any]:
     p = rec.payload
     row = _live_page(conn, p["page_id"], allow_trashed=True)
-    if row["trashed_at"] is None:
-        raise _Refuse("not_trashed", f"{row['container']}/{row['title']} is not in the trash — trash it first")
     cutoff = p.get("cutoff")
+    if row["trashed_at"] is None:
+        if cutoff is not None:
+            # the reaper chose it from the trash; a restore landed first
+            raise _Refuse("not_due", f"{row['container']}/{row['title']} was restored before this purge; not purged")
+        raise _Refuse("not_trashed", f"{row['container']}/{row['title']} is not in the trash — trash it first")
     if cutoff is not None and row["trashed_at"] > int(cutoff):
         # decided in the snapshot this record applies in: a restore (or a re-trash) landed first
         raise _Refuse("not_due", f"{row['container']}/{row['title']} was trashed after the cutoff; not purged")
@@ -289,6 +292,8 @@ def _page_labels(conn: Connection, rec: Record) -> dict[str, Any]:
 def _comment_add(conn: Connection, rec: Record) -> dict[str, Any]:
     p = rec.payload
     row = _live_page(conn, p["page_id"])
+    if conn.execute("SELECT 1 FROM comments WHERE id = ?", (p["comment_id"],)).fetchone():
+        raise _Refuse("exists", f"comment {p['comment_id']} already exists")
     conn.execute("INSERT INTO comments (id, page_id, author, body, created_at) VALUES (?,?,?,?,?)",
                  (p["comment_id"], row["id"], rec.actor, p["body"], rec.at))
     return {"comment_id": p["comment_id"], "page_id": row["id"]}
@@ -369,8 +374,10 @@ def apply_record(conn: Connection, rec: Record) -> Outcome | None:
     except _Noop as n:
         conn.execute("ROLLBACK TO rec")
         outcome = Outcome(rec.op_id, rec.seq, rec.type, "noop", None, n.reason, n.result)
-    except (KeyError, TypeError, ValueError) as exc:
-        # a malformed payload is refused, never half-applied, and never stops the log behind it
+    except (KeyError, TypeError, ValueError, OverflowError,
+            sqlite3.InterfaceError, sqlite3.ProgrammingError, sqlite3.IntegrityError) as exc:
+        # a malformed payload is refused, never half-applied, and never stops the log behind it —
+        # including one whose values SQLite itself refuses (a list body, an int past 64 bits)
         conn.execute("ROLLBACK TO rec")
         outcome = Outcome(rec.op_id, rec.seq, rec.type, "refused", "malformed", f"malformed {rec.type} record: {exc!r}")
     conn.execute("RELEASE rec")

@@ -8,6 +8,8 @@ from typing import Any
 
 _WS = re.compile(r"\s+")
 MAX_TITLE = 255
+# what the listing's SQL trims (trim(body, char(9,10,13,32))): the two must agree
+FOLDER_BLANK = " \t\n\r"
 WINDOW_MAX = 500
 
 
@@ -23,7 +25,7 @@ def clean_title(title: str) -> str:
 
 def is_folder(body: str) -> bool:
     """A folder is a page with nothing written in it: derived on every read, never stored."""
-    return body.strip() == ""
+    return body.strip(FOLDER_BLANK) == ""
 
 
 @dataclass

@@ -100,6 +100,12 @@ class KnowledgeBase:
             raise Refused(f"{row['container']}/{row['title']} is in the trash — restore it first", code="trashed")
         return row
 
+    def _parent_id(self, parent: str, fix: str) -> str:
+        try:
+            return self._row(parent)["id"]
+        except NotFound:
+            raise Refused(f"parent_id {parent} names no page — {fix}", code="invalid_parent") from None
+
     def _ancestors(self, parent_id: str | None) -> list[dict[str, str]]:
         chain: list[dict[str, str]] = []
         seen: set[str] = set()
@@ -163,16 +169,15 @@ class KnowledgeBase:
         rules.may_create(self.company, who, container)
         parent_id = None
         if parent:
-            prow = self._row(parent)
-            parent_id = prow["id"]
+            parent_id = self._parent_id(parent, f"pick a live page in {container} as parent, or none for the top")
             problem = parent_problem(self.conn, container, parent_id, None)
             if problem:
                 raise Refused(f"{problem} — pick a live page in {container} as parent, or none for the top",
                               code="invalid_parent")
         payload: dict[str, Any] = {"page_id": page_id or new_id(), "container": container, "title": title,
                                    "body": body, "parent_id": parent_id}
-        if message:
-            payload["message"] = message
+        if message and message.strip():
+            payload["message"] = message.strip()
         if labels:
             payload["labels"] = sorted({lab.strip().lower() for lab in labels if lab.strip()})
         out = self._submit(Record.new("page.create", who.handle, payload, op_id=op_id))
@@ -221,7 +226,7 @@ class KnowledgeBase:
         who = self.actor(actor)
         row = self._row(ref, allow_trashed=False)
         rules.may_move(self.company, who, row)
-        parent_id = self._row(parent)["id"] if parent else None
+        parent_id = self._parent_id(parent, f"pick a live page in {row['container']}, or --top") if parent else None
         problem = parent_problem(self.conn, row["container"], parent_id, row["id"])
         if problem:
             raise Refused(f"{problem} — pick a live page in {row['container']} that is not beneath this one, "
@@ -296,7 +301,7 @@ class KnowledgeBase:
     def comments(self, ref: str) -> list[Comment]:
         row = self._row(ref)
         with self.node.lock:
-            rows = self.conn.execute("SELECT * FROM comments WHERE page_id = ? ORDER BY created_at, id", (row["id"],)).fetchall()
+            rows = self.conn.execute("SELECT * FROM comments WHERE page_id = ? ORDER BY created_at, rowid", (row["id"],)).fetchall()
         return [Comment(c["id"], c["page_id"], c["author"], c["body"], c["created_at"], c["edited_at"]) for c in rows]
 
     # -- listings ---------------------------------------------------------------------------

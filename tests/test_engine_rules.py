@@ -1,0 +1,323 @@
+"""Declared spaces, container documents, the reserved containers, idempotency by op_id and
+malformed records — on real SQLite files."""
+from __future__ import annotations
+
+import os
+
+import pytest
+from conftest import bump_mtime, config_with, count, create_rec, pid, rec, record_types, rows, save_rec
+
+from core import config as config_mod
+from core.errors import Refused
+from core.node import Node
+from core.pages.service import KnowledgeBase
+
+# -- declared spaces only ------------------------------------------------------------------------
+
+
+def test_create_in_an_undeclared_container_is_refused_for_a_person_and_an_agent(kb):
+    for who in ("alex", "eng-bot"):
+        with pytest.raises(Refused) as exc:
+            kb.create_page("NOPE", "A page", "text", actor=who)
+        assert exc.value.code == "not_declared"
+        msg = str(exc.value)
+        assert "NOPE" in msg and "[spaces.NOPE]" in msg and "company.toml" in msg
+    assert count(kb.conn, "SELECT count(*) FROM pages") == 0
+    assert "page.create" not in record_types(kb.node)  # refused before anything was appended
+
+
+@pytest.mark.parametrize("container", ["HOME", "SKILLS", "ENG", "LEAD", "PROD"])
+def test_every_declared_space_accepts_a_page(kb, container):
+    page = kb.create_page(container, "Hello", "text", actor="alex")
+    assert page.container == container
+
+
+def test_an_actors_own_space_is_declared_and_led_by_that_actor(make_home):
+    data = config_with(actors={"eng-bot": {"kind": "agent", "space": "BOTS"}})
+    with Node.open(make_home(data)) as node:
+        kb = KnowledgeBase(node)
+        assert node.company.lead_of("BOTS") == "eng-bot"
+        page = kb.create_page("BOTS", "Notes", "x", actor="eng-bot")
+        alex_page = kb.create_page("BOTS", "Alex's note", "x", actor="alex")
+        # the seat whose own container it is leads it: it may tidy a page it did not write
+        kb.rename_page(alex_page.id, "Alex note", actor="eng-bot")
+        assert page.container == "BOTS"
+
+
+def test_a_company_that_declares_no_space_has_only_the_reserved_containers(make_home):
+    with Node.open(make_home(config_mod.empty_config("root"))) as node:
+        kb = KnowledgeBase(node)
+        assert set(node.company.declared_containers()) == {"HOME", "SKILLS"}
+        with pytest.raises(Refused) as exc:
+            kb.create_page("ENG", "x", "y")
+        assert exc.value.code == "not_declared"
+
+
+def test_a_page_in_an_undeclared_container_stays_reachable(kb):
+    """A page merely names its container: one written straight to the log is reachable by
+    address, and listed apart from the declared spaces."""
+    kb.node.submit_one(create_rec("OLD", "Legacy Page", "text"))
+    assert kb.resolve("OLD/legacy page").title == "Legacy Page"
+    spaces = {s["key"]: s for s in kb.spaces()}
+    assert spaces["OLD"]["declared"] is False and spaces["OLD"]["pages"] == 1
+    assert spaces["ENG"]["declared"] is True and spaces["ENG"]["has_document"] is True
+
+
+def test_a_pages_existing_container_is_never_re_judged(home):
+    with Node.open(home) as node:
+        page = KnowledgeBase(node).create_page("PROD", "Roadmap", "q1", actor="sam")
+    data = config_mod.example_config()
+    del data["spaces"]["PROD"]  # PROD is no longer declared
+    config_mod.write(home.config_file, data)
+    with Node.open(home) as node:
+        kb = KnowledgeBase(node)
+        assert not node.company.is_declared("PROD")
+        assert kb.save_page(page.id, "q1 and q2", base_revision=1, actor="sam").revision == 2
+        assert kb.rename_page(page.id, "Roadmap 2025", actor="sam").container == "PROD"
+        with pytest.raises(Refused):
+            kb.create_page("PROD", "Another", "x", actor="sam")
+
+
+# -- a container document per declared space -------------------------------------------------------
+
+
+def test_opening_a_node_writes_one_container_document_per_declared_space(node):
+    declared = node.company.declared_containers()
+    got = {r[0]: r[1:] for r in rows(node.conn, "SELECT key, name, purpose, lead, chart_epoch FROM containers")}
+    assert set(got) == set(declared) == {"HOME", "SKILLS", "ENG", "LEAD", "PROD"}
+    for key, space in declared.items():
+        assert got[key][:3] == (space.name, space.purpose, space.lead)
+        assert got[key][3] == node.company.activated_at > 0
+    assert record_types(node).count("container.declare") == 5
+
+
+def test_reopening_a_node_writes_no_new_container_records(home):
+    for _ in range(3):
+        with Node.open(home) as node:
+            last = node.log.last_seq()
+    assert last == 5
+    with Node.open(home) as node:
+        assert node.sync_containers() == 0
+        assert node.log.last_seq() == 5
+
+
+def test_a_later_activation_re_stamps_and_a_changed_name_is_written(home):
+    with Node.open(home) as node:
+        before = dict(rows(node.conn, "SELECT key, chart_epoch FROM containers"))
+    data = config_mod.example_config()
+    data["spaces"]["ENG"]["name"] = "Engineering & Ops"
+    config_mod.write(home.config_file, data)
+    epoch = bump_mtime(home.config_file, 5_000)  # activated later
+    with Node.open(home) as node:
+        # a later activation re-stamps every row (unchanged settings too), and carries the new name
+        assert record_types(node).count("container.declare") == 5 + 5
+        row = node.conn.execute("SELECT name, chart_epoch FROM containers WHERE key='ENG'").fetchone()
+        assert tuple(row) == ("Engineering & Ops", epoch)
+        assert all(e == epoch for e in dict(rows(node.conn, "SELECT key, chart_epoch FROM containers")).values())
+        assert all(e < epoch for e in before.values())
+        assert node.sync_containers() == 0
+
+
+def test_an_older_configuration_never_overwrites_a_newer_one(home):
+    with Node.open(home) as node:
+        newer = node.company.activated_at
+    data = config_mod.example_config()
+    data["spaces"]["ENG"]["name"] = "Stale Name"
+    config_mod.write(home.config_file, data)
+    st = home.config_file.stat()
+    os.utime(home.config_file, ns=(st.st_atime_ns, (newer - 60_000) * 1_000_000))  # activated a minute earlier
+    with Node.open(home) as node:
+        assert node.company.activated_at < newer
+        assert record_types(node).count("container.declare") == 5  # nothing written
+        row = node.conn.execute("SELECT name, chart_epoch FROM containers WHERE key='ENG'").fetchone()
+        assert tuple(row) == ("Engineering", newer)
+
+
+def test_a_container_record_with_an_older_epoch_is_a_noop(node):
+    row = node.conn.execute("SELECT * FROM containers WHERE key='ENG'").fetchone()
+    out = node.submit_one(rec("container.declare", "crewlet", key="ENG", name="Old", purpose="", lead=None,
+                              chart_epoch=row["chart_epoch"] - 1))
+    assert out.status == "noop"
+    assert node.conn.execute("SELECT name FROM containers WHERE key='ENG'").fetchone()[0] == "Engineering"
+    newer = node.submit_one(rec("container.declare", "crewlet", key="ENG", name="New", purpose="p", lead="sam",
+                                chart_epoch=row["chart_epoch"] + 1))
+    assert newer.status == "applied"
+    assert tuple(node.conn.execute("SELECT name, lead FROM containers WHERE key='ENG'").fetchone()) == ("New", "sam")
+
+
+# -- the reserved containers ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def skill(kb):
+    return kb.create_page("SKILLS", "Deploy Skill", "do the thing", actor="alex")
+
+
+@pytest.fixture
+def root_page(kb):
+    return kb.create_page("HOME", "Onboarding", "read me first", actor="alex")
+
+
+def test_an_agent_may_do_nothing_in_the_skills_container(kb, skill):
+    attempts = {
+        "create": lambda: kb.create_page("SKILLS", "Bot Skill", "x", actor="eng-bot"),
+        "save": lambda: kb.save_page(skill.id, "bot text", base_revision=1, actor="eng-bot"),
+        "rename": lambda: kb.rename_page(skill.id, "Bot Renamed", actor="eng-bot"),
+        "comment": lambda: kb.add_comment(skill.id, "bot remark", actor="eng-bot"),
+        "move": lambda: kb.move_page(skill.id, None, actor="eng-bot"),
+        "trash": lambda: kb.trash_page(skill.id, actor="eng-bot"),
+    }
+    for verb, attempt in attempts.items():
+        with pytest.raises(Refused) as exc:
+            attempt()
+        assert exc.value.code == "reserved", verb
+        assert "skills container" in str(exc.value)
+    page = kb.resolve(skill.id)
+    assert (page.title, page.body, page.revision) == ("Deploy Skill", "do the thing", 1)
+    assert kb.comments(skill.id) == []
+
+
+def test_an_admin_agent_is_still_an_agent_in_the_skills_container(make_home):
+    data = config_with(actors={**config_mod.example_config()["actors"], "ops-bot": {"kind": "agent", "admin": True}})
+    with Node.open(make_home(data)) as node:
+        kb = KnowledgeBase(node)
+        with pytest.raises(Refused) as exc:
+            kb.create_page("SKILLS", "x", "y", actor="ops-bot")
+        assert exc.value.code == "reserved"
+
+
+def test_an_agent_may_not_create_in_the_root_space(kb):
+    with pytest.raises(Refused) as exc:
+        kb.create_page("HOME", "Bot Page", "x", actor="eng-bot")
+    assert exc.value.code == "reserved"
+    assert "root space" in str(exc.value)
+
+
+def test_an_agent_may_keep_a_root_page_current_and_remark_on_it(kb, root_page):
+    saved = kb.save_page(root_page.id, "read me first, then the runbook", base_revision=1, actor="eng-bot")
+    assert (saved.revision, saved.saved_by) == (2, "eng-bot")
+    c = kb.add_comment(root_page.id, "linked the runbook", actor="eng-bot")
+    assert c.author == "eng-bot"
+
+
+def test_an_agent_may_rename_a_root_page_it_may_tidy(make_home):
+    """The root's reservation holds back only a create: an agent that may tidy a page (here an
+    admin agent) renames one there."""
+    data = config_with(actors={**config_mod.example_config()["actors"], "ops-bot": {"kind": "agent", "admin": True}})
+    with Node.open(make_home(data)) as node:
+        kb = KnowledgeBase(node)
+        page = kb.create_page("HOME", "Onboarding", "x", actor="alex")
+        renamed = kb.rename_page(page.id, "Onboarding Guide", actor="ops-bot")
+        assert renamed.title == "Onboarding Guide"
+
+
+def test_a_person_writing_the_skills_container_needs_admin(kb, skill):
+    with pytest.raises(Refused) as exc:
+        kb.create_page("SKILLS", "Sam Skill", "x", actor="sam")
+    assert exc.value.code == "forbidden" and "admin" in str(exc.value)
+    with pytest.raises(Refused) as exc:
+        kb.save_page(skill.id, "sam's text", base_revision=1, actor="sam")
+    assert exc.value.code == "forbidden"
+    with pytest.raises(Refused):
+        kb.rename_page(skill.id, "Sam's", actor="sam")
+    # a remark on a skill page is not the skill: an ordinary comment
+    assert kb.add_comment(skill.id, "typo in step 2", actor="sam").author == "sam"
+    # the admin writes it
+    assert kb.save_page(skill.id, "do the thing, carefully", base_revision=1, actor="alex").revision == 2
+
+
+def test_reserved_keys_move_with_the_configuration(make_home):
+    data = config_with(knowledge={"backend": "native", "root_space": "ROOT", "skills_container": "TOOLS", "scope": []},
+                       spaces={**config_mod.example_config()["spaces"], "SKILLS": {"name": "Ordinary now"}})
+    with Node.open(make_home(data)) as node:
+        kb = KnowledgeBase(node)
+        assert kb.create_page("SKILLS", "Bot page", "x", actor="eng-bot").container == "SKILLS"
+        for container in ("ROOT", "TOOLS"):
+            with pytest.raises(Refused) as exc:
+                kb.create_page(container, "Bot page", "x", actor="eng-bot")
+            assert exc.value.code == "reserved"
+        with pytest.raises(Refused) as exc:  # no longer a reserved key, and nothing declares it
+            kb.create_page("HOME", "Page", "x", actor="alex")
+        assert exc.value.code == "not_declared"
+
+
+# -- idempotency by op_id ------------------------------------------------------------------------------
+
+
+def test_the_same_record_submitted_twice_changes_nothing(node):
+    create = create_rec("ENG", "Once", "body")
+    first = node.submit_one(create)
+    snapshot = {t: rows(node.conn, f"SELECT * FROM {t}") for t in ("pages", "revisions")}
+    again = node.submit_one(create)
+    assert again.status == first.status == "applied"
+    assert again.seq == first.seq  # the outcome decided the first time
+    assert {t: rows(node.conn, f"SELECT * FROM {t}") for t in ("pages", "revisions")} == snapshot
+    save = save_rec(create.payload["page_id"], "body 2", 1)
+    assert node.submit_one(save).status == "applied"
+    node.submit([save, save])
+    assert count(node.conn, "SELECT count(*) FROM revisions") == 2
+    assert count(node.conn, "SELECT count(*) FROM applied_ops WHERE op_id = ?", (save.op_id,)) == 1
+
+
+def test_a_service_write_with_a_fixed_op_id_is_applied_once(kb):
+    page = kb.create_page("ENG", "Fixed", "x", op_id="op-fixed-1", page_id="fixedpage0000001")
+    kb.create_page("ENG", "Fixed", "x", op_id="op-fixed-1", page_id="fixedpage0000001")  # a retry
+    assert count(kb.conn, "SELECT count(*) FROM pages") == 1
+    assert kb.resolve("ENG/fixed").id == page.id
+
+
+# -- malformed records ----------------------------------------------------------------------------------
+
+
+def _assert_nothing_of(node, page_id):
+    assert count(node.conn, "SELECT count(*) FROM pages WHERE id = ?", (page_id,)) == 0
+    assert count(node.conn, "SELECT count(*) FROM revisions WHERE page_id = ?", (page_id,)) == 0
+
+
+def test_a_malformed_payload_is_refused_and_later_records_still_apply(node):
+    bad = rec("page.create", page_id="bad1", container="ENG", body="no title")  # lacks "title"
+    bad_save = rec("page.save", page_id="nope", body="x")  # lacks base_revision
+    good = create_rec("ENG", "After", "fine")
+    outs = node.submit([bad, bad_save, good])
+    assert [o.status for o in outs] == ["refused", "refused", "applied"]
+    assert outs[0].code == "malformed" and "title" in outs[0].reason
+    _assert_nothing_of(node, "bad1")
+    assert node.conn.execute("SELECT title FROM pages WHERE id = ?", (good.payload["page_id"],)).fetchone()[0] == "After"
+
+
+def test_an_unknown_record_type_is_refused_and_does_not_stop_the_log(node):
+    outs = node.submit([rec("page.teleport", page_id="x"), create_rec("ENG", "Still", "ok")])
+    assert (outs[0].status, outs[0].code) == ("refused", "unknown_record")
+    assert outs[1].status == "applied"
+
+
+@pytest.mark.parametrize("payload", [
+    {"body": ["a list, not text"]},             # a body SQLite cannot bind
+    {"body": {"a": "dict"}},
+    {"message": {"not": "a string"}},          # fails on the revision insert, after the page row
+    {"parent_id": 10 ** 20},                   # an integer past SQLite's 64 bits
+], ids=["list-body", "dict-body", "dict-message", "huge-int"])
+def test_a_payload_sqlite_cannot_bind_is_refused_not_half_applied_and_never_blocks_the_log(home, payload):
+    """A record whose values SQLite refuses (a list body, a dict message) must be refused like any
+    other malformed record — not raise out of catch_up, which would stop this node (and every node
+    replaying the log) at that record for good."""
+    page_id = pid()
+    bad = create_rec("ENG", "Poison", "text", page_id=page_id)
+    bad = bad.__class__(bad.type, bad.op_id, bad.actor, bad.at, {**bad.payload, **payload})
+    good = create_rec("ENG", "Behind It", "ok")
+    with Node.open(home) as node:
+        outs = node.submit([bad, good])
+        assert [(o.status, o.code) for o in outs] == [("refused", "malformed"), ("applied", None)]
+        _assert_nothing_of(node, page_id)
+    with Node.open(home) as node:  # the node still opens
+        assert node.applied_seq() == node.log.last_seq()
+
+
+def test_a_comment_with_a_duplicate_id_is_refused_not_a_crash(node):
+    page = create_rec("ENG", "Commented", "x")
+    node.submit_one(page)
+    first = rec("comment.add", page_id=page.payload["page_id"], comment_id="c1", body="first")
+    dup = rec("comment.add", actor="sam", page_id=page.payload["page_id"], comment_id="c1", body="second")
+    outs = node.submit([first, dup, create_rec("ENG", "Next", "x")])
+    assert [o.status for o in outs] == ["applied", "refused", "applied"]
+    assert rows(node.conn, "SELECT author, body FROM comments") == [("alex", "first")]
