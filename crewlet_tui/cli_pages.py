@@ -81,7 +81,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     @handle_errors
     def pages(
-        container: str = typer.Argument(..., help="The space key, e.g. ENG."),
+        container: str = typer.Argument(..., metavar="CONTAINER", help="The space key, e.g. ENG."),
         parent: Optional[str] = typer.Option(None, "--parent", help="List the children of this page (REF) instead of the top."),
         after: Optional[str] = typer.Option(None, "--after", help="The cursor a previous window printed."),
         limit: int = typer.Option(500, "--limit", min=1, max=500, help="Window size, at most 500."),
@@ -118,7 +118,7 @@ def register(app: typer.Typer) -> None:
 
 @page_app.command("show")
 @handle_errors
-def page_show(ref: str = typer.Argument(..., help="Page id or CONTAINER/Title."),
+def page_show(ref: str = typer.Argument(..., metavar="REF", help="Page id or CONTAINER/Title."),
               revision: Optional[int] = typer.Option(None, "--revision", "-r", help="Show this revision's body."),
               as_json: bool = JSON_OPT) -> None:
     """Show a page: its body, where it sits, its children, backlinks and comments."""
@@ -162,8 +162,8 @@ def page_show(ref: str = typer.Argument(..., help="Page id or CONTAINER/Title.")
 
 @page_app.command("create")
 @handle_errors
-def page_create(container: str = typer.Argument(..., help="The space key."),
-                title: str = typer.Argument(..., help="The page title (its address is the title lower-cased)."),
+def page_create(container: str = typer.Argument(..., metavar="CONTAINER", help="The space key."),
+                title: str = typer.Argument(..., metavar="TITLE", help="The page title (its address is the title lower-cased)."),
                 parent: Optional[str] = typer.Option(None, "--parent", help="File it under this page (REF)."),
                 body_file: Optional[str] = typer.Option(None, "--body-file", help="Read the body from a file, or - for stdin. None makes a folder."),
                 message: Optional[str] = typer.Option(None, "--message", "-m", help="A note for the history."),
@@ -180,7 +180,7 @@ def page_create(container: str = typer.Argument(..., help="The space key."),
 
 @page_app.command("save")
 @handle_errors
-def page_save(ref: str = typer.Argument(..., help="Page id or CONTAINER/Title."),
+def page_save(ref: str = typer.Argument(..., metavar="REF", help="Page id or CONTAINER/Title."),
               body_file: str = typer.Option(..., "--body-file", help="The new body: a file, or - for stdin."),
               base_rev: int = typer.Option(..., "--base-rev", help="The revision you edited; a stale one is refused."),
               message: Optional[str] = typer.Option(None, "--message", "-m", help="Your note for the history."),
@@ -197,8 +197,8 @@ def page_save(ref: str = typer.Argument(..., help="Page id or CONTAINER/Title.")
 
 @page_app.command("rename")
 @handle_errors
-def page_rename(ref: str = typer.Argument(..., help="Page id or CONTAINER/Title."),
-                new_title: str = typer.Argument(..., help="The new title."),
+def page_rename(ref: str = typer.Argument(..., metavar="REF", help="Page id or CONTAINER/Title."),
+                new_title: str = typer.Argument(..., metavar="TITLE", help="The new title."),
                 as_json: bool = JSON_OPT) -> None:
     """Rename a page (moves its address unless only the capitalisation changes)."""
     with open_kb() as kb:
@@ -211,7 +211,7 @@ def page_rename(ref: str = typer.Argument(..., help="Page id or CONTAINER/Title.
 
 @page_app.command("move")
 @handle_errors
-def page_move(ref: str = typer.Argument(..., help="Page id or CONTAINER/Title."),
+def page_move(ref: str = typer.Argument(..., metavar="REF", help="Page id or CONTAINER/Title."),
               parent: Optional[str] = typer.Option(None, "--parent", help="The new parent (REF), in the same space."),
               top: bool = typer.Option(False, "--top", help="Move it to the top of its space."),
               as_json: bool = JSON_OPT) -> None:
@@ -229,7 +229,7 @@ def page_move(ref: str = typer.Argument(..., help="Page id or CONTAINER/Title.")
 def _simple(verb: str, method: str, help_text: str) -> None:
     @page_app.command(verb, help=help_text)
     @handle_errors
-    def _cmd(ref: str = typer.Argument(..., help="Page id or CONTAINER/Title."), as_json: bool = JSON_OPT) -> None:
+    def _cmd(ref: str = typer.Argument(..., metavar="REF", help="Page id or CONTAINER/Title."), as_json: bool = JSON_OPT) -> None:
         with open_kb() as kb:
             result = getattr(kb, method)(ref, actor=actor())
         if as_json:
@@ -247,7 +247,7 @@ _simple("purge", "purge_page", "Delete a trashed page for good (admin only; cann
 
 @page_app.command("history")
 @handle_errors
-def page_history(ref: str = typer.Argument(..., help="Page id or CONTAINER/Title."), as_json: bool = JSON_OPT) -> None:
+def page_history(ref: str = typer.Argument(..., metavar="REF", help="Page id or CONTAINER/Title."), as_json: bool = JSON_OPT) -> None:
     """Every revision: who, when, what kind of change, and the writer's note."""
     with open_kb() as kb:
         revs = kb.history(ref)
@@ -262,7 +262,7 @@ def page_history(ref: str = typer.Argument(..., help="Page id or CONTAINER/Title
 
 @page_app.command("diff")
 @handle_errors
-def page_diff(ref: str = typer.Argument(..., help="Page id or CONTAINER/Title."),
+def page_diff(ref: str = typer.Argument(..., metavar="REF", help="Page id or CONTAINER/Title."),
               a: int = typer.Argument(..., help="A revision. Alone: what that save changed."),
               b: Optional[int] = typer.Argument(None, help="A second revision: the diff from A to B."),
               as_json: bool = JSON_OPT) -> None:
@@ -308,7 +308,7 @@ def page_comment(ref: str = typer.Argument(..., help="Page id or CONTAINER/Title
 
 @page_app.command("backlinks")
 @handle_errors
-def page_backlinks(ref: str = typer.Argument(..., help="Page id or CONTAINER/Title."), as_json: bool = JSON_OPT) -> None:
+def page_backlinks(ref: str = typer.Argument(..., metavar="REF", help="Page id or CONTAINER/Title."), as_json: bool = JSON_OPT) -> None:
     """The pages that link to this one by id ("Linked from")."""
     with open_kb() as kb:
         pages = kb.backlinks(ref)
