@@ -67,10 +67,12 @@ class Node:
             return []
         with self.lock:
             appended = self.log.append(records, sync=sync)
-            applier.catch_up(self.conn, self.log)
+            decided: dict[str, Outcome] = {}
+            applier.catch_up(self.conn, self.log, outcomes=decided)
             outcomes = []
             for rec in appended:
-                out = applier.outcome_of(self.conn, rec.op_id)
+                # another process may have applied our record first: then its outcome is in the table
+                out = decided.get(rec.op_id) or applier.outcome_of(self.conn, rec.op_id)
                 if out is None:  # pragma: no cover - would mean the applier skipped a record
                     raise CrewletError(f"record {rec.seq} ({rec.op_id}) was appended but not applied")
                 outcomes.append(out)

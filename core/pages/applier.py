@@ -395,9 +395,11 @@ def position(conn: Connection) -> tuple[int, int]:
 
 
 def catch_up(conn: Connection, flog: FileLog, *, batch: int = 2000,
-             progress: Callable[[int], None] | None = None) -> int:
+             progress: Callable[[int], None] | None = None,
+             outcomes: dict[str, Outcome] | None = None) -> int:
     """Apply every record past this node's position, `batch` records a transaction, storing the new
-    position in the same transaction. Returns how many records were applied."""
+    position in the same transaction. Returns how many records were applied. `outcomes`, when given,
+    collects what was decided for each op_id applied here (a writer reads its answer without a query)."""
     applied = 0
     while True:
         with transaction(conn):
@@ -407,7 +409,9 @@ def catch_up(conn: Connection, flog: FileLog, *, batch: int = 2000,
                 if rec.seq != seq + 1:
                     raise LogGap(f"{flog.path}: expected record {seq + 1}, found {rec.seq} — the log has a gap; "
                                  "this node stops here rather than apply out of order")
-                apply_record(conn, rec)
+                decided = apply_record(conn, rec)
+                if outcomes is not None and decided is not None:
+                    outcomes[rec.op_id] = decided
                 seq, offset = rec.seq, end
                 n += 1
             if n:
