@@ -1,0 +1,61 @@
+"""`crewlet import DIR`: publish a directory of Markdown files as pages, idempotently.
+
+Plan everything in memory (read, parse, title, route, match against the pages that exist, check the
+rules), stop with every problem named if there is any, and only then write the plan whole, in
+batches of records. A re-run over an unchanged tree writes nothing; a run killed midway and run again
+finds the pages it created (by address) and creates only the rest.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from .. import config as config_mod
+from ..errors import Invalid
+from ..pages.service import KnowledgeBase
+from .model import ImportFailure, ImportNote, ImportProblem, ImportProblems, ImportReport, PlannedPage
+from .plan import Planner
+from .write import BATCH, write_plan
+
+__all__ = ["import_directory", "ImportReport", "ImportProblem", "ImportProblems", "ImportNote",
+           "ImportFailure", "PlannedPage"]
+
+
+def import_directory(kb: KnowledgeBase, root: Path, *, actor: str | None = None, into: str | None = None,
+                     dry_run: bool = False, title_from_name: bool = False, declare_spaces: bool = False,
+                     progress: Callable[[int, int], None] | None = None, batch: int = BATCH) -> ImportReport:
+    """Import every .md file under `root` (dot-directories skipped).
+
+    Raises ImportProblems (nothing written) when the plan has problems — on a dry run too, so a dry
+    run is a check. `progress(done, total)` is called with records written, before and after each batch.
+    """
+    started = time.perf_counter()
+    root = Path(root)
+    if not root.is_dir():
+        raise Invalid(f"{root} is not a directory — give the directory of Markdown files to import",
+                      code="not_a_directory")
+    who = kb.actor(actor)
+    planner = Planner(kb, root, who, into=into, title_from_name=title_from_name, declare_spaces=declare_spaces)
+    report = planner.plan()
+    report.dry_run = dry_run
+    report.timings["plan"] = time.perf_counter() - started
+    if report.problems:
+        report.seconds = time.perf_counter() - started
+        raise ImportProblems(report)
+    if dry_run:
+        report.created = report.count("create")
+        report.updated = report.count("update")
+        report.unchanged = report.count("unchanged")
+        report.seconds = time.perf_counter() - started
+        return report
+    node = kb.node
+    if report.declared:
+        report.declared = config_mod.declare_spaces(node.home.config_file, report.declared)
+        node.reload_config()
+        node.sync_containers()
+    write_started = time.perf_counter()
+    write_plan(node, report, who, progress=progress, batch=batch)
+    report.timings["write"] = time.perf_counter() - write_started
+    report.seconds = time.perf_counter() - started
+    return report

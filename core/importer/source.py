@@ -1,0 +1,200 @@
+"""Reading one Markdown file: bytes to text, and the frontmatter block split off and parsed.
+
+Frontmatter is YAML between a first line `---` and the next `---` (or `...`) line. It is parsed with
+libyaml's CSafeLoader where available (several times faster than the pure-Python loader over tens of
+thousands of files), and a block that does not parse is reported with the file's own line number.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from .model import ImportProblem
+
+MAX_FILE = 32 * 1024 * 1024        # half the log's frame limit: JSON escaping can grow a body
+_CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*$", re.MULTILINE)
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_YAML_FIX = ("fix the YAML at that line (quote a value that holds ': ' or starts with a character YAML reserves, "
+             "like ` @ % * & ! [ {)")
+
+
+@dataclass
+class Source:
+    """A file as read: its frontmatter (a mapping), the raw frontmatter text, and the Markdown after it."""
+
+    rel: str
+    frontmatter: dict[str, Any] = field(default_factory=dict)
+    fm_text: str | None = None
+    body: str = ""
+    body_line: int = 1          # the file line the body starts on
+
+
+def decode(rel: str, data: bytes) -> tuple[str | None, ImportProblem | None]:
+    """UTF-8 text with line endings normalised and a byte-order mark dropped, or the problem."""
+    if len(data) > MAX_FILE:
+        return None, ImportProblem("too_large", f"is {len(data) // (1024 * 1024)} MiB; a page holds at most "
+                                   f"{MAX_FILE // (1024 * 1024)} MiB", "split it into several files", [rel])
+    if b"\x00" in data:
+        return None, ImportProblem("not_text", "is not text (it holds NUL bytes)",
+                                   "remove it from the tree, or rename it so it does not end in .md", [rel])
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        return None, ImportProblem("not_utf8", f"is not UTF-8 (byte {exc.start}, line {line})",
+                                   "save it as UTF-8 in your editor", [rel], line)
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text, None
+
+
+def split(rel: str, text: str) -> tuple[Source | None, ImportProblem | None]:
+    """Split off and parse the frontmatter block (a file without one has an empty mapping)."""
+    if not text.startswith("---"):
+        return Source(rel, body=text), None
+    first_end = text.find("\n")
+    if first_end < 0 or text[3:first_end].strip():
+        return Source(rel, body=text), None          # `---x` or a one-line file: not a block
+    # the closing line: `---` or `...`, alone on its line
+    m = _CLOSE.search(text, first_end + 1)
+    close = m.start() if m else -1
+    after = min(m.end() + 1, len(text)) if m else len(text)
+    if close < 0:
+        # an opening `---` never closed is a thematic break at the top of a plain document
+        return Source(rel, body=text), None
+    fm_text = text[first_end + 1:close]
+    body_line = text.count("\n", 0, after) + 1
+    data: Any = fast_frontmatter(fm_text)
+    if data is not None:
+        return Source(rel, data, fm_text, text[after:], body_line), None
+    try:
+        data = yaml.load(fm_text, Loader=_LOADER) if fm_text.strip() else {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line = (mark.line + 2) if mark is not None else 1
+        what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        return None, ImportProblem("bad_yaml", f"frontmatter is not valid YAML at line {line}: {what}",
+                                   _YAML_FIX, [rel], line)
+    except (ValueError, TypeError, OverflowError) as exc:    # `date: 2024-13-45` parses, but is no date
+        return None, ImportProblem("bad_yaml", f"frontmatter holds a value YAML cannot read: {exc}",
+                                   "quote the value, or correct it", [rel])
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        return None, ImportProblem("bad_frontmatter",
+                                   f"frontmatter is a {type(data).__name__}, not a mapping of fields",
+                                   "write it as `key: value` lines (title:, space:, parent:, labels:)", [rel], 2)
+    return Source(rel, {str(k): v for k, v in data.items()}, fm_text, text[after:], body_line), None
+
+
+# -- the common case without a YAML parser ---------------------------------------------------------
+# Most frontmatter is `key: plain text` lines, the odd `[a, b]` or `- item` list, and comments. Those are
+# read here, exactly as YAML reads them, in about half the time PyYAML takes to build the same dict
+# through its constructors; anything else (quotes with escapes, block scalars, nesting, anchors, tags,
+# a value YAML would type as a number, boolean, null or date where the importer uses it) returns None
+# and goes to the real parser, which also finds and words every error.
+USED_KEYS = frozenset({"title", "space", "parent", "labels"})
+_FM_LINE = re.compile(r"([A-Za-z][A-Za-z0-9_./-]*(?: [A-Za-z0-9_./-]+)*):(?: +(.*?))? *$")
+_ITEM = re.compile(r"( *)- +(.*?) *$")
+_INDICATOR = frozenset("-?:,[]{}#&*!|>'\"%@`")
+_TYPED_START = frozenset("0123456789+-.~<=")
+_TYPED_WORDS = frozenset({"yes", "no", "true", "false", "on", "off", "null", "y", "n"})
+_DATE = re.compile(r"[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}")
+_NONPRINT = re.compile("[^\x0a\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _scalar(raw: str, used: bool) -> tuple[bool, str]:
+    """(ok, value) for one scalar as YAML would read it to a string; ok False when unsure."""
+    if not raw:
+        return False, ""
+    first = raw[0]
+    if first == "'":
+        inner = raw[1:-1]
+        if len(raw) < 2 or raw[-1] != "'" or "'" in inner.replace("''", ""):
+            return False, ""
+        return True, inner.replace("''", "'")
+    if first == '"':
+        inner = raw[1:-1]
+        if len(raw) < 2 or raw[-1] != '"' or '"' in inner or "\\" in inner:
+            return False, ""
+        return True, inner
+    if first in _INDICATOR or ": " in raw or " #" in raw or raw.endswith(":"):
+        return False, ""
+    if _DATE.match(raw):
+        return False, ""                               # YAML makes a date of it (and refuses an impossible one)
+    if used and (first in _TYPED_START or raw.lower() in _TYPED_WORDS):
+        return False, ""                               # YAML would type it; the importer reads it
+    return True, raw
+
+
+def _flow_list(raw: str, used: bool) -> list[str] | None:
+    inner = raw[1:-1].strip()
+    if not inner:
+        return []
+    if any(ch in inner for ch in "[]{}"):
+        return None
+    out = []
+    for part in inner.split(","):
+        part = part.strip()
+        if part[:1] not in ("'", '"') and any(ch in part for ch in "?:#"):
+            return None                                # PyYAML is strict about these inside [ ]
+        ok, value = _scalar(part, used)
+        if not ok or "," in value:
+            return None
+        out.append(value)
+    return out
+
+
+def fast_frontmatter(fm_text: str) -> dict[str, Any] | None:
+    """The frontmatter mapping when it is plain enough to read without YAML, else None."""
+    if "\t" in fm_text or _NONPRINT.search(fm_text):
+        return None
+    out: dict[str, Any] = {}
+    key: str | None = None                             # a key whose value is a block list being read
+    items: list[str] | None = None
+    indent = -1                                        # the indentation of that list's items
+    for line in fm_text.split("\n"):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        if line[0] == " " or line[0] == "-":
+            m = _ITEM.fullmatch(line)
+            if key is None or m is None:
+                return None
+            ok, value = _scalar(m.group(2), key in USED_KEYS)
+            if not ok:
+                return None
+            if items is None:
+                items, indent = [], len(m.group(1))
+                out[key] = items
+            elif len(m.group(1)) != indent:
+                return None                            # YAML reads a deeper `- x` as part of the item above
+            items.append(value)
+            continue
+        m = _FM_LINE.fullmatch(line)
+        if m is None:
+            return None
+        k, raw = m.group(1), m.group(2)
+        if k.lower() in _TYPED_WORDS:
+            return None
+        used = k in USED_KEYS
+        key, items = None, None
+        if not raw:
+            out[k] = None
+            key = k
+        elif raw[0] == "[" and raw[-1] == "]":
+            lst = _flow_list(raw, used)
+            if lst is None:
+                return None
+            out[k] = lst
+        else:
+            ok, value = _scalar(raw, used)
+            if not ok:
+                return None
+            out[k] = value
+    return out

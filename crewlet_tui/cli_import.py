@@ -1,0 +1,153 @@
+"""`crewlet import DIR`: publish a directory of Markdown files as pages (see core/importer)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from core.importer import ImportProblems, ImportReport, import_directory
+
+from .cli_common import JSON_OPT, actor, console, emit_json, err_console, fail, handle_errors, open_kb
+
+LISTED = 100          # lines per section of a printed plan; --json lists everything
+
+
+def _section(title: str, lines: list[str]) -> None:
+    if not lines:
+        return
+    console.print(f"[bold]{title}[/] ({len(lines)})")
+    for line in lines[:LISTED]:
+        console.print(f"  {line}", soft_wrap=True)
+    if len(lines) > LISTED:
+        console.print(f"  … and {len(lines) - LISTED} more (--json lists them all)")
+
+
+def _page_lines(report: ImportReport, action: str) -> list[str]:
+    out = []
+    for p in report.pages:
+        if p.action != action:
+            continue
+        mark = {"create": "[green]+[/]", "update": "[yellow]~[/]", "unchanged": "="}[action]
+        line = f"{mark} {escape(p.ref)}"
+        if action == "create" and p.parent_title:
+            line += f" [dim](under {escape(p.parent_title)})[/]"
+        if action == "update":
+            line += f" [dim]({', '.join(p.changes)})[/]"
+        if p.kind == "folder":
+            line += " [dim](folder)[/]"
+        if p.source:
+            line += f" [dim]← {escape(p.source)}{'/' if p.kind == 'folder' else ''}[/]"
+        out.append(line)
+    return out
+
+
+def _containers_table(report: ImportReport) -> Table:
+    counts: dict[str, dict[str, int]] = {}
+    for p in report.pages:
+        counts.setdefault(p.container, {"create": 0, "update": 0, "unchanged": 0})[p.action] += 1
+    table = Table("space", "create", "update", "unchanged")
+    for key in sorted(counts):
+        c = counts[key]
+        table.add_row(escape(key), str(c["create"]), str(c["update"]), str(c["unchanged"]))
+    return table
+
+
+def _print_plan(report: ImportReport) -> None:
+    layout = f"the tree, into {report.into}" if report.mode == "tree" else "one space per directory"
+    console.print(f"Plan for [bold]{escape(report.root)}[/] ({layout}): {report.files} file(s), nothing written")
+    if report.declared:
+        console.print("Would declare: " + ", ".join(escape(k) for k in report.declared))
+    if report.pages:
+        console.print(_containers_table(report))
+    _section("Creates", _page_lines(report, "create"))
+    _section("Updates", _page_lines(report, "update"))
+    _section("Unchanged", _page_lines(report, "unchanged"))
+    _section("Notes", [escape(str(n)) for n in report.notes])
+    console.print(f"Would create {report.created}, update {report.updated}, leave {report.unchanged} unchanged; "
+                  f"{len(report.notes)} note(s).")
+
+
+def _print_summary(report: ImportReport) -> None:
+    if report.declared:
+        console.print("Declared: " + ", ".join(escape(k) for k in report.declared))
+    _section("Notes", [escape(str(n)) for n in report.notes])
+    console.print(f"Imported [bold]{escape(report.root)}[/]: created {report.created}, updated {report.updated}, "
+                  f"unchanged {report.unchanged}, notes {len(report.notes)}, {report.seconds:.2f} s")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("import")
+    @handle_errors
+    def import_cmd(
+        directory: Path = typer.Argument(..., metavar="DIR", help="The directory of Markdown files, walked recursively "
+                                                   "(dot-directories skipped)."),
+        into: Optional[str] = typer.Option(None, "--into", metavar="KEY",
+                                           help="Keep the tree: every directory a folder page in space KEY."),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; write nothing."),
+        title_from_name: bool = typer.Option(False, "--title-from-name",
+                                             help="A doc with no title: and no # H1 takes its file name."),
+        declare_spaces: bool = typer.Option(False, "--declare-spaces",
+                                            help="Declare in company.toml the spaces the tree needs."),
+        as_json: bool = JSON_OPT,
+    ) -> None:
+        """Publish DIR's .md files as pages: one space per directory (the spec's layout) or --into KEY.
+
+        A file with `trigger:` in its frontmatter is a tool skill (the skills container). Title: frontmatter
+        `title:`, else the first `# ` H1 (stripped from the body). Frontmatter `space:`, `parent:` and
+        `labels:` are honoured. Idempotent: an unchanged file writes nothing, an edited one is saved in
+        place, an existing page is never moved. Every problem is listed before anything is written.
+
+        With --into KEY, titles are unique per space, not per folder: where two collide, the one met first
+        (shallower, then by path) keeps it and the others take their directory's path, e.g.
+        "About (7.4/Microsoft.PowerShell.Core)" — the same tree always gives the same titles."""
+        with open_kb() as kb:
+            progress_bar: Progress | None = None
+            task: Any = None
+
+            def on_progress(done: int, total: int) -> None:
+                nonlocal task
+                if progress_bar is None:
+                    return
+                if task is None:
+                    task = progress_bar.add_task("planning", total=None)
+                progress_bar.update(task, description="writing", total=total, completed=done)
+
+            show_bar = not (as_json or dry_run) and err_console.is_terminal
+            try:
+                if show_bar:
+                    progress_bar = Progress(TextColumn("[progress.description]{task.description}"), BarColumn(),
+                                            MofNCompleteColumn(), TimeElapsedColumn(), console=err_console,
+                                            transient=True)
+                    task = progress_bar.add_task("reading and planning", total=None)
+                    with progress_bar:
+                        report = _run(kb, directory, into, dry_run, title_from_name, declare_spaces, on_progress)
+                else:
+                    report = _run(kb, directory, into, dry_run, title_from_name, declare_spaces, None)
+            except ImportProblems as exc:
+                if not as_json:
+                    for problem in exc.problems:
+                        err_console.print(f"[red]problem:[/] {escape(str(problem))}", soft_wrap=True)
+                raise
+        if as_json:
+            emit_json(report.to_json())
+        elif dry_run:
+            _print_plan(report)
+        else:
+            _print_summary(report)
+        if report.failures:
+            if not as_json:
+                for f in report.failures:
+                    err_console.print(f"[red]failed:[/] {escape(str(f))}", soft_wrap=True)
+            n = len(report.failures)
+            fail(f"import finished with {n} refused write{'s' if n != 1 else ''} "
+                 f"(created {report.created}, updated {report.updated}) — fix them and run again")
+
+
+def _run(kb: Any, directory: Path, into: str | None, dry_run: bool, title_from_name: bool, declare_spaces: bool,
+         progress: Any) -> ImportReport:
+    return import_directory(kb, directory, actor=actor(), into=into, dry_run=dry_run,
+                            title_from_name=title_from_name, declare_spaces=declare_spaces, progress=progress)
