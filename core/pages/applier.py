@@ -101,11 +101,17 @@ def parent_problem(conn: Connection, container: str, parent_id: str | None, page
     return None
 
 
-def _add_revision(conn: Connection, page_id: str, revision: int, title: str, body: str, author: str,
-                  at: int, kind: str, message: str | None) -> None:
+def _add_revision(conn: Connection, page_id: str, revision: int, title: str, author: str,
+                  at: int, kind: str, message: str | None, *, previous_body: str | None = None) -> None:
+    """Record revision N. The current revision's body is the page's own (stored once, not twice: an
+    import of 14k pages would otherwise write every body a third time); the revision it replaces
+    takes its body into its own row here."""
+    if previous_body is not None:
+        conn.execute("UPDATE revisions SET body = ? WHERE page_id = ? AND revision = ?",
+                     (previous_body, page_id, revision - 1))
     conn.execute(
-        "INSERT INTO revisions (page_id, revision, title, body, author, at, kind, message) VALUES (?,?,?,?,?,?,?,?)",
-        (page_id, revision, title, body, author, at, kind, message or None),
+        "INSERT INTO revisions (page_id, revision, title, body, author, at, kind, message) VALUES (?,?,?,NULL,?,?,?,?)",
+        (page_id, revision, title, author, at, kind, message or None),
     )
 
 
@@ -165,7 +171,7 @@ def _page_create(conn: Connection, rec: Record) -> dict[str, Any]:
         "VALUES (?,?,?,?,?,1,?,?,?,?,?,?,NULL,NULL,?,?)",
         (page_id, container, address, title, body, parent_id, rec.actor, rec.at, rec.actor, rec.at, rec.at, labels, rec.seq),
     )
-    _add_revision(conn, page_id, 1, title, body, rec.actor, rec.at, "create", p.get("message"))
+    _add_revision(conn, page_id, 1, title, rec.actor, rec.at, "create", p.get("message"))
     return {"page_id": page_id, "revision": 1, "warnings": warnings}
 
 
@@ -187,7 +193,8 @@ def _page_save(conn: Connection, rec: Record) -> dict[str, Any]:
         "UPDATE pages SET body=?, revision=?, saved_by=?, saved_at=?, updated_at=?, version=? WHERE id=?",
         (body, revision, rec.actor, rec.at, rec.at, rec.seq, row["id"]),
     )
-    _add_revision(conn, row["id"], revision, row["title"], body, rec.actor, rec.at, "save", p.get("message"))
+    _add_revision(conn, row["id"], revision, row["title"], rec.actor, rec.at, "save", p.get("message"),
+                  previous_body=row["body"])
     return {"page_id": row["id"], "revision": revision}
 
 
@@ -205,7 +212,8 @@ def _page_rename(conn: Connection, rec: Record) -> dict[str, Any]:
         "UPDATE pages SET title=?, address=?, revision=?, saved_by=?, saved_at=?, updated_at=?, version=? WHERE id=?",
         (title, address, revision, rec.actor, rec.at, rec.at, rec.seq, row["id"]),
     )
-    _add_revision(conn, row["id"], revision, title, row["body"], rec.actor, rec.at, "rename", p.get("message"))
+    _add_revision(conn, row["id"], revision, title, rec.actor, rec.at, "rename", p.get("message"),
+                  previous_body=row["body"])
     return {"page_id": row["id"], "revision": revision, "old_title": row["title"]}
 
 

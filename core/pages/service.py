@@ -22,7 +22,9 @@ from .model import MAX_TITLE, WINDOW_MAX, Comment, Page, Revision, Window, clean
 TRASH_TERM_MS = 30 * 24 * 3600 * 1000
 REAP_PASS_MAX = 1000
 REAPER = "trash-reaper"
-ROOT_PAGE_SQL = "parent_id IS NULL"
+# the current revision's body lives in the page row (see applier._add_revision)
+REVISION_SQL = ("SELECT r.page_id, r.revision, r.title, COALESCE(r.body, p.body) AS body, r.author, r.at, r.kind, "
+                "r.message FROM revisions r JOIN pages p ON p.id = r.page_id")
 
 
 def new_id() -> str:
@@ -362,14 +364,14 @@ class KnowledgeBase:
     def history(self, ref: str) -> list[Revision]:
         row = self._row(ref)
         with self.node.lock:
-            rows = self.conn.execute("SELECT * FROM revisions WHERE page_id = ? ORDER BY revision DESC", (row["id"],)).fetchall()
+            rows = self.conn.execute(f"{REVISION_SQL} WHERE r.page_id = ? ORDER BY r.revision DESC", (row["id"],)).fetchall()
         return [Revision(r["page_id"], r["revision"], r["title"], r["body"], r["author"], r["at"], r["kind"], r["message"])
                 for r in rows]
 
     def revision(self, ref: str, n: int) -> Revision:
         row = self._row(ref)
         with self.node.lock:
-            r = self.conn.execute("SELECT * FROM revisions WHERE page_id = ? AND revision = ?", (row["id"], n)).fetchone()
+            r = self.conn.execute(f"{REVISION_SQL} WHERE r.page_id = ? AND r.revision = ?", (row["id"], n)).fetchone()
         if r is None:
             raise NotFound(f"{row['container']}/{row['title']} has no revision {n} (it is at {row['revision']}) — "
                            "`crewlet page history REF` lists them", code="no_revision")

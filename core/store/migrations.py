@@ -74,7 +74,7 @@ def m001_pages(conn: Any) -> None:
             page_id TEXT NOT NULL REFERENCES pages(id) ON DELETE CASCADE,
             revision INTEGER NOT NULL,
             title TEXT NOT NULL,
-            body TEXT NOT NULL,
+            body TEXT,                     -- NULL for the page's current revision: its body is pages.body
             author TEXT NOT NULL,
             at INTEGER NOT NULL,
             kind TEXT NOT NULL,            -- create | save | rename
