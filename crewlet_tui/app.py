@@ -1,0 +1,375 @@
+"""The crewlet terminal app.
+
+`make_app` is the one factory the CLI, the tests and the screenshot script share, so what the tests
+drive and what the screenshots show is what `crewlet` runs. Long work runs in thread workers that post
+past-tense messages back (HomeOpened, IndexProgressed, IndexPassFinished…); the search indexer runs in
+one such worker for the app's whole life: a pass at start, then one every `index_interval` seconds
+(or at once after a write in the app).
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import App
+from textual.binding import Binding
+from textual.message import Message
+from textual.reactive import reactive
+from textual.theme import Theme
+from textual.worker import get_current_worker
+
+from core import config as config_mod
+from core.node import Node, init_home
+from core.pages.model import Page
+from core.paths import Home, examples_dir
+
+from .commands import CrewletCommands
+from .fmt import Clock, system_clock
+from .indexing import AppPass, make_indexer
+from .sanitize import clean_line
+from .screens.edit import EditScreen, NewPage
+from .screens.help import HelpScreen
+from .screens.history import HistoryScreen
+from .screens.modals import ConfirmModal
+from .screens.outline import OutlineScreen
+from .screens.page import PageScreen
+from .screens.search import SearchScreen
+from .screens.spaces import SpacesScreen
+from .screens.trash import TrashScreen
+from .screens.welcome import WelcomeScreen
+from .session import Session
+from .widgets.status import IndexState
+
+CREWLET_THEME = Theme(
+    name="crewlet",
+    primary="#5FA8D3",
+    secondary="#9D8FD6",
+    accent="#E8B04A",
+    foreground="#E4E7EB",
+    background="#14181D",
+    surface="#1B2027",
+    panel="#252C35",
+    success="#6CC070",
+    warning="#E8B04A",
+    error="#E5484D",
+    dark=True,
+)
+
+# -- messages (posted from workers; past tense) --------------------------------------------------
+
+class HomeOpened(Message):
+    def __init__(self, session: Session, note: str = "") -> None:
+        super().__init__()
+        self.session, self.note = session, note
+
+
+class HomeFailed(Message):
+    def __init__(self, error: BaseException) -> None:
+        super().__init__()
+        self.error = error
+
+
+class HomeProgressed(Message):
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+
+class IndexProgressed(Message):
+    def __init__(self, done: int, total: int) -> None:
+        super().__init__()
+        self.done, self.total = done, total
+
+
+class IndexPassFinished(Message):
+    def __init__(self, report: AppPass) -> None:
+        super().__init__()
+        self.report = report
+
+
+class IndexFailed(Message):
+    def __init__(self, error: BaseException) -> None:
+        super().__init__()
+        self.error = error
+
+
+class CrewletApp(App[None]):
+    CSS_PATH = "app.tcss"
+    TITLE = "crewlet"
+    COMMANDS = App.COMMANDS | {CrewletCommands}
+    BINDINGS = [
+        Binding("ctrl+q", "quit", "Quit", show=False, priority=True),
+        Binding("f1", "help", "Help", show=False),
+    ]
+
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (96, "-wide")]
+
+    index_state: reactive[IndexState] = reactive(IndexState, always_update=True)
+
+    def __init__(self, home: Home, actor: str | None = None, *, start_page: str | None = None,
+                 start_search: str | None = None, clock: Clock | None = None, cursor_blink: bool = True,
+                 start_indexer: bool = True, index_interval: float = 30.0,
+                 searcher_factory: Callable[[Node], Any] | None = None, allow_external: bool = True) -> None:
+        super().__init__()
+        self.home = home
+        self.actor = actor
+        self.start_page = start_page
+        self.start_search = start_search
+        self.clock: Clock = clock or system_clock
+        self.cursor_blink = cursor_blink
+        self.start_indexer = start_indexer
+        self.index_interval = index_interval
+        self.searcher_factory = searcher_factory
+        self.allow_external = allow_external
+        self.session: Session | None = None
+        self.actor_line = ""
+        self._index_wake = threading.Event()
+        self._stopping = threading.Event()
+        self.opened_urls: list[str] = []
+        self.index_passes = 0
+
+    # -- starting -----------------------------------------------------------------------------
+    def on_mount(self) -> None:
+        self.register_theme(CREWLET_THEME)
+        self.theme = "crewlet"
+        self.sub_title = clean_line(str(self.home.root))
+        if not self.home.exists():
+            self.push_screen(WelcomeScreen(str(self.home.root)))
+        else:
+            self._open_home(create=None)
+
+    def create_home(self, example: bool) -> None:
+        """The welcome screen's answer: create the home (with the example) in a worker."""
+        self._open_home(create="example" if example else "empty")
+
+    @work(thread=True, exclusive=True, group="home", exit_on_error=False)
+    def _open_home(self, create: str | None) -> None:
+        note = ""
+        try:
+            if create is not None:
+                data = config_mod.example_config() if create == "example" else config_mod.empty_config(
+                    self.actor or "admin")
+                init_home(self.home, data)
+                self.post_message(HomeProgressed("home created; opening it…"))
+            session = Session.open(self.home, self.actor, self.searcher_factory)
+            if create == "example":
+                self.post_message(HomeProgressed("importing the example knowledge base…"))
+                try:
+                    from core.importer import import_directory
+                except ImportError as exc:
+                    note = f"the example could not be imported: no importer in this build ({exc})"
+                else:
+                    def progress(done: int, total: int) -> None:
+                        self.post_message(HomeProgressed(f"importing the example… {done} of {total} records"))
+
+                    report = import_directory(session.kb, examples_dir(), actor="alex", progress=progress)
+                    note = f"loaded the example knowledge base: {report.created} pages"
+        except Exception as exc:  # noqa: BLE001 - shown on the welcome screen or on exit
+            self.post_message(HomeFailed(exc))
+            return
+        self.post_message(HomeOpened(session, note))
+
+    @on(HomeProgressed)
+    def _home_progressed(self, message: HomeProgressed) -> None:
+        if isinstance(self.screen, WelcomeScreen):
+            self.screen.progress(message.text)
+
+    @on(HomeFailed)
+    def _home_failed(self, message: HomeFailed) -> None:
+        text = clean_line(str(message.error) or message.error.__class__.__name__)
+        if isinstance(self.screen, WelcomeScreen):
+            self.screen.progress(f"could not create the home: {text}", error=True)
+        else:
+            self.exit(return_code=1, message=Text(f"crewlet: {text}"))
+
+    @on(HomeOpened)
+    def _home_opened(self, message: HomeOpened) -> None:
+        self.session = message.session
+        who = self.session.who()
+        handle = self.session.handle or "nobody"
+        role = ("admin" if who and who.admin else who.kind if who else "unknown actor") if handle != "nobody" else ""
+        self.actor_line = f"as {handle}" + (f" ({role})" if role else "") + " · this node's copy"
+        if isinstance(self.screen, WelcomeScreen):
+            self.pop_screen()
+        self.push_screen(SpacesScreen())
+        if message.note:
+            self.notify(clean_line(message.note), markup=False)
+        if self.start_page:
+            self.open_page(self.start_page)
+        elif self.start_search is not None:
+            self.open_search(self.start_search)
+        if self.start_indexer:
+            self._run_indexer()
+        else:
+            self.index_state = IndexState("off", message="background indexer off")
+
+    # -- the background indexer ----------------------------------------------------------------
+    @work(thread=True, exclusive=True, group="indexer", exit_on_error=False)
+    def _run_indexer(self) -> None:
+        worker = get_current_worker()
+        session = self.session
+        if session is None:
+            return
+        try:
+            indexer, why = make_indexer(session.home)
+        except Exception as exc:  # noqa: BLE001 - shown in the status line
+            indexer, why = None, str(exc)
+        if indexer is None:
+            self.post_message(IndexFailed(RuntimeError(why)))
+            return
+
+        def stopped() -> bool:
+            return worker.is_cancelled or self._stopping.is_set()
+
+        def progress(done: int, total: int) -> None:
+            if not stopped():
+                self.post_message(IndexProgressed(done, total))
+
+        try:
+            while not stopped():
+                more = False
+                try:
+                    report = indexer.run_pass(progress, self._stopping)
+                except Exception as exc:  # noqa: BLE001 - shown in the status line; tried again later
+                    if stopped():
+                        return
+                    self.post_message(IndexFailed(exc))
+                else:
+                    if stopped():
+                        return
+                    more = report.more
+                    self.post_message(IndexPassFinished(report))
+                if not more:
+                    self._index_wake.wait(self.index_interval)
+                    self._index_wake.clear()
+        finally:
+            try:
+                indexer.close()
+            except Exception:  # noqa: BLE001  # pragma: no cover
+                pass
+
+    def poke_indexer(self) -> None:
+        """Run the next index pass now (after a write in the app)."""
+        self._index_wake.set()
+
+    @on(IndexProgressed)
+    def _index_progressed(self, message: IndexProgressed) -> None:
+        old = self.index_state
+        self.index_state = IndexState("indexing", message.done, message.total, old.indexed_seq, old.applied_seq)
+
+    @on(IndexPassFinished)
+    def _index_finished(self, message: IndexPassFinished) -> None:
+        self.index_passes += 1
+        r = message.report
+        if not r.searchable:  # another process holds the first build, or it was stopped midway
+            self.index_state = IndexState("waiting", 0, 0, r.indexed_seq, r.applied_seq,
+                                          r.note or "the first index build has not finished")
+        else:
+            self.index_state = IndexState("current", r.pages, r.pages, r.indexed_seq, r.applied_seq)
+
+    @on(IndexFailed)
+    def _index_failed(self, message: IndexFailed) -> None:
+        text = clean_line(str(message.error) or message.error.__class__.__name__)
+        self.index_state = IndexState("failed", message=text)
+
+    # -- navigation ------------------------------------------------------------------------------
+    def open_outline(self, container: str) -> None:
+        self.push_screen(OutlineScreen(container))
+
+    def open_page(self, ref: str) -> None:
+        screen = self.screen
+        if isinstance(screen, PageScreen) and ref in (screen.ref, screen.page.id if screen.page else None):
+            screen.reload()
+            return
+        self.push_screen(PageScreen(ref))
+
+    def open_editor(self, page: Page) -> None:
+        self.push_screen(EditScreen(page))
+
+    def open_new_page(self, container: str, title: str, parent: Page | None) -> None:
+        self.push_screen(EditScreen(new=NewPage(container, title, parent)))
+
+    def replace_with_page(self, screen: Any, page_id: str) -> None:
+        """After a new page's first save: the editor gives way to the page."""
+        if self.screen is screen:
+            self.pop_screen()
+        self.push_screen(PageScreen(page_id))
+
+    def open_history(self, page: Page) -> None:
+        self.push_screen(HistoryScreen(page))
+
+    def open_search(self, query: str = "") -> None:
+        screen = self.screen
+        if isinstance(screen, SearchScreen):
+            field = screen.query_one("#search-input")
+            field.value = query  # type: ignore[attr-defined]
+            if query.strip():
+                screen.run_search(query)
+            field.focus()
+            return
+        self.push_screen(SearchScreen(query))
+
+    def open_external(self, url: str) -> None:
+        """http(s) and mailto only (see links.py). Tests and screenshots never open anything."""
+        self.opened_urls.append(url)
+        self.notify(f"opening {clean_line(url)}", markup=False)
+        if self.allow_external and not self.is_headless:
+            self.open_url(url)
+
+    def action_search(self) -> None:
+        if self.session is not None:
+            self.open_search("")
+
+    def action_spaces(self) -> None:
+        if self.session is None:
+            return
+        while len(self.screen_stack) > 2 and not isinstance(self.screen, SpacesScreen):
+            self.pop_screen()
+
+    def action_trash(self) -> None:
+        if self.session is not None and not isinstance(self.screen, TrashScreen):
+            self.push_screen(TrashScreen())
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen(type(self.screen).__name__))
+
+    # -- leaving ---------------------------------------------------------------------------------
+    def unsaved_editors(self) -> list[EditScreen]:
+        return [s for s in self.screen_stack if isinstance(s, EditScreen) and s.has_unsaved_text]
+
+    async def action_quit(self) -> None:
+        if not self.unsaved_editors():
+            self.exit()
+            return
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self.exit()
+
+        self.push_screen(ConfirmModal("Quit with unsaved text?", "An editor holds text that is not saved. "
+                                      "Quit and lose it?", yes="Quit, losing it", no="Keep editing", danger=True,
+                                      id="quit-unsaved"), answer)
+
+    def on_unmount(self) -> None:
+        self._stopping.set()
+        self._index_wake.set()
+        if self.session is not None:
+            self.session.close()
+            self.session = None
+
+
+def make_app(home: Home | str | Path, actor: str | None = None, *, start_page: str | None = None,
+             start_search: str | None = None, clock: Clock | None = None, **options: Any) -> CrewletApp:
+    """The app, configured. Shared by `crewlet`, `crewlet open`, the tests and the screenshot script.
+
+    `clock` (seconds since the epoch) fixes "3 min ago" for deterministic screenshots; further options
+    (cursor_blink, start_indexer, index_interval, searcher_factory, allow_external) go to CrewletApp.
+    """
+    if not isinstance(home, Home):
+        home = Home(Path(home))
+    return CrewletApp(home, actor, start_page=start_page, start_search=start_search, clock=clock, **options)

@@ -1,0 +1,33 @@
+"""`crewlet open`: the terminal app on one page, or on the search screen with a query run."""
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from core.errors import CrewletError
+
+from .cli_common import STATE, actor, handle_errors, open_kb
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("open")
+    @handle_errors
+    def open_app(
+        ref: Optional[str] = typer.Argument(None, help="The page to open: a page id or CONTAINER/Title."),
+        search: Optional[str] = typer.Option(None, "--search", "-s", help="Open the search screen with this query run."),
+    ) -> None:
+        """Open the terminal app on one page, or on the search screen with a query run."""
+        if (ref is None) == (search is None):
+            raise typer.BadParameter("give a page REF, or --search QUERY (one of them)")
+        home = STATE.home
+        if not home.exists():
+            raise CrewletError(f"no crewlet home at {home.root} — run `crewlet` to create one, "
+                               "or `crewlet init --example` (or pass --home DIR)", code="no_home")
+        start_page = None
+        if ref is not None:
+            with open_kb() as kb:  # a wrong REF is one line on stderr, not an app that opens onto nothing
+                start_page = kb.resolve(ref).id
+        from .launch import run_app
+
+        run_app(home, actor(), start_page=start_page, start_search=search)

@@ -1,0 +1,247 @@
+"""Editing a page's Markdown (or writing a new page's first text).
+
+A save states the revision it edited: `base_revision` is the revision loaded when editing began. When
+somebody saved in between, the engine refuses the save (StaleRevision) and the conflict screen shows
+both texts and their diff; the person's text stays in the editor, and once they have merged, the
+editor is rebased onto the new revision and saved again. Nothing typed is lost: leaving with unsaved
+text asks first, and the engine also keeps a refused text under the home's rescued/ directory.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.widgets import Static, TextArea
+
+from core.errors import StaleRevision
+from core.pages.model import Page
+
+from ..fmt import plural
+from ..sanitize import body_for_editing, clean_line, count_controls
+from .base import CrewletScreen, error_text
+from .conflict import Conflict, ConflictScreen
+from .modals import ConfirmModal, InputModal
+
+
+def markdown_language() -> str | None:
+    """"markdown" when tree-sitter and its Markdown grammar are installed (textual[syntax]); else
+    None, and the editor is plain text."""
+    try:
+        from textual._tree_sitter import TREE_SITTER, get_language
+    except Exception:  # pragma: no cover - a Textual without the module
+        return None
+    try:
+        return "markdown" if TREE_SITTER and get_language("markdown") is not None else None
+    except Exception:  # pragma: no cover
+        return None
+
+
+@dataclass
+class NewPage:
+    container: str
+    title: str
+    parent: Page | None = None
+
+
+@dataclass
+class SaveAnswer:
+    page: Page | None = None
+    conflict: Conflict | None = None
+
+
+def save_or_conflict(kb: Any, page_id: str, body: str, base_revision: int, actor: str | None,
+                     message: str | None) -> SaveAnswer:
+    try:
+        return SaveAnswer(page=kb.save_page(page_id, body, base_revision=base_revision, actor=actor, message=message))
+    except StaleRevision as exc:
+        current = kb.resolve(page_id)
+        return SaveAnswer(conflict=Conflict(your_body=exc.your_body, base_revision=exc.base_revision,
+                                            current=current, rescued_to=exc.rescued_to))
+
+
+class EditScreen(CrewletScreen):
+    BINDINGS = [
+        Binding("ctrl+s", "save", "Save", priority=True),
+        Binding("escape", "back", "Back", priority=True),
+        Binding("ctrl+t", "their_changes", "Their changes", priority=True),
+        Binding("f1", "app.help", "Help"),
+    ]
+
+    def __init__(self, page: Page | None = None, *, new: NewPage | None = None) -> None:
+        super().__init__(classes="edit-screen")
+        assert (page is None) != (new is None)
+        self.page = page
+        self.new = new
+        self.base_revision = page.revision if page else 0
+        self.saved_text = body_for_editing(page.body) if page else ""
+        self.controls_on_load = count_controls(page.body) if page else 0
+        self.conflict: Conflict | None = None
+        self.saving = False
+        self.sub_title = "edit"
+
+    @property
+    def title_line(self) -> str:
+        if self.new is not None:
+            where = f" under “{self.new.parent.title}”" if self.new.parent else ""
+            return f"New page {self.new.container}/{self.new.title}{where}"
+        assert self.page is not None
+        return f"Editing {self.page.container}/{self.page.title}"
+
+    def compose(self) -> ComposeResult:
+        yield from self.compose_header()
+        with Vertical(classes="main"):
+            yield Static(id="edit-title", classes="screen-title")
+            yield Static(id="edit-notice", classes="notice")
+            editor = TextArea.code_editor(self.saved_text, language=markdown_language(), soft_wrap=True,
+                                          theme="css", id="editor", show_line_numbers=True)
+            editor.cursor_blink = self.crewlet.cursor_blink
+            yield editor
+        yield from self.compose_footer()
+
+    def on_mount(self) -> None:
+        self._show_title()
+        notices = []
+        if self.controls_on_load:
+            notices.append(f"This page holds {plural(self.controls_on_load, 'control character')}: they are shown as "
+                           "visible symbols (␛ …) and a save keeps them as those symbols.")
+        if self.new is not None:
+            notices.append("Write the page, then ctrl+s. A page saved with nothing written is a folder.")
+        self._notice(" ".join(notices))
+        self.editor.focus()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "their_changes":
+            return self.conflict is not None  # shown only once a save was refused
+        return True
+
+    @property
+    def editor(self) -> TextArea:
+        return self.query_one("#editor", TextArea)
+
+    @property
+    def dirty(self) -> bool:
+        return self.editor.text != self.saved_text
+
+    def _show_title(self) -> None:
+        title = Text(clean_line(self.title_line), style="bold")
+        if self.page is not None:
+            title.append(f"  — editing from revision {self.base_revision}", style="dim")
+        self.query_one("#edit-title", Static).update(title)
+
+    def _notice(self, text: str, style: str = "yellow") -> None:
+        notice = self.query_one("#edit-notice", Static)
+        notice.update(Text(clean_line(text), style=style))
+        notice.display = bool(text)
+
+    # -- saving ------------------------------------------------------------------------------------
+    def action_save(self) -> None:
+        if self.saving:
+            return
+        if self.page is not None and not self.dirty and self.conflict is None:
+            self.notify("nothing changed since the last save")
+            return
+
+        def with_note(note: str | None) -> None:
+            if note is None:
+                return
+            self._save(note.strip() or None)
+
+        self.app.push_screen(InputModal("Save", "A note for the history (optional — enter to save without one)",
+                                        placeholder="what changed and why", ok="Save", allow_empty=True,
+                                        id="save-note"), with_note)
+
+    def _save(self, message: str | None) -> None:
+        self.saving = True
+        text = self.editor.text
+        if self.new is not None:
+            parent = self.new.parent.id if self.new.parent else None
+            self.call_in_background("created", self.kb.create_page, self.new.container, self.new.title, text,
+                                    actor=self.session.handle, parent=parent, message=message)
+        else:
+            assert self.page is not None
+            self.call_in_background("saved", save_or_conflict, self.kb, self.page.id, text, self.base_revision,
+                                    self.session.handle, message)
+
+    def got_created(self, page: Page) -> None:
+        self.saving = False
+        self.saved_text = self.editor.text
+        self.notify(f"created {clean_line(page.ref)} (revision {page.revision})", markup=False)
+        self.crewlet.replace_with_page(self, page.id)
+
+    def failed_created(self, error: BaseException) -> None:
+        self.saving = False
+        self.notify(error_text(error), title="not created — your text is still here", severity="error",
+                    markup=False, timeout=10)
+
+    def got_saved(self, answer: SaveAnswer) -> None:
+        self.saving = False
+        if answer.conflict is not None:
+            self.conflict = answer.conflict
+            self.refresh_bindings()
+            self._notice(f"Not saved: revision {answer.conflict.current.revision} was saved by "
+                         f"{answer.conflict.current.saved_by} after you began (from revision "
+                         f"{answer.conflict.base_revision}). Your text is kept.", "bold red")
+            self.app.push_screen(ConflictScreen(answer.conflict), self._after_conflict)
+            return
+        page = answer.page
+        assert page is not None
+        self.page = page
+        self.base_revision = page.revision
+        self.saved_text = self.editor.text
+        self.conflict = None
+        self.refresh_bindings()
+        self.notify(f"saved revision {page.revision}", markup=False)
+        self.dismiss(page)
+
+    def failed_saved(self, error: BaseException) -> None:
+        self.saving = False
+        self.notify(error_text(error), title="not saved — your text is still here", severity="error",
+                    markup=False, timeout=10)
+
+    def _after_conflict(self, choice: str | None) -> None:
+        conflict = self.conflict
+        if conflict is None or not choice:
+            self.editor.focus()
+            return
+        if choice in ("rebase", "append"):
+            if choice == "append":
+                theirs = body_for_editing(conflict.current.body)
+                self.editor.text = (self.editor.text.rstrip("\n") + "\n\n"
+                                    f"<<<<<<< revision {conflict.current.revision} by {conflict.current.saved_by} "
+                                    "(merge, then remove these markers)\n" + theirs.rstrip("\n") + "\n>>>>>>>\n")
+            self.base_revision = conflict.current.revision
+            self.page = conflict.current
+            self._show_title()
+            self._notice(f"Rebased onto revision {conflict.current.revision}: your text is in the editor — make sure "
+                         "their changes are in it too (ctrl+t shows them), then save.", "cyan")
+        self.editor.focus()
+
+    def action_their_changes(self) -> None:
+        if self.conflict is None:
+            return
+        live = Conflict(your_body=self.editor.text, base_revision=self.conflict.base_revision,
+                        current=self.conflict.current, rescued_to=self.conflict.rescued_to)
+        self.app.push_screen(ConflictScreen(live, rebased=self.base_revision == self.conflict.current.revision),
+                             self._after_conflict)
+
+    # -- leaving ---------------------------------------------------------------------------------
+    def action_back(self) -> None:
+        if not self.dirty and not (self.new is not None and self.editor.text):
+            self.dismiss(None)
+            return
+
+        def leave(yes: bool | None) -> None:
+            if yes:
+                self.dismiss(None)
+
+        self.app.push_screen(ConfirmModal("Leave without saving?", "The text in the editor is not saved. "
+                                          "Leave and lose it?", yes="Leave, losing it", no="Keep editing",
+                                          danger=True, id="leave-unsaved"), leave)
+
+    @property
+    def has_unsaved_text(self) -> bool:
+        return self.dirty or (self.new is not None and bool(self.editor.text))

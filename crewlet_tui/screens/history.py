@@ -1,0 +1,117 @@
+"""A page's history: every revision with author, time, kind and note; any revision's body; and the line
+diff of what a save changed against the revision before it (+ green, - red)."""
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.widgets import DataTable, Static
+
+from core.pages.model import Page, Revision
+
+from ..fmt import diff_text, when_ago
+from ..sanitize import clean_line, clean_text
+from .base import COMMON_BINDINGS, CrewletScreen
+
+
+def revision_detail(kb: Any, page_id: str, n: int, show: str) -> tuple[int, str, Any]:
+    if show == "body":
+        return n, show, kb.revision(page_id, n)
+    return n, show, kb.diff(page_id, n)
+
+
+class HistoryScreen(CrewletScreen):
+    BINDINGS = [
+        Binding("b", "toggle_body", "Body/diff"),
+        Binding("j", "cursor('down')", "Down", show=False),
+        Binding("k", "cursor('up')", "Up", show=False),
+        Binding("g", "cursor('top')", "Newest", show=False),
+        Binding("G", "cursor('bottom')", "Oldest", show=False),
+        *COMMON_BINDINGS,
+    ]
+
+    def __init__(self, page: Page) -> None:
+        super().__init__(classes="history-screen")
+        self.page = page
+        self.revisions: list[Revision] = []
+        self.show = "diff"
+        self.current: int | None = None
+        self.sub_title = "history"
+
+    def compose(self) -> ComposeResult:
+        yield from self.compose_header()
+        with Vertical(classes="main"):
+            yield Static(Text.assemble(("History of ", "bold"), (clean_line(self.page.ref), "bold"),
+                                       (f"  ({self.page.id})", "dim")), classes="screen-title")
+            yield DataTable(id="history-table", cursor_type="row", zebra_stripes=True)
+            yield Static(id="detail-title", classes="section-title")
+            with VerticalScroll(id="history-detail"):
+                yield Static(id="detail-text")
+        yield from self.compose_footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#history-table", DataTable)
+        table.add_column("rev", key="rev")
+        table.add_column("kind", key="kind")
+        table.add_column("author", key="author")
+        table.add_column("at", key="at")
+        table.add_column("note", key="note")
+        table.focus()
+        self.call_in_background("history", self.kb.history, self.page.id)
+
+    def got_history(self, revisions: list[Revision]) -> None:
+        self.revisions = revisions
+        table = self.query_one("#history-table", DataTable)
+        table.clear()
+        clock = self.crewlet.clock
+        for r in revisions:
+            table.add_row(Text(str(r.revision), justify="right"), Text(r.kind),
+                          Text(clean_line(r.author), style="bold"), Text(when_ago(r.at, clock)),
+                          Text(clean_line(r.message) if r.message else "—", style="" if r.message else "dim"),
+                          key=str(r.revision))
+        if revisions:
+            table.move_cursor(row=0)
+            self._show(revisions[0].revision)
+
+    @on(DataTable.RowHighlighted, "#history-table")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key is not None and event.row_key.value:
+            self._show(int(event.row_key.value))
+
+    def _show(self, n: int) -> None:
+        self.current = n
+        what = "body" if self.show == "body" else "what this save changed"
+        self.query_one("#detail-title", Static).update(
+            Text(f"Revision {n}: {what}  (b: {'diff' if self.show == 'body' else 'body'})", style="bold"))
+        self.call_in_background("detail", revision_detail, self.kb, self.page.id, n, self.show)
+
+    def got_detail(self, answer: tuple[int, str, Any]) -> None:
+        n, show, value = answer
+        if n != self.current or show != self.show:
+            return
+        text = self.query_one("#detail-text", Static)
+        if show == "body":
+            rev: Revision = value
+            text.update(Text(clean_text(rev.body)) if rev.body.strip() else Text("(empty: a folder)", style="dim"))
+        else:
+            text.update(diff_text(value))
+
+    def action_toggle_body(self) -> None:
+        self.show = "diff" if self.show == "body" else "body"
+        if self.current is not None:
+            self._show(self.current)
+
+    def action_cursor(self, where: str) -> None:
+        table = self.query_one("#history-table", DataTable)
+        if where == "down":
+            table.action_cursor_down()
+        elif where == "up":
+            table.action_cursor_up()
+        elif where == "top":
+            table.move_cursor(row=0)
+        else:
+            table.move_cursor(row=max(0, table.row_count - 1))

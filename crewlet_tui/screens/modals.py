@@ -1,0 +1,179 @@
+"""Small dialogs: confirm, ask for one line, a new page, where to move a page."""
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Checkbox, Input, Label, Static
+
+from core.pages.model import Page
+
+from ..sanitize import clean_line, clean_text
+from ..widgets.page_tree import PageTree
+
+
+class ConfirmModal(ModalScreen[bool]):
+    """Yes or no. `danger` colours the yes button red (purge, leaving unsaved text)."""
+
+    BINDINGS = [
+        Binding("escape", "answer(False)", "Cancel"),
+        Binding("y", "answer(True)", "Yes", show=False),
+        Binding("n", "answer(False)", "No", show=False),
+    ]
+
+    def __init__(self, title: str, message: str, *, yes: str = "Yes", no: str = "Cancel", danger: bool = False,
+                 id: str | None = "confirm") -> None:
+        super().__init__(id=id)
+        self.title_text, self.message, self.yes, self.no, self.danger = title, message, yes, no, danger
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Static(Text(clean_line(self.title_text), style="bold"), classes="dialog-title")
+            yield Static(Text(clean_text(self.message)), classes="dialog-body")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button(self.yes, variant="error" if self.danger else "primary", id="yes")
+                yield Button(self.no, id="no")
+
+    def on_mount(self) -> None:
+        self.query_one("#no" if self.danger else "#yes", Button).focus()
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
+
+
+class InputModal(ModalScreen[str | None]):
+    """Ask for one line (a title, a save's note, a comment). Enter answers, escape cancels (None)."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, title: str, prompt: str, *, value: str = "", placeholder: str = "", ok: str = "OK",
+                 allow_empty: bool = False, id: str | None = "ask") -> None:
+        super().__init__(id=id)
+        self.title_text, self.prompt, self.value = title, prompt, value
+        self.placeholder, self.ok, self.allow_empty = placeholder, ok, allow_empty
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Static(Text(clean_line(self.title_text), style="bold"), classes="dialog-title")
+            yield Static(Text(clean_text(self.prompt)), classes="dialog-body")
+            yield Input(value=self.value, placeholder=self.placeholder, id="answer",
+                        select_on_focus=False)
+            with Horizontal(classes="dialog-buttons"):
+                yield Button(self.ok, variant="primary", id="ok")
+                yield Button("Cancel", id="cancel")
+
+    def on_mount(self) -> None:
+        field = self.query_one(Input)
+        field.cursor_blink = getattr(self.app, "cursor_blink", True)
+        field.focus()
+
+    def _answer(self) -> None:
+        value = self.query_one(Input).value
+        if not value.strip() and not self.allow_empty:
+            self.notify("this needs some text (escape cancels)", severity="warning")
+            return
+        self.dismiss(value)
+
+    @on(Input.Submitted)
+    def _submitted(self) -> None:
+        self._answer()
+
+    @on(Button.Pressed, "#ok")
+    def _ok(self) -> None:
+        self._answer()
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class NewPageModal(ModalScreen[dict[str, Any] | None]):
+    """A title, whether it is a folder (an empty page), and where it goes: the top of the space or
+    under the page the person is on."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, container: str, parent: Page | None, *, folder: bool = False) -> None:
+        super().__init__(id="new-page")
+        self.container, self.parent_page, self.folder = container, parent, folder
+
+    def compose(self) -> ComposeResult:
+        where = (f"under “{clean_line(self.parent_page.title)}”" if self.parent_page else "at the top of the space")
+        with Vertical(classes="dialog"):
+            yield Static(Text(f"New {'folder' if self.folder else 'page'} in {clean_line(self.container)}", style="bold"),
+                         classes="dialog-title")
+            yield Label("Title (it is the page's address, unique in the space)")
+            yield Input(placeholder="e.g. Deploy Runbook", id="title")
+            yield Checkbox("a folder: an empty page that groups pages", value=self.folder, id="folder")
+            if self.parent_page is not None:
+                yield Checkbox(Text(f"file it {where}"), value=True, id="under")
+            else:
+                yield Static(Text(f"It goes {where}.", style="dim"))
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Create", variant="primary", id="ok")
+                yield Button("Cancel", id="cancel")
+
+    def on_mount(self) -> None:
+        field = self.query_one("#title", Input)
+        field.cursor_blink = getattr(self.app, "cursor_blink", True)
+        field.focus()
+
+    def _answer(self) -> None:
+        title = self.query_one("#title", Input).value
+        if not title.strip():
+            self.notify("a page needs a title", severity="warning")
+            return
+        under = self.query("#under")
+        parent = self.parent_page if (self.parent_page is not None and under and under.first(Checkbox).value) else None
+        self.dismiss({"title": title, "folder": self.query_one("#folder", Checkbox).value,
+                      "parent": parent})
+
+    @on(Input.Submitted)
+    def _submitted(self) -> None:
+        self._answer()
+
+    @on(Button.Pressed, "#ok")
+    def _ok(self) -> None:
+        self._answer()
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class MoveModal(ModalScreen[dict[str, Any] | None]):
+    """Pick a new parent from the space's outline, or its top. The page itself (and so everything
+    under it) is left out of the list, since a page cannot be filed beneath itself."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, kb: Any, page: Page) -> None:
+        super().__init__(id="move-page")
+        self.kb, self.page = kb, page
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog dialog-tall"):
+            yield Static(Text(f"Move “{clean_line(self.page.title)}” — pick its new parent", style="bold"),
+                         classes="dialog-title")
+            yield Static(Text("enter picks the highlighted row · → opens a level · escape cancels", style="dim"))
+            yield PageTree(self.kb, self.page.container, pick_mode=True, exclude_id=self.page.id, id="move-tree")
+
+    def on_mount(self) -> None:
+        self.query_one(PageTree).focus()
+
+    @on(PageTree.PageChosen)
+    def _chosen(self, event: PageTree.PageChosen) -> None:
+        event.stop()
+        self.dismiss({"parent": event.page})
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

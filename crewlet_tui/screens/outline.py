@@ -1,0 +1,144 @@
+"""A space as an outline: its top, one level at a time (see widgets.page_tree)."""
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.widgets import Static
+
+from core.pages.model import Page
+
+from ..sanitize import clean_line
+from ..widgets.page_tree import PageTree
+from .base import COMMON_BINDINGS, CrewletScreen
+from .modals import ConfirmModal, InputModal, MoveModal, NewPageModal
+
+
+class OutlineScreen(CrewletScreen):
+    BINDINGS = [
+        Binding("n", "new_page", "New"),
+        Binding("f", "new_folder", "Folder"),
+        Binding("r", "rename", "Rename"),
+        Binding("m", "move", "Move"),
+        Binding("d", "trash", "Trash"),
+        Binding("R", "reload", "Reload", show=False),
+        *COMMON_BINDINGS,
+    ]
+
+    def __init__(self, container: str) -> None:
+        super().__init__(classes="outline-screen")
+        self.container = container
+        self.sub_title = clean_line(container)
+
+    def compose(self) -> ComposeResult:
+        yield from self.compose_header()
+        with Vertical(classes="main"):
+            yield Static(id="outline-title", classes="screen-title")
+            yield PageTree(self.kb, self.container, id="outline-tree")
+            yield Static(Text("enter opens · → / l expands · ← / h collapses · j k g G move", style="dim"),
+                         classes="hint")
+        yield from self.compose_footer()
+
+    def on_mount(self) -> None:
+        space = self.session.node.company.declared_containers().get(self.container)
+        title = Text(clean_line(self.container), style="bold")
+        if space is not None:
+            title.append(f" — {clean_line(space.name)}")
+            if space.purpose:
+                title.append(f"  {clean_line(space.purpose)}", style="dim")
+        else:
+            title.append("  (no space declares this container)", style="yellow")
+        self.query_one("#outline-title", Static).update(title)
+        self.query_one(PageTree).focus()
+
+    @property
+    def tree(self) -> PageTree:
+        return self.query_one(PageTree)
+
+    @on(PageTree.PageChosen)
+    def _open(self, event: PageTree.PageChosen) -> None:
+        event.stop()
+        if event.page is not None:
+            self.crewlet.open_page(event.page.id)
+
+    # -- changing the outline --------------------------------------------------------------------
+    def action_reload(self) -> None:
+        self.tree.reload()
+
+    def _after_change(self, page: Any = None, verb: str = "") -> None:
+        if verb and page is not None:
+            self.notify(f"{verb} {clean_line(getattr(page, 'title', ''))}", markup=False)
+        for warning in getattr(page, "warnings", []) or []:
+            self.notify(clean_line(str(warning.get("message") or warning)), severity="warning", markup=False)
+        self.tree.reload()
+
+    def action_new_page(self, folder: bool = False) -> None:
+        parent = self.tree.highlighted_page
+
+        def created(answer: dict[str, Any] | None) -> None:
+            if not answer:
+                return
+            chosen: Page | None = answer["parent"]
+            if answer["folder"]:
+                self.call_in_background("created", self.kb.create_page, self.container, answer["title"], "",
+                                        actor=self.session.handle, parent=chosen.id if chosen else None)
+            else:
+                self.crewlet.open_new_page(self.container, answer["title"], chosen)
+
+        self.app.push_screen(NewPageModal(self.container, parent, folder=folder), created)
+
+    def action_new_folder(self) -> None:
+        self.action_new_page(folder=True)
+
+    def got_created(self, page: Page) -> None:
+        self._after_change(page, "created folder")
+
+    def action_rename(self) -> None:
+        page = self.tree.highlighted_page
+        if page is None:
+            return
+
+        def renamed(title: str | None) -> None:
+            if title and title != page.title:
+                self.call_in_background("renamed", self.kb.rename_page, page.id, title, actor=self.session.handle)
+
+        self.app.push_screen(InputModal("Rename", f"New title for “{page.title}” (its address moves with it)",
+                                        value=page.title, ok="Rename"), renamed)
+
+    def got_renamed(self, page: Page) -> None:
+        self._after_change(page, "renamed to")
+
+    def action_move(self) -> None:
+        page = self.tree.highlighted_page
+        if page is None:
+            return
+
+        def moved(answer: dict[str, Any] | None) -> None:
+            if answer is not None:
+                parent = answer["parent"]
+                self.call_in_background("moved", self.kb.move_page, page.id, parent.id if parent else None,
+                                        actor=self.session.handle)
+
+        self.app.push_screen(MoveModal(self.kb, page), moved)
+
+    def got_moved(self, page: Page) -> None:
+        self._after_change(page, "moved")
+
+    def action_trash(self) -> None:
+        page = self.tree.highlighted_page
+        if page is None:
+            return
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self.call_in_background("trashed", self.kb.trash_page, page.id, actor=self.session.handle)
+
+        self.app.push_screen(ConfirmModal("Move to the trash?", f"“{page.title}” goes to the trash; it can be "
+                                          "restored for 30 days.", yes="Trash it"), confirmed)
+
+    def got_trashed(self, page: Page) -> None:
+        self._after_change(page, "trashed")

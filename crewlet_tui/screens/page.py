@@ -1,0 +1,307 @@
+"""One page: its body rendered as Markdown and, beside it, where it sits and what surrounds it —
+title, address, last saved by/at, children, "Linked from" (backlinks) and comments."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.widgets import Markdown, OptionList, Static
+from textual.widgets.option_list import Option
+
+from core.pages.model import Comment, Page, Window
+
+from ..fmt import ago, plural, when, when_ago
+from ..links import classify
+from ..sanitize import clean_line, clean_text, count_controls
+from ..widgets.page_tree import FOLDER_ICON, PAGE_ICON
+from ..widgets.page_view import PageBody
+from .base import COMMON_BINDINGS, CrewletScreen, error_text
+from .modals import ConfirmModal, InputModal, MoveModal, NewPageModal
+
+CHILDREN_SHOWN = 50
+
+
+@dataclass
+class PageView:
+    """Everything the page screen shows, read in one background call."""
+
+    page: Page
+    comments: list[Comment] = field(default_factory=list)
+    backlinks: list[Page] = field(default_factory=list)
+    children: Window | None = None
+
+
+def read_page_view(kb: Any, ref: str, actor: str | None, record_read: bool = True) -> PageView:
+    """One read of a page (an agent's is recorded as a knowledge_read; a refresh of the same view is not)."""
+    page = kb.get_page(ref, actor=actor, record_read=record_read)
+    children = kb.list_pages(page.container, parent=page.id, limit=CHILDREN_SHOWN) if page.child_count else None
+    return PageView(page, kb.comments(page.id), kb.backlinks(page.id), children)
+
+
+class PageScreen(CrewletScreen):
+    BINDINGS = [
+        Binding("e", "edit", "Edit"),
+        Binding("y", "history", "History"),
+        Binding("c", "comment", "Comment"),
+        Binding("o", "outline", "Outline"),
+        Binding("n", "new_child", "New"),
+        Binding("r", "rename", "Rename"),
+        Binding("m", "move", "Move"),
+        Binding("d", "trash", "Trash"),
+        Binding("j", "scroll('down')", "Down", show=False),
+        Binding("k", "scroll('up')", "Up", show=False),
+        Binding("g", "scroll('home')", "Top", show=False),
+        Binding("G", "scroll('end')", "Bottom", show=False),
+        *COMMON_BINDINGS,
+    ]
+
+    def __init__(self, ref: str) -> None:
+        super().__init__(classes="page-screen")
+        self.ref = ref
+        self.view: PageView | None = None
+
+    @property
+    def page(self) -> Page | None:
+        return self.view.page if self.view else None
+
+    def compose(self) -> ComposeResult:
+        yield from self.compose_header()
+        with Horizontal(id="page-layout"):
+            with VerticalScroll(id="page-main"):
+                yield Static(id="page-title", classes="page-title")
+                yield Static(id="page-trail", classes="page-trail")
+                yield Static(id="page-notice", classes="notice")
+                yield PageBody(id="page-body")
+            with VerticalScroll(id="page-side"):
+                yield Static(id="page-meta")
+                yield OptionList(id="page-related")
+                yield Static(id="page-comments")
+        yield from self.compose_footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#page-notice", Static).display = False
+        self.query_one("#page-title", Static).update(Text("loading…", style="dim"))
+        self.query_one("#page-main").focus()
+        self.reload()
+
+    def reload(self) -> None:
+        first = self.view is None or self.view.page.id != self.ref
+        self.call_in_background("view", read_page_view, self.kb, self.ref, self.session.handle, first)
+
+    def on_screen_resume(self) -> None:
+        if self.view is not None:
+            self.reload()
+
+    def failed_view(self, error: BaseException) -> None:
+        self.query_one("#page-title", Static).update(Text(f"cannot open {clean_line(self.ref)}", style="bold red"))
+        self.query_one("#page-trail", Static).update(Text(error_text(error)))
+
+    def got_view(self, view: PageView) -> None:
+        self.view = view
+        page = view.page
+        self.ref = page.id
+        self.sub_title = clean_line(page.ref)
+        self.query_one("#page-title", Static).update(Text(clean_line(page.title), style="bold"))
+        trail = Text(" › ".join(clean_line(x) for x in [page.container, *[a["title"] for a in page.ancestors]]),
+                     style="dim")
+        self.query_one("#page-trail", Static).update(trail)
+        notice = self.query_one("#page-notice", Static)
+        notes = []
+        if page.trashed_at:
+            notes.append(f"In the trash since {when_ago(page.trashed_at, self.crewlet.clock)} "
+                         f"(by {clean_line(page.trashed_by)}) — restore it from the trash screen (t).")
+        hidden = count_controls(page.body)
+        if hidden:
+            notes.append(f"This body holds {plural(hidden, 'control character')} (terminal escapes): "
+                         "shown inert, as ␛ and friends.")
+        notice.update(Text("\n".join(notes), style="yellow"))
+        notice.display = bool(notes)
+        body = self.query_one(PageBody)
+        if page.is_folder:
+            body.show(f"*A folder: nothing written here.* It groups {plural(page.child_count, 'page')}.")
+        else:
+            body.show(page.body)
+        self._show_side(view)
+
+    def _show_side(self, view: PageView) -> None:
+        page, clock = view.page, self.crewlet.clock
+        meta = Text()
+        meta.append(f"{clean_line(page.container)}/{clean_line(page.address)}\n", style="bold")
+        meta.append("id ", style="dim")
+        meta.append(f"{page.id}\n")
+        meta.append("revision ", style="dim")
+        meta.append(f"{page.revision}\n")
+        meta.append("last saved by ", style="dim")
+        meta.append(f"{clean_line(page.saved_by)}\n", style="bold")
+        meta.append(f"  {when(page.saved_at)}")
+        rel = ago(page.saved_at, clock)
+        meta.append(f" ({rel})\n" if rel else "\n", style="dim")
+        meta.append("created by ", style="dim")
+        meta.append(f"{clean_line(page.created_by)}, {when(page.created_at)[:10]}\n")
+        if page.labels:
+            meta.append("labels ", style="dim")
+            meta.append(", ".join(clean_line(lab) for lab in page.labels) + "\n")
+        self.query_one("#page-meta", Static).update(meta)
+
+        related = self.query_one("#page-related", OptionList)
+        related.clear_options()
+        options: list[Option | None] = []
+        if view.children is not None:
+            options.append(Option(Text(f"Children ({view.children.total:,})", style="bold"), disabled=True))
+            for child in view.children.pages:
+                icon = FOLDER_ICON if child.is_folder else PAGE_ICON
+                label = Text(icon + clean_line(child.title))
+                if child.child_count:
+                    label.append(f" ({child.child_count:,})", style="dim")
+                options.append(Option(label, id=f"page:{child.id}"))
+            if view.children.total > len(view.children.pages):
+                options.append(Option(Text(f"… {view.children.total - len(view.children.pages):,} more "
+                                           "(o: the outline)", style="dim"), disabled=True))
+        options.append(Option(Text(f"Linked from ({len(view.backlinks)})", style="bold"), disabled=True))
+        if view.backlinks:
+            for src in view.backlinks:
+                options.append(Option(Text(f"↩ {clean_line(src.container)}/{clean_line(src.title)}"),
+                                      id=f"page:{src.id}"))
+        else:
+            options.append(Option(Text("no page links here", style="dim"), disabled=True))
+        related.add_options(options)
+
+        comments = Text()
+        comments.append(f"Comments ({len(view.comments)})\n", style="bold")
+        for c in view.comments:
+            comments.append(clean_line(c.author), style="bold")
+            comments.append(f"  {when_ago(c.created_at, clock)}{' (edited)' if c.edited_at else ''}\n", style="dim")
+            comments.append(clean_text(c.body) + "\n\n")
+        if not view.comments:
+            comments.append("none yet — c adds one\n", style="dim")
+        self.query_one("#page-comments", Static).update(comments)
+
+    # -- following links -----------------------------------------------------------------------
+    @on(OptionList.OptionSelected, "#page-related")
+    def _related(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        option_id = event.option.id or ""
+        if option_id.startswith("page:"):
+            self.crewlet.open_page(option_id[5:])
+
+    @on(Markdown.LinkClicked)
+    def _link(self, event: Markdown.LinkClicked) -> None:
+        event.stop()
+        self.follow_link(event.href)
+
+    def follow_link(self, href: str) -> None:
+        target = classify(href)
+        if target.kind == "page":
+            self.crewlet.open_page(target.value)
+        elif target.kind == "external":
+            self.crewlet.open_external(target.value)
+        else:
+            self.notify(f"not followed: {clean_line(href)} — {target.value}", severity="warning", markup=False)
+
+    # -- actions ---------------------------------------------------------------------------------
+    def action_scroll(self, where: str) -> None:
+        main = self.query_one("#page-main", VerticalScroll)
+        {"down": main.scroll_down, "up": main.scroll_up, "home": main.scroll_home, "end": main.scroll_end}[where]()
+
+    def action_edit(self) -> None:
+        if self.page is not None:
+            if self.page.trashed_at:
+                self.notify("this page is in the trash — restore it before editing", severity="warning")
+                return
+            self.crewlet.open_editor(self.page)
+
+    def action_history(self) -> None:
+        if self.page is not None:
+            self.crewlet.open_history(self.page)
+
+    def action_outline(self) -> None:
+        if self.page is not None:
+            self.crewlet.open_outline(self.page.container)
+
+    def action_comment(self) -> None:
+        page = self.page
+        if page is None:
+            return
+
+        def add(text: str | None) -> None:
+            if text and text.strip():
+                self.call_in_background("commented", self.kb.add_comment, page.id, text, actor=self.session.handle)
+
+        self.app.push_screen(InputModal("Comment", f"on “{page.title}”, as {self.session.handle}", ok="Add"), add)
+
+    def got_commented(self, _comment: Comment) -> None:
+        self.notify("comment added")
+        self.reload()
+
+    def action_new_child(self) -> None:
+        page = self.page
+        if page is None:
+            return
+
+        def created(answer: dict[str, Any] | None) -> None:
+            if not answer:
+                return
+            parent = answer["parent"]
+            if answer["folder"]:
+                self.call_in_background("created", self.kb.create_page, page.container, answer["title"], "",
+                                        actor=self.session.handle, parent=parent.id if parent else None)
+            else:
+                self.crewlet.open_new_page(page.container, answer["title"], parent)
+
+        self.app.push_screen(NewPageModal(page.container, page), created)
+
+    def got_created(self, page: Page) -> None:
+        self.notify(f"created folder {clean_line(page.title)}", markup=False)
+        self.reload()
+
+    def action_rename(self) -> None:
+        page = self.page
+        if page is None:
+            return
+
+        def renamed(title: str | None) -> None:
+            if title and title != page.title:
+                self.call_in_background("changed", self.kb.rename_page, page.id, title, actor=self.session.handle)
+
+        self.app.push_screen(InputModal("Rename", f"New title for “{page.title}” (its address moves with it)",
+                                        value=page.title, ok="Rename"), renamed)
+
+    def action_move(self) -> None:
+        page = self.page
+        if page is None:
+            return
+
+        def moved(answer: dict[str, Any] | None) -> None:
+            if answer is not None:
+                parent = answer["parent"]
+                self.call_in_background("changed", self.kb.move_page, page.id, parent.id if parent else None,
+                                        actor=self.session.handle)
+
+        self.app.push_screen(MoveModal(self.kb, page), moved)
+
+    def got_changed(self, page: Page) -> None:
+        self.notify(f"{clean_line(page.ref)}: done", markup=False)
+        for warning in getattr(page, "warnings", []) or []:
+            self.notify(clean_line(str(warning.get("message") or warning)), severity="warning", markup=False)
+        self.reload()
+
+    def action_trash(self) -> None:
+        page = self.page
+        if page is None:
+            return
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self.call_in_background("trashed", self.kb.trash_page, page.id, actor=self.session.handle)
+
+        self.app.push_screen(ConfirmModal("Move to the trash?", f"“{page.title}” goes to the trash; it can be "
+                                          "restored for 30 days.", yes="Trash it"), confirmed)
+
+    def got_trashed(self, page: Page) -> None:
+        self.notify(f"{clean_line(page.ref)} is in the trash (t shows it)", markup=False)
+        self.reload()

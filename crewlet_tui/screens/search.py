@@ -1,0 +1,183 @@
+"""Search over the Searcher seam, reading this node's own copy.
+
+The screen always says what it served (served_mode, degraded, the message) and how current the copy
+is ("searching this node's copy, indexed through record N of M"), and it keeps "not searchable yet"
+(the first index build has not finished: ask a colleague, do not conclude nothing was written) and
+"nothing matched" apart, because they send a reader to different places.
+"""
+from __future__ import annotations
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Input, OptionList, RadioButton, RadioSet, Static
+from textual.widgets.option_list import Option
+
+from core.search.seam import MODES, NOT_SEARCHABLE_MESSAGE, NOT_SEARCHABLE_YET, UNAVAILABLE, Query, Result
+
+from ..sanitize import clean_line
+from ..session import safe_search
+from ..widgets.status import IndexState
+from .base import COMMON_BINDINGS, CrewletScreen
+
+SEARCH_LIMIT = 20
+
+
+def hit_prompt(hit: object) -> Text:
+    title = clean_line(getattr(hit, "title", "")) or "(untitled)"
+    trail = " › ".join(clean_line(x) for x in [getattr(hit, "container", ""), *(getattr(hit, "ancestors", None) or [])])
+    text = Text(title, style="bold")
+    text.append(f"  {trail}", style="dim")
+    snippet = clean_line(getattr(hit, "snippet", ""))
+    if snippet:
+        text.append("\n  " + snippet, style="italic")
+    return text
+
+
+class SearchScreen(CrewletScreen):
+    BINDINGS = [
+        Binding("f2", "next_mode", "Mode"),
+        Binding("ctrl+l", "focus_query", "Query", show=False),
+        Binding("down", "focus_results", "Results", show=False),
+        *COMMON_BINDINGS,
+    ]
+
+    def __init__(self, query: str = "", mode: str = "hybrid") -> None:
+        super().__init__(classes="search-screen")
+        self.initial_query = query
+        self.mode = mode if mode in MODES else "hybrid"
+        self.last: Result | None = None
+        self.last_text = ""
+        self.sub_title = "search"
+
+    def compose(self) -> ComposeResult:
+        yield from self.compose_header()
+        with Vertical(classes="main"):
+            with Horizontal(id="search-bar"):
+                yield Input(value=self.initial_query, placeholder="search this node's copy — plain words",
+                            id="search-input")
+                with RadioSet(id="search-mode"):
+                    for mode in MODES:
+                        yield RadioButton(mode, value=mode == self.mode, id=f"mode-{mode}")
+            yield Static(id="search-copy", classes="search-copy")
+            yield Static(id="search-outcome", classes="search-outcome")
+            yield OptionList(id="search-results")
+        yield from self.compose_footer()
+
+    def on_mount(self) -> None:
+        field = self.query_one("#search-input", Input)
+        field.cursor_blink = self.crewlet.cursor_blink
+        field.focus()
+        self.query_one("#search-results", OptionList).display = False
+        self._show_copy()
+        self.watch(self.app, "index_state", self._index_changed, init=False)
+        if self.initial_query.strip():
+            self.run_search(self.initial_query)
+
+    def _show_copy(self) -> None:
+        state: IndexState = self.crewlet.index_state
+        line = Text("searching this node's copy", style="bold")
+        coverage = self.last.outcome.coverage if self.last is not None else None
+        if coverage is not None and (coverage.indexed_seq or coverage.applied_seq):
+            line.append(f", indexed through record {coverage.indexed_seq:,} of {coverage.applied_seq:,}")
+            if coverage.pages_indexed:
+                line.append(f" ({coverage.pages_indexed:,} pages)", style="dim")
+        elif state.phase == "current":
+            line.append(f", indexed through record {state.indexed_seq:,} of {state.applied_seq:,}")
+        else:
+            line.append(f" — {state.describe()}", style="dim")
+        line.append(" — as current as this node's place on the log", style="dim")
+        self.query_one("#search-copy", Static).update(line)
+
+    def _index_changed(self, state: IndexState) -> None:
+        self._show_copy()
+        if (state.phase == "current" and self.last is not None and self.last.outcome.degraded == NOT_SEARCHABLE_YET
+                and self.last_text.strip()):
+            self.run_search(self.last_text)
+
+    # -- searching -------------------------------------------------------------------------------
+    def run_search(self, text: str) -> None:
+        self.last_text = text
+        self.query_one("#search-outcome", Static).update(Text(f"searching for “{clean_line(text)}”…", style="dim"))
+        query = Query(text=text, actor=self.session.handle, limit=SEARCH_LIMIT, mode=self.mode)
+        self.call_in_background("searched", safe_search, self.session.searcher, query)
+
+    @on(Input.Submitted, "#search-input")
+    def _submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        if event.value.strip():
+            self.run_search(event.value)
+
+    @on(RadioSet.Changed, "#search-mode")
+    def _mode_changed(self, event: RadioSet.Changed) -> None:
+        event.stop()
+        self.mode = str(event.pressed.label)
+        if self.last_text.strip():
+            self.run_search(self.last_text)
+
+    def action_next_mode(self) -> None:
+        i = (MODES.index(self.mode) + 1) % len(MODES)
+        self.query_one(f"#mode-{MODES[i]}", RadioButton).value = True
+
+    def action_focus_query(self) -> None:
+        self.query_one("#search-input", Input).focus()
+
+    def action_focus_results(self) -> None:
+        results = self.query_one("#search-results", OptionList)
+        if results.display and results.option_count:
+            results.focus()
+            if results.highlighted is None:
+                results.highlighted = 0
+
+    def got_searched(self, result: Result) -> None:
+        self.last = result
+        outcome = result.outcome
+        text = Text()
+        results = self.query_one("#search-results", OptionList)
+        results.clear_options()
+        if outcome.degraded == NOT_SEARCHABLE_YET:
+            text.append("Not searchable yet. ", style="bold yellow")
+            text.append(clean_line(outcome.message or NOT_SEARCHABLE_MESSAGE))
+        elif outcome.served_mode is None and outcome.degraded == UNAVAILABLE:
+            text.append("Could not search. ", style="bold red")
+            text.append(clean_line(outcome.message or UNAVAILABLE))
+        elif outcome.served_mode is None:
+            text.append(f"Nothing served in {self.mode} mode ", style="bold yellow")
+            text.append(f"({clean_line(outcome.degraded or 'not served')}): ", style="yellow")
+            text.append(clean_line(outcome.message))
+            if outcome.modes:
+                text.append(f"  · this node serves: {', '.join(clean_line(m) for m in outcome.modes)}", style="dim")
+        else:
+            if result.hits:
+                text.append(f"{len(result.hits)} result{'s' if len(result.hits) != 1 else ''}", style="bold green")
+            else:
+                text.append("Nothing matched", style="bold")
+                text.append(f" “{clean_line(self.last_text)}” — the index is current enough to say so; "
+                            "try other words or another mode.")
+            text.append(f"  · served {clean_line(outcome.served_mode)}", style="dim")
+            if outcome.served_mode != self.mode:
+                text.append(f" (asked {self.mode})", style="yellow")
+            if outcome.degraded:
+                text.append(f" · degraded: {clean_line(outcome.degraded)}", style="yellow")
+                if outcome.message:
+                    text.append(f" — {clean_line(outcome.message)}", style="yellow")
+            elif outcome.message:
+                text.append(f" · {clean_line(outcome.message)}", style="dim")
+        self.query_one("#search-outcome", Static).update(text)
+        options: list[Option | None] = []
+        for i, hit in enumerate(result.hits):
+            if i:
+                options.append(None)  # a separator line between results
+            options.append(Option(hit_prompt(hit), id=f"page:{hit.page_id}"))
+        results.add_options(options)
+        results.display = bool(result.hits)
+        self._show_copy()
+
+    @on(OptionList.OptionSelected, "#search-results")
+    def _open(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        option_id = event.option.id or ""
+        if option_id.startswith("page:"):
+            self.crewlet.open_page(option_id[5:])

@@ -1,0 +1,137 @@
+"""The declared spaces with their page counts; containers that hold pages but that no space declares
+are shown apart (reachable by address and search, but nobody created them on purpose)."""
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.widgets import DataTable, Static
+from textual.widgets.data_table import ColumnKey
+
+from ..sanitize import clean_line
+from .base import CrewletScreen
+
+
+class SpacesScreen(CrewletScreen):
+    BINDINGS = [
+        Binding("enter", "open_space", "Open", show=False),
+        Binding("j", "cursor('down')", "Down", show=False),
+        Binding("k", "cursor('up')", "Up", show=False),
+        Binding("g", "cursor('top')", "First", show=False),
+        Binding("G", "cursor('bottom')", "Last", show=False),
+        Binding("t", "app.trash", "Trash"),
+        Binding("r", "refresh", "Refresh"),
+        Binding("q", "app.quit", "Quit"),
+        Binding("slash", "app.search", "Search"),
+        Binding("question_mark", "app.help", "Help", key_display="?"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__(id="spaces")
+        self.rows: list[dict[str, Any]] = []
+        self.sub_title = "spaces"
+
+    def compose(self) -> ComposeResult:
+        yield from self.compose_header()
+        with Vertical(classes="main"):
+            yield Static(Text("Spaces", style="bold"), classes="screen-title")
+            yield DataTable(id="spaces-table", cursor_type="row", zebra_stripes=True)
+            yield Static(id="undeclared-title", classes="section-title")
+            yield DataTable(id="undeclared-table", cursor_type="row")
+        yield from self.compose_footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#spaces-table", DataTable)
+        table.add_column("space", key="space")
+        table.add_column("name", key="name")
+        table.add_column("lead", key="lead")
+        table.add_column("pages", key="pages")
+        table.add_column("purpose", key="purpose")
+        other = self.query_one("#undeclared-table", DataTable)
+        other.add_columns("container", "pages")
+        other.display = False
+        table.focus()
+        self.action_refresh()
+
+    def action_refresh(self) -> None:
+        self.call_in_background("spaces", self.kb.spaces)
+
+    def on_screen_resume(self) -> None:
+        if self.rows:  # counts change as pages are created and trashed elsewhere in the app
+            self.action_refresh()
+
+    def got_spaces(self, rows: list[dict[str, Any]]) -> None:
+        self.rows = rows
+        table = self.query_one("#spaces-table", DataTable)
+        other = self.query_one("#undeclared-table", DataTable)
+        keep = table.cursor_row
+        table.clear()
+        purpose = table.columns[ColumnKey("purpose")]
+        purpose.auto_width = False
+        purpose.width = self._purpose_room(rows)
+        other.clear()
+        for r in rows:
+            if r["declared"]:
+                key = Text(clean_line(r["key"]), style="bold")
+                if r["reserved"]:
+                    key.append(" reserved", style="dim italic")
+                table.add_row(key, Text(clean_line(r["name"])), Text(clean_line(r["lead"] or "—")),
+                              Text(f"{r['pages']:,}", justify="right"), Text(clean_line(r["purpose"]), style="dim", overflow="ellipsis", no_wrap=True),
+                              key=r["key"])
+            else:
+                other.add_row(Text(clean_line(r["key"]), style="yellow"), Text(f"{r['pages']:,}", justify="right"),
+                              key=r["key"])
+        undeclared = [r for r in rows if not r["declared"]]
+        title = self.query_one("#undeclared-title", Static)
+        if undeclared:
+            title.update(Text("Containers that hold pages but no space declares "
+                              "(declare them in company.toml to write there)", style="yellow"))
+        else:
+            title.update("")
+        other.display = bool(undeclared)
+        if table.row_count:
+            table.move_cursor(row=min(max(keep, 0), table.row_count - 1))
+
+    def _purpose_room(self, rows: list[dict[str, Any]]) -> int:
+        """The purpose column takes what the other columns leave (so nothing scrolls sideways)."""
+        declared = [r for r in rows if r["declared"]]
+        widths = [max([len("space")] + [len(r["key"]) + (9 if r["reserved"] else 0) for r in declared]),
+                  max([len("name")] + [len(r["name"]) for r in declared]),
+                  max([len("lead")] + [len(r["lead"] or "—") for r in declared]),
+                  max([len("pages")] + [len(f"{r['pages']:,}") for r in declared])]
+        used = sum(widths) + 2 * 5  # each column has a cell of padding either side
+        return max(12, self.app.size.width - 2 - used - 1)
+
+    def _space_key(self) -> str | None:
+        focused = self.focused
+        table = focused if isinstance(focused, DataTable) else self.query_one("#spaces-table", DataTable)
+        if not table.row_count:
+            return None
+        row_key, _ = table.coordinate_to_cell_key(table.cursor_coordinate)
+        return str(row_key.value) if row_key is not None else None
+
+    def action_open_space(self) -> None:
+        key = self._space_key()
+        if key:
+            self.crewlet.open_outline(key)
+
+    @on(DataTable.RowSelected)
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        if event.row_key is not None and event.row_key.value:
+            self.crewlet.open_outline(str(event.row_key.value))
+
+    def action_cursor(self, where: str) -> None:
+        table = self.focused if isinstance(self.focused, DataTable) else self.query_one("#spaces-table", DataTable)
+        if where == "down":
+            table.action_cursor_down()
+        elif where == "up":
+            table.action_cursor_up()
+        elif where == "top":
+            table.move_cursor(row=0)
+        elif where == "bottom":
+            table.move_cursor(row=max(0, table.row_count - 1))

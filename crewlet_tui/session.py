@@ -1,0 +1,118 @@
+"""What the app holds while it runs: the home, the open node, the knowledge base and the searcher.
+
+The app is thin over core: every read and write is a KnowledgeBase call (which takes the node's lock,
+so the app's thread workers can share the one connection), and every search goes through the Searcher
+seam. Nothing here speaks SQL.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.config import Actor
+from core.node import Node
+from core.pages.service import KnowledgeBase
+from core.paths import Home
+from core.search.seam import MODES, NOT_SEARCHABLE_YET, UNAVAILABLE, Coverage, Outcome, Query, Result
+
+__all__ = ["Session", "make_searcher", "safe_search", "is_not_searchable_yet"]
+
+
+class UnavailableSearcher:
+    """Stands in when this build has no searcher module: every answer says so (never a silent
+    "nothing matched")."""
+
+    def __init__(self, node: Node, reason: str) -> None:
+        self.node = node
+        self.reason = reason
+
+    def backend(self) -> str:
+        return "none"
+
+    def can_search(self, actor: str | None = None) -> bool:
+        return False
+
+    def search(self, query: Query) -> Result:
+        try:
+            applied = self.node.applied_seq()
+        except Exception:  # pragma: no cover - a closed node
+            applied = 0
+        return Result([], Outcome(served_mode=None, modes=[], degraded=UNAVAILABLE,
+                                  message=f"search is unavailable in this build: {self.reason}",
+                                  coverage=Coverage(applied_seq=applied)))
+
+
+def make_searcher(node: Node) -> Any:
+    """The native searcher over this node's own copy (guarded so the app still starts without it)."""
+    try:
+        from core.search.native import NativeSearcher
+    except ImportError as exc:  # the module (or one it needs) is missing from this build
+        return UnavailableSearcher(node, f"core.search.native could not be imported ({exc})")
+    return NativeSearcher(node)
+
+
+def safe_search(searcher: Any, query: Query) -> Result:
+    """The seam promises search() never raises; the app keeps that promise even if a backend breaks it."""
+    try:
+        return searcher.search(query)
+    except Exception as exc:  # noqa: BLE001 - turned into an answer, as the seam says
+        return Result([], Outcome(served_mode=None, modes=list(MODES), degraded=UNAVAILABLE,
+                                  message=f"the search failed: {exc}"))
+
+
+def is_not_searchable_yet(outcome: Outcome) -> bool:
+    return outcome.degraded == NOT_SEARCHABLE_YET
+
+
+@dataclass
+class Session:
+    home: Home
+    node: Node
+    actor_handle: str | None = None
+    searcher: Any = None
+    kb: KnowledgeBase = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.kb = KnowledgeBase(self.node)
+        if self.searcher is None:
+            self.searcher = make_searcher(self.node)
+
+    @classmethod
+    def open(cls, home: Home, actor: str | None = None,
+             searcher_factory: Callable[[Node], Any] | None = None) -> "Session":
+        node = Node.open(home)
+        try:
+            searcher = (searcher_factory or make_searcher)(node)
+            return cls(home, node, actor, searcher)
+        except Exception:
+            node.close()
+            raise
+
+    # -- who is acting ---------------------------------------------------------------------
+    @property
+    def handle(self) -> str | None:
+        return self.actor_handle or self.node.company.operator
+
+    def who(self) -> Actor | None:
+        handle = self.handle
+        if not handle:
+            return None
+        try:
+            return self.node.company.actor(handle)
+        except Exception:  # an unknown --as: the engine refuses each write with the reason
+            return None
+
+    @property
+    def is_admin(self) -> bool:
+        who = self.who()
+        return bool(who and who.admin and not who.is_agent)
+
+    def close(self) -> None:
+        closer = getattr(self.searcher, "close", None)
+        if callable(closer):
+            try:
+                closer()
+            except Exception:  # pragma: no cover
+                pass
+        self.node.close()

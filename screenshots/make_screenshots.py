@@ -1,0 +1,227 @@
+"""Regenerate the app's screenshots: `python screenshots/make_screenshots.py [--size 100x32] [--out DIR]`.
+
+Builds a temporary home with the bundled example knowledge base (or, in a build without the importer,
+a few pages made through KnowledgeBase), drives the app with Pilot at a fixed size with a fixed clock,
+fixed record times and page ids, and no cursor blink, and saves an SVG of each screen: spaces, outline,
+page, edit, conflict, history, search, trash, help. The same input gives the same SVGs.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import itertools
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+# fixed times: 2025-03-03 09:00 UTC, each record 97 s after the one before; shown in UTC
+T0_MS = 1_740_992_400_000
+CLOCK_S = T0_MS / 1000 + 6 * 3600  # "now" in the app: six hours after the first record
+os.environ["TZ"] = "UTC"
+if hasattr(time, "tzset"):
+    time.tzset()
+
+from core import config as config_mod  # noqa: E402
+from core.log import record as record_mod  # noqa: E402
+from core.node import Node, init_home  # noqa: E402
+from core.pages import service as service_mod  # noqa: E402
+from core.pages.service import KnowledgeBase  # noqa: E402
+from core.paths import Home, examples_dir  # noqa: E402
+from crewlet_tui.app import make_app  # noqa: E402
+
+
+def fix_the_clock() -> None:
+    ticks = itertools.count()
+    record_mod._now_ms = lambda: T0_MS + next(ticks) * 97_000  # type: ignore[attr-defined]
+    ids = itertools.count(1)
+
+    def new_id() -> str:
+        return hashlib.sha1(f"crewlet-screenshot-{next(ids)}".encode()).hexdigest()[:16]
+
+    service_mod.new_id = new_id  # type: ignore[assignment]
+    service_mod.now_ms = lambda: T0_MS + next(ticks) * 97_000  # the rescued file's name  # type: ignore[assignment]
+    try:
+        from core.importer import plan as plan_mod
+        plan_mod.new_id = new_id  # type: ignore[attr-defined]
+    except ImportError:
+        pass
+
+
+def build_home(root: Path) -> tuple[Home, dict[str, str]]:
+    home = Home(root)
+    init_home(home, config_mod.example_config())
+    node = Node.open(home)
+    kb = KnowledgeBase(node)
+    try:
+        try:
+            from core.importer import import_directory
+        except ImportError:
+            import_directory = None  # type: ignore[assignment]
+        if import_directory is not None:
+            import_directory(kb, examples_dir(), actor="alex")
+        else:
+            runbook = kb.create_page("ENG", "Deploy Runbook", "# Deploy Runbook\n\nHow a change reaches production.\n",
+                                     actor="alex")
+            kb.create_page("ENG", "Rollback", "# Rollback\n\nRoll back first, investigate second.\n", actor="alex",
+                           parent=runbook.id)
+            kb.create_page("ENG", "Onboarding", "# Onboarding\n\nWelcome to Engineering.\n", actor="alex")
+            kb.create_page("HOME", "Onboarding", "# Onboarding\n\nWelcome to Nimbus.\n", actor="alex")
+        runbook = kb.resolve("ENG/Deploy Runbook")
+        rollback = kb.resolve("ENG/Rollback")
+        body = runbook.body.replace(
+            "Watch the error rate on the dashboard for ten minutes.",
+            "Watch the error rate on the dashboard for **fifteen** minutes, and say so in `#deploys`.\n\n"
+            "| step | who | when |\n| --- | --- | --- |\n| deploy | on call | weekdays before 16:00 |\n"
+            "| watch | on call | 15 minutes |\n| roll back | anyone | any time |")
+        body = body.replace("See the Rollback page filed under this one.",
+                            f"See [Rollback](#/knowledge/pages/{rollback.id}), filed under this one.")
+        runbook = kb.save_page(runbook.id, body, base_revision=runbook.revision, actor="sam",
+                               message="watch for fifteen minutes; add the table")
+        onboarding = kb.resolve("ENG/Onboarding")
+        kb.save_page(onboarding.id, onboarding.body.rstrip("\n") + f"\n\nStart with the [Deploy Runbook]"
+                     f"(#/knowledge/pages/{runbook.id}).\n", base_revision=onboarding.revision, actor="alex",
+                     message="link the runbook")
+        kb.add_comment(runbook.id, "Should the 16:00 cut-off hold on Fridays too?", actor="sam")
+        kb.add_comment(runbook.id, "Yes — and no deploys at all on Friday afternoons.", actor="alex")
+        kb.create_page("ENG", "Runbooks", "", actor="alex")  # a folder
+        old = kb.create_page("ENG", "Old deploy notes", "# Old deploy notes\n\nSuperseded by the runbook.\n",
+                             actor="sam")
+        kb.trash_page(old.id, actor="sam")
+        scratch = kb.create_page("PROD", "Scratch ideas", "- a dark mode\n", actor="alex")
+        kb.trash_page(scratch.id, actor="alex")
+        return home, {"runbook": runbook.id, "rollback": rollback.id}
+    finally:
+        node.close()
+
+
+async def wait_until(pilot, predicate: Callable[[], bool], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        await pilot.pause(0.02)
+        if predicate():
+            return
+    raise TimeoutError("the app did not get there in time")
+
+
+async def settle(pilot) -> None:
+    await pilot.pause(0.3)
+
+
+async def shoot(home: Home, ids: dict[str, str], out: Path, size: tuple[int, int]) -> list[Path]:
+    app = make_app(home, clock=lambda: CLOCK_S, cursor_blink=False, allow_external=False, index_interval=3600)
+    saved: list[Path] = []
+
+    def save(name: str) -> None:
+        path = Path(app.save_screenshot(f"{name}.svg", path=str(out)))
+        saved.append(path)
+        print(f"  {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+
+    async with app.run_test(size=size) as pilot:
+        screen_is = lambda name: type(app.screen).__name__ == name  # noqa: E731
+        await wait_until(pilot, lambda: screen_is("SpacesScreen"))
+        await wait_until(pilot, lambda: app.index_state.phase in ("current", "failed", "off"), 60)
+        await wait_until(pilot, lambda: app.screen.query_one("#spaces-table").row_count > 0)
+        await settle(pilot)
+        save("spaces")
+
+        await pilot.press("enter")  # ENG
+        await wait_until(pilot, lambda: screen_is("OutlineScreen") and app.screen.tree.first_window_shown)
+        tree = app.screen.tree
+        await pilot.press("j")
+        await pilot.press("l")  # open Deploy Runbook's level
+        await wait_until(pilot, lambda: any(n.data and n.data.kind == "page" for n in tree.cursor_node.children))
+        await settle(pilot)
+        save("outline")
+
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: screen_is("PageScreen") and app.screen.view is not None)
+        await settle(pilot)
+        save("page")
+
+        await pilot.press("e")
+        await wait_until(pilot, lambda: screen_is("EditScreen"))
+        editor = app.screen.editor
+        editor.move_cursor((2, 0))
+        editor.insert("Ask in `#deploys` before you start; say when you are done.\n\n")
+        await settle(pilot)
+        save("edit")
+
+        # somebody else saves meanwhile: the app's save is refused and shows both texts
+        kb = app.session.kb
+        current = kb.resolve(ids["runbook"])
+        kb.save_page(current.id, current.body.replace("How a change reaches production.",
+                                                      "How a change reaches production, step by step."),
+                     base_revision=current.revision, actor="sam", message="wording")
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, lambda: app.screen.id == "save-note")
+        await pilot.press(*"add the #deploys heads-up")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: screen_is("ConflictScreen"))
+        await settle(pilot)
+        save("conflict")
+        await pilot.press("m")
+        await wait_until(pilot, lambda: screen_is("EditScreen"))
+        app.screen.editor.text = app.screen.editor.text.replace(
+            "How a change reaches production.", "How a change reaches production, step by step.")
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, lambda: app.screen.id == "save-note")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: screen_is("PageScreen"))
+        await settle(pilot)
+
+        await pilot.press("y")
+        await wait_until(pilot, lambda: screen_is("HistoryScreen") and app.screen.revisions)
+        await pilot.press("j")  # the save that added the table
+        await settle(pilot)
+        save("history")
+
+        await pilot.press("slash")
+        await wait_until(pilot, lambda: screen_is("SearchScreen"))
+        await wait_until(pilot, lambda: app.index_state.phase in ("current", "failed", "off"), 60)
+        await pilot.press(*"roll back a deploy")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.screen.last is not None)
+        await settle(pilot)
+        save("search")
+
+        app.action_trash()
+        await wait_until(pilot, lambda: screen_is("TrashScreen") and app.screen.pages)
+        await settle(pilot)
+        save("trash")
+
+        await pilot.press("question_mark")
+        await wait_until(pilot, lambda: screen_is("HelpScreen"))
+        await settle(pilot)
+        save("help")
+    return saved
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", default="100x32", help="terminal size, COLSxROWS (default 100x32)")
+    parser.add_argument("--out", default=str(Path(__file__).resolve().parent), help="where the SVGs go")
+    args = parser.parse_args()
+    cols, rows = (int(x) for x in args.size.lower().split("x"))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    fix_the_clock()
+    tmp = Path(tempfile.mkdtemp(prefix="crewlet-shots-"))
+    try:
+        home, ids = build_home(tmp / "home")
+        print(f"screenshots at {cols}x{rows}:")
+        asyncio.run(shoot(home, ids, out, (cols, rows)))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,220 @@
+"""History (revisions, bodies, coloured diffs), search (its outcome states), the trash (restore, purge
+for admins only), the help screen, and the background indexer's status line."""
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import DataTable, OptionList, Static
+
+from test_app_support import (SIZE, app_for, build_index, new_home, open_kb, rendered_text, screen_name,
+                              wait_screen, wait_until)
+
+
+def _cells(table: DataTable, row: int) -> list[str]:
+    return [c.plain if isinstance(c, Text) else str(c) for c in table.get_row_at(row)]
+
+
+async def test_history_lists_revisions_and_shows_bodies_and_coloured_diffs(tmp_path):
+    home = new_home(tmp_path)
+    with open_kb(home) as kb:
+        page = kb.create_page("ENG", "Runbook", "one\ntwo\n", actor="alex", message="first")
+        kb.save_page(page.id, "one\n2\nthree\n", base_revision=1, actor="sam", message="numbers")
+        kb.rename_page(page.id, "Run book", actor="alex")
+
+    app = app_for(home)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_screen(pilot, "SpacesScreen")
+        app.open_page(page.id)
+        await wait_screen(pilot, "PageScreen")
+        await wait_until(pilot, lambda: app.screen.view is not None)
+        await pilot.press("y")
+        await wait_screen(pilot, "HistoryScreen")
+        screen = app.screen
+        table = screen.query_one("#history-table", DataTable)
+        await wait_until(pilot, lambda: table.row_count == 3)
+        rows = [_cells(table, i) for i in range(3)]
+        assert [r[0] for r in rows] == ["3", "2", "1"]
+        assert [r[1] for r in rows] == ["rename", "save", "create"]
+        assert [r[2] for r in rows] == ["alex", "sam", "alex"]
+        assert [r[4] for r in rows] == ["—", "numbers", "first"]
+        assert all("ago" in r[3] for r in rows)
+
+        await pilot.press("j")  # revision 2: what that save changed, coloured
+        detail = screen.query_one("#detail-text", Static)
+        await wait_until(pilot, lambda: "+2" in str(detail.render()))
+        diff = detail.render()
+        lines = str(diff).splitlines()
+        assert "-two" in lines and "+2" in lines and "+three" in lines
+        colours = {str(s.style) for s in diff.spans}
+        assert {"ansi_green", "ansi_red"} <= colours or {"green", "red"} <= colours
+
+        await pilot.press("b")  # the body of revision 2
+        await wait_until(pilot, lambda: str(detail.render()) == "one\n2\nthree\n")
+        await pilot.press("j")  # revision 1's body
+        await wait_until(pilot, lambda: str(detail.render()) == "one\ntwo\n")
+        await pilot.press("b", "g")  # the rename's change: its title
+        await wait_until(pilot, lambda: "title: 'Runbook' → 'Run book'" in str(detail.render()))
+
+
+async def test_search_says_not_searchable_yet_then_nothing_matched_then_hits(tmp_path):
+    home = new_home(tmp_path)
+    with open_kb(home) as kb:
+        kb.create_page("ENG", "Deploy Runbook", "How to deploy the service to production.\n", actor="alex")
+        kb.create_page("ENG", "Rollback", "Roll back a bad deploy.\n", actor="alex")
+
+    app = app_for(home, start_search="deploy")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_screen(pilot, "SearchScreen")
+        screen = app.screen
+        outcome = screen.query_one("#search-outcome", Static)
+        results = screen.query_one("#search-results", OptionList)
+        await wait_until(pilot, lambda: screen.last is not None)
+        assert str(outcome.render()).startswith("Not searchable yet.")
+        assert "ask a colleague" in str(outcome.render())
+        assert not results.display and results.option_count == 0
+        assert "searching this node's copy" in str(screen.query_one("#search-copy", Static).render())
+
+        build_index(home)  # the first build finishes (the app's own indexer is off in this test)
+        screen.last = None
+        screen.run_search("zyzzyva")
+        await wait_until(pilot, lambda: screen.last is not None)
+        shown = str(outcome.render())
+        assert shown.startswith("Nothing matched") and "served keyword" in shown
+        assert "indexed through record" in str(screen.query_one("#search-copy", Static).render())
+
+        screen.last = None
+        screen.run_search("deploy")
+        await wait_until(pilot, lambda: screen.last is not None and screen.last.hits)
+        assert results.display and str(outcome.render()).startswith("2 results")
+        assert "(asked hybrid)" in str(outcome.render()) and "degraded: no_embeddings" in str(outcome.render())
+        first = str(results.get_option_at_index(0).prompt)
+        assert "ENG" in first
+
+        # the mode switch: semantic cannot be served here, and the screen says so
+        await pilot.press("f2", "f2")
+        await wait_until(pilot, lambda: screen.mode == "semantic" and screen.last is not None
+                         and screen.last.outcome.served_mode is None)
+        assert str(outcome.render()).startswith("Nothing served in semantic mode")
+        await pilot.press("f2")
+        await wait_until(pilot, lambda: screen.mode == "hybrid" and screen.last.hits)
+
+        # opening a result opens the page
+        results.focus()
+        results.highlighted = 0
+        await pilot.press("enter")
+        await wait_screen(pilot, "PageScreen")
+        await wait_until(pilot, lambda: app.screen.page is not None)
+        assert app.screen.page.container == "ENG"
+
+
+async def test_background_indexer_makes_search_work_and_shows_progress(tmp_path):
+    home = new_home(tmp_path)
+    with open_kb(home) as kb:
+        kb.create_page("ENG", "Deploy Runbook", "deploy carefully\n", actor="alex")
+    app = app_for(home, start_indexer=True, start_search="deploy")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_screen(pilot, "SearchScreen")
+        screen = app.screen
+        # whether the first search ran before the first build or after, the screen ends on the hit
+        await wait_until(pilot, lambda: screen.last is not None and screen.last.hits, timeout=20)
+        await wait_until(pilot, lambda: app.index_state.phase == "current")
+        assert "index through record" in rendered_text(app)
+        assert app.index_passes >= 1
+
+        # a write in the app wakes the indexer at once (not after the 30 s interval)
+        with open_kb(home) as kb:
+            kb.create_page("ENG", "Canary", "canary deploys first\n", actor="alex")
+        passes = app.index_passes
+        app.poke_indexer()
+        await wait_until(pilot, lambda: app.index_passes > passes, timeout=20)
+        screen.last = None
+        screen.run_search("canary")
+        await wait_until(pilot, lambda: screen.last is not None and screen.last.hits, timeout=20)
+
+
+async def test_command_palette_searches(tmp_path):
+    home = new_home(tmp_path)
+    app = app_for(home)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_screen(pilot, "SpacesScreen")
+        await pilot.press("ctrl+p")
+        await wait_screen(pilot, "CommandPalette")
+        await pilot.press(*"rollback")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await wait_screen(pilot, "SearchScreen")
+        await wait_until(pilot, lambda: app.screen.last is not None)
+        assert app.screen.last_text == "rollback"
+
+
+async def test_trash_restores_and_only_an_admin_purges(tmp_path):
+    home = new_home(tmp_path)
+    with open_kb(home) as kb:
+        keep = kb.create_page("ENG", "Keep me", "k", actor="sam")
+        drop = kb.create_page("ENG", "Drop me", "d", actor="sam")
+        kb.trash_page(keep.id, actor="sam")
+        kb.trash_page(drop.id, actor="sam")
+
+    # sam is no admin: the purge key is neither shown nor allowed
+    app = app_for(home, "sam")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_screen(pilot, "SpacesScreen")
+        await pilot.press("t")
+        await wait_screen(pilot, "TrashScreen")
+        screen = app.screen
+        table = screen.query_one("#trash-table", DataTable)
+        await wait_until(pilot, lambda: table.row_count == 2)
+        rows = [_cells(table, i) for i in range(2)]
+        assert {r[0] for r in rows} == {"ENG/Keep me", "ENG/Drop me"} and {r[1] for r in rows} == {"sam"}
+        assert not any(b.binding.action == "purge" and b.enabled for b in screen.active_bindings.values())
+        assert "Purge" not in rendered_text(app)
+        await pilot.press("P")
+        await pilot.pause(0.1)
+        assert screen_name(app) == "TrashScreen"  # no confirm: nothing to purge with
+
+        table.move_cursor(row=next(i for i, r in enumerate(rows) if r[0] == "ENG/Keep me"))
+        await pilot.press("u")
+        await wait_until(pilot, lambda: table.row_count == 1)
+    with open_kb(home) as kb:
+        assert kb.resolve(keep.id).trashed_at is None
+
+    # alex is: purge asks first, then purges
+    app = app_for(home, "alex")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_screen(pilot, "SpacesScreen")
+        app.action_trash()
+        await wait_screen(pilot, "TrashScreen")
+        screen = app.screen
+        table = screen.query_one("#trash-table", DataTable)
+        await wait_until(pilot, lambda: table.row_count == 1)
+        assert any(b.binding.action == "purge" and b.enabled for b in screen.active_bindings.values())
+        assert "Purge (admin)" in rendered_text(app)
+        await pilot.press("P")
+        await wait_until(pilot, lambda: app.screen.id == "confirm-purge")
+        await pilot.press("escape")  # changed my mind
+        await wait_screen(pilot, "TrashScreen")
+        assert table.row_count == 1
+        await pilot.press("P")
+        await wait_until(pilot, lambda: app.screen.id == "confirm-purge")
+        await pilot.press("y")
+        await wait_until(pilot, lambda: screen_name(app) == "TrashScreen" and table.row_count == 0)
+    with open_kb(home) as kb:
+        assert kb.trash() == []
+
+
+async def test_help_screen_lists_the_keys_of_the_screen_you_came_from(tmp_path):
+    home = new_home(tmp_path)
+    app = app_for(home)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_screen(pilot, "SpacesScreen")
+        app.open_outline("ENG")
+        await wait_screen(pilot, "OutlineScreen")
+        await pilot.press("question_mark")
+        await wait_screen(pilot, "HelpScreen")
+        text = rendered_text(app)
+        assert "Outline  (this screen)" in text and "new page / new folder" in text
+        await pilot.press("escape")
+        await wait_screen(pilot, "OutlineScreen")
+        # the footer shows the screen's keys with their descriptions
+        text = rendered_text(app)
+        for words in ("New", "Folder", "Rename", "Move", "Trash", "Search", "Help"):
+            assert words in text
