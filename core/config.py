@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import tomllib
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +43,17 @@ class Actor:
     kind: str = "person"
     admin: bool = False
     space: str | None = None
+    # the knowledge app: reading and authoring pages. Every agent holds it; a person holds it unless
+    # an admin unticks it (`knowledge = false`); admin includes it.
+    knowledge: bool = True
 
     @property
     def is_agent(self) -> bool:
         return self.kind == "agent"
+
+    @property
+    def holds_knowledge(self) -> bool:
+        return self.is_agent or self.admin or self.knowledge
 
 
 @dataclass(frozen=True)
@@ -79,6 +87,10 @@ class Company:
 
     # -- declared containers -------------------------------------------------------------
     def declared_containers(self) -> dict[str, Space]:
+        return self._declared
+
+    @cached_property
+    def _declared(self) -> dict[str, Space]:
         """Every space a page may be created in: units' spaces, actors' own spaces, and the two
         reserved containers. Each carries its lead (a unit's lead, or the actor whose space it is)."""
         out: dict[str, Space] = {}
@@ -131,7 +143,8 @@ def parse(data: dict[str, Any], file: Path, activated_at: int = 0) -> Company:
     if backend not in ("native", "none"):
         raise ConfigError(file, "knowledge.backend", f"'{backend}' is not a backend this build serves",
                           "set it to \"native\" (or \"none\")")
-    if backend == "native" and "confluence" in data.get("integrations", {}):
+    integrations = _expect(file, "integrations", data.get("integrations", {}), dict, "make [integrations] a table")
+    if backend == "native" and "confluence" in integrations:
         raise ConfigError(file, "integrations.confluence", "declared beside knowledge.backend = \"native\"",
                           "remove one: a company has exactly one knowledge home")
     scope = _expect(file, "knowledge.scope", kn_raw.get("scope", []), list, 'write it as a list, e.g. scope = ["HANDBOOK"]')
@@ -141,11 +154,20 @@ def parse(data: dict[str, Any], file: Path, activated_at: int = 0) -> Company:
     vectors = kn_raw.get("vectors")
     if vectors is not None:
         _expect(file, "knowledge.vectors", vectors, bool, "set it to true or false")
+    reserved = {}
+    for name, default in (("root_space", "HOME"), ("skills_container", "SKILLS")):
+        value = _expect(file, f"knowledge.{name}", kn_raw.get(name, default), str, f'e.g. {name} = "{default}"')
+        if not KEY_RE.match(value):
+            raise ConfigError(file, f"knowledge.{name}", f"'{value}' is not a valid space key",
+                              "use letters, digits, '_', '-', '.' (no '/': a page is addressed as KEY/Title)")
+        reserved[name] = value
+    if reserved["root_space"] == reserved["skills_container"]:
+        raise ConfigError(file, "knowledge.skills_container", "is the same container as knowledge.root_space",
+                          "give the tool skills a container of their own")
     knowledge = Knowledge(
         backend=backend,
-        root_space=_expect(file, "knowledge.root_space", kn_raw.get("root_space", "HOME"), str, 'e.g. root_space = "HOME"'),
-        skills_container=_expect(file, "knowledge.skills_container", kn_raw.get("skills_container", "SKILLS"), str,
-                                 'e.g. skills_container = "SKILLS"'),
+        root_space=reserved["root_space"],
+        skills_container=reserved["skills_container"],
         scope=tuple(str(s) for s in scope),
         vectors=vectors,
     )
@@ -161,12 +183,13 @@ def parse(data: dict[str, Any], file: Path, activated_at: int = 0) -> Company:
         if kind not in ACTOR_KINDS:
             raise ConfigError(file, f"{key}.kind", f"'{kind}' is not an actor kind", 'set it to "person" or "agent"')
         admin = _expect(file, f"{key}.admin", a.get("admin", False), bool, "set it to true or false")
+        holds = _expect(file, f"{key}.knowledge", a.get("knowledge", True), bool, "set it to true or false")
         space = a.get("space")
         if space is not None:
             _expect(file, f"{key}.space", space, str, 'e.g. space = "ENG"')
             if not KEY_RE.match(space):
                 raise ConfigError(file, f"{key}.space", f"'{space}' is not a valid space key", "use letters, digits, '_', '-', '.'")
-        actors[handle] = Actor(handle=handle, kind=kind, admin=admin, space=space)
+        actors[handle] = Actor(handle=handle, kind=kind, admin=admin, space=space, knowledge=holds)
 
     spaces: dict[str, Space] = {}
     spaces_raw = _expect(file, "spaces", data.get("spaces", {}), dict, "declare spaces as [spaces.KEY] tables")
@@ -176,6 +199,8 @@ def parse(data: dict[str, Any], file: Path, activated_at: int = 0) -> Company:
             raise ConfigError(file, key, f"'{skey}' is not a valid space key", "use letters, digits, '_', '-', '.'")
         _expect(file, key, s, dict, f"make [{key}] a table")
         lead = s.get("lead")
+        if lead is not None:
+            _expect(file, f"{key}.lead", lead, str, 'name an actor, e.g. lead = "alex"')
         if lead is not None and lead not in actors:
             raise ConfigError(file, f"{key}.lead", f"'{lead}' is not a configured actor",
                               f"add [actors.{lead}] or name one of: {', '.join(sorted(actors)) or 'none'}")
@@ -233,20 +258,34 @@ def write(file: Path, data: dict[str, Any]) -> None:
 
 
 def declare_spaces(file: Path, keys: list[str]) -> list[str]:
-    """Add [spaces.KEY] for each key not yet declared, keeping the file's other content."""
+    """Add [spaces.KEY] for each key not yet declared. The tables are appended as text, so the
+    file's comments and layout stay as the operator wrote them; the result is parsed before it
+    replaces the file."""
     company = load(file)
-    data = dict(company.raw)
-    spaces = dict(data.get("spaces", {}))
-    added = []
+    added: list[str] = []
     for key in keys:
-        if not company.is_declared(key) and key not in spaces:
+        if not company.is_declared(key) and key not in added:
             if not KEY_RE.match(key):
                 raise ConfigError(file, f"spaces.{key}", f"'{key}' is not a valid space key", "rename the directory")
-            spaces[key] = {"name": key, "purpose": "declared by crewlet import"}
             added.append(key)
-    if added:
-        data["spaces"] = spaces
+    if not added:
+        return []
+    text = file.read_text(encoding="utf-8")
+    tables = "".join(tomli_w.dumps({"spaces": {key: {"name": key, "purpose": "declared by crewlet import"}}})
+                     + "\n" for key in added)
+    new_text = text + ("" if text.endswith("\n") else "\n") + "\n" + tables
+    try:
+        parse(tomllib.loads(new_text), file)  # never write a file that would not load
+    except tomllib.TOMLDecodeError:
+        # e.g. spaces written as an inline table: rewrite the whole file (its comments are lost)
+        data = dict(company.raw)
+        data["spaces"] = dict(data.get("spaces", {})) | {
+            key: {"name": key, "purpose": "declared by crewlet import"} for key in added}
         write(file, data)
+        return added
+    tmp = file.with_suffix(".toml.tmp")
+    tmp.write_text(new_text, encoding="utf-8")
+    tmp.replace(file)
     return added
 
 

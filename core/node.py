@@ -5,6 +5,7 @@ one the applier decided, never one guessed at write time.
 """
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -19,6 +20,7 @@ from .paths import Home
 from .store import Connection, connect
 
 SYSTEM_ACTOR = "crewlet"
+log = logging.getLogger("crewlet.node")
 
 
 class Node:
@@ -29,6 +31,7 @@ class Node:
         self.log = flog
         # one connection per node object; the Textual app's workers share it, so serialise use
         self.lock = threading.RLock()
+        self._config_stamp = self._stamp()
 
     # -- opening ---------------------------------------------------------------------------
     @classmethod
@@ -55,6 +58,26 @@ class Node:
 
     def reload_config(self) -> None:
         self.company = config_mod.load(self.home.config_file)
+        self._config_stamp = self._stamp()
+
+    def _stamp(self) -> tuple[int, int]:
+        try:
+            st = self.home.config_file.stat()
+        except FileNotFoundError:
+            return (0, 0)
+        return (st.st_mtime_ns, st.st_size)
+
+    def refresh_config(self) -> None:
+        """Re-read company.toml when it changed on disk (one stat): rules are read off the configuration
+        current at each write. A file that no longer parses keeps the last good one and says so once."""
+        stamp = self._stamp()
+        if stamp == getattr(self, "_config_stamp", stamp):
+            return
+        try:
+            self.company = config_mod.load(self.home.config_file)
+        except config_mod.ConfigError as exc:
+            log.warning("company.toml changed but does not load; keeping the last good configuration: %s", exc)
+        self._config_stamp = stamp
 
     # -- the write path --------------------------------------------------------------------
     def catch_up(self, progress: Callable[[int], None] | None = None) -> int:
@@ -117,8 +140,8 @@ def init_home(home: Home, data: dict, *, force: bool = False) -> Path:
     if home.config_file.exists() and not force:
         raise CrewletError(f"{home.config_file} already exists — this home is initialised; use it, or pick another --home",
                            code="exists")
-    home.root.mkdir(parents=True, exist_ok=True)
     config_mod.parse(data, home.config_file)  # refuse a bad config before writing anything
+    home.root.mkdir(parents=True, exist_ok=True)
     config_mod.write(home.config_file, data)
     conn = connect(home.db_file)
     conn.close()

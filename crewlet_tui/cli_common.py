@@ -9,7 +9,6 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from functools import wraps
 from typing import Any, TypeVar
 
@@ -22,7 +21,10 @@ from core.errors import CrewletError, StaleRevision
 from core.log import LogCorrupt, LogFailed, LogGap
 from core.node import Node
 from core.pages.service import KnowledgeBase
-from core.paths import ACTOR_ENV, Home, resolve_home
+from core.paths import Home, resolve_home
+from core.store import sqlite3
+
+from .fmt import when  # noqa: F401  (re-exported for the CLI modules)
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
@@ -70,6 +72,13 @@ def handle_errors(fn: F) -> F:
             fail(str(exc), as_json=as_json, payload={"error": "config", "message": str(exc), "file": exc.file, "key": exc.key})
         except (LogCorrupt, LogGap, LogFailed) as exc:
             fail(f"the log cannot be applied: {exc}", as_json=as_json, payload={"error": "log", "message": str(exc)})
+        except sqlite3.DatabaseError as exc:
+            message = (f"{STATE.home.db_file} cannot be read as a crewlet database ({exc}) — restore it from a "
+                       "backup, or move it aside and replay the log into a fresh one")
+            fail(message, as_json=as_json, payload={"error": "database", "message": message})
+        except FileNotFoundError as exc:
+            message = f"{exc.filename}: no such file — check the path"
+            fail(message, as_json=as_json, payload={"error": "io", "message": message})
         except (OSError, UnicodeDecodeError) as exc:
             fail(str(exc), as_json=as_json, payload={"error": "io", "message": str(exc)})
 
@@ -92,7 +101,10 @@ def open_node(*, sync_containers: bool = True) -> Iterator[Node]:
 @contextmanager
 def open_kb() -> Iterator[KnowledgeBase]:
     with open_node() as node:
-        yield KnowledgeBase(node)
+        kb = KnowledgeBase(node)
+        if STATE.actor:
+            kb.actor(STATE.actor)  # an unknown --as is refused before anything is read or written
+        yield kb
 
 
 def actor() -> str | None:
@@ -103,10 +115,6 @@ def emit_json(data: Any) -> None:
     print(json.dumps(data, ensure_ascii=False, indent=2, default=str))
 
 
-def when(ms: int | None) -> str:
-    if not ms:
-        return "—"
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).astimezone().strftime("%Y-%m-%d %H:%M")
 
 
 def read_body(body_file: str | None) -> str:

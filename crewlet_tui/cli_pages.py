@@ -4,7 +4,6 @@ from __future__ import annotations
 from typing import Optional
 
 import typer
-from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
@@ -16,6 +15,8 @@ from core.pages.service import KnowledgeBase
 from core.paths import examples_dir
 
 from .cli_common import (JSON_OPT, STATE, actor, console, emit_json, handle_errors, open_kb, read_body, when)
+from .fmt import diff_text
+from .sanitize import clean_text, markup_safe
 
 page_app = typer.Typer(help="Read and change one page. REF is a page id or CONTAINER/Title.", no_args_is_help=True)
 
@@ -25,9 +26,9 @@ def _page_line(p: Page) -> str:
 
 
 def _print_page_summary(p: Page, verb: str) -> None:
-    console.print(f"{verb} [bold]{escape(_page_line(p))}[/] (id {p.id}, revision {p.revision})")
+    console.print(f"{verb} [bold]{markup_safe(_page_line(p))}[/] (id {p.id}, revision {p.revision})")
     for w in getattr(p, "warnings", []):
-        console.print(f"[yellow]warning:[/] {escape(w['message'])}")
+        console.print(f"[yellow]warning:[/] {markup_safe(w['message'])}")
 
 
 def register(app: typer.Typer) -> None:
@@ -42,6 +43,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Create a home: company.toml, the node's SQLite file and its log file."""
         home = STATE.home
+        if not example and not config_mod.HANDLE_RE.match(operator):
+            raise typer.BadParameter(f"'{operator}' is not a handle: use lower-case letters, digits, '.', '_' or '-'",
+                                     param_hint="--operator")
         data = config_mod.example_config() if example else config_mod.empty_config(operator)
         init_home(home, data)
         created = 0
@@ -54,7 +58,7 @@ def register(app: typer.Typer) -> None:
         if as_json:
             emit_json({"home": str(home.root), "config": str(home.config_file), "example": example, "pages_created": created})
         else:
-            console.print(f"Created a crewlet home at [bold]{escape(str(home.root))}[/]")
+            console.print(f"Created a crewlet home at [bold]{markup_safe(str(home.root))}[/]")
             if example:
                 console.print(f"Loaded the example knowledge base: {created} pages. Try `crewlet spaces`.")
 
@@ -71,12 +75,12 @@ def register(app: typer.Typer) -> None:
         for r in rows:
             if r["declared"]:
                 key = r["key"] + (" (reserved)" if r["reserved"] else "")
-                table.add_row(escape(key), escape(r["name"]), escape(r["lead"] or "—"), str(r["pages"]), escape(r["purpose"]))
+                table.add_row(markup_safe(key), markup_safe(r["name"]), markup_safe(r["lead"] or "—"), str(r["pages"]), markup_safe(r["purpose"]))
         console.print(table)
         undeclared = [r for r in rows if not r["declared"]]
         if undeclared:
             console.print("[yellow]Containers that hold pages but no space declares:[/] "
-                          + ", ".join(f"{escape(r['key'])} ({r['pages']})" for r in undeclared))
+                          + ", ".join(f"{markup_safe(r['key'])} ({r['pages']})" for r in undeclared))
 
     @app.command()
     @handle_errors
@@ -95,8 +99,8 @@ def register(app: typer.Typer) -> None:
             return
         table = Table("", "title", "id", "children", "rev", "last saved", title=f"{container} — {window.total} page(s) at this level")
         for p in window.pages:
-            table.add_row("📁" if p.is_folder else "📄", escape(p.title), p.id, str(p.child_count or ""), str(p.revision),
-                          f"{escape(p.saved_by)} {when(p.saved_at)}")
+            table.add_row("📁" if p.is_folder else "📄", markup_safe(p.title), p.id, str(p.child_count or ""), str(p.revision),
+                          f"{markup_safe(p.saved_by)} {when(p.saved_at)}")
         console.print(table)
         if window.next_cursor:
             console.print(f"more: --after {window.next_cursor}")
@@ -112,7 +116,7 @@ def register(app: typer.Typer) -> None:
             return
         table = Table("page", "id", "trashed by", "trashed at", title=f"Trash — {len(rows)} page(s)")
         for p in rows:
-            table.add_row(escape(_page_line(p)), p.id, escape(p.trashed_by or ""), when(p.trashed_at))
+            table.add_row(markup_safe(_page_line(p)), p.id, markup_safe(p.trashed_by or ""), when(p.trashed_at))
         console.print(table)
 
 
@@ -127,7 +131,7 @@ def page_show(ref: str = typer.Argument(..., metavar="REF", help="Page id or CON
         comments = kb.comments(page.id)
         links = kb.backlinks(page.id)
         children = kb.list_pages(page.container, parent=page.id, limit=500) if page.child_count else None
-        rev = kb.revision(page.id, revision) if revision else None
+        rev = kb.revision(page.id, revision) if revision is not None else None
     if as_json:
         data = page.to_json()
         data["comments"] = [c.to_json() for c in comments]
@@ -138,26 +142,27 @@ def page_show(ref: str = typer.Argument(..., metavar="REF", help="Page id or CON
         emit_json(data)
         return
     trail = " › ".join([page.container, *[a["title"] for a in page.ancestors], page.title])
-    console.print(f"[bold]{escape(page.title)}[/]  [dim]{escape(trail)}[/]")
-    console.print(f"[dim]id {page.id} · address {escape(page.container)}/{escape(page.address)} · revision {page.revision} · "
-                  f"last saved by {escape(page.saved_by)} {when(page.saved_at)}"
+    console.print(f"[bold]{markup_safe(page.title)}[/]  [dim]{markup_safe(trail)}[/]")
+    console.print(f"[dim]id {page.id} · address {markup_safe(page.container)}/{markup_safe(page.address)} · revision {page.revision} · "
+                  f"last saved by {markup_safe(page.saved_by)} {when(page.saved_at)}"
                   + (f" · [red]in the trash since {when(page.trashed_at)}[/]" if page.trashed_at else "") + "[/]")
     console.print()
     body = rev.body if rev else page.body
     # shown as its own text: a body is untrusted input, never markup or terminal escapes
+    body = clean_text(body)
     console.print(Syntax(body, "markdown", word_wrap=True, theme="ansi_dark") if body.strip() else "[dim](a folder: nothing written)[/]")
     if children:
         console.print(f"\n[bold]Children[/] ({children.total})")
         for c in children.pages:
-            console.print(f"  {'📁' if c.is_folder else '📄'} {escape(c.title)} [dim]{c.id}[/]")
+            console.print(f"  {'📁' if c.is_folder else '📄'} {markup_safe(c.title)} [dim]{c.id}[/]")
     if links:
         console.print("\n[bold]Linked from[/]")
         for p in links:
-            console.print(f"  {escape(_page_line(p))} [dim]{p.id}[/]")
+            console.print(f"  {markup_safe(_page_line(p))} [dim]{p.id}[/]")
     if comments:
         console.print("\n[bold]Comments[/]")
         for c in comments:
-            console.print(f"  [bold]{escape(c.author)}[/] {when(c.created_at)} [dim]{c.id}[/]: {escape(c.body)}")
+            console.print(f"  [bold]{markup_safe(c.author)}[/] {when(c.created_at)} [dim]{c.id}[/]: {markup_safe(c.body)}")
 
 
 @page_app.command("create")
@@ -237,7 +242,7 @@ def _simple(verb: str, method: str, help_text: str) -> None:
         elif isinstance(result, Page):
             _print_page_summary(result, f"{verb}ed" if not verb.endswith("e") else f"{verb}d")
         else:
-            console.print(f"purged [bold]{escape(result['container'])}/{escape(result['title'])}[/] ({result['page_id']})")
+            console.print(f"purged [bold]{markup_safe(result['container'])}/{markup_safe(result['title'])}[/] ({result['page_id']})")
 
 
 _simple("trash", "trash_page", "Move a page to the trash (restorable for 30 days).")
@@ -256,7 +261,7 @@ def page_history(ref: str = typer.Argument(..., metavar="REF", help="Page id or 
         return
     table = Table("rev", "kind", "author", "at", "title", "message")
     for r in revs:
-        table.add_row(str(r.revision), r.kind, escape(r.author), when(r.at), escape(r.title), escape(r.message or ""))
+        table.add_row(str(r.revision), r.kind, markup_safe(r.author), when(r.at), markup_safe(r.title), markup_safe(r.message or ""))
     console.print(table)
 
 
@@ -272,11 +277,7 @@ def page_diff(ref: str = typer.Argument(..., metavar="REF", help="Page id or CON
     if as_json:
         emit_json({"from": a - 1 if b is None else a, "to": a if b is None else b, "diff": lines})
         return
-    for line in lines:
-        style = "green" if line.startswith("+") else "red" if line.startswith("-") else "cyan" if line.startswith("@@") else ""
-        console.print(escape(line), style=style, soft_wrap=True)
-    if not lines:
-        console.print("[dim](no difference)[/]")
+    console.print(diff_text(lines), soft_wrap=True, end="")
 
 
 @page_app.command("comment")
@@ -318,7 +319,7 @@ def page_backlinks(ref: str = typer.Argument(..., metavar="REF", help="Page id o
     if not pages:
         console.print("[dim]no page links here[/]")
     for p in pages:
-        console.print(f"{escape(_page_line(p))} [dim]{p.id}[/]")
+        console.print(f"{markup_safe(_page_line(p))} [dim]{p.id}[/]")
 
 
 __all__ = ["register", "CrewletError"]

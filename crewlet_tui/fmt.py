@@ -1,12 +1,13 @@
 """Small display helpers shared by the screens: times (against the app's clock), counts, diffs."""
 from __future__ import annotations
 
-import difflib
 import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from rich.text import Text
+
+from core.pages.model import line_diff as core_line_diff
 
 from .sanitize import clean_line
 
@@ -73,5 +74,4 @@ def diff_text(lines: Iterable[str], *, empty: str = "(no difference)") -> Text:
     return out
 
 
-def line_diff(old: str, new: str, old_name: str, new_name: str) -> list[str]:
-    return list(difflib.unified_diff(old.splitlines(), new.splitlines(), old_name, new_name, lineterm=""))
+line_diff = core_line_diff

@@ -18,14 +18,16 @@ from __future__ import annotations
 import re
 
 from rich.markup import escape as _rich_escape
+
+from core.pages.model import CONTROL_RE
 from rich.text import Text
 
 _C0_PICTURE_BASE = 0x2400
 DEL_PICTURE = "\u2421"
 ESC_PICTURE = "\u241b"
 
-# every code point we refuse to send to a terminal: C0 except TAB and LF, DEL, C1
-_CONTROL_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# every code point we refuse to send to a terminal: C0 except TAB and LF, DEL, C1 (core's one rule)
+_CONTROL_RE = CONTROL_RE
 
 
 def _picture(match: re.Match[str]) -> str:

@@ -64,7 +64,8 @@ def test_a_long_query_is_clipped_to_200_bytes_on_a_character_boundary(kb, page):
     stored = kb.reads()[0]["query"]
     assert stored.endswith("…")
     head = stored[:-1]
-    assert len(head.encode("utf-8")) <= 200 and query.startswith(head) and len(head) == 100
+    # 200 bytes at most with the ellipsis (3 bytes) included, cut on a character boundary
+    assert len(stored.encode("utf-8")) <= 200 and query.startswith(head) and len(head) == 98
     kb.record_read("eng-bot", "search", [kb.resolve(page.id)], query="short")
     assert {r["query"] for r in kb.reads()} == {stored, "short"}
 

@@ -28,13 +28,14 @@ from typing import Any
 from ..config import KEY_RE, Actor, Company, Space
 from ..errors import Refused
 from ..pages import rules
+from ..pages.model import TITLE_CONTROL_RE
 from ..pages.model import MAX_TITLE, clean_title, normalise_title
 from ..pages.service import KnowledgeBase, new_id
 from . import titles
 from .model import ImportNote, ImportProblem, ImportReport, PlannedPage
 from .source import Source, decode, split
 
-_CONTROL = re.compile(r"[\x00-\x1f]")
+_CONTROL = TITLE_CONTROL_RE
 _MAX_LISTED = 5                                    # files named in one grouped problem before "and N more"
 _PAGE_COLUMNS = "id, container, address, title, body, revision, parent_id, labels, trashed_at, created_by"
 

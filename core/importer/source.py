@@ -12,9 +12,10 @@ from typing import Any
 
 import yaml
 
+from ..pages.model import MAX_BODY_BYTES
 from .model import ImportProblem
 
-MAX_FILE = 32 * 1024 * 1024        # half the log's frame limit: JSON escaping can grow a body
+MAX_FILE = MAX_BODY_BYTES
 _CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*$", re.MULTILINE)
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _YAML_FIX = ("fix the YAML at that line (quote a value that holds ': ' or starts with a character YAML reserves, "

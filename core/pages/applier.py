@@ -164,7 +164,7 @@ def _page_create(conn: Connection, rec: Record) -> dict[str, Any]:
         log.warning("pages_parent_salvaged page=%s: %s", page_id, problem)
         parent_id = None
     body = p.get("body", "")
-    labels = json.dumps(sorted(set(p.get("labels", []))))
+    labels = json.dumps(sorted({str(x).lower() for x in p.get("labels", [])}))
     conn.execute(
         "INSERT INTO pages (id, container, address, title, body, revision, parent_id, created_by, created_at, "
         "saved_by, saved_at, updated_at, trashed_at, trashed_by, labels, version) "
@@ -234,7 +234,7 @@ def _page_move(conn: Connection, rec: Record) -> dict[str, Any]:
     return {"page_id": row["id"], "parent_id": parent_id}
 
 
-def _live_children(conn: Connection, page_id: str) -> int:
+def live_children(conn: Connection, page_id: str) -> int:
     return conn.execute("SELECT count(*) FROM pages WHERE parent_id = ? AND trashed_at IS NULL", (page_id,)).fetchone()[0]
 
 
@@ -242,7 +242,7 @@ def _page_trash(conn: Connection, rec: Record) -> dict[str, Any]:
     row = _live_page(conn, rec.payload["page_id"], allow_trashed=True)
     if row["trashed_at"] is not None:
         raise _Noop("the page is already in the trash", {"page_id": row["id"]})
-    n = _live_children(conn, row["id"])
+    n = live_children(conn, row["id"])
     if n:
         # a trashed page's children would be pages no walk of the container reaches
         raise _Refuse("has_children", f"{row['container']}/{row['title']} has {n} page(s) under it — move or trash them first")

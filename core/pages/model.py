@@ -1,6 +1,7 @@
 """What a page is, as readers see it."""
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from dataclasses import asdict, dataclass, field
@@ -8,6 +9,11 @@ from typing import Any
 
 _WS = re.compile(r"\s+")
 MAX_TITLE = 255
+# half the log's 64 MiB frame limit: JSON escaping can grow a body
+MAX_BODY_BYTES = 32 * 1024 * 1024
+# C0 controls (but tab and newline), DEL and C1: never part of a title, shown inert in a body
+CONTROL_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+TITLE_CONTROL_RE = re.compile("[\x00-\x1f\x7f-\x9f]")
 # what the listing's SQL trims (trim(body, char(9,10,13,32))): the two must agree
 FOLDER_BLANK = " \t\n\r"
 WINDOW_MAX = 500
@@ -21,6 +27,11 @@ def normalise_title(title: str) -> str:
 def clean_title(title: str) -> str:
     """The displayed title: whitespace runs collapsed and trimmed, capitalisation kept."""
     return _WS.sub(" ", title).strip()
+
+
+def line_diff(old: str, new: str, old_name: str, new_name: str) -> list[str]:
+    """The unified line diff every surface shows (CLI, app, conflict view)."""
+    return list(difflib.unified_diff(old.splitlines(), new.splitlines(), old_name, new_name, lineterm=""))
 
 
 def is_folder(body: str) -> bool:

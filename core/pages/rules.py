@@ -8,12 +8,21 @@ from ..config import Actor, Company
 from ..errors import Refused
 
 
+def require_knowledge(company: Company, actor: Actor) -> None:
+    """Reading and authoring pages is the knowledge app: every agent holds it, a person unless an
+    admin unticked it (`knowledge = false`), and admin includes it."""
+    if not actor.holds_knowledge:
+        raise Refused(f"{actor.handle} does not hold the knowledge app — an admin sets `knowledge = true` "
+                      f"under [actors.{actor.handle}] in {company.file}", code="forbidden")
+
+
 def _declare_hint(company: Company, key: str) -> str:
     return (f"container '{key}' is not a declared space — declare it in {company.file} "
             f"as [spaces.{key}] (name = \"…\"), or pick one of: {', '.join(sorted(company.declared_containers()))}")
 
 
 def may_create(company: Company, actor: Actor, container: str) -> None:
+    require_knowledge(company, actor)
     if not company.is_declared(container):
         raise Refused(_declare_hint(company, container), code="not_declared")
     kn = company.knowledge
@@ -38,11 +47,13 @@ def _no_agent_in_skills(company: Company, actor: Actor, container: str, verb: st
 
 
 def may_save(company: Company, actor: Actor, page: Any) -> None:
+    require_knowledge(company, actor)
     _no_agent_in_skills(company, actor, page["container"], "save a page")
     _skills_admin(company, actor, page["container"], "save a page")
 
 
 def may_move(company: Company, actor: Actor, page: Any) -> None:
+    require_knowledge(company, actor)
     _no_agent_in_skills(company, actor, page["container"], "move a page")
     _skills_admin(company, actor, page["container"], "move a page")
 
@@ -58,18 +69,21 @@ def _tidier(company: Company, actor: Actor, page: Any, verb: str) -> None:
 
 
 def may_rename(company: Company, actor: Actor, page: Any) -> None:
+    require_knowledge(company, actor)
     _no_agent_in_skills(company, actor, page["container"], "rename a page")
     _skills_admin(company, actor, page["container"], "rename a page")
     _tidier(company, actor, page, "rename")
 
 
 def may_trash(company: Company, actor: Actor, page: Any, verb: str = "trash") -> None:
+    require_knowledge(company, actor)
     _no_agent_in_skills(company, actor, page["container"], f"{verb} a page")
     _skills_admin(company, actor, page["container"], f"{verb} a page")
     _tidier(company, actor, page, verb)
 
 
 def may_purge(company: Company, actor: Actor, page: Any) -> None:
+    require_knowledge(company, actor)
     if actor.is_agent:
         raise Refused("an agent may never purge: a purge cannot be undone", code="forbidden")
     if not actor.admin:
@@ -78,16 +92,19 @@ def may_purge(company: Company, actor: Actor, page: Any) -> None:
 
 
 def may_comment(company: Company, actor: Actor, page: Any) -> None:
+    require_knowledge(company, actor)
     _no_agent_in_skills(company, actor, page["container"], "comment")
 
 
 def may_edit_comment(company: Company, actor: Actor, comment: Any, page: Any) -> None:
+    require_knowledge(company, actor)
     _no_agent_in_skills(company, actor, page["container"], "edit a comment")
     if comment["author"] != actor.handle:
         raise Refused(f"comment {comment['id']} is {comment['author']}'s: only its author edits it", code="forbidden")
 
 
 def may_remove_comment(company: Company, actor: Actor, comment: Any, page: Any) -> None:
+    require_knowledge(company, actor)
     _no_agent_in_skills(company, actor, page["container"], "remove a comment")
     if comment["author"] != actor.handle and not actor.admin:
         raise Refused(f"comment {comment['id']} is {comment['author']}'s: only its author or an admin removes it",

@@ -5,8 +5,8 @@ The CLI, the app and the importer all go through this one class, so a rule holds
 from __future__ import annotations
 
 import base64
-import difflib
 import json
+import re
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -16,8 +16,9 @@ from ..errors import Invalid, NotFound, Refused, StaleRevision
 from ..log import Record
 from ..node import Node, now_ms
 from . import rules
-from .applier import Outcome, parent_problem
-from .model import MAX_TITLE, WINDOW_MAX, Comment, Page, Revision, Window, clean_title, normalise_title
+from .applier import Outcome, live_children, parent_problem
+from .model import (MAX_BODY_BYTES, MAX_TITLE, TITLE_CONTROL_RE, WINDOW_MAX, Comment, Page, Revision, Window,
+                    clean_title, line_diff, normalise_title)
 
 TRASH_TERM_MS = 30 * 24 * 3600 * 1000
 REAP_PASS_MAX = 1000
@@ -38,9 +39,16 @@ def _check_title(title: str) -> str:
     if len(cleaned) > MAX_TITLE:
         raise Invalid(f"a title is at most {MAX_TITLE} characters (this one has {len(cleaned)}) — shorten it",
                       code="invalid_title")
-    if any(ord(ch) < 32 for ch in cleaned):
+    if TITLE_CONTROL_RE.search(cleaned):
         raise Invalid("a title cannot hold control characters — remove them", code="invalid_title")
     return cleaned
+
+
+def _check_body(body: str) -> None:
+    size = len(body.encode("utf-8"))
+    if size > MAX_BODY_BYTES:
+        raise Invalid(f"a body is at most {MAX_BODY_BYTES // (1024 * 1024)} MiB (this one is "
+                      f"{size / (1024 * 1024):.1f} MiB) — split it into several pages", code="body_too_large")
 
 
 def _encode_cursor(address: str, page_id: str) -> str:
@@ -74,6 +82,8 @@ class KnowledgeBase:
 
     @property
     def company(self) -> Any:
+        """The configuration current at each write: a long-running app sees an edited company.toml."""
+        self.node.refresh_config()
         return self.node.company
 
     def actor(self, handle: str | None) -> Actor:
@@ -121,7 +131,7 @@ class KnowledgeBase:
         return list(reversed(chain))
 
     def _child_count(self, page_id: str) -> int:
-        return self.conn.execute("SELECT count(*) FROM pages WHERE parent_id = ? AND trashed_at IS NULL", (page_id,)).fetchone()[0]
+        return live_children(self.conn, page_id)
 
     def _page(self, row: Any) -> Page:
         page = Page.from_row(row, child_count=self._child_count(row["id"]))
@@ -137,6 +147,8 @@ class KnowledgeBase:
         page = self.resolve(ref)
         handle = actor or self.company.operator
         who = self.company.actor(handle) if handle else None
+        if who is not None:
+            rules.require_knowledge(self.company, who)
         if record_read and who is not None and who.is_agent:
             self.record_read(who.handle, "get_page", [page], query=None)
         return page
@@ -150,9 +162,10 @@ class KnowledgeBase:
                    "title": p.title if hasattr(p, "title") else p["title"], "rank": i + 1}
                   for i, p in enumerate(pages)]
         if query is not None:
+            # a label a reader recognises the search by: at most 200 bytes, the ellipsis included
             encoded = query.encode("utf-8")
             if len(encoded) > 200:
-                query = encoded[:200].decode("utf-8", errors="ignore") + "…"
+                query = encoded[:197].decode("utf-8", errors="ignore") + "…"
         self.node.submit_one(Record.new("knowledge.read", handle, {"via": via, "query": query, "pages": listed}))
 
     # -- commands ---------------------------------------------------------------------------
@@ -168,11 +181,13 @@ class KnowledgeBase:
                     page_id: str | None = None, op_id: str | None = None) -> Page:
         who = self.actor(actor)
         title = _check_title(title)
+        _check_body(body)
         rules.may_create(self.company, who, container)
         parent_id = None
         if parent:
             parent_id = self._parent_id(parent, f"pick a live page in {container} as parent, or none for the top")
-            problem = parent_problem(self.conn, container, parent_id, None)
+            with self.node.lock:
+                problem = parent_problem(self.conn, container, parent_id, None)
             if problem:
                 raise Refused(f"{problem} — pick a live page in {container} as parent, or none for the top",
                               code="invalid_parent")
@@ -193,9 +208,14 @@ class KnowledgeBase:
                   message: str | None = None) -> Page:
         """Save against the revision the writer edited. A stale base is refused by the applier and
         the writer's text is kept (returned on the error and written under the home's rescued/)."""
+        _check_body(body)
         who = self.actor(actor)
-        row = self._row(ref, allow_trashed=False)
-        rules.may_save(self.company, who, row)
+        try:
+            row = self._row(ref, allow_trashed=False)
+            rules.may_save(self.company, who, row)
+        except (Refused, NotFound) as exc:
+            # any refusal keeps the writer's text, not only a stale one
+            self._refuse_keeping(exc, ref, int(base_revision), body)
         payload: dict[str, Any] = {"page_id": row["id"], "base_revision": int(base_revision), "body": body}
         if message and message.strip():
             payload["message"] = message.strip()
@@ -206,13 +226,20 @@ class KnowledgeBase:
                 current = self._row(row["id"])["revision"]
                 raise StaleRevision(f"{out.reason} (your text is kept in {rescued})", base_revision=int(base_revision),
                                     current_revision=current, your_body=body, rescued_to=str(rescued))
-            raise (NotFound if out.code in ("not_found", "purged") else Refused)(out.reason or "refused", code=out.code)
+            cls = NotFound if out.code in ("not_found", "purged") else Refused
+            self._refuse_keeping(cls(out.reason or "refused", code=out.code), row["id"], int(base_revision), body)
         return self.resolve(row["id"])
+
+    def _refuse_keeping(self, exc: Refused | NotFound, ref: str, base: int, body: str) -> None:
+        rescued = self._rescue(ref, base, body)
+        exc.details["rescued_to"] = str(rescued)
+        raise type(exc)(f"{exc} (your text is kept in {rescued})", code=exc.code, **exc.details) from None
 
     def _rescue(self, page_id: str, base: int, body: str) -> Any:
         rescue = self.node.home.rescue_dir
         rescue.mkdir(parents=True, exist_ok=True)
-        path = rescue / f"{page_id}-from-r{base}-{now_ms()}.md"
+        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", page_id)[:80]
+        path = rescue / f"{safe}-from-r{base}-{now_ms()}.md"
         path.write_text(body, encoding="utf-8")
         return path
 
@@ -229,7 +256,8 @@ class KnowledgeBase:
         row = self._row(ref, allow_trashed=False)
         rules.may_move(self.company, who, row)
         parent_id = self._parent_id(parent, f"pick a live page in {row['container']}, or --top") if parent else None
-        problem = parent_problem(self.conn, row["container"], parent_id, row["id"])
+        with self.node.lock:
+            problem = parent_problem(self.conn, row["container"], parent_id, row["id"])
         if problem:
             raise Refused(f"{problem} — pick a live page in {row['container']} that is not beneath this one, "
                           "or --top", code="invalid_parent")
@@ -289,6 +317,8 @@ class KnowledgeBase:
 
     def edit_comment(self, comment_id: str, text: str, *, actor: str | None = None) -> Comment:
         who = self.actor(actor)
+        if not text.strip():
+            raise Invalid("a comment needs some text — to take it back, remove it", code="invalid_comment")
         c = self._comment_row(comment_id)
         rules.may_edit_comment(self.company, who, c, self._row(c["page_id"]))
         self._submit(Record.new("comment.edit", who.handle, {"comment_id": comment_id, "body": text}))
@@ -331,7 +361,13 @@ class KnowledgeBase:
         """One level of a container's outline, in windows of at most 500, ordered by address."""
         if not 1 <= limit <= WINDOW_MAX:
             raise Invalid(f"--limit must be between 1 and {WINDOW_MAX} (got {limit})", code="invalid_limit")
-        parent_id = self._row(parent)["id"] if parent else None
+        parent_id = None
+        if parent:
+            prow = self._row(parent)
+            if prow["container"] != container:
+                raise Invalid(f"--parent {parent} is in {prow['container']}, not {container} — list "
+                              f"`crewlet pages {prow['container']} --parent {parent}`", code="invalid_parent")
+            parent_id = prow["id"]
         where = "container = ? AND parent_id IS ? AND trashed_at IS NULL"
         args: list[Any] = [container, parent_id]
         with self.node.lock:
@@ -382,11 +418,9 @@ class KnowledgeBase:
         if b is None:
             a, b = a - 1, a
         if a < 1:
-            new = self.revision(ref, b)
-            return list(difflib.unified_diff([], new.body.splitlines(), "(nothing)", f"revision {b}", lineterm=""))
+            return line_diff("", self.revision(ref, b).body, "(nothing)", f"revision {b}")
         old, new = self.revision(ref, a), self.revision(ref, b)
-        lines = list(difflib.unified_diff(old.body.splitlines(), new.body.splitlines(),
-                                          f"revision {a}", f"revision {b}", lineterm=""))
+        lines = line_diff(old.body, new.body, f"revision {a}", f"revision {b}")
         if old.title != new.title:
             lines = [f"title: {old.title!r} → {new.title!r}", *lines]
         return lines

@@ -1,0 +1,534 @@
+"""The indexer: keeps the lexical index (and the backlinks) behind the applied rows.
+
+It runs outside the apply transaction, on its own SQLite connection, and records the log position
+its index covers. One pass does whichever of these is due:
+
+- the FIRST BUILD: a lap over every page, in chunks of 1,000 committed as it goes (a killed build
+  resumes where it stopped). Until it finishes, this node is "not searchable yet"; once it has, the
+  gate stays open for good — a page saved a moment ago is ordinary staleness, never "still building".
+- a RE-DERIVATION: when lexical.INDEX_DERIVATION differs from what the index was built with, the same lap
+  into a new directory while the old index keeps serving, then a switch — on its own, once.
+- an INCREMENTAL pass: rows whose `version` (the log seq that last touched them) is past the covered
+  position are re-indexed (or dropped, when trashed), purges since then (applied `page.purge` ops)
+  are deleted, and the backlinks of every changed row are derived again with `extract_links`.
+
+Files, all under Home.index_dir:
+  state.json   written only once a first build has finished (its existence IS the searchable gate):
+               the index directory in use, its derivation, the covered seq, when the first build ended
+  build.json   a build in progress: its directory, derivation, the seq it started at, its cursor
+  lex-<derivation>-<id>/   a Whoosh index
+  indexer.lock one pass at a time, across processes (flock) and threads
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ..pages.applier import position
+from ..pages.links import extract_links
+from ..paths import Home
+from ..store import Connection, connect, transaction
+from . import lexical
+from .snippets import plain_text
+
+log = logging.getLogger("crewlet.indexer")
+
+STATE_FILE = "state.json"
+BUILD_FILE = "build.json"
+LOCK_FILE = "indexer.lock"
+BUILD_CHUNK = 1000
+RETIRED_GRACE_S = 30.0       # an index swapped out is removed this long after (open readers finish)
+
+Progress = Callable[[int, int], None]
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+# -- durable little files ------------------------------------------------------------------------------
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    """Atomically, and durably: a crash leaves the old file or the new one, never half of either."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=1, sort_keys=True)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    try:
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError:  # pragma: no cover - platforms without directory fsync
+        pass
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+        return data if isinstance(data, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+@dataclass
+class IndexState:
+    """What the index in use covers. Exists only once this node's first build has finished."""
+
+    dir: str
+    derivation: int
+    indexed_seq: int
+    pages: int
+    first_build_at: int
+    built_at: int
+    updated_at: int = 0
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> "IndexState | None":
+        if not data:
+            return None
+        try:
+            return cls(dir=str(data["dir"]), derivation=int(data["derivation"]), indexed_seq=int(data["indexed_seq"]),
+                       pages=int(data.get("pages", 0)), first_build_at=int(data["first_build_at"]),
+                       built_at=int(data.get("built_at", 0)), updated_at=int(data.get("updated_at", 0)))
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+def state_path(index_dir: Path) -> Path:
+    return index_dir / STATE_FILE
+
+
+def read_state(index_dir: Path) -> IndexState | None:
+    return IndexState.from_json(_read_json(state_path(index_dir)))
+
+
+@dataclass
+class BuildProgress:
+    dir: str
+    derivation: int
+    snapshot_seq: int
+    cursor: str
+    done: int
+    total: int
+    started_at: int
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> "BuildProgress | None":
+        if not data:
+            return None
+        try:
+            return cls(dir=str(data["dir"]), derivation=int(data["derivation"]), snapshot_seq=int(data["snapshot_seq"]),
+                       cursor=str(data["cursor"]), done=int(data["done"]), total=int(data["total"]),
+                       started_at=int(data["started_at"]))
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+@dataclass
+class IndexStatus:
+    """What the index covers, for `crewlet index status`, the app's status line and the searcher."""
+
+    first_build_done: bool
+    first_build_at: int | None
+    derivation: int | None            # what the index in use was built with
+    current_derivation: int           # what this build of crewlet derives
+    indexed_seq: int
+    applied_seq: int
+    pages_indexed: int
+    directory: str | None
+    building: BuildProgress | None = None
+
+    @property
+    def behind(self) -> int:
+        return max(0, self.applied_seq - self.indexed_seq)
+
+    @property
+    def rebuild_pending(self) -> bool:
+        return self.first_build_done and self.derivation != self.current_derivation
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["behind"] = self.behind
+        out["rebuild_pending"] = self.rebuild_pending
+        return out
+
+
+@dataclass
+class PassReport:
+    kind: str                 # none | incremental | build | rebuild | busy | skipped | stopped
+    indexed: int = 0          # documents written
+    deleted: int = 0          # documents removed (trashed, purged)
+    links: int = 0            # rows whose backlinks were derived again
+    indexed_seq: int = 0      # the position the index covers after the pass
+    applied_seq: int = 0
+    more: bool = False        # stopped at its bound with more to do
+    seconds: float = 0.0
+    note: str = ""
+
+    @property
+    def behind(self) -> int:
+        return max(0, self.applied_seq - self.indexed_seq)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self) | {"behind": self.behind}
+
+
+def page_change_since(conn: Connection, seq: int) -> bool:
+    """Has any record past `seq` changed what the index derives (a page row, or a purge)?"""
+    row = conn.execute(
+        "SELECT EXISTS(SELECT 1 FROM pages WHERE version > ?) "
+        "OR EXISTS(SELECT 1 FROM applied_ops WHERE seq > ? AND type = 'page.purge' AND status = 'applied')",
+        (seq, seq)).fetchone()
+    return bool(row[0])
+
+
+def covered_seq(conn: Connection, indexed_seq: int, applied_seq: int) -> int:
+    """The position the index truly covers: records that touch no page (a read, a comment) move the
+    applied position without changing anything the index derives."""
+    if applied_seq <= indexed_seq:
+        return indexed_seq
+    return indexed_seq if page_change_since(conn, indexed_seq) else applied_seq
+
+
+# -- the indexer -------------------------------------------------------------------------------------
+
+class Indexer:
+    """Builds and maintains the lexical index of one home. Thread-safe; one pass at a time per home,
+    across processes. Use it from a background thread (the app) or a process (`crewlet worker`)."""
+
+    def __init__(self, home: Home, *, chunk: int = BUILD_CHUNK) -> None:
+        self.home = home
+        self.dir = home.index_dir
+        self.chunk = chunk
+        self._conn: Connection | None = None
+        self._thread_lock = threading.Lock()
+
+    # -- plumbing ------------------------------------------------------------------------------------
+    @property
+    def conn(self) -> Connection:
+        if self._conn is None:
+            self._conn = connect(self.home.db_file)
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> "Indexer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _exclusive(self, wait: bool) -> Iterator[bool]:
+        """One pass at a time: a thread lock, then an flock that other processes honour too."""
+        if not self._thread_lock.acquire(blocking=wait):
+            yield False
+            return
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+                except BlockingIOError:
+                    yield False
+                    return
+                try:
+                    yield True
+                finally:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+        finally:
+            self._thread_lock.release()
+
+    def _applied(self) -> int:
+        return position(self.conn)[0]
+
+    def state(self) -> IndexState | None:
+        return read_state(self.dir)
+
+    def build_progress(self) -> BuildProgress | None:
+        return BuildProgress.from_json(_read_json(self.dir / BUILD_FILE))
+
+    def status(self) -> IndexStatus:
+        st = self.state()
+        applied = self._applied()
+        indexed = covered_seq(self.conn, st.indexed_seq, applied) if st else 0
+        return IndexStatus(
+            first_build_done=st is not None, first_build_at=st.first_build_at if st else None,
+            derivation=st.derivation if st else None, current_derivation=lexical.INDEX_DERIVATION,
+            indexed_seq=indexed, applied_seq=applied, pages_indexed=st.pages if st else 0,
+            directory=str(self.dir / st.dir) if st else None, building=self.build_progress())
+
+    def live_pages(self) -> int:
+        return self.conn.execute("SELECT count(*) FROM pages WHERE trashed_at IS NULL").fetchone()[0]
+
+    def build_due(self) -> str | None:
+        """'first' before the first build, 'derivation' when this crewlet derives differently, 'missing'
+        when the index in use is gone or behind-the-rows-inconsistent, else None."""
+        st = self.state()
+        if st is None:
+            return "first"
+        if st.derivation != lexical.INDEX_DERIVATION:
+            return "derivation"
+        if not lexical.index_exists(self.dir / st.dir):
+            return "missing"
+        if self._applied() < st.indexed_seq:
+            return "missing"  # the rows are older than the index (a restored database): derive again
+        return None
+
+    # -- passes --------------------------------------------------------------------------------------
+    def run_pass(self, *, max_rows: int | None = None, full_build_max: int | None = None,
+                 force_rebuild: bool = False, progress: Progress | None = None,
+                 stop: threading.Event | None = None, wait: bool = False) -> PassReport:
+        """Do what is due: a (re)build, else an incremental pass of at most `max_rows` changed rows.
+
+        `full_build_max`: build only when the home has at most this many live pages (None: always) —
+        the CLI's search builds a small home inline and leaves a large one to the worker.
+        `wait`: wait for another process's pass instead of returning kind 'busy'.
+        """
+        started = time.perf_counter()
+        with self._exclusive(wait) as mine:
+            if not mine:
+                st = self.state()
+                return PassReport("busy", indexed_seq=st.indexed_seq if st else 0, applied_seq=self._applied(),
+                                  note="another indexer is running a pass")
+            self._collect_retired()
+            due = "rebuild" if force_rebuild else self.build_due()
+            if due is not None:
+                pages = self.live_pages()
+                if full_build_max is not None and pages > full_build_max and not force_rebuild:
+                    if self.state() is not None and due == "derivation":
+                        report = self._incremental(max_rows)  # the old index keeps serving, kept current
+                        report.note = f"a re-derivation of {pages} pages is due: `crewlet worker` runs it"
+                    else:
+                        st = self.state()
+                        report = PassReport("skipped", indexed_seq=st.indexed_seq if st else 0,
+                                            applied_seq=self._applied(),
+                                            note=f"the index build of {pages} pages is left to `crewlet worker`")
+                else:
+                    report = self._build(progress=progress, stop=stop, fresh=force_rebuild)
+                    if report.kind != "stopped":
+                        report.kind = "build" if due in ("first",) else "rebuild"
+                        more = self._incremental(max_rows)
+                        report.indexed += more.indexed
+                        report.deleted += more.deleted
+                        report.links += more.links
+                        report.indexed_seq, report.applied_seq, report.more = more.indexed_seq, more.applied_seq, more.more
+            else:
+                report = self._incremental(max_rows)
+        report.seconds = time.perf_counter() - started
+        if report.kind not in ("none", "busy"):
+            log.info("index pass %s: %d indexed, %d deleted, covers %d of %d (%.2fs)", report.kind, report.indexed,
+                     report.deleted, report.indexed_seq, report.applied_seq, report.seconds)
+        return report
+
+    def run(self, stop: threading.Event, *, interval: float = 2.0, on_pass: Callable[[PassReport], None] | None = None,
+            progress: Progress | None = None) -> None:
+        """Pass after pass until `stop` is set: the loop the app's background worker and `crewlet
+        worker` run. A failed pass is logged and tried again at the next tick."""
+        while not stop.is_set():
+            try:
+                report = self.run_pass(progress=progress, stop=stop)
+            except Exception as exc:  # the loop outlives one bad pass
+                log.exception("index pass failed")
+                report = PassReport("failed", note=str(exc))
+            if on_pass is not None:
+                on_pass(report)
+            if report.more and not stop.is_set():
+                continue
+            stop.wait(interval)
+
+    # -- the full build ------------------------------------------------------------------------------
+    def _new_build(self) -> BuildProgress:
+        name = f"lex-{lexical.INDEX_DERIVATION}-{uuid.uuid4().hex[:8]}"
+        lexical.create_index(self.dir / name)
+        conn = self.conn
+        conn.execute("BEGIN")
+        try:
+            seq = position(conn)[0]
+            total = conn.execute("SELECT count(*) FROM pages").fetchone()[0]
+        finally:
+            conn.execute("COMMIT")
+        build = BuildProgress(dir=name, derivation=lexical.INDEX_DERIVATION, snapshot_seq=seq, cursor="", done=0,
+                              total=total, started_at=_now_ms())
+        _write_json(self.dir / BUILD_FILE, asdict(build))
+        return build
+
+    def _build(self, *, progress: Progress | None, stop: threading.Event | None, fresh: bool) -> PassReport:
+        build = None if fresh else self.build_progress()
+        if build is not None and (build.derivation != lexical.INDEX_DERIVATION or not lexical.index_exists(self.dir / build.dir)):
+            build = None
+        if build is None:
+            build = self._new_build()
+        ix = lexical.open_index(self.dir / build.dir)
+        report = PassReport("build")
+        if progress:
+            progress(build.done, max(build.total, build.done))
+        while True:
+            if stop is not None and stop.is_set():
+                report.kind = "stopped"
+                report.note = f"build stopped at {build.done} of {build.total} pages; the next pass resumes it"
+                return report
+            rows = self.conn.execute(
+                "SELECT id, container, title, body, trashed_at FROM pages WHERE id > ? ORDER BY id LIMIT ?",
+                (build.cursor, self.chunk)).fetchall()
+            if not rows:
+                break
+            base = build.done
+            tick = (lambda i: progress(base + i, max(build.total, base + i))) if progress else None
+            written, deleted = self._write_documents(ix, rows, [], tick=tick)
+            report.indexed += written
+            report.deleted += deleted
+            report.links += self._derive_links(rows, [])
+            build.cursor = rows[-1]["id"]
+            build.done += len(rows)
+            build.total = max(build.total, build.done)
+            _write_json(self.dir / BUILD_FILE, asdict(build))
+            if progress:
+                progress(build.done, build.total)
+        # links whose source is gone (purged before or during the build)
+        with transaction(self.conn):
+            self.conn.execute("DELETE FROM page_links WHERE src NOT IN (SELECT id FROM pages)")
+        old = self.state()
+        now = _now_ms()
+        state = IndexState(dir=build.dir, derivation=build.derivation, indexed_seq=build.snapshot_seq,
+                           pages=ix.doc_count(), first_build_at=old.first_build_at if old else now,
+                           built_at=now, updated_at=now)
+        _write_json(state_path(self.dir), asdict(state))
+        if old is not None and old.dir != build.dir:
+            try:  # the swapped-out index is removed RETIRED_GRACE_S from now, not from its last write
+                os.utime(self.dir / old.dir)
+            except OSError:
+                pass
+        try:
+            (self.dir / BUILD_FILE).unlink()
+        except FileNotFoundError:
+            pass
+        report.indexed_seq = state.indexed_seq
+        report.applied_seq = self._applied()
+        return report
+
+    def _collect_retired(self) -> None:
+        """Remove index directories no longer in use (a swapped-out derivation, an abandoned build),
+        once no reader that opened them a moment ago can still be starting."""
+        if not self.dir.is_dir():
+            return
+        st = self.state()
+        build = self.build_progress()
+        keep = {st.dir if st else None, build.dir if build else None}
+        cutoff = time.time() - RETIRED_GRACE_S
+        for path in self.dir.glob("lex-*"):
+            if path.name in keep or not path.is_dir():
+                continue
+            try:
+                if path.stat().st_mtime < cutoff:
+                    shutil.rmtree(path, ignore_errors=True)
+            except OSError:
+                pass
+
+    # -- incremental -----------------------------------------------------------------------------------
+    def _incremental(self, max_rows: int | None) -> PassReport:
+        st = self.state()
+        if st is None:
+            return PassReport("skipped", applied_seq=self._applied(), note="no index yet")
+        conn = self.conn
+        last = st.indexed_seq
+        conn.execute("BEGIN")  # one read snapshot: the rows and the position they are applied through
+        try:
+            applied = position(conn)[0]
+            if applied <= last:
+                return PassReport("none", indexed_seq=last, applied_seq=applied)
+            cols = "id, container, title, body, trashed_at, version"
+            if max_rows is None:
+                rows = conn.execute(f"SELECT {cols} FROM pages WHERE version > ? ORDER BY version, id", (last,)).fetchall()
+                upto, more = applied, False
+            else:
+                rows = conn.execute(f"SELECT {cols} FROM pages WHERE version > ? ORDER BY version, id LIMIT ?",
+                                    (last, max_rows + 1)).fetchall()
+                if len(rows) > max_rows:
+                    rows = rows[:max_rows]
+                    upto = rows[-1]["version"]
+                    # every row at the cut's seq goes in this pass (a purge re-files several at one seq)
+                    rows += conn.execute(f"SELECT {cols} FROM pages WHERE version = ? AND id > ? ORDER BY id",
+                                         (upto, rows[-1]["id"])).fetchall()
+                    more = True
+                else:
+                    upto, more = applied, False
+            purged = [json.loads(r["result"])["page_id"] for r in conn.execute(
+                "SELECT result FROM applied_ops WHERE type = 'page.purge' AND status = 'applied' AND seq > ? AND seq <= ? "
+                "ORDER BY seq", (last, upto)) if r["result"]]
+        finally:
+            conn.execute("COMMIT")
+        report = PassReport("incremental", more=more)
+        if rows or purged:
+            ix = lexical.open_index(self.dir / st.dir)
+            report.indexed, report.deleted = self._write_documents(ix, rows, purged)
+            report.links = self._derive_links(rows, purged)
+            st.pages = ix.doc_count()
+        else:
+            report.kind = "none"
+        st.indexed_seq = upto
+        st.updated_at = _now_ms()
+        _write_json(state_path(self.dir), asdict(st))
+        report.indexed_seq, report.applied_seq = upto, applied
+        return report
+
+    # -- writing -------------------------------------------------------------------------------------
+    def _write_documents(self, ix: Any, rows: list[Any], purged: list[str], *,
+                         tick: Callable[[int], None] | None = None) -> tuple[int, int]:
+        written = deleted = 0
+        writer = ix.writer(limitmb=128)
+        try:
+            for i, r in enumerate(rows):
+                if tick is not None and i and i % 100 == 0:
+                    tick(i)
+                if r["trashed_at"] is not None:
+                    writer.delete_by_term("id", r["id"])
+                    deleted += 1
+                else:
+                    writer.update_document(**lexical.document(r["id"], r["container"], r["title"], plain_text(r["body"])))
+                    written += 1
+            for page_id in purged:
+                writer.delete_by_term("id", page_id)
+                deleted += 1
+        except BaseException:
+            writer.cancel()
+            raise
+        writer.commit()
+        return written, deleted
+
+    def _derive_links(self, rows: list[Any], purged: list[str]) -> int:
+        """Backlinks by id, derived from each changed body (a trashed page's links are kept: the
+        backlinks listing hides trashed sources, and a restore needs them back)."""
+        with transaction(self.conn) as conn:
+            for r in rows:
+                conn.execute("DELETE FROM page_links WHERE src = ?", (r["id"],))
+                dsts = sorted(d for d in extract_links(r["body"]) if d != r["id"])
+                if dsts:
+                    conn.executemany("INSERT OR IGNORE INTO page_links (src, dst) VALUES (?, ?)",
+                                     [(r["id"], d) for d in dsts])
+            for page_id in purged:
+                conn.execute("DELETE FROM page_links WHERE src = ? OR dst = ?", (page_id, page_id))
+        return len(rows)
+

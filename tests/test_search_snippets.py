@@ -1,0 +1,82 @@
+"""Plain text from Markdown, the ≤200-character snippet, and finding a query's terms in text."""
+from __future__ import annotations
+
+from core.search.lexical import analyze, make_analyzer, token_spans
+from core.search.seam import SNIPPET_MAX
+from core.search.snippets import ELLIPSIS, TermFinder, plain_text, snippet
+
+ANALYZER = make_analyzer()
+TOKENS = token_spans(ANALYZER)
+
+
+def finder(query: str) -> TermFinder:
+    return TermFinder(analyze(ANALYZER, query), TOKENS)
+
+
+def test_plain_text_keeps_the_words_and_drops_the_markup():
+    md = ("---\ntitle: Front\nms.date: 01/01/2024\n---\n# Heading one\n\nSome **bold**, *italic*, _under_ and ~~gone~~ text.\n"
+          "A [link text](https://example.com/a_b) and ![alt words](img.png) and <https://x.org>.\n\n"
+          "> [!NOTE]\n> Quoted note.\n\n- item one\n1. item two\n\n| a | b |\n|---|:-:|\n| c | d |\n\n"
+          "```python\nprint('code kept')\n```\n\nInline `IoCreateDevice` and IRP_MJ_READ &amp; <b>tags</b>.\n"
+          "<!-- a comment -->\n[ref]: https://example.com\n")
+    text = plain_text(md)
+    for kept in ("Heading one", "bold", "italic", "under", "link text", "alt words", "Quoted note", "item one",
+                 "item two", "print('code kept')", "IoCreateDevice", "IRP_MJ_READ", "& tags", "c d"):
+        assert kept in text, kept
+    for gone in ("title: Front", "**", "](", "https://example.com", "#", "`", "|", "[!NOTE]", "<b>", "<!--", "---",
+                 "\n", "> "):
+        assert gone not in text, gone
+    assert plain_text("") == "" and plain_text("   \n ") == ""
+
+
+def test_a_snippet_is_at_most_200_characters_around_the_first_match():
+    text = "Intro words " * 40 + "the rollback procedure is simple " + "trailing words " * 40
+    s = snippet(text, finder("rollbacks"))
+    assert len(s) <= SNIPPET_MAX
+    assert s.startswith(ELLIPSIS) and s.endswith(ELLIPSIS) and "rollback procedure" in s
+    assert s.index("rollback") <= 80           # the match sits near the start, with a little lead
+    assert not s[1:].startswith(" ")
+
+
+def test_a_snippet_without_a_match_is_the_start_and_a_short_text_is_whole():
+    text = "word " * 100
+    s = snippet(text, finder("absent"))
+    assert len(s) <= SNIPPET_MAX and s.startswith("word") and s.endswith(ELLIPSIS)
+    assert snippet("short text", finder("short")) == "short text"
+    near_end = "x " * 150 + "needle at the very end"
+    s = snippet(near_end, finder("needle"))
+    assert len(s) <= SNIPPET_MAX and s.endswith("the very end") and s.startswith(ELLIPSIS)
+
+
+def test_a_snippet_of_one_enormous_word_still_fits():
+    s = snippet("a" * 1000 + " deploy", finder("deploy"))
+    assert len(s) <= SNIPPET_MAX
+
+
+def test_terms_are_found_by_their_analysed_form():
+    f = finder("deploying services")
+    text = "We deployed two Services; the depth of a deployment varies. Servicing is separate."
+    found = [text[s:e] for s, e in f.spans(text)]
+    assert "deployed" in found and "Services" in found and "Servicing" in found
+    assert "depth" not in found
+    assert f.first("nothing here") is None
+    assert TermFinder({}, TOKENS).first("anything") is None
+
+
+def test_query_analysis_is_words_only():
+    assert analyze(ANALYZER, 'title:deploy AND (rollback OR "x") *') == {"titl": 1, "deploy": 1, "rollback": 1, "x": 1}
+    assert analyze(ANALYZER, "the and of") == {}
+    assert analyze(ANALYZER, "deploy deploys deploying") == {"deploy": 3}
+
+
+def test_the_fast_term_count_equals_the_analyser():
+    from collections import Counter
+
+    from core.search.lexical import TermCounts, _fast_counter
+
+    text = ("Deploying the IoCreateDevice routine: IRP_MJ_READ, e.g. version 3.5.1 and IL-6; Ünïcode WÖRDS "
+            "straße İstanbul the THE a an I x 2 _under_ déjà-vu ...dots... end.")
+    expected = Counter(t.text for t in ANALYZER(text))
+    assert _fast_counter(ANALYZER)(text) == dict(expected)
+    values = {w: (n, wt) for w, n, wt, _ in TermCounts().word_values(text, ANALYZER)}
+    assert values == {w: (n, float(n)) for w, n in expected.items()}
