@@ -325,10 +325,21 @@ class CrewletApp(App[None]):
             self.open_search("")
 
     def action_spaces(self) -> None:
+        """Back to the spaces, from anywhere (the palette too) — but never past unsaved text unasked."""
         if self.session is None:
             return
-        while len(self.screen_stack) > 2 and not isinstance(self.screen, SpacesScreen):
-            self.pop_screen()
+
+        def go(yes: bool | None = True) -> None:
+            if yes:
+                while len(self.screen_stack) > 2 and not isinstance(self.screen, SpacesScreen):
+                    self.pop_screen()
+
+        if self.unsaved_editors():
+            self.push_screen(ConfirmModal("Leave unsaved text?", "An editor holds text that is not saved. "
+                                          "Leave it and lose it?", yes="Leave, losing it", no="Keep editing",
+                                          danger=True, id="leave-unsaved"), go)
+        else:
+            go()
 
     def action_trash(self) -> None:
         if self.session is not None and not isinstance(self.screen, TrashScreen):

@@ -53,6 +53,7 @@ class PageScreen(CrewletScreen):
         Binding("r", "rename", "Rename"),
         Binding("m", "move", "Move"),
         Binding("d", "trash", "Trash"),
+        Binding("t", "app.trash", "Trash list", show=False),
         Binding("j", "scroll('down')", "Down", show=False),
         Binding("k", "scroll('up')", "Up", show=False),
         Binding("g", "scroll('home')", "Top", show=False),
