@@ -136,3 +136,19 @@ def test_link_to_is_the_grammar_extract_links_reads():
     md = link_to("abc123def456", "Deploy Runbook")
     assert md == "[Deploy Runbook](#/knowledge/pages/abc123def456)"
     assert extract_links(f"See {md}.") == {"abc123def456"}
+
+
+def test_a_read_names_its_backend_turn_and_phase(kb, page):
+    kb.record_read("eng-bot", "search", [kb.resolve(page.id)], query="q", turn="t-42", phase="plan")
+    kb.record_read("eng-bot", "prefetch", [kb.resolve(page.id)], query="q")  # before the first phase: none
+    reads = {r["via"]: r for r in kb.reads()}
+    assert (reads["search"]["backend"], reads["search"]["turn"], reads["search"]["phase"]) == ("native", "t-42", "plan")
+    assert (reads["prefetch"]["turn"], reads["prefetch"]["phase"]) == (None, None)
+
+
+def test_migrations_are_named_and_recorded_once(node):
+    from core.store.migrations import MIGRATIONS, migrate
+
+    names = [r[0] for r in node.conn.execute("SELECT name FROM _migrations ORDER BY name")]
+    assert names == sorted(fn.__name__ for fn in MIGRATIONS)
+    assert migrate(node.conn) == []  # nothing runs twice

@@ -332,8 +332,10 @@ def _knowledge_read(conn: Connection, rec: Record) -> dict[str, Any]:
     p = rec.payload
     if not p.get("pages"):
         raise _Noop("a read of nothing is not a read")
-    conn.execute("INSERT INTO knowledge_reads (op_id, actor, at, via, query, pages) VALUES (?,?,?,?,?,?)",
-                 (rec.op_id, rec.actor, rec.at, p["via"], p.get("query"), json.dumps(p["pages"])))
+    conn.execute("INSERT INTO knowledge_reads (op_id, actor, at, via, query, pages, backend, turn, phase) "
+                 "VALUES (?,?,?,?,?,?,?,?,?)",
+                 (rec.op_id, rec.actor, rec.at, p["via"], p.get("query"), json.dumps(p["pages"]),
+                  p.get("backend", "native"), p.get("turn"), p.get("phase")))
     return {}
 
 

@@ -153,8 +153,10 @@ class KnowledgeBase:
             self.record_read(who.handle, "get_page", [page], query=None)
         return page
 
-    def record_read(self, handle: str, via: str, pages: list[Any], query: str | None) -> None:
-        """One event per act, listing its pages; nothing recorded for nothing."""
+    def record_read(self, handle: str, via: str, pages: list[Any], query: str | None, *,
+                    turn: str | None = None, phase: str | None = None) -> None:
+        """One event per act, listing its pages; nothing recorded for nothing. `turn` and `phase` are the
+        agent runtime's, when it has them (a read before the first phase has none)."""
         if not pages:
             return
         listed = [{"id": p.id if hasattr(p, "id") else p["id"],
@@ -166,7 +168,12 @@ class KnowledgeBase:
             encoded = query.encode("utf-8")
             if len(encoded) > 200:
                 query = encoded[:197].decode("utf-8", errors="ignore") + "…"
-        self.node.submit_one(Record.new("knowledge.read", handle, {"via": via, "query": query, "pages": listed}))
+        payload: dict[str, Any] = {"via": via, "query": query, "pages": listed, "backend": "native"}
+        if turn:
+            payload["turn"] = turn
+        if phase:
+            payload["phase"] = phase
+        self.node.submit_one(Record.new("knowledge.read", handle, payload))
 
     # -- commands ---------------------------------------------------------------------------
     def _submit(self, rec: Record) -> Outcome:
@@ -474,4 +481,5 @@ class KnowledgeBase:
         with self.node.lock:
             rows = self.conn.execute("SELECT * FROM knowledge_reads ORDER BY at DESC LIMIT ?", (limit,)).fetchall()
         return [{"op_id": r["op_id"], "actor": r["actor"], "at": r["at"], "via": r["via"], "query": r["query"],
-                 "pages": json.loads(r["pages"])} for r in rows]
+                 "pages": json.loads(r["pages"]), "backend": r["backend"], "turn": r["turn"], "phase": r["phase"]}
+                for r in rows]

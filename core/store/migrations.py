@@ -127,7 +127,14 @@ def m001_pages(conn: Any) -> None:
     )
 
 
-MIGRATIONS: list[Migration] = [m001_pages]
+def m002_read_context(conn: Any) -> None:
+    """A read names the backend its page ids are addresses in, and the turn and phase it happened in."""
+    conn.execute("ALTER TABLE knowledge_reads ADD COLUMN backend TEXT NOT NULL DEFAULT 'native'")
+    conn.execute("ALTER TABLE knowledge_reads ADD COLUMN turn TEXT")
+    conn.execute("ALTER TABLE knowledge_reads ADD COLUMN phase TEXT")
+
+
+MIGRATIONS: list[Migration] = [m001_pages, m002_read_context]
 
 
 def migrate(conn: Any) -> list[str]:
