@@ -20,6 +20,7 @@ from core.config import ConfigError
 from core.errors import CrewletError, StaleRevision
 from core.log import LogCorrupt, LogFailed, LogGap
 from core.node import Node
+from core.pages import rules
 from core.pages.service import KnowledgeBase
 from core.paths import Home, resolve_home
 from core.store import sqlite3
@@ -104,6 +105,9 @@ def open_kb() -> Iterator[KnowledgeBase]:
         kb = KnowledgeBase(node)
         if STATE.actor:
             kb.actor(STATE.actor)  # an unknown --as is refused before anything is read or written
+        handle = STATE.actor or kb.company.operator
+        if handle:  # every page command reads or writes pages: the knowledge app
+            rules.require_knowledge(kb.company, kb.company.actor(handle))
         yield kb
 
 

@@ -172,6 +172,7 @@ class NativeSearcher:
     # -- searching ----------------------------------------------------------------------------------
     def _search(self, query: Query) -> Result:
         node = self.node
+        node.refresh_config()  # scope and actors are read off the configuration current at each call
         company = node.company
         mode = (query.mode or "hybrid").strip().lower()
         with node.lock:
@@ -184,6 +185,10 @@ class NativeSearcher:
         if handle and who is None:
             return Result([], Outcome(None, list(SERVED_MODES), UNAVAILABLE,
                                       f"no actor '{handle}' is configured in {company.file}", Coverage(complete=False)))
+        if who is not None and not who.holds_knowledge:
+            return Result([], Outcome(None, list(SERVED_MODES), UNAVAILABLE,
+                                      f"{handle} does not hold the knowledge app — an admin sets `knowledge = true` "
+                                      f"under [actors.{handle}] in {company.file}", Coverage(complete=False)))
         state = self._read_state()
         if state is None:
             return Result([], Outcome(None, list(SERVED_MODES), NOT_SEARCHABLE_YET, NOT_SEARCHABLE_MESSAGE,
