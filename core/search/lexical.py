@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from whoosh import WhooshError, fields, formats, index as whoosh_index
+from whoosh import fields, formats, index as whoosh_index
 from whoosh.analysis import LowercaseFilter, RegexTokenizer, StemFilter, StopFilter
 from whoosh.system import pack_uint
 

@@ -14,8 +14,9 @@ from core.pages.model import Page
 
 from ..sanitize import clean_line
 from ..widgets.page_tree import PageTree
+from .page_actions import ask_move, ask_rename, ask_trash
 from .base import COMMON_BINDINGS, CrewletScreen
-from .modals import ConfirmModal, InputModal, MoveModal, NewPageModal
+from .modals import NewPageModal
 
 
 class OutlineScreen(CrewletScreen):
@@ -99,46 +100,24 @@ class OutlineScreen(CrewletScreen):
 
     def action_rename(self) -> None:
         page = self.tree.highlighted_page
-        if page is None:
-            return
-
-        def renamed(title: str | None) -> None:
-            if title and title != page.title:
-                self.call_in_background("renamed", self.kb.rename_page, page.id, title, actor=self.session.handle)
-
-        self.app.push_screen(InputModal("Rename", f"New title for “{page.title}” (its address moves with it)",
-                                        value=page.title, ok="Rename"), renamed)
+        if page is not None:
+            ask_rename(self, page, "renamed")
 
     def got_renamed(self, page: Page) -> None:
         self._after_change(page, "renamed to")
 
     def action_move(self) -> None:
         page = self.tree.highlighted_page
-        if page is None:
-            return
-
-        def moved(answer: dict[str, Any] | None) -> None:
-            if answer is not None:
-                parent = answer["parent"]
-                self.call_in_background("moved", self.kb.move_page, page.id, parent.id if parent else None,
-                                        actor=self.session.handle)
-
-        self.app.push_screen(MoveModal(self.kb, page), moved)
+        if page is not None:
+            ask_move(self, page, "moved")
 
     def got_moved(self, page: Page) -> None:
         self._after_change(page, "moved")
 
     def action_trash(self) -> None:
         page = self.tree.highlighted_page
-        if page is None:
-            return
-
-        def confirmed(yes: bool | None) -> None:
-            if yes:
-                self.call_in_background("trashed", self.kb.trash_page, page.id, actor=self.session.handle)
-
-        self.app.push_screen(ConfirmModal("Move to the trash?", f"“{page.title}” goes to the trash; it can be "
-                                          "restored for 30 days.", yes="Trash it"), confirmed)
+        if page is not None:
+            ask_trash(self, page, "trashed")
 
     def got_trashed(self, page: Page) -> None:
         self._after_change(page, "trashed")

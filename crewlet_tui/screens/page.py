@@ -20,8 +20,9 @@ from ..links import classify
 from ..sanitize import clean_line, clean_text, count_controls
 from ..widgets.page_tree import FOLDER_ICON, PAGE_ICON
 from ..widgets.page_view import PageBody
+from .page_actions import ask_move, ask_rename, ask_trash
 from .base import COMMON_BINDINGS, CrewletScreen, error_text
-from .modals import ConfirmModal, InputModal, MoveModal, NewPageModal
+from .modals import InputModal, NewPageModal
 
 CHILDREN_SHOWN = 50
 
@@ -262,28 +263,13 @@ class PageScreen(CrewletScreen):
 
     def action_rename(self) -> None:
         page = self.page
-        if page is None:
-            return
-
-        def renamed(title: str | None) -> None:
-            if title and title != page.title:
-                self.call_in_background("changed", self.kb.rename_page, page.id, title, actor=self.session.handle)
-
-        self.app.push_screen(InputModal("Rename", f"New title for “{page.title}” (its address moves with it)",
-                                        value=page.title, ok="Rename"), renamed)
+        if page is not None:
+            ask_rename(self, page, "changed")
 
     def action_move(self) -> None:
         page = self.page
-        if page is None:
-            return
-
-        def moved(answer: dict[str, Any] | None) -> None:
-            if answer is not None:
-                parent = answer["parent"]
-                self.call_in_background("changed", self.kb.move_page, page.id, parent.id if parent else None,
-                                        actor=self.session.handle)
-
-        self.app.push_screen(MoveModal(self.kb, page), moved)
+        if page is not None:
+            ask_move(self, page, "changed")
 
     def got_changed(self, page: Page) -> None:
         self.notify(f"{clean_line(page.ref)}: done", markup=False)
@@ -293,15 +279,8 @@ class PageScreen(CrewletScreen):
 
     def action_trash(self) -> None:
         page = self.page
-        if page is None:
-            return
-
-        def confirmed(yes: bool | None) -> None:
-            if yes:
-                self.call_in_background("trashed", self.kb.trash_page, page.id, actor=self.session.handle)
-
-        self.app.push_screen(ConfirmModal("Move to the trash?", f"“{page.title}” goes to the trash; it can be "
-                                          "restored for 30 days.", yes="Trash it"), confirmed)
+        if page is not None:
+            ask_trash(self, page, "trashed")
 
     def got_trashed(self, page: Page) -> None:
         self.notify(f"{clean_line(page.ref)} is in the trash (t shows it)", markup=False)
