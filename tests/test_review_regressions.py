@@ -359,3 +359,15 @@ def test_labels_in_a_raw_create_record_are_lower_cased_at_apply(node, kb):
     (out,) = node.submit([rec])
     assert out.status == "applied"
     assert kb.resolve(page_id).labels == ["deploy", "ops"]
+
+
+def test_two_refusals_in_one_millisecond_keep_both_texts(kb, monkeypatch):
+    """The process race found it: two writers refused in the same millisecond shared one rescue file."""
+    import core.pages.service as service
+
+    monkeypatch.setattr(service, "now_ms", lambda: 1_700_000_000_000)  # the same instant for both
+    first = kb._rescue("page1", 1, "first writer's text")
+    second = kb._rescue("page1", 1, "second writer's text")
+    assert first != second
+    assert first.read_text(encoding="utf-8") == "first writer's text"
+    assert second.read_text(encoding="utf-8") == "second writer's text"

@@ -246,8 +246,10 @@ class KnowledgeBase:
         rescue = self.node.home.rescue_dir
         rescue.mkdir(parents=True, exist_ok=True)
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", page_id)[:80]
-        path = rescue / f"{safe}-from-r{base}-{now_ms()}.md"
-        path.write_text(body, encoding="utf-8")
+        # unique per refusal: two writers refused in the same millisecond must not share a file
+        path = rescue / f"{safe}-from-r{base}-{now_ms()}-{uuid.uuid4().hex[:8]}.md"
+        with open(path, "x", encoding="utf-8") as fh:
+            fh.write(body)
         return path
 
     def rename_page(self, ref: str, new_title: str, *, actor: str | None = None) -> Page:
