@@ -615,3 +615,26 @@ def test_cli_into_declare_spaces(cli: Any, tmp_path: Path) -> None:
     assert "Declared: DOCS" in res.stdout and "created 4" in res.stdout
     res = cli("pages", "DOCS", "--json")
     assert res.exit_code == 0
+
+
+def test_a_frontmatter_title_that_differs_from_the_h1_only_by_escapes_agrees_with_it(tmp_path):
+    """windows-driver-docs: 1,920 frontmatter titles keep Markdown escapes (`KSPROPERTY\\_AUDIO`) that
+    their H1 also has; both mean the same title, so no note, and the page is titled as it reads."""
+    from core import config
+    from core.importer import import_directory
+    from core.node import Node, init_home
+    from core.pages.service import KnowledgeBase
+    from core.paths import Home
+
+    tree = tmp_path / "docs" / "ENG"
+    tree.mkdir(parents=True)
+    (tree / "prop.md").write_text("---\ntitle: KSPROPERTY\\_AUDIO\\_GEOMETRY\n---\n# KSPROPERTY\\_AUDIO\\_GEOMETRY\n\nBody.\n",
+                                  encoding="utf-8")
+    home = Home(tmp_path / "home")
+    init_home(home, config.example_config())
+    with Node.open(home) as node:
+        kb = KnowledgeBase(node)
+        report = import_directory(kb, tmp_path / "docs", actor="alex")
+        assert [n.code for n in report.notes] == []
+        page = kb.resolve("ENG/KSPROPERTY_AUDIO_GEOMETRY")
+        assert page.title == "KSPROPERTY_AUDIO_GEOMETRY" and page.body.strip() == "Body."

@@ -168,6 +168,11 @@ class Planner:
             if h1 is not None:
                 if normalise_title(h1[0]) == normalise_title(node.title):
                     body = titles.strip_line(body, h1[1], h1[2])     # it would repeat the title on the page
+                elif normalise_title(titles.inline_to_plain(node.title)) == normalise_title(h1[0]):
+                    # the same title, the frontmatter's still holding Markdown escapes (`WM\_PALETTECHANGED`):
+                    # they agree, and the page is titled as a reader sees it
+                    node.title = clean_title(h1[0])
+                    body = titles.strip_line(body, h1[1], h1[2])
                 else:
                     node.notes.append(ImportNote(
                         "title_h1_differ", f"frontmatter title '{node.title}' and H1 '{h1[0]}' differ: the page is "
