@@ -12,6 +12,7 @@ synchronous=NORMAL) and once with SQLite's defaults — and prints pages/s and t
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import sys
@@ -49,6 +50,30 @@ def plain_inserts(path: Path, rows: list[tuple[str, str, str, str]], *, wal: boo
     return seconds
 
 
+def plain_loader(corpus: Path, path: Path) -> float:
+    """The simplest way to get the same tree into SQLite: walk it, read every .md file, insert its text
+    (no frontmatter, titles, rules, log or history) — what an import competes with from a user's seat."""
+    conn = sqlite3.connect(str(path), isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("CREATE TABLE pages (path TEXT PRIMARY KEY, body TEXT NOT NULL)")
+    started = time.perf_counter()
+    rows = []
+    for dirpath, dirnames, filenames in os.walk(corpus):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        for name in filenames:
+            if name.endswith(".md"):
+                full = os.path.join(dirpath, name)
+                with open(full, "rb") as fh:
+                    rows.append((full, fh.read().decode("utf-8", errors="replace")))
+    conn.execute("BEGIN")
+    conn.executemany("INSERT INTO pages (path, body) VALUES (?,?)", rows)
+    conn.execute("COMMIT")
+    seconds = time.perf_counter() - started
+    conn.close()
+    return seconds
+
+
 def one_run(corpus: Path, layout: str, work: Path) -> dict[str, float]:
     home = Home(work / "home")
     init_home(home, config_mod.empty_config("admin"))
@@ -64,7 +89,8 @@ def one_run(corpus: Path, layout: str, work: Path) -> dict[str, float]:
     rows = [(p.page_id or "", p.container, p.title, p.body) for p in report.pages]
     plain_wal = plain_inserts(work / "plain-wal.db", rows, wal=True)
     plain_default = plain_inserts(work / "plain-default.db", rows, wal=False)
-    return {"pages": report.created, "files": report.files, "seconds": report.seconds,
+    loader = plain_loader(corpus, work / "plain-loader.db")
+    return {"loader": loader, "pages": report.created, "files": report.files, "seconds": report.seconds,
             "plan": report.timings.get("plan", 0.0), "write": report.timings.get("write", 0.0),
             "failures": len(report.failures), "second_seconds": again.seconds,
             "second_records": second_records, "plain_wal": plain_wal, "plain_default": plain_default}
@@ -101,7 +127,10 @@ def main() -> None:
     print(f"rerun    {med['second_seconds']:.2f} s, {med['second_records']:.0f} records written")
     print(f"plain    {med['plain_wal']:.3f} s = {pages / med['plain_wal']:,.0f} pages/s (WAL, synchronous=NORMAL, "
           f"like the node); {med['plain_default']:.3f} s = {pages / med['plain_default']:,.0f} pages/s (defaults)")
-    print(f"ratio    whole import {med['seconds'] / med['plain_wal']:.1f}x plain (WAL), "
+    print(f"loader   {med['loader']:.3f} s = {pages / med['loader']:,.0f} pages/s (walk, read every file, insert its "
+          f"text: the same tree into SQLite with no titles, rules, log or history)")
+    print(f"ratio    whole import {med['seconds'] / med['loader']:.1f}x the plain loader; "
+          f"inserts alone: whole import {med['seconds'] / med['plain_wal']:.1f}x plain (WAL), "
           f"write phase {med['write'] / med['plain_wal']:.1f}x; "
           f"vs defaults {med['seconds'] / med['plain_default']:.1f}x / {med['write'] / med['plain_default']:.1f}x")
     ok = pages / med["seconds"] >= 1000 and med["second_records"] == 0 and not med["failures"]
