@@ -7,9 +7,12 @@ page whose count is 0 is added as a leaf, so the tree never offers to open onto 
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import on, work
 from textual.binding import Binding
@@ -53,6 +56,9 @@ def page_label(page: Page) -> Text:
 class PageTree(Tree[Entry]):
     """The outline of one space. `pick_mode` is the move dialog's: a "top of the space" row first,
     and one page (with everything under it) left out, since a page cannot go beneath itself."""
+
+    _batching = 0                 # > 0 inside `_one_invalidation()`
+    _invalidated_in_batch = False
 
     BINDINGS = [
         Binding("j", "cursor_down", "Down", show=False),
@@ -102,7 +108,43 @@ class PageTree(Tree[Entry]):
         # a page title is never markup: build the Text ourselves, never Text.from_markup
         if isinstance(label, str):
             return Text(clean_line(label))
+        if isinstance(label, Text) and "\n" not in label.plain:
+            # already one line (every label here is built from clean_line): Tree's own processing would
+            # only copy it, and TreeNode.add processes each label twice
+            return label
         return super().process_label(label)
+
+    def get_label_width(self, node: TreeNode[Entry]) -> int:
+        # Tree's own measures render_label(node).cell_len, building a styled Text for every row each
+        # time the tree's lines are rebuilt; this class keeps Tree's render_label, so its width is the
+        # label's plus the expander's
+        width = node.label.cell_len if isinstance(node.label, Text) else cell_len(str(node.label))
+        if node.allow_expand:
+            width += cell_len(self.ICON_NODE_EXPANDED if node.is_expanded else self.ICON_NODE)
+        return width
+
+    # -- adding many rows at once ----------------------------------------------------------------
+    def _invalidate(self) -> None:
+        # Tree.add/add_leaf/remove each drop the tree's line cache and ask for a layout; inside
+        # `_one_invalidation()` that happens once, when the batch ends. (Tree._invalidate is Textual's
+        # own, private: were it renamed, this would only stop batching, never show stale rows.)
+        if self._batching:
+            self._invalidated_in_batch = True
+            return
+        super()._invalidate()
+
+    @contextmanager
+    def _one_invalidation(self) -> Iterator[None]:
+        """Add or remove many rows with one invalidation of the tree instead of one per row. Nothing
+        inside may read the tree's lines (cursor_line, last_line, …): they are stale until it ends."""
+        self._batching += 1
+        try:
+            yield
+        finally:
+            self._batching -= 1
+            if not self._batching and self._invalidated_in_batch:
+                self._invalidated_in_batch = False
+                self._invalidate()
 
     def on_mount(self) -> None:
         if self.pick_mode:
@@ -141,23 +183,24 @@ class PageTree(Tree[Entry]):
         node, window = event.node, event.window
         if not self._still_here(node):  # the row went away meanwhile (collapsed tree reloaded)
             return
-        self._drop_placeholders(node)
         entry = node.data
         assert entry is not None
-        for page in window.pages:
-            if page.id == self.exclude_id:
-                continue
-            data = Entry("page", page)
-            if page.child_count > 0:
-                node.add(page_label(page), data, allow_expand=True)
-            else:
-                node.add_leaf(page_label(page), data)
-        entry.shown += len(window.pages)
-        entry.total = window.total
-        if window.next_cursor:
-            more = Text(f"more… ({entry.shown:,} of {plural(window.total, 'page')} shown — enter for the next "
-                        f"{min(500, window.total - entry.shown):,})", style="italic cyan")
-            node.add_leaf(more, Entry("more", cursor=window.next_cursor))
+        with self._one_invalidation():  # a window is up to 500 rows and the "more…" row
+            self._drop_placeholders(node)
+            for page in window.pages:
+                if page.id == self.exclude_id:
+                    continue
+                data = Entry("page", page)
+                if page.child_count > 0:
+                    node.add(page_label(page), data, allow_expand=True)
+                else:
+                    node.add_leaf(page_label(page), data)
+            entry.shown += len(window.pages)
+            entry.total = window.total
+            if window.next_cursor:
+                more = Text(f"more… ({entry.shown:,} of {plural(window.total, 'page')} shown — enter for the "
+                            f"next {min(500, window.total - entry.shown):,})", style="italic cyan")
+                node.add_leaf(more, Entry("more", cursor=window.next_cursor))
         if node is self.root and not self.first_window_shown:
             self.first_window_shown = True
             if self.cursor_line < 0 and self.last_line >= 0:
