@@ -371,3 +371,12 @@ def test_two_refusals_in_one_millisecond_keep_both_texts(kb, monkeypatch):
     assert first != second
     assert first.read_text(encoding="utf-8") == "first writer's text"
     assert second.read_text(encoding="utf-8") == "second writer's text"
+
+
+def test_the_same_text_refused_twice_in_one_millisecond_is_kept_twice(kb, monkeypatch):
+    import core.pages.service as service
+
+    monkeypatch.setattr(service, "now_ms", lambda: 1_700_000_000_000)
+    first = kb._rescue("page1", 1, "same text")
+    second = kb._rescue("page1", 1, "same text")
+    assert first != second and first.read_text(encoding="utf-8") == second.read_text(encoding="utf-8") == "same text"

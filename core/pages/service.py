@@ -5,6 +5,7 @@ The CLI, the app and the importer all go through this one class, so a rule holds
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import re
 import uuid
@@ -246,11 +247,18 @@ class KnowledgeBase:
         rescue = self.node.home.rescue_dir
         rescue.mkdir(parents=True, exist_ok=True)
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", page_id)[:80]
-        # unique per refusal: two writers refused in the same millisecond must not share a file
-        path = rescue / f"{safe}-from-r{base}-{now_ms()}-{uuid.uuid4().hex[:8]}.md"
-        with open(path, "x", encoding="utf-8") as fh:
-            fh.write(body)
-        return path
+        # a file per refusal: two writers refused in the same millisecond must not share one, so the
+        # name carries the text's digest, and an exclusive create counts up past any name already taken
+        stem = f"{safe}-from-r{base}-{now_ms()}-{hashlib.sha256(body.encode('utf-8')).hexdigest()[:8]}"
+        for n in range(1, 1000):
+            path = rescue / (f"{stem}.md" if n == 1 else f"{stem}-{n}.md")
+            try:
+                with open(path, "x", encoding="utf-8") as fh:
+                    fh.write(body)
+                return path
+            except FileExistsError:
+                continue
+        raise Refused(f"could not keep the text under {rescue}: too many rescued files share one name", code="io")
 
     def rename_page(self, ref: str, new_title: str, *, actor: str | None = None) -> Page:
         who = self.actor(actor)
