@@ -187,3 +187,41 @@ async def test_outline_creates_a_folder_renames_moves_and_trashes(tmp_path):
         await pilot.press("y")
         await wait_until(pilot, lambda: [n.label.plain for n in tree.level_nodes()] == ["▣ Guides  (1)"])
         assert screen_name(app) == "OutlineScreen"
+
+
+async def test_a_reload_keeps_open_rows_open_and_the_cursor_on_its_page(tmp_path):
+    home = new_home(tmp_path)
+    with open_kb(home) as kb:
+        runbook = kb.create_page("ENG", "Deploy Runbook", "# Deploy\n", actor="alex")
+        rollback = kb.create_page("ENG", "Rollback", "# Rollback\n", actor="alex", parent=runbook.id)
+        kb.create_page("ENG", "Canary", "# Canary\n", actor="alex", parent=rollback.id)
+        kb.create_page("ENG", "Zeta", "leaf", actor="alex")
+
+    app = app_for(home)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_screen(pilot, "SpacesScreen")
+        app.open_outline("ENG")
+        await wait_screen(pilot, "OutlineScreen")
+        tree = app.screen.tree
+        await wait_until(pilot, lambda: tree.first_window_shown)
+        runbook_row = next(n for n in tree.level_nodes() if n.data.page.id == runbook.id)
+        runbook_row.expand()
+        await wait_until(pilot, lambda: any(c.data.kind == "page" for c in runbook_row.children))
+        rollback_row = next(c for c in runbook_row.children if c.data.kind == "page")
+        rollback_row.expand()
+        await wait_until(pilot, lambda: any(c.data.kind == "page" for c in rollback_row.children))
+        tree.move_cursor(rollback_row)
+        await pilot.pause()
+
+        with open_kb(home) as kb:  # somebody adds a page: the outline reloads
+            kb.create_page("ENG", "Alpha", "first", actor="alex")
+        tree.reload()
+
+        def restored() -> bool:
+            rows = {n.data.page.id: n for n in tree._walk(tree.root) if n.data and n.data.kind == "page"}
+            return (runbook.id in rows and rows[runbook.id].is_expanded and rollback.id in rows
+                    and rows[rollback.id].is_expanded and tree.highlighted_page is not None
+                    and tree.highlighted_page.id == rollback.id)
+
+        await wait_until(pilot, restored, what="the open rows reopened and the cursor back on Rollback")
+        assert [n.label.plain for n in tree.level_nodes()][0] == "≡ Alpha"

@@ -58,6 +58,8 @@ class PageTree(Tree[Entry]):
     and one page (with everything under it) left out, since a page cannot go beneath itself."""
 
     _batching = 0                 # > 0 inside `_one_invalidation()`
+    _reopen: set[str]             # page ids to reopen as their levels arrive after a reload
+    _reselect: str | None         # the page the cursor was on before a reload
     _invalidated_in_batch = False
 
     BINDINGS = [
@@ -103,6 +105,8 @@ class PageTree(Tree[Entry]):
         self.auto_expand = False
         self.guide_depth = 3
         self.first_window_shown = False
+        self._reopen = set()
+        self._reselect = None
 
     def process_label(self, label: Any) -> Text:
         # a page title is never markup: build the Text ourselves, never Text.from_markup
@@ -201,6 +205,7 @@ class PageTree(Tree[Entry]):
                 more = Text(f"more… ({entry.shown:,} of {plural(window.total, 'page')} shown — enter for the "
                             f"next {min(500, window.total - entry.shown):,})", style="italic cyan")
                 node.add_leaf(more, Entry("more", cursor=window.next_cursor))
+        self._restore(node)
         if node is self.root and not self.first_window_shown:
             self.first_window_shown = True
             if self.cursor_line < 0 and self.last_line >= 0:
@@ -208,6 +213,24 @@ class PageTree(Tree[Entry]):
         if node is self.root and not window.pages and not self.pick_mode:
             node.add_leaf(Text("(nothing here yet — n writes a page, f makes a folder)", style="dim italic"),
                           Entry("loading"))
+
+    def _walk(self, node: TreeNode[Entry]) -> Iterator[TreeNode[Entry]]:
+        for child in node.children:
+            yield child
+            yield from self._walk(child)
+
+    def _restore(self, node: TreeNode[Entry]) -> None:
+        """After a reload: reopen what was open under this level, and find the cursor's page again."""
+        for child in node.children:
+            page_id = child.data.page_id if child.data is not None else None
+            if page_id is None:
+                continue
+            if page_id in self._reopen and child.allow_expand:
+                self._reopen.discard(page_id)
+                child.expand()      # its level is read like any other (NodeExpanded → _start_level)
+            if page_id == self._reselect:
+                self._reselect = None
+                self.call_after_refresh(self.move_cursor, child)
 
     def _still_here(self, node: TreeNode[Entry]) -> bool:
         """Is this row still in the tree (not removed, not from before a reload)?"""
@@ -230,7 +253,11 @@ class PageTree(Tree[Entry]):
                             Entry("loading"))
 
     def reload(self) -> None:
-        """Read the space's top again (after a create, move, rename or trash)."""
+        """Read the space's top again (after a create, move, rename or trash), reopening the rows that
+        were open and putting the cursor back on the page it was on, as each level arrives."""
+        self._reopen = {n.data.page_id for n in self._walk(self.root)
+                        if n.is_expanded and n.data is not None and n.data.kind == "page"}
+        self._reselect = self.highlighted_page.id if self.highlighted_page else None
         self.clear()
         self.root.data = Entry("level")
         self.first_window_shown = False
