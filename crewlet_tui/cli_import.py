@@ -79,13 +79,30 @@ def _print_summary(report: ImportReport) -> None:
                   f"unchanged {report.unchanged}, notes {len(report.notes)}, {report.seconds:.2f} s")
 
 
+def _into_key(value: Optional[str]) -> Optional[str]:
+    if value is not None and not value.strip():
+        raise typer.BadParameter("give the space key to import into (e.g. --into DOCS), or leave --into out")
+    return value
+
+
+def _print_nothing(report: ImportReport) -> bool:
+    """A tree with no .md files says so, rather than "created 0"."""
+    if report.files or report.pages:
+        return False
+    console.print(f"No .md files under [bold]{escape(report.root)}[/] (dot-directories are skipped): nothing to "
+                  "import.")
+    _section("Notes", [escape(str(n)) for n in report.notes if n.code != "no_markdown"])
+    return True
+
+
 def register(app: typer.Typer) -> None:
     @app.command("import")
     @handle_errors
     def import_cmd(
-        directory: Path = typer.Argument(..., metavar="DIR", help="The directory of Markdown files, walked recursively "
-                                                   "(dot-directories skipped)."),
-        into: Optional[str] = typer.Option(None, "--into", metavar="KEY",
+        directory: Path = typer.Argument(..., metavar="DIR", exists=True, file_okay=False, dir_okay=True,
+                                         help="The directory of Markdown files, walked recursively "
+                                              "(dot-directories skipped)."),
+        into: Optional[str] = typer.Option(None, "--into", metavar="KEY", callback=_into_key,
                                            help="Keep the tree: every directory a folder page in space KEY."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; write nothing."),
         title_from_name: bool = typer.Option(False, "--title-from-name",
@@ -103,7 +120,8 @@ def register(app: typer.Typer) -> None:
 
         With --into KEY, titles are unique per space, not per folder: where two collide, the one met first
         (shallower, then by path) keeps it and the others take their directory's path, e.g.
-        "About (7.4/Microsoft.PowerShell.Core)" — the same tree always gives the same titles."""
+        "About (7.4/Microsoft.PowerShell.Core)". A page already published under a file's own folder keeps its
+        title, so adding or removing files never moves content between pages."""
         with open_kb() as kb:
             progress_bar: Progress | None = None
             task: Any = None
@@ -134,6 +152,8 @@ def register(app: typer.Typer) -> None:
                 raise
         if as_json:
             emit_json(report.to_json())
+        elif _print_nothing(report):
+            pass
         elif dry_run:
             _print_plan(report)
         else:

@@ -35,6 +35,9 @@ def import_directory(kb: KnowledgeBase, root: Path, *, actor: str | None = None,
     if not root.is_dir():
         raise Invalid(f"{root} is not a directory — give the directory of Markdown files to import",
                       code="not_a_directory")
+    if into is not None and not into.strip():
+        raise Invalid("--into needs a space key (e.g. --into DOCS) — give one, or leave --into out",
+                      code="invalid_space")
     who = kb.actor(actor)
     planner = Planner(kb, root, who, into=into, title_from_name=title_from_name, declare_spaces=declare_spaces)
     report = planner.plan()

@@ -10,8 +10,9 @@ Two layouts:
   Titles are unique per container, not per folder, so titles that collide are claimed in path order
   (shallower first, then by path): the first keeps its title, each later one is suffixed with its
   parent directory's path — ``About (7.4/Microsoft.PowerShell.Core)`` — or, when the collision is
-  within one directory, with its own path. The rule depends only on the tree, so a re-run over the
-  same tree arrives at the same titles and matches the same pages.
+  within one directory, with its own path. A page an earlier run published keeps its title: a node
+  whose candidate title is held by an existing page filed under the node's own folder claims it before
+  any other node, so adding or removing a file never hands an existing page another file's content.
 
 In both layouts a file with `trigger:` in its frontmatter is a tool skill, published to the skills
 container (its frontmatter kept on the page as a YAML code block the engine parses back out).
@@ -20,21 +21,20 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ..config import KEY_RE, Actor, Company, Space
-from ..errors import Refused
+from ..errors import Invalid, Refused
 from ..pages import rules
-from ..pages.model import TITLE_CONTROL_RE
 from ..pages.model import MAX_TITLE, clean_title, normalise_title
-from ..pages.service import KnowledgeBase, new_id
+from ..pages.service import KnowledgeBase, _check_title, new_id
 from . import titles
 from .model import ImportNote, ImportProblem, ImportReport, PlannedPage
 from .source import Source, decode, split
 
-_CONTROL = TITLE_CONTROL_RE
 _MAX_LISTED = 5                                    # files named in one grouped problem before "and N more"
 _PAGE_COLUMNS = "id, container, address, title, body, revision, parent_id, labels, trashed_at, created_by"
 
@@ -82,13 +82,37 @@ class Planner:
 
     # -- 1. the files -------------------------------------------------------------------------
     def walk(self) -> list[tuple[str, str]]:
-        """(relative path, absolute path) of every .md file, dot-directories skipped, in path order."""
+        """(relative path, absolute path) of every .md file, dot-directories skipped, in path order.
+
+        Nothing is skipped silently: a directory that cannot be listed is an `unreadable` problem, and a
+        symlinked directory is not followed (a link can loop, or lead out of the tree) but named in a note."""
         found: list[tuple[str, str]] = []
         root = str(self.root)
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+
+        def rel_of(path: str) -> str:
+            rel = os.path.relpath(path, root)
+            return "." if rel == "." else rel.replace(os.sep, "/")
+
+        def unlisted(exc: OSError) -> None:
+            where = rel_of(exc.filename) if exc.filename else "."
+            self.problems.append(ImportProblem(
+                "unreadable", f"directory cannot be read: {exc.strerror or exc}",
+                "check the directory's permissions, or remove it from the tree", [where + "/"]))
+
+        for dirpath, dirnames, filenames in os.walk(root, onerror=unlisted):
             reldir = os.path.relpath(dirpath, root)
             prefix = "" if reldir == "." else reldir.replace(os.sep, "/") + "/"
+            kept = []
+            for d in sorted(dirnames):
+                if d.startswith("."):
+                    continue
+                if os.path.islink(os.path.join(dirpath, d)):
+                    self.notes.append(ImportNote(
+                        "symlink_skipped", "is a symbolic link to a directory: not followed (import the directory "
+                        "it points to on its own, or copy it into the tree)", [prefix + d + "/"]))
+                    continue
+                kept.append(d)
+            dirnames[:] = kept
             for name in sorted(filenames):
                 if name.lower().endswith(".md"):
                     found.append((prefix + name, os.path.join(dirpath, name)))
@@ -98,7 +122,14 @@ class Planner:
         sources: list[Source] = []
         for rel, path in files:
             try:
-                with open(path, "rb") as fh:
+                # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then says what was opened
+                fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+                with open(fd, "rb", closefd=True) as fh:
+                    if not stat.S_ISREG(os.fstat(fd).st_mode):
+                        self.problems.append(ImportProblem(
+                            "not_a_file", "is not a regular file (a FIFO, socket or device named .md)",
+                            "remove it from the tree, or rename it so it does not end in .md", [rel]))
+                        continue
                     data = fh.read()
             except OSError as exc:
                 self.problems.append(ImportProblem("unreadable", f"cannot be read: {exc.strerror or exc}",
@@ -116,6 +147,9 @@ class Planner:
             assert src is not None
             sources.append(src)
         self.report.files = len(files)
+        if not files and not self.problems:
+            self.notes.append(ImportNote("no_markdown", f"no .md files under {self.root} (dot-directories are "
+                                         "skipped): nothing to import"))
         return sources
 
     # -- 2. one file: kind, title, body, labels, container ------------------------------------------
@@ -190,6 +224,7 @@ class Planner:
             return None
         if not self._title_ok(node.title, src.rel):
             return None
+        node.title = clean_title(node.title)
         if skill:
             node.container = self.skills
             if space is not None and space != self.skills:
@@ -212,17 +247,12 @@ class Planner:
         return node
 
     def _title_ok(self, title: str, rel: str) -> bool:
-        if not title:
-            self.problems.append(ImportProblem("invalid_title", "its title is empty", "give it a title", [rel]))
-            return False
-        if len(title) > MAX_TITLE:
-            self.problems.append(ImportProblem(
-                "invalid_title", f"its title has {len(title)} characters; a title is at most {MAX_TITLE}",
-                "shorten the title", [rel]))
-            return False
-        if _CONTROL.search(title):
-            self.problems.append(ImportProblem("invalid_title", "its title holds control characters",
-                                               "remove them from the title", [rel]))
+        """The engine's own rule (`_check_title`), so the importer and the engine never disagree."""
+        try:
+            _check_title(title)
+        except Invalid as exc:
+            message, _, fix = str(exc).partition(" — ")
+            self.problems.append(ImportProblem("invalid_title", message, fix or "correct the title", [rel]))
             return False
         return True
 
@@ -248,26 +278,73 @@ class Planner:
             doc.folder = folder(doc.parts[:-1])
         nodes = [*folders.values(), *docs]
         nodes.sort(key=lambda n: (len(n.parts), n.parts))
-        claimed: set[str] = set()
-        for n in nodes:
+
+        def candidates(n: _Node, siblings: int) -> list[str]:
+            """The titles n may take, in the order it tries them."""
             natural = n.title
-            title = natural
-            if normalise_title(title) in claimed:
-                parent_path = "/".join(n.parts[:-1])
-                candidates = ([titles.fit(natural, f"({parent_path})")] if parent_path else [])
-                candidates.append(titles.fit(natural, f"({n.rel})"))
-                title = next((c for c in candidates if normalise_title(c) not in claimed), "")
+            parent_path = "/".join(n.parts[:-1])
+            out = [natural]
+            if parent_path:
+                out.append(titles.fit(natural, f"({parent_path})"))
+            out.append(titles.fit(natural, f"({n.rel})"))
+            out.extend(titles.fit(natural, f"({n.rel}) {k}") for k in range(2, siblings + 2))
+            return out
+
+        # Pages already published stay with the files that published them: a node whose candidate title
+        # is held by an existing page filed under the node's own folder claims that title first (sort key
+        # `(not already_here, len(parts), parts)`), so adding or removing a file elsewhere in the tree
+        # never hands an existing page another file's content.
+        children = self.existing_children()
+        claimed: set[str] = set()
+        here_page: dict[int, str] = {}                 # id(node) -> the existing page id it claimed
+        natural_of: dict[int, str] = {}
+        rest: list[_Node] = []
+        for n in nodes:                                # parents before children: (len(parts), parts)
+            natural_of[id(n)] = n.title
+            if n.folder is None:
+                under = children.get(None, {})
+            else:
+                pid = here_page.get(id(n.folder))
+                under = children.get(pid, {}) if pid is not None else {}
+            held = None
+            if under:
+                for c in candidates(n, len(under)):
+                    address = normalise_title(c)
+                    if address in under and address not in claimed:
+                        held = c
+                        break
+            if held is None:
+                rest.append(n)
+                continue
+            n.title = held
+            claimed.add(normalise_title(held))
+            here_page[id(n)] = under[normalise_title(held)]
+        for n in rest:                                 # then the rest, in path order (shallower first)
+            if normalise_title(n.title) in claimed:
+                title = next((c for c in candidates(n, 0) if normalise_title(c) not in claimed), "")
                 k = 2
                 while not title:
-                    c = titles.fit(natural, f"({n.rel}) {k}")
+                    c = titles.fit(natural_of[id(n)], f"({n.rel}) {k}")
                     title = c if normalise_title(c) not in claimed else ""
                     k += 1
+                n.title = title
+            claimed.add(normalise_title(n.title))
+        for n in nodes:
+            natural = natural_of[id(n)]
+            if n.title != natural:
                 n.notes.append(ImportNote(
                     "title_disambiguated", f"'{natural}' is already a title in {self.into} (titles are unique per "
-                    f"space): published as '{title}'", [n.rel + ("/" if n.kind == "folder" else "")]))
-                n.title = title
-            claimed.add(normalise_title(title))
+                    f"space): published as '{n.title}'", [n.rel + ("/" if n.kind == "folder" else "")]))
         return nodes
+
+    def existing_children(self) -> dict[str | None, dict[str, str]]:
+        """The target space's pages (trashed too) by parent: parent id -> {address: page id}."""
+        out: dict[str | None, dict[str, str]] = {}
+        with self.kb.node.lock:
+            for r in self.kb.conn.execute("SELECT id, parent_id, address FROM pages WHERE container = ?",
+                                          (self.into,)):
+                out.setdefault(r["parent_id"], {})[r["address"]] = r["id"]
+        return out
 
     # -- 4. duplicates, containers, parents ------------------------------------------------------
     def check_duplicates(self, nodes: list[_Node]) -> None:

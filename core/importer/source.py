@@ -1,8 +1,10 @@
 """Reading one Markdown file: bytes to text, and the frontmatter block split off and parsed.
 
 Frontmatter is YAML between a first line `---` and the next `---` (or `...`) line. It is parsed with
-libyaml's CSafeLoader where available (several times faster than the pure-Python loader over tens of
-thousands of files), and a block that does not parse is reported with the file's own line number.
+libyaml's CBaseLoader where available (several times faster than the pure-Python loader over tens of
+thousands of files), which keeps every scalar the text it was written as: `title: 1.10` is '1.10', not
+1.1, and `labels: [007, on]` is ['007', 'on'], not [7, True]. A block that does not parse is reported
+with the file's own line number.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from .model import ImportProblem
 
 MAX_FILE = MAX_BODY_BYTES
 _CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*$", re.MULTILINE)
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_LOADER = getattr(yaml, "CBaseLoader", yaml.BaseLoader)
 _YAML_FIX = ("fix the YAML at that line (quote a value that holds ': ' or starts with a character YAML reserves, "
              "like ` @ % * & ! [ {)")
 
@@ -81,9 +83,6 @@ def split(rel: str, text: str) -> tuple[Source | None, ImportProblem | None]:
         what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         return None, ImportProblem("bad_yaml", f"frontmatter is not valid YAML at line {line}: {what}",
                                    _YAML_FIX, [rel], line)
-    except (ValueError, TypeError, OverflowError) as exc:    # `date: 2024-13-45` parses, but is no date
-        return None, ImportProblem("bad_yaml", f"frontmatter holds a value YAML cannot read: {exc}",
-                                   "quote the value, or correct it", [rel])
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -95,22 +94,19 @@ def split(rel: str, text: str) -> tuple[Source | None, ImportProblem | None]:
 
 # -- the common case without a YAML parser ---------------------------------------------------------
 # Most frontmatter is `key: plain text` lines, the odd `[a, b]` or `- item` list, and comments. Those are
-# read here, exactly as YAML reads them, in about half the time PyYAML takes to build the same dict
-# through its constructors; anything else (quotes with escapes, block scalars, nesting, anchors, tags,
-# a value YAML would type as a number, boolean, null or date where the importer uses it) returns None
-# and goes to the real parser, which also finds and words every error.
-USED_KEYS = frozenset({"title", "space", "parent", "labels"})
+# read here, exactly as the BaseLoader reads them (every scalar a string, an empty value ''), in about half
+# the time PyYAML takes to build the same dict; anything else (quotes with escapes, block scalars, nesting,
+# anchors, tags, continuation lines) returns None and goes to the real parser, which also finds and words
+# every error.
+USED_KEYS = frozenset({"title", "space", "parent", "labels", "trigger"})
 _FM_LINE = re.compile(r"([A-Za-z][A-Za-z0-9_./-]*(?: [A-Za-z0-9_./-]+)*):(?: +(.*?))? *$")
 _ITEM = re.compile(r"( *)- +(.*?) *$")
 _INDICATOR = frozenset("-?:,[]{}#&*!|>'\"%@`")
-_TYPED_START = frozenset("0123456789+-.~<=")
-_TYPED_WORDS = frozenset({"yes", "no", "true", "false", "on", "off", "null", "y", "n"})
-_DATE = re.compile(r"[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}")
 _NONPRINT = re.compile("[^\x0a\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
-def _scalar(raw: str, used: bool) -> tuple[bool, str]:
-    """(ok, value) for one scalar as YAML would read it to a string; ok False when unsure."""
+def _scalar(raw: str) -> tuple[bool, str]:
+    """(ok, value) for one scalar as the BaseLoader reads it; ok False when unsure."""
     if not raw:
         return False, ""
     first = raw[0]
@@ -126,14 +122,10 @@ def _scalar(raw: str, used: bool) -> tuple[bool, str]:
         return True, inner
     if first in _INDICATOR or ": " in raw or " #" in raw or raw.endswith(":"):
         return False, ""
-    if _DATE.match(raw):
-        return False, ""                               # YAML makes a date of it (and refuses an impossible one)
-    if used and (first in _TYPED_START or raw.lower() in _TYPED_WORDS):
-        return False, ""                               # YAML would type it; the importer reads it
     return True, raw
 
 
-def _flow_list(raw: str, used: bool) -> list[str] | None:
+def _flow_list(raw: str) -> list[str] | None:
     inner = raw[1:-1].strip()
     if not inner:
         return []
@@ -144,7 +136,7 @@ def _flow_list(raw: str, used: bool) -> list[str] | None:
         part = part.strip()
         if part[:1] not in ("'", '"') and any(ch in part for ch in "?:#"):
             return None                                # PyYAML is strict about these inside [ ]
-        ok, value = _scalar(part, used)
+        ok, value = _scalar(part)
         if not ok or "," in value:
             return None
         out.append(value)
@@ -167,7 +159,7 @@ def fast_frontmatter(fm_text: str) -> dict[str, Any] | None:
             m = _ITEM.fullmatch(line)
             if key is None or m is None:
                 return None
-            ok, value = _scalar(m.group(2), key in USED_KEYS)
+            ok, value = _scalar(m.group(2))
             if not ok:
                 return None
             if items is None:
@@ -181,20 +173,17 @@ def fast_frontmatter(fm_text: str) -> dict[str, Any] | None:
         if m is None:
             return None
         k, raw = m.group(1), m.group(2)
-        if k.lower() in _TYPED_WORDS:
-            return None
-        used = k in USED_KEYS
         key, items = None, None
         if not raw:
-            out[k] = None
+            out[k] = ""                                # the BaseLoader's empty scalar
             key = k
         elif raw[0] == "[" and raw[-1] == "]":
-            lst = _flow_list(raw, used)
+            lst = _flow_list(raw)
             if lst is None:
                 return None
             out[k] = lst
         else:
-            ok, value = _scalar(raw, used)
+            ok, value = _scalar(raw)
             if not ok:
                 return None
             out[k] = value
