@@ -9,9 +9,12 @@ INLINE_BUILD_MAX_PAGES live pages, seconds of work); a large one says "not searc
 """
 from __future__ import annotations
 
+import logging
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, Optional
 
@@ -91,20 +94,36 @@ def _catch_up(node: Any, *, show_progress: bool) -> PassReport | None:
         progress.close()
 
 
-def _highlighted(snippet: str, terms: set[str], tokens: Any) -> Text:
+@contextmanager
+def _outcome_speaks() -> Iterator[None]:
+    """The search's own warning (the reason it could not run) is what its outcome says, and the CLI
+    prints the outcome: while nothing configured logging, the warning does not reach stderr twice."""
+    logger = logging.getLogger("crewlet.search")
+    if logger.hasHandlers():
+        yield
+        return
+    quiet = logging.NullHandler()
+    logger.addHandler(quiet)
+    try:
+        yield
+    finally:
+        logger.removeHandler(quiet)
+
+
+def _highlighted(snippet: str, finder: TermFinder | None) -> Text:
     text = Text(snippet)  # a Text, never markup: nothing from a page is ever parsed as markup
-    if tokens is not None:
-        for start, end in TermFinder(terms, tokens).spans(snippet):
+    if finder is not None:
+        for start, end in finder.spans(snippet):
             text.stylize("bold yellow", start, end)
     return text
 
 
-def _render(result: Result, terms: set[str], tokens: Any) -> None:
+def _render(result: Result, finder: TermFinder | None) -> None:
     out = result.outcome
     if not result.hits:
         console.print("nothing matched")
     for i, h in enumerate(result.hits, 1):
-        _render_hit(i, h, terms, tokens)
+        _render_hit(i, h, finder)
     cov = out.coverage
     facts = [f"{len(result.hits)} hit{'s' if len(result.hits) != 1 else ''}", f"served {out.served_mode}",
              f"{cov.pages_indexed} pages indexed"]
@@ -115,12 +134,12 @@ def _render(result: Result, terms: set[str], tokens: Any) -> None:
         console.print(f"[yellow]{escape(out.message)}[/]", soft_wrap=True)
 
 
-def _render_hit(i: int, h: Hit, terms: set[str], tokens: Any) -> None:
+def _render_hit(i: int, h: Hit, finder: TermFinder | None) -> None:
     console.print(f"[bold]{i}. {escape(h.title)}[/]  [cyan]{escape(h.container)}/{escape(h.title)}[/]", soft_wrap=True)
     if h.ancestors:
         console.print(f"   [dim]in {escape(' › '.join(h.ancestors))}[/]", soft_wrap=True)
     if h.snippet:
-        console.print(Text("   ") + _highlighted(h.snippet, terms, tokens), soft_wrap=True)
+        console.print(Text("   ") + _highlighted(h.snippet, finder), soft_wrap=True)
     console.print(f"   [dim]id {escape(h.page_id)} · score {h.score:.3f}[/]")
 
 
@@ -153,25 +172,26 @@ def register(app: typer.Typer) -> None:
                                          help="Read the index as it is: no catch-up pass before answering."),
         as_json: bool = JSON_OPT,
     ) -> None:
-        """Search the knowledge base by keyword (BM25). Exit 1 when the search could not run."""
+        """Search the knowledge base by keyword (BM25). Exit 1 when it could not run, 2 for no query.
+
+        A query with no word that can be searched (only punctuation or common words) exits 1 too."""
         mode = mode.strip().lower()
         if mode not in MODES:
             raise typer.BadParameter(f"'{mode}' is not one of: {', '.join(MODES)}", param_hint="--mode")
         text = " ".join(query)
+        if not text.strip():
+            fail("the query is empty: give the words to search for, e.g. `crewlet search deploy runbook`",
+                 as_json=as_json, payload={"error": "usage", "message": "the query is empty"}, code=2)
         with open_node() as node:
             caught = None
             if not no_catch_up:
                 caught = _catch_up(node, show_progress=not as_json and sys.stderr.isatty())
             searcher = NativeSearcher(node)
             try:
-                result = searcher.search(Query(text, actor=actor(), limit=limit, mode=mode,
-                                               containers=list(container) if container else None))
-                terms: set[str] = set()
-                tokens = None
-                if result.hits and not as_json:
-                    snap = searcher.snapshot()
-                    if snap is not None:
-                        terms, tokens = set(snap.terms(text)), snap.tokens
+                with _outcome_speaks():
+                    result = searcher.search(Query(text, actor=actor(), limit=limit, mode=mode,
+                                                   containers=list(container) if container else None))
+                finder = searcher.last_finder if result.hits else None  # the search's own: no second analysis
             finally:
                 searcher.close()
         if result.outcome.served_mode is None:
@@ -179,7 +199,7 @@ def register(app: typer.Typer) -> None:
         if as_json:
             emit_json(result.to_json())
             return
-        _render(result, terms, tokens)
+        _render(result, finder)
 
     @app.command()
     @handle_errors

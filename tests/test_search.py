@@ -4,6 +4,9 @@ real homes in tmp_path."""
 from __future__ import annotations
 
 import json
+import logging
+import os
+import shutil
 import threading
 
 import pytest
@@ -15,7 +18,7 @@ from core.pages.service import KnowledgeBase
 from core.search import indexer as indexer_mod
 from core.search import lexical
 from core.search.indexer import BUILD_FILE, Indexer, read_state, state_path
-from core.search.native import NativeSearcher
+from core.search.native import NO_TERMS, OUT_OF_SCOPE, NativeSearcher
 from core.search.seam import (NO_EMBEDDINGS, NOT_SEARCHABLE_MESSAGE, NOT_SEARCHABLE_YET, SNIPPET_MAX, UNAVAILABLE,
                               Query)
 
@@ -105,30 +108,83 @@ def test_modes(home, kb, searcher):
     assert bad.outcome.served_mode is None and bad.outcome.degraded == UNAVAILABLE
 
 
-def test_a_search_that_fails_answers_unavailable_rather_than_raising(home, kb, searcher):
+def test_a_search_that_fails_answers_unavailable_rather_than_raising(home, kb, searcher, monkeypatch, caplog):
     kb.create_page("ENG", "Deploy Runbook", "how to deploy")
     index(home)
     st = read_state(home.index_dir)
-    import shutil
-
-    shutil.rmtree(home.index_dir / st.dir)
-    state_path(home.index_dir).touch()
+    shutil.rmtree(home.index_dir / st.dir)          # the state names an index that is gone
+    opened = []
+    real_open = lexical.open_index
+    monkeypatch.setattr(lexical, "open_index", lambda path: (opened.append(path), real_open(path))[1])
     fresh = NativeSearcher(searcher.node)
-    res = fresh.search(Query("deploy"))
+    with caplog.at_level(logging.DEBUG, logger="crewlet.search"):
+        res = fresh.search(Query("deploy"))
     assert res.hits == [] and res.outcome.served_mode is None and res.outcome.degraded == UNAVAILABLE
-    assert res.outcome.message
+    # the real cause (whoosh's EmptyIndexError), not an error of the handler itself
+    assert "does not exist" in res.outcome.message and "missing or damaged" in res.outcome.message
+    assert "WhooshError" not in res.outcome.message and "attribute" not in res.outcome.message
+    assert len(opened) == 2                          # retried once, after forgetting what was open
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and warnings[0].exc_info is None and "\n" not in warnings[0].getMessage()
+    assert any(r.levelno == logging.DEBUG and r.exc_info for r in caplog.records)   # the traceback: debug only
     unknown = fresh.search(Query("deploy", actor="nobody"))
     assert unknown.outcome.degraded == UNAVAILABLE and "nobody" in unknown.outcome.message
+    fresh.close()
+
+
+def test_an_index_switched_under_a_search_is_read_again_once(home, kb, searcher, monkeypatch):
+    from whoosh.index import EmptyIndexError
+
+    kb.create_page("ENG", "Deploy Runbook", "how to deploy")
+    index(home)
+    real_open = lexical.open_index
+    calls = []
+
+    def switched_once(path):
+        calls.append(path)
+        if len(calls) == 1:  # what a re-derivation's switch looks like between the state and the open
+            raise EmptyIndexError(f"Index 'MAIN' does not exist in {path}")
+        return real_open(path)
+
+    monkeypatch.setattr(lexical, "open_index", switched_once)
+    res = searcher.search(Query("deploy", mode="keyword"))
+    assert res.outcome.served_mode == "keyword" and titles(res) == ["Deploy Runbook"]
+    assert len(calls) == 2
 
 
 def test_query_text_is_words_never_syntax(home, kb, searcher):
     kb.create_page("ENG", "Deploy Runbook", "how to deploy the title field")
     index(home)
-    for text in ['deploy AND (title:x OR "quoted")', "deploy* ~2 ^3 -not +must", "[[ENG/Deploy]] {x} \\", "   ", "!!!"]:
+    for text in ['deploy AND (title:x OR "quoted")', "deploy* ~2 ^3 -not +must", "[[ENG/Deploy]] {x} \\"]:
         res = searcher.search(Query(text, mode="keyword"))
         assert res.outcome.served_mode == "keyword", text
     assert titles(searcher.search(Query('deploy AND (title:x OR "quoted")', mode="keyword"))) == ["Deploy Runbook"]
-    assert "no words" in searcher.search(Query("   ", mode="keyword")).outcome.message
+
+
+def test_a_query_with_no_searchable_word_is_not_nothing_matched(home, kb, searcher):
+    kb.create_page("ENG", "Deploy Runbook", "how to deploy the title field")
+    index(home)
+    for text in ["", "   ", "!!! ???", "the and of"]:
+        for mode in ("keyword", "hybrid", "semantic"):
+            res = searcher.search(Query(text, mode=mode))
+            assert res.hits == [] and res.outcome.served_mode is None, (text, mode)
+            assert res.outcome.degraded == NO_TERMS, (text, mode)
+            assert "no word that can be searched" in res.outcome.message
+    assert "empty" in searcher.search(Query("  ")).outcome.message
+    assert "common words" in searcher.search(Query("the and of")).outcome.message
+
+
+def test_a_long_query_keeps_the_words_the_index_holds_and_says_what_it_left_out(home, kb, searcher):
+    kb.create_page("ENG", "Deploy Runbook", "how to deploy")
+    kb.create_page("ENG", "Vocabulary", " ".join(f"word{i}" for i in range(70)))
+    index(home)
+    unknown = " ".join(f"zz{i}q" for i in range(70))
+    res = searcher.search(Query(unknown + " deploy", mode="keyword"))   # the 71st distinct word is the one that matters
+    assert titles(res) == ["Deploy Runbook"]
+    assert res.outcome.message == ""                                     # unknown words match nothing: nothing lost
+    res = searcher.search(Query(" ".join(f"word{i}" for i in range(70)), mode="keyword"))
+    assert titles(res) == ["Vocabulary"]
+    assert "6 of them" in res.outcome.message and str(lexical.MAX_QUERY_TERMS) in res.outcome.message
 
 
 # -- ranking ------------------------------------------------------------------------------------------------
@@ -214,8 +270,22 @@ def test_scope_narrows_to_its_containers_and_a_callers_containers_narrow_within_
         assert sorted(h.container for h in s.search(Query("deploy")).hits) == ["ENG", "PROD"]
         assert [h.container for h in s.search(Query("deploy", containers=["PROD"])).hits] == ["PROD"]
         res = s.search(Query("deploy", containers=["LEAD"]))
-        assert res.hits == [] and res.outcome.served_mode == "keyword" and "outside knowledge.scope" in res.outcome.message
+        assert res.hits == [] and res.outcome.served_mode is None and res.outcome.degraded == OUT_OF_SCOPE
+        assert "LEAD is outside knowledge.scope" in res.outcome.message
+        res = s.search(Query("deploy", containers=["LEAD", "PROD", "NOPE"]))
+        assert [h.container for h in res.hits] == ["PROD"] and res.outcome.served_mode == "keyword"
+        assert "LEAD, NOPE are outside knowledge.scope" in res.outcome.message
         s.close()
+
+
+def test_a_container_that_holds_no_pages_is_named(home, kb, searcher):
+    kb.create_page("ENG", "Deploy Runbook", "deploy")
+    index(home)
+    res = searcher.search(Query("deploy", containers=["ENGG"]))
+    assert res.hits == [] and res.outcome.served_mode == "keyword"
+    assert "container ENGG holds no pages" in res.outcome.message
+    res = searcher.search(Query("deploy", containers=["ENG"]))
+    assert titles(res) == ["Deploy Runbook"] and "holds no pages" not in res.outcome.message
 
 
 def test_an_empty_scope_is_unscoped_and_containers_narrow(home, kb, searcher):
@@ -480,21 +550,105 @@ def test_one_pass_at_a_time_across_indexers(home, kb):
         b.close()
 
 
-def test_can_search_is_a_cached_flag(home, kb, searcher):
+def test_can_search_and_search_agree(home, kb, searcher):
+    kb.create_page("ENG", "Deploy Runbook", "deploy")
     assert searcher.can_search() is False
+    assert searcher.search(Query("deploy")).outcome.degraded == NOT_SEARCHABLE_YET
     index(home)
-    assert searcher.can_search() is False      # a "no" is re-checked at most once a second
-    searcher._checked_at -= 1.0
-    assert searcher.can_search() is True
-    import shutil
-
+    assert searcher.can_search() is True       # no waiting: the state file is what search reads too
+    assert searcher.search(Query("deploy")).outcome.served_mode == "keyword"
+    st = read_state(home.index_dir)
+    shutil.rmtree(home.index_dir / st.dir)     # the index the state names is gone
+    assert searcher.can_search() is False
+    searcher.close()
+    assert searcher.search(Query("deploy")).outcome.degraded == UNAVAILABLE
     shutil.rmtree(home.index_dir)
-    assert searcher.can_search() is True       # a "yes" is a flag: the gate never closes again
+    assert searcher.can_search() is False
+    assert searcher.search(Query("deploy")).outcome.degraded == NOT_SEARCHABLE_YET
     assert searcher.backend() == "native"
 
 
 def test_a_company_without_a_backend_cannot_search(make_home):
     home = make_home(config_with(knowledge={"backend": "none", "scope": []}))
     with Node.open(home) as node:
+        KnowledgeBase(node).create_page("ENG", "Deploy Runbook", "deploy")
         index(home)
-        assert NativeSearcher(node).can_search() is False
+        s = NativeSearcher(node)
+        assert s.can_search() is False
+        res = s.search(Query("deploy"))
+        assert res.hits == [] and res.outcome.served_mode is None and res.outcome.degraded == UNAVAILABLE
+        assert "knowledge.backend is 'none'" in res.outcome.message
+        s.close()
+
+
+# -- what the index derives, and its durability -------------------------------------------------------------
+
+
+def test_an_escaped_identifier_is_found_whole_and_by_its_parts(home, kb, searcher):
+    kb.create_page("ENG", "Window messages", "Send WM\\_PALETTECHANGED when the \\*palette\\* changes.")
+    kb.create_page("ENG", "Unrelated", "nothing here about windows")
+    index(home)
+    for text in ("WM_PALETTECHANGED", "wm_palettechanged", "palettechanged", "WM\\_PALETTECHANGED"):
+        res = searcher.search(Query(text, mode="keyword"))
+        assert titles(res) == ["Window messages"], text
+    (hit,) = searcher.search(Query("palettechanged", mode="keyword")).hits
+    assert "WM_PALETTECHANGED" in hit.snippet and "*palette*" in hit.snippet
+
+
+def test_an_index_of_the_previous_derivation_is_re_derived_with_escapes_and_rules(home, kb, searcher, monkeypatch):
+    kb.create_page("ENG", "Window messages", "Send WM\\_PALETTECHANGED now.")
+    kb.create_page("ENG", "Rule first", "---\n\nOpening paragraph about zebras.\n\n---\n\nrest")
+    current = lexical.INDEX_DERIVATION
+    monkeypatch.setattr(lexical, "INDEX_DERIVATION", current - 1)
+    index(home)
+    assert read_state(home.index_dir).derivation == current - 1
+    monkeypatch.setattr(lexical, "INDEX_DERIVATION", current)
+    report = index(home)                              # by itself: no one asked for a rebuild
+    assert report.kind == "rebuild" and read_state(home.index_dir).derivation == current
+    assert titles(searcher.search(Query("palettechanged", mode="keyword"))) == ["Window messages"]
+    assert titles(searcher.search(Query("zebras", mode="keyword"))) == ["Rule first"]
+
+
+def test_each_commit_reaches_the_disk_before_the_state_that_counts_on_it(home, kb, monkeypatch):
+    kb.create_page("ENG", "Deploy Runbook", "deploy")
+    index(home)
+    st = read_state(home.index_dir)
+    ixdir = home.index_dir / st.dir
+    before = set(os.listdir(ixdir))
+    kb.create_page("ENG", "Deploy FAQ", "deploy")
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd):
+        synced.append(os.path.realpath(f"/proc/self/fd/{fd}"))
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    assert index(home).kind == "incremental"
+    new_files = [str((ixdir / n).resolve()) for n in sorted(set(os.listdir(ixdir)) - before) if not n.endswith(".lock")]
+    gen = lexical.latest_generation(lexical.open_index(ixdir))
+    toc = str((ixdir / f"_{lexical.INDEX_NAME}_{gen}.toc").resolve())
+    assert toc in new_files and len(new_files) >= 2       # the new TOC and the new segment's file(s)
+    state_at = synced.index(str(state_path(home.index_dir).resolve()) + ".tmp")
+    for f in new_files + [str(ixdir.resolve())]:
+        assert f in synced, f
+        assert synced.index(f) < state_at, f              # before the state names the position
+    assert len(synced[:state_at]) <= len(new_files) + 1  # cheap: the commit's files and the directory
+
+
+def test_ancestors_come_from_the_knowledge_bases_walk_once_per_parent(home, kb, searcher, monkeypatch):
+    top = kb.create_page("ENG", "Operations", "")
+    for i in range(3):
+        kb.create_page("ENG", f"Deploy {i}", "deploy", parent=top.id)
+    index(home)
+    walked = []
+    real = KnowledgeBase._ancestors
+
+    def spy(self, parent_id):
+        walked.append(parent_id)
+        return real(self, parent_id)
+
+    monkeypatch.setattr(KnowledgeBase, "_ancestors", spy)
+    res = searcher.search(Query("deploy"))
+    assert [h.ancestors for h in res.hits] == [["Operations"]] * 3
+    assert walked == [top.id]

@@ -3,6 +3,7 @@ the catch-up before answering, and escaping what pages say."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 from conftest import new_home
@@ -158,3 +159,62 @@ def test_worker_once_catches_the_index_up(home):
     assert "caught up" in r.stdout and "trash reaper" in r.stdout
     with Indexer(home) as ix:
         assert ix.status().behind == 0
+
+
+def test_a_missing_index_is_one_line_exit_1_and_an_unavailable_outcome(home):
+    add(home, "ENG", "Deploy Runbook", "deploy")
+    assert run(home, "search", "deploy").exit_code == 0
+    state = json.loads((home.index_dir / "state.json").read_text())
+    shutil.rmtree(home.index_dir / state["dir"])
+    r = run(home, "search", "deploy", "--no-catch-up")
+    assert r.exit_code == 1
+    (line,) = r.stderr.strip().splitlines()          # no traceback, no second copy of the warning
+    assert "could not be searched" in line and "missing or damaged" in line and "Traceback" not in r.stderr
+    out = json.loads(run(home, "search", "deploy", "--no-catch-up", "--json").stdout)
+    assert out["outcome"]["served_mode"] is None and out["outcome"]["degraded"] == "unavailable"
+    assert run(home, "search", "deploy").exit_code == 0    # the catch-up derives it again
+
+
+def test_a_query_without_a_searchable_word_is_not_nothing_matched(home):
+    add(home, "ENG", "Deploy Runbook", "deploy")
+    assert run(home, "search", "deploy").exit_code == 0
+    for text, code in (("", 2), ("   ", 2), ("!!! ???", 1), ("the and of", 1)):
+        r = run(home, "search", text)
+        assert r.exit_code == code, (text, r.output)
+        assert len(r.stderr.strip().splitlines()) == 1 and "nothing matched" not in r.stdout
+    out = json.loads(run(home, "search", "the and of", "--json").stdout)
+    assert out["outcome"]["served_mode"] is None and out["outcome"]["degraded"] == "no_terms"
+
+
+def test_a_container_outside_the_scope_or_without_pages_is_named(tmp_path):
+    from conftest import config_with
+
+    home = new_home(tmp_path / "scoped", config_with(knowledge={"scope": ["ENG"]}))
+    add(home, "ENG", "Deploy Runbook", "deploy")
+    add(home, "PROD", "Deploy Prod", "deploy")
+    r = run(home, "search", "deploy", "-c", "PROD")
+    assert r.exit_code == 1 and "PROD is outside knowledge.scope" in r.stderr
+    r = run(home, "search", "deploy", "-c", "ENG", "-c", "PROD", "--json")
+    out = json.loads(r.stdout)
+    assert r.exit_code == 0 and [h["container"] for h in out["hits"]] == ["ENG"]
+    assert "PROD is outside knowledge.scope" in out["outcome"]["message"]
+
+
+def test_the_cli_analyses_the_query_once_and_builds_one_term_finder(home, monkeypatch):
+    from core.search import lexical, snippets
+
+    for i in range(3):
+        add(home, "ENG", f"Deploy {i}", "deploy the service")
+    assert run(home, "search", "deploy").exit_code == 0
+    analysed, finders = [], []
+    real_analyze, real_init = lexical.analyze, snippets.TermFinder.__init__
+    monkeypatch.setattr(lexical, "analyze", lambda *a, **k: (analysed.append(a[1]), real_analyze(*a, **k))[1])
+
+    def init(self, *a, **k):
+        finders.append(1)
+        real_init(self, *a, **k)
+
+    monkeypatch.setattr(snippets.TermFinder, "__init__", init)
+    r = run(home, "search", "deploy", "service")
+    assert r.exit_code == 0 and r.stdout.count("Deploy ") >= 3
+    assert analysed == ["deploy service"] and len(finders) == 1

@@ -80,3 +80,27 @@ def test_the_fast_term_count_equals_the_analyser():
     assert _fast_counter(ANALYZER)(text) == dict(expected)
     values = {w: (n, wt) for w, n, wt, _ in TermCounts().word_values(text, ANALYZER)}
     assert values == {w: (n, float(n)) for w, n in expected.items()}
+
+
+def test_backslash_escapes_keep_the_escaped_character():
+    text = plain_text("Send WM\\_PALETTECHANGED, \\*not\\* emphasis, a \\# sign, C:\\\\path and a lone \\ slash.")
+    assert "WM_PALETTECHANGED" in text
+    assert "*not*" in text and "# sign" in text and "C:\\path" in text
+    assert "lone slash" in text
+    terms = analyze(ANALYZER, text, None)
+    assert {"wm_palettechang", "wm", "palettechang"} <= set(terms)
+
+
+def test_an_identifier_is_found_by_its_parts_and_highlighted():
+    assert analyze(ANALYZER, "WM_PALETTECHANGED") == {"wm_palettechang": 1, "wm": 1, "palettechang": 1}
+    assert analyze(ANALYZER, "palettechanged") == {"palettechang": 1}
+    text = "the WM_PALETTECHANGED message"
+    assert [text[s:e] for s, e in finder("palettechanged").spans(text)] == ["PALETTECHANGED"]
+    assert [text[s:e] for s, e in finder("WM_PALETTECHANGED").spans(text)][0] == "WM_PALETTECHANGED"
+
+
+def test_a_page_that_opens_with_a_rule_keeps_its_opening_text():
+    assert plain_text("---\n\nOpening words here.\n\n---\n\nThe rest.") == "Opening words here. The rest."
+    assert plain_text("---\ntitle: Front\n---\nBody") == "Body"                      # YAML front matter still goes
+    assert plain_text("---\nms.date: 01/01/2024\nauthor: x\n...\nBody") == "Body"
+    assert "Not yaml" in plain_text("---\nNot yaml, just a sentence\n---\nBody")

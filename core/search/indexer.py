@@ -497,7 +497,11 @@ class Indexer:
     # -- writing -------------------------------------------------------------------------------------
     def _write_documents(self, ix: Any, rows: list[Any], purged: list[str], *,
                          tick: Callable[[int], None] | None = None) -> tuple[int, int]:
+        """Write the rows into the index and commit; the commit's files reach the disk before this
+        returns (so before any state or build file that counts on them is written)."""
         written = deleted = 0
+        path = Path(ix.storage.folder)
+        before = lexical.file_marks(path)
         writer = ix.writer(limitmb=128)
         try:
             for i, r in enumerate(rows):
@@ -516,6 +520,7 @@ class Indexer:
             writer.cancel()
             raise
         writer.commit()
+        lexical.sync_commit(path, before)
         return written, deleted
 
     def _derive_links(self, rows: list[Any], purged: list[str]) -> int:

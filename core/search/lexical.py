@@ -18,6 +18,7 @@ bumps INDEX_DERIVATION; the indexer then re-derives every row once, on its own.
 from __future__ import annotations
 
 import math
+import os
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Iterator
@@ -27,15 +28,21 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import whoosh
 from whoosh import fields, formats, index as whoosh_index
-from whoosh.analysis import LowercaseFilter, RegexTokenizer, StemFilter, StopFilter
+from whoosh.analysis import Filter, LowercaseFilter, RegexTokenizer, StemFilter, StopFilter
 from whoosh.system import pack_uint
 
 from ..config import AUTO_DRAFT_TITLE_PREFIX
 
-INDEX_DERIVATION = 1
-DERIVATION_NOTE = ("title and plain-text body (Markdown, front matter and URLs stripped), Snowball English "
-                   "stems, English stop words; backlinks by page id outside code")
+INDEX_DERIVATION = 2
+DERIVATION_NOTE = ("title and plain-text body (Markdown, YAML front matter and URLs stripped, backslash escapes "
+                   "resolved), an identifier's underscore-separated parts as words too, Snowball English stems, "
+                   "English stop words; backlinks by page id outside code")
+
+# what opening or reading an index raises besides OSError: whoosh-ng's own errors, and the index
+# errors (EmptyIndexError, IndexVersionError, ...), which derive from whoosh.index.IndexError alone
+WHOOSH_ERRORS: tuple[type[BaseException], ...] = (whoosh.WhooshError, whoosh_index.IndexError)
 
 TITLE, BODY = "title", "body"
 INDEX_NAME = "MAIN"
@@ -65,10 +72,43 @@ class Ranking:
 DEFAULT_RANKING = Ranking()
 
 
+def underscore_parts(word: str) -> list[str]:
+    """The parts of an identifier joined by underscores (WM_PALETTECHANGED: WM, PALETTECHANGED), so
+    that a search for one part finds it; [] for a word without an inner part."""
+    if "_" not in word:
+        return []
+    return [p for p in word.split("_") if p]
+
+
+class UnderscoreParts(Filter):
+    """Each token as it is, then (for an identifier with underscores) each of its parts as a token of
+    its own, with its own character span."""
+
+    def __call__(self, tokens: Any) -> Any:
+        for t in tokens:
+            word = t.text
+            chars = getattr(t, "chars", False)
+            start = t.startchar if chars else 0
+            yield t
+            if "_" not in word:
+                continue
+            offset = 0
+            for part in word.split("_"):
+                if part:
+                    t.text = part
+                    if chars:
+                        t.startchar = start + offset
+                        t.endchar = start + offset + len(part)
+                    t.stopped = False
+                    yield t
+                offset += len(part) + 1
+
+
 def make_analyzer() -> Any:
-    """Words (`\\w+` runs, dotted names kept whole), lower-cased, English stop words out (single
-    characters kept: the 2 of "type 2", the 6 of "IL-6"), Snowball English stems."""
-    return (RegexTokenizer(WORD_PATTERN) | LowercaseFilter() | StopFilter(minsize=1)
+    """Words (`\\w+` runs, dotted names kept whole, and an identifier's underscore-separated parts as
+    words too), lower-cased, English stop words out (single characters kept: the 2 of "type 2", the
+    6 of "IL-6"), Snowball English stems."""
+    return (RegexTokenizer(WORD_PATTERN) | UnderscoreParts() | LowercaseFilter() | StopFilter(minsize=1)
             | StemFilter(lang="en", cachesize=100_000))
 
 
@@ -97,6 +137,10 @@ def _fast_counter(analyzer: Any) -> Any:
         return got[1]
     items = list(getattr(analyzer, "items", ()))
     kinds = [type(i) for i in items]
+    parts = bool(kinds) and kinds[1:2] == [UnderscoreParts]
+    if parts:  # derivation 2 on; an index of derivation 1 keeps its own analyser until it is re-derived
+        items.pop(1)
+        kinds.pop(1)
     if kinds != [RegexTokenizer, LowercaseFilter, StopFilter, StemFilter] or items[0].gaps:
         return None
     rx, stop, stem = items[0].expression, items[2], items[3]
@@ -104,9 +148,18 @@ def _fast_counter(analyzer: Any) -> Any:
     stemfn = stem._stem
     cache: dict[str, str | None] = {}
 
+    def words(text: str) -> Counter[str]:
+        found = rx.findall(text)
+        counted = Counter(map(str.lower, found))
+        if parts:
+            for word in found:
+                if "_" in word:
+                    counted.update(p.lower() for p in underscore_parts(word))
+        return counted
+
     def count(text: str) -> dict[str, int]:
         out: dict[str, int] = {}
-        for word, n in Counter(map(str.lower, rx.findall(text))).items():
+        for word, n in words(text).items():
             term = cache.get(word, "")
             if term == "":
                 if len(word) < low or (high is not None and len(word) > high) or word in stops:
@@ -152,6 +205,61 @@ def latest_generation(ix: Any) -> int:
     return int(ix.latest_generation())
 
 
+# -- durability ------------------------------------------------------------------------------------------
+# whoosh-ng writes a commit's segment files and its TOC without fsync, while the indexer's state.json is
+# fsynced: after a machine crash the state could name a position the index files never reached (and the
+# pages changed in between would never be indexed again). So after each commit, and before the state is
+# written, the files that commit wrote are fsynced, then the directory.
+
+FileMarks = dict[str, tuple[int, int, int]]
+
+
+def file_marks(path: Path) -> FileMarks:
+    """Each file in an index directory with (inode, size, mtime), to tell afterwards what a commit wrote."""
+    marks: FileMarks = {}
+    try:
+        entries = os.scandir(path)
+    except FileNotFoundError:
+        return marks
+    with entries:
+        for e in entries:
+            try:
+                if e.is_file(follow_symlinks=False):
+                    st = e.stat(follow_symlinks=False)
+                    marks[e.name] = (st.st_ino, st.st_size, st.st_mtime_ns)
+            except FileNotFoundError:  # removed under us (an old TOC, a merged segment)
+                continue
+    return marks
+
+
+def fsync_path(path: Path, *, directory: bool = False) -> None:
+    fd = os.open(path, os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if directory else 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def sync_commit(path: Path, before: FileMarks) -> list[str]:
+    """fsync every file of the index directory `path` that is new or changed since `before` (the new
+    segment's files and the new TOC), then the directory itself (the new names, and the old TOC's
+    removal). Returns the names synced."""
+    synced = []
+    for name, mark in sorted(file_marks(path).items()):
+        if before.get(name) == mark or name.endswith(".lock"):
+            continue
+        try:
+            fsync_path(path / name)
+        except FileNotFoundError:  # pragma: no cover - removed since it was listed
+            continue
+        synced.append(name)
+    try:
+        fsync_path(path, directory=True)
+    except OSError:  # pragma: no cover - platforms without directory fsync
+        pass
+    return synced
+
+
 def document(page_id: str, container: str, title: str, plain_body: str) -> dict[str, str]:
     """What the index holds for one page."""
     return {"id": page_id, "container": container, "title": title, "body": plain_body}
@@ -159,9 +267,10 @@ def document(page_id: str, container: str, title: str, plain_body: str) -> dict[
 
 # -- analysis ---------------------------------------------------------------------------------------
 
-def analyze(analyzer: Any, text: str) -> dict[str, int]:
-    """The query's terms with how often each occurs, in first-seen order; no query language: every
-    character is text, so nothing a person types can be syntax."""
+def analyze(analyzer: Any, text: str, limit: int | None = MAX_QUERY_TERMS) -> dict[str, int]:
+    """The query's terms with how often each occurs, in first-seen order (at most `limit` distinct
+    ones; None: every one); no query language: every character is text, so nothing a person types
+    can be syntax."""
     terms: dict[str, int] = {}
     if not text:
         return terms
@@ -169,9 +278,19 @@ def analyze(analyzer: Any, text: str) -> dict[str, int]:
         word = tok.text
         if word in terms:
             terms[word] += 1
-        elif len(terms) < MAX_QUERY_TERMS:
+        elif limit is None or len(terms) < limit:
             terms[word] = 1
     return terms
+
+
+@dataclass
+class QueryTerms:
+    """What a query searches for: its terms (at most MAX_QUERY_TERMS), and how many distinct terms
+    the index holds that had to be left out (terms the index does not hold are dropped first: they
+    could not have matched anything)."""
+
+    terms: dict[str, int]
+    dropped: int = 0
 
 
 def token_spans(analyzer: Any) -> Any:
@@ -393,7 +512,21 @@ class Snapshot:
 
     # -- reading -----------------------------------------------------------------------------------
     def terms(self, text: str) -> dict[str, int]:
-        return analyze(self.analyzer, text)
+        return self.query_terms(text).terms
+
+    def query_terms(self, text: str, limit: int = MAX_QUERY_TERMS) -> QueryTerms:
+        """The query's terms, at most `limit`: past the limit, the terms this generation holds are kept
+        in preference (in first-seen order) and those it does not are dropped first."""
+        every = analyze(self.analyzer, text, None)
+        if len(every) <= limit:
+            return QueryTerms(every)
+        known = {t: n for t, n in every.items() if (TITLE, t) in self.reader or (BODY, t) in self.reader}
+        kept = dict(list(known.items())[:limit])
+        for t, n in every.items():  # room left: unknown terms, in order (they match nothing either way)
+            if len(kept) >= limit:
+                break
+            kept.setdefault(t, n)
+        return QueryTerms(kept, dropped=max(0, len(known) - limit))
 
     def container_mask(self, allowed: set[str] | None, excluded: set[str]) -> np.ndarray:
         """Live documents in `allowed` containers (None: every container) and not in `excluded`."""

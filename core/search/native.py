@@ -1,8 +1,10 @@
 """The native Searcher: this node's own lexical index, read through the seam.
 
 Plain text in; ranked hits and an outcome out; never raises. Every seat reads every page, so
-`can_search` is only "has this node's first index build finished". Before it has, a search answers
-"not searchable yet" (no mode served) — a different fact from "nothing matched".
+`can_search` is only "is this the configured backend, has this node's first index build finished, and
+is the index it names there" — the facts a search decides by. Before the first build, a search answers
+"not searchable yet" (no mode served) — a different fact from "nothing matched"; a query with no word
+that can be searched answers "no_terms", not "nothing matched" either.
 
 What a search never returns, and how it keeps its places:
 
@@ -20,7 +22,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,8 +35,8 @@ from ..pages.model import normalise_title
 from . import lexical
 from .indexer import IndexState, covered_seq, read_state, state_path
 from .lexical import DEFAULT_RANKING, Ranking, SegmentCache, Snapshot
-from .seam import (MODES, NO_EMBEDDINGS, NOT_SEARCHABLE_MESSAGE, NOT_SEARCHABLE_YET, SNIPPET_MAX, UNAVAILABLE,
-                   Coverage, Hit, Outcome, Query, Result)
+from .seam import (MODES, NO_EMBEDDINGS, NO_TERMS, NOT_SEARCHABLE_MESSAGE, NOT_SEARCHABLE_YET, OUT_OF_SCOPE, SNIPPET_MAX,
+                   UNAVAILABLE, Coverage, Hit, Outcome, Query, Result)
 from .snippets import TermFinder, plain_text, snippet
 
 log = logging.getLogger("crewlet.search")
@@ -51,9 +52,21 @@ SEMANTIC_MESSAGE = ("nothing served: this node has no embeddings yet to rank by 
                     "cannot find a page that shares no word with the question — search in keyword or hybrid mode")
 UNAVAILABLE_MESSAGE = "the knowledge base could not be searched just now"
 
+# degraded reasons this backend adds to the seam's (they belong next to those in seam.py)
+
+NO_TERMS_MESSAGE = "nothing was searched: the query has no word that can be searched"
+
 
 def page_url(page_id: str) -> str:
     return PAGE_URL.format(id=page_id)
+
+
+def _cause(exc: BaseException) -> str:
+    """A failure in words a person can act on."""
+    if isinstance(exc, (FileNotFoundError, *lexical.WHOOSH_ERRORS)):
+        return (f"the keyword index is missing or damaged ({exc}) — `crewlet index build` derives it again "
+                f"from the pages")
+    return str(exc) or type(exc).__name__
 
 
 @dataclass
@@ -75,48 +88,54 @@ class NativeSearcher:
         self.index_dir: Path = node.home.index_dir
         self._lock = threading.RLock()
         self._state: IndexState | None = None
-        self._state_key: tuple[int, int] | None = None
+        self._state_key: tuple[int, int, int] | None = None
+        self._seen: tuple[tuple[int, int, int] | None, IndexState | None] = (None, None)  # (key, state), one object
         self._ix: Any = None
         self._ix_dir: Path | None = None
         self._cache = SegmentCache()
         self._snap: Snapshot | None = None
-        self._searchable = False
-        self._checked_at = 0.0
         self._exclusion_cache: dict[tuple[int, tuple[str, ...]], frozenset[str]] = {}
         self._texts: OrderedDict[tuple[str, int], str] = OrderedDict()
         self._text_chars = 0
+        self._kb: Any = None
+        # the term finder of this searcher's latest search that returned hits, for a caller that owns
+        # the searcher and highlights those hits (the CLI) without analysing the query again
+        self.last_finder: TermFinder | None = None
 
     # -- the seam -----------------------------------------------------------------------------------
     def backend(self) -> str:
         return BACKEND
 
     def can_search(self, actor: str | None = None) -> bool:
-        """Is there an index at all? A cached flag; until it is set, a file's existence at most once a
-        second. No query runs."""
+        """Would a search run? The same facts search() decides by, read cheaply: the configured backend,
+        the state file (one stat; parsed only when it changed) and the index directory it names (one
+        stat). No query runs, no lock is taken."""
         if self.node.company.knowledge.backend != BACKEND:
             return False
-        if self._searchable:
-            return True
-        now = time.monotonic()
-        if now - self._checked_at < 1.0:
+        path = state_path(self.index_dir)
+        try:
+            st = os.stat(path)
+        except OSError:
             return False
-        self._checked_at = now
-        self._searchable = state_path(self.index_dir).is_file()
-        return self._searchable
+        key, state = self._seen
+        if key != (st.st_mtime_ns, st.st_size, st.st_ino):
+            state = read_state(self.index_dir)
+        return state is not None and (self.index_dir / state.dir).is_dir()
 
     def search(self, query: Query) -> Result:
         try:
             with self._lock:
                 try:
                     return self._search(query)
-                except (OSError, lexical.WhooshError):
+                except (OSError, *lexical.WHOOSH_ERRORS):
                     # the index was switched (a re-derivation) between reading its state and opening it:
                     # forget what is open and read the state again, once
                     self._forget()
                     return self._search(query)
         except Exception as exc:  # never raises: every failure is an answer that says so
-            log.exception("search failed")
-            return Result([], Outcome(None, list(SERVED_MODES), UNAVAILABLE, f"{UNAVAILABLE_MESSAGE}: {exc}",
+            log.warning("search failed: %s", _cause(exc))
+            log.debug("search failed", exc_info=True)
+            return Result([], Outcome(None, list(SERVED_MODES), UNAVAILABLE, f"{UNAVAILABLE_MESSAGE}: {_cause(exc)}",
                                       Coverage(complete=False)))
 
     def close(self) -> None:
@@ -142,8 +161,7 @@ class NativeSearcher:
         if key != self._state_key:
             self._state = read_state(self.index_dir)
             self._state_key = key if self._state is not None else None
-        if self._state is not None:
-            self._searchable = True
+            self._seen = (self._state_key, self._state)
         return self._state
 
     def _snapshot(self, state: IndexState) -> Snapshot:
@@ -189,6 +207,14 @@ class NativeSearcher:
             return Result([], Outcome(None, list(SERVED_MODES), UNAVAILABLE,
                                       f"{handle} does not hold the knowledge app — an admin sets `knowledge = true` "
                                       f"under [actors.{handle}] in {company.file}", Coverage(complete=False)))
+        if company.knowledge.backend != BACKEND:
+            return Result([], Outcome(None, [], UNAVAILABLE,
+                                      f"this company does not search: knowledge.backend is "
+                                      f"'{company.knowledge.backend}' in {company.file}", Coverage(complete=False)))
+        text = query.text or ""
+        if not text.strip():
+            return Result([], Outcome(None, list(SERVED_MODES), NO_TERMS, f"{NO_TERMS_MESSAGE}: it is empty",
+                                      Coverage(complete=False, applied_seq=applied)))
         state = self._read_state()
         if state is None:
             return Result([], Outcome(None, list(SERVED_MODES), NOT_SEARCHABLE_YET, NOT_SEARCHABLE_MESSAGE,
@@ -198,43 +224,61 @@ class NativeSearcher:
             indexed = covered_seq(node.conn, state.indexed_seq, applied)
         coverage = Coverage(indexed_seq=indexed, applied_seq=applied, pages_indexed=snap.count,
                             complete=indexed >= applied)
+        selected = snap.query_terms(text)
+        terms = selected.terms
+        if not terms:
+            return Result([], Outcome(None, list(SERVED_MODES), NO_TERMS,
+                                      f"{NO_TERMS_MESSAGE}: it holds only punctuation or common words "
+                                      f"(the, and, of …) that the index leaves out", coverage))
         if mode == "semantic":
             return Result([], Outcome(None, list(SERVED_MODES), NO_EMBEDDINGS, SEMANTIC_MESSAGE, coverage))
 
         degraded = NO_EMBEDDINGS if mode == "hybrid" else None
         notes = [HYBRID_MESSAGE] if mode == "hybrid" else []
-        allowed, narrowing_note = self._containers(query)
-        if narrowing_note:
-            notes.append(narrowing_note)
-        terms = snap.terms(query.text or "")
+        allowed, narrowing_notes, nothing_allowed = self._containers(query)
+        notes.extend(narrowing_notes)
+        if nothing_allowed:
+            return Result([], Outcome(None, list(SERVED_MODES), OUT_OF_SCOPE,
+                                      "nothing searched: " + "; ".join(narrowing_notes), coverage))
+        if selected.dropped:
+            notes.append(f"the query has more than {lexical.MAX_QUERY_TERMS} distinct words the index holds: "
+                         f"{selected.dropped} of them (the last ones) were left out of the search")
         hits: list[Hit] = []
-        if not terms:
-            notes.append("the query has no words to search for")
-        elif allowed is None or allowed:
+        if allowed is None or allowed:
             hits = self._rank(snap, query, terms, allowed)
         outcome = Outcome("keyword", list(SERVED_MODES), degraded, "; ".join(notes), coverage)
         if hits and who is not None and who.is_agent:
             self._record_read(who.handle, hits, query.text)
         return Result(hits, outcome)
 
-    def _containers(self, query: Query) -> tuple[set[str] | None, str]:
+    def _containers(self, query: Query) -> tuple[set[str] | None, list[str], bool]:
         """The containers a search may return (None: every one), from knowledge.scope — read off the
-        configuration per call — and the caller's own narrowing inside it."""
+        configuration per call — and the caller's own narrowing inside it; a note for each requested
+        container that cannot return anything; and whether every requested one is outside the scope."""
         company = self.node.company
         scope = set(company.scope())
         wanted = {c.strip() for c in (query.containers or []) if c and c.strip()}
+        if not wanted:
+            return (scope or None), [], False
         skills = company.knowledge.skills_container
         notes = []
         if skills in wanted:
             notes.append(f"{skills} holds tool skills, which search never returns")
-        if not wanted:
-            return (scope or None), ""
-        if scope:
-            outside = sorted(wanted - scope)
-            if outside:
-                notes.append(f"{', '.join(outside)} {'is' if len(outside) == 1 else 'are'} outside knowledge.scope")
-            return wanted & scope, "; ".join(notes)
-        return wanted, "; ".join(notes)
+        outside = sorted(wanted - scope) if scope else []
+        if outside:
+            notes.append(f"{', '.join(outside)} {'is' if len(outside) == 1 else 'are'} outside knowledge.scope "
+                         f"({', '.join(sorted(scope))})")
+        inside = sorted(wanted - set(outside) - {skills})
+        if inside:
+            marks = ",".join("?" * len(inside))
+            with self.node.lock:
+                holding = {r[0] for r in self.node.conn.execute(
+                    f"SELECT DISTINCT container FROM pages WHERE trashed_at IS NULL AND container IN ({marks})", inside)}
+            for name in inside:
+                if name not in holding:
+                    notes.append(f"container {name} holds no pages")
+        allowed = (wanted & scope) if scope else wanted
+        return allowed, notes, bool(outside) and not (wanted - set(outside))
 
     def _excluded_pages(self, exclusions: tuple[str, ...]) -> frozenset[str]:
         """Every page beneath a page whose title is an excluded ancestor title, from the rows; cached
@@ -278,20 +322,21 @@ class NativeSearcher:
 
         # the walk: each candidate checked against the current rows until `limit` are accepted
         accepted: list[tuple[Any, float, list[str]]] = []
-        titles: dict[str, tuple[str, str | None]] = {}
+        chains: dict[str, list[str]] = {}
         batch: list[_Candidate] = []
         for docnum, score in snap.ranked(scores, mask, first=max(64, limit * 4)):
             batch.append(_Candidate(snap.ids[docnum], score))
             if len(batch) >= max(16, 2 * (limit - len(accepted))):
-                self._accept(batch, accepted, titles, limit, allowed, skills, exclusions, draft_backstop)
+                self._accept(batch, accepted, chains, limit, allowed, skills, exclusions, draft_backstop)
                 batch = []
                 if len(accepted) >= limit:
                     break
         if batch and len(accepted) < limit:
-            self._accept(batch, accepted, titles, limit, allowed, skills, exclusions, draft_backstop)
+            self._accept(batch, accepted, chains, limit, allowed, skills, exclusions, draft_backstop)
 
         texts = self._plain_texts([row for row, _, _ in accepted])
         finder = TermFinder(terms, snap.tokens)
+        self.last_finder = finder
         return [Hit(title=row["title"], url=page_url(row["id"]), container=row["container"], page_id=row["id"],
                     snippet=snippet(texts.get(row["id"], ""), finder, limit=SNIPPET_MAX), ancestors=ancestors,
                     score=round(score, 6))
@@ -324,7 +369,7 @@ class NativeSearcher:
         return out
 
     def _accept(self, batch: list[_Candidate], accepted: list[tuple[Any, float, list[str]]],
-                titles: dict[str, tuple[str, str | None]], limit: int, allowed: set[str] | None, skills: str,
+                chains: dict[str, list[str]], limit: int, allowed: set[str] | None, skills: str,
                 exclusions: tuple[str, ...], draft_backstop: bool) -> None:
         conn = self.node.conn
         with self.node.lock:
@@ -341,34 +386,25 @@ class NativeSearcher:
                     continue
                 if draft_backstop and row["title"].lower().startswith(AUTO_DRAFT_TITLE_PREFIX.lower()):
                     continue
-                ancestors = self._ancestors(conn, row["parent_id"], titles)
+                ancestors = chains.get(row["parent_id"] or "")
+                if ancestors is None:  # siblings share their chain: walked once per parent per search
+                    ancestors = [a["title"] for a in self._knowledge_base()._ancestors(row["parent_id"])]
+                    chains[row["parent_id"] or ""] = ancestors
                 if exclusions and any(normalise_title(t) in exclusions for t in ancestors):
                     continue
                 accepted.append((row, cand.score, ancestors))
 
-    @staticmethod
-    def _ancestors(conn: Any, parent_id: str | None, titles: dict[str, tuple[str, str | None]]) -> list[str]:
-        chain: list[str] = []
-        seen: set[str] = set()
-        while parent_id and parent_id not in seen:
-            seen.add(parent_id)
-            got = titles.get(parent_id)
-            if got is None:
-                row = conn.execute("SELECT title, parent_id FROM pages WHERE id = ?", (parent_id,)).fetchone()
-                if row is None:
-                    break
-                got = (row["title"], row["parent_id"])
-                titles[parent_id] = got
-            chain.append(got[0])
-            parent_id = got[1]
-        chain.reverse()
-        return chain
+    def _knowledge_base(self) -> Any:
+        """The KnowledgeBase over this node (ancestors, reads): the one walk of the outline crewlet has."""
+        if self._kb is None:
+            from ..pages.service import KnowledgeBase
+
+            self._kb = KnowledgeBase(self.node)
+        return self._kb
 
     def _record_read(self, handle: str, hits: list[Hit], text: str) -> None:
-        from ..pages.service import KnowledgeBase
-
         try:
-            KnowledgeBase(self.node).record_read(
+            self._knowledge_base().record_read(
                 handle, "search", [{"id": h.page_id, "container": h.container, "title": h.title} for h in hits],
                 query=text)
         except Exception:  # the answer stands; the audit trail says what it could

@@ -20,6 +20,8 @@ SNIPPET_MAX = 200
 NOT_SEARCHABLE_YET = "not_searchable_yet"    # this node's first full index build has not finished
 NO_EMBEDDINGS = "no_embeddings"              # nothing to rank by meaning: hybrid served keyword
 UNAVAILABLE = "unavailable"                  # the search could not run at all
+NO_TERMS = "no_terms"                        # the query has no word the index could hold: nothing was searched
+OUT_OF_SCOPE = "out_of_scope"                # every container asked for is outside knowledge.scope
 
 NOT_SEARCHABLE_MESSAGE = ("the knowledge base is not searchable from this node yet — ask a colleague rather than "
                           "concluding nothing has been written down")
@@ -99,7 +101,7 @@ class Searcher(Protocol):
         """Names the integration answering, for logs and the operator surface."""
 
     def can_search(self, actor: str | None = None) -> bool:
-        """Cheap, no I/O: could a search possibly hit anything?"""
+        """Cheap (no query, at most a stat of the index state): could a search possibly hit anything?"""
 
     def search(self, query: Query) -> Result:
         """Up to query.limit ranked hits and what the search did. Never raises."""

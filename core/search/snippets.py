@@ -12,7 +12,14 @@ from .seam import SNIPPET_MAX
 
 ELLIPSIS = "…"
 
-_FRONT_MATTER = re.compile(r"\A(?:\ufeff)?---[ \t]*\r?\n.*?\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
+# YAML front matter: a `---` block whose first line is a key (`title:`); a page that merely opens with a
+# horizontal rule (`---`, a blank line, text) keeps its text
+_FRONT_MATTER = re.compile(r"\A(?:\ufeff)?---[ \t]*\r?\n(?=[A-Za-z_][\w.-]*[ \t]*:).*?\r?\n(?:---|\.\.\.)[ \t]*"
+                           r"(?:\r?\n|\Z)", re.S)
+# a Markdown backslash escape (`WM\_PALETTECHANGED`, `\*`): the same rule as core/importer/titles.py
+_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
+_HOLD_BASE = 0xF0000  # escaped characters are held as private-use characters until the markup is gone
+_RELEASE = {_HOLD_BASE + c: chr(c) for c in range(0x21, 0x7F)}
 _COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.S)
 _FENCE_LINE = re.compile(r"^[ \t]*(?:`{3,}|~{3,})[^\n]*$", re.M)
 _IMAGE = re.compile(r"!\[([^\]\n]*)\]\([^)\n]*\)")
@@ -49,6 +56,9 @@ def plain_text(markdown: str) -> str:
     text = markdown
     if text.startswith(("---", "\ufeff---")):
         text = _FRONT_MATTER.sub("", text, count=1)
+    held = "\\" in text
+    if held:  # an escaped character is text, never markup: held out of every rule below, released at the end
+        text = _ESCAPE.sub(lambda m: chr(_HOLD_BASE + ord(m.group(1))), text)
     if "<" in text:
         if "<!--" in text:
             text = _COMMENT.sub(" ", text)
@@ -86,8 +96,9 @@ def plain_text(markdown: str) -> str:
         text = text.replace("`", "")
     if "&" in text:
         text = _ENTITY.sub(lambda m: _ENTITIES[m.group(1)], text)
-    if "\\" in text:
-        text = text.replace("\\", " ")
+    if held:
+        text = text.replace("\\", " ")  # a lone backslash (one that escapes nothing)
+        text = text.translate(_RELEASE)
     return " ".join(text.split())
 
 
@@ -103,7 +114,9 @@ class TermFinder:
         self.terms = {t for t in terms if t}
         self.tokens = tokens
         heads = sorted({t[:3] for t in self.terms}, key=lambda h: (-len(h), h))
-        self.rx = (re.compile(r"(?<![\w.])(?:" + "|".join(re.escape(h) for h in heads) + r")\w*(?:\.\w+)*", re.I)
+        # a word starts after a non-word character, or after an underscore (a part of IRP_MJ_READ)
+        self.rx = (re.compile(r"(?:(?<![\w.])|(?<=_))(?:" + "|".join(re.escape(h) for h in heads)
+                              + r")\w*(?:\.\w+)*", re.I)
                    if heads else None)
         self._seen: dict[str, bool] = {}
 
