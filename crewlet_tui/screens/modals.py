@@ -50,10 +50,29 @@ class ConfirmModal(ModalScreen[bool]):
         self.dismiss(yes)
 
 
-class InputModal(ModalScreen[str | None]):
-    """Ask for one line (a title, a save's note, a comment). Enter answers, escape cancels (None)."""
+class _FormModal(ModalScreen[Any]):
+    """A dialog answered by enter in a field or its ok button, and cancelled by escape or cancel."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def _answer(self) -> None:
+        raise NotImplementedError  # each form says what its answer is
+
+    @on(Input.Submitted)
+    def _submitted(self) -> None:
+        self._answer()
+
+    @on(Button.Pressed, "#ok")
+    def _ok(self) -> None:
+        self._answer()
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class InputModal(_FormModal):
+    """Ask for one line (a title, a save's note, a comment). Enter answers, escape cancels (None)."""
 
     def __init__(self, title: str, prompt: str, *, value: str = "", placeholder: str = "", ok: str = "OK",
                  allow_empty: bool = False, id: str | None = "ask") -> None:
@@ -83,24 +102,10 @@ class InputModal(ModalScreen[str | None]):
             return
         self.dismiss(value)
 
-    @on(Input.Submitted)
-    def _submitted(self) -> None:
-        self._answer()
 
-    @on(Button.Pressed, "#ok")
-    def _ok(self) -> None:
-        self._answer()
-
-    @on(Button.Pressed, "#cancel")
-    def action_cancel(self) -> None:
-        self.dismiss(None)
-
-
-class NewPageModal(ModalScreen[dict[str, Any] | None]):
+class NewPageModal(_FormModal):
     """A title, whether it is a folder (an empty page), and where it goes: the top of the space or
     under the page the person is on."""
-
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
     def __init__(self, container: str, parent: Page | None, *, folder: bool = False) -> None:
         super().__init__(id="new-page")
@@ -136,18 +141,6 @@ class NewPageModal(ModalScreen[dict[str, Any] | None]):
         parent = self.parent_page if (self.parent_page is not None and under and under.first(Checkbox).value) else None
         self.dismiss({"title": title, "folder": self.query_one("#folder", Checkbox).value,
                       "parent": parent})
-
-    @on(Input.Submitted)
-    def _submitted(self) -> None:
-        self._answer()
-
-    @on(Button.Pressed, "#ok")
-    def _ok(self) -> None:
-        self._answer()
-
-    @on(Button.Pressed, "#cancel")
-    def action_cancel(self) -> None:
-        self.dismiss(None)
 
 
 class MoveModal(ModalScreen[dict[str, Any] | None]):
