@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -279,16 +280,25 @@ class Planner:
         nodes = [*folders.values(), *docs]
         nodes.sort(key=lambda n: (len(n.parts), n.parts))
 
-        def candidates(n: _Node, siblings: int) -> list[str]:
-            """The titles n may take, in the order it tries them."""
+        def candidates(n: _Node, held: dict[str, str] | None = None) -> Iterator[str]:
+            """The titles n may take, in the order it tries them. With `held` (the addresses under its
+            folder), the numbered ones are offered only while they are held: a gap ends the run, so a
+            folder of thousands costs a handful of tries per file, not thousands (it was O(n²))."""
             natural = n.title
             parent_path = "/".join(n.parts[:-1])
-            out = [natural]
+            yield natural
             if parent_path:
-                out.append(titles.fit(natural, f"({parent_path})"))
-            out.append(titles.fit(natural, f"({n.rel})"))
-            out.extend(titles.fit(natural, f"({n.rel}) {k}") for k in range(2, siblings + 2))
-            return out
+                yield titles.fit(natural, f"({parent_path})")
+            yield titles.fit(natural, f"({n.rel})")
+            if held is None:
+                return
+            k = 2
+            while True:
+                numbered = titles.fit(natural, f"({n.rel}) {k}")
+                if normalise_title(numbered) not in held:
+                    return
+                yield numbered
+                k += 1
 
         # Pages already published stay with the files that published them: a node whose candidate title
         # is held by an existing page filed under the node's own folder claims that title first (sort key
@@ -308,7 +318,7 @@ class Planner:
                 under = children.get(pid, {}) if pid is not None else {}
             held = None
             if under:
-                for c in candidates(n, len(under)):
+                for c in candidates(n, under):
                     address = normalise_title(c)
                     if address in under and address not in claimed:
                         held = c
@@ -321,7 +331,7 @@ class Planner:
             here_page[id(n)] = under[normalise_title(held)]
         for n in rest:                                 # then the rest, in path order (shallower first)
             if normalise_title(n.title) in claimed:
-                title = next((c for c in candidates(n, 0) if normalise_title(c) not in claimed), "")
+                title = next((c for c in candidates(n) if normalise_title(c) not in claimed), "")
                 k = 2
                 while not title:
                     c = titles.fit(natural_of[id(n)], f"({n.rel}) {k}")
