@@ -12,6 +12,7 @@ from typing import Any
 
 from core.config import Actor
 from core.node import Node
+from core.pages import rules
 from core.pages.service import KnowledgeBase
 from core.paths import Home
 from core.search.seam import MODES, NOT_SEARCHABLE_YET, UNAVAILABLE, Coverage, Outcome, Query, Result
@@ -83,6 +84,9 @@ class Session:
              searcher_factory: Callable[[Node], Any] | None = None) -> "Session":
         node = Node.open(home)
         try:
+            handle = actor or node.company.operator
+            if handle:  # an unknown actor, or one without the knowledge app, is told so before any page shows
+                rules.require_knowledge(node.company, node.company.actor(handle))
             searcher = (searcher_factory or make_searcher)(node)
             return cls(home, node, actor, searcher)
         except Exception:

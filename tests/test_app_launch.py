@@ -110,3 +110,16 @@ async def test_a_home_that_cannot_be_opened_exits_with_the_reason(tmp_path):
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(pilot, lambda: not app.is_running)
     assert app.return_code == 1
+
+
+async def test_an_actor_without_the_knowledge_app_or_unknown_is_refused_at_open(tmp_path):
+    from core import config as config_mod
+
+    data = config_mod.example_config()
+    data["actors"]["kim"] = {"kind": "person", "admin": False, "knowledge": False}
+    home = new_home(tmp_path, config=data)
+    for actor in ("kim", "nobody"):
+        app = app_for(home, actor)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_until(pilot, lambda: not app.is_running)
+        assert app.return_code == 1, actor
