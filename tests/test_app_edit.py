@@ -4,18 +4,9 @@ from __future__ import annotations
 
 from textual.widgets import Static
 
-from test_app_support import SIZE, app_for, new_home, open_kb, screen_name, wait_screen, wait_until
+from test_app_support import open_editor, SIZE, app_for, new_home, open_kb, screen_name, wait_screen, wait_until
 
 
-async def _edit(pilot, app, ref):
-    await wait_screen(pilot, "SpacesScreen")
-    app.open_page(ref)
-    await wait_screen(pilot, "PageScreen")
-    await wait_until(pilot, lambda: app.screen.view is not None)
-    await pilot.press("e")
-    await wait_screen(pilot, "EditScreen")
-    await wait_until(pilot, lambda: app.screen.editor is not None)
-    return app.screen
 
 
 async def _save(pilot, app, note=""):
@@ -33,7 +24,7 @@ async def test_save_states_the_revision_it_edited_with_the_writers_note(tmp_path
 
     app = app_for(home, "sam")
     async with app.run_test(size=SIZE) as pilot:
-        editor_screen = await _edit(pilot, app, page.id)
+        editor_screen = await open_editor(pilot, app, page.id)
         assert editor_screen.base_revision == 1
         editor_screen.editor.text = "# Runbook\n\nstep one\nstep two\n"
         await _save(pilot, app, "add step two")
@@ -52,7 +43,7 @@ async def test_a_stale_save_shows_both_texts_keeps_mine_and_saves_after_merging(
 
     app = app_for(home, "alex")
     async with app.run_test(size=SIZE) as pilot:
-        editing = await _edit(pilot, app, page.id)
+        editing = await open_editor(pilot, app, page.id)
         mine = "line one\nline two\nmy new line\n"
         editing.editor.text = mine
 
@@ -105,7 +96,7 @@ async def test_insert_theirs_below_mine_to_merge_by_hand(tmp_path):
         page = kb.create_page("ENG", "Notes", "base\n", actor="alex")
     app = app_for(home)
     async with app.run_test(size=SIZE) as pilot:
-        editing = await _edit(pilot, app, page.id)
+        editing = await open_editor(pilot, app, page.id)
         editing.editor.text = "mine\n"
         with open_kb(home) as other:
             other.save_page(page.id, "theirs\n", base_revision=1, actor="sam")
@@ -125,7 +116,7 @@ async def test_leaving_with_unsaved_text_asks_first(tmp_path):
 
     app = app_for(home)
     async with app.run_test(size=SIZE) as pilot:
-        editing = await _edit(pilot, app, page.id)
+        editing = await open_editor(pilot, app, page.id)
         await pilot.press("escape")  # nothing typed: leaves at once
         await wait_screen(pilot, "PageScreen")
 
@@ -161,7 +152,7 @@ async def test_quit_with_unsaved_text_quits_once_confirmed(tmp_path):
         page = kb.create_page("ENG", "Draft", "original\n", actor="alex")
     app = app_for(home)
     async with app.run_test(size=SIZE) as pilot:
-        editing = await _edit(pilot, app, page.id)
+        editing = await open_editor(pilot, app, page.id)
         editing.editor.text = "changed"
         await pilot.press("ctrl+q")
         await wait_until(pilot, lambda: app.screen.id == "quit-unsaved")
@@ -203,7 +194,7 @@ async def test_a_refused_write_is_shown_and_the_text_kept(tmp_path):
         page = kb.create_page("SKILLS", "Tool skill", "do things\n", actor="alex")
     app = app_for(home, "sam")  # not an admin: a skill page is configuration
     async with app.run_test(size=SIZE) as pilot:
-        editing = await _edit(pilot, app, page.id)
+        editing = await open_editor(pilot, app, page.id)
         editing.editor.text = "do other things\n"
         await _save(pilot, app)
         await wait_screen(pilot, "EditScreen")

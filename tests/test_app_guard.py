@@ -2,18 +2,9 @@
 and the page screen reaches the trash list with `t`."""
 from __future__ import annotations
 
-from test_app_support import SIZE, app_for, new_home, open_kb, screen_name, wait_screen, wait_until
+from test_app_support import open_editor, SIZE, app_for, new_home, open_kb, screen_name, wait_screen, wait_until
 
 
-async def _edit(pilot, app, ref):
-    await wait_screen(pilot, "SpacesScreen")
-    app.open_page(ref)
-    await wait_screen(pilot, "PageScreen")
-    await wait_until(pilot, lambda: app.screen.view is not None)
-    await pilot.press("e")
-    await wait_screen(pilot, "EditScreen")
-    await wait_until(pilot, lambda: app.screen.editor is not None)
-    return app.screen
 
 
 async def test_spaces_from_the_palette_asks_before_leaving_unsaved_text(tmp_path):
@@ -23,7 +14,7 @@ async def test_spaces_from_the_palette_asks_before_leaving_unsaved_text(tmp_path
 
     app = app_for(home, "alex")
     async with app.run_test(size=SIZE) as pilot:
-        editing = await _edit(pilot, app, page.id)
+        editing = await open_editor(pilot, app, page.id)
         editing.editor.text = "my unsaved words\n"
         await wait_until(pilot, lambda: editing.has_unsaved_text, what="the editor to hold unsaved text")
 
@@ -50,7 +41,7 @@ async def test_spaces_with_nothing_unsaved_goes_straight_back(tmp_path):
         page = kb.create_page("ENG", "Draft", "original\n", actor="alex")
     app = app_for(home, "alex")
     async with app.run_test(size=SIZE) as pilot:
-        await _edit(pilot, app, page.id)
+        await open_editor(pilot, app, page.id)
         app.action_spaces()
         await wait_screen(pilot, "SpacesScreen")
 

@@ -96,3 +96,15 @@ def build_index(home: Home) -> None:
 
     with Indexer(home) as indexer:
         indexer.run_pass(wait=True)
+
+
+async def open_editor(pilot: Any, app: Any, ref: str) -> Any:
+    """Open REF's page, then its editor; returns the EditScreen."""
+    await wait_screen(pilot, "SpacesScreen")
+    app.open_page(ref)
+    await wait_screen(pilot, "PageScreen")
+    await wait_until(pilot, lambda: app.screen.view is not None)
+    await pilot.press("e")
+    await wait_screen(pilot, "EditScreen")
+    await wait_until(pilot, lambda: app.screen.editor is not None)
+    return app.screen

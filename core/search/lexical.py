@@ -393,12 +393,7 @@ def _read_postings(reader: Any, field: str, term: str) -> tuple[np.ndarray, np.n
     blocks = _blocks(matcher)
     if blocks is not None:
         return blocks
-    ids, weights = [], []
-    while matcher.is_active():
-        ids.append(matcher.id())
-        weights.append(matcher.weight())
-        matcher.next()
-    return np.asarray(ids, dtype=np.int64), np.asarray(weights, dtype=np.float64)
+    return _drain(matcher)
 
 
 def _blocks(matcher: Any) -> tuple[np.ndarray, np.ndarray] | None:
@@ -432,17 +427,22 @@ def _blocks(matcher: Any) -> tuple[np.ndarray, np.ndarray] | None:
     return np.concatenate(id_parts), np.concatenate(w_parts)
 
 
-def _read_postings_generic(reader: Any, field: str, term: str) -> tuple[np.ndarray, np.ndarray]:
-    try:
-        matcher = reader.postings(field, term)
-    except Exception:
-        return _EMPTY
+def _drain(matcher: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Every (doc id, weight) a matcher yields, when its blocks cannot be read directly."""
     ids, weights = [], []
     while matcher.is_active():
         ids.append(matcher.id())
         weights.append(matcher.weight())
         matcher.next()
     return np.asarray(ids, dtype=np.int64), np.asarray(weights, dtype=np.float64)
+
+
+def _read_postings_generic(reader: Any, field: str, term: str) -> tuple[np.ndarray, np.ndarray]:
+    try:
+        matcher = reader.postings(field, term)
+    except Exception:
+        return _EMPTY
+    return _drain(matcher)
 
 
 # -- one generation of the index ------------------------------------------------------------------------
