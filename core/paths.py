@@ -24,8 +24,23 @@ class Home:
         return self.root / "crewlet.db"
 
     @property
+    def log_dir(self) -> Path:
+        """What every node sharing the log agrees on: the logs, and the leases of fleet duties."""
+        return self.root / "log"
+
+    @property
     def log_file(self) -> Path:
-        return self.root / "log" / "pages.log"
+        return self.log_dir / "pages.log"
+
+    @property
+    def fleet_lease_dir(self) -> Path:
+        """Leases of duties one node of the fleet runs for all (the reaper, the embedding duty)."""
+        return self.log_dir / "leases"
+
+    @property
+    def node_lease_dir(self) -> Path:
+        """Leases of this node's own duties (its keyword index): the app and a CLI worker share them."""
+        return self.root / "leases"
 
     @property
     def index_dir(self) -> Path:

@@ -2,9 +2,10 @@
 
 `make_app` is the one factory the CLI, the tests and the screenshot script share, so what the tests
 drive and what the screenshots show is what `crewlet` runs. Long work runs in thread workers that post
-past-tense messages back (HomeOpened, IndexProgressed, IndexPassFinished…); the search indexer runs in
-one such worker for the app's whole life: a pass at start, then one every `index_interval` seconds
-(or at once after a write in the app).
+past-tense messages back (HomeOpened, DutyProgressed, DutyPassed…). The node's background duties
+(core/worker.py: applying the log, the keyword index, the trash reaper) run in one such worker for the
+app's whole life, on the same runner `crewlet worker` drives: the keyword index every `index_interval`
+seconds, every duty at once after a write in the app.
 """
 from __future__ import annotations
 
@@ -20,16 +21,18 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.reactive import reactive
 from textual.theme import Theme
-from textual.worker import get_current_worker
 
 from core import config as config_mod
+from core.duties import default_duties
+from core.importer import import_directory
 from core.node import Node, init_home
 from core.pages.model import Page
 from core.paths import Home, examples_dir
+from core.search.indexer import KeywordIndexDuty
+from core.worker import DutyReport, DutyRunner, read_duty_records
 
 from .commands import CrewletCommands
 from .fmt import Clock, system_clock
-from .indexing import AppPass, make_indexer
 from .sanitize import clean_line
 from .screens.edit import EditScreen, NewPage
 from .screens.help import HelpScreen
@@ -79,22 +82,18 @@ class HomeProgressed(Message):
         self.text = text
 
 
-class IndexProgressed(Message):
-    def __init__(self, done: int, total: int) -> None:
+class DutyProgressed(Message):
+    def __init__(self, duty: str, done: int, total: int, label: str) -> None:
         super().__init__()
-        self.done, self.total = done, total
+        self.duty, self.done, self.total, self.label = duty, done, total, label
 
 
-class IndexPassFinished(Message):
-    def __init__(self, report: AppPass) -> None:
+class DutyPassed(Message):
+    """A duty's pass finished (or did not run: another process holds its lease)."""
+
+    def __init__(self, report: DutyReport, status: dict[str, Any]) -> None:
         super().__init__()
-        self.report = report
-
-
-class IndexFailed(Message):
-    def __init__(self, error: BaseException) -> None:
-        super().__init__()
-        self.error = error
+        self.report, self.status = report, status
 
 
 class CrewletApp(App[None]):
@@ -127,7 +126,7 @@ class CrewletApp(App[None]):
         self.allow_external = allow_external
         self.session: Session | None = None
         self.actor_line = ""
-        self._index_wake = threading.Event()
+        self._duty_wake = threading.Event()
         self._stopping = threading.Event()
         self.opened_urls: list[str] = []
         self.index_passes = 0
@@ -158,16 +157,12 @@ class CrewletApp(App[None]):
             session = Session.open(self.home, self.actor, self.searcher_factory)
             if create == "example":
                 self.post_message(HomeProgressed("importing the example knowledge base…"))
-                try:
-                    from core.importer import import_directory
-                except ImportError as exc:
-                    note = f"the example could not be imported: no importer in this build ({exc})"
-                else:
-                    def progress(done: int, total: int) -> None:
-                        self.post_message(HomeProgressed(f"importing the example… {done} of {total} records"))
 
-                    report = import_directory(session.kb, examples_dir(), actor="alex", progress=progress)
-                    note = f"loaded the example knowledge base: {report.created} pages"
+                def progress(done: int, total: int) -> None:
+                    self.post_message(HomeProgressed(f"importing the example… {done} of {total} records"))
+
+                report = import_directory(session.kb, examples_dir(), actor="alex", progress=progress)
+                note = f"loaded the example knowledge base: {report.created} pages"
         except Exception as exc:  # noqa: BLE001 - shown on the welcome screen or on exit
             self.post_message(HomeFailed(exc))
             return
@@ -203,78 +198,65 @@ class CrewletApp(App[None]):
         elif self.start_search is not None:
             self.open_search(self.start_search)
         if self.start_indexer:
-            self._run_indexer()
+            self._run_duties()
         else:
-            self.index_state = IndexState("off", message="background indexer off")
+            self.index_state = IndexState("off", message="background worker off")
 
-    # -- the background indexer ----------------------------------------------------------------
-    @work(thread=True, exclusive=True, group="indexer", exit_on_error=False)
-    def _run_indexer(self) -> None:
-        worker = get_current_worker()
+    # -- the background duties -------------------------------------------------------------------
+    @work(thread=True, exclusive=True, group="duties", exit_on_error=False)
+    def _run_duties(self) -> None:
         session = self.session
         if session is None:
             return
+        node = session.node
+        runner = DutyRunner(node, default_duties(node, index_interval_s=self.index_interval), label="crewlet app")
+
+        def progress(duty: str, done: int, total: int, label: str) -> None:
+            if not self._stopping.is_set():
+                self.post_message(DutyProgressed(duty, done, total, label))
+
+        def passed(report: DutyReport) -> None:
+            if self._stopping.is_set():
+                return
+            status = report.result.status if report.result is not None else {}
+            if not report.ran and not report.error:  # another process runs it: show what its last pass left
+                with node.lock:
+                    record = read_duty_records(node.conn).get(report.duty)
+                status = record.status if record is not None else {}
+            self.post_message(DutyPassed(report, status))
+
         try:
-            indexer, why = make_indexer(session.home)
-        except Exception as exc:  # noqa: BLE001 - shown in the status line
-            indexer, why = None, str(exc)
-        if indexer is None:
-            self.post_message(IndexFailed(RuntimeError(why)))
-            return
-
-        def stopped() -> bool:
-            return worker.is_cancelled or self._stopping.is_set()
-
-        def progress(done: int, total: int) -> None:
-            if not stopped():
-                self.post_message(IndexProgressed(done, total))
-
-        try:
-            while not stopped():
-                more = False
-                try:
-                    report = indexer.run_pass(progress, self._stopping)
-                except Exception as exc:  # noqa: BLE001 - shown in the status line; tried again later
-                    if stopped():
-                        return
-                    self.post_message(IndexFailed(exc))
-                else:
-                    if stopped():
-                        return
-                    more = report.more
-                    self.post_message(IndexPassFinished(report))
-                if not more:
-                    self._index_wake.wait(self.index_interval)
-                    self._index_wake.clear()
+            runner.run_forever(stop=self._stopping, wake=self._duty_wake, progress=progress, on_report=passed)
         finally:
-            try:
-                indexer.close()
-            except Exception:  # noqa: BLE001  # pragma: no cover
-                pass
+            runner.close()
 
     def poke_indexer(self) -> None:
-        """Run the next index pass now (after a write in the app)."""
-        self._index_wake.set()
+        """Run every duty now (after a write in the app): the new text is searchable at once."""
+        self._duty_wake.set()
 
-    @on(IndexProgressed)
-    def _index_progressed(self, message: IndexProgressed) -> None:
-        old = self.index_state
-        self.index_state = IndexState("indexing", message.done, message.total, old.indexed_seq, old.applied_seq)
+    @on(DutyProgressed)
+    def _duty_progressed(self, message: DutyProgressed) -> None:
+        if message.duty == KeywordIndexDuty.name:
+            old = self.index_state
+            self.index_state = IndexState("indexing", message.done, message.total, old.indexed_seq, old.applied_seq)
 
-    @on(IndexPassFinished)
-    def _index_finished(self, message: IndexPassFinished) -> None:
+    @on(DutyPassed)
+    def _duty_passed(self, message: DutyPassed) -> None:
+        report, status = message.report, message.status
+        if report.duty != KeywordIndexDuty.name:
+            return
         self.index_passes += 1
-        r = message.report
-        if not r.searchable:  # another process holds the first build, or it was stopped midway
-            self.index_state = IndexState("waiting", 0, 0, r.indexed_seq, r.applied_seq,
-                                          r.note or "the first index build has not finished")
+        indexed, applied = int(status.get("indexed_seq", 0)), int(status.get("applied_seq", 0))
+        if report.error:
+            self.index_state = IndexState("failed", message=report.error)
+        elif not status.get("first_build_done"):
+            why = report.skipped or (report.result.summary if report.result else "")
+            self.index_state = IndexState("waiting", 0, 0, indexed, applied,
+                                          why or "the first index build has not finished")
         else:
-            self.index_state = IndexState("current", r.pages, r.pages, r.indexed_seq, r.applied_seq)
-
-    @on(IndexFailed)
-    def _index_failed(self, message: IndexFailed) -> None:
-        text = clean_line(str(message.error) or message.error.__class__.__name__)
-        self.index_state = IndexState("failed", message=text)
+            pages = int(status.get("pages_indexed", 0))
+            self.index_state = IndexState("current", pages, pages, indexed, applied,
+                                          report.skipped and f"kept by another process: {report.skipped}")
 
     # -- navigation ------------------------------------------------------------------------------
     def open_outline(self, container: str) -> None:
@@ -368,7 +350,7 @@ class CrewletApp(App[None]):
 
     def on_unmount(self) -> None:
         self._stopping.set()
-        self._index_wake.set()
+        self._duty_wake.set()
         if self.session is not None:
             self.session.close()
             self.session = None

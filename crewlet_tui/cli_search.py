@@ -1,4 +1,4 @@
-"""`crewlet search`, `crewlet index status|build` and `crewlet worker`.
+"""`crewlet search` and `crewlet index status|build`.
 
 `crewlet search` is a read, and on one machine it is also the moment a person expects to see their
 own last edit. So before answering it runs a small incremental index pass when the index is behind
@@ -11,82 +11,37 @@ from __future__ import annotations
 
 import logging
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
 from typing import Any, Optional
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.text import Text
 
-from core.search.indexer import Indexer, IndexStatus, PassReport
+from core.search.indexer import Indexer, IndexPass, IndexStatus
 from core.search.native import NativeSearcher
 from core.search.seam import DEFAULT_LIMIT, MODES, NOT_SEARCHABLE_YET, Hit, Query, Result
 from core.search.snippets import TermFinder
 
-from .cli_common import JSON_OPT, actor, console, emit_json, err_console, fail, handle_errors, open_kb, open_node, when
+from .cli_common import JSON_OPT, actor, console, emit_json, err_console, fail, handle_errors, open_node, when
+from .progress_bars import ProgressBars
 
 INLINE_BUILD_MAX_PAGES = 2000     # `crewlet search` builds a first index this small itself (a few seconds)
 CATCH_UP_MAX_ROWS = 5000          # and catches up at most this many changed pages before answering
-REAP_EVERY_S = 3600.0             # the trash reaper runs hourly in the worker loop
 
 index_app = typer.Typer(help="The keyword index: what it covers, and building it.", no_args_is_help=True)
 
 
-# -- progress --------------------------------------------------------------------------------------
-
-class BuildProgress:
-    """A rich progress bar for an index build, shown only once a build actually reports progress."""
-
-    def __init__(self, *, enabled: bool, label: str = "indexing pages", stderr: bool = True) -> None:
-        self.enabled = enabled
-        self.label = label
-        self.console = err_console if stderr else console
-        self._progress: Progress | None = None
-        self._task: Any = None
-
-    def __call__(self, done: int, total: int) -> None:
-        if not self.enabled:
-            return
-        if self._progress is None:
-            self._progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                      TimeElapsedColumn(), TimeRemainingColumn(), console=self.console, transient=False)
-            self._progress.start()
-            self._task = self._progress.add_task(self.label, total=total)
-        self._progress.update(self._task, completed=done, total=total)
-
-    def close(self) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-            self._progress = None
-
-
-def _pass_line(report: PassReport) -> str:
-    words = {"build": "first build", "rebuild": "re-derived every page", "incremental": "caught up",
-             "none": "nothing to do", "busy": "another indexer is running", "skipped": "skipped",
-             "stopped": "stopped", "failed": "failed"}.get(report.kind, report.kind)
-    line = (f"index {words}: {report.indexed} indexed, {report.deleted} removed, covers {report.indexed_seq} "
-            f"of {report.applied_seq} applied")
-    if report.more:
-        line += " (more to do)"
-    if report.note:
-        line += f" — {report.note}"
-    return line
-
-
 # -- search ------------------------------------------------------------------------------------------
 
-def _catch_up(node: Any, *, show_progress: bool) -> PassReport | None:
+def _catch_up(node: Any, *, show_progress: bool) -> IndexPass | None:
     """The small pass `crewlet search` runs before answering (see the module's docstring)."""
-    progress = BuildProgress(enabled=show_progress, label="building the index")
+    progress = ProgressBars(err_console, enabled=show_progress)
     try:
         with Indexer(node.home) as indexer:
             return indexer.run_pass(max_rows=CATCH_UP_MAX_ROWS, full_build_max=INLINE_BUILD_MAX_PAGES,
-                                    progress=progress)
+                                    progress=progress.bar("building the index"))
     except Exception as exc:  # a search still answers from the index as it is
         err_console.print(f"[yellow]warning:[/] the index could not catch up: {escape(str(exc))}", soft_wrap=True)
         return None
@@ -143,7 +98,7 @@ def _render_hit(i: int, h: Hit, finder: TermFinder | None) -> None:
     console.print(f"   [dim]id {escape(h.page_id)} · score {h.score:.3f}[/]")
 
 
-def _not_served_line(result: Result, caught: PassReport | None) -> str:
+def _not_served_line(result: Result, caught: IndexPass | None) -> str:
     out = result.outcome
     if out.degraded == NOT_SEARCHABLE_YET:
         why = "this node's first index build has not run"
@@ -201,38 +156,6 @@ def register(app: typer.Typer) -> None:
             return
         _render(result, finder)
 
-    @app.command()
-    @handle_errors
-    def worker(
-        once: bool = typer.Option(False, "--once", help="One pass of every duty, then exit."),
-        interval: float = typer.Option(2.0, "--interval", min=0.1, help="Seconds between passes."),
-        as_json: bool = JSON_OPT,
-    ) -> None:
-        """Run the background duties: apply the log, keep the index behind the rows, reap the trash."""
-        with open_kb() as kb:
-            node = kb.node
-            indexer = Indexer(node.home)
-            progress = BuildProgress(enabled=not as_json, label="indexing pages", stderr=False)
-            try:
-                if once:
-                    applied = node.catch_up()
-                    report = indexer.run_pass(progress=progress, wait=True)
-                    progress.close()
-                    reaped = kb.reap()
-                    if as_json:
-                        emit_json({"applied": applied, "index": report.to_json(),
-                                   "reaped": {"purged": reaped.purged, "refused": reaped.refused, "passes": reaped.passes}})
-                        return
-                    if applied:
-                        console.print(f"applied {applied} record(s) from the log")
-                    console.print(escape(_pass_line(report)))
-                    console.print(f"trash reaper: {reaped.purged} purged, {reaped.refused} refused")
-                    return
-                _loop(kb, indexer, progress, interval, as_json)
-            finally:
-                progress.close()
-                indexer.close()
-
     @index_app.command("status")
     @handle_errors
     def index_status(as_json: bool = JSON_OPT) -> None:
@@ -252,16 +175,16 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Build the index now (the first build, a due re-derivation, or --rebuild), then catch up."""
         with open_node() as node, Indexer(node.home) as indexer:
-            progress = BuildProgress(enabled=not as_json, label="indexing pages", stderr=False)
+            progress = ProgressBars(console, enabled=not as_json)
             try:
-                report = indexer.run_pass(force_rebuild=rebuild, progress=progress, wait=True)
+                report = indexer.run_pass(force_rebuild=rebuild, progress=progress.bar("indexing pages"), wait=True)
             finally:
                 progress.close()
             st = indexer.status()
         if as_json:
             emit_json({"pass": report.to_json(), "status": st.to_json()})
             return
-        console.print(escape(_pass_line(report)) + f" in {report.seconds:.1f}s")
+        console.print(escape("index " + report.describe()) + f" in {report.seconds:.1f}s")
         _render_status(st)
 
 
@@ -286,29 +209,3 @@ def _render_status(st: IndexStatus) -> None:
     width = max(len(k) for k, _ in lines)
     for key, value in lines:
         console.print(f"{key:<{width}}  {value}", soft_wrap=True)
-
-
-def _loop(kb: Any, indexer: Indexer, progress: BuildProgress, interval: float, as_json: bool) -> None:
-    node = kb.node
-    last_reap = 0.0
-    console.print(f"[dim]crewlet worker on {escape(str(node.home.root))} — every {interval:g}s; Ctrl-C stops it[/]")
-    try:
-        while True:
-            stamp = datetime.now().strftime("%H:%M:%S")
-            applied = node.catch_up()
-            report = indexer.run_pass(progress=progress)
-            progress.close()
-            if as_json:
-                if report.kind not in ("none", "busy") or applied:
-                    emit_json({"at": stamp, "applied": applied, "index": report.to_json()})
-            elif report.kind not in ("none", "busy"):
-                console.print(f"[dim]{stamp}[/] {escape(_pass_line(report))}")
-            if time.monotonic() - last_reap >= REAP_EVERY_S:
-                reaped = kb.reap()
-                last_reap = time.monotonic()
-                if reaped.purged or reaped.refused:
-                    console.print(f"[dim]{stamp}[/] trash reaper: {reaped.purged} purged, {reaped.refused} refused")
-            if not report.more:
-                threading.Event().wait(interval)
-    except KeyboardInterrupt:
-        console.print("worker stopped")

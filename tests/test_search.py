@@ -26,7 +26,7 @@ FILLER = ("Quarterly planning notes cover hiring, budgets and the roadmap review
           "Lunch is on Thursdays. ")
 
 
-def index(home) -> indexer_mod.PassReport:
+def index(home) -> indexer_mod.IndexPass:
     with Indexer(home) as ix:
         return ix.run_pass()
 

@@ -76,9 +76,10 @@ def test_a_large_home_is_left_to_the_worker(home, monkeypatch):
     assert r.exit_code == 1 and "crewlet worker --once" in r.stderr
     w = run(home, "worker", "--once", "--json")
     assert w.exit_code == 0, w.output
-    report = json.loads(w.stdout)
-    assert report["index"]["kind"] == "build" and report["index"]["indexed"] == 2
-    assert set(report["reaped"]) == {"purged", "refused", "passes"}
+    duties = {d["duty"]: d for d in json.loads(w.stdout)["duties"]}
+    assert duties["keyword-index"]["status"]["pass"] == "build"
+    assert duties["keyword-index"]["counts"]["indexed"] == 2
+    assert set(duties["trash-reaper"]["counts"]) == {"purged", "refused", "passes"}
     assert run(home, "search", "deploy").exit_code == 0
 
 
@@ -156,7 +157,7 @@ def test_worker_once_catches_the_index_up(home):
     add(home, "ENG", "Deploy FAQ", "deploy")
     r = run(home, "worker", "--once")
     assert r.exit_code == 0, r.output
-    assert "caught up" in r.stdout and "trash reaper" in r.stdout
+    assert "keyword-index: caught up" in r.stdout and "trash-reaper:" in r.stdout
     with Indexer(home) as ix:
         assert ix.status().behind == 0
 

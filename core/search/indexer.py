@@ -39,6 +39,7 @@ from ..pages.applier import position
 from ..pages.links import extract_links
 from ..paths import Home
 from ..store import Connection, connect, transaction
+from ..worker import Duty, DutyPass, PassContext
 from . import lexical
 from .snippets import plain_text
 
@@ -87,7 +88,7 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 
 
 @dataclass
-class IndexState:
+class IndexManifest:
     """What the index in use covers. Exists only once this node's first build has finished."""
 
     dir: str
@@ -99,7 +100,7 @@ class IndexState:
     updated_at: int = 0
 
     @classmethod
-    def from_json(cls, data: dict[str, Any] | None) -> "IndexState | None":
+    def from_json(cls, data: dict[str, Any] | None) -> "IndexManifest | None":
         if not data:
             return None
         try:
@@ -114,12 +115,12 @@ def state_path(index_dir: Path) -> Path:
     return index_dir / STATE_FILE
 
 
-def read_state(index_dir: Path) -> IndexState | None:
-    return IndexState.from_json(_read_json(state_path(index_dir)))
+def read_state(index_dir: Path) -> IndexManifest | None:
+    return IndexManifest.from_json(_read_json(state_path(index_dir)))
 
 
 @dataclass
-class BuildProgress:
+class BuildJournal:
     dir: str
     derivation: int
     snapshot_seq: int
@@ -129,7 +130,7 @@ class BuildProgress:
     started_at: int
 
     @classmethod
-    def from_json(cls, data: dict[str, Any] | None) -> "BuildProgress | None":
+    def from_json(cls, data: dict[str, Any] | None) -> "BuildJournal | None":
         if not data:
             return None
         try:
@@ -152,7 +153,7 @@ class IndexStatus:
     applied_seq: int
     pages_indexed: int
     directory: str | None
-    building: BuildProgress | None = None
+    building: BuildJournal | None = None
 
     @property
     def behind(self) -> int:
@@ -170,7 +171,7 @@ class IndexStatus:
 
 
 @dataclass
-class PassReport:
+class IndexPass:
     kind: str                 # none | incremental | build | rebuild | busy | skipped | stopped
     indexed: int = 0          # documents written
     deleted: int = 0          # documents removed (trashed, purged)
@@ -187,6 +188,19 @@ class PassReport:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self) | {"behind": self.behind}
+
+    def describe(self) -> str:
+        """One line for a person: what the pass did and what the index covers after it."""
+        words = {"build": "first build", "rebuild": "re-derived every page", "incremental": "caught up",
+                 "none": "nothing to do", "busy": "another indexer is running", "skipped": "skipped",
+                 "stopped": "stopped"}.get(self.kind, self.kind)
+        line = (f"{words}: {self.indexed} indexed, {self.deleted} removed, covers {self.indexed_seq} "
+                f"of {self.applied_seq} applied")
+        if self.more:
+            line += " (more to do)"
+        if self.note:
+            line += f" — {self.note}"
+        return line
 
 
 def page_change_since(conn: Connection, seq: int) -> bool:
@@ -264,11 +278,11 @@ class Indexer:
     def _applied(self) -> int:
         return position(self.conn)[0]
 
-    def state(self) -> IndexState | None:
+    def state(self) -> IndexManifest | None:
         return read_state(self.dir)
 
-    def build_progress(self) -> BuildProgress | None:
-        return BuildProgress.from_json(_read_json(self.dir / BUILD_FILE))
+    def build_progress(self) -> BuildJournal | None:
+        return BuildJournal.from_json(_read_json(self.dir / BUILD_FILE))
 
     def status(self) -> IndexStatus:
         st = self.state()
@@ -300,7 +314,7 @@ class Indexer:
     # -- passes --------------------------------------------------------------------------------------
     def run_pass(self, *, max_rows: int | None = None, full_build_max: int | None = None,
                  force_rebuild: bool = False, progress: Progress | None = None,
-                 stop: threading.Event | None = None, wait: bool = False) -> PassReport:
+                 stop: threading.Event | None = None, wait: bool = False) -> IndexPass:
         """Do what is due: a (re)build, else an incremental pass of at most `max_rows` changed rows.
 
         `full_build_max`: build only when the home has at most this many live pages (None: always) —
@@ -311,7 +325,7 @@ class Indexer:
         with self._exclusive(wait) as mine:
             if not mine:
                 st = self.state()
-                return PassReport("busy", indexed_seq=st.indexed_seq if st else 0, applied_seq=self._applied(),
+                return IndexPass("busy", indexed_seq=st.indexed_seq if st else 0, applied_seq=self._applied(),
                                   note="another indexer is running a pass")
             self._collect_retired()
             due = "rebuild" if force_rebuild else self.build_due()
@@ -323,7 +337,7 @@ class Indexer:
                         report.note = f"a re-derivation of {pages} pages is due: `crewlet worker` runs it"
                     else:
                         st = self.state()
-                        report = PassReport("skipped", indexed_seq=st.indexed_seq if st else 0,
+                        report = IndexPass("skipped", indexed_seq=st.indexed_seq if st else 0,
                                             applied_seq=self._applied(),
                                             note=f"the index build of {pages} pages is left to `crewlet worker`")
                 else:
@@ -343,24 +357,8 @@ class Indexer:
                      report.deleted, report.indexed_seq, report.applied_seq, report.seconds)
         return report
 
-    def run(self, stop: threading.Event, *, interval: float = 2.0, on_pass: Callable[[PassReport], None] | None = None,
-            progress: Progress | None = None) -> None:
-        """Pass after pass until `stop` is set: the loop the app's background worker and `crewlet
-        worker` run. A failed pass is logged and tried again at the next tick."""
-        while not stop.is_set():
-            try:
-                report = self.run_pass(progress=progress, stop=stop)
-            except Exception as exc:  # the loop outlives one bad pass
-                log.exception("index pass failed")
-                report = PassReport("failed", note=str(exc))
-            if on_pass is not None:
-                on_pass(report)
-            if report.more and not stop.is_set():
-                continue
-            stop.wait(interval)
-
     # -- the full build ------------------------------------------------------------------------------
-    def _new_build(self) -> BuildProgress:
+    def _new_build(self) -> BuildJournal:
         name = f"lex-{lexical.INDEX_DERIVATION}-{uuid.uuid4().hex[:8]}"
         lexical.create_index(self.dir / name)
         conn = self.conn
@@ -370,19 +368,19 @@ class Indexer:
             total = conn.execute("SELECT count(*) FROM pages").fetchone()[0]
         finally:
             conn.execute("COMMIT")
-        build = BuildProgress(dir=name, derivation=lexical.INDEX_DERIVATION, snapshot_seq=seq, cursor="", done=0,
+        build = BuildJournal(dir=name, derivation=lexical.INDEX_DERIVATION, snapshot_seq=seq, cursor="", done=0,
                               total=total, started_at=_now_ms())
         _write_json(self.dir / BUILD_FILE, asdict(build))
         return build
 
-    def _build(self, *, progress: Progress | None, stop: threading.Event | None, fresh: bool) -> PassReport:
+    def _build(self, *, progress: Progress | None, stop: threading.Event | None, fresh: bool) -> IndexPass:
         build = None if fresh else self.build_progress()
         if build is not None and (build.derivation != lexical.INDEX_DERIVATION or not lexical.index_exists(self.dir / build.dir)):
             build = None
         if build is None:
             build = self._new_build()
         ix = lexical.open_index(self.dir / build.dir)
-        report = PassReport("build")
+        report = IndexPass("build")
         if progress:
             progress(build.done, max(build.total, build.done))
         while True:
@@ -412,7 +410,7 @@ class Indexer:
             self.conn.execute("DELETE FROM page_links WHERE src NOT IN (SELECT id FROM pages)")
         old = self.state()
         now = _now_ms()
-        state = IndexState(dir=build.dir, derivation=build.derivation, indexed_seq=build.snapshot_seq,
+        state = IndexManifest(dir=build.dir, derivation=build.derivation, indexed_seq=build.snapshot_seq,
                            pages=ix.doc_count(), first_build_at=old.first_build_at if old else now,
                            built_at=now, updated_at=now)
         _write_json(state_path(self.dir), asdict(state))
@@ -448,17 +446,17 @@ class Indexer:
                 pass
 
     # -- incremental -----------------------------------------------------------------------------------
-    def _incremental(self, max_rows: int | None) -> PassReport:
+    def _incremental(self, max_rows: int | None) -> IndexPass:
         st = self.state()
         if st is None:
-            return PassReport("skipped", applied_seq=self._applied(), note="no index yet")
+            return IndexPass("skipped", applied_seq=self._applied(), note="no index yet")
         conn = self.conn
         last = st.indexed_seq
         conn.execute("BEGIN")  # one read snapshot: the rows and the position they are applied through
         try:
             applied = position(conn)[0]
             if applied <= last:
-                return PassReport("none", indexed_seq=last, applied_seq=applied)
+                return IndexPass("none", indexed_seq=last, applied_seq=applied)
             cols = "id, container, title, body, trashed_at, version"
             if max_rows is None:
                 rows = conn.execute(f"SELECT {cols} FROM pages WHERE version > ? ORDER BY version, id", (last,)).fetchall()
@@ -480,7 +478,7 @@ class Indexer:
                 "ORDER BY seq", (last, upto)) if r["result"]]
         finally:
             conn.execute("COMMIT")
-        report = PassReport("incremental", more=more)
+        report = IndexPass("incremental", more=more)
         if rows or purged:
             ix = lexical.open_index(self.dir / st.dir)
             report.indexed, report.deleted = self._write_documents(ix, rows, purged)
@@ -537,3 +535,30 @@ class Indexer:
                 conn.execute("DELETE FROM page_links WHERE src = ? OR dst = ?", (page_id, page_id))
         return len(rows)
 
+
+
+# -- the duty ------------------------------------------------------------------------------------------
+
+class KeywordIndexDuty(Duty):
+    """The keyword index (and the backlinks derived with it) as one of the node's duties: this node's
+    own, so its lease lives with the home."""
+
+    name = "keyword-index"
+    scope = "node"
+
+    def __init__(self, home: Home, *, interval_s: float = 2.0) -> None:
+        self.indexer = Indexer(home)
+        self.interval_s = interval_s
+
+    def run_pass(self, ctx: PassContext) -> DutyPass:
+        report = self.indexer.run_pass(progress=lambda done, total: ctx.progress(done, total, "indexing pages"),
+                                       stop=ctx.stop)
+        status = self.indexer.status()
+        worked = report.kind not in ("none", "busy")
+        return DutyPass(summary=report.describe(), more=report.more, worked=worked,
+                        cursor=str(status.indexed_seq),
+                        counts={"indexed": report.indexed, "deleted": report.deleted, "links": report.links},
+                        status=status.to_json() | {"pass": report.kind})
+
+    def close(self) -> None:
+        self.indexer.close()

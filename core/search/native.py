@@ -33,7 +33,7 @@ from ..config import AUTO_DRAFT_TITLE_PREFIX, AUTO_DRAFTED_PARENT
 from ..pages.applier import position
 from ..pages.model import normalise_title
 from . import lexical
-from .indexer import IndexState, covered_seq, read_state, state_path
+from .indexer import IndexManifest, covered_seq, read_state, state_path
 from .lexical import DEFAULT_RANKING, Ranking, SegmentCache, Snapshot
 from .seam import (MODES, NO_EMBEDDINGS, NO_TERMS, NOT_SEARCHABLE_MESSAGE, NOT_SEARCHABLE_YET, OUT_OF_SCOPE, SNIPPET_MAX,
                    UNAVAILABLE, Coverage, Hit, Outcome, Query, Result)
@@ -87,9 +87,9 @@ class NativeSearcher:
         self.ranking = ranking
         self.index_dir: Path = node.home.index_dir
         self._lock = threading.RLock()
-        self._state: IndexState | None = None
+        self._state: IndexManifest | None = None
         self._state_key: tuple[int, int, int] | None = None
-        self._seen: tuple[tuple[int, int, int] | None, IndexState | None] = (None, None)  # (key, state), one object
+        self._seen: tuple[tuple[int, int, int] | None, IndexManifest | None] = (None, None)  # (key, state), one object
         self._ix: Any = None
         self._ix_dir: Path | None = None
         self._cache = SegmentCache()
@@ -150,7 +150,7 @@ class NativeSearcher:
         self._state = self._state_key = None
 
     # -- state and snapshot ---------------------------------------------------------------------------
-    def _read_state(self) -> IndexState | None:
+    def _read_state(self) -> IndexManifest | None:
         path = state_path(self.index_dir)
         try:
             st = os.stat(path)
@@ -164,7 +164,7 @@ class NativeSearcher:
             self._seen = (self._state_key, self._state)
         return self._state
 
-    def _snapshot(self, state: IndexState) -> Snapshot:
+    def _snapshot(self, state: IndexManifest) -> Snapshot:
         path = self.index_dir / state.dir
         if self._ix is None or self._ix_dir != path:
             if self._snap is not None:

@@ -134,7 +134,22 @@ def m002_read_context(conn: Any) -> None:
     conn.execute("ALTER TABLE knowledge_reads ADD COLUMN phase TEXT")
 
 
-MIGRATIONS: list[Migration] = [m001_pages, m002_read_context]
+def m003_duties(conn: Any) -> None:
+    """Each background duty's cursor and last pass, readable by every process on the home."""
+    _run_script(conn, """
+        CREATE TABLE duties (
+            name TEXT PRIMARY KEY,
+            cursor TEXT,                   -- where the duty is (its own format)
+            last_run_at INTEGER,
+            last_summary TEXT,
+            last_error TEXT,
+            holder TEXT,                   -- who ran the last pass
+            status TEXT                    -- JSON: the duty's state after its last pass
+        )
+        """)
+
+
+MIGRATIONS: list[Migration] = [m001_pages, m002_read_context, m003_duties]
 
 
 def migrate(conn: Any) -> list[str]:

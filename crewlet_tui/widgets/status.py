@@ -14,7 +14,8 @@ from ..sanitize import clean_line
 
 @dataclass(frozen=True)
 class IndexState:
-    """What the app's background indexer is doing (the app holds one in a reactive)."""
+    """How far this node's keyword index is, as the app's background worker last saw it (the app holds
+    one in a reactive)."""
 
     phase: str = "starting"   # starting | indexing | current | waiting | failed | off
     done: int = 0
@@ -31,7 +32,8 @@ class IndexState:
         if self.phase == "current":
             behind = max(0, self.applied_seq - self.indexed_seq)
             through = f"index through record {self.indexed_seq:,} of {self.applied_seq:,}"
-            return through + (f" ({behind:,} behind)" if behind else "")
+            through += f" ({behind:,} behind)" if behind else ""
+            return through + (f" · {self.message}" if self.message else "")
         if self.phase == "waiting":
             return f"not searchable yet: {self.message}"
         if self.phase == "failed":

@@ -1,0 +1,54 @@
+"""The node's duties, in the order a tick runs them, and the small ones that need no module of their own.
+
+`default_duties(node)` is what `crewlet worker` and the app's background worker hand to the one
+`DutyRunner` (core/worker.py): applying the log first (so every later duty sees what other writers
+appended), then the keyword index, then the trash reaper.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .node import now_ms
+from .pages.service import KnowledgeBase
+from .search.indexer import KeywordIndexDuty
+from .worker import Duty, DutyPass, PassContext
+
+
+class ApplyDuty(Duty):
+    """Apply what other processes appended to the log since this node last looked."""
+
+    name = "apply"
+    scope = "node"
+
+    def __init__(self, node: Any, *, interval_s: float = 2.0) -> None:
+        self.node = node
+        self.interval_s = interval_s
+
+    def run_pass(self, ctx: PassContext) -> DutyPass:
+        applied = self.node.catch_up(progress=lambda n: ctx.progress(n, 0, "applying the log"))
+        seq = self.node.applied_seq()
+        summary = f"applied {applied} record(s), through {seq}" if applied else f"up to date at {seq}"
+        return DutyPass(summary=summary, worked=bool(applied), cursor=str(seq), counts={"applied": applied},
+                        status={"applied_seq": seq})
+
+
+class TrashReaperDuty(Duty):
+    """Purge pages trashed more than thirty days ago, through the purge record an admin's purge writes.
+    One node of the fleet runs it for all (its records replicate), hourly."""
+
+    name = "trash-reaper"
+    scope = "fleet"
+
+    def __init__(self, node: Any, *, interval_s: float = 3600.0) -> None:
+        self.kb = KnowledgeBase(node)
+        self.interval_s = interval_s
+
+    def run_pass(self, ctx: PassContext) -> DutyPass:
+        reaped = self.kb.reap()
+        return DutyPass(summary=f"{reaped.purged} purged, {reaped.refused} refused", worked=bool(reaped.purged),
+                        cursor=str(now_ms()), counts={"purged": reaped.purged, "refused": reaped.refused,
+                                                      "passes": reaped.passes})
+
+
+def default_duties(node: Any, *, index_interval_s: float = 2.0) -> list[Duty]:
+    return [ApplyDuty(node), KeywordIndexDuty(node.home, interval_s=index_interval_s), TrashReaperDuty(node)]

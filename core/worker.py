@@ -1,0 +1,392 @@
+"""The one duty runner: every background duty of a node, run by one loop.
+
+A **duty** is a piece of background work derived from the applied rows: applying what other writers
+appended to the log, the keyword index, the trash reaper, and (as they arrive) the embedding duty, the
+semantic index's training and the sync applier. Each has a name, a cursor kept in SQLite (the `duties`
+table, so any process can say how far a duty is), a `run_pass(ctx)` that does at most a budget of work
+and reports progress, and a status.
+
+`crewlet worker` (`--once`: until every duty has nothing left to do) and the app's background worker
+both drive a `DutyRunner`; nothing else loops over duties.
+
+One **lease** per duty decides who runs it. A node duty's lease lives with the home (the app and a CLI
+worker open on the same home must not both run the indexer); a fleet duty's lives with the log (every
+node that shares the log shares it: one embedding duty for the company). A lease is a small file
+holding its owner and an expiry, rewritten under an flock; the holder renews it at every pass, and a
+lease whose holder stopped renewing (a killed process) is taken over once it has expired.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+log = logging.getLogger("crewlet.worker")
+
+Scope = Literal["node", "fleet"]
+# (duty name, done, total, label): a duty's progress through its current pass
+ProgressFn = Callable[[str, int, int, str], None]
+
+DEFAULT_LEASE_S = 90.0
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+# -- what a pass says --------------------------------------------------------------------------------
+
+@dataclass
+class DutyPass:
+    """What one pass of a duty did."""
+
+    summary: str = ""                         # one line for a person ("caught up: 12 indexed")
+    more: bool = False                        # stopped at its budget with work left: run again at once
+    worked: bool = False                      # changed anything (a line worth printing in the loop)
+    cursor: str | None = None                 # where the duty is, kept in SQLite between passes
+    counts: dict[str, int] = field(default_factory=dict)
+    status: dict[str, Any] = field(default_factory=dict)   # the duty's state after the pass, for screens
+
+
+@dataclass
+class DutyReport:
+    """One pass as the runner saw it: the duty's answer, or why it did not run."""
+
+    duty: str
+    ran: bool
+    result: DutyPass | None = None
+    skipped: str = ""                         # why it did not run (the lease is held elsewhere)
+    error: str = ""                           # the pass failed; tried again at the next tick
+    seconds: float = 0.0
+
+    @property
+    def more(self) -> bool:
+        return bool(self.result and self.result.more)
+
+    def line(self) -> str:
+        if self.error:
+            return f"{self.duty}: failed — {self.error}"
+        if not self.ran:
+            return f"{self.duty}: not run — {self.skipped}"
+        assert self.result is not None
+        return f"{self.duty}: {self.result.summary or 'nothing to do'}"
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"duty": self.duty, "ran": self.ran, "seconds": round(self.seconds, 3)}
+        if self.skipped:
+            out["skipped"] = self.skipped
+        if self.error:
+            out["error"] = self.error
+        if self.result is not None:
+            out |= {"summary": self.result.summary, "more": self.result.more, "cursor": self.result.cursor,
+                    "counts": self.result.counts, "status": self.result.status}
+        return out
+
+
+# -- a pass's context ----------------------------------------------------------------------------------
+
+class LeaseLost(Exception):
+    """The duty's lease passed to another holder mid-pass: stop publishing at once."""
+
+
+@dataclass
+class PassContext:
+    """What a duty is given for one pass."""
+
+    cursor: str | None                        # the cursor its last pass left in SQLite
+    stop: threading.Event                     # set when the runner is asked to stop: finish promptly
+    deadline: float | None = None             # time.monotonic() by which the pass should hand back
+    _progress: ProgressFn | None = None
+    _renew: Callable[[], bool] | None = None
+    duty: str = ""
+
+    def progress(self, done: int, total: int, label: str = "") -> None:
+        if self._progress is not None:
+            self._progress(self.duty, done, total, label)
+
+    def renew(self) -> None:
+        """Long passes call this as they make progress; raises LeaseLost when another holder took over."""
+        if self._renew is not None and not self._renew():
+            raise LeaseLost(f"the {self.duty} lease passed to another holder")
+
+    def out_of_time(self) -> bool:
+        return self.stop.is_set() or (self.deadline is not None and time.monotonic() >= self.deadline)
+
+
+class Duty(ABC):
+    """A background duty. Subclasses set `name`, `scope` and `interval_s`."""
+
+    name: str = "duty"
+    scope: Scope = "node"
+    interval_s: float = 60.0                  # how often a pass runs while the duty has nothing to do
+
+    @abstractmethod
+    def run_pass(self, ctx: PassContext) -> DutyPass:
+        """Do at most one budget of work. Raise to fail the pass (the runner logs it and retries later)."""
+
+    def close(self) -> None:
+        """Release what the duty holds (connections, models)."""
+
+
+# -- leases --------------------------------------------------------------------------------------------
+
+@dataclass
+class LeaseHolder:
+    owner: str
+    label: str
+    expires_at: int                           # ms since the epoch
+
+    def describe(self) -> str:
+        return f"run by {self.label}"
+
+
+class Lease:
+    """A lease on one duty, in a directory: `<name>.lease` (JSON: owner, label, expiry), updated under
+    an flock of `<name>.lock` so two processes never both believe they hold it."""
+
+    def __init__(self, directory: Path, name: str, owner: str, label: str, ttl_s: float = DEFAULT_LEASE_S) -> None:
+        self.dir = directory
+        self.name = name
+        self.owner = owner
+        self.label = label
+        self.ttl_ms = int(ttl_s * 1000)
+        self.path = directory / f"{name}.lease"
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.dir / f"{self.name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the flock
+
+    def holder(self) -> LeaseHolder | None:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+            return LeaseHolder(str(data["owner"]), str(data.get("label", data["owner"])), int(data["expires_at"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def _write(self) -> None:
+        tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"owner": self.owner, "label": self.label, "pid": os.getpid(),
+                                   "expires_at": _now_ms() + self.ttl_ms}), encoding="utf-8")
+        os.replace(tmp, self.path)
+
+    def acquire(self) -> LeaseHolder | None:
+        """Take or renew the lease. Returns None when this owner holds it now, else who does."""
+        with self._locked():
+            held = self.holder()
+            if held is not None and held.owner != self.owner and held.expires_at > _now_ms():
+                return held
+            if held is not None and held.owner != self.owner:
+                log.info("taking over the %s lease from %s (it expired)", self.name, held.label)
+            self._write()
+            return None
+
+    def release(self) -> None:
+        with self._locked():
+            held = self.holder()
+            if held is not None and held.owner == self.owner:
+                try:
+                    self.path.unlink()
+                except FileNotFoundError:
+                    pass
+
+
+def new_owner(label: str) -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{label}:{uuid.uuid4().hex[:8]}"
+
+
+# -- the runner ----------------------------------------------------------------------------------------
+
+@dataclass
+class DutyRecord:
+    """A duty's row in the `duties` table: what its last pass left, readable from any process."""
+
+    name: str
+    cursor: str | None
+    last_run_at: int | None
+    last_summary: str
+    last_error: str
+    holder: str
+    status: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def read_duty_records(conn: Any) -> dict[str, DutyRecord]:
+    rows = conn.execute("SELECT name, cursor, last_run_at, last_summary, last_error, holder, status FROM duties")
+    out = {}
+    for r in rows:
+        try:
+            status = json.loads(r["status"]) if r["status"] else {}
+        except ValueError:
+            status = {}
+        out[r["name"]] = DutyRecord(r["name"], r["cursor"], r["last_run_at"], r["last_summary"] or "",
+                                    r["last_error"] or "", r["holder"] or "", status)
+    return out
+
+
+class DutyRunner:
+    """Runs a node's duties: each due duty whose lease this runner holds gets one pass per tick.
+
+    `node` gives the SQLite connection (under `node.lock`) for the duties table and the home for the
+    lease directories. The runner is used from one thread at a time.
+    """
+
+    def __init__(self, node: Any, duties: Sequence[Duty], *, label: str = "worker",
+                 lease_s: float = DEFAULT_LEASE_S) -> None:
+        self.node = node
+        self.duties = list(duties)
+        self.owner = new_owner(label)
+        self.label = f"{label} (pid {os.getpid()})"
+        self.leases = {d.name: Lease(self._lease_dir(d.scope), d.name, self.owner, self.label,
+                                     max(lease_s, 3 * d.interval_s)) for d in self.duties}
+        self._next: dict[str, float] = {d.name: 0.0 for d in self.duties}
+        self._more: dict[str, bool] = {d.name: False for d in self.duties}
+        self.last: dict[str, DutyReport] = {}
+
+    def _lease_dir(self, scope: Scope) -> Path:
+        home = self.node.home
+        return home.fleet_lease_dir if scope == "fleet" else home.node_lease_dir
+
+    # -- one pass of one duty ------------------------------------------------------------------------
+    def _cursor(self, name: str) -> str | None:
+        with self.node.lock:
+            row = self.node.conn.execute("SELECT cursor FROM duties WHERE name = ?", (name,)).fetchone()
+        return row["cursor"] if row else None
+
+    def _record(self, report: DutyReport) -> None:
+        result = report.result
+        with self.node.lock:
+            self.node.conn.execute(
+                "INSERT INTO duties (name, cursor, last_run_at, last_summary, last_error, holder, status) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET "
+                "cursor = COALESCE(excluded.cursor, duties.cursor), last_run_at = excluded.last_run_at, "
+                "last_summary = excluded.last_summary, last_error = excluded.last_error, holder = excluded.holder, "
+                "status = COALESCE(excluded.status, duties.status)",
+                (report.duty, result.cursor if result else None, _now_ms(), result.summary if result else "",
+                 report.error, self.label, json.dumps(result.status, default=str) if result and result.status else None))
+
+    def run_one(self, duty: Duty, *, stop: threading.Event, progress: ProgressFn | None = None,
+                budget_s: float | None = None) -> DutyReport:
+        lease = self.leases[duty.name]
+        try:
+            held = lease.acquire()
+        except OSError as exc:
+            return DutyReport(duty.name, ran=False, error=f"its lease could not be taken: {exc}")
+        if held is not None:
+            return DutyReport(duty.name, ran=False, skipped=held.describe())
+
+        def renew() -> bool:
+            return lease.acquire() is None
+
+        ctx = PassContext(cursor=self._cursor(duty.name), stop=stop, duty=duty.name, _progress=progress,
+                          _renew=renew, deadline=(time.monotonic() + budget_s) if budget_s else None)
+        started = time.perf_counter()
+        try:
+            result = duty.run_pass(ctx)
+            report = DutyReport(duty.name, ran=True, result=result)
+        except LeaseLost as exc:
+            report = DutyReport(duty.name, ran=False, skipped=str(exc))
+        except Exception as exc:  # the loop outlives one bad pass; the error is recorded and shown
+            log.exception("%s pass failed", duty.name)
+            report = DutyReport(duty.name, ran=True, error=str(exc) or type(exc).__name__)
+        report.seconds = time.perf_counter() - started
+        try:
+            self._record(report)
+        except Exception:  # a locked or read-only database must not stop the duties themselves
+            log.exception("could not record the %s pass", duty.name)
+        self.last[duty.name] = report
+        return report
+
+    # -- ticks ---------------------------------------------------------------------------------------
+    def tick(self, *, stop: threading.Event, progress: ProgressFn | None = None, force: bool = False,
+             budget_s: float | None = None) -> list[DutyReport]:
+        """One pass of every duty that is due (`force`: every duty), in their order."""
+        reports = []
+        now = time.monotonic()
+        for duty in self.duties:
+            if stop.is_set():
+                break
+            if not force and not self._more[duty.name] and now < self._next[duty.name]:
+                continue
+            report = self.run_one(duty, stop=stop, progress=progress, budget_s=budget_s)
+            reports.append(report)
+            self._more[duty.name] = report.more and not report.error
+            # a duty whose lease is held elsewhere is asked again a little later, not every tick
+            wait = duty.interval_s if report.ran else min(duty.interval_s, 10.0)
+            self._next[duty.name] = time.monotonic() + wait
+        return reports
+
+    def pending(self) -> bool:
+        return any(self._more.values())
+
+    def run_until_idle(self, *, stop: threading.Event | None = None, progress: ProgressFn | None = None,
+                       on_report: Callable[[DutyReport], None] | None = None) -> list[DutyReport]:
+        """Every duty, pass after pass, until none has anything left to do (`crewlet worker --once`)."""
+        stop = stop or threading.Event()
+        reports = self.tick(stop=stop, progress=progress, force=True)
+        for r in reports:
+            if on_report:
+                on_report(r)
+        while self.pending() and not stop.is_set():
+            more = [d for d in self.duties if self._more[d.name]]
+            for duty in more:
+                report = self.run_one(duty, stop=stop, progress=progress)
+                self._more[duty.name] = report.more and not report.error
+                reports.append(report)
+                if on_report:
+                    on_report(report)
+        return reports
+
+    def run_forever(self, *, stop: threading.Event, wake: threading.Event | None = None,
+                    progress: ProgressFn | None = None, on_report: Callable[[DutyReport], None] | None = None,
+                    max_sleep_s: float = 60.0) -> None:
+        """Tick until `stop` is set. `wake` runs every duty at once (the app sets it after a write)."""
+        wake = wake or threading.Event()
+        try:
+            while not stop.is_set():
+                forced = wake.is_set()
+                wake.clear()
+                for report in self.tick(stop=stop, progress=progress, force=forced):
+                    if on_report:
+                        on_report(report)
+                if self.pending():
+                    continue
+                now = time.monotonic()
+                sleep = min([max(0.05, t - now) for t in self._next.values()] + [max_sleep_s])
+                wake.wait(sleep)
+        finally:
+            self.release()
+
+    def release(self) -> None:
+        """Give every lease back (a clean exit: the next holder need not wait for the expiry)."""
+        for lease in self.leases.values():
+            try:
+                lease.release()
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self.release()
+        for duty in self.duties:
+            try:
+                duty.close()
+            except Exception:  # pragma: no cover - closing is best effort
+                log.exception("closing %s", duty.name)

@@ -1,0 +1,109 @@
+"""`crewlet worker`: the node's background duties (core/worker.py), driven from a terminal.
+
+`--once` runs every duty until none has anything left to do, then exits; without it the runner ticks
+until Ctrl-C. `--status` reads what each duty's last pass left (from any process: the app's worker
+included) without running anything.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+from datetime import datetime
+
+import typer
+from rich.markup import escape
+
+from core.duties import default_duties
+from core.worker import DutyReport, DutyRunner, read_duty_records
+
+from .cli_common import JSON_OPT, console, emit_json, handle_errors, open_node, when
+from .progress_bars import ProgressBars
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    @handle_errors
+    def worker(
+        once: bool = typer.Option(False, "--once", help="Run every duty until none has anything left to do, then exit."),
+        interval: float = typer.Option(2.0, "--interval", min=0.1, help="Seconds between keyword-index passes."),
+        status: bool = typer.Option(False, "--status", help="Show each duty's last pass and who runs it; run nothing."),
+        as_json: bool = JSON_OPT,
+    ) -> None:
+        """Run the background duties: apply the log, keep the keyword index behind the rows, reap the trash.
+
+        One process runs each duty at a time (a lease): while the app is open on this home, its own
+        background worker holds them and this command says so."""
+        with open_node() as node:
+            if status:
+                _show_status(node, as_json)
+                return
+            runner = DutyRunner(node, default_duties(node, index_interval_s=interval), label="crewlet worker")
+            bars = ProgressBars(console, enabled=not as_json and sys.stdout.isatty())
+            try:
+                if once:
+                    reports = runner.run_until_idle(progress=bars)
+                    bars.close()
+                    if as_json:
+                        emit_json({"duties": [r.to_json() for r in reports]})
+                    else:
+                        for line in _summary(reports):
+                            console.print(escape(line), soft_wrap=True)
+                    return
+                _loop(runner, bars, as_json)
+            finally:
+                bars.close()
+                runner.close()
+
+
+def _summary(reports: list[DutyReport]) -> list[str]:
+    """One line per duty: its last report, and how many passes it took."""
+    last: dict[str, DutyReport] = {}
+    passes: dict[str, int] = {}
+    for r in reports:
+        last[r.duty] = r
+        passes[r.duty] = passes.get(r.duty, 0) + (1 if r.ran else 0)
+    out = []
+    for name, r in last.items():
+        line = r.line()
+        if passes[name] > 1:
+            line += f" ({passes[name]} passes)"
+        out.append(line)
+    return out
+
+
+def _loop(runner: DutyRunner, bars: ProgressBars, as_json: bool) -> None:
+    console.print(f"[dim]crewlet worker on {escape(str(runner.node.home.root))} — Ctrl-C stops it[/]")
+    stop = threading.Event()
+
+    def show(report: DutyReport) -> None:
+        worked = bool(report.result and report.result.worked)
+        if not (worked or report.error or (not report.ran and report.skipped)):
+            return
+        stamp = datetime.now().strftime("%H:%M:%S")
+        if as_json:
+            emit_json({"at": stamp} | report.to_json())
+        else:
+            bars.close()
+            console.print(f"[dim]{stamp}[/] {escape(report.line())}", soft_wrap=True)
+
+    try:
+        runner.run_forever(stop=stop, progress=bars, on_report=show)
+    except KeyboardInterrupt:
+        stop.set()
+        console.print("worker stopped")
+
+
+def _show_status(node: object, as_json: bool) -> None:
+    with node.lock:  # type: ignore[attr-defined]
+        records = read_duty_records(node.conn)  # type: ignore[attr-defined]
+    if as_json:
+        emit_json({"duties": [r.to_json() for r in records.values()]})
+        return
+    if not records:
+        console.print("no duty has run on this home yet — `crewlet worker --once` runs them")
+        return
+    width = max(len(name) for name in records)
+    for name, r in sorted(records.items()):
+        last = f"last pass {when(r.last_run_at)} by {r.holder}" if r.last_run_at else "never run"
+        what = f"[red]failed: {escape(r.last_error)}[/]" if r.last_error else escape(r.last_summary or "—")
+        console.print(f"{name:<{width}}  {what}  [dim]{escape(last)}[/]", soft_wrap=True)

@@ -1,0 +1,41 @@
+"""Rich progress bars for long CLI work: one bar per task, shown only once the work reports progress."""
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+
+class ProgressBars:
+    """A callable `(task, done, total, label)`; a total of 0 is work of unknown size (a spinner-like
+    bar). Nothing is drawn when disabled (`--json`, or output that is not a terminal)."""
+
+    def __init__(self, console: Console, *, enabled: bool) -> None:
+        self.console = console
+        self.enabled = enabled
+        self._progress: Progress | None = None
+        self._tasks: dict[tuple[str, str], Any] = {}
+
+    def __call__(self, task: str, done: int, total: int, label: str = "") -> None:
+        if not self.enabled:
+            return
+        if self._progress is None:
+            self._progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                      TimeElapsedColumn(), TimeRemainingColumn(), console=self.console,
+                                      transient=False)
+            self._progress.start()
+        key = (task, label)
+        if key not in self._tasks:
+            self._tasks[key] = self._progress.add_task(label or task, total=total or None)
+        self._progress.update(self._tasks[key], completed=done, total=total or None)
+
+    def bar(self, label: str) -> Any:
+        """A `(done, total)` callable for one piece of work (an index build, an import)."""
+        return lambda done, total: self(label, done, total, label)
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+            self._tasks.clear()
