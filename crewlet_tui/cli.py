@@ -1,12 +1,11 @@
 """The `crewlet` command. With no subcommand it opens the app on the home."""
 from __future__ import annotations
 
-import importlib
 from typing import Optional
 
 import typer
 
-from . import cli_pages
+from . import cli_app, cli_import, cli_pages, cli_search, cli_worker
 from .cli_common import STATE, handle_errors
 
 app = typer.Typer(
@@ -41,14 +40,8 @@ def _open_app() -> None:
     run_app(STATE.home, actor=STATE.actor)
 
 
-cli_pages.register(app)
-# feature modules register their own commands; a module not yet present is simply absent
-for _name in ("cli_import", "cli_search", "cli_worker", "cli_app"):
-    try:
-        importlib.import_module(f"crewlet_tui.{_name}").register(app)
-    except ModuleNotFoundError as exc:
-        if exc.name != f"crewlet_tui.{_name}":
-            raise
+for _module in (cli_pages, cli_import, cli_search, cli_worker, cli_app):
+    _module.register(app)
 
 
 def main() -> None:

@@ -15,41 +15,14 @@ from core.node import Node
 from core.pages import rules
 from core.pages.service import KnowledgeBase
 from core.paths import Home
-from core.search.seam import MODES, NOT_SEARCHABLE_YET, UNAVAILABLE, Coverage, Outcome, Query, Result
+from core.search.native import NativeSearcher
+from core.search.seam import MODES, NOT_SEARCHABLE_YET, UNAVAILABLE, Outcome, Query, Result
 
 __all__ = ["Session", "make_searcher", "safe_search", "is_not_searchable_yet"]
 
 
-class UnavailableSearcher:
-    """Stands in when this build has no searcher module: every answer says so (never a silent
-    "nothing matched")."""
-
-    def __init__(self, node: Node, reason: str) -> None:
-        self.node = node
-        self.reason = reason
-
-    def backend(self) -> str:
-        return "none"
-
-    def can_search(self, actor: str | None = None) -> bool:
-        return False
-
-    def search(self, query: Query) -> Result:
-        try:
-            applied = self.node.applied_seq()
-        except Exception:  # pragma: no cover - a closed node
-            applied = 0
-        return Result([], Outcome(served_mode=None, modes=[], degraded=UNAVAILABLE,
-                                  message=f"search is unavailable in this build: {self.reason}",
-                                  coverage=Coverage(applied_seq=applied)))
-
-
 def make_searcher(node: Node) -> Any:
-    """The native searcher over this node's own copy (guarded so the app still starts without it)."""
-    try:
-        from core.search.native import NativeSearcher
-    except ImportError as exc:  # the module (or one it needs) is missing from this build
-        return UnavailableSearcher(node, f"core.search.native could not be imported ({exc})")
+    """The native searcher over this node's own copy."""
     return NativeSearcher(node)
 
 

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import whoosh
 from whoosh import fields, formats, index as whoosh_index
+from whoosh.codec.whoosh3 import W3LeafMatcher
 from whoosh.analysis import Filter, LowercaseFilter, RegexTokenizer, StemFilter, StopFilter
 from whoosh.system import pack_uint
 
@@ -398,10 +399,6 @@ def _read_postings(reader: Any, field: str, term: str) -> tuple[np.ndarray, np.n
 
 def _blocks(matcher: Any) -> tuple[np.ndarray, np.ndarray] | None:
     """Read a Whoosh 3 posting list a block at a time (ids are delta-coded per block)."""
-    try:
-        from whoosh.codec.whoosh3 import W3LeafMatcher
-    except ImportError:  # pragma: no cover - another Whoosh build
-        return None
     if not isinstance(matcher, W3LeafMatcher) or matcher._byteids:
         return None
     id_parts, w_parts = [], []

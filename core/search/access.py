@@ -1,0 +1,145 @@
+"""Who may search, and what a search may return: the access policy, decided once per search.
+
+Every retriever and the hit assembly read the same `Access`, so the rules hold whichever half ranked a
+page: the knowledge app, the configured backend, knowledge.scope (read off the configuration current
+at each call) and the caller's own narrowing inside it, the tool-skills container (never returned),
+and the excluded ancestor titles (default "Auto-Drafted Skills", with the "[Auto-draft]" title prefix
+as a fail-closed backstop).
+
+A retriever applies `allowed`, `skills` and `excluded_ids` INSIDE its candidate stage, before any
+ranking is cut (a filter applied after the top-K returns nothing: qmd's worst bug); the hit assembly
+checks each candidate again against the current rows (`admits`), which may be a moment ahead of an
+index.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..config import AUTO_DRAFT_TITLE_PREFIX, AUTO_DRAFTED_PARENT, Actor
+from ..pages.model import normalise_title
+from .seam import MODES, OUT_OF_SCOPE, UNAVAILABLE, Query
+
+
+@dataclass(frozen=True)
+class Denial:
+    """A search that does not run: the degraded reason and the words for it."""
+
+    degraded: str
+    message: str
+    modes_known: bool = True      # False: the company does not search at all (no modes to offer)
+
+
+@dataclass
+class Access:
+    actor: Actor | None
+    mode: str
+    allowed: set[str] | None                 # containers a hit may be in (None: every one)
+    skills: str                              # the tool-skills container: never returned
+    exclusions: tuple[str, ...]              # excluded ancestor titles, normalised
+    draft_backstop: bool                     # also drop "[Auto-draft]" titles
+    excluded_ids: frozenset[str] = frozenset()   # pages beneath an excluded ancestor, from the rows
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def is_agent(self) -> bool:
+        return self.actor is not None and self.actor.is_agent
+
+    def admits_container(self, container: str) -> bool:
+        return container != self.skills and (self.allowed is None or container in self.allowed)
+
+    def admits(self, row: Any, ancestors: list[str]) -> bool:
+        """The current row of a candidate (container, title, trashed_at) and its ancestor titles."""
+        if row["trashed_at"] is not None or not self.admits_container(row["container"]):
+            return False
+        if self.draft_backstop and row["title"].lower().startswith(AUTO_DRAFT_TITLE_PREFIX.lower()):
+            return False
+        if row["id"] in self.excluded_ids:
+            return False
+        return not (self.exclusions and any(normalise_title(t) in self.exclusions for t in ancestors))
+
+
+class AccessPolicy:
+    """Decides each search's Access over one node. Thread-safe; caches the pages beneath excluded
+    ancestors until a page changes."""
+
+    def __init__(self, node: Any) -> None:
+        self.node = node
+        self._excluded: dict[tuple[int, tuple[str, ...]], frozenset[str]] = {}
+        self._lock = threading.Lock()
+
+    def decide(self, query: Query, backend: str) -> Access | Denial:
+        company = self.node.company
+        mode = (query.mode or "hybrid").strip().lower()
+        if mode not in MODES:
+            return Denial(UNAVAILABLE, f"mode '{query.mode}' is not one of: {', '.join(MODES)}")
+        handle = query.actor or company.operator
+        who = company.actors.get(handle) if handle else None
+        if handle and who is None:
+            return Denial(UNAVAILABLE, f"no actor '{handle}' is configured in {company.file}")
+        if who is not None and not who.holds_knowledge:
+            return Denial(UNAVAILABLE, f"{handle} does not hold the knowledge app — an admin sets `knowledge = true` "
+                                       f"under [actors.{handle}] in {company.file}")
+        if company.knowledge.backend != backend:
+            return Denial(UNAVAILABLE, f"this company does not search: knowledge.backend is "
+                                       f"'{company.knowledge.backend}' in {company.file}", modes_known=False)
+        allowed, notes, nothing_allowed = self._containers(query)
+        if nothing_allowed:
+            return Denial(OUT_OF_SCOPE, "nothing searched: " + "; ".join(notes))
+        exclusions = tuple(sorted({normalise_title(t) for t in query.effective_exclusions() if t and t.strip()}))
+        return Access(actor=who, mode=mode, allowed=allowed, skills=company.knowledge.skills_container,
+                      exclusions=exclusions, draft_backstop=normalise_title(AUTO_DRAFTED_PARENT) in exclusions,
+                      excluded_ids=self._excluded_pages(exclusions) if exclusions else frozenset(), notes=notes)
+
+    def _containers(self, query: Query) -> tuple[set[str] | None, list[str], bool]:
+        """The containers a search may return (None: every one), from knowledge.scope and the caller's
+        own narrowing inside it; a note for each requested container that cannot return anything; and
+        whether every requested one is outside the scope."""
+        company = self.node.company
+        scope = set(company.scope())
+        wanted = {c.strip() for c in (query.containers or []) if c and c.strip()}
+        if not wanted:
+            return (scope or None), [], False
+        skills = company.knowledge.skills_container
+        notes = []
+        if skills in wanted:
+            notes.append(f"{skills} holds tool skills, which search never returns")
+        outside = sorted(wanted - scope) if scope else []
+        if outside:
+            notes.append(f"{', '.join(outside)} {'is' if len(outside) == 1 else 'are'} outside knowledge.scope "
+                         f"({', '.join(sorted(scope))})")
+        inside = sorted(wanted - set(outside) - {skills})
+        if inside:
+            marks = ",".join("?" * len(inside))
+            with self.node.lock:
+                holding = {r[0] for r in self.node.conn.execute(
+                    f"SELECT DISTINCT container FROM pages WHERE trashed_at IS NULL AND container IN ({marks})", inside)}
+            for name in inside:
+                if name not in holding:
+                    notes.append(f"container {name} holds no pages")
+        allowed = (wanted & scope) if scope else wanted
+        return allowed, notes, bool(outside) and not (wanted - set(outside))
+
+    def _excluded_pages(self, exclusions: tuple[str, ...]) -> frozenset[str]:
+        """Every page beneath a page whose title is an excluded ancestor title, from the rows; cached
+        until a page changes (a read or a comment moves the log, not the pages)."""
+        marks = ",".join("?" * len(exclusions))
+        with self.node.lock:
+            version = self.node.conn.execute("SELECT max(version) FROM pages").fetchone()[0] or 0
+            key = (version, exclusions)
+            with self._lock:
+                hit = self._excluded.get(key)
+            if hit is not None:
+                return hit
+            rows = self.node.conn.execute(
+                "WITH RECURSIVE under(id) AS ("
+                f" SELECT c.id FROM pages c JOIN pages a ON c.parent_id = a.id WHERE a.address IN ({marks})"
+                " UNION SELECT p.id FROM pages p JOIN under u ON p.parent_id = u.id)"
+                " SELECT id FROM under", exclusions).fetchall()
+        found = frozenset(r[0] for r in rows)
+        with self._lock:
+            if len(self._excluded) > 16:
+                self._excluded.clear()
+            self._excluded[key] = found
+        return found

@@ -1,0 +1,137 @@
+"""The keyword retriever: BM25F over this node's lexical index, as ranked page ids with scores.
+
+It reads the index the indexer keeps behind the rows (`index/state.json` names the directory in use),
+reuses one open snapshot while the index generation is unchanged and opens a new reader after every
+commit (never Whoosh's `refresh()`, which returns duplicate hits after a merging commit). The access
+policy's container scope, the tool-skills container and the pages beneath excluded ancestors are masked
+out before the ranking is cut.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import lexical
+from .access import Access
+from .indexer import IndexManifest, covered_seq, read_state, state_path
+from .lexical import DEFAULT_RANKING, Ranking, SegmentCache, Snapshot
+from .seam import Coverage
+from .snippets import TermFinder
+
+
+@dataclass
+class KeywordRanking:
+    """One search's keyword ranking: read as deep as the caller needs (`take`)."""
+
+    snapshot: Snapshot
+    scores: np.ndarray
+    mask: np.ndarray
+    finder: TermFinder
+    dropped_terms: int = 0
+
+    def take(self, depth: int) -> list[tuple[str, float]]:
+        """The best `depth` page ids with their BM25F scores, best first (ties by document number)."""
+        out = []
+        for docnum, score in self.snapshot.ranked(self.scores, self.mask, first=depth):
+            out.append((self.snapshot.ids[docnum], score))
+            if len(out) >= depth:
+                break
+        return out
+
+
+class KeywordRetriever:
+    """Thread-safe: one search at a time reads the snapshot (the searcher serialises searches)."""
+
+    def __init__(self, index_dir: Path, ranking: Ranking = DEFAULT_RANKING) -> None:
+        self.index_dir = index_dir
+        self.ranking = ranking
+        self._lock = threading.RLock()
+        self._manifest: IndexManifest | None = None
+        self._manifest_key: tuple[int, int, int] | None = None
+        self._ix: Any = None
+        self._ix_dir: Path | None = None
+        self._cache = SegmentCache()
+        self._snap: Snapshot | None = None
+
+    # -- the index in use ----------------------------------------------------------------------------
+    def manifest(self) -> IndexManifest | None:
+        """The index in use (None before this node's first build), re-read only when its file changed."""
+        path = state_path(self.index_dir)
+        try:
+            st = os.stat(path)
+        except OSError:
+            with self._lock:
+                self._manifest, self._manifest_key = None, None
+            return None
+        key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        with self._lock:
+            if key != self._manifest_key:
+                self._manifest = read_state(self.index_dir)
+                self._manifest_key = key if self._manifest is not None else None
+            return self._manifest
+
+    def ready(self) -> bool:
+        """The cheap gate: a first build finished and the directory it names is there (two stats)."""
+        manifest = self.manifest()
+        return manifest is not None and (self.index_dir / manifest.dir).is_dir()
+
+    def snapshot(self, manifest: IndexManifest | None = None) -> Snapshot | None:
+        """The index generation searches read now (None before the first build)."""
+        manifest = manifest or self.manifest()
+        if manifest is None:
+            return None
+        with self._lock:
+            path = self.index_dir / manifest.dir
+            if self._ix is None or self._ix_dir != path:
+                self._close_snapshot()
+                self._ix = lexical.open_index(path)
+                self._ix_dir = path
+                self._cache = SegmentCache()
+            generation = lexical.latest_generation(self._ix)
+            if self._snap is None or self._snap.generation != generation:
+                fresh = Snapshot(self._ix, self._cache, self.ranking)
+                self._close_snapshot()
+                self._snap = fresh
+            return self._snap
+
+    def coverage(self, conn: Any, manifest: IndexManifest, applied: int, snapshot: Snapshot) -> Coverage:
+        indexed = covered_seq(conn, manifest.indexed_seq, applied)
+        return Coverage(indexed_seq=indexed, applied_seq=applied, pages_indexed=snapshot.count,
+                        complete=indexed >= applied)
+
+    # -- ranking -------------------------------------------------------------------------------------
+    def rank(self, snapshot: Snapshot, text: str, access: Access) -> KeywordRanking | None:
+        """The query's keyword ranking, with everything no hit may be masked out; None when the query
+        holds no word the index could hold (only punctuation or stop words)."""
+        selected = snapshot.query_terms(text)
+        if not selected.terms:
+            return None
+        mask = snapshot.container_mask(access.allowed, {access.skills})
+        if access.draft_backstop:
+            mask &= ~snapshot.auto_draft
+        if access.excluded_ids:
+            docs = [snapshot.docnum[p] for p in access.excluded_ids if p in snapshot.docnum]
+            if docs:
+                mask[np.asarray(docs, dtype=np.int64)] = False
+        return KeywordRanking(snapshot, snapshot.scores(selected.terms), mask,
+                              TermFinder(selected.terms, snapshot.tokens), selected.dropped)
+
+    # -- closing ---------------------------------------------------------------------------------------
+    def _close_snapshot(self) -> None:
+        if self._snap is not None:
+            self._snap.close()
+            self._snap = None
+
+    def forget(self) -> None:
+        """Drop what is open (the index was switched under us): the next search reads the state again."""
+        with self._lock:
+            self._close_snapshot()
+            self._ix = self._ix_dir = None
+            self._manifest = self._manifest_key = None
+
+    close = forget
