@@ -16,6 +16,7 @@ from .errors import CrewletError
 from .log import FileLog, Record
 from .pages import applier
 from .pages.applier import Outcome
+from .search import vectors
 from .paths import Home
 from .store import Connection, connect
 
@@ -24,11 +25,13 @@ log = logging.getLogger("crewlet.node")
 
 
 class Node:
-    def __init__(self, home: Home, company: config_mod.Company, conn: Connection, flog: FileLog) -> None:
+    def __init__(self, home: Home, company: config_mod.Company, conn: Connection, flog: FileLog,
+                 vlog: FileLog | None = None) -> None:
         self.home = home
         self.company = company
         self.conn = conn
         self.log = flog
+        self.vlog = vlog if vlog is not None else FileLog(home.vectors_log_file)
         # one connection per node object; the Textual app's workers share it, so serialise use
         self.lock = threading.RLock()
         self._config_stamp = self._stamp()
@@ -49,6 +52,7 @@ class Node:
         with self.lock:
             self.conn.close()
             self.log.close()
+            self.vlog.close()
 
     def __enter__(self) -> "Node":
         return self
@@ -81,8 +85,22 @@ class Node:
 
     # -- the write path --------------------------------------------------------------------
     def catch_up(self, progress: Callable[[int], None] | None = None) -> int:
+        """Apply what is on the logs past this node's positions: the pages log, then the vector log."""
         with self.lock:
-            return applier.catch_up(self.conn, self.log, progress=progress)
+            applied = applier.catch_up(self.conn, self.log, progress=progress)
+            return applied + vectors.catch_up(self.conn, self.vlog, progress=progress)
+
+    def submit_vectors(self, records: Sequence[Record], *, sync: bool = True) -> int:
+        """Append vector records to the vector log and apply it through them."""
+        if not records:
+            return 0
+        with self.lock:
+            self.vlog.append(records, sync=sync)
+            return vectors.catch_up(self.conn, self.vlog)
+
+    def vectors_seq(self) -> int:
+        with self.lock:
+            return vectors.position(self.conn)[0]
 
     def submit(self, records: Sequence[Record], *, sync: bool = True) -> list[Outcome]:
         """Append records, apply the log through them, and return each record's outcome."""
@@ -146,4 +164,5 @@ def init_home(home: Home, data: dict, *, force: bool = False) -> Path:
     conn = connect(home.db_file)
     conn.close()
     FileLog(home.log_file).close()
+    FileLog(home.vectors_log_file).close()
     return home.root

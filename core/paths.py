@@ -33,6 +33,16 @@ class Home:
         return self.log_dir / "pages.log"
 
     @property
+    def vectors_log_file(self) -> Path:
+        """Vectors on a log of their own: embedded once by the fleet's embedding duty, applied by every node."""
+        return self.log_dir / "vectors.log"
+
+    @property
+    def diagnostics_file(self) -> Path:
+        """This node's diagnostic events (one JSON object a line), beside the database, never on a log."""
+        return self.root / "diagnostics.jsonl"
+
+    @property
     def fleet_lease_dir(self) -> Path:
         """Leases of duties one node of the fleet runs for all (the reaper, the embedding duty)."""
         return self.log_dir / "leases"

@@ -149,7 +149,47 @@ def m003_duties(conn: Any) -> None:
         """)
 
 
-MIGRATIONS: list[Migration] = [m001_pages, m002_read_context, m003_duties]
+def m004_vectors(conn: Any) -> None:
+    """Each source's vector (the wide table) and its 1-bit sign code (the narrow sibling), applied from
+    the vector log; and the embedding duty's memory of the sources a provider refused."""
+    _run_script(conn, """
+        CREATE TABLE vectors (
+            id INTEGER PRIMARY KEY,        -- also the code's key in vector_codes
+            source_id TEXT NOT NULL,       -- the page id
+            kind TEXT NOT NULL,            -- 'page'
+            space TEXT NOT NULL,           -- the embedding space (provider, model, width, tokenizer)
+            container TEXT NOT NULL,       -- where the source lives: scoped searches filter on it
+            revision INTEGER NOT NULL,     -- the page revision whose title and body were embedded
+            digest TEXT NOT NULL,          -- sha256 of exactly the bytes the provider received
+            bytes INTEGER NOT NULL,
+            bucket INTEGER NOT NULL,       -- a stable hash of source_id into 64 buckets
+            dims INTEGER NOT NULL,
+            seq INTEGER NOT NULL,          -- the vector-log record that filed it
+            vector BLOB NOT NULL           -- float32 little-endian; the last column, so reading the
+                                           -- columns before it never walks its overflow pages
+        );
+        CREATE UNIQUE INDEX vectors_source ON vectors(source_id, space);
+        CREATE INDEX vectors_space ON vectors(space, container);
+        -- the narrow sibling: only the sign codes (sqlite-vec bit vectors), a contiguous narrow read
+        CREATE TABLE vector_codes (
+            id INTEGER PRIMARY KEY,        -- vectors.id
+            code BLOB NOT NULL             -- vec_quantize_binary(vector): one bit a dimension
+        );
+        -- sources a provider refused: held back an hour, this node's own memory (a duty that moves to
+        -- another node isolates each once again)
+        CREATE TABLE embed_holds (
+            source_id TEXT PRIMARY KEY,
+            revision INTEGER NOT NULL,     -- a rewritten source is a new text, offered at once
+            fingerprint TEXT NOT NULL,     -- the provider configuration that refused it
+            refused_at INTEGER NOT NULL,
+            held_until INTEGER NOT NULL,
+            bytes INTEGER NOT NULL,
+            reason TEXT NOT NULL
+        )
+        """)
+
+
+MIGRATIONS: list[Migration] = [m001_pages, m002_read_context, m003_duties, m004_vectors]
 
 
 def migrate(conn: Any) -> list[str]:

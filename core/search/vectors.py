@@ -1,0 +1,165 @@
+"""Vectors as records on a log of their own (`log/vectors.log`), applied into the node's SQLite.
+
+Embedding a page costs a provider call, the one thing in the search path a node cannot recompute on its
+own; so the embedding duty publishes each vector as a record and every node that shares the logs applies
+it. The records:
+
+- `vector.put`: a source's vector in one embedding space, with what it was computed from (container,
+  revision, the digest and size of exactly the bytes embedded) and its bucket. It replaces the source's
+  vector in every space: a model change leaves the sources not yet refilled on the old space (a search
+  filters on the space, so they are simply out of its candidate pool) until their new vector arrives.
+- `vector.restamp`: the same vector, now standing for a newer revision or another container (a change
+  that left the embedded text alone: no provider call). Applied only while the stored vector still has
+  that digest.
+- `vector.drop`: a source that no longer exists (purged).
+
+Applying a put writes the wide row (`vectors`, the float32 vector last) and the narrow sign code
+(`vector_codes`, sqlite-vec's `vec_quantize_binary`), in the same transaction as the log position.
+"""
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..log import FileLog, LogGap, Record
+from ..store import Connection, transaction
+
+POSITION = "vectors"          # this log's row in log_position
+DUTY_ACTOR = "embedding-duty"
+
+
+def encode_vector(vector: np.ndarray) -> str:
+    return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
+
+
+def decode_vector(text: str) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(text), dtype="<f4")
+
+
+def put_record(source_id: str, space: str, container: str, revision: int, digest: str, nbytes: int,
+               bucket: int, vector: np.ndarray) -> Record:
+    return Record.new("vector.put", DUTY_ACTOR, {
+        "source_id": source_id, "kind": "page", "space": space, "container": container, "revision": revision,
+        "digest": digest, "bytes": nbytes, "bucket": bucket, "dims": int(len(vector)),
+        "vector": encode_vector(vector)})
+
+
+def restamp_record(source_id: str, space: str, container: str, revision: int, digest: str) -> Record:
+    return Record.new("vector.restamp", DUTY_ACTOR, {"source_id": source_id, "space": space, "container": container,
+                                                     "revision": revision, "digest": digest})
+
+
+def drop_record(source_id: str) -> Record:
+    return Record.new("vector.drop", DUTY_ACTOR, {"source_id": source_id})
+
+
+# -- applying -------------------------------------------------------------------------------------------
+
+def _put(conn: Connection, rec: Record) -> None:
+    p = rec.payload
+    vector = decode_vector(p["vector"])
+    dims = int(p["dims"])
+    if len(vector) != dims or dims <= 0:
+        return  # a malformed record files nothing (and never stops the log behind it)
+    blob = vector.tobytes()
+    conn.execute("DELETE FROM vector_codes WHERE id IN (SELECT id FROM vectors WHERE source_id = ?)", (p["source_id"],))
+    conn.execute("DELETE FROM vectors WHERE source_id = ?", (p["source_id"],))
+    cur = conn.execute(
+        "INSERT INTO vectors (source_id, kind, space, container, revision, digest, bytes, bucket, dims, seq, vector) "
+        "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+        (p["source_id"], p.get("kind", "page"), p["space"], p["container"], int(p["revision"]), p["digest"],
+         int(p["bytes"]), int(p["bucket"]), dims, rec.seq, blob))
+    conn.execute("INSERT INTO vector_codes (id, code) VALUES (?, vec_quantize_binary(vec_f32(?)))", (cur.lastrowid, blob))
+
+
+def _restamp(conn: Connection, rec: Record) -> None:
+    p = rec.payload
+    conn.execute("UPDATE vectors SET container = ?, revision = ?, seq = ? WHERE source_id = ? AND space = ? "
+                 "AND digest = ?", (p["container"], int(p["revision"]), rec.seq, p["source_id"], p["space"], p["digest"]))
+
+
+def _drop(conn: Connection, rec: Record) -> None:
+    source = rec.payload["source_id"]
+    conn.execute("DELETE FROM vector_codes WHERE id IN (SELECT id FROM vectors WHERE source_id = ?)", (source,))
+    conn.execute("DELETE FROM vectors WHERE source_id = ?", (source,))
+
+
+HANDLERS: dict[str, Callable[[Connection, Record], None]] = {
+    "vector.put": _put, "vector.restamp": _restamp, "vector.drop": _drop}
+
+
+def apply_vector_record(conn: Connection, rec: Record) -> None:
+    handler = HANDLERS.get(rec.type)
+    if handler is None:
+        return  # a record type of a later build: nothing this build can file
+    conn.execute("SAVEPOINT vec")
+    try:
+        handler(conn, rec)
+    except (KeyError, TypeError, ValueError, OverflowError):
+        conn.execute("ROLLBACK TO vec")  # malformed: filed as nothing
+    conn.execute("RELEASE vec")
+
+
+def position(conn: Connection) -> tuple[int, int]:
+    row = conn.execute("SELECT seq, byte_offset FROM log_position WHERE name = ?", (POSITION,)).fetchone()
+    return (row["seq"], row["byte_offset"]) if row else (0, 0)
+
+
+def catch_up(conn: Connection, vlog: FileLog, *, batch: int = 500,
+             progress: Callable[[int], None] | None = None) -> int:
+    """Apply every vector record past this node's position, `batch` a transaction, the position stored in
+    the same transaction. Returns how many records were applied."""
+    applied = 0
+    while True:
+        with transaction(conn):
+            seq, offset = position(conn)
+            n = 0
+            for rec, end in vlog.read(after=seq, start_offset=offset, limit=batch):
+                if rec.seq != seq + 1:
+                    raise LogGap(vlog.path, end, seq + 1, rec.seq)
+                apply_vector_record(conn, rec)
+                seq, offset = rec.seq, end
+                n += 1
+            if n:
+                conn.execute(
+                    "INSERT INTO log_position (name, seq, byte_offset) VALUES (?,?,?) "
+                    "ON CONFLICT(name) DO UPDATE SET seq=excluded.seq, byte_offset=excluded.byte_offset",
+                    (POSITION, seq, offset))
+        applied += n
+        if progress and n:
+            progress(n)
+        if n < batch:
+            return applied
+
+
+# -- reading --------------------------------------------------------------------------------------------
+
+def coverage(conn: Connection, space: str) -> tuple[int, int]:
+    """(live pages with a current vector in `space`, live pages): current means computed from the page's
+    present revision in its present container."""
+    row = conn.execute(
+        "SELECT count(v.id), count(*) FROM pages p LEFT JOIN vectors v ON v.source_id = p.id AND v.space = ? "
+        "AND v.revision = p.revision AND v.container = p.container WHERE p.trashed_at IS NULL", (space,)).fetchone()
+    return int(row[0]), int(row[1])
+
+
+def spaces(conn: Connection) -> dict[str, int]:
+    """Every embedding space the stored vectors are in, with how many sources each holds."""
+    return {r[0]: r[1] for r in conn.execute("SELECT space, count(*) FROM vectors GROUP BY space ORDER BY space")}
+
+
+def load_vectors(conn: Connection, ids: list[int]) -> dict[int, np.ndarray]:
+    """Full vectors by primary key (stage two's exact rerank)."""
+    out: dict[int, np.ndarray] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start:start + 500]
+        for r in conn.execute(f"SELECT id, vector FROM vectors WHERE id IN ({','.join('?' * len(chunk))})", chunk):
+            out[r[0]] = np.frombuffer(r[1], dtype="<f4")
+    return out
+
+
+def row_count(conn: Any) -> int:
+    return conn.execute("SELECT count(*) FROM vectors").fetchone()[0]
