@@ -14,6 +14,8 @@ from typing import Any
 
 import tomli_w
 
+from core.embed import LOCAL_DIMENSIONS, LOCAL_MODEL, MAX_BATCH_INPUTS
+
 ACTOR_KINDS = ("person", "agent")
 KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 HANDLE_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
@@ -56,13 +58,27 @@ class Actor:
         return self.is_agent or self.admin or self.knowledge
 
 
+EMBEDDING_PROVIDERS = ("local", "openai")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_EMBEDDINGS_KEYS = {
+    "local": ("provider", "model", "dimensions", "max_batch_inputs"),
+    "openai": ("provider", "base_url", "model", "dimensions", "api_key_env",
+               "max_input_tokens", "max_batch_tokens", "max_batch_inputs"),
+}
+
+
 @dataclass(frozen=True)
-class EmbeddingsProvider:
-    kind: str = "local"           # "local" (no network) or "openai" (any OpenAI-compatible endpoint)
-    url: str = ""
-    model: str = ""
-    dimensions: int = 0
-    api_key_env: str = ""
+class EmbeddingsSettings:
+    """[providers.embeddings]: which model turns text into vectors. The default is the local model,
+    which needs no network and no key."""
+    provider: str = "local"       # "local" (embedded, offline) or "openai" (any OpenAI-compatible endpoint)
+    base_url: str = ""            # e.g. "http://127.0.0.1:8089/v1"; POST {base_url}/embeddings
+    model: str = LOCAL_MODEL      # the local model's name, or the endpoint's model
+    dimensions: int = LOCAL_DIMENSIONS   # the stored width (an endpoint is sent it as `dimensions`)
+    api_key_env: str = ""         # the NAME of the environment variable holding the key; never the key
+    max_input_tokens: int = 8192
+    max_batch_tokens: int = 300_000
+    max_batch_inputs: int | None = None   # None: the provider's own (128 for an endpoint)
 
 
 @dataclass(frozen=True)
@@ -71,7 +87,7 @@ class Knowledge:
     root_space: str = "HOME"
     skills_container: str = "SKILLS"
     scope: tuple[str, ...] = ()
-    vectors: bool | None = None
+    vectors: bool = True          # false: nothing embeds the corpus; searches are keyword and say so
 
 
 @dataclass(frozen=True)
@@ -81,7 +97,7 @@ class Company:
     actors: dict[str, Actor]
     knowledge: Knowledge = field(default_factory=Knowledge)
     operator: str | None = None
-    embeddings: EmbeddingsProvider | None = None
+    embeddings: EmbeddingsSettings = field(default_factory=EmbeddingsSettings)
     activated_at: int = 0          # ms; the instant this configuration was activated (the file's mtime)
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -132,6 +148,81 @@ def _expect(file: Path, key: str, value: Any, typ: type | tuple[type, ...], fix:
     return value
 
 
+def _whole(file: Path, key: str, value: Any, *, low: int, high: int | None = None, example: str) -> int:
+    """A whole number in [low, high]; a bool is not one (TOML true would otherwise read as 1)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(file, key, f"expected a whole number, found {type(value).__name__} {value!r}",
+                          f"write a whole number, e.g. {example}")
+    if value < low or (high is not None and value > high):
+        bound = f"from {low} to {high}" if high is not None else f"at least {low}"
+        raise ConfigError(file, key, f"{value} is out of range", f"use a whole number {bound}, e.g. {example}")
+    return value
+
+
+def _parse_embeddings(file: Path, raw: Any) -> EmbeddingsSettings:
+    """[providers.embeddings]; absent means the local model. An endpoint needs base_url, model and
+    dimensions; its key is named by api_key_env and read from the environment when it is used."""
+    table = "providers.embeddings"
+    e = _expect(file, table, raw, dict, "make [providers.embeddings] a table")
+    provider = e.get("provider", "local")
+    if provider not in EMBEDDING_PROVIDERS:
+        raise ConfigError(file, f"{table}.provider", f"{provider!r} is not an embeddings provider",
+                          'set it to "local" (the embedded model) or "openai" (any OpenAI-compatible endpoint)')
+    allowed = _EMBEDDINGS_KEYS[provider]
+    for key in e:
+        if key not in allowed:
+            hint = (' (it is for provider = "openai")' if key in _EMBEDDINGS_KEYS["openai"] else "")
+            raise ConfigError(file, f"{table}.{key}", f"not a setting of provider = {provider!r}{hint}",
+                              f"remove it, or use one of: {', '.join(allowed)}")
+    batch_inputs = e.get("max_batch_inputs")
+    if batch_inputs is not None:
+        batch_inputs = _whole(file, f"{table}.max_batch_inputs", batch_inputs, low=1, high=MAX_BATCH_INPUTS,
+                              example="max_batch_inputs = 128")
+    if provider == "local":
+        model = _expect(file, f"{table}.model", e.get("model", LOCAL_MODEL), str, f'model = "{LOCAL_MODEL}"')
+        if model != LOCAL_MODEL:
+            raise ConfigError(file, f"{table}.model", f"the local provider has no model {model!r}",
+                              f'remove model (the local model is "{LOCAL_MODEL}"), or set provider = "openai"')
+        dimensions = _whole(file, f"{table}.dimensions", e.get("dimensions", LOCAL_DIMENSIONS), low=1,
+                            example=f"dimensions = {LOCAL_DIMENSIONS}")
+        if dimensions != LOCAL_DIMENSIONS:
+            raise ConfigError(file, f"{table}.dimensions", f"the local model is {LOCAL_DIMENSIONS} wide, not {dimensions}",
+                              f"remove dimensions (or set it to {LOCAL_DIMENSIONS})")
+        return EmbeddingsSettings(provider="local", model=model, dimensions=dimensions, max_batch_inputs=batch_inputs)
+
+    missing = [k for k in ("base_url", "model", "dimensions") if k not in e]
+    if missing:
+        examples = {"base_url": 'base_url = "https://api.openai.com/v1"', "model": 'model = "text-embedding-3-small"',
+                    "dimensions": "dimensions = 1536"}
+        raise ConfigError(file, f"{table}.{missing[0]}", f"provider = \"openai\" needs {', '.join(missing)}",
+                          "add " + "; ".join(examples[k] for k in missing))
+    base_url = _expect(file, f"{table}.base_url", e["base_url"], str, 'base_url = "http://127.0.0.1:8089/v1"').strip()
+    if not re.match(r"^https?://[^/\s]+", base_url):
+        raise ConfigError(file, f"{table}.base_url", f"{base_url!r} is not an http(s) URL",
+                          'write it with its scheme, e.g. base_url = "http://127.0.0.1:8089/v1" (embeddings are POSTed to {base_url}/embeddings)')
+    model = _expect(file, f"{table}.model", e["model"], str, 'model = "text-embedding-3-small"').strip()
+    if not model:
+        raise ConfigError(file, f"{table}.model", "is empty", 'name the endpoint\'s model, e.g. model = "text-embedding-3-small"')
+    dimensions = _whole(file, f"{table}.dimensions", e["dimensions"], low=1, high=65_536, example="dimensions = 1536")
+    api_key_env = _expect(file, f"{table}.api_key_env", e.get("api_key_env", ""), str, 'api_key_env = "OPENAI_API_KEY"')
+    if api_key_env and not ENV_NAME_RE.match(api_key_env):
+        looks_like_key = api_key_env.startswith("sk-") or len(api_key_env) >= 32
+        raise ConfigError(file, f"{table}.api_key_env",
+                          "looks like a key, not the name of an environment variable" if looks_like_key
+                          else "is not an environment variable name",
+                          'put the key in an environment variable and name it here, e.g. api_key_env = "OPENAI_API_KEY"'
+                          + (" (and rotate the key: it has been written to a file)" if looks_like_key else ""))
+    max_input_tokens = _whole(file, f"{table}.max_input_tokens", e.get("max_input_tokens", 8192), low=1,
+                              example="max_input_tokens = 8192")
+    max_batch_tokens = _whole(file, f"{table}.max_batch_tokens", e.get("max_batch_tokens", 300_000), low=1,
+                              example="max_batch_tokens = 300000")
+    return EmbeddingsSettings(
+        provider="openai", base_url=base_url.rstrip("/"), model=model, dimensions=dimensions, api_key_env=api_key_env,
+        max_input_tokens=max_input_tokens, max_batch_tokens=max_batch_tokens,
+        max_batch_inputs=batch_inputs if batch_inputs is not None else MAX_BATCH_INPUTS,
+    )
+
+
 def parse(data: dict[str, Any], file: Path, activated_at: int = 0) -> Company:
     known_top = {"operator", "knowledge", "spaces", "actors", "providers", "integrations", "company"}
     for key in data:
@@ -151,9 +242,7 @@ def parse(data: dict[str, Any], file: Path, activated_at: int = 0) -> Company:
     if backend == "none" and scope:
         raise ConfigError(file, "knowledge.scope", "a read scope with no backend behind it narrows nothing",
                           "remove knowledge.scope or set knowledge.backend = \"native\"")
-    vectors = kn_raw.get("vectors")
-    if vectors is not None:
-        _expect(file, "knowledge.vectors", vectors, bool, "set it to true or false")
+    vectors = _expect(file, "knowledge.vectors", kn_raw.get("vectors", True), bool, "set it to true or false")
     reserved = {}
     for name, default in (("root_space", "HOME"), ("skills_container", "SKILLS")):
         value = _expect(file, f"knowledge.{name}", kn_raw.get(name, default), str, f'e.g. {name} = "{default}"')
@@ -218,19 +307,8 @@ def parse(data: dict[str, Any], file: Path, activated_at: int = 0) -> Company:
             raise ConfigError(file, "operator", f"'{operator}' is not a configured actor",
                               f"add [actors.{operator}] or name one of: {', '.join(sorted(actors)) or 'none'}")
 
-    embeddings = None
     prov = _expect(file, "providers", data.get("providers", {}), dict, "make [providers] a table")
-    if "embeddings" in prov:
-        e = _expect(file, "providers.embeddings", prov["embeddings"], dict, "make [providers.embeddings] a table")
-        embeddings = EmbeddingsProvider(
-            kind=str(e.get("kind", "local")), url=str(e.get("url", "")), model=str(e.get("model", "")),
-            dimensions=_expect(file, "providers.embeddings.dimensions", e.get("dimensions", 0), int,
-                               "write a whole number, e.g. dimensions = 384"),
-            api_key_env=str(e.get("api_key_env", "")),
-        )
-    if vectors is True and embeddings is None:
-        raise ConfigError(file, "knowledge.vectors", "true with no [providers.embeddings] configured",
-                          "configure [providers.embeddings] or remove knowledge.vectors")
+    embeddings = _parse_embeddings(file, prov.get("embeddings", {}))
 
     return Company(file=file, spaces=spaces, actors=actors, knowledge=knowledge, operator=operator,
                    embeddings=embeddings, activated_at=activated_at, raw=data)

@@ -77,7 +77,8 @@ def test_an_unknown_operator(tmp_path):
     ({"spaces": ["ENG"]}, "spaces", "[spaces.KEY]"),
     ({"knowledge": {"scope": "ENG"}}, "knowledge.scope", "list"),
     ({"knowledge": {"backend": "confluence"}}, "knowledge.backend", '"native"'),
-    ({"knowledge": {"vectors": True}}, "knowledge.vectors", "[providers.embeddings]"),
+    ({"providers": {"embeddings": {"provider": "openai", "model": "m", "dimensions": 8}}},
+     "providers.embeddings.base_url", "base_url ="),
     ({"knowledge": {"vectors": "yes"}}, "knowledge.vectors", "true or false"),
     ({"operator": 3}, "operator", 'operator = "alex"'),
     ({"colour": "blue"}, "colour", "remove it"),
@@ -99,7 +100,8 @@ def test_a_wrong_value_names_its_key_and_the_fix(tmp_path, changes, key, fix_wor
 def test_a_wrong_type_in_the_embeddings_provider_is_a_config_error(tmp_path):
     f = _write(tmp_path / "company.toml",
                'operator = "alex"\n[actors.alex]\nadmin = true\n'
-               '[providers.embeddings]\nkind = "openai"\nurl = "http://localhost:1"\ndimensions = "many"\n')
+               '[providers.embeddings]\nprovider = "openai"\nbase_url = "http://localhost:1"\nmodel = "m"\n'
+               'dimensions = "many"\n')
     with pytest.raises(ConfigError) as exc:
         config_mod.load(f)
     _assert_names(exc.value, f, "providers.embeddings.dimensions")

