@@ -209,7 +209,8 @@ class CrewletApp(App[None]):
         if session is None:
             return
         node = session.node
-        runner = DutyRunner(node, default_duties(node, index_interval_s=self.index_interval), label="crewlet app")
+        runner = DutyRunner(node, default_duties(node, index_interval_s=self.index_interval, embed_threads=1),
+                            label="crewlet app")
 
         def progress(duty: str, done: int, total: int, label: str) -> None:
             if not self._stopping.is_set():

@@ -1,0 +1,379 @@
+"""The embedding duty: every live page embedded once, in the configured space, published as a record.
+
+One node of the fleet runs it (a fleet lease) and publishes each vector on the vector log; every node
+applies it, so the provider is paid once. Spec 000, "Where the vectors come from", all of it:
+
+- A tick embeds at most 1,024 sources in at most 32 requests of at most 128 sources each, packed by the
+  provider's limits counted in bytes; `crewlet worker --once` runs tick after tick until nothing is left.
+- What is embedded is a source's opening (core/embed/text.py). A page is selected again exactly when
+  what its vector was computed from moved: its revision (a save or a rename) or its container. Where
+  the stored vector was computed from exactly the text it would send now, it is restamped under the new
+  revision and container with no provider call. A move, a label or a comment selects nothing.
+- A refused request (400/413/422) is split in halves, sent ahead of everything else, until the input it
+  refuses is alone; every half accepted on the way is embedded. The input refused alone is named
+  (search_embed_input_refused) and held back an hour; then it is offered again alone, at most two a
+  tick, the longest refused first. A vector that is not finite or all zero is refused like an input
+  (search_embed_vector_refused). Halves a tick did not reach are kept in the duty's cursor and the next
+  tick resumes the isolation there. The refusals are forgotten when the provider's configuration changes.
+- Any other failure (rate limit, timeout, server down, bad credential, a response that does not map
+  onto its batch) ends the tick's requests; nothing is lost, the selection is derived from the rows.
+- When the provider has accepted no request since this duty began with it as configured, and a tick
+  sees it refuse two different inputs sent alone for the first time with nothing else failing, the duty
+  says so once (search_embed_every_request_refused): that is the configuration, not the documents.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..diagnostics import Diagnostics
+from ..node import now_ms
+from ..search import vectors
+from ..worker import Duty, DutyPass, PassContext
+from .provider import InputRefused, Provider, ProviderError, ResponseRefused, default_threads, make_provider
+from .text import BODY_READ_CHARS, bucket, embed_text
+
+log = logging.getLogger("crewlet.embed")
+
+MAX_SOURCES_TICK = 1024
+MAX_REQUESTS_TICK = 32
+MAX_INPUTS_REQUEST = 128
+REQUEST_TIMEOUT_S = 60.0
+SINGLE_TIMEOUT_S = 15.0
+HOLD_MS = 3600 * 1000
+RETRIES_PER_TICK = 2
+
+
+@dataclass
+class Item:
+    """One source as the provider will receive it."""
+
+    source_id: str
+    container: str
+    revision: int
+    text: str
+    digest: str
+
+    @property
+    def nbytes(self) -> int:
+        return len(self.text.encode("utf-8"))
+
+    def to_json(self) -> list[Any]:
+        return [self.source_id, self.container, self.revision, self.text, self.digest]
+
+    @classmethod
+    def from_json(cls, data: list[Any]) -> "Item":
+        return cls(str(data[0]), str(data[1]), int(data[2]), str(data[3]), str(data[4]))
+
+
+@dataclass
+class Request:
+    """One request's inputs; `isolating` marks a half of a refused request (kept across ticks)."""
+
+    items: list[Item]
+    isolating: bool = False
+
+
+@dataclass
+class Coverage:
+    """The share of live pages with a current vector in the configured space."""
+
+    space: str
+    covered: int
+    total: int
+    held: int
+
+    @property
+    def share(self) -> float:
+        return self.covered / self.total if self.total else 1.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"space": self.space, "covered": self.covered, "total": self.total, "held": self.held,
+                "coverage": round(self.share, 4), "behind": self.total - self.covered}
+
+
+def coverage(conn: Any, space: str, fingerprint: str | None = None) -> Coverage:
+    covered, total = vectors.coverage(conn, space)
+    held = conn.execute("SELECT count(*) FROM embed_holds h JOIN pages p ON p.id = h.source_id "
+                        "WHERE p.trashed_at IS NULL AND h.revision = p.revision"
+                        + (" AND h.fingerprint = ?" if fingerprint else ""),
+                        (fingerprint,) if fingerprint else ()).fetchone()[0]
+    return Coverage(space, covered, total, held)
+
+
+def pack(items: list[Item], provider: Provider) -> list[list[Item]]:
+    """Requests the model accepts for their size: at most 128 inputs (or the provider's fewer) and the
+    provider's byte total, greedily in order."""
+    limits = provider.limits
+    per_request = max(1, min(MAX_INPUTS_REQUEST, limits.max_batch_inputs))
+    batches: list[list[Item]] = []
+    batch: list[Item] = []
+    size = 0
+    for item in items:
+        if batch and (len(batch) >= per_request or size + item.nbytes > limits.max_batch_bytes):
+            batches.append(batch)
+            batch, size = [], 0
+        batch.append(item)
+        size += item.nbytes
+    if batch:
+        batches.append(batch)
+    return batches
+
+
+class EmbeddingDuty(Duty):
+    name = "embedding"
+    scope = "fleet"
+
+    def __init__(self, node: Any, *, threads: int | None = None, interval_s: float = 60.0,
+                 provider_factory: Callable[..., Provider | None] = make_provider) -> None:
+        self.node = node
+        self.threads = threads or default_threads()
+        self.interval_s = interval_s
+        self.provider_factory = provider_factory
+        self.diagnostics = Diagnostics(node.home.diagnostics_file)
+        self._provider: Provider | None = None
+        self._settings: Any = None
+        self._accepted_since: str | None = None    # the fingerprint a request was last accepted under
+        self._said_every_refused: str | None = None
+        self._run_done = 0
+
+    # -- the provider as configured now ----------------------------------------------------------------
+    def provider(self) -> Provider | None:
+        company = self.node.company
+        settings = (company.knowledge.vectors, company.embeddings)
+        if self._provider is None or settings != self._settings:
+            if self._provider is not None:
+                self._provider.close()
+            self._provider = self.provider_factory(company, threads=self.threads)
+            self._settings = settings
+        return self._provider
+
+    def close(self) -> None:
+        if self._provider is not None:
+            self._provider.close()
+            self._provider = None
+
+    # -- one tick --------------------------------------------------------------------------------------
+    def run_pass(self, ctx: PassContext) -> DutyPass:
+        self.node.refresh_config()
+        provider = self.provider()
+        if provider is None:
+            return DutyPass(summary="vectors are off (knowledge.vectors = false): nothing is embedded",
+                            status={"vectors": False})
+        space, fingerprint = provider.space.key(), provider.fingerprint
+        bound = min(provider.limits.max_input_bytes, provider.limits.max_batch_bytes)
+        conn = self.node.conn
+        with self.node.lock:
+            # the memory of refusals follows the provider's configuration
+            conn.execute("DELETE FROM embed_holds WHERE fingerprint != ?", (fingerprint,))
+            orphans = [r[0] for r in conn.execute(
+                "SELECT DISTINCT source_id FROM vectors WHERE source_id NOT IN (SELECT id FROM pages)")]
+        if orphans:
+            self.node.submit_vectors([vectors.drop_record(s) for s in orphans])
+
+        pending = self._pending(ctx.cursor, fingerprint)
+        now = now_ms()
+        with self.node.lock:
+            retries = self._retries(space, fingerprint, now, bound)
+            busy = {i.source_id for batch in pending for i in batch} | {i.source_id for i in retries}
+            fresh, restamps = self._select(space, fingerprint, bound, MAX_SOURCES_TICK - len(busy), busy)
+            behind = self._behind(space, fingerprint)
+        if restamps:
+            self.node.submit_vectors(restamps)
+        total = self._run_done + behind
+        ctx.progress(self._run_done, total, "embedding pages")
+
+        # refused halves first, then the hour-old refusals alone, then the fresh requests
+        queue = ([Request(b, isolating=True) for b in pending] + [Request([i]) for i in retries]
+                 + [Request(b) for b in pack(fresh, provider)])
+        requests = embedded = refused = 0
+        first_refusals: set[str] = set()
+        failure = ""
+        while queue and requests < MAX_REQUESTS_TICK and not ctx.stop.is_set():
+            request = queue.pop(0)
+            batch = request.items
+            requests += 1
+            timeout = SINGLE_TIMEOUT_S if len(batch) == 1 else REQUEST_TIMEOUT_S
+            try:
+                vecs = provider.embed([i.text for i in batch], timeout=timeout)
+            except InputRefused as exc:
+                if len(batch) > 1:
+                    half = len(batch) // 2
+                    queue[:0] = [Request(batch[:half], isolating=True), Request(batch[half:], isolating=True)]
+                    continue
+                refused += 1
+                first = self._hold(batch[0], fingerprint, space, provider, exc)
+                if first:
+                    first_refusals.add(batch[0].source_id)
+                continue
+            except ResponseRefused as exc:
+                failure = self._event("search_embed_response_refused", f"the provider's answer does not map onto "
+                                      f"its batch of {len(batch)}: {exc} — nothing from it was filed", provider)
+                break
+            except ProviderError as exc:
+                failure = f"the provider failed: {exc}"
+                log.warning("embedding: %s (the next tick asks again)", failure)
+                break
+            self._accepted_since = fingerprint
+            records = []
+            for item, vec in zip(batch, vecs):
+                vec = np.asarray(vec, dtype=np.float32)
+                if not np.all(np.isfinite(vec)) or not np.any(vec):
+                    what = "a component that is not finite" if not np.all(np.isfinite(vec)) else "every component zero"
+                    self._hold_vector(item, fingerprint, space, provider, what)
+                    refused += 1
+                    continue
+                records.append(vectors.put_record(item.source_id, space, item.container, item.revision, item.digest,
+                                                  item.nbytes, bucket(item.source_id), vec))
+            if records:
+                self.node.submit_vectors(records)
+                with self.node.lock:
+                    conn.execute(f"DELETE FROM embed_holds WHERE source_id IN ({','.join('?' * len(records))})",
+                                 [r.payload["source_id"] for r in records])
+            embedded += len(records)
+            self._run_done += len(records)
+            ctx.progress(self._run_done, max(total, self._run_done), "embedding pages")
+            ctx.renew()
+
+        if (len(first_refusals) >= 2 and not failure and self._accepted_since != fingerprint
+                and self._said_every_refused != fingerprint):
+            self._said_every_refused = fingerprint
+            self._event("search_embed_every_request_refused",
+                        f"every request was refused: {len(first_refusals)} different inputs sent alone were refused "
+                        f"and none was accepted since embedding began with {provider.space.model} as configured — "
+                        "check providers.embeddings (a parameter the endpoint does not take, a model it does not "
+                        "serve at that width)", provider)
+
+        isolating = [r.items for r in queue if r.isolating]  # the next tick resumes these; the rest is re-derived
+        with self.node.lock:
+            cov = coverage(conn, space, fingerprint)
+        progressed = bool(embedded or restamps or refused)
+        more = (not failure and not ctx.stop.is_set() and progressed
+                and (bool(queue) or cov.covered + cov.held < cov.total))
+        words = [f"{embedded} embedded"]
+        if restamps:
+            words.append(f"{len(restamps)} restamped")
+        if refused:
+            words.append(f"{refused} refused")
+        summary = f"{', '.join(words)} in {requests} request(s); {cov.covered:,} of {cov.total:,} pages covered"
+        if failure:
+            summary += f" — {failure}"
+        return DutyPass(summary=summary, more=more, worked=bool(embedded or restamps or refused or orphans),
+                        cursor=json.dumps({"fingerprint": fingerprint,
+                                           "isolating": [[i.to_json() for i in b] for b in isolating]}),
+                        counts={"embedded": embedded, "restamped": len(restamps), "refused": refused,
+                                "requests": requests},
+                        status=cov.to_json() | {"vectors": True, "model": provider.space.model,
+                                                "provider": provider.space.provider, "failure": failure})
+
+    # -- selection ---------------------------------------------------------------------------------------
+    def _select(self, space: str, fingerprint: str, bound: int, limit: int,
+                busy: set[str]) -> tuple[list[Item], list[Any]]:
+        """Pages whose vector in `space` is missing or was computed from another revision or container,
+        oldest first, not held back: the items to embed, and restamps for those whose text is unchanged."""
+        if limit <= 0:
+            return [], []
+        rows = self.node.conn.execute(
+            "SELECT p.id, p.container, p.title, substr(p.body, 1, ?) AS opening, p.revision, v.digest "
+            "FROM pages p LEFT JOIN vectors v ON v.source_id = p.id AND v.space = ? "
+            "WHERE p.trashed_at IS NULL AND (v.id IS NULL OR v.revision != p.revision OR v.container != p.container) "
+            "AND NOT EXISTS (SELECT 1 FROM embed_holds h WHERE h.source_id = p.id AND h.revision = p.revision "
+            "AND h.fingerprint = ?) ORDER BY p.updated_at, p.id LIMIT ?",
+            (BODY_READ_CHARS, space, fingerprint, limit + len(busy))).fetchall()
+        items, restamps = [], []
+        for r in rows:
+            if r["id"] in busy or len(items) + len(restamps) >= limit:
+                continue
+            text, digest = embed_text(r["title"], r["opening"], bound)
+            if r["digest"] == digest:
+                restamps.append(vectors.restamp_record(r["id"], space, r["container"], r["revision"], digest))
+            else:
+                items.append(Item(r["id"], r["container"], r["revision"], text, digest))
+        return items, restamps
+
+    def _behind(self, space: str, fingerprint: str) -> int:
+        cov = coverage(self.node.conn, space, fingerprint)
+        return max(0, cov.total - cov.covered - cov.held)
+
+    def _retries(self, space: str, fingerprint: str, now: int, bound: int) -> list[Item]:
+        """Held sources whose hour is up, the longest refused first, at most two a tick (each alone)."""
+        rows = self.node.conn.execute(
+            "SELECT p.id, p.container, p.title, substr(p.body, 1, ?) AS opening, p.revision FROM embed_holds h "
+            "JOIN pages p ON p.id = h.source_id AND p.revision = h.revision AND p.trashed_at IS NULL "
+            "WHERE h.fingerprint = ? AND h.held_until <= ? ORDER BY h.refused_at, h.source_id LIMIT ?",
+            (BODY_READ_CHARS, fingerprint, now, RETRIES_PER_TICK)).fetchall()
+        out = []
+        for r in rows:
+            text, digest = embed_text(r["title"], r["opening"], bound)
+            out.append(Item(r["id"], r["container"], r["revision"], text, digest))
+        return out
+
+    def _pending(self, cursor: str | None, fingerprint: str) -> list[list[Item]]:
+        """An isolation a previous tick did not finish (its halves), unless the configuration changed."""
+        if not cursor:
+            return []
+        try:
+            data = json.loads(cursor)
+            if data.get("fingerprint") != fingerprint:
+                return []
+            return [[Item.from_json(i) for i in batch] for batch in data.get("isolating", [])]
+        except (ValueError, TypeError, IndexError, AttributeError):
+            return []
+
+    # -- refusals ----------------------------------------------------------------------------------------
+    def _hold(self, item: Item, fingerprint: str, space: str, provider: Provider, exc: InputRefused) -> bool:
+        """Hold a source the provider refused alone; True when this is its first refusal (not a retry)."""
+        bound = provider.limits.max_input_bytes
+        inside = item.nbytes <= bound
+        why = (f"{exc.endpoint_message or exc}" + (f" (code {exc.code})" if exc.code else ""))
+        if inside:
+            hint = ("the refusal is inside the per-input bound the limits assume: max_input_tokens is declared "
+                    "wider than the endpoint enforces, or the endpoint refuses the text for what it says")
+        else:
+            hint = "the input is past the per-input bound"
+        self._event("search_embed_input_refused",
+                    f"page {item.source_id} was refused by {provider.space.model}: {why} — {item.nbytes} bytes sent, "
+                    f"per-input bound {bound} bytes; {hint}; held back an hour", provider,
+                    source_id=item.source_id, bytes=item.nbytes, bound=bound, status=exc.status, code=exc.code)
+        return self._store_hold(item, fingerprint, f"refused: {why}")
+
+    def _hold_vector(self, item: Item, fingerprint: str, space: str, provider: Provider, what: str) -> None:
+        self._event("search_embed_vector_refused",
+                    f"page {item.source_id}: {provider.space.model} answered a vector with {what} ({item.nbytes} bytes "
+                    "sent); not published, held back an hour", provider, source_id=item.source_id, bytes=item.nbytes)
+        self._store_hold(item, fingerprint, f"vector with {what}")
+
+    def _store_hold(self, item: Item, fingerprint: str, reason: str) -> bool:
+        now = now_ms()
+        with self.node.lock:
+            before = self.node.conn.execute("SELECT 1 FROM embed_holds WHERE source_id = ? AND revision = ?",
+                                            (item.source_id, item.revision)).fetchone()
+            self.node.conn.execute(
+                "INSERT INTO embed_holds (source_id, revision, fingerprint, refused_at, held_until, bytes, reason) "
+                "VALUES (?,?,?,?,?,?,?) ON CONFLICT(source_id) DO UPDATE SET revision = excluded.revision, "
+                "fingerprint = excluded.fingerprint, refused_at = excluded.refused_at, "
+                "held_until = excluded.held_until, bytes = excluded.bytes, reason = excluded.reason",
+                (item.source_id, item.revision, fingerprint, now, now + HOLD_MS, item.nbytes, reason))
+        return before is None
+
+    def _event(self, event: str, message: str, provider: Provider, **fields: Any) -> str:
+        self.diagnostics.record(event, message, model=provider.space.model, space=provider.space.key(), **fields)
+        return message
+
+
+def embedding_coverage(node: Any) -> Coverage | None:
+    """The configured space's coverage (None when vectors are off), for `crewlet index status`."""
+    company = node.company
+    if not company.knowledge.vectors:
+        return None
+    provider = make_provider(company, threads=1)
+    if provider is None:
+        return None
+    with node.lock:
+        return coverage(node.conn, provider.space.key(), provider.fingerprint)
+
