@@ -44,7 +44,7 @@ def test_search_json_shape_and_a_small_home_built_on_first_search(home):
     assert (hit["title"], hit["container"], hit["page_id"]) == ("Deploy Runbook", "ENG", pid)
     assert hit["snippet"] == "How to deploy the service." and hit["url"] == f"#/knowledge/pages/{pid}"
     o = out["outcome"]
-    assert (o["served_mode"], o["modes"], o["degraded"]) == ("keyword", ["keyword"], "no_embeddings")
+    assert (o["served_mode"], o["modes"], o["degraded"]) == ("keyword", ["hybrid", "keyword", "semantic"], "no_embeddings")
     assert set(o["coverage"]) >= {"indexed_seq", "applied_seq", "pages_indexed", "complete", "behind"}
 
 

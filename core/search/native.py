@@ -1,35 +1,45 @@
 """The native Searcher: this node's own copy, read through the seam.
 
 Plain text in; ranked hits and an outcome out; never raises. A search is four steps, each in its own
-module so a new retriever slots in without touching the others:
+module so a retriever slots in without touching the others:
 
 1. the access policy (`access.py`) decides who may search and what a hit may be;
-2. each retriever the mode asks for ranks page ids — the keyword retriever (`keyword.py`) by BM25F over
-   this node's lexical index — with the policy's masks applied inside its candidate stage;
-3. fusion (`fusion.py`) merges the rankings a hybrid search holds by reciprocal rank;
+2. each retriever the mode asks for ranks page ids with the policy's masks applied inside its
+   candidate stage — keyword (`keyword.py`, BM25F over this node's lexical index) and semantic
+   (`semantic.py`, sign codes then an exact rerank, the query embedded by `query_vectors.py`);
+3. fusion (`fusion.py`) merges a hybrid search's two rankings by reciprocal rank;
 4. the hit assembly (`hits.py`) walks the merged ranking against the current rows until `limit` hits
-   are accepted, and gives each its title, ancestors and snippet.
+   are accepted, and gives each its title, ancestors and snippet (from the keyword half's terms where
+   the page holds one).
 
-Every seat reads every page, so `can_search` is only "is this the configured backend, has this node's
-first index build finished, and is the index it names there". Before the first build a search answers
-"not searchable yet" (no mode served) — a different fact from "nothing matched"; a query with no word
-that can be searched answers "no_terms", not "nothing matched" either. An agent's search is one
-knowledge_read event listing the hits it was shown; a person's never is.
+The answer says what it served. Before this node's first keyword build a keyword or hybrid search
+answers "not searchable yet" (no mode served) — a different fact from "nothing matched". With nothing to
+rank by meaning (vectors off, no vector in the configured space yet, a provider that failed or did not
+answer within two seconds) a hybrid search serves its keyword half and says why; a semantic search serves
+nothing and says why, because a keyword ranking is exactly the one that cannot find a page sharing no
+word with the question. docs/search.md has the whole table. An agent's search is one knowledge_read
+event listing the hits it was shown; a person's never is.
 """
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from ..embed.provider import Provider, make_provider
 from ..pages.applier import position
-from . import lexical
+from . import lexical, vectors
 from .access import Access, AccessPolicy, Denial
+from .fusion import reciprocal_rank_fusion
 from .hits import Accepted, HitAssembler, page_url
 from .keyword import KeywordRanking, KeywordRetriever
 from .lexical import DEFAULT_RANKING, Ranking, Snapshot
-from .seam import (NO_EMBEDDINGS, NO_TERMS, NOT_SEARCHABLE_MESSAGE, NOT_SEARCHABLE_YET, OUT_OF_SCOPE, UNAVAILABLE,
-                   Coverage, Outcome, Query, Result)
+from .query_vectors import QueryEmbedder
+from .seam import (NO_EMBEDDINGS, NO_TERMS, NOT_SEARCHABLE_MESSAGE, NOT_SEARCHABLE_YET, OUT_OF_SCOPE, PARTIAL_COVERAGE,
+                   PROVIDER_FAILED, PROVIDER_SLOW, REFILLING, UNAVAILABLE, Coverage, Outcome, Query, Result)
+from .semantic import STAGE_ONE, STAGE_TWO, SemanticRanking, SemanticRetriever
 from .snippets import TermFinder
 
 __all__ = ["NativeSearcher", "page_url", "NO_TERMS", "OUT_OF_SCOPE", "BACKEND"]
@@ -37,14 +47,14 @@ __all__ = ["NativeSearcher", "page_url", "NO_TERMS", "OUT_OF_SCOPE", "BACKEND"]
 log = logging.getLogger("crewlet.search")
 
 BACKEND = "native"
-SERVED_MODES = ["keyword"]
+KEYWORD_DEPTH = STAGE_TWO      # how deep each half is read before fusion (deeper when the walk runs short)
 
-HYBRID_MESSAGE = ("keyword ranking only: this node has no embeddings yet, so nothing was ranked by meaning — "
-                  "a page that shares no word with the question can be missing")
-SEMANTIC_MESSAGE = ("nothing served: this node has no embeddings yet to rank by meaning, and a keyword ranking "
-                    "cannot find a page that shares no word with the question — search in keyword or hybrid mode")
 UNAVAILABLE_MESSAGE = "the knowledge base could not be searched just now"
 NO_TERMS_MESSAGE = "nothing was searched: the query has no word that can be searched"
+NOT_BY_MEANING = ("a page that shares no word with the question can be missing, because nothing was ranked "
+                  "by meaning")
+KEYWORD_CANNOT = ("a keyword ranking cannot find a page that shares no word with the question — search in "
+                  "keyword or hybrid mode for pages that share the question's words")
 
 
 def _cause(exc: BaseException) -> str:
@@ -56,17 +66,33 @@ def _cause(exc: BaseException) -> str:
 
 
 def _unserved(degraded: str, message: str, coverage: Coverage | None = None, modes: list[str] | None = None) -> Result:
-    return Result([], Outcome(None, list(SERVED_MODES) if modes is None else modes, degraded, message,
+    return Result([], Outcome(None, ["keyword"] if modes is None else modes, degraded, message,
                               coverage or Coverage(complete=False)))
+
+
+@dataclass
+class MeaningHalf:
+    """What the semantic half could do for one search."""
+
+    ranking: SemanticRanking | None = None
+    degraded: str | None = None       # why nothing (or only part of the pages) was ranked by meaning
+    message: str = ""
+    embedded: int = 0
+    embeddable: int = 0
 
 
 class NativeSearcher:
     """knowledge.Searcher over this node's rows and indexes. Thread-safe (searches are serialised)."""
 
-    def __init__(self, node: Any, *, ranking: Ranking = DEFAULT_RANKING) -> None:
+    def __init__(self, node: Any, *, ranking: Ranking = DEFAULT_RANKING,
+                 provider_factory: Callable[..., Provider | None] = make_provider,
+                 embed_threads: int | None = None, query_timeout_s: float | None = None) -> None:
         self.node = node
         self.policy = AccessPolicy(node)
         self.keyword = KeywordRetriever(node.home.index_dir, ranking)
+        self.semantic = SemanticRetriever(node)
+        self.embedder = QueryEmbedder(provider_factory, threads=embed_threads,
+                                      **({"timeout_s": query_timeout_s} if query_timeout_s else {}))
         self.assembler = HitAssembler(node)
         self._lock = threading.RLock()
         # the term finder of this searcher's latest search that returned hits, for a caller that owns
@@ -76,6 +102,10 @@ class NativeSearcher:
     # -- the seam -----------------------------------------------------------------------------------
     def backend(self) -> str:
         return BACKEND
+
+    def modes(self) -> list[str]:
+        """The modes this node can serve now: keyword, and hybrid and semantic when vectors are on."""
+        return ["hybrid", "keyword", "semantic"] if self.node.company.knowledge.vectors else ["keyword"]
 
     def can_search(self, actor: str | None = None) -> bool:
         """Would a search run? The facts search() decides by, read cheaply: the configured backend, the
@@ -105,61 +135,162 @@ class NativeSearcher:
     def close(self) -> None:
         with self._lock:
             self.keyword.close()
+            self.embedder.close()
 
     # -- one search -----------------------------------------------------------------------------------
     def _search(self, query: Query) -> Result:
         node = self.node
         node.refresh_config()  # scope and actors are read off the configuration current at each call
+        modes = self.modes()
         with node.lock:
             applied = position(node.conn)[0]
         access = self.policy.decide(query, BACKEND)
         if isinstance(access, Denial) and access.degraded != OUT_OF_SCOPE:
-            return _unserved(access.degraded, access.message, modes=None if access.modes_known else [])
+            return _unserved(access.degraded, access.message, modes=modes if access.modes_known else [])
         text = query.text or ""
         if not text.strip():
-            return _unserved(NO_TERMS, f"{NO_TERMS_MESSAGE}: it is empty", Coverage(complete=False, applied_seq=applied))
+            return _unserved(NO_TERMS, f"{NO_TERMS_MESSAGE}: it is empty", Coverage(complete=False, applied_seq=applied),
+                             modes)
+        mode = access.mode if isinstance(access, Access) else "keyword"
         manifest = self.keyword.manifest()
-        if manifest is None:
-            return _unserved(NOT_SEARCHABLE_YET, NOT_SEARCHABLE_MESSAGE,
-                             Coverage(complete=False, indexed_seq=0, applied_seq=applied, pages_indexed=0))
-        snapshot = self.keyword.snapshot(manifest)
-        assert snapshot is not None
-        with node.lock:
-            coverage = self.keyword.coverage(node.conn, manifest, applied, snapshot)
+        snapshot = self.keyword.snapshot(manifest) if manifest is not None else None
+        if snapshot is not None:
+            with node.lock:
+                coverage = self.keyword.coverage(node.conn, manifest, applied, snapshot)
+        else:
+            coverage = Coverage(complete=False, indexed_seq=0, applied_seq=applied, pages_indexed=0)
+        if snapshot is None and mode != "semantic":
+            return _unserved(NOT_SEARCHABLE_YET, NOT_SEARCHABLE_MESSAGE, coverage, modes)
         if isinstance(access, Denial):  # out of scope: said with the coverage of what was not searched
-            return _unserved(access.degraded, access.message, coverage)
-        ranking = self.keyword.rank(snapshot, text, access)
-        if ranking is None:
-            return _unserved(NO_TERMS, f"{NO_TERMS_MESSAGE}: it holds only punctuation or common words "
-                                       f"(the, and, of …) that the index leaves out", coverage)
-        if access.mode == "semantic":
-            return _unserved(NO_EMBEDDINGS, SEMANTIC_MESSAGE, coverage)
+            return _unserved(access.degraded, access.message, coverage, modes)
 
-        notes = [HYBRID_MESSAGE] if access.mode == "hybrid" else []
-        notes.extend(access.notes)
-        if ranking.dropped_terms:
+        limit = query.effective_limit()
+        words = self.keyword.rank(snapshot, text, access) if snapshot is not None and mode != "semantic" else None
+        meaning = self._meaning(text, access) if mode != "keyword" else MeaningHalf()
+        if mode != "semantic" and words is None and meaning.ranking is None:
+            return _unserved(NO_TERMS, f"{NO_TERMS_MESSAGE}: it holds only punctuation or common words "
+                                       f"(the, and, of …) that the index leaves out", coverage, modes)
+        coverage.embedded, coverage.embeddable = meaning.embedded, meaning.embeddable
+        notes = list(access.notes)
+        if words is not None and words.dropped_terms:
             notes.append(f"the query has more than {lexical.MAX_QUERY_TERMS} distinct words the index holds: "
-                         f"{ranking.dropped_terms} of them (the last ones) were left out of the search")
-        accepted = self._walk(ranking, access, query.effective_limit())
-        hits = self.assembler.hits(accepted, ranking.finder)
-        self.last_finder = ranking.finder
-        outcome = Outcome("keyword", list(SERVED_MODES), NO_EMBEDDINGS if access.mode == "hybrid" else None,
-                          "; ".join(notes), coverage)
+                         f"{words.dropped_terms} of them (the last ones) were left out of the search")
+
+        degraded: str | None = None
+        if mode == "semantic":
+            if meaning.ranking is None:
+                return _unserved(meaning.degraded or NO_EMBEDDINGS, f"nothing served: {meaning.message} — "
+                                 + KEYWORD_CANNOT, coverage, modes)
+            served, degraded = "semantic", meaning.degraded
+            notes.insert(0, meaning.message) if meaning.message else None
+            accepted = self._walk_semantic(meaning.ranking, text, access, limit)
+        elif mode == "hybrid" and meaning.ranking is not None and words is not None:
+            served, degraded = "hybrid", meaning.degraded
+            notes.insert(0, meaning.message) if meaning.message else None
+            accepted = self._walk_fused(words, meaning.ranking, text, access, limit)
+        elif mode == "hybrid" and meaning.ranking is not None:  # the keyword half had no word to search
+            served, degraded = "semantic", NO_TERMS
+            notes.insert(0, "ranked by meaning alone: the query holds only punctuation or common words "
+                            "(the, and, of …) that the keyword index leaves out")
+            if meaning.message:
+                notes.append(meaning.message)
+            accepted = self._walk_semantic(meaning.ranking, text, access, limit)
+        else:
+            assert words is not None  # every other case returned above
+            served = "keyword"
+            if mode == "hybrid":
+                degraded = meaning.degraded or NO_EMBEDDINGS
+                notes.insert(0, f"keyword ranking only: {meaning.message} — {NOT_BY_MEANING}")
+            accepted = self._walk_keyword(words, access, limit)
+        if degraded in (PARTIAL_COVERAGE, REFILLING):
+            coverage.complete = False
+        finder = words.finder if words is not None else None
+        hits = self.assembler.hits(accepted, finder)
+        self.last_finder = finder
+        outcome = Outcome(served, modes, degraded, "; ".join(n for n in notes if n), coverage)
         if hits and access.is_agent:
             self._record_read(access, hits, text)
         return Result(hits, outcome)
 
-    def _walk(self, ranking: KeywordRanking, access: Access, limit: int) -> list[Accepted]:
-        """Read the ranking deeper until `limit` candidates are accepted or it runs out."""
+    # -- the semantic half ---------------------------------------------------------------------------------
+    def _meaning(self, text: str, access: Access) -> MeaningHalf:
+        company = self.node.company
+        if not company.knowledge.vectors:
+            return MeaningHalf(degraded=NO_EMBEDDINGS, message="vectors are off (knowledge.vectors = false in "
+                               f"{company.file})")
+        provider = self.embedder.provider(company)
+        assert provider is not None
+        space = provider.space.key()
+        with self.node.lock:
+            embedded, embeddable = vectors.coverage(self.node.conn, space)
+            stored = vectors.spaces(self.node.conn)
+        half = MeaningHalf(embedded=embedded, embeddable=embeddable)
+        if not stored.get(space):
+            waiting = f"{embeddable:,} page{'s' if embeddable != 1 else ''}" if embeddable else "no page"
+            half.degraded, half.message = NO_EMBEDDINGS, (
+                f"no page has a vector in {provider.space.model} yet ({waiting} waiting for the embedding duty — "
+                "`crewlet worker --once` embeds them)")
+            return half
+        qv = self.embedder.vector(company, text)
+        if qv.vector is None:
+            half.degraded = PROVIDER_SLOW if qv.failure == "slow" else PROVIDER_FAILED
+            half.message = qv.message
+            return half
+        half.ranking = self.semantic.rank(qv.vector, space, access)
+        if embedded < embeddable:
+            other = sum(n for s, n in stored.items() if s != space)
+            share = f"{embedded:,} of {embeddable:,} pages ({100 * embedded / embeddable:.0f}%)"
+            if other:
+                half.degraded = REFILLING
+                half.message = (f"ranked by meaning over {share}: the model changed to {provider.space.model} and "
+                                f"{other:,} page{'s are' if other != 1 else ' is'} still on the previous model until "
+                                "the refill reaches them")
+            else:
+                half.degraded = PARTIAL_COVERAGE
+                half.message = f"ranked by meaning over {share}: the rest wait for the embedding duty"
+        return half
+
+    # -- walks: read each ranking deeper until `limit` hits are accepted ---------------------------------
+    def _walk_keyword(self, words: KeywordRanking, access: Access, limit: int) -> list[Accepted]:
         accepted: list[Accepted] = []
         seen: set[str] = set()
         depth = max(64, limit * 4)
         while True:
-            candidates = ranking.take(depth)
+            candidates = words.take(depth)
             self.assembler.accept(candidates, access, limit, accepted, seen)
             if len(accepted) >= limit or len(candidates) < depth:
                 return accepted
             depth *= 4
+
+    def _walk_semantic(self, ranking: SemanticRanking, text: str, access: Access, limit: int) -> list[Accepted]:
+        accepted = self.assembler.accept(ranking.ranked, access, limit)
+        if len(accepted) < limit and len(ranking.ranked) >= STAGE_TWO:
+            deeper = self._deeper(ranking, text, access)
+            self.assembler.accept(deeper.ranked, access, limit, accepted, {a.row["id"] for a in accepted})
+        return accepted
+
+    def _walk_fused(self, words: KeywordRanking, ranking: SemanticRanking, text: str, access: Access,
+                    limit: int) -> list[Accepted]:
+        depth = max(KEYWORD_DEPTH, limit * 4)
+        meaning = ranking
+        while True:
+            keyword_ids = [pid for pid, _ in words.take(depth)]
+            fused = reciprocal_rank_fusion([keyword_ids, [pid for pid, _ in meaning.ranked]])
+            accepted = self.assembler.accept(fused, access, limit)
+            keyword_short = len(keyword_ids) < depth
+            meaning_short = len(meaning.ranked) < STAGE_TWO or meaning is not ranking
+            if len(accepted) >= limit or (keyword_short and meaning_short):
+                return accepted
+            depth *= 4
+            if meaning is ranking:
+                meaning = self._deeper(ranking, text, access)
+
+    def _deeper(self, ranking: SemanticRanking, text: str, access: Access) -> SemanticRanking:
+        """The same search's whole stage-one pool reranked: for a walk that ran out of accepted pages."""
+        qv = self.embedder.vector(self.node.company, text)
+        if qv.vector is None:
+            return ranking
+        return self.semantic.rank(qv.vector, qv.space, access, depth=STAGE_ONE)
 
     def _record_read(self, access: Access, hits: list[Any], text: str) -> None:
         assert access.actor is not None

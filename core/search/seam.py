@@ -16,11 +16,19 @@ MODES: tuple[str, ...] = ("hybrid", "keyword", "semantic")
 DEFAULT_LIMIT = 8
 SNIPPET_MAX = 200
 
-# degraded reasons
+# degraded reasons (docs/search.md has the table of what each mode serves in each case)
 NOT_SEARCHABLE_YET = "not_searchable_yet"    # this node's first full index build has not finished
-NO_EMBEDDINGS = "no_embeddings"              # nothing to rank by meaning: hybrid served keyword
+NO_EMBEDDINGS = "no_embeddings"              # nothing to rank by meaning (vectors off, or none in the configured
+                                             # space yet): hybrid served keyword, semantic served nothing
+PROVIDER_SLOW = "provider_slow"              # the query was not embedded within its 2 s: the same
+PROVIDER_FAILED = "provider_failed"          # the provider could not embed the query: the same
+PARTIAL_COVERAGE = "partial_coverage"        # ranked by meaning over only part of the pages (the rest wait
+                                             # for the embedding duty, or its provider refused them)
+REFILLING = "refilling"                      # the model changed: pages still on the previous one are not ranked
+                                             # by meaning until the refill reaches them
 UNAVAILABLE = "unavailable"                  # the search could not run at all
-NO_TERMS = "no_terms"                        # the query has no word the index could hold: nothing was searched
+NO_TERMS = "no_terms"                        # the query has no word the index could hold (hybrid: ranked by
+                                             # meaning alone; keyword: nothing was searched)
 OUT_OF_SCOPE = "out_of_scope"                # every container asked for is outside knowledge.scope
 
 NOT_SEARCHABLE_MESSAGE = ("the knowledge base is not searchable from this node yet — ask a colleague rather than "
@@ -49,6 +57,8 @@ class Coverage:
     indexed_seq: int = 0          # the log position the lexical index covers
     applied_seq: int = 0          # the log position this node's rows are applied through
     pages_indexed: int = 0
+    embedded: int = 0             # live pages with a current vector in the configured space
+    embeddable: int = 0           # live pages (what full semantic coverage would be)
 
     @property
     def behind(self) -> int:

@@ -1,0 +1,118 @@
+"""The query's own vector: embedded once through the configured provider, in the corpus's space.
+
+The last 1,024 query vectors are kept (per node: per process here), emptied when the model changes; one
+query embedding is bounded at two seconds. An embedding that runs past the bound is not abandoned: it
+finishes in the background and fills the cache, so asking again a moment later is answered by meaning.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..embed.provider import Provider, ProviderError, make_provider
+
+log = logging.getLogger("crewlet.search")
+
+CACHE_SIZE = 1024
+TIMEOUT_S = 2.0
+
+
+@dataclass
+class QueryVector:
+    vector: np.ndarray | None
+    space: str
+    model: str
+    failure: str = ""            # "" | "slow" | "failed" | "off"
+    message: str = ""
+    cached: bool = False
+
+
+class QueryEmbedder:
+    """Thread-safe. One background thread runs the provider, so a slow one never blocks past the bound."""
+
+    def __init__(self, provider_factory: Callable[..., Provider | None] = make_provider, *,
+                 cache_size: int = CACHE_SIZE, timeout_s: float = TIMEOUT_S, threads: int | None = None) -> None:
+        self.provider_factory = provider_factory
+        self.cache_size = cache_size
+        self.timeout_s = timeout_s
+        self.threads = threads
+        self._lock = threading.Lock()
+        self._settings: Any = None
+        self._provider: Provider | None = None
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._inflight: dict[str, Future[np.ndarray]] = {}
+        self._pool: ThreadPoolExecutor | None = None
+
+    def provider(self, company: Any) -> Provider | None:
+        """The provider as configured now; a change of model or width empties the cache."""
+        settings = (company.knowledge.vectors, company.embeddings)
+        with self._lock:
+            if settings != self._settings:
+                if self._provider is not None:
+                    self._provider.close()
+                self._provider = self.provider_factory(company, threads=self.threads) if company.knowledge.vectors else None
+                self._settings = settings
+                self._cache.clear()
+                self._inflight.clear()
+            return self._provider
+
+    def vector(self, company: Any, text: str) -> QueryVector:
+        provider = self.provider(company)
+        if provider is None:
+            return QueryVector(None, "", "", "off", "vectors are off (knowledge.vectors = false)")
+        space = provider.space.key()
+        key = " ".join(text.split())
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                return QueryVector(hit, space, provider.space.model, cached=True)
+            future = self._inflight.get(key)
+            if future is None:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="crewlet-query-embed")
+                future = self._pool.submit(self._embed, provider, key)
+                self._inflight[key] = future
+        try:
+            vector = future.result(timeout=self.timeout_s)
+        except FutureTimeout:
+            return QueryVector(None, space, provider.space.model, "slow",
+                               f"{provider.space.model} did not embed the query within {self.timeout_s:g} s")
+        except ProviderError as exc:
+            return QueryVector(None, space, provider.space.model, "failed",
+                               f"{provider.space.model} could not embed the query: {exc}")
+        return QueryVector(vector, space, provider.space.model)
+
+    def _embed(self, provider: Provider, key: str) -> np.ndarray:
+        try:
+            vector = np.asarray(provider.embed([key], timeout=max(self.timeout_s, 15.0))[0], dtype=np.float32)
+            if not np.all(np.isfinite(vector)) or not np.any(vector):
+                raise ProviderError("the query's vector is not finite or is all zero")
+            with self._lock:
+                if self._provider is provider:
+                    self._cache[key] = vector
+                    self._cache.move_to_end(key)
+                    while len(self._cache) > self.cache_size:
+                        self._cache.popitem(last=False)
+            return vector
+        finally:
+            with self._lock:
+                self._inflight.pop(key, None)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._pool is not None:
+                self._pool.shutdown(wait=False, cancel_futures=True)
+                self._pool = None
+            if self._provider is not None:
+                self._provider.close()
+                self._provider = None
+            self._settings = None
