@@ -24,6 +24,7 @@ from textual.theme import Theme
 
 from core import config as config_mod
 from core.duties import default_duties
+from core.embed.duty import EmbeddingDuty
 from core.importer import import_directory
 from core.node import Node, init_home
 from core.pages.model import Page
@@ -45,7 +46,7 @@ from .screens.spaces import SpacesScreen
 from .screens.trash import TrashScreen
 from .screens.welcome import WelcomeScreen
 from .session import Session
-from .widgets.status import IndexState
+from .widgets.status import IndexState, MeaningState
 
 CREWLET_THEME = Theme(
     name="crewlet",
@@ -108,6 +109,7 @@ class CrewletApp(App[None]):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (96, "-wide")]
 
     index_state: reactive[IndexState] = reactive(IndexState, always_update=True)
+    meaning_state: reactive[MeaningState] = reactive(MeaningState, always_update=True)
 
     def __init__(self, home: Home, actor: str | None = None, *, start_page: str | None = None,
                  start_search: str | None = None, clock: Clock | None = None, cursor_blink: bool = True,
@@ -240,10 +242,16 @@ class CrewletApp(App[None]):
         if message.duty == KeywordIndexDuty.name:
             old = self.index_state
             self.index_state = IndexState("indexing", message.done, message.total, old.indexed_seq, old.applied_seq)
+        elif message.duty == EmbeddingDuty.name and message.total > message.done:
+            old = self.meaning_state
+            self.meaning_state = MeaningState("embedding", old.covered, old.total, message.done, message.total)
 
     @on(DutyPassed)
     def _duty_passed(self, message: DutyPassed) -> None:
         report, status = message.report, message.status
+        if report.duty == EmbeddingDuty.name:
+            self._embedding_passed(report, status)
+            return
         if report.duty != KeywordIndexDuty.name:
             return
         self.index_passes += 1
@@ -258,6 +266,19 @@ class CrewletApp(App[None]):
             pages = int(status.get("pages_indexed", 0))
             self.index_state = IndexState("current", pages, pages, indexed, applied,
                                           report.skipped and f"kept by another process: {report.skipped}")
+
+    def _embedding_passed(self, report: DutyReport, status: dict[str, Any]) -> None:
+        if report.error:
+            self.meaning_state = MeaningState("failed", message=report.error)
+        elif status.get("vectors") is False:
+            self.meaning_state = MeaningState("off")
+        elif "covered" in status:
+            failure = str(status.get("failure") or "")
+            held = int(status.get("held", 0))
+            note = failure or (f"{held:,} refused" if held else "")
+            phase = "embedding" if report.more else "current"
+            self.meaning_state = MeaningState(phase, int(status["covered"]), int(status["total"]),
+                                              self.meaning_state.done, self.meaning_state.goal, note)
 
     # -- navigation ------------------------------------------------------------------------------
     def open_outline(self, container: str) -> None:

@@ -19,6 +19,7 @@ import typer
 from rich.markup import escape
 from rich.text import Text
 
+from core.embed.duty import semantic_status
 from core.search.indexer import Indexer, IndexPass, IndexStatus
 from core.search.native import NativeSearcher
 from core.search.seam import DEFAULT_LIMIT, MODES, NOT_SEARCHABLE_YET, Hit, Query, Result
@@ -82,6 +83,8 @@ def _render(result: Result, finder: TermFinder | None) -> None:
     cov = out.coverage
     facts = [f"{len(result.hits)} hit{'s' if len(result.hits) != 1 else ''}", f"served {out.served_mode}",
              f"{cov.pages_indexed} pages indexed"]
+    if out.served_mode in ("hybrid", "semantic"):
+        facts.append(f"{cov.embedded} of {cov.embeddable} embedded")
     if cov.behind:
         facts.append(f"index {cov.behind} record{'s' if cov.behind != 1 else ''} behind")
     console.print(f"[dim]{escape(' · '.join(facts))}[/]")
@@ -159,13 +162,16 @@ def register(app: typer.Typer) -> None:
     @index_app.command("status")
     @handle_errors
     def index_status(as_json: bool = JSON_OPT) -> None:
-        """What the keyword index covers, and how far behind the applied rows it is."""
+        """What the keyword index covers and how far behind the rows it is; how much is embedded for search by
+        meaning, and the embedding duty's latest events."""
         with open_node() as node, Indexer(node.home) as indexer:
             st = indexer.status()
+            meaning = semantic_status(node)
         if as_json:
-            emit_json(st.to_json())
+            emit_json(st.to_json() | {"semantic": meaning})
             return
         _render_status(st)
+        _render_semantic(meaning)
 
     @index_app.command("build")
     @handle_errors
@@ -189,6 +195,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _render_status(st: IndexStatus) -> None:
+    console.print("[bold]keyword index[/]")
     if st.first_build_done:
         first = f"done {when(st.first_build_at)}"
     else:
@@ -206,6 +213,36 @@ def _render_status(st: IndexStatus) -> None:
     lines.append(("derivation", deriv))
     if st.directory:
         lines.append(("directory", escape(st.directory)))
+    width = max(len(k) for k, _ in lines)
+    for key, value in lines:
+        console.print(f"{key:<{width}}  {value}", soft_wrap=True)
+
+
+def _render_semantic(m: dict[str, Any]) -> None:
+    console.print()
+    lines: list[tuple[str, str]] = []
+    if not m["vectors"]:
+        lines.append(("vectors", "off (knowledge.vectors = false): searches rank by keyword alone and say so"))
+    else:
+        lines.append(("vectors", escape(f"{m['model']} ({m['provider']}, {m['dimensions']} dimensions)")))
+        share = f"{m['covered']:,} of {m['total']:,} pages ({100 * m['coverage']:.1f}%)"
+        if m["warning"]:
+            share = (f"[yellow]{share} — below 95%[/]: `crewlet worker` embeds the rest"
+                     + (" (the app's background worker does too)" if m["total"] else ""))
+        lines.append(("coverage", share))
+        if m["held"]:
+            lines.append(("held back", f"[yellow]{m['held']:,} page(s) the provider refused[/] — offered again hourly"))
+    others = {s: n for s, n in m["spaces"].items() if s != m.get("space")}
+    if others:
+        lines.append(("other spaces", escape(", ".join(f"{s} ({n:,})" for s, n in others.items()))
+                      + " — the pages not yet refilled in the configured model"))
+    last = m.get("last_pass")
+    if last:
+        text = f"[red]failed: {escape(last['error'])}[/]" if last["error"] else escape(last["summary"])
+        lines.append(("last pass", f"{text} [dim]({when(last['at'])}, {escape(last['holder'])})[/]"))
+    for name, event in sorted(m["events"].items()):
+        lines.append(("event", f"[yellow]{escape(name)}[/] {when(event['at'])}: {escape(event['message'])}"))
+    console.print("[bold]search by meaning[/]")
     width = max(len(k) for k, _ in lines)
     for key, value in lines:
         console.print(f"{key:<{width}}  {value}", soft_wrap=True)

@@ -34,7 +34,7 @@ import numpy as np
 from ..diagnostics import Diagnostics
 from ..node import now_ms
 from ..search import vectors
-from ..worker import Duty, DutyPass, PassContext
+from ..worker import Duty, DutyPass, PassContext, read_duty_records
 from .provider import InputRefused, Provider, ProviderError, ResponseRefused, default_threads, make_provider
 from .text import BODY_READ_CHARS, bucket, embed_text
 
@@ -366,14 +366,29 @@ class EmbeddingDuty(Duty):
         return message
 
 
-def embedding_coverage(node: Any) -> Coverage | None:
-    """The configured space's coverage (None when vectors are off), for `crewlet index status`."""
-    company = node.company
-    if not company.knowledge.vectors:
-        return None
-    provider = make_provider(company, threads=1)
-    if provider is None:
-        return None
-    with node.lock:
-        return coverage(node.conn, provider.space.key(), provider.fingerprint)
+COVERAGE_WARNING = 0.95
 
+
+def semantic_status(node: Any) -> dict[str, Any]:
+    """How much of the knowledge base can be searched by meaning, for `crewlet index status` and the app:
+    the configured space and its coverage, every space the stored vectors are in, the embedding duty's last
+    pass and the latest of each embedding event. Reads rows only: nothing is loaded or called."""
+    company = node.company
+    out: dict[str, Any] = {"vectors": bool(company.knowledge.vectors)}
+    with node.lock:
+        out["spaces"] = vectors.spaces(node.conn)
+        record = read_duty_records(node.conn).get(EmbeddingDuty.name)
+    if record is not None:
+        out["last_pass"] = {"at": record.last_run_at, "summary": record.last_summary, "error": record.last_error,
+                            "holder": record.holder}
+    out["events"] = Diagnostics(node.home.diagnostics_file).latest("search_embed_")
+    if not company.knowledge.vectors:
+        return out
+    provider = make_provider(company, threads=1)
+    assert provider is not None
+    with node.lock:
+        cov = coverage(node.conn, provider.space.key(), provider.fingerprint)
+    out |= {"provider": provider.space.provider, "model": provider.space.model,
+            "dimensions": provider.space.dimensions} | cov.to_json()
+    out["warning"] = cov.share < COVERAGE_WARNING
+    return out

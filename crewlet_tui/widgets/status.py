@@ -1,5 +1,6 @@
-"""The status line every screen shows above its footer: who you act as, and how far this node's search
-index is (\"indexing… 40 of 120\" with a bar while the background indexer runs)."""
+"""The status line every screen shows above its footer: who you act as, how far this node's keyword index
+is ("indexing… 40 of 120" with a bar while it builds) and how much can be searched by meaning ("meaning
+812 of 1,000 (81%)", with a bar while the embedding duty fills it; a warning below 95%)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -43,26 +44,71 @@ class IndexState:
         return "index: starting…"
 
 
+COVERAGE_WARNING = 0.95
+
+
+@dataclass(frozen=True)
+class MeaningState:
+    """How much of this node's copy can be searched by meaning (the embedding duty's coverage)."""
+
+    phase: str = "starting"   # starting | embedding | current | off | failed
+    covered: int = 0
+    total: int = 0
+    done: int = 0             # this run's progress while the duty fills (embedding)
+    goal: int = 0
+    message: str = ""
+
+    @property
+    def share(self) -> float:
+        return self.covered / self.total if self.total else 1.0
+
+    @property
+    def warning(self) -> bool:
+        return self.phase in ("current", "embedding") and self.share < COVERAGE_WARNING
+
+    def describe(self) -> str:
+        if self.phase == "off":
+            return "meaning: off"
+        if self.phase == "failed":
+            return f"embedding failed: {self.message}"
+        if self.phase == "starting":
+            return ""
+        line = f"meaning {self.covered:,} of {self.total:,} ({100 * self.share:.0f}%)"
+        if self.phase == "embedding":
+            line = f"embedding… {line}"
+        return line + (f" · {self.message}" if self.message else "")
+
+
 class StatusLine(Horizontal):
-    """Reads the app's `index_state` and `actor_line`; nothing here touches the node."""
+    """Reads the app's `index_state`, `meaning_state` and `actor_line`; nothing here touches the node."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="status-who")
         yield Static(id="status-index")
+        yield Static(id="status-meaning")
         yield ProgressBar(total=100, show_eta=False, show_percentage=False, id="status-progress")
 
     def on_mount(self) -> None:
-        self.watch(self.app, "index_state", self._show_index)
+        self.watch(self.app, "index_state", self._show)
+        self.watch(self.app, "meaning_state", self._show)
 
-    def _show_index(self, state: IndexState) -> None:
+    def _show(self, _state: object = None) -> None:
         if not self.query("#status-progress"):  # not composed yet: the next change shows it
-            self.call_after_refresh(self._show_index, self.app.index_state)  # type: ignore[attr-defined]
+            self.call_after_refresh(self._show)
             return
+        index: IndexState = self.app.index_state  # type: ignore[attr-defined]
+        meaning: MeaningState = self.app.meaning_state  # type: ignore[attr-defined]
         self.query_one("#status-who", Static).update(Text(clean_line(getattr(self.app, "actor_line", "")), style="dim"))
-        style = {"failed": "bold red", "indexing": "yellow", "waiting": "yellow", "current": "dim"}.get(state.phase, "dim")
-        self.query_one("#status-index", Static).update(Text(clean_line(state.describe()), style=style))
+        style = {"failed": "bold red", "indexing": "yellow", "waiting": "yellow", "current": "dim"}.get(index.phase, "dim")
+        self.query_one("#status-index", Static).update(Text(clean_line(index.describe()), style=style))
+        mstyle = "bold red" if meaning.phase == "failed" else "yellow" if meaning.warning else "dim"
+        self.query_one("#status-meaning", Static).update(Text(clean_line(meaning.describe()), style=mstyle))
         bar = self.query_one("#status-progress", ProgressBar)
-        showing = state.phase == "indexing" and state.total > 0
-        bar.display = showing
-        if showing:
-            bar.update(total=state.total, progress=state.done)
+        if index.phase == "indexing" and index.total > 0:
+            bar.display = True
+            bar.update(total=index.total, progress=index.done)
+        elif meaning.phase == "embedding" and meaning.goal > 0:
+            bar.display = True
+            bar.update(total=meaning.goal, progress=meaning.done)
+        else:
+            bar.display = False
