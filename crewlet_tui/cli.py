@@ -43,7 +43,7 @@ def _open_app() -> None:
 
 cli_pages.register(app)
 # feature modules register their own commands; a module not yet present is simply absent
-for _name in ("cli_import", "cli_search", "cli_app"):
+for _name in ("cli_import", "cli_search", "cli_app", "cli_log"):
     try:
         importlib.import_module(f"crewlet_tui.{_name}").register(app)
     except ModuleNotFoundError as exc:

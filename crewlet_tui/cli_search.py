@@ -19,7 +19,6 @@ from datetime import datetime
 from typing import Any, Optional
 
 import typer
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.text import Text
 
@@ -29,6 +28,8 @@ from core.search.seam import DEFAULT_LIMIT, MODES, NOT_SEARCHABLE_YET, Hit, Quer
 from core.search.snippets import TermFinder
 
 from .cli_common import JSON_OPT, actor, console, emit_json, err_console, fail, handle_errors, open_kb, open_node, when
+# every string printed here is one line: made inert (controls, bidi) and markup-escaped by the one sanitiser
+from .sanitize import clean_line, markup_safe as escape
 
 INLINE_BUILD_MAX_PAGES = 2000     # `crewlet search` builds a first index this small itself (a few seconds)
 CATCH_UP_MAX_ROWS = 5000          # and catches up at most this many changed pages before answering
@@ -139,7 +140,7 @@ def _render_hit(i: int, h: Hit, finder: TermFinder | None) -> None:
     if h.ancestors:
         console.print(f"   [dim]in {escape(' › '.join(h.ancestors))}[/]", soft_wrap=True)
     if h.snippet:
-        console.print(Text("   ") + _highlighted(h.snippet, finder), soft_wrap=True)
+        console.print(Text("   ") + _highlighted(clean_line(h.snippet), finder), soft_wrap=True)
     console.print(f"   [dim]id {escape(h.page_id)} · score {h.score:.3f}[/]")
 
 
