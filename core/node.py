@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -59,6 +60,8 @@ def storage_problem(exc: BaseException, path: Path) -> tuple[str, str]:
         return "io", f"{path}: {why}"
     if isinstance(exc, sqlite3.Error):
         primary = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+        if primary == 10 and _no_space_left(path):
+            primary = 13  # SQLite reports some writes a full disk refuses as an I/O error
         words = {13: ("disk_full", f"the disk holding {path} is full ({exc})"),
                  8: ("read_only", f"{path} is read-only ({exc})"),
                  10: ("io", f"an I/O error on {path} ({exc}) — a full disk or a failing one"),
@@ -74,6 +77,14 @@ def storage_problem(exc: BaseException, path: Path) -> tuple[str, str]:
             return "read_only", f"{path} is read-only ({exc})"
         return "database", f"{path}: {exc}"
     return "io", f"{path}: {exc}"
+
+
+def _no_space_left(path: Path) -> bool:
+    try:
+        st = os.statvfs(path if path.is_dir() else path.parent)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < 64 * 1024
 
 
 class Node:
@@ -107,7 +118,7 @@ class Node:
                 node._damaged(exc)
             except (sqlite3.OperationalError, OSError) as exc:
                 node.apply_error = storage_problem(exc, home.db_file)[1]
-                log.warning("records on the log could not be applied: %s", node.apply_error)
+                log.info("records on the log could not be applied: %s", node.apply_error)  # the CLI says it
         if sync_containers and node.writable:
             try:
                 node.sync_containers()

@@ -74,7 +74,7 @@ def _render(report: LogReport) -> None:
         r = h.remainder
         intact = _n(r.intact, "intact record")
         if r.intact and r.first_seq is not None:
-            intact += f" (seq {r.first_seq}–{r.last_seq})"
+            intact += f" (seq {r.first_seq})" if r.intact == 1 else f" (seq {r.first_seq}…{r.last_seq})"
         rows.append(("past it", f"{r.size:,} bytes holding {intact}: a repair moves them into a file beside the "
                                 "log, and they are no longer applied"))
     disagree = f" — {h.applied_problem.reason}" if h.applied_problem is not None else " — within the valid prefix"

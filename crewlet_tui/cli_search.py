@@ -185,7 +185,7 @@ def register(app: typer.Typer) -> None:
                  as_json=as_json, payload={"error": "usage", "message": "the query is empty"}, code=2)
         with open_node() as node:
             caught = None
-            if not no_catch_up:
+            if not no_catch_up and not node.readonly:  # a read-only home is searched as its index stands
                 caught = _catch_up(node, show_progress=not as_json and sys.stderr.isatty())
             searcher = NativeSearcher(node)
             try:

@@ -101,7 +101,8 @@ class LogGap(LogDamage):
             why = "records missing"
         super().__init__(
             Path(path), offset, found, why,
-            f"{path}: sequence gap at byte offset {offset}: expected seq {expected}, found {found} ({why})",
+            f"{path}: sequence {'repeat' if self.kind == 'repeat' else 'gap'} at byte offset {offset}: "
+            f"expected seq {expected}, found {found} — {why}",
         )
         self.expected = expected
         self.found = found
@@ -122,9 +123,11 @@ class RecordTooLarge(ValueError):
     """A record whose body exceeds the frame limit. Raised before anything is appended."""
 
     def __init__(self, record: Record, size: int) -> None:
+        mib = 1024 * 1024
         super().__init__(
-            f"a {record.type} record of {size:,} bytes exceeds the log's {MAX_BODY:,}-byte record limit "
-            f"(text is stored JSON-escaped: control characters take 6 bytes each) — nothing was written"
+            f"a {record.type} record of {size / mib:.1f} MiB exceeds the log's {MAX_BODY // mib} MiB record "
+            "limit (text is stored JSON-escaped, where a control character takes 6 bytes) — nothing was written; "
+            "split the text, or remove its control characters"
         )
         self.record = record
         self.size = size

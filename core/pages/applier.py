@@ -447,6 +447,7 @@ def catch_up(conn: Connection, flog: FileLog, *, batch: int = 2000,
     applied = 0
     while True:
         damage: LogDamage | None = None
+        decided_here: dict[str, Outcome] = {}
         with transaction(conn):
             seq, offset = position(conn)
             n = 0
@@ -454,14 +455,17 @@ def catch_up(conn: Connection, flog: FileLog, *, batch: int = 2000,
             try:
                 for rec, frame in flog.read_frames(after=seq, start_offset=offset, limit=batch, exact=True):
                     decided = apply_record(conn, rec)
-                    if outcomes is not None and decided is not None:
-                        outcomes[rec.op_id] = decided
+                    if decided is not None:
+                        decided_here[rec.op_id] = decided
                     seq, last = rec.seq, frame
                     n += 1
             except LogDamage as exc:
                 damage = exc
             if last is not None:
                 store_position(conn, seq, last)
+        # only once committed is an outcome decided (a COMMIT a full disk refuses decides nothing)
+        if outcomes is not None:
+            outcomes.update(decided_here)
         applied += n
         if progress and n:
             progress(n)

@@ -92,7 +92,16 @@ class transaction:
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         if exc_type is None:
-            self.conn.execute("COMMIT")
+            try:
+                self.conn.execute("COMMIT")
+            except sqlite3.Error:
+                # a COMMIT refused (a full disk) leaves the transaction open: end it, report the refusal
+                if self.conn.in_transaction:
+                    try:
+                        self.conn.execute("ROLLBACK")
+                    except sqlite3.OperationalError:
+                        pass
+                raise
         elif self.conn.in_transaction:
             # SQLite may already have rolled back on its own (a full disk, an I/O error); the error
             # that got us here is the one to report, never "no transaction is active".
