@@ -56,6 +56,8 @@ def storage_problem(exc: BaseException, path: Path) -> tuple[str, str]:
         if err in (errno.EACCES, errno.EPERM):
             return "read_only", f"{path} cannot be written ({why})"
         if err == errno.EIO:
+            if _no_space_left(path):  # a short write on a full disk
+                return "disk_full", f"the disk holding {path} is full ({why})"
             return "io", f"an I/O error on {path} ({why})"
         return "io", f"{path}: {why}"
     if isinstance(exc, sqlite3.Error):

@@ -66,6 +66,14 @@ def damage_line(exc: LogDamage) -> str:
     return f"the log is damaged: {exc} — writes are refused; {REPAIR_HINT}{kept}"
 
 
+FIXES = {"disk_full": "free some space there and retry", "read_only": "make it writable to change anything",
+         "busy": "retry when the other process is done"}
+
+
+def _with_fix(code: str, words: str) -> str:
+    return f"{words} — {FIXES[code]}" if code in FIXES else words
+
+
 def database_problem(exc: Exception) -> tuple[str, str]:
     """(code, message) for a SQLite error, naming the real cause: a full disk or a read-only file
     is not a damaged database, and must never be told to restore from a backup."""
@@ -100,6 +108,7 @@ def handle_errors(fn: F) -> F:
             fail(f"the log cannot be written: {exc}", as_json=as_json, payload={"error": "log", "message": str(exc)})
         except sqlite3.Error as exc:
             code, message = database_problem(exc)
+            message = _with_fix(code, message)
             fail(message, as_json=as_json, payload={"error": code, "message": message})
         except FileNotFoundError as exc:
             message = f"{exc.filename}: no such file — check the path"
@@ -107,6 +116,7 @@ def handle_errors(fn: F) -> F:
         except OSError as exc:
             where = exc.filename or STATE.home.root
             code, message = storage_problem(exc, where)
+            message = _with_fix(code, message)
             fail(message, as_json=as_json, payload={"error": code, "message": message})
         except UnicodeDecodeError as exc:
             fail(str(exc), as_json=as_json, payload={"error": "io", "message": str(exc)})
