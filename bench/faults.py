@@ -472,6 +472,23 @@ def damage_round(kind: str, rng: random.Random, home: Home, scratch: Path) -> Ro
     return finish(r, home, scratch)
 
 
+def fill(path: Path) -> None:
+    """Write zeros until the disk refuses (unbuffered: a buffered file would raise again at close)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        chunk = b"\0" * 65536
+        while True:
+            try:
+                if os.write(fd, chunk) <= 0:
+                    break
+            except OSError:
+                if len(chunk) == 1:
+                    break
+                chunk = chunk[: len(chunk) // 2]  # fill the last blocks too
+    finally:
+        os.close(fd)
+
+
 def _can_mount() -> bool:
     return os.geteuid() == 0 and shutil.which("mount") is not None
 
@@ -497,14 +514,8 @@ def disk_full(rng: random.Random, template: Home, scratch: Path) -> Round:
         with Node.open(home) as node:
             kb = KnowledgeBase(node)
             filler = mnt / "filler"
-            with open(filler, "wb") as fh:  # fill it, leaving a random sliver
-                try:
-                    while True:
-                        fh.write(b"\0" * 65536)
-                        fh.flush()
-                except OSError:
-                    pass
-            os.truncate(filler, max(0, filler.stat().st_size - rng.choice((0, 4096, 16384, 65536))))
+            fill(filler)  # then leave a random sliver
+            os.truncate(filler, max(0, filler.stat().st_size - rng.choice((0, 4096, 16384, 65536, 262144))))
             for i in range(rng.randint(3, 12)):
                 body = f"saved while the disk was full {i}\n" * rng.randint(1, 200)
                 try:

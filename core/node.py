@@ -191,8 +191,16 @@ class Node:
 
     # -- the write path --------------------------------------------------------------------
     def catch_up(self, progress: Callable[[int], None] | None = None) -> int:
+        """Apply what the log holds past this node's position. Refused once damage is known: a log
+        that disagrees with the database must be repaired before anything more is applied from it."""
         with self.lock:
-            return applier.catch_up(self.conn, self.log, progress=progress)
+            if self.damage is not None:
+                raise self.damage
+            try:
+                return applier.catch_up(self.conn, self.log, progress=progress)
+            except LogDamage as exc:
+                self._damaged(exc)
+                raise
 
     def submit(self, records: Sequence[Record], *, sync: bool = True) -> list[Outcome]:
         """Append records, apply the log through them, and return each record's outcome.

@@ -22,6 +22,7 @@ import pytest
 from conftest import REPLAYED_TABLES, ROOT, table_rows
 from typer.testing import CliRunner
 
+from bench.faults import KINDS, fill, run
 from core.node import Node
 from core.pages.service import KnowledgeBase
 from core.paths import Home
@@ -170,13 +171,7 @@ def test_a_full_disk_names_itself_and_a_save_either_says_nothing_was_written_or_
         body = tmp_path / "body.md"
         body.write_text("written on a full disk\n" * 40, encoding="utf-8")
         filler = mnt / "filler"
-        with open(filler, "wb") as fh:
-            try:
-                while True:
-                    fh.write(b"\0" * 65536)
-                    fh.flush()
-            except OSError:
-                pass
+        fill(filler)
         res = subprocess.run([*CREWLET, "--home", str(small.root), "page", "save", "ENG/Doc", "--body-file", str(body),
                               "--base-rev", "1"], env=CHILD_ENV, capture_output=True, text=True, timeout=60)
         assert res.returncode == 1, res.stdout
@@ -264,8 +259,6 @@ def test_a_body_that_escapes_past_the_record_limit_is_refused_cleanly_and_a_save
 
 @pytest.mark.timeout(240)
 def test_a_round_of_every_fault_leaves_a_home_that_reopens_loses_nothing_acknowledged_and_replays(tmp_path):
-    from bench.faults import KINDS, run
-
     kinds = [k for k in KINDS if k != "kill_worker"]  # the slowest; bench/faults.py runs it by the dozen
     results = run(len(kinds), kinds, seed=20250101, work=tmp_path, docs_n=400)
     ran = [r for r in results if not r.skipped]
