@@ -96,21 +96,23 @@ class LogReport:
 
 
 def check_home(home: Home, *, conn: Connection | None = None) -> list[LogReport]:
-    """Read every frame of every log of the home and set each against the database's position."""
+    """Read every frame of every log of the home and set each against the database's position
+    (a home with no database yet has applied nothing: checking it creates none)."""
     own = conn is None
-    conn = conn if conn is not None else connect(home.db_file)
+    if conn is None and home.db_file.exists():
+        conn = connect(home.db_file)
     try:
         reports = []
         for spec in home_logs(home):
-            applied = applier.applied_position(conn, spec.position)
+            applied = applier.applied_position(conn, spec.position) if conn is not None else Applied()
             with FileLog(spec.path, readonly=True) as flog:
                 health = inspect(flog, applied, collect_op_ids=True)
-            lost = _lost_changes(conn, health) if health.applied_past_cut else []
+            lost = _lost_changes(conn, health) if conn is not None and health.applied_past_cut else []
             health.op_ids = set()  # only needed to work out the lost changes
             reports.append(LogReport(spec, health, lost))
         return reports
     finally:
-        if own:
+        if own and conn is not None:
             conn.close()
 
 

@@ -331,3 +331,11 @@ def test_check_and_cut_work_on_any_log_and_the_position_stored_for_it(tmp_path):
     assert path.read_bytes() + (tmp_path / "aside").read_bytes() == damaged
     with FileLog(path) as flog:  # the kept prefix is a log that takes appends again
         assert flog.append([Record.new("vector.put", "crewlet", {"i": 9})])[0].seq == 5
+
+
+def test_checking_a_home_with_no_database_yet_creates_none(home, tmp_path):
+    create_pages(home, "P1")
+    fresh = replica(home, tmp_path / "fresh")
+    res = cli(fresh, "log", "check", "--json")
+    assert res.exit_code == 0 and json.loads(res.stdout)["logs"][0]["applied"]["seq"] == 0
+    assert not fresh.db_file.exists()
