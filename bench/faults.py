@@ -501,7 +501,9 @@ def disk_full(rng: random.Random, template: Home, scratch: Path) -> Round:
     mnt = scratch / "tmpfs"
     mnt.mkdir()
     used = sum(f.stat().st_size for f in template.root.rglob("*") if f.is_file())
-    size_kb = used // 1024 + rng.randint(200, 1200)
+    # room for the home to grow by its own size once the filler is gone: the disk is full because of the
+    # filler, and freeing it must be enough for the pending records to apply
+    size_kb = 2 * used // 1024 + 1024 + rng.randint(0, 1024)
     if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kb}k", "tmpfs", str(mnt)],
                       capture_output=True).returncode != 0:
         r.skipped = "mount -t tmpfs failed here"

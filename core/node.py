@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+
 from . import config as config_mod
 from .errors import CrewletError
 from .log import FileLog, LogDamage, Record, RecordTooLarge
