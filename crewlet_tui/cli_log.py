@@ -77,7 +77,12 @@ def _render(report: LogReport) -> None:
             intact += f" (seq {r.first_seq})" if r.intact == 1 else f" (seq {r.first_seq}…{r.last_seq})"
         rows.append(("past it", f"{r.size:,} bytes holding {intact}: a repair moves them into a file beside the "
                                 "log, and they are no longer applied"))
-    disagree = f" — {h.applied_problem.reason}" if h.applied_problem is not None else " — within the valid prefix"
+    if h.applied_problem is None:
+        disagree = " — within the valid prefix"
+    elif h.applied.end > h.end:
+        disagree = f" — past the valid prefix (seq {h.last_seq:,}, byte offset {h.end:,})"
+    else:
+        disagree = f" — {h.applied_problem.reason}"
     rows.append(("database", applied + disagree))
     if report.needs_rebuild:
         lost = report.lost
