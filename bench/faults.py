@@ -218,13 +218,18 @@ def _kill_after(proc: subprocess.Popen, delay: float) -> None:
 def kill_import(rng: random.Random, home: Home, scratch: Path, docs: Path) -> Round:
     r = Round("kill_import")
     size = home.log_file.stat().st_size
+    with FileLog(home.log_file) as flog:
+        seq_before = flog.last_seq()
+    # aim at the writing: kill once the log has grown by a random share of what the import appends
+    # (its records are about the docs' text plus some 300 bytes each), or a little after it is done
+    growth = sum(f.stat().st_size + 300 for f in docs.glob("*.md"))
+    target = size + int(growth * rng.uniform(0.0, 1.1))
     proc = subprocess.Popen([*CREWLET, "--home", str(home.root), "import", str(docs), "--into", "ENG", "--json"],
                             env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    # aim at the writing: wait for the log to start growing, then kill a random moment later
-    deadline = time.monotonic() + 20
-    while home.log_file.stat().st_size == size and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.001)
-    _kill_after(proc, rng.uniform(0.0, 0.4))
+    deadline = time.monotonic() + 30
+    while home.log_file.stat().st_size < target and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.0005)
+    _kill_after(proc, 0.0)
     if proc.stderr:
         proc.stderr.close()
     try:
@@ -236,7 +241,9 @@ def kill_import(rng: random.Random, home: Home, scratch: Path, docs: Path) -> Ro
             from core.importer import import_directory
 
             had = node.conn.execute("SELECT count(*) FROM pages WHERE title LIKE 'Imported %'").fetchone()[0]
-            r.seen = f"{had} of {len(list(docs.glob('*.md')))} docs imported when killed"
+            on_log = node.log.last_seq() - seq_before
+            r.seen = (f"{on_log} records of an import of {len(list(docs.glob('*.md')))} docs on the log when killed; "
+                      f"{had} pages after reopening")
             import_directory(KnowledgeBase(node), docs, into="ENG")  # the rerun completes the import
             count = node.conn.execute("SELECT count(*) FROM pages WHERE title LIKE 'Imported %'").fetchone()[0]
             if count != len(list(docs.glob("*.md"))):
