@@ -2,10 +2,17 @@
 
 Writers append records and wait until their own record is applied; the outcome they return is the
 one the applier decided, never one guessed at write time.
+
+Opening a node checks that the log still holds, where the database's position says, the very record
+the database applied last. If it does not — or the applier meets damage later — the node still
+opens for reading, and every write is refused with the damage named (`crewlet log repair` fixes it).
+A home this process cannot write opens read-only: reads work, writes refuse before appending.
 """
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -13,15 +20,75 @@ from pathlib import Path
 
 from . import config as config_mod
 from .errors import CrewletError
-from .log import FileLog, Record
+from .log import FileLog, LogDamage, Record, RecordTooLarge
+from .log.check import locate_applied
 from .pages import applier
 from .pages.applier import Outcome
-from .search import vectors
 from .paths import Home
-from .store import Connection, connect
+from .search import vectors
+from .store import Connection, connect, sqlite3
 
 SYSTEM_ACTOR = "crewlet"
 log = logging.getLogger("crewlet.node")
+
+
+class WriteFailed(CrewletError):
+    """Nothing was written: the home cannot be written (read-only, full, an I/O error)."""
+
+    code = "write_failed"
+
+
+class NotApplied(CrewletError):
+    """The records reached the log but not the database: they apply at the next open (or write)."""
+
+    code = "not_applied"
+
+
+def storage_problem(exc: BaseException, path: Path) -> tuple[str, str]:
+    """(code, words) naming the real cause of a failed read or write of `path`."""
+    if isinstance(exc, OSError) and exc.errno is not None:
+        err = exc.errno
+        why = exc.strerror or str(exc)
+        if err in (errno.ENOSPC, errno.EDQUOT):
+            return "disk_full", f"the disk holding {path} is full ({why})"
+        if err == errno.EFBIG:
+            return "disk_full", f"{path} cannot grow: the file size limit is reached ({why})"
+        if err == errno.EROFS:
+            return "read_only", f"{path} is on a read-only filesystem"
+        if err in (errno.EACCES, errno.EPERM):
+            return "read_only", f"{path} cannot be written ({why})"
+        if err == errno.EIO:
+            if _no_space_left(path):  # a short write on a full disk
+                return "disk_full", f"the disk holding {path} is full ({why})"
+            return "io", f"an I/O error on {path} ({why})"
+        return "io", f"{path}: {why}"
+    if isinstance(exc, sqlite3.Error):
+        primary = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+        if primary == 10 and _no_space_left(path):
+            primary = 13  # SQLite reports some writes a full disk refuses as an I/O error
+        words = {13: ("disk_full", f"the disk holding {path} is full ({exc})"),
+                 8: ("read_only", f"{path} is read-only ({exc})"),
+                 10: ("io", f"an I/O error on {path} ({exc}) — a full disk or a failing one"),
+                 14: ("io", f"{path} cannot be opened ({exc})"),
+                 5: ("busy", f"{path} is locked by another process ({exc})"),
+                 6: ("busy", f"{path} is locked ({exc})")}
+        if primary in words:
+            return words[primary]
+        text = str(exc)
+        if "disk is full" in text:
+            return "disk_full", f"the disk holding {path} is full ({exc})"
+        if "readonly" in text or "read-only" in text:
+            return "read_only", f"{path} is read-only ({exc})"
+        return "database", f"{path}: {exc}"
+    return "io", f"{path}: {exc}"
+
+
+def _no_space_left(path: Path) -> bool:
+    try:
+        st = os.statvfs(path if path.is_dir() else path.parent)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < 64 * 1024
 
 
 class Node:
@@ -31,22 +98,68 @@ class Node:
         self.company = company
         self.conn = conn
         self.log = flog
-        self.vlog = vlog if vlog is not None else FileLog(home.vectors_log_file)
+        # the vector log: vectors the fleet's embedding duty published, applied like the pages log
+        self.vlog = vlog if vlog is not None else _open_log(home.vectors_log_file)
         # one connection per node object; the Textual app's workers share it, so serialise use
         self.lock = threading.RLock()
         self._config_stamp = self._stamp()
+        # damage between the log and the database, found at open or by a write: reads go on,
+        # writes are refused with it until the log is repaired and the node reopened
+        self.damage: LogDamage | None = None
+        # why records on the log could not be applied at open (a full disk): retried by each write
+        self.apply_error: str | None = None
 
     # -- opening ---------------------------------------------------------------------------
     @classmethod
     def open(cls, home: Home, *, sync_containers: bool = True) -> "Node":
         company = config_mod.load(home.config_file)
         conn = connect(home.db_file)
-        flog = FileLog(home.log_file)
-        node = cls(home, company, conn, flog)
-        node.catch_up()
-        if sync_containers:
-            node.sync_containers()
+        # read-only until the first append: a command that only reads works on a home it cannot write
+        flog = _open_log(home.log_file)
+        node = cls(home, company, conn, flog, _open_log(home.vectors_log_file))
+        node.verify_log()
+        if node.damage is None and not node.readonly:
+            try:
+                node.catch_up()
+            except LogDamage as exc:
+                node._damaged(exc)
+            except (sqlite3.OperationalError, OSError) as exc:
+                node.apply_error = storage_problem(exc, home.db_file)[1]
+                log.info("records on the log could not be applied: %s", node.apply_error)  # the CLI says it
+        if sync_containers and node.writable:
+            try:
+                node.sync_containers()
+            except WriteFailed as exc:  # a log this process cannot write: reads still work
+                log.info("container documents not written: %s", exc)
         return node
+
+    @property
+    def readonly(self) -> bool:
+        """The database cannot be written by this process (the node opened it read-only)."""
+        return bool(getattr(self.conn, "readonly", False))
+
+    @property
+    def writable(self) -> bool:
+        return self.damage is None and not self.readonly and self.apply_error is None
+
+    def verify_log(self) -> None:
+        """The database's position against each log: on a frame boundary, not past the end, and
+        the frame there is the record the database applied (its digest). A position stored before
+        digests were kept is checked by a scan, and given its digest once."""
+        with self.lock:
+            for name, flog in ((applier.APPLIER, self.log), (vectors.POSITION, self.vlog)):
+                applied = applier.applied_position(self.conn, name)
+                try:
+                    frame = locate_applied(flog, applied)
+                except LogDamage as exc:
+                    self._damaged(exc)
+                    return
+                if frame is not None and applied.start is None and not self.readonly:
+                    applier.store_position(self.conn, applied.seq, frame, name)  # autocommit: one statement
+
+    def _damaged(self, exc: LogDamage) -> None:
+        self.damage = exc
+        log.info("%s — writes are refused", exc)  # the CLI and the app say it, once
 
     def close(self) -> None:
         with self.lock:
@@ -85,31 +198,91 @@ class Node:
 
     # -- the write path --------------------------------------------------------------------
     def catch_up(self, progress: Callable[[int], None] | None = None) -> int:
-        """Apply what is on the logs past this node's positions: the pages log, then the vector log."""
+        """Apply what the log holds past this node's position. Refused once damage is known: a log
+        that disagrees with the database must be repaired before anything more is applied from it."""
         with self.lock:
-            applied = applier.catch_up(self.conn, self.log, progress=progress)
-            return applied + vectors.catch_up(self.conn, self.vlog, progress=progress)
+            if self.damage is not None:
+                raise self.damage
+            try:
+                applied = applier.catch_up(self.conn, self.log, progress=progress)
+                return applied + vectors.catch_up(self.conn, self.vlog, progress=progress)
+            except LogDamage as exc:
+                self._damaged(exc)
+                raise
 
     def submit_vectors(self, records: Sequence[Record], *, sync: bool = True) -> int:
-        """Append vector records to the vector log and apply it through them."""
+        """Append vector records to the vector log and apply it through them, under the same refusals
+        as `submit` (a damaged log, a database or log this process cannot write, a record too large)."""
         if not records:
             return 0
         with self.lock:
-            self.vlog.append(records, sync=sync)
-            return vectors.catch_up(self.conn, self.vlog)
+            if self.damage is not None:
+                raise self.damage
+            if self.readonly:
+                raise WriteFailed(f"{self.home.db_file} is read-only for this process — no vector was written",
+                                  code="read_only")
+            keep = vectors.position(self.conn)[1]
+            try:
+                self.vlog.append(records, sync=sync, keep_through=keep)
+            except LogDamage as exc:
+                self._damaged(exc)
+                raise
+            except RecordTooLarge as exc:
+                raise CrewletError(str(exc), code="record_too_large", size=exc.size) from None
+            except OSError as exc:
+                code, words = storage_problem(exc, self.home.vectors_log_file)
+                raise WriteFailed(f"{words} — no vector was written", code=code) from exc
+            try:
+                return vectors.catch_up(self.conn, self.vlog)
+            except LogDamage as exc:
+                self._damaged(exc)
+                raise
 
     def vectors_seq(self) -> int:
         with self.lock:
             return vectors.position(self.conn)[0]
 
     def submit(self, records: Sequence[Record], *, sync: bool = True) -> list[Outcome]:
-        """Append records, apply the log through them, and return each record's outcome."""
+        """Append records, apply the log through them, and return each record's outcome.
+
+        Refused before anything is appended: a damaged log (LogDamage), a database this process
+        cannot write, a record over the size limit, a log that cannot be written (WriteFailed).
+        Records that reached the log but could not be applied raise NotApplied, naming them."""
         if not records:
             return []
         with self.lock:
-            appended = self.log.append(records, sync=sync)
+            if self.damage is not None:
+                raise self.damage
+            if self.readonly:
+                raise WriteFailed(f"{self.home.db_file} is read-only for this process — nothing was written; "
+                                  "make the home writable to change it (reading works as it is)", code="read_only")
+            keep = applier.position(self.conn)[1]
+            try:
+                appended = self.log.append(records, sync=sync, keep_through=keep)
+            except LogDamage as exc:
+                self._damaged(exc)
+                raise
+            except RecordTooLarge as exc:
+                raise CrewletError(str(exc), code="record_too_large", size=exc.size) from None
+            except OSError as exc:
+                code, words = storage_problem(exc, self.home.log_file)
+                raise WriteFailed(f"{words} — nothing was written", code=code) from exc
             decided: dict[str, Outcome] = {}
-            applier.catch_up(self.conn, self.log, outcomes=decided)
+            try:
+                applier.catch_up(self.conn, self.log, outcomes=decided)
+            except (LogDamage, sqlite3.Error, OSError) as exc:
+                if isinstance(exc, LogDamage):
+                    self._damaged(exc)
+                    cause = str(exc)
+                else:
+                    cause = storage_problem(exc, self.home.db_file)[1]
+                self.apply_error = cause
+                pending = [r for r in appended if r.op_id not in decided
+                           and applier.outcome_of(self.conn, r.op_id) is None]
+                if pending:
+                    raise _not_applied(pending, cause) from exc
+                raise
+            self.apply_error = None
             outcomes = []
             for rec in appended:
                 # another process may have applied our record first: then its outcome is in the table
@@ -147,6 +320,19 @@ class Node:
                 }))
         self.submit(records)
         return len(records)
+
+
+def _not_applied(pending: list[Record], cause: str) -> NotApplied:
+    first, last = pending[0].seq, pending[-1].seq
+    which = f"record {first}" if first == last else f"records {first}-{last}"
+    return NotApplied(f"written to the log as {which}, not yet applied: {cause} — it will apply at the next open",
+                      seqs=[r.seq for r in pending], op_ids=[r.op_id for r in pending])
+
+
+def _open_log(path: Path) -> FileLog:
+    """Read-only until the first append: a command that only reads works on a home it cannot write
+    (a log this home never wrote yet is created, as `init` creates it)."""
+    return FileLog(path, readonly=path.exists())
 
 
 def now_ms() -> int:

@@ -242,9 +242,10 @@ class CrewletApp(App[None]):
         if message.duty == KeywordIndexDuty.name:
             old = self.index_state
             self.index_state = IndexState("indexing", message.done, message.total, old.indexed_seq, old.applied_seq)
-        elif message.duty == EmbeddingDuty.name and message.total > message.done:
+        elif message.duty == EmbeddingDuty.name and message.total:
             old = self.meaning_state
-            self.meaning_state = MeaningState("embedding", old.covered, old.total, message.done, message.total)
+            phase = "embedding" if message.done < message.total else old.phase
+            self.meaning_state = MeaningState(phase, old.covered, old.total, message.done, message.total)
 
     @on(DutyPassed)
     def _duty_passed(self, message: DutyPassed) -> None:

@@ -4,7 +4,6 @@ Exit codes: 0 done, 1 refused or failed (one line on stderr), 2 usage (typer/cli
 """
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -14,18 +13,18 @@ from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
 from core.config import ConfigError
 from core.errors import CrewletError, StaleRevision
-from core.log import LogCorrupt, LogFailed, LogGap
-from core.node import Node
+from core.log import REPAIR_HINT, LogDamage, LogFailed
+from core.node import Node, storage_problem
 from core.pages import rules
 from core.pages.service import KnowledgeBase
 from core.paths import Home, resolve_home
 from core.store import sqlite3
 
 from .fmt import when  # noqa: F401  (re-exported for the CLI modules)
+from .sanitize import json_text, markup_safe
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
@@ -49,11 +48,41 @@ STATE = Globals()
 
 
 def fail(message: str, *, as_json: bool = False, payload: dict[str, Any] | None = None, code: int = 1) -> None:
-    """One line on stderr (and the JSON error on stdout for scripts), then exit 1."""
+    """One line on stderr (and the JSON error on stdout for scripts), then exit 1. The message may
+    carry a title, a handle or a config value: it is made inert like everything else printed."""
     if as_json:
-        print(json.dumps(payload or {"error": "failed", "message": message}, ensure_ascii=False))
-    err_console.print(f"[bold red]crewlet:[/] {escape(message)}", soft_wrap=True)
+        print(json_text(payload or {"error": "failed", "message": message}, indent=None))
+    err_console.print(f"[bold red]crewlet:[/] {markup_safe(message)}", soft_wrap=True)
     raise typer.Exit(code)
+
+
+def warn(message: str) -> None:
+    """One line on stderr that does not fail the command."""
+    err_console.print(f"[yellow]warning:[/] {markup_safe(message)}", soft_wrap=True)
+
+
+def damage_line(exc: LogDamage) -> str:
+    kept = f" (your text is kept in {exc.rescued_to})" if exc.rescued_to else ""
+    return f"the log is damaged: {exc} — writes are refused; {REPAIR_HINT}{kept}"
+
+
+FIXES = {"disk_full": "free some space there and retry", "read_only": "make it writable to change anything",
+         "busy": "retry when the other process is done"}
+
+
+def _with_fix(code: str, words: str) -> str:
+    return f"{words} — {FIXES[code]}" if code in FIXES else words
+
+
+def database_problem(exc: Exception) -> tuple[str, str]:
+    """(code, message) for a SQLite error, naming the real cause: a full disk or a read-only file
+    is not a damaged database, and must never be told to restore from a backup."""
+    db = STATE.home.db_file
+    code, words = storage_problem(exc, db)
+    if code == "database" and isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
+        return "database", (f"{db} cannot be read as a crewlet database ({exc}) — restore it from a backup, or "
+                            "move it aside and replay the log into a fresh one")
+    return code, words
 
 
 def handle_errors(fn: F) -> F:
@@ -71,16 +100,25 @@ def handle_errors(fn: F) -> F:
             fail(str(exc), as_json=as_json, payload=exc.to_json())
         except ConfigError as exc:
             fail(str(exc), as_json=as_json, payload={"error": "config", "message": str(exc), "file": exc.file, "key": exc.key})
-        except (LogCorrupt, LogGap, LogFailed) as exc:
-            fail(f"the log cannot be applied: {exc}", as_json=as_json, payload={"error": "log", "message": str(exc)})
-        except sqlite3.DatabaseError as exc:
-            message = (f"{STATE.home.db_file} cannot be read as a crewlet database ({exc}) — restore it from a "
-                       "backup, or move it aside and replay the log into a fresh one")
-            fail(message, as_json=as_json, payload={"error": "database", "message": message})
+        except LogDamage as exc:
+            message = damage_line(exc)
+            fail(message, as_json=as_json, payload={"error": "log_damaged", "kind": exc.kind, "offset": exc.offset,
+                                                    "seq": exc.seq, "message": message, "rescued_to": exc.rescued_to})
+        except LogFailed as exc:
+            fail(f"the log cannot be written: {exc}", as_json=as_json, payload={"error": "log", "message": str(exc)})
+        except sqlite3.Error as exc:
+            code, message = database_problem(exc)
+            message = _with_fix(code, message)
+            fail(message, as_json=as_json, payload={"error": code, "message": message})
         except FileNotFoundError as exc:
             message = f"{exc.filename}: no such file — check the path"
             fail(message, as_json=as_json, payload={"error": "io", "message": message})
-        except (OSError, UnicodeDecodeError) as exc:
+        except OSError as exc:
+            where = exc.filename or STATE.home.root
+            code, message = storage_problem(exc, where)
+            message = _with_fix(code, message)
+            fail(message, as_json=as_json, payload={"error": code, "message": message})
+        except UnicodeDecodeError as exc:
             fail(str(exc), as_json=as_json, payload={"error": "io", "message": str(exc)})
 
     return wrapper  # type: ignore[return-value]
@@ -95,6 +133,11 @@ def open_node(*, sync_containers: bool = True) -> Iterator[Node]:
     node = Node.open(home, sync_containers=sync_containers)
     try:
         yield node
+        # a command that read what it needed still says the home cannot be written to
+        if node.damage is not None:
+            warn(damage_line(node.damage))
+        elif node.apply_error is not None:
+            warn(f"records on the log are not applied yet: {node.apply_error}")
     finally:
         node.close()
 
@@ -116,7 +159,7 @@ def actor() -> str | None:
 
 
 def emit_json(data: Any) -> None:
-    print(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+    print(json_text(data))
 
 
 

@@ -5,13 +5,13 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from core.importer import ImportProblems, ImportReport, import_directory
 
 from .cli_common import JSON_OPT, actor, console, emit_json, err_console, fail, handle_errors, open_kb
+from .sanitize import markup_safe as escape  # titles, paths and notes made inert by the one sanitiser
 
 LISTED = 100          # lines per section of a printed plan; --json lists everything
 

@@ -18,6 +18,10 @@ from .cli_common import (JSON_OPT, STATE, actor, console, emit_json, handle_erro
 from .fmt import diff_text
 from .sanitize import clean_text, markup_safe
 
+# past these a body is printed plain rather than highlighted (see page show)
+HIGHLIGHT_MAX_CHARS = 256 * 1024
+HIGHLIGHT_MAX_LINE = 20_000
+
 page_app = typer.Typer(help="Read and change one page. REF is a page id or CONTAINER/Title.", no_args_is_help=True)
 
 
@@ -150,7 +154,12 @@ def page_show(ref: str = typer.Argument(..., metavar="REF", help="Page id or CON
     body = rev.body if rev else page.body
     # shown as its own text: a body is untrusted input, never markup or terminal escapes
     body = clean_text(body)
-    console.print(Syntax(body, "markdown", word_wrap=True, theme="ansi_dark") if body.strip() else "[dim](a folder: nothing written)[/]")
+    if len(body) > HIGHLIGHT_MAX_CHARS or max(map(len, body.split("\n"))) > HIGHLIGHT_MAX_LINE:
+        # Rich's highlighting and wrapping grow faster than the text (a 10 MB line took minutes):
+        # a body this large is written as the plain text it is, and the terminal wraps it
+        console.file.write(body if body.endswith("\n") else body + "\n")
+    else:
+        console.print(Syntax(body, "markdown", word_wrap=True, theme="ansi_dark") if body.strip() else "[dim](a folder: nothing written)[/]")
     if children:
         console.print(f"\n[bold]Children[/] ({children.total})")
         for c in children.pages:

@@ -16,7 +16,6 @@ from contextlib import contextmanager
 from typing import Any, Optional
 
 import typer
-from rich.markup import escape
 from rich.text import Text
 
 from core.embed.duty import semantic_status
@@ -27,6 +26,8 @@ from core.search.snippets import TermFinder
 
 from .cli_common import JSON_OPT, actor, console, emit_json, err_console, fail, handle_errors, open_node, when
 from .progress_bars import ProgressBars
+# every string printed here is one line: made inert (controls, bidi) and markup-escaped by the one sanitiser
+from .sanitize import clean_line, markup_safe as escape
 
 INLINE_BUILD_MAX_PAGES = 2000     # `crewlet search` builds a first index this small itself (a few seconds)
 CATCH_UP_MAX_ROWS = 5000          # and catches up at most this many changed pages before answering
@@ -97,7 +98,7 @@ def _render_hit(i: int, h: Hit, finder: TermFinder | None) -> None:
     if h.ancestors:
         console.print(f"   [dim]in {escape(' › '.join(h.ancestors))}[/]", soft_wrap=True)
     if h.snippet:
-        console.print(Text("   ") + _highlighted(h.snippet, finder), soft_wrap=True)
+        console.print(Text("   ") + _highlighted(clean_line(h.snippet), finder), soft_wrap=True)
     console.print(f"   [dim]id {escape(h.page_id)} · score {h.score:.3f}[/]")
 
 
@@ -142,7 +143,7 @@ def register(app: typer.Typer) -> None:
                  as_json=as_json, payload={"error": "usage", "message": "the query is empty"}, code=2)
         with open_node() as node:
             caught = None
-            if not no_catch_up:
+            if not no_catch_up and not node.readonly:  # a read-only home is searched as its index stands
                 caught = _catch_up(node, show_progress=not as_json and sys.stderr.isatty())
             searcher = NativeSearcher(node)
             try:
@@ -162,8 +163,9 @@ def register(app: typer.Typer) -> None:
     @index_app.command("status")
     @handle_errors
     def index_status(as_json: bool = JSON_OPT) -> None:
-        """What the keyword index covers and how far behind the rows it is; how much is embedded for search by
-        meaning, and the embedding duty's latest events."""
+        """What the keyword index covers, and how much is embedded for search by meaning.
+
+        How far the index is behind the rows, the embedding coverage and the duty's latest events."""
         with open_node() as node, Indexer(node.home) as indexer:
             st = indexer.status()
             meaning = semantic_status(node)

@@ -11,13 +11,13 @@ import threading
 from datetime import datetime
 
 import typer
-from rich.markup import escape
 
 from core.duties import default_duties
 from core.worker import DutyReport, DutyRunner, read_duty_records
 
 from .cli_common import JSON_OPT, console, emit_json, handle_errors, open_node, when
 from .progress_bars import ProgressBars
+from .sanitize import markup_safe as escape
 
 
 def register(app: typer.Typer) -> None:

@@ -8,14 +8,23 @@ title like that (frogmouth #88). So every page-derived string the app shows pass
   Unicode "control pictures" (ESC shows as ␛) for C0/DEL, ``<U+009B>`` for C1 — so the bytes
   never reach the terminal and a reader can still see that something was there;
 * a CR LF pair is a line end (kept as LF); a lone CR is shown as ␍;
-* titles, authors, snippets and notes are single lines (newlines and tabs become spaces);
-* `markup_safe` additionally escapes Rich markup for the rare place a string is put into markup.
+* titles, authors, snippets and notes are single lines (newlines and tabs become spaces), and in
+  them the bidi embedding, override and isolate controls (U+202A–U+202E, U+2066–U+2069), which
+  reorder what a terminal shows after them, are made visible too (a body keeps them: right-to-left
+  writing needs them, and the editor must not rewrite them);
+* `markup_safe` additionally escapes Rich markup for the rare place a string is put into markup;
+* `json_text` is the JSON every `--json` prints: C0 controls are escaped by JSON itself, and DEL,
+  C1, the bidi controls and U+2028/U+2029 are escaped too (as \\u00XX: the data is unchanged, the
+  terminal a script's output lands on never sees them raw).
 
+Every CLI output path goes through here: plain output, `--json`, and the one line on stderr.
 Nothing here changes what is stored: this is the display side only.
 """
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
 from rich.markup import escape as _rich_escape
 
@@ -28,6 +37,10 @@ ESC_PICTURE = "\u241b"
 
 # every code point we refuse to send to a terminal: C0 except TAB and LF, DEL, C1 (core's one rule)
 _CONTROL_RE = CONTROL_RE
+# one-line texts also show the bidi controls that reorder the rest of a line
+_LINE_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# what JSON leaves raw that a terminal (or a JavaScript reader) would act on
+_JSON_RAW_RE = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
 
 
 def _picture(match: re.Match[str]) -> str:
@@ -61,7 +74,7 @@ def clean_line(text: str | None) -> str:
     if not text:
         return ""
     text = text.replace("\r\n", " ").replace("\n", " ").replace("\t", " ")
-    return _CONTROL_RE.sub(_picture, text)
+    return _LINE_RE.sub(_picture, text)
 
 
 def markup_safe(text: str | None) -> str:
@@ -88,3 +101,10 @@ def body_for_editing(body: str | None) -> str:
     """The editor never holds control characters either: they are shown — and, if the person saves,
     kept — as the visible symbols they are displayed as (the editor says so when it happens)."""
     return clean_text(body)
+
+
+def json_text(data: Any, *, indent: int | None = 2) -> str:
+    """JSON for `--json` output: valid, lossless, and inert on a terminal (see the module notes)."""
+    text = json.dumps(data, ensure_ascii=False, indent=indent, default=str)
+    # these code points can only occur inside JSON strings, where \\uXXXX means the same character
+    return _JSON_RAW_RE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)

@@ -605,3 +605,82 @@ def test_read_100k_is_fast(tmp_path: Path) -> None:
     assert log.scan().last_seq == 100_000
     assert read_all(log, after=99_990) == read_all(FileLog(path), after=99_990)
     assert time.perf_counter() - t0 < 2.0
+
+
+# --- FileLog against what a database applied ---------------------------------------------------------
+
+
+def test_a_torn_tail_is_cut_only_past_what_was_applied(tmp_path: Path) -> None:
+    from core.log import LogMismatch
+
+    log = FileLog(tmp_path / "a.log")
+    log.append([make(i) for i in range(4)])
+    starts = frame_starts(log)
+    os.truncate(log.path, starts[4] - 6)  # the last frame, which a database applied, loses its end
+    damaged = log.path.read_bytes()
+    fresh = FileLog(log.path)
+    with pytest.raises(LogMismatch) as ei:
+        fresh.append([make(9)], keep_through=starts[4])
+    assert ei.value.kind == "cut" and ei.value.offset == starts[3]
+    assert log.path.read_bytes() == damaged  # neither cut nor appended
+    # the same tail past what was applied (keep_through at the previous frame) is an interrupted append
+    assert fresh.append([make(9)], keep_through=starts[3])[0].seq == 4
+
+
+def test_a_file_shorter_than_what_was_applied_refuses_appends(tmp_path: Path) -> None:
+    from core.log import LogMismatch
+
+    log = FileLog(tmp_path / "a.log")
+    log.append([make(i) for i in range(3)])
+    end = log.path.stat().st_size
+    with pytest.raises(LogMismatch, match="records it applied are missing"):
+        FileLog(log.path).append([make(9)], keep_through=end + 100)
+    assert log.path.stat().st_size == end
+
+
+def test_exact_reads_from_a_stored_position(tmp_path: Path) -> None:
+    from core.log import LogMismatch
+
+    log = FileLog(tmp_path / "a.log")
+    log.append([make(i) for i in range(4)])
+    starts = frame_starts(log)
+    assert [r.seq for r in read_all(FileLog(log.path), after=2, start_offset=starts[2], exact=True)] == [3, 4]
+    data = log.path.read_bytes()
+    log.path.write_bytes(data + data[starts[3]:starts[4]])  # seq 4 again
+    with pytest.raises(LogGap) as ei:
+        read_all(FileLog(log.path), after=4, start_offset=starts[4], exact=True)
+    assert ei.value.kind == "repeat" and "sequence repeat" in str(ei.value) and "duplicated frame" in str(ei.value)
+    with pytest.raises(LogMismatch):
+        read_all(FileLog(log.path), after=9, start_offset=len(data) * 3, exact=True)
+
+
+def test_a_gap_says_which_seqs_are_missing(tmp_path: Path) -> None:
+    log = FileLog(tmp_path / "a.log")
+    log.append([make(i) for i in range(5)])
+    starts = frame_starts(log)
+    data = log.path.read_bytes()
+    log.path.write_bytes(data[: starts[1]] + data[starts[3]:])  # seq 2 and 3 taken out
+    with pytest.raises(LogGap) as ei:
+        FileLog(log.path).scan()
+    assert ei.value.kind == "gap" and "seqs 2-3 missing" in str(ei.value) and ei.value.offset == starts[1]
+
+
+def test_a_read_only_log_reads_and_opens_for_writing_at_its_first_append(tmp_path: Path) -> None:
+    FileLog(tmp_path / "a.log").append([make(1)])
+    log = FileLog(tmp_path / "a.log", readonly=True)
+    assert not log.writable and [r.seq for r in read_all(log)] == [1]
+    assert log.append([make(2)])[0].seq == 2 and log.writable
+    with pytest.raises(FileNotFoundError):
+        FileLog(tmp_path / "missing.log", readonly=True)
+
+
+def test_a_record_over_the_limit_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    from core.log import RecordTooLarge
+
+    log = FileLog(tmp_path / "a.log")
+    log.append([make(1)])
+    size = log.path.stat().st_size
+    huge = make(2, text="\x01" * (MAX_BODY // 6 + 10))  # fits as text, not once JSON-escaped
+    with pytest.raises(RecordTooLarge, match="64 MiB record limit"):
+        log.append([make(3), huge])
+    assert log.path.stat().st_size == size

@@ -1,7 +1,9 @@
 """The operation log: an append-only file of framed, checksummed Records."""
 from __future__ import annotations
 
-from .filelog import FileLog, LogCorrupt, LogFailed, LogGap, ReadReport
+from .filelog import (REPAIR_HINT, FileLog, LogCorrupt, LogDamage, LogFailed, LogGap, LogMismatch, ReadReport,
+                      RecordTooLarge)
 from .record import Record
 
-__all__ = ["Record", "FileLog", "LogCorrupt", "LogGap", "LogFailed", "ReadReport"]
+__all__ = ["Record", "FileLog", "LogDamage", "LogCorrupt", "LogGap", "LogMismatch", "LogFailed", "ReadReport",
+           "RecordTooLarge", "REPAIR_HINT"]

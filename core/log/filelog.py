@@ -2,9 +2,17 @@
 
 Writers serialise on an exclusive `flock` of the log file itself; sequence numbers are assigned
 under that lock, so they are contiguous across processes. Readers take no lock: frames are only
-ever appended, and the only bytes that are ever removed are a torn tail (an interrupted append),
-which readers never yield. Each frame goes out in a single `write()` on an O_APPEND descriptor, so
-a crash leaves at most one incomplete frame at the end, which the next writer cuts off.
+ever appended, and the only bytes a writer ever removes are a torn tail (an interrupted append)
+lying wholly past what the database applied, which readers never yield. Each frame goes out in a
+single `write()` on an O_APPEND descriptor, so a crash leaves at most one incomplete frame at the
+end, which the next writer cuts off.
+
+Anything else that is wrong with the file — a bad frame followed by good ones, a seq that repeats,
+skips or goes backwards, a tail cut into records the database already applied — is *damage*: it
+raises a `LogDamage` naming the byte offset and the seq, and nothing is appended behind it.
+
+A log is opened read-only unless asked otherwise; the first append reopens it for writing, so a
+command that only reads works on a home it cannot write.
 """
 from __future__ import annotations
 
@@ -18,14 +26,37 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from .framing import MAX_BODY, FrameScanner, FrameStatus, Stop, encode_frame
+from .framing import MAX_BODY, Frame, FrameScanner, FrameStatus, Stop, encode_frame, read_frame
 from .record import Record
 
 logger = logging.getLogger(__name__)
 
+REPAIR_HINT = "`crewlet log check` names the damage and `crewlet log repair` keeps the valid prefix"
 
-class LogCorrupt(Exception):
+
+class LogDamage(Exception):
+    """The log cannot be read (or written) past `offset`: damage, not an interrupted append.
+
+    `kind` is one of: corrupt (a bad frame followed by good ones), undecodable (a verified frame
+    whose body is not a record), gap, repeat (a seq repeated or going backwards), cut (the file
+    ends before, or is torn inside, what the database applied), mismatch (the frame where the
+    database's position says its last applied record is holds something else)."""
+
+    kind = "damage"
+
+    def __init__(self, path: Path, offset: int, seq: int | None, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.path = Path(path)
+        self.offset = offset
+        self.seq = seq
+        self.reason = reason
+        self.rescued_to: str | None = None  # where a refused save's text was kept, if one was
+
+
+class LogCorrupt(LogDamage):
     """A bad frame followed by good ones, or a verified frame whose body is not a record."""
+
+    kind = "corrupt"
 
     def __init__(
         self,
@@ -46,25 +77,60 @@ class LogCorrupt(Exception):
         msg = f"{path}: corrupt log frame at byte offset {offset} ({seq_text}): {reason}"
         if next_offset is not None:
             msg += f"; a valid frame follows at byte offset {next_offset}"
-        super().__init__(msg)
-        self.path = path
-        self.offset = offset
-        self.seq = seq
-        self.reason = reason
+        super().__init__(Path(path), offset, seq, reason, msg)
         self.next_offset = next_offset
+        if reason.startswith("undecodable"):
+            self.kind = "undecodable"
 
 
-class LogGap(Exception):
-    """A frame whose seq is not the previous one + 1."""
+class LogGap(LogDamage):
+    """A frame whose seq is not the previous one + 1: a gap, or a seq repeated / going backwards
+    (a duplicated or reordered frame)."""
+
+    kind = "gap"
 
     def __init__(self, path: Path, offset: int, expected: int | str, found: int) -> None:
+        if isinstance(expected, int) and found < expected:
+            self.kind = "repeat"
+            why = ("the seq repeats (a duplicated frame)" if found == expected - 1
+                   else "the seq goes backwards (a reordered or duplicated frame)")
+        elif isinstance(expected, int):
+            missing = f"seq {expected}" if found == expected + 1 else f"seqs {expected}-{found - 1}"
+            why = f"{missing} missing"
+        else:
+            why = "records missing"
         super().__init__(
-            f"{path}: sequence gap at byte offset {offset}: expected seq {expected}, found {found}"
+            Path(path), offset, found, why,
+            f"{path}: sequence {'repeat' if self.kind == 'repeat' else 'gap'} at byte offset {offset}: "
+            f"expected seq {expected}, found {found} — {why}",
         )
-        self.path = path
-        self.offset = offset
         self.expected = expected
         self.found = found
+
+
+class LogMismatch(LogDamage):
+    """The log disagrees with what a database applied from it: it ends before the database's
+    position, is torn inside it, or holds another record where the database's last one was."""
+
+    kind = "mismatch"
+
+    def __init__(self, path: Path, offset: int, seq: int | None, reason: str, *, kind: str = "mismatch") -> None:
+        super().__init__(Path(path), offset, seq, reason, f"{path}: {reason}")
+        self.kind = kind
+
+
+class RecordTooLarge(ValueError):
+    """A record whose body exceeds the frame limit. Raised before anything is appended."""
+
+    def __init__(self, record: Record, size: int) -> None:
+        mib = 1024 * 1024
+        super().__init__(
+            f"a {record.type} record of {size / mib:.1f} MiB exceeds the log's {MAX_BODY // mib} MiB record "
+            "limit (text is stored JSON-escaped, where a control character takes 6 bytes) — nothing was written; "
+            "split the text, or remove its control characters"
+        )
+        self.record = record
+        self.size = size
 
 
 class LogFailed(Exception):
@@ -114,7 +180,11 @@ def _sync_dir(path: Path) -> None:
 class FileLog:
     path: Path
 
-    def __init__(self, path: str | os.PathLike[str], *, fsync: bool = True) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, fsync: bool = True, readonly: bool = False
+    ) -> None:
+        """`readonly`: open the file for reading only (it must exist); the first append reopens it
+        for writing, so only a command that writes needs a writable home."""
         self.path = Path(path)
         self.fsync = fsync
         # Serialises threads sharing this instance: flock does not, since they share one open
@@ -122,9 +192,12 @@ class FileLog:
         self._mutex = threading.RLock()
         self._fd: int | None = None
         self._pid = 0
+        self._writable = not readonly
         self._failed: OSError | None = None
-        # Cached knowledge of the file: a frame boundary and the seq of the frame ending there.
-        # Valid across processes because complete frames are never removed.
+        # Cached knowledge of the file: a frame boundary and the seq of the frame ending there,
+        # only ever set from frames verified contiguous from byte 0. Valid across processes
+        # because complete frames are never removed (a repair that moves damage aside leaves the
+        # file shorter than any cache past it, which is noticed).
         self._end = 0
         self._last = 0
         self._open()
@@ -132,16 +205,39 @@ class FileLog:
     # --- lifecycle -------------------------------------------------------------------------------
 
     def _open(self) -> None:
+        cloexec = getattr(os, "O_CLOEXEC", 0)
+        if not self._writable:
+            self._fd = os.open(self.path, os.O_RDONLY | cloexec)
+            self._pid = os.getpid()
+            return
         parent = self.path.parent
         if not parent.is_dir():
             parent.mkdir(parents=True, exist_ok=True)
         created = not self.path.exists()
-        self._fd = os.open(
-            self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0), 0o644
-        )
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | cloexec, 0o644)
         self._pid = os.getpid()
         if created and self.fsync:
             _sync_dir(parent)
+
+    @property
+    def writable(self) -> bool:
+        return self._writable
+
+    def _make_writable(self) -> None:
+        """Reopen for appending (caller holds the mutex). A home that cannot be written says so
+        here, before anything is appended."""
+        if self._writable:
+            return
+        cloexec = getattr(os, "O_CLOEXEC", 0)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | cloexec)
+        except OSError as e:
+            e.add_note(f"{self.path}: the log cannot be opened for writing; nothing was appended")
+            raise
+        old, self._fd, self._writable = self._fd, fd, True
+        if old is not None and self._pid == os.getpid():
+            os.close(old)
+        self._pid = os.getpid()
 
     def _handle(self) -> int:
         fd = self._fd
@@ -182,33 +278,44 @@ class FileLog:
     def __repr__(self) -> str:
         return f"FileLog({str(self.path)!r})"
 
+    def size(self) -> int:
+        return os.fstat(self._handle()).st_size
+
     # --- writing ---------------------------------------------------------------------------------
 
-    def append(self, records: Sequence[Record], *, sync: bool = True) -> list[Record]:
+    def append(
+        self, records: Sequence[Record], *, sync: bool = True, keep_through: int = 0
+    ) -> list[Record]:
         """Append records as frames, assigning seq = last_seq+1.. under an exclusive file lock.
 
         One write() per frame; a short or failed write is cut back to that frame's start (never
         further: earlier frames may already have been seen by readers) and raised. fsyncs once
         per batch when `sync` and the log's `fsync` are both true. Returns the records with seq.
+
+        `keep_through` is the byte offset a database has applied the log through: a torn tail is
+        cut off only when it lies wholly past it; one that starts before it (or a file that ends
+        before it) is damage, raised as LogMismatch with nothing appended.
         """
         if self._failed is not None:
             raise self._failed_error()
         records = list(records)
         if not records:
             return []
-        # Encode outside the lock: JSON is most of the CPU cost and does not depend on seq.
+        # Encode outside the lock: JSON is most of the CPU cost and does not depend on seq. The
+        # size limit is checked for the whole batch before a byte is written.
         bodies = [r.body() for r in records]
-        for body in bodies:
+        for rec, body in zip(records, bodies):
             if len(body) > MAX_BODY:
-                raise ValueError(f"record body of {len(body)} bytes exceeds {MAX_BODY} bytes")
+                raise RecordTooLarge(rec, len(body))
 
         with self._mutex:
+            self._make_writable()
             fd = self._handle()
             if self._failed is not None:
                 raise self._failed_error()
             fcntl.flock(fd, fcntl.LOCK_EX)
             try:
-                pos, seq = self._catch_up(fd, repair=True)
+                pos, seq = self._catch_up(fd, repair=True, keep_through=keep_through)
                 out: list[Record] = []
                 for rec, body in zip(records, bodies):
                     seq += 1
@@ -257,16 +364,17 @@ class FileLog:
             # The partial frame stays as a torn tail; the next append cuts it off.
             logger.exception("%s: could not truncate a failed append back to %d", self.path, offset)
 
-    def _catch_up(self, fd: int, *, repair: bool) -> tuple[int, int]:
+    def _catch_up(self, fd: int, *, repair: bool, keep_through: int = 0) -> tuple[int, int]:
         """Bring the cached (end_offset, last_seq) up to date with the file, scanning only frames
         past the cached offset (other processes may have appended). With `repair` (caller holds
-        the exclusive lock) a torn tail is truncated away. Returns the new (end, last)."""
+        the exclusive lock) a torn tail lying wholly past `keep_through` is truncated away.
+        Returns the new (end, last)."""
         size = os.fstat(fd).st_size
         end, last = self._end, self._last
         if size < end:
             # Shorter than what we knew: our offset may no longer be a frame boundary.
             end, last = 0, 0
-        if size == end:
+        if size == end and end >= keep_through:
             return end, last
         scanner = FrameScanner(fd, end)
         for frame in scanner:
@@ -277,6 +385,17 @@ class FileLog:
         assert stop is not None
         if stop.status is FrameStatus.CORRUPT:
             raise self._corrupt(stop, last + 1)
+        if end < keep_through:
+            # The database applied bytes this file no longer holds intact: cutting here would
+            # make the next seq name a second record. Damage, not an interrupted append.
+            if stop.status is FrameStatus.TORN:
+                reason = (f"the last frame (from byte offset {stop.offset}, expected seq {last + 1}) is "
+                          f"damaged ({stop.reason}), but the database applied the log through byte "
+                          f"offset {keep_through}: not an interrupted append")
+            else:
+                reason = (f"the log ends at byte offset {end} (seq {last}), but the database applied it "
+                          f"through byte offset {keep_through}: records it applied are missing")
+            raise LogMismatch(self.path, end, last + 1, reason, kind="cut")
         if stop.status is FrameStatus.TORN and repair:
             logger.warning(
                 "%s: cutting off a torn tail of %d bytes at byte offset %d after seq %d "
@@ -294,25 +413,48 @@ class FileLog:
 
     # --- reading ---------------------------------------------------------------------------------
 
+    def frame_at(self, offset: int) -> Frame | Stop:
+        """The verified frame starting at `offset`, or why there is none (straight from the file)."""
+        return read_frame(self._handle(), offset)
+
     def read(
-        self, after: int = 0, *, start_offset: int = 0, limit: int | None = None
+        self, after: int = 0, *, start_offset: int = 0, limit: int | None = None, exact: bool = False
     ) -> Iterator[tuple[Record, int]]:
         """Yield (record, end offset of its frame) for every record with seq > after, in order.
 
         `start_offset` must be a frame boundary at or before the first wanted record (e.g. an end
-        offset yielded earlier). Stops silently at a torn tail; raises LogCorrupt for damage
-        followed by valid frames and LogGap for a seq that is not previous+1."""
+        offset yielded earlier). With `exact`, it is the end of record `after` itself (a position
+        a database stored), and the first frame there must be seq after+1. Stops silently at a
+        torn tail; raises LogCorrupt for damage followed by valid frames, LogGap for a seq that is
+        not previous+1, and (exact) LogMismatch when the file ends before `start_offset`."""
+        for record, frame in self.read_frames(after, start_offset=start_offset, limit=limit, exact=exact):
+            yield record, frame.end
+
+    def read_frames(
+        self, after: int = 0, *, start_offset: int = 0, limit: int | None = None, exact: bool = False
+    ) -> Iterator[tuple[Record, Frame]]:
+        """As `read`, yielding each record with its verified frame (offset, end and raw body)."""
         if limit is not None and limit <= 0:
             return
         fd = self._handle()
         offset = start_offset
-        expected_first: int | None = 1 if offset == 0 else None
+        expected_first: int | None = 1 if offset == 0 else (after + 1 if exact else None)
+        # Only a read whose start is known good (byte 0, or the verified cache) may teach the cache.
+        verified_start = offset == 0
         with self._mutex:
             cached_end, cached_last = self._end, self._last
-        # Tailing callers ask for "after the last seq I saw": start at the cached boundary instead
-        # of rescanning, if it is further along and the file still reaches it.
-        if after >= cached_last and cached_end > offset and os.fstat(fd).st_size >= cached_end:
-            offset, expected_first = cached_end, cached_last + 1
+        if exact:
+            if offset > os.fstat(fd).st_size:
+                raise LogMismatch(
+                    self.path, offset, after,
+                    f"the log is {os.fstat(fd).st_size} bytes long, but the database applied it through "
+                    f"seq {after}, which ended at byte offset {offset}: records it applied are missing",
+                    kind="cut")
+            verified_start = verified_start or (offset == cached_end and after == cached_last)
+        elif after >= cached_last and cached_end > offset and os.fstat(fd).st_size >= cached_end:
+            # Tailing callers ask for "after the last seq I saw": start at the cached boundary
+            # instead of rescanning, if it is further along and the file still reaches it.
+            offset, expected_first, verified_start = cached_end, cached_last + 1, True
 
         scanner = FrameScanner(fd, offset)
         prev: int | None = None
@@ -338,15 +480,17 @@ class FileLog:
                 record = from_body(frame.body, seq)
             except ValueError as e:
                 raise LogCorrupt(self.path, frame.offset, seq, f"undecodable record body: {e}") from e
-            yield record, frame.end
+            yield record, frame
             count += 1
             if limit is not None and count >= limit:
+                if verified_start:
+                    self._remember(last_end, prev)
                 return
         stop = scanner.stop
         assert stop is not None
         if stop.status is FrameStatus.CORRUPT:
             raise self._corrupt(stop, prev + 1 if prev is not None else expected_first)
-        if prev is not None:
+        if prev is not None and verified_start:
             self._remember(last_end, prev)
 
     def _remember(self, end: int, last: int) -> None:

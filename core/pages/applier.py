@@ -13,7 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..log import FileLog, LogGap, Record
+from ..log import FileLog, LogDamage, Record
+from ..log.check import Applied
+from ..log.framing import Frame, frame_digest
 from ..store import Connection, sqlite3, transaction
 from .model import clean_title, normalise_title
 
@@ -405,40 +407,74 @@ def apply_record(conn: Connection, rec: Record) -> Outcome | None:
     return outcome
 
 
-def position(conn: Connection) -> tuple[int, int]:
-    row = conn.execute("SELECT seq, byte_offset FROM log_position WHERE name = ?", (APPLIER,)).fetchone()
+def position(conn: Connection, name: str = APPLIER) -> tuple[int, int]:
+    row = conn.execute("SELECT seq, byte_offset FROM log_position WHERE name = ?", (name,)).fetchone()
     return (row["seq"], row["byte_offset"]) if row else (0, 0)
+
+
+def applied_position(conn: Connection, name: str = APPLIER) -> Applied:
+    """Where this database is on a log, with the start and digest of the last frame it applied
+    (None for a position stored before they were kept)."""
+    row = conn.execute("SELECT * FROM log_position WHERE name = ?", (name,)).fetchone()
+    if row is None:
+        return Applied()
+    keys = row.keys()
+    start = row["frame_offset"] if "frame_offset" in keys else None
+    digest = row["digest"] if "digest" in keys else None
+    return Applied(row["seq"], row["byte_offset"], start, digest)
+
+
+def store_position(conn: Connection, seq: int, frame: Frame, name: str = APPLIER) -> None:
+    """Inside the transaction that applied the record of `frame`: the position, and what the
+    frame was, so an open can tell the log still holds that very record there."""
+    conn.execute(
+        "INSERT INTO log_position (name, seq, byte_offset, frame_offset, digest) VALUES (?,?,?,?,?) "
+        "ON CONFLICT(name) DO UPDATE SET seq=excluded.seq, byte_offset=excluded.byte_offset, "
+        "frame_offset=excluded.frame_offset, digest=excluded.digest",
+        (name, seq, frame.end, frame.offset, frame_digest(frame.body)),
+    )
 
 
 def catch_up(conn: Connection, flog: FileLog, *, batch: int = 2000,
              progress: Callable[[int], None] | None = None,
-             outcomes: dict[str, Outcome] | None = None) -> int:
+             outcomes: dict[str, Outcome] | None = None, name: str = APPLIER,
+             apply: Callable[[Connection, Record], Outcome | None] = apply_record) -> int:
     """Apply every record past this node's position, `batch` records a transaction, storing the new
     position in the same transaction. Returns how many records were applied. `outcomes`, when given,
-    collects what was decided for each op_id applied here (a writer reads its answer without a query)."""
+    collects what was decided for each op_id applied here (a writer reads its answer without a query).
+
+    Damage in the log (a bad frame, a seq that skips, repeats or goes backwards) stops the applier
+    there: every good record before it is applied and committed, then the damage is raised.
+
+    `name` and `apply` serve another log the same way (the vector log: its own position row, its own
+    records)."""
     applied = 0
     while True:
+        damage: LogDamage | None = None
+        decided_here: dict[str, Outcome] = {}
         with transaction(conn):
-            seq, offset = position(conn)
+            seq, offset = position(conn, name)
             n = 0
-            for rec, end in flog.read(after=seq, start_offset=offset, limit=batch):
-                if rec.seq != seq + 1:
-                    raise LogGap(f"{flog.path}: expected record {seq + 1}, found {rec.seq} — the log has a gap; "
-                                 "this node stops here rather than apply out of order")
-                decided = apply_record(conn, rec)
-                if outcomes is not None and decided is not None:
-                    outcomes[rec.op_id] = decided
-                seq, offset = rec.seq, end
-                n += 1
-            if n:
-                conn.execute(
-                    "INSERT INTO log_position (name, seq, byte_offset) VALUES (?,?,?) "
-                    "ON CONFLICT(name) DO UPDATE SET seq=excluded.seq, byte_offset=excluded.byte_offset",
-                    (APPLIER, seq, offset),
-                )
+            last: Frame | None = None
+            try:
+                for rec, frame in flog.read_frames(after=seq, start_offset=offset, limit=batch, exact=True):
+                    decided = apply(conn, rec)
+                    if decided is not None:
+                        decided_here[rec.op_id] = decided
+                    seq, last = rec.seq, frame
+                    n += 1
+            except LogDamage as exc:
+                damage = exc
+            if last is not None:
+                store_position(conn, seq, last, name)
+        # only once committed is an outcome decided (a COMMIT a full disk refuses decides nothing)
+        if outcomes is not None:
+            outcomes.update(decided_here)
         applied += n
         if progress and n:
             progress(n)
+        if damage is not None:
+            raise damage
         if n < batch:
             return applied
 

@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import Actor
-from ..errors import Invalid, NotFound, Refused, StaleRevision
-from ..log import Record
+from ..errors import CrewletError, Invalid, NotFound, Refused, StaleRevision
+from ..log import LogDamage, Record
 from ..node import Node, now_ms
 from . import rules
 from .applier import Outcome, live_children, parent_problem
-from .model import (MAX_BODY_BYTES, MAX_TITLE, TITLE_CONTROL_RE, WINDOW_MAX, Comment, Page, Revision, Window,
-                    clean_title, line_diff, normalise_title)
+from .model import (MAX_BODY_BYTES, MAX_TITLE, WINDOW_MAX, Comment, Page, Revision, Window, clean_title, line_diff,
+                    normalise_title, title_problem)
 
 TRASH_TERM_MS = 30 * 24 * 3600 * 1000
 REAP_PASS_MAX = 1000
@@ -40,8 +40,9 @@ def _check_title(title: str) -> str:
     if len(cleaned) > MAX_TITLE:
         raise Invalid(f"a title is at most {MAX_TITLE} characters (this one has {len(cleaned)}) — shorten it",
                       code="invalid_title")
-    if TITLE_CONTROL_RE.search(cleaned):
-        raise Invalid("a title cannot hold control characters — remove them", code="invalid_title")
+    problem = title_problem(cleaned)
+    if problem:
+        raise Invalid(problem, code="invalid_title")
     return cleaned
 
 
@@ -227,7 +228,11 @@ class KnowledgeBase:
         payload: dict[str, Any] = {"page_id": row["id"], "base_revision": int(base_revision), "body": body}
         if message and message.strip():
             payload["message"] = message.strip()
-        out = self.node.submit_one(Record.new("page.save", who.handle, payload))
+        try:
+            out = self.node.submit_one(Record.new("page.save", who.handle, payload))
+        except (CrewletError, LogDamage) as exc:
+            # not saved, or on the log but not applied yet: either way the writer's text is kept
+            self._fail_keeping(exc, row["id"], int(base_revision), body)
         if out.status == "refused":
             if out.code == "stale_revision":
                 rescued = self._rescue(row["id"], int(base_revision), body)
@@ -242,6 +247,20 @@ class KnowledgeBase:
         rescued = self._rescue(ref, base, body)
         exc.details["rescued_to"] = str(rescued)
         raise type(exc)(f"{exc} (your text is kept in {rescued})", code=exc.code, **exc.details) from None
+
+    def _fail_keeping(self, exc: CrewletError | LogDamage, page_id: str, base: int, body: str) -> None:
+        try:
+            rescued = self._rescue(page_id, base, body)
+        except (OSError, Refused) as why:  # a full or read-only disk may refuse the rescue too
+            if isinstance(exc, LogDamage):
+                raise exc
+            raise type(exc)(f"{exc} (your text could not be kept under {self.node.home.rescue_dir}: {why})",
+                            code=exc.code, **exc.details) from None
+        if isinstance(exc, LogDamage):
+            exc.rescued_to = str(rescued)  # the damage is what is said; the text is kept all the same
+            raise exc
+        raise type(exc)(f"{exc} (your text is kept in {rescued})", code=exc.code,
+                        **(exc.details | {"rescued_to": str(rescued)})) from None
 
     def _rescue(self, page_id: str, base: int, body: str) -> Any:
         rescue = self.node.home.rescue_dir

@@ -24,8 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from ..log import FileLog, LogGap, Record
-from ..store import Connection, transaction
+from ..log import FileLog, Record
+from ..pages import applier
+from ..store import Connection
 
 POSITION = "vectors"          # this log's row in log_position
 DUTY_ACTOR = "embedding-duty"
@@ -92,6 +93,8 @@ HANDLERS: dict[str, Callable[[Connection, Record], None]] = {
 
 
 def apply_vector_record(conn: Connection, rec: Record) -> None:
+    """Apply one vector record inside the caller's transaction (a vector record decides nothing a writer
+    waits for, so it returns no outcome)."""
     handler = HANDLERS.get(rec.type)
     if handler is None:
         return  # a record type of a later build: nothing this build can file
@@ -104,35 +107,15 @@ def apply_vector_record(conn: Connection, rec: Record) -> None:
 
 
 def position(conn: Connection) -> tuple[int, int]:
-    row = conn.execute("SELECT seq, byte_offset FROM log_position WHERE name = ?", (POSITION,)).fetchone()
-    return (row["seq"], row["byte_offset"]) if row else (0, 0)
+    return applier.position(conn, POSITION)
 
 
 def catch_up(conn: Connection, vlog: FileLog, *, batch: int = 500,
              progress: Callable[[int], None] | None = None) -> int:
-    """Apply every vector record past this node's position, `batch` a transaction, the position stored in
-    the same transaction. Returns how many records were applied."""
-    applied = 0
-    while True:
-        with transaction(conn):
-            seq, offset = position(conn)
-            n = 0
-            for rec, end in vlog.read(after=seq, start_offset=offset, limit=batch):
-                if rec.seq != seq + 1:
-                    raise LogGap(vlog.path, end, seq + 1, rec.seq)
-                apply_vector_record(conn, rec)
-                seq, offset = rec.seq, end
-                n += 1
-            if n:
-                conn.execute(
-                    "INSERT INTO log_position (name, seq, byte_offset) VALUES (?,?,?) "
-                    "ON CONFLICT(name) DO UPDATE SET seq=excluded.seq, byte_offset=excluded.byte_offset",
-                    (POSITION, seq, offset))
-        applied += n
-        if progress and n:
-            progress(n)
-        if n < batch:
-            return applied
+    """Apply every vector record past this node's position on the vector log, exactly as the pages
+    log is applied (a batch a transaction, the position and its frame's digest stored with it, damage
+    stopping it after the good records)."""
+    return applier.catch_up(conn, vlog, batch=batch, progress=progress, name=POSITION, apply=apply_vector_record)
 
 
 # -- reading --------------------------------------------------------------------------------------------

@@ -1,8 +1,15 @@
-"""Opening the node's SQLite file: WAL, foreign keys, a busy timeout, sqlite-vec loaded."""
+"""Opening the node's SQLite file: WAL, foreign keys, a busy timeout, sqlite-vec loaded.
+
+A database this process cannot write (a read-only mount, an immutable file, another user's home)
+is opened read-only rather than refused, so every command that only reads still works; such a
+connection says so (`conn.readonly`) and a writer refuses before it appends anything.
+"""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import sqlite_vec
 
@@ -12,24 +19,63 @@ from .migrations import migrate
 Connection = Any  # the driver's Connection type; the driver is chosen at import time
 
 
-def connect(path: Path | str, *, migrate_schema: bool = True, readonly: bool = False) -> Connection:
-    path = Path(path)
-    if not readonly:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    uri = f"file:{path}?mode=ro" if readonly else f"file:{path}"
+class NodeConnection(sqlite3.Connection):  # type: ignore[misc, name-defined]
+    """A connection that knows whether it was opened read-only."""
+
+    readonly: bool = False
+
+
+def writable(path: Path) -> bool:
+    """Can this process write the database file and the journal files SQLite keeps beside it?
+    (`os.access` honours read-only mounts and immutable files even for root.)"""
+    if not path.exists():
+        return os.access(path.parent if path.parent.exists() else path.parent.parent, os.W_OK)
+    if not os.access(path, os.W_OK):
+        return False
+    if os.access(path.parent, os.W_OK):
+        return True
+    # a directory we cannot write: only journal files that already exist (and are writable) will do
+    side = [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")]
+    return all(p.exists() and os.access(p, os.W_OK) for p in side)
+
+
+def _open(uri: str) -> Connection:
     # isolation_level=None: we issue BEGIN ourselves, so a batch is exactly one transaction.
-    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=30.0)
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=30.0,
+                           factory=NodeConnection)
     conn.row_factory = sqlite3.Row
     conn.enable_load_extension(True)
     sqlite_vec.load(conn)
     conn.enable_load_extension(False)
     conn.execute("PRAGMA busy_timeout = 30000")
     conn.execute("PRAGMA foreign_keys = ON")
-    if not readonly:
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = NORMAL")
-        if migrate_schema:
-            migrate(conn)
+    return conn
+
+
+def _open_readonly(path: Path) -> Connection:
+    base = f"file:{quote(str(path))}?mode=ro"
+    try:
+        conn = _open(base)
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.OperationalError:
+        # A WAL database on a read-only filesystem with no -shm file beside it opens only as
+        # immutable (nobody can write it through this mount while we read).
+        conn = _open(base + "&immutable=1")
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    conn.readonly = True
+    return conn
+
+
+def connect(path: Path | str, *, migrate_schema: bool = True, readonly: bool = False) -> Connection:
+    path = Path(path)
+    if readonly or (path.exists() and not writable(path)):
+        return _open_readonly(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = _open(f"file:{quote(str(path))}")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    if migrate_schema:
+        migrate(conn)
     return conn
 
 
@@ -46,6 +92,20 @@ class transaction:
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         if exc_type is None:
-            self.conn.execute("COMMIT")
-        else:
-            self.conn.execute("ROLLBACK")
+            try:
+                self.conn.execute("COMMIT")
+            except sqlite3.Error:
+                # a COMMIT refused (a full disk) leaves the transaction open: end it, report the refusal
+                if self.conn.in_transaction:
+                    try:
+                        self.conn.execute("ROLLBACK")
+                    except sqlite3.OperationalError:
+                        pass
+                raise
+        elif self.conn.in_transaction:
+            # SQLite may already have rolled back on its own (a full disk, an I/O error); the error
+            # that got us here is the one to report, never "no transaction is active".
+            try:
+                self.conn.execute("ROLLBACK")
+            except sqlite3.OperationalError:
+                pass

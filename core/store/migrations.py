@@ -189,7 +189,14 @@ def m004_vectors(conn: Any) -> None:
         """)
 
 
-MIGRATIONS: list[Migration] = [m001_pages, m002_read_context, m003_duties, m004_vectors]
+def m005_log_position_digest(conn: Any) -> None:
+    """A position names the frame it ends: where that frame starts and a digest of its body, so an
+    open can tell the log still holds, at that place, the very record the database applied."""
+    conn.execute("ALTER TABLE log_position ADD COLUMN frame_offset INTEGER")
+    conn.execute("ALTER TABLE log_position ADD COLUMN digest TEXT")
+
+
+MIGRATIONS: list[Migration] = [m001_pages, m002_read_context, m003_duties, m004_vectors, m005_log_position_digest]
 
 
 def migrate(conn: Any) -> list[str]:

@@ -1,6 +1,6 @@
 """The status line every screen shows above its footer: who you act as, how far this node's keyword index
 is ("indexing… 40 of 120" with a bar while it builds) and how much can be searched by meaning ("meaning
-812 of 1,000 (81%)", with a bar while the embedding duty fills it; a warning below 95%)."""
+812 of 1,000 (81%)", "embedding… 40 of 120" while the embedding duty fills it; a warning below 95%)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -75,7 +75,7 @@ class MeaningState:
             return ""
         line = f"meaning {self.covered:,} of {self.total:,} ({100 * self.share:.0f}%)"
         if self.phase == "embedding":
-            line = f"embedding… {line}"
+            line = f"embedding… {line}" if not self.goal else f"embedding… {self.done:,} of {self.goal:,}"
         return line + (f" · {self.message}" if self.message else "")
 
 
@@ -104,11 +104,6 @@ class StatusLine(Horizontal):
         mstyle = "bold red" if meaning.phase == "failed" else "yellow" if meaning.warning else "dim"
         self.query_one("#status-meaning", Static).update(Text(clean_line(meaning.describe()), style=mstyle))
         bar = self.query_one("#status-progress", ProgressBar)
-        if index.phase == "indexing" and index.total > 0:
-            bar.display = True
+        bar.display = index.phase == "indexing" and index.total > 0   # the one bar: the keyword build's
+        if bar.display:
             bar.update(total=index.total, progress=index.done)
-        elif meaning.phase == "embedding" and meaning.goal > 0:
-            bar.display = True
-            bar.update(total=meaning.goal, progress=meaning.done)
-        else:
-            bar.display = False

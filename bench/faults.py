@@ -1,0 +1,689 @@
+"""Faults where the log and the database meet, N rounds, and a table of what held.
+
+    python bench/faults.py [--rounds 200] [--kinds kill_import,flip_tail,...] [--seed 1] [--dir D]
+
+Each round copies a small template home, injects one fault, and audits what is left:
+
+* kill_import / kill_save / kill_worker — `kill -9` at a random moment of an import (the real CLI),
+  of two writers creating and saving pages, or of `crewlet worker` building the index while a
+  writer writes;
+* torn_tail — an interrupted append: the first part of a frame past everything applied;
+* flip_tail / flip_mid — one bit flipped in the last frame (already applied) or in a middle one;
+* dup_frame / drop_frame — a frame written twice, or one taken out of the middle;
+* disk_full — the home on a small tmpfs filled up while a writer saves (root only; else skipped);
+* read_only — the home behind a read-only bind mount: every read must work, every write refuse
+  with nothing changed (root only; else skipped).
+
+Columns:
+
+* clean reopen — the home opens without an exception; where damage was injected, the damage is
+  named (writes refused), `repair_home` repairs it keeping every byte (kept log + the file moved
+  aside = the damaged file), and a write works afterwards; for the kills, the next import / worker
+  pass completes;
+* lost acknowledged writes — writes reported done to their writer (a printed ack, an exit 0) that
+  the home no longer holds, not counting those whose frames the fault itself destroyed or put past
+  the damage (a repair moves those aside, by design);
+* half-applied — inconsistencies: SQLite's integrity check, a page without its revisions, a page
+  whose revision is not its newest revision row, a position past the log, a write that said
+  "nothing was written" and landed, a read-only home that changed;
+* replay = live — a fresh database replayed from the (repaired) log holds exactly the live rows.
+
+`tests/test_faults.py` runs a few rounds of every kind; this runs many. Prints; never asserts.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from core import config as config_mod  # noqa: E402
+from core.log import FileLog, LogDamage  # noqa: E402
+from core.node import Node, init_home  # noqa: E402
+from core.pages.service import KnowledgeBase  # noqa: E402
+from core.paths import Home  # noqa: E402
+from core.repair import check_home, repair_home  # noqa: E402
+
+PY = sys.executable
+ENV = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), "COLUMNS": "200"}
+ENV.pop("CREWLET_HOME", None)
+ENV.pop("CREWLET_AS", None)
+CREWLET = [PY, "-c", "import sys; from crewlet_tui.cli import main; sys.argv[0] = 'crewlet'; main()"]
+
+# the tables every node fills from the log alone
+REPLAYED_TABLES = ("pages", "revisions", "comments", "deleted_pages", "containers", "applied_ops",
+                   "knowledge_reads", "agent_onboarding_markers", "log_position")
+
+KINDS = ("kill_import", "kill_save", "kill_worker", "torn_tail", "flip_tail", "flip_mid", "dup_frame",
+         "drop_frame", "disk_full", "read_only")
+DAMAGE_KINDS = ("flip_tail", "flip_mid", "dup_frame", "drop_frame")
+
+
+@dataclass
+class Round:
+    kind: str
+    clean_reopen: bool = True
+    lost_acked: int = 0
+    half_applied: int = 0
+    replay_equal: bool = True
+    skipped: str | None = None
+    notes: list[str] = field(default_factory=list)   # what went wrong
+    seen: str = ""                                    # what the fault did (shown with -v)
+
+    @property
+    def perfect(self) -> bool:
+        return self.clean_reopen and not self.lost_acked and not self.half_applied and self.replay_equal
+
+
+# -- homes -------------------------------------------------------------------------------------------
+
+def make_template(root: Path, pages: int = 24) -> Home:
+    """A small home with history: pages (some nested), saves, a comment, a rename."""
+    home = Home(root)
+    init_home(home, config_mod.example_config())
+    with Node.open(home) as node:
+        kb = KnowledgeBase(node)
+        folder = kb.create_page("ENG", "Runbooks", "")
+        for i in range(pages):
+            p = kb.create_page("ENG", f"Runbook {i}", f"# Runbook {i}\n\nsteps for service {i}\n",
+                               parent=folder.id if i % 2 else None)
+            if i % 3 == 0:
+                kb.save_page(p.id, f"# Runbook {i}\n\nbetter steps for service {i}\n", base_revision=1)
+        kb.add_comment(folder.id, "keep these current")
+        kb.rename_page(folder.id, "Runbooks (all)")
+    from core.search.indexer import Indexer
+
+    with Indexer(home) as indexer:  # a read-only home is searched as its index stands
+        indexer.run_pass(wait=True)
+    return home
+
+
+def copy_home(template: Home, dest: Path) -> Home:
+    shutil.copytree(template.root, dest, copy_function=shutil.copy2)
+    return Home(dest)
+
+
+def make_docs(root: Path, n: int = 2000) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        (root / f"doc-{i:04d}.md").write_text(f"# Imported {i}\n\n" + f"line {i} of the imported doc\n" * 8,
+                                              encoding="utf-8")
+    return root
+
+
+# -- audits ----------------------------------------------------------------------------------------
+
+def rows(conn: Any, table: str) -> list[tuple]:
+    return sorted((tuple(r) for r in conn.execute(f"SELECT * FROM {table}")), key=repr)
+
+
+def half_applied(home: Home) -> list[str]:
+    """What is inconsistent in the live database, as sentences (empty: nothing)."""
+    problems = []
+    with Node.open(home, sync_containers=False) as node:
+        conn = node.conn
+        if conn.execute("PRAGMA integrity_check").fetchone()[0] != "ok":
+            problems.append("integrity_check failed")
+        n = conn.execute("SELECT count(*) FROM pages p WHERE NOT EXISTS "
+                         "(SELECT 1 FROM revisions r WHERE r.page_id = p.id AND r.revision = 1)").fetchone()[0]
+        if n:
+            problems.append(f"{n} page(s) without revision 1")
+        n = conn.execute("SELECT count(*) FROM pages p WHERE p.revision != "
+                         "(SELECT max(revision) FROM revisions r WHERE r.page_id = p.id)").fetchone()[0]
+        if n:
+            problems.append(f"{n} page(s) whose revision is not their newest revision row")
+        seq, end = conn.execute("SELECT seq, byte_offset FROM log_position WHERE name = 'applier'").fetchone() or (0, 0)
+        if end > home.log_file.stat().st_size:
+            problems.append(f"position {end} past the log's end")
+        if node.damage is None and seq != node.log.last_seq():
+            problems.append(f"applied through {seq}, the log holds {node.log.last_seq()}")
+    return problems
+
+
+def replay_equal(home: Home, scratch: Path) -> bool:
+    fresh = Home(scratch)
+    fresh.log_file.parent.mkdir(parents=True)
+    shutil.copy2(home.config_file, fresh.config_file)
+    shutil.copy2(home.log_file, fresh.log_file)
+    with Node.open(home, sync_containers=False) as live, Node.open(fresh, sync_containers=False) as replayed:
+        if replayed.damage is not None:
+            return False
+        return all(rows(live.conn, t) == rows(replayed.conn, t) for t in REPLAYED_TABLES)
+
+
+def op_ids_in_db(home: Home) -> set[str]:
+    with Node.open(home, sync_containers=False) as node:
+        return {r[0] for r in node.conn.execute("SELECT op_id FROM applied_ops")}
+
+
+def pages_in_db(home: Home) -> dict[str, tuple[int, str]]:
+    with Node.open(home, sync_containers=False) as node:
+        return {r["id"]: (r["revision"], r["body"]) for r in node.conn.execute("SELECT id, revision, body FROM pages")}
+
+
+def frames(path: Path) -> list[tuple[int, int, str]]:
+    """(start, end, op_id) of every frame of a sound log."""
+    out, start = [], 0
+    with FileLog(path, readonly=True) as flog:
+        for rec, end in flog.read():
+            out.append((start, end, rec.op_id))
+            start = end
+    return out
+
+
+def write_works(home: Home) -> bool:
+    with Node.open(home) as node:
+        if node.damage is not None:
+            return False
+        KnowledgeBase(node).create_page("ENG", f"After {uuid.uuid4().hex[:8]}", "written after the fault\n")
+    return True
+
+
+def finish(r: Round, home: Home, scratch: Path) -> Round:
+    """The audits every round ends with."""
+    problems = half_applied(home)
+    r.half_applied += len(problems)
+    r.notes += problems
+    r.replay_equal = replay_equal(home, scratch / "replay")
+    if not r.replay_equal:
+        r.notes.append("a replay differs from the live rows")
+    return r
+
+
+# -- the faults ------------------------------------------------------------------------------------
+
+def _kill_after(proc: subprocess.Popen, delay: float) -> None:
+    time.sleep(delay)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+
+
+def kill_import(rng: random.Random, home: Home, scratch: Path, docs: Path) -> Round:
+    r = Round("kill_import")
+    size = home.log_file.stat().st_size
+    with FileLog(home.log_file) as flog:
+        seq_before = flog.last_seq()
+    # aim at the writing: kill once the log has grown by a random share of what the import appends
+    # (its records are about the docs' text plus some 300 bytes each), or a little after it is done
+    growth = sum(f.stat().st_size + 300 for f in docs.glob("*.md"))
+    target = size + int(growth * rng.uniform(0.0, 1.1))
+    proc = subprocess.Popen([*CREWLET, "--home", str(home.root), "import", str(docs), "--into", "ENG", "--json"],
+                            env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while home.log_file.stat().st_size < target and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.0005)
+    _kill_after(proc, 0.0)
+    if proc.stderr:
+        proc.stderr.close()
+    try:
+        with Node.open(home) as node:
+            if node.damage is not None:
+                r.clean_reopen = False
+                r.notes.append(f"damage after a kill: {node.damage}")
+                return finish(r, home, scratch)
+            from core.importer import import_directory
+
+            had = node.conn.execute("SELECT count(*) FROM pages WHERE title LIKE 'Imported %'").fetchone()[0]
+            on_log = node.log.last_seq() - seq_before
+            r.seen = (f"{on_log} records of an import of {len(list(docs.glob('*.md')))} docs on the log when killed; "
+                      f"{had} pages after reopening")
+            import_directory(KnowledgeBase(node), docs, into="ENG")  # the rerun completes the import
+            count = node.conn.execute("SELECT count(*) FROM pages WHERE title LIKE 'Imported %'").fetchone()[0]
+            if count != len(list(docs.glob("*.md"))):
+                r.clean_reopen = False
+                r.notes.append(f"the rerun left {count} imported pages")
+    except Exception as exc:  # noqa: BLE001 - a round reports, never stops the run
+        r.clean_reopen = False
+        r.notes.append(f"reopen failed: {exc!r}")
+    return finish(r, home, scratch)
+
+
+SAVER = textwrap.dedent("""
+    import json, sys
+    from pathlib import Path
+    from core.node import Node
+    from core.paths import Home
+    from core.pages.service import KnowledgeBase
+    home, tag = Home(Path(sys.argv[1])), sys.argv[2]
+    with Node.open(home) as node:
+        kb = KnowledgeBase(node)
+        print("ready", flush=True)
+        i = 0
+        while True:
+            i += 1
+            page = kb.create_page("ENG", f"Saved {tag} {i}", f"first {tag} {i}\\n")
+            print(json.dumps([page.id, page.revision, page.body]), flush=True)
+            page = kb.save_page(page.id, f"second {tag} {i}\\n", base_revision=1)
+            print(json.dumps([page.id, page.revision, page.body]), flush=True)
+""")
+
+
+def _start_savers(home: Home, n: int) -> list[subprocess.Popen]:
+    procs = [subprocess.Popen([PY, "-c", SAVER, str(home.root), f"w{i}"], env=ENV, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for i in range(n)]
+    for p in procs:
+        line = p.stdout.readline() if p.stdout else ""
+        if line.strip() != "ready":
+            raise RuntimeError(f"a writer did not start: {p.stderr.read() if p.stderr else ''}")
+    return procs
+
+
+def _acks(procs: list[subprocess.Popen]) -> list[tuple[str, int, str]]:
+    acked = []
+    for p in procs:
+        out = p.stdout.read() if p.stdout else ""
+        for line in out.splitlines():
+            try:
+                page_id, rev, body = json.loads(line)
+            except ValueError:
+                continue  # a line cut by the kill: not an acknowledgement
+            acked.append((page_id, rev, body))
+        for stream in (p.stdout, p.stderr):
+            if stream:
+                stream.close()
+    return acked
+
+
+def _lost(home: Home, acked: list[tuple[str, int, str]]) -> int:
+    with Node.open(home, sync_containers=False) as node:
+        lost = 0
+        for page_id, rev, body in acked:
+            row = node.conn.execute("SELECT r.revision, COALESCE(r.body, p.body) AS body FROM revisions r JOIN pages p "
+                                    "ON p.id = r.page_id WHERE r.page_id = ? AND r.revision = ?",
+                                    (page_id, rev)).fetchone()
+            if row is None or row["body"] != body:
+                lost += 1
+        return lost
+
+
+def kill_save(rng: random.Random, home: Home, scratch: Path) -> Round:
+    r = Round("kill_save")
+    procs = _start_savers(home, 2)
+    time.sleep(rng.uniform(0.05, 0.6))
+    for p in procs:
+        p.send_signal(signal.SIGKILL)
+    for p in procs:
+        p.wait(timeout=30)
+    acked = _acks(procs)
+    r.seen = f"{len(acked)} writes acknowledged before the kill"
+    try:
+        r.lost_acked = _lost(home, acked)
+        r.clean_reopen = write_works(home)
+    except Exception as exc:  # noqa: BLE001
+        r.clean_reopen = False
+        r.notes.append(f"reopen failed: {exc!r}")
+    if not acked:
+        r.notes.append("no write was acknowledged before the kill")
+    return finish(r, home, scratch)
+
+
+def kill_worker(rng: random.Random, home: Home, scratch: Path, docs: Path) -> Round:
+    r = Round("kill_worker")
+    with Node.open(home) as node:  # enough pages that a first build takes a moment
+        from core.importer import import_directory
+
+        import_directory(KnowledgeBase(node), docs, into="ENG")
+    worker = subprocess.Popen([*CREWLET, "--home", str(home.root), "worker", "--interval", "0.1", "--json"],
+                              env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    savers = _start_savers(home, 1)
+    time.sleep(rng.uniform(0.1, 1.2))
+    for p in (worker, *savers):
+        p.send_signal(signal.SIGKILL)
+    for p in (worker, *savers):
+        p.wait(timeout=30)
+    acked = _acks(savers)
+    try:
+        from core.search.indexer import Indexer
+
+        with Indexer(home) as ix:
+            st = ix.status()
+        r.seen = (f"{len(acked)} writes acknowledged; index {'built' if st.first_build_done else 'not built'}, "
+                  f"{st.pages_indexed} pages indexed when killed")
+        r.lost_acked = _lost(home, acked)
+        from core.search.native import NativeSearcher
+        from core.search.seam import Query
+
+        with Node.open(home) as node, Indexer(home) as indexer:
+            for _ in range(20):
+                report = indexer.run_pass(wait=True)
+                if not report.more:
+                    break
+            searcher = NativeSearcher(node)
+            try:
+                result = searcher.search(Query("imported doc", limit=5))
+            finally:
+                searcher.close()
+            if result.outcome.served_mode is None or not result.hits:
+                r.clean_reopen = False
+                r.notes.append(f"search after the kill: {result.outcome.message}")
+        r.clean_reopen = r.clean_reopen and write_works(home)
+    except Exception as exc:  # noqa: BLE001
+        r.clean_reopen = False
+        r.notes.append(f"reopen failed: {exc!r}")
+    return finish(r, home, scratch)
+
+
+def torn_tail(rng: random.Random, home: Home, scratch: Path) -> Round:
+    """An interrupted append: part of a frame that was never applied (nor acknowledged)."""
+    from core.log import Record
+    from core.log.framing import encode_frame
+
+    r = Round("torn_tail")
+    sound = home.log_file.read_bytes()
+    before = pages_in_db(home)
+    rec = Record.new("page.create", "alex", {"page_id": uuid.uuid4().hex[:16], "container": "ENG",
+                                             "title": "Never Finished", "body": "x" * rng.randint(10, 400)})
+    frame = encode_frame(len(frames(home.log_file)) + 1, rec.body())
+    with open(home.log_file, "ab") as fh:
+        fh.write(frame[: rng.randint(1, len(frame) - 1)])
+    try:
+        with Node.open(home) as node:
+            if node.damage is not None:
+                r.clean_reopen = False
+                r.notes.append(f"an interrupted append was taken for damage: {node.damage}")
+        r.clean_reopen = r.clean_reopen and write_works(home)
+        after = pages_in_db(home)
+        r.lost_acked = sum(1 for k, v in before.items() if after.get(k) != v)
+        if not home.log_file.read_bytes().startswith(sound):
+            r.notes.append("the cut went into applied records")
+            r.half_applied += 1
+    except Exception as exc:  # noqa: BLE001
+        r.clean_reopen = False
+        r.notes.append(f"reopen failed: {exc!r}")
+    return finish(r, home, scratch)
+
+
+def _damage(kind: str, rng: random.Random, path: Path) -> int:
+    """Damage a sound log; returns the first byte offset the damage makes unusable."""
+    fs = frames(path)
+    data = bytearray(path.read_bytes())
+    if kind == "flip_tail":
+        start, end, _ = fs[-1]
+        pos = rng.randrange(start, end)
+        data[pos] ^= 1 << rng.randrange(8)
+        path.write_bytes(bytes(data))
+        return start
+    if kind == "flip_mid":
+        start, end, _ = fs[rng.randrange(1, len(fs) - 1)]
+        pos = rng.randrange(start, end)
+        data[pos] ^= 1 << rng.randrange(8)
+        path.write_bytes(bytes(data))
+        return start
+    if kind == "dup_frame":
+        i = rng.randrange(len(fs))
+        start, end, _ = fs[i]
+        path.write_bytes(bytes(data[:end] + data[start:end] + data[end:]))
+        return end
+    if kind == "drop_frame":
+        start, end, _ = fs[rng.randrange(1, len(fs) - 1)]
+        path.write_bytes(bytes(data[:start] + data[end:]))
+        return start
+    raise ValueError(kind)
+
+
+def damage_round(kind: str, rng: random.Random, home: Home, scratch: Path) -> Round:
+    r = Round(kind)
+    fs = frames(home.log_file)
+    acked = {op for _, _, op in fs}
+    first_bad = _damage(kind, rng, home.log_file)
+    kept_ops = {op for _, end, op in fs if end <= first_bad}
+    r.seen = f"damage at byte {first_bad}: {len(acked) - len(kept_ops)} of {len(acked)} records past it"
+    damaged_bytes = home.log_file.read_bytes()
+    try:
+        with Node.open(home) as node:
+            kb = KnowledgeBase(node)
+            try:
+                kb.create_page("ENG", "Should Be Refused", "x")
+                r.clean_reopen = False
+                r.notes.append("a write went through on a damaged log")
+            except LogDamage:
+                pass
+        if home.log_file.read_bytes() != damaged_bytes:
+            r.half_applied += 1
+            r.notes.append("a refused write changed the log")
+        reports = check_home(home)
+        if all(rep.ok for rep in reports):
+            r.clean_reopen = False
+            r.notes.append("check found nothing")
+        result = repair_home(home, [rep for rep in reports if not rep.ok])
+        for _name, (aside, _n) in result.moved.items():
+            if home.log_file.read_bytes() + Path(aside).read_bytes() != damaged_bytes:
+                r.clean_reopen = False
+                r.notes.append("the repair lost bytes")
+        if not all(rep.ok for rep in check_home(home)):
+            r.clean_reopen = False
+            r.notes.append("still damaged after the repair")
+        held = op_ids_in_db(home)
+        r.lost_acked = len((acked & kept_ops) - held)
+        r.clean_reopen = r.clean_reopen and write_works(home)
+    except Exception as exc:  # noqa: BLE001
+        r.clean_reopen = False
+        r.notes.append(f"reopen failed: {exc!r}")
+    return finish(r, home, scratch)
+
+
+def fill(path: Path) -> None:
+    """Write zeros until the disk refuses (unbuffered: a buffered file would raise again at close)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        chunk = b"\0" * 65536
+        while True:
+            try:
+                if os.write(fd, chunk) <= 0:
+                    break
+            except OSError:
+                if len(chunk) == 1:
+                    break
+                chunk = chunk[: len(chunk) // 2]  # fill the last blocks too
+    finally:
+        os.close(fd)
+
+
+def _can_mount() -> bool:
+    return os.geteuid() == 0 and shutil.which("mount") is not None
+
+
+def disk_full(rng: random.Random, template: Home, scratch: Path) -> Round:
+    r = Round("disk_full")
+    if not _can_mount():
+        r.skipped = "needs root to mount a small tmpfs"
+        return r
+    mnt = scratch / "tmpfs"
+    mnt.mkdir()
+    used = sum(f.stat().st_size for f in template.root.rglob("*") if f.is_file())
+    # room for the home to grow by its own size once the filler is gone: the disk is full because of the
+    # filler, and freeing it must be enough for the pending records to apply
+    size_kb = 2 * used // 1024 + 1024 + rng.randint(0, 1024)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kb}k", "tmpfs", str(mnt)],
+                      capture_output=True).returncode != 0:
+        r.skipped = "mount -t tmpfs failed here"
+        return r
+    try:
+        home = copy_home(template, mnt / "home")
+        said_nothing_written: list[str] = []
+        acked: list[tuple[str, int, str]] = []
+        pending = 0
+        with Node.open(home) as node:
+            kb = KnowledgeBase(node)
+            filler = mnt / "filler"
+            fill(filler)  # then leave a random sliver
+            os.truncate(filler, max(0, filler.stat().st_size - rng.choice((0, 4096, 16384, 65536, 262144))))
+            for i in range(rng.randint(3, 12)):
+                body = f"saved while the disk was full {i}\n" * rng.randint(1, 200)
+                try:
+                    page = kb.create_page("ENG", f"Full {i}", body)
+                    acked.append((page.id, page.revision, page.body))
+                except Exception as exc:  # noqa: BLE001
+                    code = getattr(exc, "code", "")
+                    if code == "not_applied":
+                        pending += 1
+                        continue  # on the log: must apply at the next open
+                    if "nothing was written" in str(exc):
+                        said_nothing_written.append(f"Full {i}")
+                    elif code not in ("disk_full", "io", "read_only"):
+                        r.notes.append(f"unexpected failure: {exc!r}")
+        filler.unlink()
+        r.seen = (f"{len(acked)} saved, {pending} on the log but not applied, {len(said_nothing_written)} refused "
+                  "with nothing written")
+        with Node.open(home) as node:
+            titles = {row[0] for row in node.conn.execute("SELECT title FROM pages")}
+            if node.apply_error or node.damage:
+                r.clean_reopen = False
+                r.notes.append(f"after space was freed: {node.apply_error or node.damage}")
+        landed = [t for t in said_nothing_written if t in titles]
+        if landed:
+            r.half_applied += len(landed)
+            r.notes.append(f"said nothing was written, then landed: {landed}")
+        r.lost_acked = _lost(home, acked)
+        r.clean_reopen = r.clean_reopen and write_works(home)
+        finish(r, home, scratch)
+        return r
+    except Exception as exc:  # noqa: BLE001
+        r.clean_reopen = False
+        r.notes.append(f"failed: {exc!r}")
+        return r
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def read_only(rng: random.Random, home: Home, scratch: Path) -> Round:
+    r = Round("read_only")
+    if not _can_mount():
+        r.skipped = "needs root for a read-only bind mount"
+        return r
+    mnt = scratch / "ro"
+    mnt.mkdir()
+    if subprocess.run(["mount", "--bind", str(home.root), str(mnt)], capture_output=True).returncode != 0:
+        r.skipped = "mount --bind failed here"
+        return r
+    try:
+        if subprocess.run(["mount", "-o", "remount,bind,ro", str(mnt)], capture_output=True).returncode != 0:
+            r.skipped = "a read-only remount failed here"
+            return r
+        before = {p.relative_to(home.root): p.read_bytes() for p in home.root.rglob("*") if p.is_file()}
+        reads = [["spaces", "--json"], ["pages", "ENG", "--json"], ["page", "show", "ENG/Runbook 3", "--json"],
+                 ["page", "history", "ENG/Runbook 3", "--json"], ["search", "steps service", "--json"],
+                 ["index", "status", "--json"], ["log", "check", "--json"]]
+        for args in rng.sample(reads, 4):
+            res = subprocess.run([*CREWLET, "--home", str(mnt), *args], env=ENV, capture_output=True, text=True)
+            if res.returncode != 0:
+                r.clean_reopen = False
+                r.notes.append(f"`crewlet {' '.join(args)}` failed on a read-only home: {res.stderr.strip()}")
+        res = subprocess.run([*CREWLET, "--home", str(mnt), "page", "create", "ENG", "Nope"], env=ENV,
+                             capture_output=True, text=True)
+        if res.returncode != 1 or "read-only" not in res.stderr:
+            r.clean_reopen = False
+            r.notes.append(f"a write on a read-only home: exit {res.returncode}: {res.stderr.strip()}")
+        after = {p.relative_to(home.root): p.read_bytes() for p in home.root.rglob("*") if p.is_file()}
+        if before != after:
+            r.half_applied += 1
+            r.notes.append("a read-only home changed")
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+    return finish(r, home, scratch)
+
+
+def run_round(kind: str, rng: random.Random, template: Home, work: Path, docs: Path) -> Round:
+    scratch = Path(tempfile.mkdtemp(prefix=f"{kind}-", dir=work))
+    try:
+        if kind == "disk_full":
+            return disk_full(rng, template, scratch)
+        home = copy_home(template, scratch / "home")
+        if kind == "kill_import":
+            return kill_import(rng, home, scratch, docs)
+        if kind == "kill_save":
+            return kill_save(rng, home, scratch)
+        if kind == "kill_worker":
+            return kill_worker(rng, home, scratch, docs)
+        if kind == "torn_tail":
+            return torn_tail(rng, home, scratch)
+        if kind in DAMAGE_KINDS:
+            return damage_round(kind, rng, home, scratch)
+        if kind == "read_only":
+            return read_only(rng, home, scratch)
+        raise ValueError(f"no fault '{kind}': one of {', '.join(KINDS)}")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def run(rounds: int, kinds: list[str], seed: int, work: Path,
+        on_round: Callable[[int, Round], None] | None = None, docs_n: int = 2000) -> list[Round]:
+    rng = random.Random(seed)
+    template = make_template(work / "template")
+    docs = make_docs(work / "docs", docs_n)
+    results = []
+    for i in range(rounds):
+        r = run_round(kinds[i % len(kinds)], rng, template, work, docs)
+        results.append(r)
+        if on_round:
+            on_round(i, r)
+    return results
+
+
+def table(results: list[Round]) -> str:
+    by: dict[str, list[Round]] = {}
+    for r in results:
+        by.setdefault(r.kind, []).append(r)
+    lines = [f"{'fault':<12} {'rounds':>6} {'clean reopen':>13} {'lost acked':>11} {'half-applied':>13} "
+             f"{'replay = live':>14}"]
+    total = [r for r in results if not r.skipped]
+    for kind, rs in [*by.items(), ("all", total)]:
+        run_ = [r for r in rs if not r.skipped]
+        if not run_:
+            lines.append(f"{kind:<12} {'skipped: ' + (rs[0].skipped or ''):>60}")
+            continue
+        lines.append(f"{kind:<12} {len(run_):>6} {sum(r.clean_reopen for r in run_):>6}/{len(run_):<6} "
+                     f"{sum(r.lost_acked for r in run_):>11} {sum(r.half_applied for r in run_):>13} "
+                     f"{sum(r.replay_equal for r in run_):>7}/{len(run_):<6}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=200)
+    ap.add_argument("--kinds", default=",".join(KINDS), help="comma-separated fault kinds")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--dir", default=None, help="work directory (default: a temporary one)")
+    ap.add_argument("-v", "--verbose", action="store_true", help="say what each fault did")
+    args = ap.parse_args()
+    logging.getLogger("core.log.filelog").setLevel(logging.ERROR)  # the torn tails it cuts are the point
+    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="crewlet-faults-"))
+    work.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+
+    def show(i: int, r: Round) -> None:
+        mark = "skip" if r.skipped else ("ok" if r.perfect else "FAIL")
+        said = "; ".join(r.notes + ([r.seen] if args.verbose and r.seen else []) + ([r.skipped] if r.skipped else []))
+        print(f"[{i + 1:>4}/{args.rounds}] {r.kind:<12} {mark}" + (f"  {said}" if said else ""),
+              file=sys.stderr, flush=True)
+
+    try:
+        results = run(args.rounds, kinds, args.seed, work, on_round=show)
+    finally:
+        if not args.dir:
+            shutil.rmtree(work, ignore_errors=True)
+    print(f"crewlet fault rounds: {args.rounds}, seed {args.seed}, {time.perf_counter() - started:.0f}s, "
+          f"load {os.getloadavg()[0]:.2f}")
+    print(table(results))
+
+
+if __name__ == "__main__":
+    main()
