@@ -189,7 +189,17 @@ def m004_vectors(conn: Any) -> None:
         """)
 
 
-MIGRATIONS: list[Migration] = [m001_pages, m002_read_context, m003_duties, m004_vectors]
+def m005_vector_reads(conn: Any) -> None:
+    """What lets a node read its codes without walking the wide rows: a covering index of the columns a
+    search filters on (a full load of 40,000 × 3,072 read 250 ms of wide leaf pages, 55 ms of this), and
+    the vector log position each row was filed at (a search reloads only the rows the log moved)."""
+    _run_script(conn, """
+        CREATE INDEX vectors_narrow ON vectors(space, id, source_id, container);
+        CREATE INDEX vectors_seq ON vectors(seq)
+        """)
+
+
+MIGRATIONS: list[Migration] = [m001_pages, m002_read_context, m003_duties, m004_vectors, m005_vector_reads]
 
 
 def migrate(conn: Any) -> list[str]:
