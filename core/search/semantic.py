@@ -114,17 +114,21 @@ class CodeTable:
     ids: np.ndarray                             # (capacity,) vectors.id
     containers: np.ndarray                      # (capacity,) an index into container_names
     alive: np.ndarray                           # (capacity,) bool
+    lists: np.ndarray                           # (capacity,) the row's list under `index`, -1: not filed by it
     sources: list[str] = field(default_factory=list)
     container_names: list[str] = field(default_factory=list)
     row_of: dict[str, int] = field(default_factory=dict)
     n: int = 0                                  # rows used (live and dead)
     live: int = 0
+    index: "IndexView | None" = None            # the installed semantic index, when there is one
+    index_key: tuple[int, int, int] | None = None
+    version: int = 0                            # moves whenever a row is added or killed
     _container_index: dict[str, int] = field(default_factory=dict, repr=False)
 
     @classmethod
     def empty(cls, space: str, seq: int, width: int, capacity: int = 0) -> "CodeTable":
         return cls(space, seq, width, np.zeros((capacity, width), dtype=np.uint8), np.zeros(capacity, np.int64),
-                   np.zeros(capacity, np.int32), np.zeros(capacity, bool))
+                   np.zeros(capacity, np.int32), np.zeros(capacity, bool), np.full(capacity, -1, np.int32))
 
     @property
     def size(self) -> int:
@@ -147,14 +151,16 @@ class CodeTable:
         if need <= cap:
             return
         cap = max(need, cap * 2, 1024)
-        for name in ("codes", "ids", "containers", "alive"):
+        for name in ("codes", "ids", "containers", "alive", "lists"):
             old = getattr(self, name)
-            new = np.zeros((cap,) + old.shape[1:], dtype=old.dtype)
+            new = np.full((cap,) + old.shape[1:], -1 if name == "lists" else 0, dtype=old.dtype)
             new[:self.n] = old[:self.n]
             setattr(self, name, new)
 
-    def append(self, ids: list[int], sources: list[str], containers: list[str], codes: bytes) -> None:
-        """Add rows (codes: the rows' code bytes concatenated, in order)."""
+    def append(self, ids: list[int], sources: list[str], containers: list[str], codes: bytes,
+               lists: list[int] | None = None) -> None:
+        """Add rows (codes: the rows' code bytes concatenated, in order; lists: each row's list under the
+        table's index, -1 where it is not filed by it)."""
         k = len(ids)
         if not k:
             return
@@ -166,6 +172,8 @@ class CodeTable:
         self.ids[lo:hi] = ids
         self.containers[lo:hi] = [self.container_id(c) for c in containers]
         self.alive[lo:hi] = True
+        self.lists[lo:hi] = -1 if lists is None else lists
+        self.version += 1
         self.sources.extend(sources)
         self.n, self.live = hi, self.live + k
         for row, source in enumerate(sources, lo):
@@ -178,6 +186,7 @@ class CodeTable:
         if self.alive[row]:
             self.alive[row] = False
             self.live -= 1
+            self.version += 1
             if self.row_of.get(self.sources[row]) == row:
                 del self.row_of[self.sources[row]]
 
@@ -186,27 +195,119 @@ class CodeTable:
         return hamming(self.codes[:self.n] if rows is None else self.codes[rows], q)
 
 
+@dataclass
+class IndexView:
+    """The semantic index as a search reads it: centroids, how many lists an unfiltered search reads, and
+    (derived from the table's `lists`, again whenever the table changed) each list's live rows."""
+
+    generation: int
+    centroids: np.ndarray                       # (lists, width) uint8
+    probes: int
+    members: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))   # filed live rows by list
+    offsets: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))   # list l: members[o[l]:o[l+1]]
+    sizes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    unfiled: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))   # live rows no list holds yet
+    _version: int = -1
+
+    @property
+    def count(self) -> int:
+        return len(self.centroids)
+
+    def prepare(self, table: CodeTable) -> None:
+        if self._version == table.version:
+            return
+        n = table.n
+        lists, alive = table.lists[:n], table.alive[:n]
+        filed = np.flatnonzero(alive & (lists >= 0))
+        self.members = filed[np.argsort(lists[filed], kind="stable")]
+        self.sizes = np.bincount(lists[filed], minlength=self.count).astype(np.int64)
+        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)])
+        self.unfiled = np.flatnonzero(alive & (lists < 0))
+        self._version = table.version
+
+
+def list_order(index: IndexView, q: np.ndarray) -> np.ndarray:
+    """The lists by their centroid's distance to the code `q`, nearest first (the lower list on a tie)."""
+    dist = hamming(index.centroids, q)
+    return np.lexsort((np.arange(index.count), dist))
+
+
+def rows_to_read(table: CodeTable, q: np.ndarray, mask: np.ndarray | None, probes: int,
+                 order: np.ndarray | None = None) -> tuple[np.ndarray | None, int]:
+    """Which rows stage one reads through the index: (rows, lists read), or (None, lists it would take)
+    when the search must scan instead.
+
+    An unfiltered search (`mask` None) reads its `probes` nearest lists. A narrowed one reads lists
+    nearest first until it has seen as many of its own rows (those `mask` admits) as the unfiltered
+    search reads rows, and scans when that would take more than half the lists. Either way the rows
+    no list holds yet (a re-filing in progress) are read in full beside the lists."""
+    index = table.index
+    assert index is not None
+    index.prepare(table)
+    order = list_order(index, q) if order is None else order
+    probes = max(1, min(probes, index.count))
+    if mask is None:
+        need = probes
+    else:
+        target = int(index.sizes[order[:probes]].sum())
+        own = np.bincount(table.lists[index.members[mask[index.members]]], minlength=index.count)
+        seen = np.cumsum(own[order])
+        if target == 0:
+            need = probes
+        elif seen[-1] < target:
+            need = index.count + 1                       # all its rows are fewer than the target: scan
+        else:
+            need = int(np.searchsorted(seen, target)) + 1
+        if need > index.count // 2:
+            return None, need
+    chosen = order[:need]
+    parts = [index.members[index.offsets[l]:index.offsets[l + 1]] for l in np.sort(chosen)]
+    parts.append(index.unfiled)
+    return np.concatenate(parts), need
+
+
 def load_table(conn: Any, space: str, seq: int) -> CodeTable:
-    """The space's codes read whole, through the covering index (never the wide rows)."""
+    """The space's codes read whole, through the covering index (never the wide rows), with the semantic
+    index when one is installed."""
+    from .ivf.store import index_key, read_index  # the index's own module imports this one
+
+    row = read_index(conn, space)
+    generation = row.generation if row is not None else None
     rows = conn.execute(
-        "SELECT v.id, v.source_id, v.container, c.code FROM vectors v INDEXED BY vectors_narrow "
-        "JOIN vector_codes c ON c.id = v.id WHERE v.space = ? ORDER BY v.id", (space,)).fetchall()
+        "SELECT v.id, v.source_id, v.container, c.code, CASE WHEN c.generation = ? THEN c.list END "
+        "FROM vectors v INDEXED BY vectors_narrow JOIN vector_codes c ON c.id = v.id WHERE v.space = ? "
+        "ORDER BY v.id", (generation, space)).fetchall()
     width = len(rows[0][3]) if rows else 0
     table = CodeTable.empty(space, seq, width, len(rows))
-    table.append([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], b"".join(r[3] for r in rows))
+    table.append([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], b"".join(r[3] for r in rows),
+                 [-1 if r[4] is None else r[4] for r in rows])
+    if row is not None and (not rows or row.width == width):
+        table.index = IndexView(row.generation, row.centroids, row.probes)
+    table.index_key = index_key(conn, space)
     return table
 
 
 def refresh_table(conn: Any, table: CodeTable, seq: int) -> CodeTable:
     """The table moved to log position `seq`: the rows filed since are applied to it in place, or the
-    whole table is read again when that is cheaper or an increment cannot say what vanished."""
+    whole table is read again when that is cheaper, an increment cannot say what vanished, or the
+    semantic index was installed, re-filed or retired (a re-filing moves rows the log position does
+    not name). A new measurement of the index only changes how many lists a search reads."""
+    from .ivf.store import index_key
+
+    key = index_key(conn, table.space)
+    if (key is None) != (table.index_key is None) or (key and table.index_key and key[:2] != table.index_key[:2]):
+        return load_table(conn, table.space, seq)
+    if key and table.index is not None:
+        table.index.probes, table.index_key = key[2], key
+    generation = table.index.generation if table.index is not None else None
     changed = conn.execute(
-        "SELECT v.id, v.source_id, v.space, v.container, c.code FROM vectors v INDEXED BY vectors_seq "
-        "JOIN vector_codes c ON c.id = v.id WHERE v.seq > ? ORDER BY v.seq, v.id", (table.seq,)).fetchall()
+        "SELECT v.id, v.source_id, v.space, v.container, c.code, CASE WHEN c.generation = ? THEN c.list END "
+        "FROM vectors v INDEXED BY vectors_seq JOIN vector_codes c ON c.id = v.id WHERE v.seq > ? "
+        "ORDER BY v.seq, v.id", (generation, table.seq)).fetchall()
     if len(changed) > max(1024, table.live // 4):
         return load_table(conn, table.space, seq)
-    add_ids, add_sources, add_containers, add_codes = [], [], [], []
-    for vid, source, space, container, code in changed:
+    add_ids, add_sources, add_containers, add_codes, add_lists = [], [], [], [], []
+    for vid, source, space, container, code, lst in changed:
         row = table.row_of.get(source)
         if row is not None and int(table.ids[row]) == vid:
             table.containers[row] = table.container_id(container)   # a restamp: same vector, new place
@@ -220,8 +321,9 @@ def refresh_table(conn: Any, table: CodeTable, seq: int) -> CodeTable:
             add_sources.append(source)
             add_containers.append(container)
             add_codes.append(code)
+            add_lists.append(-1 if lst is None else lst)
     if add_ids:
-        table.append(add_ids, add_sources, add_containers, b"".join(add_codes))
+        table.append(add_ids, add_sources, add_containers, b"".join(add_codes), add_lists)
     table.seq = seq
     stored = conn.execute("SELECT count(*) FROM vectors WHERE space = ?", (table.space,)).fetchone()[0]
     if stored != table.live:   # a source dropped with no successor: only a whole read can say which
@@ -260,8 +362,13 @@ class SemanticRanking:
 class SemanticRetriever:
     """Thread-safe (one search at a time holds the lock)."""
 
+    # a search that leaves out only a few rows (trashed pages, drafts, a few exclusions: at most 64 or 1%)
+    # reads the lists an unfiltered search reads: its own rows are all but the same
+    NARROW_SLACK = 64
+
     def __init__(self, node: Any) -> None:
         self.node = node
+        self.last_read: tuple[str, int] = ("scan", 0)   # how the latest stage one read (for the bench)
         self._lock = threading.Lock()
         self._table: CodeTable | None = None
         self._unlisted_key: int | None = None
@@ -306,9 +413,19 @@ class SemanticRetriever:
             mask[np.asarray(rows, dtype=np.int64)] = False
         return mask
 
-    def candidates(self, table: CodeTable, q: np.ndarray, mask: np.ndarray, stage_one: int) -> np.ndarray:
-        """Stage one: the rows (of those `mask` admits) nearest `q`."""
+    def candidates(self, table: CodeTable, q: np.ndarray, mask: np.ndarray, stage_one: int,
+                   probes: int | None = None) -> np.ndarray:
+        """Stage one: the rows (of those `mask` admits) nearest `q` — through the index's nearest lists when
+        one is installed (`probes` overrides how many an unfiltered search reads), else every row."""
         admitted = int(np.count_nonzero(mask))
+        if table.index is not None:
+            narrowed = admitted < table.live - max(self.NARROW_SLACK, table.live // 100)
+            rows, _ = rows_to_read(table, q, mask if narrowed else None, probes or table.index.probes)
+            if rows is not None:
+                rows = rows[mask[rows]]
+                self.last_read = ("index", len(rows))
+                return nearest(table.distances(q, rows), rows, table.ids, stage_one)
+        self.last_read = ("scan", admitted)
         if admitted * 2 < table.n:
             rows = np.flatnonzero(mask)        # a narrow filter: read only its rows
             return nearest(table.distances(q, rows), rows, table.ids, stage_one)

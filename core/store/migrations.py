@@ -199,7 +199,35 @@ def m005_vector_reads(conn: Any) -> None:
         """)
 
 
-MIGRATIONS: list[Migration] = [m001_pages, m002_read_context, m003_duties, m004_vectors, m005_vector_reads]
+def m006_semantic_index(conn: Any) -> None:
+    """The semantic index (an inverted file over the sign codes), replicated from the vector log: its
+    centroids and how many lists a search reads, and each code's list under the index's generation."""
+    _run_script(conn, """
+        -- a code's list under `generation`, the index that filed it
+        ALTER TABLE vector_codes ADD COLUMN list INTEGER;
+        ALTER TABLE vector_codes ADD COLUMN generation INTEGER;
+        -- the per-list counts a duty tick reads (the skew rule) without touching a code
+        CREATE INDEX vector_codes_list ON vector_codes(generation, list);
+        CREATE TABLE semantic_index (
+            space TEXT PRIMARY KEY,        -- one index per embedding space
+            generation INTEGER NOT NULL,   -- the vector-log seq of the record that installed it
+            lists INTEGER NOT NULL,
+            width INTEGER NOT NULL,        -- bytes a code
+            centroids BLOB NOT NULL,       -- lists × width bytes, sign-code layout
+            probes INTEGER NOT NULL,       -- lists an unfiltered search reads (measured, never configured)
+            ranges TEXT NOT NULL,          -- JSON [[lo, hi], …]: the re-filing batches its training fixed
+            refiled INTEGER NOT NULL,      -- batches applied so far
+            trained_sources INTEGER NOT NULL,
+            fullest INTEGER NOT NULL,      -- codes in the fullest list when the training filed them
+            measured TEXT NOT NULL,        -- JSON: the latest measurement (training or daily)
+            trained_at INTEGER NOT NULL,
+            measured_at INTEGER NOT NULL
+        )
+        """)
+
+
+MIGRATIONS: list[Migration] = [m001_pages, m002_read_context, m003_duties, m004_vectors, m005_vector_reads,
+                              m006_semantic_index]
 
 
 def migrate(conn: Any) -> list[str]:
