@@ -273,10 +273,17 @@ def load_table(conn: Any, space: str, seq: int) -> CodeTable:
 
     row = read_index(conn, space)
     generation = row.generation if row is not None else None
-    rows = conn.execute(
-        "SELECT v.id, v.source_id, v.container, c.code, CASE WHEN c.generation = ? THEN c.list END "
-        "FROM vectors v INDEXED BY vectors_narrow JOIN vector_codes c ON c.id = v.id WHERE v.space = ? "
-        "ORDER BY v.id", (generation, space)).fetchall()
+    try:
+        rows = conn.execute(
+            "SELECT v.id, v.source_id, v.container, c.code, CASE WHEN c.generation = ? THEN c.list END "
+            "FROM vectors v INDEXED BY vectors_narrow JOIN vector_codes c ON c.id = v.id WHERE v.space = ? "
+            "ORDER BY v.id", (generation, space)).fetchall()
+    except Exception as exc:  # a store from before m005/m006, read as it is (`crewlet search eval` on a backup)
+        if "no such" not in str(exc):
+            raise
+        rows = conn.execute(
+            "SELECT v.id, v.source_id, v.container, c.code, NULL FROM vectors v JOIN vector_codes c ON c.id = v.id "
+            "WHERE v.space = ? ORDER BY v.id", (space,)).fetchall()
     width = len(rows[0][3]) if rows else 0
     table = CodeTable.empty(space, seq, width, len(rows))
     table.append([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], b"".join(r[3] for r in rows),

@@ -106,8 +106,8 @@ def exact_pass(conn: Any, lock: Any, table: semantic.CodeTable, queries: np.ndar
         if stop is not None and stop.is_set():
             raise kmeans.Stopped()
         with lock:
-            rows = conn.execute("SELECT id, vector FROM vectors INDEXED BY vectors_narrow WHERE space = ? AND id > ? "
-                                "ORDER BY id LIMIT ?", (table.space, last, READ_CHUNK)).fetchall()
+            rows = conn.execute("SELECT id, vector FROM vectors WHERE space = ? AND id > ? ORDER BY id LIMIT ?",
+                                (table.space, last, READ_CHUNK)).fetchall()
         if not rows:
             return scores
         last = rows[-1][0]
