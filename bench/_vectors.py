@@ -1,8 +1,8 @@
 """Synthetic clustered corpora for the semantic benchmarks, built into real homes.
 
-A corpus is topical the way an embedded wiki is: `supers` subjects, each split into topics, each topic a
-cloud of documents around its centre — so a document's nearest neighbours are its topic's, then its
-subject's. Vectors are published through `Node.submit_vectors` (the vector log, then the applier), so the
+A corpus is topical the way an embedded wiki is: subjects, each split into topics, each topic a cloud of
+documents around its centre — so a document's nearest neighbours are its topic's, then its subject's —
+and each space (container) holds mostly one subject's pages, with a tenth strays from anywhere. Vectors are published through `Node.submit_vectors` (the vector log, then the applier), so the
 SQLite file is exactly what a node holds. Built homes are kept under bench/.out/ (keyed by their shape)
 and reused: building 40,000 × 3,072 writes ~650 MB of log and ~500 MB of database.
 """
@@ -60,7 +60,11 @@ def clustered(n: int, dims: int, *, seed: int = 7, topic_size: int = 100, topics
         block += noise * rng.standard_normal((len(t), dims)).astype(np.float32) * scale
         block /= np.linalg.norm(block, axis=1, keepdims=True)
         out[start:start + len(t)] = block
-    return Corpus(out, doc_topic, rng.integers(0, CONTAINERS, n).astype(np.int32))
+    # a space holds mostly one subject's pages (as a wiki's spaces do), and a tenth of its pages are strays
+    containers = (topic_super[doc_topic] % CONTAINERS).astype(np.int32)
+    strays = rng.random(n) < 0.1
+    containers[strays] = rng.integers(0, CONTAINERS, int(strays.sum()))
+    return Corpus(out, doc_topic, containers)
 
 
 def queries(corpus: Corpus, count: int, *, seed: int = 11, noise: float = 0.75) -> np.ndarray:
@@ -116,7 +120,7 @@ def cached_home(n: int, dims: int, *, seed: int = 7, page_size: int | None = Non
                 **shape: float) -> tuple[Home, list[str], Corpus]:
     """The corpus and its home, built once under bench/.out/ and reused while the shape is the same."""
     corpus = clustered(n, dims, seed=seed, **shape)  # type: ignore[arg-type]
-    key = f"sem-{n}x{dims}-s{seed}" + (f"-p{page_size}" if page_size else "") + "".join(
+    key = f"sem-{n}x{dims}-s{seed}-spaces" + (f"-p{page_size}" if page_size else "") + "".join(
         f"-{k}{v}" for k, v in sorted(shape.items()))
     root = OUT / key
     ids = [f"{i:016x}" for i in range(n)]

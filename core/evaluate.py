@@ -16,9 +16,10 @@ text lies past it. That reads every body, which is why this is a command and not
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -204,9 +205,9 @@ def render(report: EvalReport) -> list[str]:
                                  "search with the full scan as its first stage"))
     for name in measure.SHAPES[1:]:
         s, sc = measured.shapes[name], report.scan.shapes[name]
-        scanned = f"  ({s.scanned} of {s.queries} scanned)" if report.through is not None or True else ""
         lines.append(("narrowed", f"{name:<16} recall {s.recall:.4f}  floor {s.floor:.4f}  head misses "
-                                  f"{s.head_misses}{scanned}  — scan {sc.recall:.4f}, {sc.head_misses} head miss(es)"))
+                                  f"{s.head_misses}  ({s.scanned} of {s.queries} scanned)  — scan {sc.recall:.4f}, "
+                                  f"{sc.head_misses} head miss(es)"))
     if report.passed:
         lines.append(("verdict", "the two-stage search recovers the exact ranking at the shipped depth, in every shape"))
     else:

@@ -254,3 +254,17 @@ def test_a_narrowed_search_reads_more_lists_or_scans(topical_home):
         tiny = np.zeros(table.n, dtype=bool)
         tiny[:3] = True
         assert semantic.rows_to_read(table, q, tiny, 4)[0] is None   # a few rows: the scan
+
+
+def test_codes_failing_even_the_full_scan_raise_the_alarm(tmp_path):
+    from core.diagnostics import Diagnostics
+
+    rng = np.random.default_rng(5)
+    noise = rng.standard_normal((5000, DIMS)).astype(np.float32)   # no topics: 1-bit codes cannot rank it
+    home = make_home(tmp_path / "h", noise / np.linalg.norm(noise, axis=1, keepdims=True))
+    with Node.open(home) as node:
+        first = run(duty_for(node))
+        assert "not installed" in first.summary
+        alarm = Diagnostics(home.diagnostics_file).latest("ivf_")
+        assert "ivf_recall_below_floor" in alarm
+        assert "the sign codes fail this corpus" in alarm["ivf_recall_below_floor"]["message"]

@@ -452,9 +452,9 @@ class SemanticRetriever:
             if not pool:
                 return SemanticRanking([], 0, 0)
             rows = self.candidates(table, sign_code(query), mask, stage_one)
-            source_of = {int(table.ids[r]): table.sources[r] for r in rows}
+            source_of = dict(zip(table.ids[rows].tolist(), [table.sources[r] for r in rows.tolist()]))
             with self.node.lock:
                 found, cosines = exact_scores(self.node.conn, list(source_of), query)  # replaced since: next time
-            scored = sorted(((source_of[int(v)], float(c)) for v, c in zip(found, cosines)),
+            scored = sorted(zip([source_of[v] for v in found.tolist()], cosines.tolist()),
                             key=lambda item: (-item[1], item[0]))
             return SemanticRanking(scored[:depth], pool=pool, candidates=len(rows))

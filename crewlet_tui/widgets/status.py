@@ -51,7 +51,7 @@ COVERAGE_WARNING = 0.95
 class MeaningState:
     """How much of this node's copy can be searched by meaning (the embedding duty's coverage)."""
 
-    phase: str = "starting"   # starting | embedding | current | off | failed
+    phase: str = "starting"   # starting | embedding | training | current | off | failed
     covered: int = 0
     total: int = 0
     done: int = 0             # this run's progress while the duty fills (embedding)
@@ -64,7 +64,7 @@ class MeaningState:
 
     @property
     def warning(self) -> bool:
-        return self.phase in ("current", "embedding") and self.share < COVERAGE_WARNING
+        return self.phase in ("current", "embedding", "training") and self.share < COVERAGE_WARNING
 
     def describe(self) -> str:
         if self.phase == "off":
@@ -73,6 +73,9 @@ class MeaningState:
             return f"embedding failed: {self.message}"
         if self.phase == "starting":
             return ""
+        if self.phase == "training":
+            step = f" ({self.message})" if self.message else ""
+            return f"semantic index: training… {self.done:,} of {self.goal:,}{step}"
         line = f"meaning {self.covered:,} of {self.total:,} ({100 * self.share:.0f}%)"
         if self.phase == "embedding":
             line = f"embedding… {line}"
@@ -107,7 +110,7 @@ class StatusLine(Horizontal):
         if index.phase == "indexing" and index.total > 0:
             bar.display = True
             bar.update(total=index.total, progress=index.done)
-        elif meaning.phase == "embedding" and meaning.goal > 0:
+        elif meaning.phase in ("embedding", "training") and meaning.goal > 0:
             bar.display = True
             bar.update(total=meaning.goal, progress=meaning.done)
         else:

@@ -35,7 +35,7 @@ from ...embed.provider import Provider, make_provider
 from ...pages import applier
 from ...worker import Duty, DutyPass, PassContext
 from .. import semantic, vectors
-from . import kmeans, store, training
+from . import kmeans, measure, store, training
 
 log = logging.getLogger("crewlet.search")
 
@@ -165,6 +165,7 @@ class IndexTrainingDuty(Duty):
         if result is None:
             return self._done("no index: too few sources", cursor, space)
         summary = result.summary()
+        self._alarm_if_codes_fail(result)
         if result.probes is None:
             cursor.setdefault("declined", {})[space] = result.sources
             worst = result.measurement.worst()
@@ -227,12 +228,27 @@ class IndexTrainingDuty(Duty):
             return DutyPass(summary="re-measurement stopped before it finished", status={"space": space})
         if result is None:
             return self._done("no index to measure", cursor, space)
+        self._alarm_if_codes_fail(result)
         if result.probes is None:
             return self._train(ctx, row, "the daily measurement found no count within half the lists that meets "
                                          "the floor", cursor, space, result.sources)
         self._publish([store.measure_record(space, row.generation, result.probes, result.summary(), _now_ms())])
         return self._done(f"re-measured: {result.probes} of {row.lists} lists probed (was {row.probes})", cursor, space,
                           worked=result.probes != row.probes, extra={"measurement": result.summary()})
+
+    def _alarm_if_codes_fail(self, result: training.Training) -> None:
+        """ivf_recall_below_floor: recall below the floor even reading every list — the full scan's own
+        candidate pool — means the sign codes are failing this corpus, not the index."""
+        full = measure.measure(result.table, result.cases, None) if result.cases else None
+        if full is None or full.passed:
+            return
+        worst = full.worst()
+        self.diagnostics.record(
+            "ivf_recall_below_floor",
+            f"reading every list (the full scan) recalls {worst.recall:.4f} in {worst.shape} against a {worst.floor:.4f} "
+            f"floor with {worst.head_misses} head miss(es) over {result.sources:,} sources: the sign codes fail this "
+            "corpus, not the index — raise the over-fetch (spec 000, 'If a run comes back below the floor')",
+            shape=worst.shape, recall=round(worst.recall, 4), floor=round(worst.floor, 4), sources=result.sources)
 
     # -- plumbing ---------------------------------------------------------------------------------------------
     def _publish(self, records: list[Any]) -> None:

@@ -54,6 +54,7 @@ class Training:
     fullest: int = 0
     seconds: float = 0.0
     phases: dict[str, float] = field(default_factory=dict)
+    cases: list[measure.Case] = field(default_factory=list)    # the held-out documents it was measured on
 
     def batches(self) -> list[tuple[int, int, np.ndarray, np.ndarray]]:
         """(lo, hi, ids, lists) of every re-filing batch, in range order."""
@@ -196,7 +197,7 @@ def train(conn: Any, lock: Any, space: str, *, threads: int = 2, progress: Progr
     phases["measuring"] = time.perf_counter() - t0
     fullest = int(np.bincount(owner[live], minlength=lists).max()) if len(live) else 0
     return Training(space, n_live, centroids, table.lists[:table.n].copy(), table, probes, measurement,
-                    batch_ranges(table.ids[live]), fullest, time.perf_counter() - started, phases)
+                    batch_ranges(table.ids[live]), fullest, time.perf_counter() - started, phases, cases)
 
 
 def remeasure(conn: Any, lock: Any, space: str, *, progress: ProgressFn | None = None,
@@ -226,4 +227,4 @@ def remeasure(conn: Any, lock: Any, space: str, *, progress: ProgressFn | None =
     live = np.flatnonzero(table.alive[:table.n])
     fullest = int(np.bincount(table.lists[live][table.lists[live] >= 0], minlength=table.index.count).max())
     return Training(space, table.live, table.index.centroids, table.lists[:table.n].copy(), table, probes, measurement,
-                    [], fullest, time.perf_counter() - started, {"remeasure": time.perf_counter() - started})
+                    [], fullest, time.perf_counter() - started, {"remeasure": time.perf_counter() - started}, cases)
