@@ -166,8 +166,9 @@ def register(app: typer.Typer) -> None:
     @index_app.command("status")
     @handle_errors
     def index_status(as_json: bool = JSON_OPT) -> None:
-        """What the keyword index covers and how far behind the rows it is; how much is embedded for search by
-        meaning, and the embedding duty's latest events."""
+        """What the keyword index covers, how much is embedded for search by meaning, and the semantic index.
+
+        How far behind the rows the keyword index is; the embedding duty's coverage and latest events; whether the semantic index is installed, how many lists a search reads, and a training in progress."""
         with open_node() as node, Indexer(node.home) as indexer:
             st = indexer.status()
             meaning = semantic_status(node)
