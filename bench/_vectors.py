@@ -2,7 +2,7 @@
 
 A corpus is topical the way an embedded wiki is: subjects, each split into topics, each topic a cloud of
 documents around its centre — so a document's nearest neighbours are its topic's, then its subject's —
-and each space (container) holds mostly one subject's pages, with a tenth strays from anywhere. Vectors are published through `Node.submit_vectors` (the vector log, then the applier), so the
+and each space (container) holds its subjects' pages. Vectors are published through `Node.submit_vectors` (the vector log, then the applier), so the
 SQLite file is exactly what a node holds. Built homes are kept under bench/.out/ (keyed by their shape)
 and reused: building 40,000 × 3,072 writes ~650 MB of log and ~500 MB of database.
 """
@@ -37,6 +37,11 @@ class Corpus:
     vectors: np.ndarray          # (n, dims) float32, unit length
     topics: np.ndarray           # (n,) the topic each document was drawn from
     containers: np.ndarray       # (n,) 0..CONTAINERS-1
+    super_dirs: np.ndarray       # what drew them: queries are drawn the same way
+    topic_dirs: np.ndarray
+    topic_super: np.ndarray
+    shared: np.ndarray
+    shape: dict
 
 
 def clustered(n: int, dims: int, *, seed: int = 7, topic_size: int = 100, topics_per_super: int = 8,
@@ -60,20 +65,21 @@ def clustered(n: int, dims: int, *, seed: int = 7, topic_size: int = 100, topics
         block += noise * rng.standard_normal((len(t), dims)).astype(np.float32) * scale
         block /= np.linalg.norm(block, axis=1, keepdims=True)
         out[start:start + len(t)] = block
-    # a space holds mostly one subject's pages (as a wiki's spaces do), and a tenth of its pages are strays
+    # a space holds its subjects' pages, as a wiki's spaces do (a page filed far from its subject would be a
+    # query whose nearest pages in its space are noise to a 1-bit code: the scan's own head misses)
     containers = (topic_super[doc_topic] % CONTAINERS).astype(np.int32)
-    strays = rng.random(n) < 0.1
-    containers[strays] = rng.integers(0, CONTAINERS, int(strays.sum()))
-    return Corpus(out, doc_topic, containers)
+    return Corpus(out, doc_topic, containers, super_dirs, topic_dirs, topic_super, shared,
+                  dict(spread=spread, noise=noise))
 
 
-def queries(corpus: Corpus, count: int, *, seed: int = 11, noise: float = 0.75) -> np.ndarray:
-    """Fresh documents of the corpus's own topics (never in it): what a query embedding looks like."""
+def queries(corpus: Corpus, count: int, *, seed: int = 11) -> np.ndarray:
+    """Fresh documents of the corpus's own topics, drawn as its documents were (never in it)."""
     rng = np.random.default_rng(seed)
-    n, dims = corpus.vectors.shape
-    picks = rng.integers(0, n, count)
+    dims = corpus.vectors.shape[1]
     scale = 1.0 / np.sqrt(dims)
-    q = corpus.vectors[picks] + noise * rng.standard_normal((count, dims)).astype(np.float32) * scale
+    t = corpus.topics[rng.integers(0, len(corpus.topics), count)]
+    q = corpus.super_dirs[corpus.topic_super[t]] + corpus.shape["spread"] * corpus.topic_dirs[t] + corpus.shared
+    q += corpus.shape["noise"] * rng.standard_normal((count, dims)).astype(np.float32) * scale
     return (q / np.linalg.norm(q, axis=1, keepdims=True)).astype(np.float32)
 
 
@@ -120,7 +126,7 @@ def cached_home(n: int, dims: int, *, seed: int = 7, page_size: int | None = Non
                 **shape: float) -> tuple[Home, list[str], Corpus]:
     """The corpus and its home, built once under bench/.out/ and reused while the shape is the same."""
     corpus = clustered(n, dims, seed=seed, **shape)  # type: ignore[arg-type]
-    key = f"sem-{n}x{dims}-s{seed}-spaces" + (f"-p{page_size}" if page_size else "") + "".join(
+    key = f"sem-{n}x{dims}-s{seed}-subjects" + (f"-p{page_size}" if page_size else "") + "".join(
         f"-{k}{v}" for k, v in sorted(shape.items()))
     root = OUT / key
     ids = [f"{i:016x}" for i in range(n)]

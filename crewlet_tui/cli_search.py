@@ -21,7 +21,7 @@ from rich.text import Text
 
 from core.embed.duty import semantic_status
 from core.search.indexer import Indexer, IndexPass, IndexStatus
-from core.search.ivf.duty import index_status
+from core.search.ivf.duty import index_status as semantic_index_status
 from core.search.native import NativeSearcher
 from core.search.seam import DEFAULT_LIMIT, MODES, NOT_SEARCHABLE_YET, Hit, Query, Result
 from core.search.snippets import TermFinder
@@ -172,7 +172,7 @@ def register(app: typer.Typer) -> None:
         with open_node() as node, Indexer(node.home) as indexer:
             st = indexer.status()
             meaning = semantic_status(node)
-            ivf = index_status(node, meaning.get("space"))
+            ivf = semantic_index_status(node, meaning.get("space"))
         if as_json:
             emit_json(st.to_json() | {"semantic": meaning, "semantic_index": ivf})
             return
