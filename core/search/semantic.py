@@ -153,7 +153,7 @@ class CodeTable:
         cap = max(need, cap * 2, 1024)
         for name in ("codes", "ids", "containers", "alive", "lists"):
             old = getattr(self, name)
-            new = np.full((cap,) + old.shape[1:], -1 if name == "lists" else 0, dtype=old.dtype)
+            new = np.empty((cap,) + old.shape[1:], dtype=old.dtype)   # rows past n are written by append
             new[:self.n] = old[:self.n]
             setattr(self, name, new)
 
@@ -176,6 +176,9 @@ class CodeTable:
         self.version += 1
         self.sources.extend(sources)
         self.n, self.live = hi, self.live + k
+        if not self.row_of and len(set(sources)) == k:   # a whole load: nothing to replace
+            self.row_of = dict(zip(sources, range(lo, hi)))
+            return
         for row, source in enumerate(sources, lo):
             old = self.row_of.get(source)
             if old is not None:
@@ -288,7 +291,8 @@ def load_table(conn: Any, space: str, seq: int) -> CodeTable:
             "SELECT v.id, v.source_id, v.container, c.code, NULL FROM vectors v JOIN vector_codes c ON c.id = v.id "
             "WHERE v.space = ? ORDER BY v.id", (space,)).fetchall()
     width = len(rows[0][3]) if rows else 0
-    table = CodeTable.empty(space, seq, width, len(rows))
+    # room for the embedding duty's next batches: a refresh appends in place instead of copying the table
+    table = CodeTable.empty(space, seq, width, len(rows) + max(4096, len(rows) // 8))
     table.append([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], b"".join(r[3] for r in rows),
                  [-1 if r[4] is None else r[4] for r in rows])
     if row is not None and (not rows or row.width == width):
