@@ -268,3 +268,46 @@ def test_codes_failing_even_the_full_scan_raise_the_alarm(tmp_path):
         alarm = Diagnostics(home.diagnostics_file).latest("ivf_")
         assert "ivf_recall_below_floor" in alarm
         assert "the sign codes fail this corpus" in alarm["ivf_recall_below_floor"]["message"]
+
+
+class TopicalModel(Model):
+    """Embeds "sNNNNNN …" as a vector of topic NNNNNN % 8 (the same vector for the same text)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        rng = np.random.default_rng(1)
+        self.centres = rng.standard_normal((8, DIMS)).astype(np.float32)
+
+    def embed(self, texts: list[str], *, timeout: float) -> list[np.ndarray]:
+        out = []
+        for text in texts:
+            number = int(text.split()[0][1:])
+            rng = np.random.default_rng(number)
+            v = self.centres[number % 8] + 0.6 * rng.standard_normal(DIMS).astype(np.float32)
+            out.append(v / np.linalg.norm(v))
+        return out
+
+
+def test_worker_once_embeds_then_trains_over_what_it_embedded(tmp_path):
+    from core.embed.duty import EmbeddingDuty
+
+    home = Home(tmp_path / "h")
+    init_home(home, config_mod.example_config())
+    model = TopicalModel()
+    with Node.open(home) as node:
+        ids = [f"s{i:06d}" for i in range(2500)]
+        node.submit([Record.new("page.create", "alex", {"page_id": pid, "container": "ENG", "title": pid, "body": "x",
+                                                         "parent_id": None}) for pid in ids])
+        factory = lambda company, threads=None: model  # noqa: E731
+        runner = DutyRunner(node, [EmbeddingDuty(node, provider_factory=factory),
+                                   IndexTrainingDuty(node, provider_factory=factory, threads=2)])
+        reports = runner.run_until_idle()
+        runner.close()
+        lines = [r.line() for r in reports if r.duty == "semantic-index"]
+        # 1,024 embedded: too few per topic for lists to hold a document's 150 nearest, so nothing installs;
+        # at 2,048 (doubled) the training installs, and the last 452 are filed as they apply
+        assert any(line.startswith("semantic-index: not installed: over 1,024 sources") for line in lines), lines
+        assert any(line.startswith("semantic-index: installed") for line in lines), lines
+        row = store.read_index(node.conn, SPACE)
+        assert row is not None and not row.refiling
+        assert node.conn.execute("SELECT count(*) FROM vector_codes WHERE list IS NULL").fetchone()[0] == 0

@@ -111,6 +111,10 @@ class IndexTrainingDuty(Duty):
             row = store.read_index(conn, space)
             sources = conn.execute("SELECT count(*) FROM vectors WHERE space = ?", (space,)).fetchone()[0]
 
+        # while the corpus is moving (the embedding duty filling it) look again right after its next batch, so
+        # `crewlet worker --once` trains over what it embedded; a corpus at rest costs one pass an interval
+        moving = cursor.get("sources") != sources
+        cursor["sources"] = sources
         if row is not None and row.refiling:
             return self._refile(row, cursor)
         if sources < training.MIN_SOURCES:
@@ -118,13 +122,13 @@ class IndexTrainingDuty(Duty):
                 self._publish([store.retire_record(space, row.generation, f"the corpus fell to {sources:,} sources")])
                 return self._done(f"index retired: {sources:,} sources, below {training.MIN_SOURCES:,}", cursor, space)
             return self._done(f"no index: {sources:,} sources, below the {training.MIN_SOURCES:,} an index needs",
-                              cursor, space)
+                              cursor, space, more=moving)
 
         reason = self._why_train(row, sources, cursor, space)
         if reason is None and row is not None and _now_ms() - row.measured_at >= DAY_MS:
             return self._remeasure(ctx, row, cursor, space)
         if reason is None:
-            return self._done(self._idle_line(row, sources, cursor, space), cursor, space)
+            return self._done(self._idle_line(row, sources, cursor, space), cursor, space, more=moving)
         return self._train(ctx, row, reason, cursor, space, sources)
 
     def _why_train(self, row: store.IndexRow | None, sources: int, cursor: dict[str, Any], space: str) -> str | None:
@@ -176,7 +180,8 @@ class IndexTrainingDuty(Duty):
             records = [store.retire_record(space, row.generation, "a retraining found no count within half its "
                                                                   "lists that meets the floor")] if row else []
             self._publish(records)
-            return self._done(line, cursor, space, worked=True, extra={"training": summary})
+            # looked at again at once: cheap when nothing moved, and a corpus being filled trains on doubling
+            return self._done(line, cursor, space, worked=True, more=True, extra={"training": summary})
         record = store.install_record(space, result.centroids, result.probes, result.ranges, result.sources,
                                       result.fullest, summary, _now_ms())
         self._publish([record])
