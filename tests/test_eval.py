@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +13,6 @@ import pytest
 
 from core.evaluate import evaluate, render
 from core.node import Node
-from core.search.ivf.duty import IndexTrainingDuty
 from test_ivf import DIMS, make_home, run, topical, duty_for
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -4,7 +4,6 @@ Real homes: pages and vectors applied through the logs, the index trained from t
 from __future__ import annotations
 
 import hashlib
-import json
 import subprocess
 import sys
 import threading
@@ -148,7 +147,6 @@ def test_an_index_that_would_need_more_than_half_its_lists_is_not_installed(tmp_
     with Node.open(home) as node:
         duty = duty_for(node)
         first = run(duty)
-        assert first.result if False else True
         assert "not installed" in first.summary
         assert store.read_index(node.conn, SPACE) is None
         # the next ticks wait for the corpus to double or halve: no second training

@@ -10,6 +10,11 @@ not yet refilled out of the pool rather than ranked badly), the access policy's 
 pages, and pages the rows say are trashed or auto-drafts. A filtered search therefore returns its
 container's nearest pages even when they are far from the global nearest.
 
+Once the corpus has a semantic index (core/search/ivf/), stage one reads only the rows of the lists
+nearest the query's code, plus the rows no list holds yet (a re-filing in progress): an unfiltered
+search reads as many lists as the index's measurement says, a narrowed one reads lists nearest first until
+it has seen as many of its own rows as an unfiltered search reads, or scans past half the lists.
+
 Speed (bench/semantic.py measures each choice):
 
 - The codes of a space are held in memory (the sqlite-vec table stays the record) and ranked by
