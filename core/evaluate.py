@@ -2,8 +2,9 @@
 
 It reads a file, not a running node (a copy inside a backup works with nothing stopped), and measures
 with the index's own method (core/search/ivf/measure.py): 25 documents sampled from the corpus by a hash
-of their id, each searched with its own vector and never counted as its own answer, against the exact
-scan's own top 150 — through the semantic index when the store has one (what searches actually run) and
+of their id — the same 25 the index's training keeps out of its k-means and measures on, so an index is
+never installed where this command would fail on the corpus it was trained on — each searched with its
+own vector and never counted as its own answer, against the exact scan's own top 150 — through the semantic index when the store has one (what searches actually run) and
 again with the full scan as the first stage, in every shape: unfiltered, narrowed to each source kind
 (crewlet has one: the page, which is the whole corpus) and narrowed to the query's own container, each
 against the floor at the size of the corpus it searches. It passes when every shape meets its floor and
@@ -21,8 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from .embed.provider import MAX_INPUT_BYTES
 from .embed.text import embed_text
 from .errors import CrewletError
@@ -30,7 +29,6 @@ from .search import semantic, vectors
 from .search.ivf import measure, store, training
 from .store import connect
 
-SALT = "eval:query:"
 NEEDS = measure.QUERIES + measure.DEPTH     # sources a measurement needs: its queries and a full depth
 
 
@@ -139,8 +137,7 @@ def evaluate(path: Path, *, probes: int | None = None, window: int | None = None
                                f"at least {NEEDS} ({measure.QUERIES} queries and a depth of {measure.DEPTH})",
                                code="too_few")
         table = semantic.load_table(conn, space, 0)
-        live = np.flatnonzero(table.alive[:table.n])
-        rows = live[training.hash_order([table.sources[r] for r in live], SALT)[:measure.QUERIES]]
+        rows = training.held_out(table)   # the documents a training keeps out of its k-means
         done = [0]
 
         def step(k: int) -> None:
