@@ -79,7 +79,7 @@ def run(n: int, dims: int, nq: int, threads: int) -> None:
         index_view = table.index
         # exact truth, in memory, by table row
         row_of_corpus = np.asarray([int(s, 16) for s in table.sources[:table.n]])   # page id -> corpus position
-        exact = [corpus.vectors[row_of_corpus] @ q for q in qs]
+        exact = [(corpus.vectors @ q)[row_of_corpus] for q in qs]
         rows_all = np.arange(table.n)
 
         def through(i: int) -> np.ndarray:
