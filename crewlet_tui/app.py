@@ -30,6 +30,7 @@ from core.node import Node, init_home
 from core.pages.model import Page
 from core.paths import Home, examples_dir
 from core.search.indexer import KeywordIndexDuty
+from core.search.ivf.duty import IndexTrainingDuty
 from core.worker import DutyReport, DutyRunner, read_duty_records
 
 from .commands import CrewletCommands
@@ -246,12 +247,21 @@ class CrewletApp(App[None]):
             old = self.meaning_state
             phase = "embedding" if message.done < message.total else old.phase
             self.meaning_state = MeaningState(phase, old.covered, old.total, message.done, message.total)
+        elif message.duty == IndexTrainingDuty.name and message.total > message.done:
+            old = self.meaning_state   # the one long tick: a training (or the daily measurement) of the index
+            self.meaning_state = MeaningState("training", old.covered, old.total, message.done, message.total,
+                                              message.label)
 
     @on(DutyPassed)
     def _duty_passed(self, message: DutyPassed) -> None:
         report, status = message.report, message.status
         if report.duty == EmbeddingDuty.name:
             self._embedding_passed(report, status)
+            return
+        if report.duty == IndexTrainingDuty.name:
+            old = self.meaning_state
+            if old.phase == "training":
+                self.meaning_state = MeaningState("current", old.covered, old.total)
             return
         if report.duty != KeywordIndexDuty.name:
             return
