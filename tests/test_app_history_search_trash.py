@@ -2,8 +2,16 @@
 for admins only), the help screen, and the background indexer's status line."""
 from __future__ import annotations
 
+import threading
+
 from rich.text import Text
+from textual.command import CommandList
 from textual.widgets import DataTable, OptionList, Static
+
+from core.search.native import NativeSearcher
+from core.search.seam import NOT_SEARCHABLE_YET, Query
+from crewlet_tui.screens.search import APP_INDEX_STATE
+from crewlet_tui.widgets.status import IndexState
 
 from test_app_support import (SIZE, app_for, build_index, new_home, open_kb, rendered_text, screen_name,
                               wait_screen, wait_until)
@@ -131,6 +139,73 @@ async def test_background_indexer_makes_search_work_and_shows_progress(tmp_path)
         await wait_until(pilot, lambda: screen.last is not None and screen.last.hits, timeout=20)
 
 
+class LateSearcher:
+    """The real searcher, whose first answer was decided before the first index build (taken when the
+    app opened the home, before its indexer ran) and is delivered only once the test releases it —
+    after the app has heard the index turn current: the order a busy machine can produce."""
+
+    def __init__(self, node, text: str) -> None:
+        self.inner = NativeSearcher(node)
+        self.early = self.inner.search(Query(text))
+        assert self.early.outcome.degraded == NOT_SEARCHABLE_YET
+        self.release = threading.Event()
+        self.calls = 0
+
+    def search(self, query):
+        self.calls += 1
+        if self.calls == 1:
+            assert self.release.wait(60), "the test never released the late answer"
+            return self.early
+        return self.inner.search(query)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+async def test_a_not_searchable_answer_arriving_after_the_index_turned_current_is_asked_again(tmp_path):
+    home = new_home(tmp_path)
+    with open_kb(home) as kb:
+        kb.create_page("ENG", "Deploy Runbook", "deploy carefully\n", actor="alex")
+    searchers: list[LateSearcher] = []
+
+    def factory(node):
+        searchers.append(LateSearcher(node, "deploy"))
+        return searchers[-1]
+
+    # no periodic pass (the interval is an hour): only the fix can ask again, not a later index pass
+    app = app_for(home, start_indexer=True, start_search="deploy", searcher_factory=factory, index_interval=3600)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_screen(pilot, "SearchScreen")
+        screen = app.screen
+        await wait_until(pilot, lambda: getattr(app, APP_INDEX_STATE).phase == "current", timeout=30)
+        await wait_until(pilot, lambda: searchers[0].calls == 1)
+        assert screen.last is None                                # the first answer is still on its way
+        passes = app.index_passes
+        searchers[0].release.set()
+        await wait_until(pilot, lambda: screen.last is not None and screen.last.hits, timeout=30,
+                         what="the search asked again once the late 'not searchable yet' arrived")
+        assert searchers[0].calls == 2 and app.index_passes == passes
+        assert "Deploy Runbook" in str(screen.query_one("#search-results", OptionList).get_option_at_index(0).prompt)
+
+
+async def test_a_not_searchable_answer_already_shown_is_asked_again_when_the_index_turns_current(tmp_path):
+    home = new_home(tmp_path)
+    with open_kb(home) as kb:
+        kb.create_page("ENG", "Deploy Runbook", "deploy carefully\n", actor="alex")
+    app = app_for(home, start_search="deploy")   # the app's own indexer off: the test plays its part
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_screen(pilot, "SearchScreen")
+        screen = app.screen
+        await wait_until(pilot, lambda: screen.last is not None)
+        assert screen.last.outcome.degraded == NOT_SEARCHABLE_YET
+        build_index(home)
+        setattr(app, APP_INDEX_STATE, IndexState("indexing", 1, 2))   # progress alone asks nothing again
+        await pilot.pause(0.05)
+        assert screen.last.outcome.degraded == NOT_SEARCHABLE_YET
+        setattr(app, APP_INDEX_STATE, IndexState("current", 1, 1, 1, 1))
+        await wait_until(pilot, lambda: screen.last.hits, timeout=30)
+
+
 async def test_command_palette_searches(tmp_path):
     home = new_home(tmp_path)
     app = app_for(home)
@@ -139,7 +214,10 @@ async def test_command_palette_searches(tmp_path):
         await pilot.press("ctrl+p")
         await wait_screen(pilot, "CommandPalette")
         await pilot.press(*"rollback")
-        await pilot.pause(0.3)
+        commands = app.screen.query_one(CommandList)
+        # the palette gathers hits in the background: press enter once the search hit is the one highlighted
+        await wait_until(pilot, lambda: commands.highlighted == 0
+                         and "rollback" in str(commands.get_option_at_index(0).prompt), what="the palette's hit")
         await pilot.press("enter")
         await wait_screen(pilot, "SearchScreen")
         await wait_until(pilot, lambda: app.screen.last is not None)

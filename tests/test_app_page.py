@@ -38,7 +38,10 @@ async def _open_page(pilot, app, ref):
     app.open_page(ref)
     await wait_screen(pilot, "PageScreen")
     await wait_until(pilot, lambda: app.screen.view is not None, what="the page read")
-    await pilot.pause(0.05)
+    body = app.screen.query_one("#page-body", Markdown)
+    # the body mounts its blocks in a task of its own (under its lock): wait for that, not for a while
+    await wait_until(pilot, lambda: body.query("MarkdownBlock") and not body.lock.is_locked, what="the body shown")
+    await pilot.pause()
 
 
 async def test_page_renders_markdown_and_its_surroundings(tmp_path):
