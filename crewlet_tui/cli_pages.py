@@ -47,13 +47,14 @@ def register(app: typer.Typer) -> None:
             raise typer.BadParameter(f"'{operator}' is not a handle: use lower-case letters, digits, '.', '_' or '-'",
                                      param_hint="--operator")
         data = config_mod.example_config() if example else config_mod.empty_config(operator)
+        source = examples_dir() if example else None  # a missing example is refused before a home is made
         init_home(home, data)
         created = 0
         with Node.open(home) as node:
-            if example:
+            if source is not None:
                 from core.importer import import_directory
 
-                report = import_directory(KnowledgeBase(node), examples_dir(), actor="alex")
+                report = import_directory(KnowledgeBase(node), source, actor="alex")
                 created = report.created
         if as_json:
             emit_json({"home": str(home.root), "config": str(home.config_file), "example": example, "pages_created": created})

@@ -680,6 +680,19 @@ def test_examples_company_imports_cleanly(kb: KnowledgeBase) -> None:
     assert seq(kb) == before
 
 
+def test_the_example_ships_in_the_package_and_the_checkout_links_it() -> None:
+    # package data (pyproject's [tool.setuptools.package-data] core), found by importlib.resources;
+    # .ci/wheel-smoke runs `crewlet init --example` from a wheel installed outside the checkout
+    assert examples_dir() == ROOT / "core" / "examples" / "company"
+    assert sorted(p.relative_to(examples_dir()).as_posix() for p in examples_dir().rglob("*.md"))[:2] == [
+        "ENG/Deploy Runbook.md", "ENG/Onboarding.md"]
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "examples/company/*/*.md" in pyproject["tool"]["setuptools"]["package-data"]["core"]
+    assert all(p.parent.parent == examples_dir() for p in examples_dir().rglob("*.md"))  # the pattern's depth
+    # the README's walk imports examples/company: the same directory
+    assert (ROOT / "examples" / "company").resolve() == examples_dir().resolve()
+
+
 @pytest.mark.skipif(not (CORPORA / "textual-docs" / "docs").is_dir(),
                     reason=f"corpus absent: {CORPORA}/textual-docs/docs")
 def test_textual_docs_into_and_second_run_writes_nothing(make_home: Any) -> None:
