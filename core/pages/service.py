@@ -94,6 +94,13 @@ class KnowledgeBase:
                           code="no_actor")
         return self.company.actor(handle)
 
+    def reader(self, handle: str | None) -> Actor:
+        """Who reads (`handle`, else the operator), refused unless they hold the knowledge app. Every
+        read of pages asks this itself, so no caller (CLI, app, agent runtime) can forget to."""
+        who = self.actor(handle)
+        rules.require_knowledge(self.company, who)
+        return who
+
     # -- resolving pages ---------------------------------------------------------------------
     def _row(self, ref: str, *, allow_trashed: bool = True) -> Any:
         with self.node.lock:
@@ -139,18 +146,21 @@ class KnowledgeBase:
         page.ancestors = self._ancestors(row["parent_id"])
         return page
 
-    def resolve(self, ref: str) -> Page:
+    def _resolve(self, ref: str) -> Page:
+        """The page as it is now, unchecked: what a write returns once its actor has been checked."""
         with self.node.lock:
             return self._page(self._row(ref))
 
+    def resolve(self, ref: str, *, actor: str | None = None) -> Page:
+        """Find one page by id or CONTAINER/Title (a read: it holds the body). Never recorded as a read."""
+        self.reader(actor)
+        return self._resolve(ref)
+
     def get_page(self, ref: str, *, actor: str | None = None, record_read: bool = True) -> Page:
         """Read one page. An agent's read is recorded as one knowledge_read event (via get_page)."""
-        page = self.resolve(ref)
-        handle = actor or self.company.operator
-        who = self.company.actor(handle) if handle else None
-        if who is not None:
-            rules.require_knowledge(self.company, who)
-        if record_read and who is not None and who.is_agent:
+        who = self.reader(actor)
+        page = self._resolve(ref)
+        if record_read and who.is_agent:
             self.record_read(who.handle, "get_page", [page], query=None)
         return page
 
@@ -206,7 +216,7 @@ class KnowledgeBase:
         if labels:
             payload["labels"] = sorted({lab.strip().lower() for lab in labels if lab.strip()})
         out = self._submit(Record.new("page.create", who.handle, payload, op_id=op_id))
-        page = self.resolve(out.result["page_id"])
+        page = self._resolve(out.result["page_id"])
         page_warnings = out.warnings
         if page_warnings:
             setattr(page, "warnings", page_warnings)
@@ -236,7 +246,7 @@ class KnowledgeBase:
                                     current_revision=current, your_body=body, rescued_to=str(rescued))
             cls = NotFound if out.code in ("not_found", "purged") else Refused
             self._refuse_keeping(cls(out.reason or "refused", code=out.code), row["id"], int(base_revision), body)
-        return self.resolve(row["id"])
+        return self._resolve(row["id"])
 
     def _refuse_keeping(self, exc: Refused | NotFound, ref: str, base: int, body: str) -> None:
         rescued = self._rescue(ref, base, body)
@@ -266,7 +276,7 @@ class KnowledgeBase:
         row = self._row(ref, allow_trashed=False)
         rules.may_rename(self.company, who, row)
         self._submit(Record.new("page.rename", who.handle, {"page_id": row["id"], "title": title}))
-        return self.resolve(row["id"])
+        return self._resolve(row["id"])
 
     def move_page(self, ref: str, parent: str | None, *, actor: str | None = None) -> Page:
         who = self.actor(actor)
@@ -279,7 +289,7 @@ class KnowledgeBase:
             raise Refused(f"{problem} — pick a live page in {row['container']} that is not beneath this one, "
                           "or --top", code="invalid_parent")
         out = self._submit(Record.new("page.move", who.handle, {"page_id": row["id"], "parent_id": parent_id}))
-        page = self.resolve(row["id"])
+        page = self._resolve(row["id"])
         if out.warnings:
             setattr(page, "warnings", out.warnings)
         return page
@@ -289,14 +299,14 @@ class KnowledgeBase:
         row = self._row(ref)
         rules.may_trash(self.company, who, row, "trash")
         self._submit(Record.new("page.trash", who.handle, {"page_id": row["id"]}))
-        return self.resolve(row["id"])
+        return self._resolve(row["id"])
 
     def restore_page(self, ref: str, *, actor: str | None = None) -> Page:
         who = self.actor(actor)
         row = self._row(ref)
         rules.may_trash(self.company, who, row, "restore")
         self._submit(Record.new("page.restore", who.handle, {"page_id": row["id"]}))
-        return self.resolve(row["id"])
+        return self._resolve(row["id"])
 
     def purge_page(self, ref: str, *, actor: str | None = None, reason: str = "") -> dict[str, Any]:
         who = self.actor(actor)
@@ -347,16 +357,18 @@ class KnowledgeBase:
         rules.may_remove_comment(self.company, who, c, self._row(c["page_id"]))
         self._submit(Record.new("comment.remove", who.handle, {"comment_id": comment_id}))
 
-    def comments(self, ref: str) -> list[Comment]:
+    def comments(self, ref: str, *, actor: str | None = None) -> list[Comment]:
+        self.reader(actor)
         row = self._row(ref)
         with self.node.lock:
             rows = self.conn.execute("SELECT * FROM comments WHERE page_id = ? ORDER BY created_at, rowid", (row["id"],)).fetchall()
         return [Comment(c["id"], c["page_id"], c["author"], c["body"], c["created_at"], c["edited_at"]) for c in rows]
 
     # -- listings ---------------------------------------------------------------------------
-    def spaces(self) -> list[dict[str, Any]]:
+    def spaces(self, *, actor: str | None = None) -> list[dict[str, Any]]:
         """Declared containers with their page counts, then containers that hold pages but were
         never declared (reachable by address and search, shown apart)."""
+        self.reader(actor)
         with self.node.lock:
             counts = {r[0]: r[1] for r in self.conn.execute(
                 "SELECT container, count(*) FROM pages WHERE trashed_at IS NULL GROUP BY container")}
@@ -374,8 +386,9 @@ class KnowledgeBase:
         return out
 
     def list_pages(self, container: str, *, parent: str | None = None, after: str | None = None,
-                   limit: int = WINDOW_MAX) -> Window:
+                   limit: int = WINDOW_MAX, actor: str | None = None) -> Window:
         """One level of a container's outline, in windows of at most 500, ordered by address."""
+        self.reader(actor)
         if not 1 <= limit <= WINDOW_MAX:
             raise Invalid(f"--limit must be between 1 and {WINDOW_MAX} (got {limit})", code="invalid_limit")
         parent_id = None
@@ -408,20 +421,26 @@ class KnowledgeBase:
         cursor = _encode_cursor(rows[-1]["address"], rows[-1]["id"]) if more and rows else None
         return Window(container, parent_id, pages, total, cursor)
 
-    def trash(self) -> list[Page]:
+    def trash(self, *, actor: str | None = None) -> list[Page]:
+        self.reader(actor)
         with self.node.lock:
             rows = self.conn.execute("SELECT * FROM pages WHERE trashed_at IS NOT NULL ORDER BY trashed_at DESC").fetchall()
         return [Page.from_row(r) for r in rows]
 
     # -- history ------------------------------------------------------------------------------
-    def history(self, ref: str) -> list[Revision]:
+    def history(self, ref: str, *, actor: str | None = None) -> list[Revision]:
+        self.reader(actor)
         row = self._row(ref)
         with self.node.lock:
             rows = self.conn.execute(f"{REVISION_SQL} WHERE r.page_id = ? ORDER BY r.revision DESC", (row["id"],)).fetchall()
         return [Revision(r["page_id"], r["revision"], r["title"], r["body"], r["author"], r["at"], r["kind"], r["message"])
                 for r in rows]
 
-    def revision(self, ref: str, n: int) -> Revision:
+    def revision(self, ref: str, n: int, *, actor: str | None = None) -> Revision:
+        self.reader(actor)
+        return self._revision(ref, n)
+
+    def _revision(self, ref: str, n: int) -> Revision:
         row = self._row(ref)
         with self.node.lock:
             r = self.conn.execute(f"{REVISION_SQL} WHERE r.page_id = ? AND r.revision = ?", (row["id"], n)).fetchone()
@@ -430,19 +449,21 @@ class KnowledgeBase:
                            "`crewlet page history REF` lists them", code="no_revision")
         return Revision(r["page_id"], r["revision"], r["title"], r["body"], r["author"], r["at"], r["kind"], r["message"])
 
-    def diff(self, ref: str, a: int, b: int | None = None) -> list[str]:
+    def diff(self, ref: str, a: int, b: int | None = None, *, actor: str | None = None) -> list[str]:
         """The line diff from revision a to b. With b omitted: what save a changed (a-1 → a)."""
+        self.reader(actor)
         if b is None:
             a, b = a - 1, a
         if a < 1:
-            return line_diff("", self.revision(ref, b).body, "(nothing)", f"revision {b}")
-        old, new = self.revision(ref, a), self.revision(ref, b)
+            return line_diff("", self._revision(ref, b).body, "(nothing)", f"revision {b}")
+        old, new = self._revision(ref, a), self._revision(ref, b)
         lines = line_diff(old.body, new.body, f"revision {a}", f"revision {b}")
         if old.title != new.title:
             lines = [f"title: {old.title!r} → {new.title!r}", *lines]
         return lines
 
-    def backlinks(self, ref: str) -> list[Page]:
+    def backlinks(self, ref: str, *, actor: str | None = None) -> list[Page]:
+        self.reader(actor)
         row = self._row(ref)
         with self.node.lock:
             rows = self.conn.execute(
@@ -487,7 +508,9 @@ class KnowledgeBase:
             row = self.conn.execute("SELECT chain_hash FROM agent_onboarding_markers WHERE agent_id = ?", (agent,)).fetchone()
         return row is not None and row["chain_hash"] == chain_hash
 
-    def reads(self, limit: int = 100) -> list[dict[str, Any]]:
+    def reads(self, limit: int = 100, *, actor: str | None = None) -> list[dict[str, Any]]:
+        """The latest knowledge_read events (which pages agents were shown): a read of pages too."""
+        self.reader(actor)
         with self.node.lock:
             rows = self.conn.execute("SELECT * FROM knowledge_reads ORDER BY at DESC LIMIT ?", (limit,)).fetchall()
         return [{"op_id": r["op_id"], "actor": r["actor"], "at": r["at"], "via": r["via"], "query": r["query"],
