@@ -665,6 +665,34 @@ def test_dry_run_writes_nothing(kb: KnowledgeBase, tmp_path: Path) -> None:
     assert report.to_json()["updates"][0]["changes"] == ["body"]
 
 
+# -- one set of record builders -----------------------------------------------------------------------
+
+def test_the_importer_writes_the_records_knowledge_base_writes(make_home: Any, tmp_path: Path) -> None:
+    """Both build page records with core.pages.records: the same page, published either way, is the same
+    record but for its ids and clock."""
+    root = tree(tmp_path / "docs", {"ENG/runbook.md": "---\nlabels: [Ops, ' ops ', Deploy]\n---\n# Runbook\n\nv1\n"})
+    logged: dict[str, list[Any]] = {}
+    for way in ("import", "kb"):
+        home = make_home(name=way)
+        with Node.open(home) as node:
+            kb = KnowledgeBase(node)
+            if way == "import":
+                run(kb, root)
+                (root / "ENG/runbook.md").write_text("---\nlabels: [Ops, Deploy, new]\n---\n# RunBook\n\nv2\n",
+                                                     encoding="utf-8")
+                run(kb, root)
+            else:
+                made = kb.create_page("ENG", "Runbook", "v1\n", actor="alex", labels=["Ops", " ops ", "Deploy"])
+                kb.save_page(made.id, "v2\n", base_revision=1, actor="alex")
+                kb.rename_page(made.id, "RunBook", actor="alex")
+                kb.set_labels(made.id, ["Ops", "Deploy", "new"], actor="alex")
+            logged[way] = [(r.type, r.actor, {k: v for k, v in r.payload.items() if k != "page_id"})
+                           for r, _ in node.log.read() if r.type.startswith("page.")]
+    assert logged["import"] == logged["kb"]
+    assert [t for t, _, _ in logged["kb"]] == ["page.create", "page.save", "page.rename", "page.labels"]
+    assert logged["kb"][0][2]["labels"] == ["deploy", "ops"]
+
+
 # -- the bundled examples and a real tree -------------------------------------------------------------
 
 def test_examples_company_imports_cleanly(kb: KnowledgeBase) -> None:

@@ -16,7 +16,7 @@ from ..config import Actor
 from ..errors import Invalid, NotFound, Refused, StaleRevision
 from ..log import Record
 from ..node import Node, now_ms
-from . import rules
+from . import records, rules
 from .applier import Outcome, live_children, parent_problem
 from .model import (MAX_BODY_BYTES, MAX_TITLE, TITLE_CONTROL_RE, WINDOW_MAX, Comment, Page, Revision, Window,
                     clean_title, line_diff, normalise_title)
@@ -209,13 +209,9 @@ class KnowledgeBase:
             if problem:
                 raise Refused(f"{problem} — pick a live page in {container} as parent, or none for the top",
                               code="invalid_parent")
-        payload: dict[str, Any] = {"page_id": page_id or new_id(), "container": container, "title": title,
-                                   "body": body, "parent_id": parent_id}
-        if message and message.strip():
-            payload["message"] = message.strip()
-        if labels:
-            payload["labels"] = sorted({lab.strip().lower() for lab in labels if lab.strip()})
-        out = self._submit(Record.new("page.create", who.handle, payload, op_id=op_id))
+        out = self._submit(records.page_create(who.handle, page_id=page_id or new_id(), container=container,
+                                               title=title, body=body, parent_id=parent_id, message=message,
+                                               labels=labels or (), op_id=op_id))
         page = self._resolve(out.result["page_id"])
         page_warnings = out.warnings
         if page_warnings:
@@ -234,10 +230,8 @@ class KnowledgeBase:
         except (Refused, NotFound) as exc:
             # any refusal keeps the writer's text, not only a stale one
             self._refuse_keeping(exc, ref, int(base_revision), body)
-        payload: dict[str, Any] = {"page_id": row["id"], "base_revision": int(base_revision), "body": body}
-        if message and message.strip():
-            payload["message"] = message.strip()
-        out = self.node.submit_one(Record.new("page.save", who.handle, payload))
+        out = self.node.submit_one(records.page_save(who.handle, page_id=row["id"], base_revision=int(base_revision),
+                                                     body=body, message=message))
         if out.status == "refused":
             if out.code == "stale_revision":
                 rescued = self._rescue(row["id"], int(base_revision), body)
@@ -275,7 +269,7 @@ class KnowledgeBase:
         title = _check_title(new_title)
         row = self._row(ref, allow_trashed=False)
         rules.may_rename(self.company, who, row)
-        self._submit(Record.new("page.rename", who.handle, {"page_id": row["id"], "title": title}))
+        self._submit(records.page_rename(who.handle, page_id=row["id"], title=title))
         return self._resolve(row["id"])
 
     def move_page(self, ref: str, parent: str | None, *, actor: str | None = None) -> Page:
@@ -319,7 +313,7 @@ class KnowledgeBase:
         who = self.actor(actor)
         row = self._row(ref)
         rules.may_save(self.company, who, row)
-        return self._submit(Record.new("page.labels", who.handle, {"page_id": row["id"], "labels": labels}, op_id=op_id))
+        return self._submit(records.page_labels(who.handle, page_id=row["id"], labels=labels, op_id=op_id))
 
     # -- comments ---------------------------------------------------------------------------
     def add_comment(self, ref: str, text: str, *, actor: str | None = None) -> Comment:
