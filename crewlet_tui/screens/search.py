@@ -23,6 +23,9 @@ from ..widgets.status import IndexState
 from .base import COMMON_BINDINGS, CrewletScreen
 
 SEARCH_LIMIT = 20
+# the app's reactive holding its background indexer's IndexState: read only through _index_state()
+# and watched by this name, so renaming it on the app is this one line
+APP_INDEX_STATE = "index_state"
 
 
 def hit_prompt(hit: object) -> Text:
@@ -50,6 +53,9 @@ class SearchScreen(CrewletScreen):
         self.mode = mode if mode in MODES else "hybrid"
         self.last: Result | None = None
         self.last_text = ""
+        # the app's index state when the search now showing (or in flight) was asked: an answer of "not
+        # searchable yet" is asked again if the state has turned current since (see got_searched)
+        self._asked_state: IndexState | None = None
         self.sub_title = "search"
 
     def compose(self) -> ComposeResult:
@@ -72,12 +78,15 @@ class SearchScreen(CrewletScreen):
         field.focus()
         self.query_one("#search-results", OptionList).display = False
         self._show_copy()
-        self.watch(self.app, "index_state", self._index_changed, init=False)
+        self.watch(self.app, APP_INDEX_STATE, self._index_changed, init=False)
         if self.initial_query.strip():
             self.run_search(self.initial_query)
 
+    def _index_state(self) -> IndexState:
+        return getattr(self.app, APP_INDEX_STATE)
+
     def _show_copy(self) -> None:
-        state: IndexState = self.crewlet.index_state
+        state = self._index_state()
         line = Text("searching this node's copy", style="bold")
         coverage = self.last.outcome.coverage if self.last is not None else None
         if coverage is not None and (coverage.indexed_seq or coverage.applied_seq):
@@ -92,14 +101,26 @@ class SearchScreen(CrewletScreen):
         self.query_one("#search-copy", Static).update(line)
 
     def _index_changed(self, state: IndexState) -> None:
+        """The answer showing said "not searchable yet" and the index has turned current: ask again.
+        (An answer still in flight is handled when it arrives, in got_searched.)"""
         self._show_copy()
         if (state.phase == "current" and self.last is not None and self.last.outcome.degraded == NOT_SEARCHABLE_YET
                 and self.last_text.strip()):
             self.run_search(self.last_text)
 
+    def _became_current_since_asked(self) -> bool:
+        """Whether an index pass finished after the search being answered was asked. The searcher reads
+        the index in a thread: its answer can have been decided before the build finished and arrive
+        after the app heard so, when _index_changed saw no "not searchable" answer to re-run. Each pass
+        the app hears of is a new IndexState object, so identity tells "changed since"; an answer asked
+        while the state was already current is not asked again (no loop if the two ever disagree)."""
+        state = self._index_state()
+        return state.phase == "current" and state is not self._asked_state
+
     # -- searching -------------------------------------------------------------------------------
     def run_search(self, text: str) -> None:
         self.last_text = text
+        self._asked_state = self._index_state()
         self.query_one("#search-outcome", Static).update(Text(f"searching for “{clean_line(text)}”…", style="dim"))
         query = Query(text=text, actor=self.session.handle, limit=SEARCH_LIMIT, mode=self.mode)
         self.call_in_background("searched", safe_search, self.session.searcher, query)
@@ -174,6 +195,8 @@ class SearchScreen(CrewletScreen):
         results.add_options(options)
         results.display = bool(result.hits)
         self._show_copy()
+        if outcome.degraded == NOT_SEARCHABLE_YET and self.last_text.strip() and self._became_current_since_asked():
+            self.run_search(self.last_text)
 
     @on(OptionList.OptionSelected, "#search-results")
     def _open(self, event: OptionList.OptionSelected) -> None:
