@@ -86,22 +86,23 @@ async def test_search_says_not_searchable_yet_then_nothing_matched_then_hits(tmp
         screen.run_search("zyzzyva")
         await wait_until(pilot, lambda: screen.last is not None)
         shown = str(outcome.render())
-        assert shown.startswith("Nothing matched") and "served keyword" in shown
+        assert shown.startswith("Nothing matched") and "served Keyword" in shown
         assert "indexed through record" in str(screen.query_one("#search-copy", Static).render())
 
         screen.last = None
         screen.run_search("deploy")
         await wait_until(pilot, lambda: screen.last is not None and screen.last.hits)
         assert results.display and str(outcome.render()).startswith("2 results")
-        assert "(asked hybrid)" in str(outcome.render()) and "degraded: no_embeddings" in str(outcome.render())
+        assert "(asked Hybrid)" in str(outcome.render()) and "degraded: no_embeddings" in str(outcome.render())
         first = str(results.get_option_at_index(0).prompt)
         assert "ENG" in first
 
-        # the mode switch: semantic cannot be served here, and the screen says so
+        # the mode switch: semantic ("Meaning") cannot be served here, and the screen says so
+        assert "Meaning" in str(screen.query_one("#mode-semantic").label)
         await pilot.press("f2", "f2")
         await wait_until(pilot, lambda: screen.mode == "semantic" and screen.last is not None
                          and screen.last.outcome.served_mode is None)
-        assert str(outcome.render()).startswith("Nothing served in semantic mode")
+        assert str(outcome.render()).startswith("Nothing served in Meaning mode")
         await pilot.press("f2")
         await wait_until(pilot, lambda: screen.mode == "hybrid" and screen.last.hits)
 

@@ -23,6 +23,12 @@ from ..widgets.status import IndexState
 from .base import COMMON_BINDINGS, CrewletScreen
 
 SEARCH_LIMIT = 20
+# what a person reads for each mode: semantic search is labelled by what it ranks by
+MODE_LABELS = {"hybrid": "Hybrid", "keyword": "Keyword", "semantic": "Meaning"}
+
+
+def mode_label(mode: str | None) -> str:
+    return MODE_LABELS.get(mode or "", clean_line(mode or ""))
 # the app's reactive holding its background indexer's IndexState: read only through _index_state()
 # and watched by this name, so renaming it on the app is this one line
 APP_INDEX_STATE = "index_state"
@@ -66,7 +72,7 @@ class SearchScreen(CrewletScreen):
                             id="search-input")
                 with RadioSet(id="search-mode"):
                     for mode in MODES:
-                        yield RadioButton(mode, value=mode == self.mode, id=f"mode-{mode}")
+                        yield RadioButton(MODE_LABELS[mode], value=mode == self.mode, id=f"mode-{mode}")
             yield Static(id="search-copy", classes="search-copy")
             yield Static(id="search-outcome", classes="search-outcome")
             yield OptionList(id="search-results")
@@ -134,7 +140,7 @@ class SearchScreen(CrewletScreen):
     @on(RadioSet.Changed, "#search-mode")
     def _mode_changed(self, event: RadioSet.Changed) -> None:
         event.stop()
-        self.mode = str(event.pressed.label)
+        self.mode = (event.pressed.id or "mode-hybrid").removeprefix("mode-")
         if self.last_text.strip():
             self.run_search(self.last_text)
 
@@ -165,11 +171,11 @@ class SearchScreen(CrewletScreen):
             text.append("Could not search. ", style="bold red")
             text.append(clean_line(outcome.message or UNAVAILABLE))
         elif outcome.served_mode is None:
-            text.append(f"Nothing served in {self.mode} mode ", style="bold yellow")
+            text.append(f"Nothing served in {mode_label(self.mode)} mode ", style="bold yellow")
             text.append(f"({clean_line(outcome.degraded or 'not served')}): ", style="yellow")
             text.append(clean_line(outcome.message))
             if outcome.modes:
-                text.append(f"  · this node serves: {', '.join(clean_line(m) for m in outcome.modes)}", style="dim")
+                text.append(f"  · this node serves: {', '.join(mode_label(m) for m in outcome.modes)}", style="dim")
         else:
             if result.hits:
                 text.append(f"{len(result.hits)} result{'s' if len(result.hits) != 1 else ''}", style="bold green")
@@ -177,9 +183,12 @@ class SearchScreen(CrewletScreen):
                 text.append("Nothing matched", style="bold")
                 text.append(f" “{clean_line(self.last_text)}” — the index is current enough to say so; "
                             "try other words or another mode.")
-            text.append(f"  · served {clean_line(outcome.served_mode)}", style="dim")
+            text.append(f"  · served {mode_label(outcome.served_mode)}", style="dim")
             if outcome.served_mode != self.mode:
-                text.append(f" (asked {self.mode})", style="yellow")
+                text.append(f" (asked {mode_label(self.mode)})", style="yellow")
+            cov = outcome.coverage
+            if outcome.served_mode in ("hybrid", "semantic") and cov.embeddable:
+                text.append(f" · meaning over {cov.embedded:,} of {cov.embeddable:,} pages", style="dim")
             if outcome.degraded:
                 text.append(f" · degraded: {clean_line(outcome.degraded)}", style="yellow")
                 if outcome.message:
