@@ -561,6 +561,17 @@ class FileLog:
         torn = stop.status is FrameStatus.TORN
         return ReadReport(last_seq=last, end_offset=end, torn_tail=torn, torn_bytes=stop.torn_bytes)
 
+    def tail(self, after: int = 0, start_offset: int = 0) -> tuple[int, int]:
+        """(last seq, end offset) of the verified frames from `start_offset` — a frame boundary, the end
+        of seq `after` — to the first thing that is not a frame (no body is decoded, nothing is cut, no
+        damage is raised: a status line's answer, not a check)."""
+        last, end = after, start_offset
+        for frame in FrameScanner(self._handle(), start_offset):
+            if frame.seq != last + 1:
+                break
+            last, end = frame.seq, frame.end
+        return last, end
+
     def last_seq(self) -> int:
         """The last good seq in the file now (including other processes' appends)."""
         with self._mutex:
