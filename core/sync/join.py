@@ -99,7 +99,9 @@ def _logs_held(home: Home) -> Iterator[None]:
 
 def _copy_durably(src: Path, dest: Path) -> None:
     tmp = dest.with_name(f".{dest.name}.joining")
-    shutil.copyfile(src, tmp)
+    # copy2 keeps the modification time: company.toml's is its activation instant, and a copy must not
+    # look like a new activation (which would re-stamp every container document)
+    shutil.copy2(src, tmp)
     fd = os.open(tmp, os.O_RDONLY)
     try:
         os.fsync(fd)

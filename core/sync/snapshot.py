@@ -149,12 +149,27 @@ def check(home: Home, file: Path) -> SnapshotInfo:
             raise SnapshotRefused(f"{file} was made by a newer crewlet (its schema has {', '.join(newer)}) — "
                                   "upgrade crewlet on this node first")
         positions = _positions(conn, home)
+        row = conn.execute("SELECT op_id FROM applied_ops WHERE seq = 1").fetchone()
+        first_op = row[0] if row else None
     finally:
         conn.close()
+    _check_same_log(file, home.log_file, first_op)
     for spec in home_logs(home):
         applied = positions[spec.name]
         _check_position(file, spec.name, spec.path, applied)
     return SnapshotInfo(file, file.stat().st_size, positions)
+
+
+def _check_same_log(file: Path, path: Path, first_op: str | None) -> None:
+    """The pages log's first record must be the one the snapshot applied as seq 1 (op_ids are unique):
+    otherwise the snapshot is of another log, wherever the positions fall."""
+    if first_op is None or not path.exists():
+        return
+    with FileLog(path, readonly=True) as flog:
+        first = next((rec for rec, _ in flog.read(limit=1)), None)
+    if first is not None and first.op_id != first_op:
+        raise SnapshotRefused(f"{file} does not match {path}: another log — its first record is not the one the "
+                              "snapshot applied as seq 1; take a snapshot of a node of this log")
 
 
 def _check_position(file: Path, name: str, path: Path, applied: Applied) -> None:
