@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 import tomllib
 from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 
 import platformdirs
@@ -12,6 +11,8 @@ import platformdirs
 HOME_ENV = "CREWLET_HOME"
 ACTOR_ENV = "CREWLET_AS"
 NODE_FILE = "node.toml"
+# node.toml as last read, by path, with the stat it was read at
+_NODE_CACHE: dict[Path, tuple[tuple[int, int, int], dict]] = {}
 
 
 @dataclass(frozen=True)
@@ -27,14 +28,25 @@ class Home:
         """This node's own settings: its id, its operator, the shared directory it joined."""
         return self.root / NODE_FILE
 
-    @cached_property
+    @property
     def node_settings(self) -> dict:
-        """node.toml as written, read once per Home (a file that does not parse reads as empty here;
-        `core.config.load_node` names the problem)."""
+        """node.toml as written (a file that does not parse reads as empty here; `core.config.load_node`
+        names the problem). Read again whenever the file changed: a home that joined a shared directory
+        in this process finds its paths there at once."""
         try:
-            return tomllib.loads(self.node_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            st = self.node_file.stat()
+        except OSError:
             return {}
+        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+        cached = _NODE_CACHE.get(self.node_file)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        try:
+            data = tomllib.loads(self.node_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            data = {}
+        _NODE_CACHE[self.node_file] = (stamp, data)
+        return data
 
     @property
     def shared(self) -> Path | None:

@@ -167,28 +167,30 @@ def _first(home: Home, directory: Path, settings: config_mod.NodeSettings,
            progress: Callable[[int], None] | None) -> JoinResult:
     directory.mkdir(parents=True, exist_ok=True)
     locks.require(directory)
-    company = config_mod.load(home.config_file)
+    # the home's own paths, taken before node.toml names DIR (after that the same names lead there)
+    own_logs, own_config = home.log_dir, home.config_file
+    company = config_mod.load(own_config)
     result = JoinResult("first", directory, settings.node_id or config_mod.new_node_id())
     with _logs_held(home):
-        sources = sorted(p for p in home.log_dir.rglob("*") if p.is_file()) if home.log_dir.is_dir() else []
+        sources = sorted(p for p in own_logs.rglob("*") if p.is_file()) if own_logs.is_dir() else []
         for src in sources:
-            dest = directory / src.relative_to(home.log_dir)
+            dest = directory / src.relative_to(own_logs)
             dest.parent.mkdir(parents=True, exist_ok=True)
             _copy_durably(src, dest)
             result.moved.append(str(dest))
         for spec in home_logs(home):  # a log the home never wrote is created empty, as `init` creates it
-            shared_log = directory / spec.path.relative_to(home.log_dir)
+            shared_log = directory / spec.path.relative_to(own_logs)
             if not shared_log.exists():
                 FileLog(shared_log).close()
-        _copy_durably(home.config_file, directory / "company.toml")
+        _copy_durably(own_config, directory / "company.toml")
         result.moved.append(str(directory / "company.toml"))
         _fsync_dir(directory)
         # the moment the home becomes a node of DIR; everything before it left the home as it was
         config_mod.write_node(home.node_file, config_mod.NodeSettings(
             result.node_id, settings.operator or company.operator, str(directory)))
-        result.removed = [str(home.log_dir), str(home.config_file)]
-        shutil.rmtree(home.log_dir, ignore_errors=True)
-        home.config_file.unlink(missing_ok=True)
+        result.removed = [str(own_logs), str(own_config)]
+        shutil.rmtree(own_logs, ignore_errors=True)
+        own_config.unlink(missing_ok=True)
     result.applied = _open_and_apply(Home(home.root), progress)
     return result
 
@@ -232,18 +234,20 @@ def _describe(records: list[Record]) -> str:
 def _join_existing(home: Home, directory: Path, settings: config_mod.NodeSettings,
                    progress: Callable[[int], None] | None) -> JoinResult:
     locks.require(directory)
+    # the home's own paths, taken before node.toml names DIR (after that the same names lead there)
+    own_logs, own_config = home.log_dir, home.config_file
     if not (directory / "company.toml").is_file():
         raise Refused(f"{directory} holds a log but no company.toml — it is not a shared directory crewlet made",
                       code="invalid_directory")
     specs = home_logs(home)
-    prefix = all(_is_prefix(spec.path, directory / spec.path.relative_to(home.log_dir)) for spec in specs)
+    prefix = all(_is_prefix(spec.path, directory / spec.path.relative_to(own_logs)) for spec in specs)
     rebuild = False
     if prefix and home.db_file.exists():
         conn = connect(home.db_file)
         try:
             for spec in specs:
                 applied = applier.applied_position(conn, spec.position)
-                with FileLog(directory / spec.path.relative_to(home.log_dir), readonly=True) as flog:
+                with FileLog(directory / spec.path.relative_to(own_logs), readonly=True) as flog:
                     try:
                         locate_applied(flog, applied)
                     except LogMismatch:
@@ -263,9 +267,9 @@ def _join_existing(home: Home, directory: Path, settings: config_mod.NodeSetting
     stamp = _stamp()
     with _logs_held(home):
         config_mod.write_node(home.node_file, config_mod.NodeSettings(result.node_id, settings.operator, str(directory)))
-        if home.config_file.is_file():
+        if own_config.is_file():
             aside = home.root / f"company.toml.before-join-{stamp}"
-            os.replace(home.config_file, aside)
+            os.replace(own_config, aside)
             result.kept_aside.append(str(aside))
         if rebuild and home.db_file.exists():
             aside = home.root / f"crewlet.db.before-join-{stamp}"
@@ -278,11 +282,11 @@ def _join_existing(home: Home, directory: Path, settings: config_mod.NodeSetting
             shutil.rmtree(home.index_dir, ignore_errors=True)
         if rebuild:
             aside = home.root / f"log.before-join-{stamp}"
-            os.replace(home.log_dir, aside)
+            os.replace(own_logs, aside)
             result.kept_aside.append(str(aside))
         else:
-            result.removed.append(str(home.log_dir))  # byte for byte a prefix of DIR's logs
-            shutil.rmtree(home.log_dir, ignore_errors=True)
+            result.removed.append(str(own_logs))  # byte for byte a prefix of DIR's logs
+            shutil.rmtree(own_logs, ignore_errors=True)
     result.applied = _open_and_apply(Home(home.root), progress)
     return result
 
