@@ -105,8 +105,9 @@ def sync_status_cmd(
                                                         "same position must print the same)."),
     as_json: bool = JSON_OPT,
 ) -> None:
-    """This node's applied position, where each log ends, the peers seen and their lag (read as it is:
-    nothing is applied first)."""
+    """Show this node's applied position, where each log ends, and the peers seen with their lag.
+
+    Read as it is: nothing is applied first, so the lag shown is the lag there was."""
     home = _home_of_node()
     with Node.open(home, sync_containers=False, catch_up=False) as node:
         st = sync_status(node)
@@ -180,9 +181,11 @@ def sync_adopt(
     yes: bool = typer.Option(False, "--yes", "-y", help="Adopt without asking (for scripts)."),
     as_json: bool = JSON_OPT,
 ) -> None:
-    """Start this node over from a snapshot: its database is replaced (the old one kept aside) and the
-    log after the snapshot's position is applied — the fix when this node's log no longer holds the
-    position it needs. Stop the app and any worker on this home first."""
+    """Start this node over from a snapshot of the same log.
+
+    Its database is replaced (the old one kept aside) and the log after the snapshot's position is
+    applied: the fix when this node's log no longer holds the position it needs. Stop the app and any
+    worker on this home first."""
     home = _home_of_node()
     info = snapshot_mod.check(home, file)  # refused with the reason before anything is asked or changed
     if not yes:
