@@ -11,7 +11,8 @@ whose log watcher wakes the apply. The lag of a write is the time from A's ackno
 
 Apply: A writes `--records` records (40% creates, 40% saves, 10% comments, 5% renames, 5% moves) in
 batches of 1,000 through `Node.submit` (append + apply); then a new node joins the shared directory and
-applies the whole log from nothing. The peer inserts one row per record into a plain SQLite table with
+applies the whole log from nothing (and, for comparison, the same log is applied into another fresh
+database one record at a time, as the applier did before it worked a batch at a time). The peer inserts one row per record into a plain SQLite table with
 one INSERT each, 2,000 to a transaction. Wall and CPU time are both printed (the CPU figure is the one
 that does not move with the machine's load); ratios are of rates measured in this run.
 """
@@ -34,10 +35,12 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from core import config as config_mod  # noqa: E402
-from core.log import Record  # noqa: E402
+from core.log import FileLog, Record  # noqa: E402
 from core.node import Node, init_home  # noqa: E402
 from core.pages.service import KnowledgeBase  # noqa: E402
+from core.pages import applier  # noqa: E402
 from core.paths import Home  # noqa: E402
+from core.store import connect  # noqa: E402
 from core.store.driver import sqlite3  # noqa: E402
 from core.sync import join as join_mod  # noqa: E402
 
@@ -183,6 +186,15 @@ def bench_apply(base: Path, n: int) -> dict[str, tuple[int, float, float]]:
     wall, cpu = timed(catch_up)
     results["fresh node: join + apply the whole log"] = (applied[0], wall, cpu)
 
+    # the same log applied one record at a time (a savepoint, an op_id lookup and an outcome INSERT each),
+    # as the applier did before it applied a batch at a time
+    single = connect(base / "apply" / "one-at-a-time.db")
+    with FileLog(shared / "pages.log", readonly=True) as flog:
+        counted: list[int] = []
+        wall, cpu = timed(lambda: counted.append(applier.catch_up(single, flog, apply=applier.apply_record)))
+    single.close()
+    results["fresh node, one record at a time (before)"] = (counted[0], wall, cpu)
+
     rows = [(r.payload.get("page_id", ""), i, r.type, r.payload.get("title", ""), r.payload.get("body", ""), r.actor, r.at)
             for i, r in enumerate(records)]
     conn = sqlite3.connect(str(base / "plain.db"), isolation_level=None)
@@ -231,7 +243,9 @@ def main(argv: list[str] | None = None) -> int:
             fresh = rate["fresh node: join + apply the whole log"]
             writer = rate["writer: append + apply, 1,000 a submit"]
             plain = rate["plain SQLite: one INSERT a row, 2,000 a txn"]
+            before = rate["fresh node, one record at a time (before)"]
             print(f"  fresh node / writer: {fresh[0] / writer[0]:.2f}x wall, {fresh[1] / writer[1]:.2f}x CPU")
+            print(f"  batched / one record at a time: {fresh[0] / before[0]:.2f}x wall, {fresh[1] / before[1]:.2f}x CPU")
             print(f"  plain SQLite / fresh node: {plain[0] / fresh[0]:.1f}x wall, {plain[1] / fresh[1]:.1f}x CPU "
                   "(how many times faster writing the rows directly is)")
             print(f"  {load()}")

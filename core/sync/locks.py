@@ -90,6 +90,8 @@ def probe_flock(directory: Path) -> str | None:
     try:
         first = os.open(probe, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
+        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            return None  # a directory this process cannot write: it appends nothing there, so nothing to corrupt
         return f"cannot create {probe} ({exc.strerror or exc})"
     try:
         try:
