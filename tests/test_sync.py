@@ -397,3 +397,19 @@ def test_peer_files_say_where_each_node_is(fleet):
     with Node.open(a, catch_up=False) as node:
         assert seen[a_id].seq("applier") == node.applied_seq()
     assert seen[a_id].home == str(a.root)
+
+
+def test_fleet_duties_stay_singletons_across_nodes_because_their_leases_live_with_the_log(fleet):
+    from core.duties import TrashReaperDuty
+    from core.worker import DutyRunner
+    a, b, shared = fleet
+    with Node.open(a) as na, Node.open(b) as nb:
+        first = DutyRunner(na, [TrashReaperDuty(na)], label="node A")
+        second = DutyRunner(nb, [TrashReaperDuty(nb)], label="node B")
+        assert first.run_one(first.duties[0], stop=threading.Event()).ran
+        report = second.run_one(second.duties[0], stop=threading.Event())
+        assert not report.ran and "node A" in report.skipped
+        assert (shared / "leases" / "trash-reaper.lease").is_file()
+        first.release()
+        assert second.run_one(second.duties[0], stop=threading.Event()).ran
+        second.release()
