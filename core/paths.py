@@ -4,9 +4,12 @@ from __future__ import annotations
 import os
 import tomllib
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 import platformdirs
+
+from .errors import NotFound
 
 HOME_ENV = "CREWLET_HOME"
 ACTOR_ENV = "CREWLET_AS"
@@ -127,5 +130,13 @@ def resolve_home(explicit: str | os.PathLike | None = None) -> Home:
 
 
 def examples_dir() -> Path:
-    """The bundled example knowledge base (a doc directory in the spec's layout)."""
-    return Path(__file__).resolve().parent.parent / "examples" / "company"
+    """The bundled example knowledge base (a doc directory in the spec's layout), shipped inside the
+    package as data (`core/examples/company`), so an installed wheel has it as much as a checkout does.
+    (The checkout's top-level `examples/company` is a link to the same directory.)"""
+    found = resources.files("core") / "examples" / "company"
+    # the importer walks a real directory: a wheel installs one; a zipped install would not be one
+    path = Path(str(found))
+    if not path.is_dir():
+        raise NotFound(f"the bundled example is not at {path} — reinstall crewlet from a wheel or a checkout "
+                       "(`pip install .`), which both carry core/examples/company", code="no_example")
+    return path

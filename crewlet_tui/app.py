@@ -30,6 +30,7 @@ from core.node import Node, init_home
 from core.pages.model import Page
 from core.paths import Home, examples_dir
 from core.search.indexer import KeywordIndexDuty
+from core.search.ivf.duty import IndexTrainingDuty
 from core.sync import watch
 from core.worker import DutyReport, DutyRunner, read_duty_records
 
@@ -249,6 +250,10 @@ class CrewletApp(App[None]):
             old = self.meaning_state
             phase = "embedding" if message.done < message.total else old.phase
             self.meaning_state = MeaningState(phase, old.covered, old.total, message.done, message.total)
+        elif message.duty == IndexTrainingDuty.name and message.total > message.done:
+            old = self.meaning_state   # the one long tick: a training (or the daily measurement) of the index
+            self.meaning_state = MeaningState("training", old.covered, old.total, message.done, message.total,
+                                              message.label)
 
     @on(DutyPassed)
     def _duty_passed(self, message: DutyPassed) -> None:
@@ -258,6 +263,11 @@ class CrewletApp(App[None]):
             return
         if report.duty == EmbeddingDuty.name:
             self._embedding_passed(report, status)
+            return
+        if report.duty == IndexTrainingDuty.name:
+            old = self.meaning_state
+            if old.phase == "training":
+                self.meaning_state = MeaningState("current", old.covered, old.total)
             return
         if report.duty != KeywordIndexDuty.name:
             return

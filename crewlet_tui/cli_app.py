@@ -27,7 +27,7 @@ def register(app: typer.Typer) -> None:
         start_page = None
         if ref is not None:
             with open_kb() as kb:  # a wrong REF is one line on stderr, not an app that opens onto nothing
-                start_page = kb.resolve(ref).id
+                start_page = kb.resolve(ref, actor=actor()).id
         from .launch import run_app
 
         run_app(home, actor(), start_page=start_page, start_search=search)

@@ -18,7 +18,6 @@ from core.config import ConfigError
 from core.errors import CrewletError, StaleRevision
 from core.log import REPAIR_HINT, LogDamage, LogFailed
 from core.node import Node, storage_problem
-from core.pages import rules
 from core.pages.service import KnowledgeBase
 from core.paths import Home, resolve_home
 from core.store import sqlite3
@@ -144,13 +143,13 @@ def open_node(*, sync_containers: bool = True) -> Iterator[Node]:
 
 @contextmanager
 def open_kb() -> Iterator[KnowledgeBase]:
+    """The knowledge base, for the actor of --as (or the operator). Every read and write checks that
+    actor itself (the knowledge app included); an unknown --as is refused here too, for the commands
+    that act on nobody's behalf (the worker) as much as those that do."""
     with open_node() as node:
         kb = KnowledgeBase(node)
         if STATE.actor:
-            kb.actor(STATE.actor)  # an unknown --as is refused before anything is read or written
-        handle = STATE.actor or kb.company.operator
-        if handle:  # every page command reads or writes pages: the knowledge app
-            rules.require_knowledge(kb.company, kb.company.actor(handle))
+            kb.actor(STATE.actor)
         yield kb
 
 

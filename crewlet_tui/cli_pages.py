@@ -51,13 +51,14 @@ def register(app: typer.Typer) -> None:
             raise typer.BadParameter(f"'{operator}' is not a handle: use lower-case letters, digits, '.', '_' or '-'",
                                      param_hint="--operator")
         data = config_mod.example_config() if example else config_mod.empty_config(operator)
+        source = examples_dir() if example else None  # a missing example is refused before a home is made
         init_home(home, data)
         created = 0
         with Node.open(home) as node:
-            if example:
+            if source is not None:
                 from core.importer import import_directory
 
-                report = import_directory(KnowledgeBase(node), examples_dir(), actor="alex")
+                report = import_directory(KnowledgeBase(node), source, actor="alex")
                 created = report.created
         if as_json:
             emit_json({"home": str(home.root), "config": str(home.config_file), "example": example, "pages_created": created})
@@ -71,7 +72,7 @@ def register(app: typer.Typer) -> None:
     def spaces(as_json: bool = JSON_OPT) -> None:
         """List the declared spaces with their page counts (undeclared containers shown apart)."""
         with open_kb() as kb:
-            rows = kb.spaces()
+            rows = kb.spaces(actor=actor())
         if as_json:
             emit_json(rows)
             return
@@ -97,7 +98,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """One level of a space's outline: a window of pages, the level's total, and a cursor."""
         with open_kb() as kb:
-            window = kb.list_pages(container, parent=parent, after=after, limit=limit)
+            window = kb.list_pages(container, parent=parent, after=after, limit=limit, actor=actor())
         if as_json:
             emit_json(window.to_json())
             return
@@ -114,7 +115,7 @@ def register(app: typer.Typer) -> None:
     def trash(as_json: bool = JSON_OPT) -> None:
         """Pages in the trash, with who trashed them and when (purged after 30 days)."""
         with open_kb() as kb:
-            rows = kb.trash()
+            rows = kb.trash(actor=actor())
         if as_json:
             emit_json([p.to_json(with_body=False) for p in rows])
             return
@@ -131,11 +132,12 @@ def page_show(ref: str = typer.Argument(..., metavar="REF", help="Page id or CON
               as_json: bool = JSON_OPT) -> None:
     """Show a page: its body, where it sits, its children, backlinks and comments."""
     with open_kb() as kb:
-        page = kb.get_page(ref, actor=actor())
-        comments = kb.comments(page.id)
-        links = kb.backlinks(page.id)
-        children = kb.list_pages(page.container, parent=page.id, limit=500) if page.child_count else None
-        rev = kb.revision(page.id, revision) if revision is not None else None
+        who = actor()
+        page = kb.get_page(ref, actor=who)
+        comments = kb.comments(page.id, actor=who)
+        links = kb.backlinks(page.id, actor=who)
+        children = kb.list_pages(page.container, parent=page.id, limit=500, actor=who) if page.child_count else None
+        rev = kb.revision(page.id, revision, actor=who) if revision is not None else None
     if as_json:
         data = page.to_json()
         data["comments"] = [c.to_json() for c in comments]
@@ -264,7 +266,7 @@ _simple("purge", "purge_page", "Delete a trashed page for good (admin only; cann
 def page_history(ref: str = typer.Argument(..., metavar="REF", help="Page id or CONTAINER/Title."), as_json: bool = JSON_OPT) -> None:
     """Every revision: who, when, what kind of change, and the writer's note."""
     with open_kb() as kb:
-        revs = kb.history(ref)
+        revs = kb.history(ref, actor=actor())
     if as_json:
         emit_json([r.to_json(with_body=False) for r in revs])
         return
@@ -282,7 +284,7 @@ def page_diff(ref: str = typer.Argument(..., metavar="REF", help="Page id or CON
               as_json: bool = JSON_OPT) -> None:
     """The line diff between two revisions (or what one save changed)."""
     with open_kb() as kb:
-        lines = kb.diff(ref, a, b)
+        lines = kb.diff(ref, a, b, actor=actor())
     if as_json:
         emit_json({"from": a - 1 if b is None else a, "to": a if b is None else b, "diff": lines})
         return
@@ -321,7 +323,7 @@ def page_comment(ref: str = typer.Argument(..., help="Page id or CONTAINER/Title
 def page_backlinks(ref: str = typer.Argument(..., metavar="REF", help="Page id or CONTAINER/Title."), as_json: bool = JSON_OPT) -> None:
     """The pages that link to this one by id ("Linked from")."""
     with open_kb() as kb:
-        pages = kb.backlinks(ref)
+        pages = kb.backlinks(ref, actor=actor())
     if as_json:
         emit_json([{"id": p.id, "container": p.container, "title": p.title} for p in pages])
         return

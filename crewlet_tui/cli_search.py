@@ -20,10 +20,12 @@ from rich.text import Text
 
 from core.embed.duty import semantic_status
 from core.search.indexer import Indexer, IndexPass, IndexStatus
+from core.search.ivf.duty import index_status as semantic_index_status
 from core.search.native import NativeSearcher
 from core.search.seam import DEFAULT_LIMIT, MODES, NOT_SEARCHABLE_YET, Hit, Query, Result
 from core.search.snippets import TermFinder
 
+from .cli_eval import SearchCommand
 from .cli_common import JSON_OPT, actor, console, emit_json, err_console, fail, handle_errors, open_node, when
 from .progress_bars import ProgressBars
 # every string printed here is one line: made inert (controls, bidi) and markup-escaped by the one sanitiser
@@ -119,7 +121,7 @@ def _not_served_line(result: Result, caught: IndexPass | None) -> str:
 def register(app: typer.Typer) -> None:
     app.add_typer(index_app, name="index")
 
-    @app.command()
+    @app.command(cls=SearchCommand)
     @handle_errors
     def search(
         query: list[str] = typer.Argument(..., metavar="QUERY", help="Plain words; no query language."),
@@ -131,9 +133,11 @@ def register(app: typer.Typer) -> None:
                                          help="Read the index as it is: no catch-up pass before answering."),
         as_json: bool = JSON_OPT,
     ) -> None:
-        """Search the knowledge base by keyword (BM25). Exit 1 when it could not run, 2 for no query.
+        """Search the knowledge base (hybrid by default: keyword BM25 and meaning, fused). Exit 1 when it could not run, 2 for no query.
 
-        A query with no word that can be searched (only punctuation or common words) exits 1 too."""
+        A query with no word that can be searched (only punctuation or common words) exits 1 too.
+
+        `crewlet search eval [--store FILE] [--probes N] [--window BYTES] [--json]` measures instead whether search by meaning recovers the exact ranking on this corpus (`crewlet search eval --help`); to search for the word "eval" alone, put an option first."""
         mode = mode.strip().lower()
         if mode not in MODES:
             raise typer.BadParameter(f"'{mode}' is not one of: {', '.join(MODES)}", param_hint="--mode")
@@ -163,17 +167,19 @@ def register(app: typer.Typer) -> None:
     @index_app.command("status")
     @handle_errors
     def index_status(as_json: bool = JSON_OPT) -> None:
-        """What the keyword index covers, and how much is embedded for search by meaning.
+        """What the keyword index covers, how much is embedded for search by meaning, and the semantic index.
 
-        How far the index is behind the rows, the embedding coverage and the duty's latest events."""
+        How far behind the rows the keyword index is; the embedding duty's coverage and latest events; whether the semantic index is installed, how many lists a search reads, and a training in progress."""
         with open_node() as node, Indexer(node.home) as indexer:
             st = indexer.status()
             meaning = semantic_status(node)
+            ivf = semantic_index_status(node, meaning.get("space"))
         if as_json:
-            emit_json(st.to_json() | {"semantic": meaning})
+            emit_json(st.to_json() | {"semantic": meaning, "semantic_index": ivf})
             return
         _render_status(st)
         _render_semantic(meaning)
+        _render_index(ivf)
 
     @index_app.command("build")
     @handle_errors
@@ -245,6 +251,44 @@ def _render_semantic(m: dict[str, Any]) -> None:
     for name, event in sorted(m["events"].items()):
         lines.append(("event", f"[yellow]{escape(name)}[/] {when(event['at'])}: {escape(event['message'])}"))
     console.print("[bold]search by meaning[/]")
+    width = max(len(k) for k, _ in lines)
+    for key, value in lines:
+        console.print(f"{key:<{width}}  {value}", soft_wrap=True)
+
+
+def _render_index(ix: dict[str, Any]) -> None:
+    """The semantic index: installed or why not, how many lists a search reads, a training in progress."""
+    if not ix.get("space"):
+        return
+    lines: list[tuple[str, str]] = []
+    if ix["installed"]:
+        m = ix.get("measured") or {}
+        lines.append(("first stage", f"the semantic index: {ix['probes']} of {ix['lists']:,} lists probed "
+                                     f"(generation {ix['generation']}, trained on {ix['trained_sources']:,} sources)"))
+        if m:
+            lines.append(("measured", escape(f"{m.get('worst_recall', 0):.4f} against a {m.get('worst_floor', 0):.4f} "
+                                             f"floor in its worst shape ({m.get('worst_shape', '—')}), "
+                                             f"{m.get('head_misses', 0)} head miss(es), {when(ix['measured_at'])}")))
+        if ix["refiled"] < ix["batches"]:
+            lines.append(("re-filing", f"[yellow]{ix['refiled']} of {ix['batches']} batches applied[/] — searches read "
+                                       "the rows not yet re-filed in full"))
+    elif ix["sources"] < ix["min_sources"]:
+        lines.append(("first stage", f"the full scan: {ix['sources']:,} sources, an index needs {ix['min_sources']:,}"))
+    else:
+        why = (f"the training at {ix['declined_at']:,} sources needed more than half its lists"
+               if ix.get("declined_at") else "not trained yet — `crewlet worker` trains it")
+        lines.append(("first stage", f"the full scan: {escape(why)}"))
+    running = ix.get("running")
+    if running:
+        lines.append(("training" if running.get("phase") == "training" else "measuring",
+                      f"[yellow]{escape(running.get('label', ''))}[/] {running.get('done', 0):,} of "
+                      f"{running.get('total', 0):,} (since {when(running.get('since'))})"))
+    last = ix.get("last_pass")
+    if last:
+        text = f"[red]failed: {escape(last['error'])}[/]" if last["error"] else escape(last["summary"])
+        lines.append(("last pass", f"{text} [dim]({when(last['at'])}, {escape(last['holder'])})[/]"))
+    console.print()
+    console.print("[bold]semantic index[/]")
     width = max(len(k) for k, _ in lines)
     for key, value in lines:
         console.print(f"{key:<{width}}  {value}", soft_wrap=True)

@@ -24,6 +24,7 @@ Modes (what every request answers while it is set):
     wrong_width     every vector one component wider than asked
     rate_limit      429 with an error body
     slow            sleeps `delay` seconds, then answers ok (past a client's timeout)
+    trickle         answers ok, but sends the body a few bytes every 0.1 s for `delay` seconds
     refuse_all      400 for every request (a configuration the endpoint does not take)
     status:NNN      that HTTP status with an OpenAI-style error body (e.g. status:500, status:413)
     not_json        200 with a body that is not JSON
@@ -150,6 +151,8 @@ class EmbedServer:
         if mode == "slow":
             if self._stopping.wait(self.delay):
                 return
+        if mode == "trickle":
+            return self._trickle(h)
         if mode == "not_json":
             return self._send_raw(h, 200, b"<html>gateway says hello</html>", "text/html")
 
@@ -182,6 +185,21 @@ class EmbedServer:
             items.pop()
         self._send(h, 200, {"object": "list", "data": items, "model": body["model"],
                             "usage": {"prompt_tokens": sum(len(t) for t in inputs), "total_tokens": 0}})
+
+    def _trickle(self, h: BaseHTTPRequestHandler) -> None:
+        """A body that keeps arriving: no single read waits long, the whole answer takes `delay`."""
+        data = json.dumps({"object": "list", "data": []}).encode("utf-8")
+        pad = b" " * int(self.delay / 0.1)
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(pad) + len(data)))
+        h.end_headers()
+        for byte in pad:
+            h.wfile.write(bytes([byte]))
+            h.wfile.flush()
+            if self._stopping.wait(0.1):
+                return
+        h.wfile.write(data)
 
     @staticmethod
     def _send(h: BaseHTTPRequestHandler, status: int, payload: dict[str, Any]) -> None:

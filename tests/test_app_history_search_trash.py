@@ -2,10 +2,18 @@
 for admins only), the help screen, and the background indexer's status line."""
 from __future__ import annotations
 
+import threading
+
 from rich.text import Text
+from textual.command import CommandList
 from textual.widgets import DataTable, OptionList, Static
 
-from test_app_support import (SIZE, app_for, build_index, new_home, open_kb, rendered_text, screen_name,
+from core.search.native import NativeSearcher
+from core.search.seam import NOT_SEARCHABLE_YET, Query
+from crewlet_tui.screens.search import APP_INDEX_STATE
+from crewlet_tui.widgets.status import IndexState
+
+from test_app_support import (SIZE, app_for, build_index, new_home, open_kb, screen_name, wait_rendered,
                               wait_screen, wait_until)
 
 
@@ -78,22 +86,23 @@ async def test_search_says_not_searchable_yet_then_nothing_matched_then_hits(tmp
         screen.run_search("zyzzyva")
         await wait_until(pilot, lambda: screen.last is not None)
         shown = str(outcome.render())
-        assert shown.startswith("Nothing matched") and "served keyword" in shown
+        assert shown.startswith("Nothing matched") and "served Keyword" in shown
         assert "indexed through record" in str(screen.query_one("#search-copy", Static).render())
 
         screen.last = None
         screen.run_search("deploy")
         await wait_until(pilot, lambda: screen.last is not None and screen.last.hits)
         assert results.display and str(outcome.render()).startswith("2 results")
-        assert "(asked hybrid)" in str(outcome.render()) and "degraded: no_embeddings" in str(outcome.render())
+        assert "(asked Hybrid)" in str(outcome.render()) and "degraded: no_embeddings" in str(outcome.render())
         first = str(results.get_option_at_index(0).prompt)
         assert "ENG" in first
 
-        # the mode switch: semantic cannot be served here, and the screen says so
+        # the mode switch: semantic ("Meaning") cannot be served here, and the screen says so
+        assert "Meaning" in str(screen.query_one("#mode-semantic").label)
         await pilot.press("f2", "f2")
         await wait_until(pilot, lambda: screen.mode == "semantic" and screen.last is not None
                          and screen.last.outcome.served_mode is None)
-        assert str(outcome.render()).startswith("Nothing served in semantic mode")
+        assert str(outcome.render()).startswith("Nothing served in Meaning mode")
         await pilot.press("f2")
         await wait_until(pilot, lambda: screen.mode == "hybrid" and screen.last.hits)
 
@@ -117,7 +126,7 @@ async def test_background_indexer_makes_search_work_and_shows_progress(tmp_path)
         # whether the first search ran before the first build or after, the screen ends on the hit
         await wait_until(pilot, lambda: screen.last is not None and screen.last.hits, timeout=20)
         await wait_until(pilot, lambda: app.index_state.phase == "current")
-        assert "index through record" in rendered_text(app)
+        await wait_rendered(pilot, "index through record")
         assert app.index_passes >= 1
 
         # a write in the app wakes the indexer at once (not after the 30 s interval)
@@ -131,6 +140,73 @@ async def test_background_indexer_makes_search_work_and_shows_progress(tmp_path)
         await wait_until(pilot, lambda: screen.last is not None and screen.last.hits, timeout=20)
 
 
+class LateSearcher:
+    """The real searcher, whose first answer was decided before the first index build (taken when the
+    app opened the home, before its indexer ran) and is delivered only once the test releases it —
+    after the app has heard the index turn current: the order a busy machine can produce."""
+
+    def __init__(self, node, text: str) -> None:
+        self.inner = NativeSearcher(node)
+        self.early = self.inner.search(Query(text))
+        assert self.early.outcome.degraded == NOT_SEARCHABLE_YET
+        self.release = threading.Event()
+        self.calls = 0
+
+    def search(self, query):
+        self.calls += 1
+        if self.calls == 1:
+            assert self.release.wait(60), "the test never released the late answer"
+            return self.early
+        return self.inner.search(query)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+async def test_a_not_searchable_answer_arriving_after_the_index_turned_current_is_asked_again(tmp_path):
+    home = new_home(tmp_path)
+    with open_kb(home) as kb:
+        kb.create_page("ENG", "Deploy Runbook", "deploy carefully\n", actor="alex")
+    searchers: list[LateSearcher] = []
+
+    def factory(node):
+        searchers.append(LateSearcher(node, "deploy"))
+        return searchers[-1]
+
+    # no periodic pass (the interval is an hour): only the fix can ask again, not a later index pass
+    app = app_for(home, start_indexer=True, start_search="deploy", searcher_factory=factory, index_interval=3600)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_screen(pilot, "SearchScreen")
+        screen = app.screen
+        await wait_until(pilot, lambda: getattr(app, APP_INDEX_STATE).phase == "current", timeout=30)
+        await wait_until(pilot, lambda: searchers[0].calls == 1)
+        assert screen.last is None                                # the first answer is still on its way
+        passes = app.index_passes
+        searchers[0].release.set()
+        await wait_until(pilot, lambda: screen.last is not None and screen.last.hits, timeout=30,
+                         what="the search asked again once the late 'not searchable yet' arrived")
+        assert searchers[0].calls == 2 and app.index_passes == passes
+        assert "Deploy Runbook" in str(screen.query_one("#search-results", OptionList).get_option_at_index(0).prompt)
+
+
+async def test_a_not_searchable_answer_already_shown_is_asked_again_when_the_index_turns_current(tmp_path):
+    home = new_home(tmp_path)
+    with open_kb(home) as kb:
+        kb.create_page("ENG", "Deploy Runbook", "deploy carefully\n", actor="alex")
+    app = app_for(home, start_search="deploy")   # the app's own indexer off: the test plays its part
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_screen(pilot, "SearchScreen")
+        screen = app.screen
+        await wait_until(pilot, lambda: screen.last is not None)
+        assert screen.last.outcome.degraded == NOT_SEARCHABLE_YET
+        build_index(home)
+        setattr(app, APP_INDEX_STATE, IndexState("indexing", 1, 2))   # progress alone asks nothing again
+        await pilot.pause(0.05)
+        assert screen.last.outcome.degraded == NOT_SEARCHABLE_YET
+        setattr(app, APP_INDEX_STATE, IndexState("current", 1, 1, 1, 1))
+        await wait_until(pilot, lambda: screen.last.hits, timeout=30)
+
+
 async def test_command_palette_searches(tmp_path):
     home = new_home(tmp_path)
     app = app_for(home)
@@ -139,7 +215,10 @@ async def test_command_palette_searches(tmp_path):
         await pilot.press("ctrl+p")
         await wait_screen(pilot, "CommandPalette")
         await pilot.press(*"rollback")
-        await pilot.pause(0.3)
+        commands = app.screen.query_one(CommandList)
+        # the palette gathers hits in the background: press enter once the search hit is the one highlighted
+        await wait_until(pilot, lambda: commands.highlighted == 0
+                         and "rollback" in str(commands.get_option_at_index(0).prompt), what="the palette's hit")
         await pilot.press("enter")
         await wait_screen(pilot, "SearchScreen")
         await wait_until(pilot, lambda: app.screen.last is not None)
@@ -166,7 +245,7 @@ async def test_trash_restores_and_only_an_admin_purges(tmp_path):
         rows = [_cells(table, i) for i in range(2)]
         assert {r[0] for r in rows} == {"ENG/Keep me", "ENG/Drop me"} and {r[1] for r in rows} == {"sam"}
         assert not any(b.binding.action == "purge" and b.enabled for b in screen.active_bindings.values())
-        assert "Purge" not in rendered_text(app)
+        assert "Purge" not in await wait_rendered(pilot, "Restore", "Refresh")   # the footer, drawn: no purge in it
         await pilot.press("P")
         await pilot.pause(0.1)
         assert screen_name(app) == "TrashScreen"  # no confirm: nothing to purge with
@@ -187,7 +266,7 @@ async def test_trash_restores_and_only_an_admin_purges(tmp_path):
         table = screen.query_one("#trash-table", DataTable)
         await wait_until(pilot, lambda: table.row_count == 1)
         assert any(b.binding.action == "purge" and b.enabled for b in screen.active_bindings.values())
-        assert "Purge (admin)" in rendered_text(app)
+        await wait_rendered(pilot, "Purge (admin)")
         await pilot.press("P")
         await wait_until(pilot, lambda: app.screen.id == "confirm-purge")
         await pilot.press("escape")  # changed my mind
@@ -210,11 +289,8 @@ async def test_help_screen_lists_the_keys_of_the_screen_you_came_from(tmp_path):
         await wait_screen(pilot, "OutlineScreen")
         await pilot.press("question_mark")
         await wait_screen(pilot, "HelpScreen")
-        text = rendered_text(app)
-        assert "Outline  (this screen)" in text and "new page / new folder" in text
+        await wait_rendered(pilot, "Outline  (this screen)", "new page / new folder")
         await pilot.press("escape")
         await wait_screen(pilot, "OutlineScreen")
         # the footer shows the screen's keys with their descriptions
-        text = rendered_text(app)
-        for words in ("New", "Folder", "Rename", "Move", "Trash", "Search", "Help"):
-            assert words in text
+        await wait_rendered(pilot, "New", "Folder", "Rename", "Move", "Trash", "Search", "Help")

@@ -76,7 +76,7 @@ async def test_outline_reads_each_level_when_it_opens(tmp_path):
         real = tree.kb.list_pages
 
         def slow_list_pages(*args, **kwargs):
-            gate.wait(5)
+            gate.wait(30)  # released by the test once it has seen "loading…", however slow the machine
             return real(*args, **kwargs)
 
         tree.kb = type("SlowKB", (), {"list_pages": staticmethod(slow_list_pages)})()

@@ -5,7 +5,7 @@ from textual.widgets import Markdown, OptionList, Static
 
 from crewlet_tui.links import classify
 from crewlet_tui.sanitize import clean_line, clean_text
-from test_app_support import (SIZE, app_for, build_index, new_home, open_kb, rendered_text, screen_name,
+from test_app_support import (SIZE, app_for, build_index, new_home, open_kb, screen_name, wait_rendered,
                               wait_screen, wait_until)
 
 RUNBOOK = """\
@@ -38,7 +38,10 @@ async def _open_page(pilot, app, ref):
     app.open_page(ref)
     await wait_screen(pilot, "PageScreen")
     await wait_until(pilot, lambda: app.screen.view is not None, what="the page read")
-    await pilot.pause(0.05)
+    body = app.screen.query_one("#page-body", Markdown)
+    # the body mounts its blocks in a task of its own (under its lock): wait for that, not for a while
+    await wait_until(pilot, lambda: body.query("MarkdownBlock") and not body.lock.is_locked, what="the body shown")
+    await pilot.pause()
 
 
 async def test_page_renders_markdown_and_its_surroundings(tmp_path):
@@ -61,9 +64,8 @@ async def test_page_renders_markdown_and_its_surroundings(tmp_path):
         body = screen.query_one("#page-body", Markdown)
         kinds = {type(block).__name__ for block in body.query("*")}
         assert {"MarkdownH1", "MarkdownH2", "MarkdownOrderedList", "MarkdownTable", "MarkdownFence"} <= kinds
-        text = rendered_text(app)
-        assert "Deploy Runbook" in text and "How a change reaches production." in text
-        assert "<b>raw html</b> stays text." in text  # raw HTML is shown as its own text
+        # raw HTML is shown as its own text
+        await wait_rendered(pilot, "Deploy Runbook", "How a change reaches production.", "<b>raw html</b> stays text.")
         meta = str(screen.query_one("#page-meta", Static).render())
         assert "ENG/deploy runbook" in meta and "revision 2" in meta and "last saved by sam" in meta
         related = screen.query_one("#page-related", OptionList)
@@ -147,11 +149,8 @@ async def test_escape_sequences_and_markup_render_inert(tmp_path):
         screen = app.screen
         title = screen.query_one("#page-title", Static).render()
         assert str(title) == "[bold]markup[/] and [link=x]y[/link]"
-        text = rendered_text(app)
+        text = await wait_rendered(pilot, "␛[31mred␛]0;title␇ text", "[red]not red[/red]", "␛[2Jcleared?")
         assert "\x1b" not in text and "\x07" not in text
-        assert "␛[31mred␛]0;title␇ text" in text
-        assert "[red]not red[/red]" in text
-        assert "␛[2Jcleared?" in text
         assert "control character" in str(screen.query_one("#page-notice", Static).render())
         # the editor holds no control characters either, and says so
         await pilot.press("e")

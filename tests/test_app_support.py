@@ -78,7 +78,10 @@ def screen_name(app: CrewletApp) -> str:
 
 
 async def wait_screen(pilot: Any, name: str, timeout: float = 10.0) -> None:
-    await wait_until(pilot, lambda: screen_name(pilot.app) == name, timeout, f"screen {name}")
+    """Until the top screen is `name` and mounted: a pushed screen is on top before its widgets are
+    composed, and a busy machine shows the gap."""
+    await wait_until(pilot, lambda: screen_name(pilot.app) == name and pilot.app.screen.is_mounted, timeout,
+                     f"screen {name}")
 
 
 def rendered_text(app: CrewletApp) -> str:
@@ -89,6 +92,14 @@ def rendered_text(app: CrewletApp) -> str:
     svg = app.export_screenshot()
     texts = re.findall(r"<text[^>]*>(.*?)</text>", svg, flags=re.S)
     return html.unescape("".join(texts)).replace("\xa0", " ")
+
+
+async def wait_rendered(pilot: Any, *texts: str, timeout: float = 10.0) -> str:
+    """The screen's text once every one of `texts` shows in it (a widget paints on a later refresh than
+    the change that fills it, and a footer after its screen's bindings settle)."""
+    await wait_until(pilot, lambda: all(t in rendered_text(pilot.app) for t in texts), timeout,
+                     f"{texts} on the screen")
+    return rendered_text(pilot.app)
 
 
 def build_index(home: Home) -> None:

@@ -360,3 +360,15 @@ def test_the_readme_mentions_every_command():
         if not re.search(rf"crewlet(?:\s+--?[\w-]+(?:[ =](?!-)\S+)?)*\s+page\s+{re.escape(name)}\b", readme):
             missing.append(f"page {name}")
     assert not missing, f"README.md never shows: {', '.join('crewlet ' + m for m in missing)}"
+
+
+def test_reads_as_a_person_without_the_knowledge_app_are_refused_by_core_in_one_line(cli, chome):
+    data = config_mod.example_config()
+    data["actors"]["kim"] = {"kind": "person", "knowledge": False}
+    config_mod.write(chome.config_file, data)
+    with Node.open(chome) as node:
+        page = KnowledgeBase(node).create_page("ENG", "Runbook", "v1\n", actor="alex")
+    for args in (["spaces"], ["pages", "ENG"], ["trash"], ["page", "show", page.id], ["page", "history", page.id],
+                 ["page", "diff", page.id, "1"], ["page", "backlinks", page.id]):
+        refused(cli("--as", "kim", *args), "kim does not hold the knowledge app")
+        assert cli(*args).exit_code == 0, args   # the operator (alex) holds it

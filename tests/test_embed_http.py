@@ -136,6 +136,7 @@ def test_413_and_422_are_input_refusals_too(server, provider, status):
     ("status:503", 503, "HTTP 503"),
     ("status:403", 403, "credential was refused"),
     ("status:404", 404, "check providers.embeddings.base_url"),
+    ("status:307", 307, "check providers.embeddings.base_url"),   # a redirect is not followed (the key)
 ])
 def test_failures_about_the_provider_are_provider_unavailable(server, provider, mode, status, words):
     server.mode = mode
@@ -153,6 +154,14 @@ def test_a_slow_server_is_a_timeout_within_the_requests_own_ceiling(server, prov
     assert time.monotonic() - started < server.delay   # cut at the client's timeout, not the server's sleep
     server.mode = "ok"
     assert_belong(provider.embed(TEXTS, timeout=10), TEXTS)   # the client is still usable
+
+
+def test_an_answer_still_arriving_at_the_deadline_is_cut_there(server, provider):
+    server.mode = "trickle"                    # a byte every 0.1 s for 3 s: no single read times out
+    started = time.monotonic()
+    with pytest.raises(ProviderUnavailable, match=r"no answer within 0.5 s"):
+        provider.embed(TEXTS, timeout=0.5)
+    assert time.monotonic() - started < server.delay
 
 
 def test_a_refused_connection_is_provider_unavailable():

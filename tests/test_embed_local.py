@@ -155,3 +155,14 @@ def test_a_cli_command_that_never_embeds_never_imports_onnxruntime(tmp_path):
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "heavy: []"
+
+
+def test_runs_hold_eight_short_inputs_or_four_long_ones_shortest_first():
+    p = local.LocalProvider(threads=1)
+    lengths = [256, 10, 256, 30, 256, 20, 256, 256, 12, 40, 11, 13, 14, 15, 16, 17]
+    runs = p._runs([[0] * n for n in lengths])
+    assert sorted(i for run in runs for i in run) == list(range(len(lengths)))      # each input once
+    assert [[lengths[i] for i in run] for run in runs] == [
+        [10, 11, 12, 13, 14, 15, 16, 17], [20, 30, 40, 256], [256, 256, 256, 256]]
+    assert all(len(run) * max(lengths[i] for i in run) <= local.RUN_TOKENS for run in runs)
+    assert p._runs([[0] * 5000]) == [[0]]          # one input always makes a run

@@ -5,10 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import count, rec, rows
+from conftest import config_with, count, rec, rows
 
-from core.errors import NotFound
+from core.config import ConfigError
+from core.errors import NotFound, Refused
+from core.importer import import_directory
+from core.node import Node
 from core.pages.links import extract_links, link_to
+from core.pages.service import KnowledgeBase
 
 # -- knowledge reads -----------------------------------------------------------------------------------
 
@@ -152,3 +156,54 @@ def test_migrations_are_named_and_recorded_once(node):
     names = [r[0] for r in node.conn.execute("SELECT name FROM _migrations ORDER BY name")]
     assert names == sorted(fn.__name__ for fn in MIGRATIONS)
     assert migrate(node.conn) == []  # nothing runs twice
+
+
+# -- reading is the knowledge app: KnowledgeBase enforces it on every read, whoever calls ----------------
+
+def test_every_read_refuses_a_person_without_the_knowledge_app_and_an_admin_reads(make_home, tmp_path):
+    home = make_home(config_with(actors={"kim": {"kind": "person", "knowledge": False},
+                                         "boss": {"kind": "person", "admin": True, "knowledge": False}}))
+    with Node.open(home) as node:
+        kb = KnowledgeBase(node)
+        page = kb.create_page("ENG", "Runbook", "v1\n", actor="alex")
+        kb.save_page(page.id, "v2\n", base_revision=1, actor="alex")
+        child = kb.create_page("ENG", "Step", "see the runbook", actor="alex", parent=page.id)
+        kb.add_comment(page.id, "looks right", actor="alex")
+        gone = kb.create_page("ENG", "Old", "x", actor="alex")
+        kb.trash_page(gone.id, actor="alex")
+        docs = tmp_path / "docs" / "ENG"
+        docs.mkdir(parents=True)
+        (docs / "new.md").write_text("# New\n\nbody\n", encoding="utf-8")
+
+        reads = {
+            "get_page": lambda who: kb.get_page(page.id, actor=who),
+            "resolve": lambda who: kb.resolve("ENG/runbook", actor=who),
+            "list_pages": lambda who: kb.list_pages("ENG", actor=who),
+            "list_pages --parent": lambda who: kb.list_pages("ENG", parent=page.id, actor=who),
+            "spaces": lambda who: kb.spaces(actor=who),
+            "trash": lambda who: kb.trash(actor=who),
+            "history": lambda who: kb.history(page.id, actor=who),
+            "revision": lambda who: kb.revision(page.id, 1, actor=who),
+            "diff": lambda who: kb.diff(page.id, 2, actor=who),
+            "comments": lambda who: kb.comments(page.id, actor=who),
+            "backlinks": lambda who: kb.backlinks(child.id, actor=who),
+            "reads": lambda who: kb.reads(actor=who),
+            "import --dry-run": lambda who: import_directory(kb, tmp_path / "docs", actor=who, dry_run=True),
+        }
+        before = node.log.last_seq()
+        for name, read in reads.items():
+            with pytest.raises(Refused) as exc:
+                read("kim")
+            assert exc.value.code == "forbidden", name
+            assert "kim does not hold the knowledge app" in str(exc.value), name
+        assert node.log.last_seq() == before  # a refused read writes nothing
+        for name, read in reads.items():  # admin includes the knowledge app; the operator (alex) holds it
+            assert read("boss") is not None, name
+            assert read(None) is not None, name
+        assert [r.revision for r in kb.history(page.id, actor="boss")] == [2, 1]
+        assert kb.list_pages("ENG", parent=page.id, actor="boss").pages[0].id == child.id
+
+        # an actor nobody configured is refused by every read too, before any row is looked at
+        with pytest.raises(ConfigError) as unknown:
+            kb.list_pages("ENG", actor="nobody")
+        assert "no actor 'nobody' is configured" in str(unknown.value)

@@ -666,6 +666,34 @@ def test_dry_run_writes_nothing(kb: KnowledgeBase, tmp_path: Path) -> None:
     assert report.to_json()["updates"][0]["changes"] == ["body"]
 
 
+# -- one set of record builders -----------------------------------------------------------------------
+
+def test_the_importer_writes_the_records_knowledge_base_writes(make_home: Any, tmp_path: Path) -> None:
+    """Both build page records with core.pages.records: the same page, published either way, is the same
+    record but for its ids and clock."""
+    root = tree(tmp_path / "docs", {"ENG/runbook.md": "---\nlabels: [Ops, ' ops ', Deploy]\n---\n# Runbook\n\nv1\n"})
+    logged: dict[str, list[Any]] = {}
+    for way in ("import", "kb"):
+        home = make_home(name=way)
+        with Node.open(home) as node:
+            kb = KnowledgeBase(node)
+            if way == "import":
+                run(kb, root)
+                (root / "ENG/runbook.md").write_text("---\nlabels: [Ops, Deploy, new]\n---\n# RunBook\n\nv2\n",
+                                                     encoding="utf-8")
+                run(kb, root)
+            else:
+                made = kb.create_page("ENG", "Runbook", "v1\n", actor="alex", labels=["Ops", " ops ", "Deploy"])
+                kb.save_page(made.id, "v2\n", base_revision=1, actor="alex")
+                kb.rename_page(made.id, "RunBook", actor="alex")
+                kb.set_labels(made.id, ["Ops", "Deploy", "new"], actor="alex")
+            logged[way] = [(r.type, r.actor, {k: v for k, v in r.payload.items() if k != "page_id"})
+                           for r, _ in node.log.read() if r.type.startswith("page.")]
+    assert logged["import"] == logged["kb"]
+    assert [t for t, _, _ in logged["kb"]] == ["page.create", "page.save", "page.rename", "page.labels"]
+    assert logged["kb"][0][2]["labels"] == ["deploy", "ops"]
+
+
 # -- the bundled examples and a real tree -------------------------------------------------------------
 
 def test_examples_company_imports_cleanly(kb: KnowledgeBase) -> None:
@@ -679,6 +707,19 @@ def test_examples_company_imports_cleanly(kb: KnowledgeBase) -> None:
     before = seq(kb)
     assert import_directory(kb, examples_dir(), actor="alex").unchanged == 10
     assert seq(kb) == before
+
+
+def test_the_example_ships_in_the_package_and_the_checkout_links_it() -> None:
+    # package data (pyproject's [tool.setuptools.package-data] core), found by importlib.resources;
+    # .ci/wheel-smoke runs `crewlet init --example` from a wheel installed outside the checkout
+    assert examples_dir() == ROOT / "core" / "examples" / "company"
+    assert sorted(p.relative_to(examples_dir()).as_posix() for p in examples_dir().rglob("*.md"))[:2] == [
+        "ENG/Deploy Runbook.md", "ENG/Onboarding.md"]
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "examples/company/*/*.md" in pyproject["tool"]["setuptools"]["package-data"]["core"]
+    assert all(p.parent.parent == examples_dir() for p in examples_dir().rglob("*.md"))  # the pattern's depth
+    # the README's walk imports examples/company: the same directory
+    assert (ROOT / "examples" / "company").resolve() == examples_dir().resolve()
 
 
 @pytest.mark.skipif(not (CORPORA / "textual-docs" / "docs").is_dir(),

@@ -486,8 +486,8 @@ def test_sigkill_mid_append(tmp_path: Path) -> None:
         batch = [Record.new("test.append", "k", {"n": n + j, "pad": "q" * ((n + j) % 997)})
                  for j in range(1 + n % 3)]
         log.append(batch, sync=False)
-        n += len(batch)
-        if n <= 3:
+        before, n = n, n + len(batch)
+        if before <= 3 < n:  # once: the parent kills only after more than 3 records, however busy the machine
             print("started", flush=True)
     """)
     proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), str(ROOT), str(path)],
@@ -568,20 +568,18 @@ def test_failed_fsync_marks_log_failed(tmp_path: Path, monkeypatch: pytest.Monke
     assert reopened.append([make(3)])[0].seq == 3
 
 
-# --- performance -----------------------------------------------------------------------------------
+# --- big batches and big logs (their speed is bench/log_bench.py's, measured beside SQLite) ----------
 
 
-def test_batch_append_is_cheap(tmp_path: Path) -> None:
+def test_a_10k_record_batch_appends_whole(tmp_path: Path) -> None:
     log = FileLog(tmp_path / "a.log")
     batch = [make(i, text="lorem ipsum " * 4) for i in range(10_000)]
-    t0 = time.perf_counter()
     out = log.append(batch, sync=True)
-    elapsed = time.perf_counter() - t0
-    assert out[-1].seq == 10_000
-    assert elapsed < 1.0, f"10k-record batch took {elapsed:.2f}s"
+    assert [o.seq for o in out] == list(range(1, 10_001))
+    assert [r.payload["i"] for r in read_all(FileLog(log.path))] == list(range(10_000))
 
 
-def test_read_100k_is_fast(tmp_path: Path) -> None:
+def test_a_100k_record_log_reads_whole(tmp_path: Path) -> None:
     path = tmp_path / "big.log"
     # Written directly (same bytes as Record.body() would give) to keep the test's setup cheap.
     with open(path, "wb") as f:
@@ -593,18 +591,14 @@ def test_read_100k_is_fast(tmp_path: Path) -> None:
             for i in range(1, 100_001)
         ))
     log = FileLog(path)
-    t0 = time.perf_counter()
     n = 0
     last = None
     for last, _ in log.read():
         n += 1
-    elapsed = time.perf_counter() - t0
     assert n == 100_000 and last is not None and last.payload == {"page": 100_000 % 97, "rev": 100_000}
-    assert elapsed < 2.0, f"reading 100k records took {elapsed:.2f}s"
-    t0 = time.perf_counter()
     assert log.scan().last_seq == 100_000
-    assert read_all(log, after=99_990) == read_all(FileLog(path), after=99_990)
-    assert time.perf_counter() - t0 < 2.0
+    tail = read_all(log, after=99_990)
+    assert [r.seq for r in tail] == list(range(99_991, 100_001)) and tail == read_all(FileLog(path), after=99_990)
 
 
 # --- FileLog against what a database applied ---------------------------------------------------------

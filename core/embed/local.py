@@ -39,9 +39,13 @@ TOKENIZER_FILE = Path(__file__).parent / "data" / "all-MiniLM-L6-v2" / "tokenize
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 TOKENIZER_MD5 = "f540215c85aa2a5d5d5ea440093397a8"
 VOCAB_SIZE = 30_522
-# Inputs per onnxruntime run, and per request the duty packs: chosen by bench/embed_model.py on
-# windows-driver-docs bodies (see the README's Embeddings section for the figures).
+# One onnxruntime run holds at most RUN_BATCH inputs and RUN_TOKENS padded tokens (inputs x the
+# longest). Measured by bench/embed_model.py on windows-driver-docs: short inputs (~60 tokens) run
+# 1.4x faster batched 4-16 than alone; long ones (256 tokens) run no faster past 4 a run, while peak
+# RSS climbs (about 400 MB at 4, 570 MB at 8, 1.5 GB at 32). So: 8 short inputs a run, 4 long ones.
 RUN_BATCH = 8
+RUN_TOKENS = 1024
+# inputs the duty packs into one request: a few runs, so inputs of like length can share one
 REQUEST_INPUTS = 32
 
 SPACE = EmbeddingSpace("local", MODEL, DIMENSIONS, tokenizer=TOKENIZER_SHA256[:16])
@@ -154,11 +158,13 @@ class LocalProvider:
     """The embedded default. `threads` bounds onnxruntime's compute threads; `batch_inputs` overrides
     how many inputs the duty packs into one request (`providers.embeddings.max_batch_inputs`)."""
 
-    def __init__(self, *, threads: int = 1, batch_inputs: int | None = None, run_batch: int = RUN_BATCH) -> None:
+    def __init__(self, *, threads: int = 1, batch_inputs: int | None = None, run_batch: int = RUN_BATCH,
+                 run_tokens: int = RUN_TOKENS) -> None:
         if threads < 1:
             raise ValueError(f"threads must be at least 1, got {threads}")
         self.threads = threads
         self.run_batch = max(1, run_batch)
+        self.run_tokens = max(1, run_tokens)
         self.space = SPACE
         inputs = batch_inputs or REQUEST_INPUTS
         # The model truncates at 256 tokens itself and never refuses an input, so the per-input bound
@@ -177,15 +183,27 @@ class LocalProvider:
         deadline = time.monotonic() + timeout
         loaded = _load(self.threads)
         ids = [e.ids for e in loaded.tokenizer.encode_batch(list(texts))]
-        # Runs of inputs of similar length: padding every input to its run's longest costs less.
-        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         out: list[np.ndarray | None] = [None] * len(ids)
-        for start in range(0, len(order), self.run_batch):
-            run = order[start:start + self.run_batch]
+        for run in self._runs(ids):
             vectors = _run(loaded, [ids[i] for i in run], deadline)
             for i, vector in zip(run, vectors):
                 out[i] = vector
         return [v for v in out if v is not None]
+
+    def _runs(self, ids: list[list[int]]) -> list[list[int]]:
+        """Input positions grouped into runs: shortest first, so a run pads little, and each run
+        within RUN_BATCH inputs and RUN_TOKENS padded tokens (one input always makes a run)."""
+        runs: list[list[int]] = []
+        run: list[int] = []
+        for i in sorted(range(len(ids)), key=lambda i: len(ids[i])):
+            # ascending order: input i is the longest of the run it joins
+            if run and (len(run) >= self.run_batch or (len(run) + 1) * len(ids[i]) > self.run_tokens):
+                runs.append(run)
+                run = []
+            run.append(i)
+        if run:
+            runs.append(run)
+        return runs
 
     def close(self) -> None:
         """Nothing to release: the session is the process's, shared by every LocalProvider."""

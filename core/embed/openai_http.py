@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -124,6 +125,7 @@ class OpenAIHTTPProvider:
         )
         self.fingerprint = fingerprint_of(self.space, self.limits, endpoint=self.url)
         self._client: httpx.Client | None = None
+        self._client_lock = threading.Lock()
 
     def _key(self) -> str:
         name = self.settings.api_key_env
@@ -149,13 +151,16 @@ class OpenAIHTTPProvider:
         if key:
             headers["Authorization"] = f"Bearer {key}"
         body = {"model": self.settings.model, "input": list(texts), "dimensions": self.settings.dimensions}
-        if self._client is None:
-            self._client = httpx.Client(follow_redirects=False)
+        with self._client_lock:
+            if self._client is None:
+                # never follow a redirect: it would carry the key to wherever the endpoint points
+                self._client = httpx.Client(follow_redirects=False)
+            client = self._client
         deadline = time.monotonic() + timeout
         try:
             # httpx bounds each connect/read/write, not the whole exchange: the body is read in
             # chunks and cut at the first one past the deadline
-            with self._client.stream("POST", self.url, json=body, headers=headers,
+            with client.stream("POST", self.url, json=body, headers=headers,
                                      timeout=httpx.Timeout(timeout)) as response:
                 status = response.status_code
                 chunks: list[bytes] = []
@@ -203,6 +208,7 @@ class OpenAIHTTPProvider:
             raise ResponseRefused(self._fail(f"refused the answer: {exc.message}", key)) from None
 
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        with self._client_lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None

@@ -38,7 +38,7 @@ def import_directory(kb: KnowledgeBase, root: Path, *, actor: str | None = None,
     if into is not None and not into.strip():
         raise Invalid("--into needs a space key (e.g. --into DOCS) — give one, or leave --into out",
                       code="invalid_space")
-    who = kb.actor(actor)
+    who = kb.reader(actor)  # publishing pages is the knowledge app: refused once, not once per space
     planner = Planner(kb, root, who, into=into, title_from_name=title_from_name, declare_spaces=declare_spaces)
     report = planner.plan()
     report.dry_run = dry_run

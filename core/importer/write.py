@@ -9,11 +9,11 @@ a concurrent writer claimed first, a page saved since the plan read it) is a rep
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from ..config import Actor
 from ..log import Record
 from ..node import Node
+from ..pages import records
 from .model import ImportFailure, ImportNote, ImportReport, PlannedPage
 
 Progress = Callable[[int, int], None]
@@ -21,23 +21,20 @@ BATCH = 1000
 
 
 def records_for(page: PlannedPage, actor: str) -> list[Record]:
-    """The records one planned page needs (none when it is unchanged)."""
+    """The records one planned page needs (none when it is unchanged), built by the same builders
+    KnowledgeBase writes through."""
     if page.action == "create":
-        payload: dict[str, Any] = {"page_id": page.page_id, "container": page.container, "title": page.title,
-                                   "body": page.body, "parent_id": page.parent_id}
-        if page.labels:
-            payload["labels"] = list(page.labels)
-        return [Record.new("page.create", actor, payload)]
+        return [records.page_create(actor, page_id=page.page_id, container=page.container, title=page.title,
+                                    body=page.body, parent_id=page.parent_id, labels=page.labels)]
     if page.action != "update":
         return []
     out = []
     if "body" in page.changes:
-        out.append(Record.new("page.save", actor, {"page_id": page.page_id, "base_revision": page.base_revision,
-                                                   "body": page.body}))
+        out.append(records.page_save(actor, page_id=page.page_id, base_revision=page.base_revision, body=page.body))
     if "title" in page.changes:
-        out.append(Record.new("page.rename", actor, {"page_id": page.page_id, "title": page.title}))
+        out.append(records.page_rename(actor, page_id=page.page_id, title=page.title))
     if "labels" in page.changes:
-        out.append(Record.new("page.labels", actor, {"page_id": page.page_id, "labels": list(page.labels)}))
+        out.append(records.page_labels(actor, page_id=page.page_id, labels=page.labels))
     return out
 
 

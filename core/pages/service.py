@@ -16,7 +16,7 @@ from ..config import Actor
 from ..errors import CrewletError, Invalid, NotFound, Refused, StaleRevision
 from ..log import LogDamage, Record
 from ..node import Node, now_ms
-from . import rules
+from . import records, rules
 from .applier import Outcome, live_children, parent_problem
 from .model import (MAX_BODY_BYTES, MAX_TITLE, WINDOW_MAX, Comment, Page, Revision, Window, clean_title, line_diff,
                     normalise_title, title_problem)
@@ -95,6 +95,13 @@ class KnowledgeBase:
                           code="no_actor")
         return self.company.actor(handle)
 
+    def reader(self, handle: str | None) -> Actor:
+        """Who reads (`handle`, else the operator), refused unless they hold the knowledge app. Every
+        read of pages asks this itself, so no caller (CLI, app, agent runtime) can forget to."""
+        who = self.actor(handle)
+        rules.require_knowledge(self.company, who)
+        return who
+
     # -- resolving pages ---------------------------------------------------------------------
     def _row(self, ref: str, *, allow_trashed: bool = True) -> Any:
         with self.node.lock:
@@ -140,18 +147,21 @@ class KnowledgeBase:
         page.ancestors = self._ancestors(row["parent_id"])
         return page
 
-    def resolve(self, ref: str) -> Page:
+    def _resolve(self, ref: str) -> Page:
+        """The page as it is now, unchecked: what a write returns once its actor has been checked."""
         with self.node.lock:
             return self._page(self._row(ref))
 
+    def resolve(self, ref: str, *, actor: str | None = None) -> Page:
+        """Find one page by id or CONTAINER/Title (a read: it holds the body). Never recorded as a read."""
+        self.reader(actor)
+        return self._resolve(ref)
+
     def get_page(self, ref: str, *, actor: str | None = None, record_read: bool = True) -> Page:
         """Read one page. An agent's read is recorded as one knowledge_read event (via get_page)."""
-        page = self.resolve(ref)
-        handle = actor or self.company.operator
-        who = self.company.actor(handle) if handle else None
-        if who is not None:
-            rules.require_knowledge(self.company, who)
-        if record_read and who is not None and who.is_agent:
+        who = self.reader(actor)
+        page = self._resolve(ref)
+        if record_read and who.is_agent:
             self.record_read(who.handle, "get_page", [page], query=None)
         return page
 
@@ -200,14 +210,10 @@ class KnowledgeBase:
             if problem:
                 raise Refused(f"{problem} — pick a live page in {container} as parent, or none for the top",
                               code="invalid_parent")
-        payload: dict[str, Any] = {"page_id": page_id or new_id(), "container": container, "title": title,
-                                   "body": body, "parent_id": parent_id}
-        if message and message.strip():
-            payload["message"] = message.strip()
-        if labels:
-            payload["labels"] = sorted({lab.strip().lower() for lab in labels if lab.strip()})
-        out = self._submit(Record.new("page.create", who.handle, payload, op_id=op_id))
-        page = self.resolve(out.result["page_id"])
+        out = self._submit(records.page_create(who.handle, page_id=page_id or new_id(), container=container,
+                                               title=title, body=body, parent_id=parent_id, message=message,
+                                               labels=labels or (), op_id=op_id))
+        page = self._resolve(out.result["page_id"])
         page_warnings = out.warnings
         if page_warnings:
             setattr(page, "warnings", page_warnings)
@@ -225,11 +231,9 @@ class KnowledgeBase:
         except (Refused, NotFound) as exc:
             # any refusal keeps the writer's text, not only a stale one
             self._refuse_keeping(exc, ref, int(base_revision), body)
-        payload: dict[str, Any] = {"page_id": row["id"], "base_revision": int(base_revision), "body": body}
-        if message and message.strip():
-            payload["message"] = message.strip()
         try:
-            out = self.node.submit_one(Record.new("page.save", who.handle, payload))
+            out = self.node.submit_one(records.page_save(who.handle, page_id=row["id"],
+                                                         base_revision=int(base_revision), body=body, message=message))
         except (CrewletError, LogDamage) as exc:
             # not saved, or on the log but not applied yet: either way the writer's text is kept
             self._fail_keeping(exc, row["id"], int(base_revision), body)
@@ -241,7 +245,7 @@ class KnowledgeBase:
                                     current_revision=current, your_body=body, rescued_to=str(rescued))
             cls = NotFound if out.code in ("not_found", "purged") else Refused
             self._refuse_keeping(cls(out.reason or "refused", code=out.code), row["id"], int(base_revision), body)
-        return self.resolve(row["id"])
+        return self._resolve(row["id"])
 
     def _refuse_keeping(self, exc: Refused | NotFound, ref: str, base: int, body: str) -> None:
         rescued = self._rescue(ref, base, body)
@@ -284,8 +288,8 @@ class KnowledgeBase:
         title = _check_title(new_title)
         row = self._row(ref, allow_trashed=False)
         rules.may_rename(self.company, who, row)
-        self._submit(Record.new("page.rename", who.handle, {"page_id": row["id"], "title": title}))
-        return self.resolve(row["id"])
+        self._submit(records.page_rename(who.handle, page_id=row["id"], title=title))
+        return self._resolve(row["id"])
 
     def move_page(self, ref: str, parent: str | None, *, actor: str | None = None) -> Page:
         who = self.actor(actor)
@@ -298,7 +302,7 @@ class KnowledgeBase:
             raise Refused(f"{problem} — pick a live page in {row['container']} that is not beneath this one, "
                           "or --top", code="invalid_parent")
         out = self._submit(Record.new("page.move", who.handle, {"page_id": row["id"], "parent_id": parent_id}))
-        page = self.resolve(row["id"])
+        page = self._resolve(row["id"])
         if out.warnings:
             setattr(page, "warnings", out.warnings)
         return page
@@ -308,14 +312,14 @@ class KnowledgeBase:
         row = self._row(ref)
         rules.may_trash(self.company, who, row, "trash")
         self._submit(Record.new("page.trash", who.handle, {"page_id": row["id"]}))
-        return self.resolve(row["id"])
+        return self._resolve(row["id"])
 
     def restore_page(self, ref: str, *, actor: str | None = None) -> Page:
         who = self.actor(actor)
         row = self._row(ref)
         rules.may_trash(self.company, who, row, "restore")
         self._submit(Record.new("page.restore", who.handle, {"page_id": row["id"]}))
-        return self.resolve(row["id"])
+        return self._resolve(row["id"])
 
     def purge_page(self, ref: str, *, actor: str | None = None, reason: str = "") -> dict[str, Any]:
         who = self.actor(actor)
@@ -328,7 +332,7 @@ class KnowledgeBase:
         who = self.actor(actor)
         row = self._row(ref)
         rules.may_save(self.company, who, row)
-        return self._submit(Record.new("page.labels", who.handle, {"page_id": row["id"], "labels": labels}, op_id=op_id))
+        return self._submit(records.page_labels(who.handle, page_id=row["id"], labels=labels, op_id=op_id))
 
     # -- comments ---------------------------------------------------------------------------
     def add_comment(self, ref: str, text: str, *, actor: str | None = None) -> Comment:
@@ -366,16 +370,18 @@ class KnowledgeBase:
         rules.may_remove_comment(self.company, who, c, self._row(c["page_id"]))
         self._submit(Record.new("comment.remove", who.handle, {"comment_id": comment_id}))
 
-    def comments(self, ref: str) -> list[Comment]:
+    def comments(self, ref: str, *, actor: str | None = None) -> list[Comment]:
+        self.reader(actor)
         row = self._row(ref)
         with self.node.lock:
             rows = self.conn.execute("SELECT * FROM comments WHERE page_id = ? ORDER BY created_at, rowid", (row["id"],)).fetchall()
         return [Comment(c["id"], c["page_id"], c["author"], c["body"], c["created_at"], c["edited_at"]) for c in rows]
 
     # -- listings ---------------------------------------------------------------------------
-    def spaces(self) -> list[dict[str, Any]]:
+    def spaces(self, *, actor: str | None = None) -> list[dict[str, Any]]:
         """Declared containers with their page counts, then containers that hold pages but were
         never declared (reachable by address and search, shown apart)."""
+        self.reader(actor)
         with self.node.lock:
             counts = {r[0]: r[1] for r in self.conn.execute(
                 "SELECT container, count(*) FROM pages WHERE trashed_at IS NULL GROUP BY container")}
@@ -393,8 +399,9 @@ class KnowledgeBase:
         return out
 
     def list_pages(self, container: str, *, parent: str | None = None, after: str | None = None,
-                   limit: int = WINDOW_MAX) -> Window:
+                   limit: int = WINDOW_MAX, actor: str | None = None) -> Window:
         """One level of a container's outline, in windows of at most 500, ordered by address."""
+        self.reader(actor)
         if not 1 <= limit <= WINDOW_MAX:
             raise Invalid(f"--limit must be between 1 and {WINDOW_MAX} (got {limit})", code="invalid_limit")
         parent_id = None
@@ -427,20 +434,26 @@ class KnowledgeBase:
         cursor = _encode_cursor(rows[-1]["address"], rows[-1]["id"]) if more and rows else None
         return Window(container, parent_id, pages, total, cursor)
 
-    def trash(self) -> list[Page]:
+    def trash(self, *, actor: str | None = None) -> list[Page]:
+        self.reader(actor)
         with self.node.lock:
             rows = self.conn.execute("SELECT * FROM pages WHERE trashed_at IS NOT NULL ORDER BY trashed_at DESC").fetchall()
         return [Page.from_row(r) for r in rows]
 
     # -- history ------------------------------------------------------------------------------
-    def history(self, ref: str) -> list[Revision]:
+    def history(self, ref: str, *, actor: str | None = None) -> list[Revision]:
+        self.reader(actor)
         row = self._row(ref)
         with self.node.lock:
             rows = self.conn.execute(f"{REVISION_SQL} WHERE r.page_id = ? ORDER BY r.revision DESC", (row["id"],)).fetchall()
         return [Revision(r["page_id"], r["revision"], r["title"], r["body"], r["author"], r["at"], r["kind"], r["message"])
                 for r in rows]
 
-    def revision(self, ref: str, n: int) -> Revision:
+    def revision(self, ref: str, n: int, *, actor: str | None = None) -> Revision:
+        self.reader(actor)
+        return self._revision(ref, n)
+
+    def _revision(self, ref: str, n: int) -> Revision:
         row = self._row(ref)
         with self.node.lock:
             r = self.conn.execute(f"{REVISION_SQL} WHERE r.page_id = ? AND r.revision = ?", (row["id"], n)).fetchone()
@@ -449,19 +462,21 @@ class KnowledgeBase:
                            "`crewlet page history REF` lists them", code="no_revision")
         return Revision(r["page_id"], r["revision"], r["title"], r["body"], r["author"], r["at"], r["kind"], r["message"])
 
-    def diff(self, ref: str, a: int, b: int | None = None) -> list[str]:
+    def diff(self, ref: str, a: int, b: int | None = None, *, actor: str | None = None) -> list[str]:
         """The line diff from revision a to b. With b omitted: what save a changed (a-1 → a)."""
+        self.reader(actor)
         if b is None:
             a, b = a - 1, a
         if a < 1:
-            return line_diff("", self.revision(ref, b).body, "(nothing)", f"revision {b}")
-        old, new = self.revision(ref, a), self.revision(ref, b)
+            return line_diff("", self._revision(ref, b).body, "(nothing)", f"revision {b}")
+        old, new = self._revision(ref, a), self._revision(ref, b)
         lines = line_diff(old.body, new.body, f"revision {a}", f"revision {b}")
         if old.title != new.title:
             lines = [f"title: {old.title!r} → {new.title!r}", *lines]
         return lines
 
-    def backlinks(self, ref: str) -> list[Page]:
+    def backlinks(self, ref: str, *, actor: str | None = None) -> list[Page]:
+        self.reader(actor)
         row = self._row(ref)
         with self.node.lock:
             rows = self.conn.execute(
@@ -506,7 +521,9 @@ class KnowledgeBase:
             row = self.conn.execute("SELECT chain_hash FROM agent_onboarding_markers WHERE agent_id = ?", (agent,)).fetchone()
         return row is not None and row["chain_hash"] == chain_hash
 
-    def reads(self, limit: int = 100) -> list[dict[str, Any]]:
+    def reads(self, limit: int = 100, *, actor: str | None = None) -> list[dict[str, Any]]:
+        """The latest knowledge_read events (which pages agents were shown): a read of pages too."""
+        self.reader(actor)
         with self.node.lock:
             rows = self.conn.execute("SELECT * FROM knowledge_reads ORDER BY at DESC LIMIT ?", (limit,)).fetchall()
         return [{"op_id": r["op_id"], "actor": r["actor"], "at": r["at"], "via": r["via"], "query": r["query"],

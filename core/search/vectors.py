@@ -12,6 +12,8 @@ it. The records:
   that left the embedded text alone: no provider call). Applied only while the stored vector still has
   that digest.
 - `vector.drop`: a source that no longer exists (purged).
+- `index.install`, `index.refile`, `index.measure`, `index.retire`: the semantic index over the codes
+  (core/search/ivf/store.py); a code put while an index is installed is filed in its list as it applies.
 
 Applying a put writes the wide row (`vectors`, the float32 vector last) and the narrow sign code
 (`vector_codes`, sqlite-vec's `vec_quantize_binary`), in the same transaction as the log position.
@@ -27,6 +29,7 @@ import numpy as np
 from ..log import FileLog, Record
 from ..pages import applier
 from ..store import Connection
+from .ivf import store as ivf_store
 
 POSITION = "vectors"          # this log's row in log_position
 DUTY_ACTOR = "embedding-duty"
@@ -74,6 +77,9 @@ def _put(conn: Connection, rec: Record) -> None:
         (p["source_id"], p.get("kind", "page"), p["space"], p["container"], int(p["revision"]), p["digest"],
          int(p["bytes"]), int(p["bucket"]), dims, rec.seq, blob))
     conn.execute("INSERT INTO vector_codes (id, code) VALUES (?, vec_quantize_binary(vec_f32(?)))", (cur.lastrowid, blob))
+    if has_index(conn, p["space"]):
+        code = conn.execute("SELECT code FROM vector_codes WHERE id = ?", (cur.lastrowid,)).fetchone()[0]
+        ivf_store.file_new_code(conn, p["space"], cur.lastrowid, code)
 
 
 def _restamp(conn: Connection, rec: Record) -> None:
@@ -88,8 +94,12 @@ def _drop(conn: Connection, rec: Record) -> None:
     conn.execute("DELETE FROM vectors WHERE source_id = ?", (source,))
 
 
+def has_index(conn: Connection, space: str) -> bool:
+    return conn.execute("SELECT 1 FROM semantic_index WHERE space = ?", (space,)).fetchone() is not None
+
+
 HANDLERS: dict[str, Callable[[Connection, Record], None]] = {
-    "vector.put": _put, "vector.restamp": _restamp, "vector.drop": _drop}
+    "vector.put": _put, "vector.restamp": _restamp, "vector.drop": _drop, **ivf_store.HANDLERS}
 
 
 def apply_vector_record(conn: Connection, rec: Record) -> None:

@@ -58,7 +58,7 @@ def save_or_conflict(kb: Any, page_id: str, body: str, base_revision: int, actor
     try:
         return SaveAnswer(page=kb.save_page(page_id, body, base_revision=base_revision, actor=actor, message=message))
     except StaleRevision as exc:
-        current = kb.resolve(page_id)
+        current = kb.resolve(page_id, actor=actor)
         return SaveAnswer(conflict=Conflict(your_body=exc.your_body, base_revision=exc.base_revision,
                                             current=current, rescued_to=exc.rescued_to))
 

@@ -18,10 +18,10 @@ from ..sanitize import clean_line, clean_text
 from .base import COMMON_BINDINGS, CrewletScreen
 
 
-def revision_detail(kb: Any, page_id: str, n: int, show: str) -> tuple[int, str, Any]:
+def revision_detail(kb: Any, page_id: str, n: int, show: str, actor: str | None) -> tuple[int, str, Any]:
     if show == "body":
-        return n, show, kb.revision(page_id, n)
-    return n, show, kb.diff(page_id, n)
+        return n, show, kb.revision(page_id, n, actor=actor)
+    return n, show, kb.diff(page_id, n, actor=actor)
 
 
 class HistoryScreen(CrewletScreen):
@@ -61,7 +61,7 @@ class HistoryScreen(CrewletScreen):
         table.add_column("at", key="at")
         table.add_column("note", key="note")
         table.focus()
-        self.call_in_background("history", self.kb.history, self.page.id)
+        self.call_in_background("history", self.kb.history, self.page.id, actor=self.session.handle)
 
     def got_history(self, revisions: list[Revision]) -> None:
         self.revisions = revisions
@@ -87,7 +87,7 @@ class HistoryScreen(CrewletScreen):
         what = "body" if self.show == "body" else "what this save changed"
         self.query_one("#detail-title", Static).update(
             Text(f"Revision {n}: {what}  (b: {'diff' if self.show == 'body' else 'body'})", style="bold"))
-        self.call_in_background("detail", revision_detail, self.kb, self.page.id, n, self.show)
+        self.call_in_background("detail", revision_detail, self.kb, self.page.id, n, self.show, self.session.handle)
 
     def got_detail(self, answer: tuple[int, str, Any]) -> None:
         n, show, value = answer

@@ -149,16 +149,17 @@ class MoveModal(ModalScreen[dict[str, Any] | None]):
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, kb: Any, page: Page) -> None:
+    def __init__(self, kb: Any, page: Page, actor: str | None = None) -> None:
         super().__init__(id="move-page")
-        self.kb, self.page = kb, page
+        self.kb, self.page, self.actor = kb, page, actor
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog dialog-tall"):
             yield Static(Text(f"Move “{clean_line(self.page.title)}” — pick its new parent", style="bold"),
                          classes="dialog-title")
             yield Static(Text("enter picks the highlighted row · → opens a level · escape cancels", style="dim"))
-            yield PageTree(self.kb, self.page.container, pick_mode=True, exclude_id=self.page.id, id="move-tree")
+            yield PageTree(self.kb, self.page.container, actor=self.actor, pick_mode=True, exclude_id=self.page.id,
+                           id="move-tree")
 
     def on_mount(self) -> None:
         self.query_one(PageTree).focus()

@@ -39,7 +39,7 @@ class OutlineScreen(CrewletScreen):
         yield from self.compose_header()
         with Vertical(classes="main"):
             yield Static(id="outline-title", classes="screen-title")
-            yield PageTree(self.kb, self.container, id="outline-tree")
+            yield PageTree(self.kb, self.container, actor=self.session.handle, id="outline-tree")
             yield Static(Text("enter opens · → / l expands · ← / h collapses · j k g G move", style="dim"),
                          classes="hint")
         yield from self.compose_footer()

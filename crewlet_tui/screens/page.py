@@ -40,8 +40,9 @@ class PageView:
 def read_page_view(kb: Any, ref: str, actor: str | None, record_read: bool = True) -> PageView:
     """One read of a page (an agent's is recorded as a knowledge_read; a refresh of the same view is not)."""
     page = kb.get_page(ref, actor=actor, record_read=record_read)
-    children = kb.list_pages(page.container, parent=page.id, limit=CHILDREN_SHOWN) if page.child_count else None
-    return PageView(page, kb.comments(page.id), kb.backlinks(page.id), children)
+    children = (kb.list_pages(page.container, parent=page.id, limit=CHILDREN_SHOWN, actor=actor)
+                if page.child_count else None)
+    return PageView(page, kb.comments(page.id, actor=actor), kb.backlinks(page.id, actor=actor), children)
 
 
 class PageScreen(CrewletScreen):

@@ -28,7 +28,7 @@ def ask_move(screen: "CrewletScreen", page: Page, tag: str) -> None:
             screen.call_in_background(tag, screen.kb.move_page, page.id, parent.id if parent else None,
                                       actor=screen.session.handle)
 
-    screen.app.push_screen(MoveModal(screen.kb, page), moved)
+    screen.app.push_screen(MoveModal(screen.kb, page, screen.session.handle), moved)
 
 
 def ask_trash(screen: "CrewletScreen", page: Page, tag: str) -> None:

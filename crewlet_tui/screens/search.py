@@ -23,6 +23,15 @@ from ..widgets.status import IndexState
 from .base import COMMON_BINDINGS, CrewletScreen
 
 SEARCH_LIMIT = 20
+# what a person reads for each mode: semantic search is labelled by what it ranks by
+MODE_LABELS = {"hybrid": "Hybrid", "keyword": "Keyword", "semantic": "Meaning"}
+
+
+def mode_label(mode: str | None) -> str:
+    return MODE_LABELS.get(mode or "", clean_line(mode or ""))
+# the app's reactive holding its background indexer's IndexState: read only through _index_state()
+# and watched by this name, so renaming it on the app is this one line
+APP_INDEX_STATE = "index_state"
 
 
 def hit_prompt(hit: object) -> Text:
@@ -50,6 +59,9 @@ class SearchScreen(CrewletScreen):
         self.mode = mode if mode in MODES else "hybrid"
         self.last: Result | None = None
         self.last_text = ""
+        # the app's index state when the search now showing (or in flight) was asked: an answer of "not
+        # searchable yet" is asked again if the state has turned current since (see got_searched)
+        self._asked_state: IndexState | None = None
         self.sub_title = "search"
 
     def compose(self) -> ComposeResult:
@@ -60,7 +72,7 @@ class SearchScreen(CrewletScreen):
                             id="search-input")
                 with RadioSet(id="search-mode"):
                     for mode in MODES:
-                        yield RadioButton(mode, value=mode == self.mode, id=f"mode-{mode}")
+                        yield RadioButton(MODE_LABELS[mode], value=mode == self.mode, id=f"mode-{mode}")
             yield Static(id="search-copy", classes="search-copy")
             yield Static(id="search-outcome", classes="search-outcome")
             yield OptionList(id="search-results")
@@ -72,12 +84,15 @@ class SearchScreen(CrewletScreen):
         field.focus()
         self.query_one("#search-results", OptionList).display = False
         self._show_copy()
-        self.watch(self.app, "index_state", self._index_changed, init=False)
+        self.watch(self.app, APP_INDEX_STATE, self._index_changed, init=False)
         if self.initial_query.strip():
             self.run_search(self.initial_query)
 
+    def _index_state(self) -> IndexState:
+        return getattr(self.app, APP_INDEX_STATE)
+
     def _show_copy(self) -> None:
-        state: IndexState = self.crewlet.index_state
+        state = self._index_state()
         line = Text("searching this node's copy", style="bold")
         coverage = self.last.outcome.coverage if self.last is not None else None
         if coverage is not None and (coverage.indexed_seq or coverage.applied_seq):
@@ -92,14 +107,26 @@ class SearchScreen(CrewletScreen):
         self.query_one("#search-copy", Static).update(line)
 
     def _index_changed(self, state: IndexState) -> None:
+        """The answer showing said "not searchable yet" and the index has turned current: ask again.
+        (An answer still in flight is handled when it arrives, in got_searched.)"""
         self._show_copy()
         if (state.phase == "current" and self.last is not None and self.last.outcome.degraded == NOT_SEARCHABLE_YET
                 and self.last_text.strip()):
             self.run_search(self.last_text)
 
+    def _became_current_since_asked(self) -> bool:
+        """Whether an index pass finished after the search being answered was asked. The searcher reads
+        the index in a thread: its answer can have been decided before the build finished and arrive
+        after the app heard so, when _index_changed saw no "not searchable" answer to re-run. Each pass
+        the app hears of is a new IndexState object, so identity tells "changed since"; an answer asked
+        while the state was already current is not asked again (no loop if the two ever disagree)."""
+        state = self._index_state()
+        return state.phase == "current" and state is not self._asked_state
+
     # -- searching -------------------------------------------------------------------------------
     def run_search(self, text: str) -> None:
         self.last_text = text
+        self._asked_state = self._index_state()
         self.query_one("#search-outcome", Static).update(Text(f"searching for “{clean_line(text)}”…", style="dim"))
         query = Query(text=text, actor=self.session.handle, limit=SEARCH_LIMIT, mode=self.mode)
         self.call_in_background("searched", safe_search, self.session.searcher, query)
@@ -113,7 +140,7 @@ class SearchScreen(CrewletScreen):
     @on(RadioSet.Changed, "#search-mode")
     def _mode_changed(self, event: RadioSet.Changed) -> None:
         event.stop()
-        self.mode = str(event.pressed.label)
+        self.mode = (event.pressed.id or "mode-hybrid").removeprefix("mode-")
         if self.last_text.strip():
             self.run_search(self.last_text)
 
@@ -144,11 +171,11 @@ class SearchScreen(CrewletScreen):
             text.append("Could not search. ", style="bold red")
             text.append(clean_line(outcome.message or UNAVAILABLE))
         elif outcome.served_mode is None:
-            text.append(f"Nothing served in {self.mode} mode ", style="bold yellow")
+            text.append(f"Nothing served in {mode_label(self.mode)} mode ", style="bold yellow")
             text.append(f"({clean_line(outcome.degraded or 'not served')}): ", style="yellow")
             text.append(clean_line(outcome.message))
             if outcome.modes:
-                text.append(f"  · this node serves: {', '.join(clean_line(m) for m in outcome.modes)}", style="dim")
+                text.append(f"  · this node serves: {', '.join(mode_label(m) for m in outcome.modes)}", style="dim")
         else:
             if result.hits:
                 text.append(f"{len(result.hits)} result{'s' if len(result.hits) != 1 else ''}", style="bold green")
@@ -156,9 +183,12 @@ class SearchScreen(CrewletScreen):
                 text.append("Nothing matched", style="bold")
                 text.append(f" “{clean_line(self.last_text)}” — the index is current enough to say so; "
                             "try other words or another mode.")
-            text.append(f"  · served {clean_line(outcome.served_mode)}", style="dim")
+            text.append(f"  · served {mode_label(outcome.served_mode)}", style="dim")
             if outcome.served_mode != self.mode:
-                text.append(f" (asked {self.mode})", style="yellow")
+                text.append(f" (asked {mode_label(self.mode)})", style="yellow")
+            cov = outcome.coverage
+            if outcome.served_mode in ("hybrid", "semantic") and cov.embeddable:
+                text.append(f" · meaning over {cov.embedded:,} of {cov.embeddable:,} pages", style="dim")
             if outcome.degraded:
                 text.append(f" · degraded: {clean_line(outcome.degraded)}", style="yellow")
                 if outcome.message:
@@ -174,6 +204,8 @@ class SearchScreen(CrewletScreen):
         results.add_options(options)
         results.display = bool(result.hits)
         self._show_copy()
+        if outcome.degraded == NOT_SEARCHABLE_YET and self.last_text.strip() and self._became_current_since_asked():
+            self.run_search(self.last_text)
 
     @on(OptionList.OptionSelected, "#search-results")
     def _open(self, event: OptionList.OptionSelected) -> None:

@@ -58,7 +58,7 @@ class SpacesScreen(CrewletScreen):
         self.action_refresh()
 
     def action_refresh(self) -> None:
-        self.call_in_background("spaces", self.kb.spaces)
+        self.call_in_background("spaces", self.kb.spaces, actor=self.session.handle)
 
     def on_screen_resume(self) -> None:
         if self.rows:  # counts change as pages are created and trashed elsewhere in the app

@@ -56,7 +56,7 @@ class TrashScreen(CrewletScreen):
         return True
 
     def action_refresh(self) -> None:
-        self.call_in_background("trash", self.kb.trash)
+        self.call_in_background("trash", self.kb.trash, actor=self.session.handle)
 
     def got_trash(self, pages: list[Page]) -> None:
         self.pages = pages

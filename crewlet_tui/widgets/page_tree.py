@@ -94,10 +94,11 @@ class PageTree(Tree[Entry]):
         def control(self) -> "PageTree":
             return self.tree
 
-    def __init__(self, kb: Any, container: str, *, pick_mode: bool = False, exclude_id: str | None = None,
-                 id: str | None = None, classes: str | None = None) -> None:
+    def __init__(self, kb: Any, container: str, *, actor: str | None = None, pick_mode: bool = False,
+                 exclude_id: str | None = None, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(Text(clean_line(container)), Entry("level"), id=id, classes=classes)
         self.kb = kb
+        self.actor = actor    # who reads the outline (the knowledge base refuses one without the knowledge app)
         self.container = container
         self.pick_mode = pick_mode
         self.exclude_id = exclude_id
@@ -168,7 +169,7 @@ class PageTree(Tree[Entry]):
     def _read_level(self, node: TreeNode[Entry], parent_id: str | None, after: str | None) -> None:
         worker = get_current_worker()
         try:
-            window = self.kb.list_pages(self.container, parent=parent_id, after=after)
+            window = self.kb.list_pages(self.container, parent=parent_id, after=after, actor=self.actor)
         except Exception as exc:  # noqa: BLE001 - shown in the tree, never a crash
             if not worker.is_cancelled:
                 self.post_message(self.LevelFailed(node, exc))

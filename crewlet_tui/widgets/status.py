@@ -51,7 +51,7 @@ COVERAGE_WARNING = 0.95
 class MeaningState:
     """How much of this node's copy can be searched by meaning (the embedding duty's coverage)."""
 
-    phase: str = "starting"   # starting | embedding | current | off | failed
+    phase: str = "starting"   # starting | embedding | training | current | off | failed
     covered: int = 0
     total: int = 0
     done: int = 0             # this run's progress while the duty fills (embedding)
@@ -64,7 +64,7 @@ class MeaningState:
 
     @property
     def warning(self) -> bool:
-        return self.phase in ("current", "embedding") and self.share < COVERAGE_WARNING
+        return self.phase in ("current", "embedding", "training") and self.share < COVERAGE_WARNING
 
     def describe(self) -> str:
         if self.phase == "off":
@@ -73,6 +73,9 @@ class MeaningState:
             return f"embedding failed: {self.message}"
         if self.phase == "starting":
             return ""
+        if self.phase == "training":
+            step = f" ({self.message})" if self.message else ""
+            return f"semantic index: training… {self.done:,} of {self.goal:,}{step}"
         line = f"meaning {self.covered:,} of {self.total:,} ({100 * self.share:.0f}%)"
         if self.phase == "embedding":
             line = f"embedding… {line}" if not self.goal else f"embedding… {self.done:,} of {self.goal:,}"
@@ -104,6 +107,12 @@ class StatusLine(Horizontal):
         mstyle = "bold red" if meaning.phase == "failed" else "yellow" if meaning.warning else "dim"
         self.query_one("#status-meaning", Static).update(Text(clean_line(meaning.describe()), style=mstyle))
         bar = self.query_one("#status-progress", ProgressBar)
-        bar.display = index.phase == "indexing" and index.total > 0   # the one bar: the keyword build's
-        if bar.display:
+        # a bar for the two long works: the keyword index's build, the semantic index's training
+        if index.phase == "indexing" and index.total > 0:
+            bar.display = True
             bar.update(total=index.total, progress=index.done)
+        elif meaning.phase == "training" and meaning.goal > 0:
+            bar.display = True
+            bar.update(total=meaning.goal, progress=meaning.done)
+        else:
+            bar.display = False

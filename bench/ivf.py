@@ -1,0 +1,156 @@
+"""The semantic index against the full scan, side by side in one run (issue 12).
+
+    .venv/bin/python bench/ivf.py [--sizes 40000 120000] [--dims 3072 384] [--queries 200] [--threads 2]
+
+For each corpus (synthetic, clustered: topics under subjects, bench/_vectors.py; a real home with the
+vectors applied through the vector log), it trains the index the way the duty does (core/search/ivf/
+training.py: k-means over the codes on `--threads` cores, filing, the exact pass over 25 held-out
+documents, the measured probe count) and prints:
+
+- training time, by phase, and the lists it probes (or that it would not install);
+- stage one p50/p95 through the index and with the full scan, over fresh queries of the corpus's topics,
+  and the whole semantic query (stage two included) both ways;
+- recall@150 of each against the exact scan (ties at the 150th score count as found);
+- faiss's IndexBinaryIVF on the same codes, when it is installed (a peer, not a dependency: `pip install
+  faiss-cpu`): the same number of lists, trained and searched with the same probe count for the same
+  1,200 candidates.
+
+Searches run on one core (the process pins itself to one after training); the training uses `--threads`.
+Each figure carries the load average at that moment. Nothing is asserted.
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _vectors import SPACE_OF, cached_home, queries  # noqa: E402
+from semantic import line, load, timed  # noqa: E402
+
+from core.node import Node  # noqa: E402
+from core.search import semantic, vectors  # noqa: E402
+from core.search.access import Access  # noqa: E402
+from core.search.ivf import training  # noqa: E402
+
+EVERYONE = Access(actor=None, mode="semantic", allowed=None, skills="SKILLS", exclusions=(), draft_backstop=True)
+
+
+def recall_of(cands: np.ndarray, scores: np.ndarray, ids_to_rows: np.ndarray) -> float:
+    kth = np.partition(scores, len(scores) - 150)[len(scores) - 150]
+    return min(150, int(np.count_nonzero(scores[ids_to_rows[cands]] >= kth))) / 150
+
+
+def run(n: int, dims: int, nq: int, threads: int) -> None:
+    print(f"\n== {n:,} sources × {dims} dimensions ({dims} bits a code) ==")
+    home, ids, corpus = cached_home(n, dims)
+    space = SPACE_OF[dims]
+    qs = queries(corpus, nq)
+    with Node.open(home) as node:
+        os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:max(1, threads)]))
+        started = time.perf_counter()
+        result = training.train(node.conn, node.lock, space, threads=threads)
+        took = time.perf_counter() - started
+        assert result is not None
+        phases = ", ".join(f"{k} {v:.1f}s" for k, v in result.phases.items())
+        worst = result.measurement.worst()
+        verdict = (f"installs: {result.probes} of {len(result.centroids)} lists probed"
+                   if result.probes is not None else
+                   f"not installed: {len(result.centroids) // 2} of {len(result.centroids)} lists still below the floor")
+        print(f"  training on {threads} thread(s): {took:.1f}s ({phases}) — {verdict}; worst shape {worst.shape} "
+              f"{worst.recall:.4f} against {worst.floor:.4f}, {worst.head_misses} head miss(es)   [{load()}]")
+        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})   # searches: one core
+
+        table = result.table
+        retriever = semantic.SemanticRetriever(node)
+        table.seq = vectors.position(node.conn)[0]
+        mask = retriever.mask(table, EVERYONE)
+        qcodes = [semantic.sign_code(q) for q in qs]
+        probes = result.probes or max(1, len(result.centroids) // 2)
+        table.index.probes = probes
+        index_view = table.index
+        # exact truth, in memory, by table row
+        row_of_corpus = np.asarray([int(s, 16) for s in table.sources[:table.n]])   # page id -> corpus position
+        exact = [(corpus.vectors @ q)[row_of_corpus] for q in qs]
+        rows_all = np.arange(table.n)
+
+        def through(i: int) -> np.ndarray:
+            return retriever.candidates(table, qcodes[i], mask, semantic.STAGE_ONE)
+
+        def scan(i: int) -> np.ndarray:
+            table.index = None
+            try:
+                return retriever.candidates(table, qcodes[i], mask, semantic.STAGE_ONE)
+            finally:
+                table.index = index_view
+
+        t_index = timed(through, nq)
+        t_scan = timed(scan, nq)
+        r_index = [recall_of(through(i), exact[i], rows_all) for i in range(nq)]
+        r_scan = [recall_of(scan(i), exact[i], rows_all) for i in range(nq)]
+        read = [len(semantic.rows_to_read(table, qcodes[i], None, probes)[0]) for i in range(min(nq, 50))]
+        print(f"  stage one, unfiltered ({probes} of {len(result.centroids)} lists ≈ {np.mean(read):,.0f} codes read "
+              f"of {table.n:,}):")
+        line("index", t_index, t_scan, "the full scan")
+        line("full scan", t_scan)
+        print(f"  recall@150 against the exact scan: index {np.mean(r_index):.4f} (worst {min(r_index):.4f}), "
+              f"scan {np.mean(r_scan):.4f} (worst {min(r_scan):.4f}) over {nq} fresh queries; the training's own "
+              f"measurement on its 25 held-out documents, unfiltered: "
+              f"{result.measurement.shapes['unfiltered'].recall:.4f} (worst {result.measurement.shapes['unfiltered'].worst:.4f})")
+
+        retriever._table = table                      # the retriever's own table, with this index in it
+        whole_index = timed(lambda i: retriever.rank(qs[i], space, EVERYONE), nq)
+        table.index = None
+        whole_scan = timed(lambda i: retriever.rank(qs[i], space, EVERYONE), nq)
+        table.index = index_view
+        print("  the whole semantic query (stage two included, no query embedding):")
+        line("through the index", whole_index, whole_scan, "with the full scan")
+        line("with the full scan", whole_scan)
+
+        try:
+            import faiss  # type: ignore[import-not-found]
+        except ImportError:
+            print("  (faiss not installed: its IndexBinaryIVF was not measured)")
+            return
+        faiss.omp_set_num_threads(threads)
+        codes = np.ascontiguousarray(table.codes[:table.n])
+        quantizer = faiss.IndexBinaryFlat(dims)
+        fx = faiss.IndexBinaryIVF(quantizer, dims, len(result.centroids))
+        started = time.perf_counter()
+        fx.train(codes)
+        fx.add(codes)
+        f_train = time.perf_counter() - started
+        faiss.omp_set_num_threads(1)
+        fx.nprobe = probes
+        qmat = np.stack(qcodes)
+        t_faiss = timed(lambda i: fx.search(qmat[i:i + 1], semantic.STAGE_ONE), nq)
+        r_faiss = [recall_of(fx.search(qmat[i:i + 1], semantic.STAGE_ONE)[1][0], exact[i], rows_all) for i in range(nq)]
+        print(f"  faiss IndexBinaryIVF, {len(result.centroids)} lists, nprobe {probes}: trained + added in {f_train:.1f}s "
+              f"on {threads} thread(s)")
+        line("faiss stage one (k = 1,200)", t_faiss, t_index, "crewlet's index")
+        print(f"  faiss recall@150 against the exact scan: {np.mean(r_faiss):.4f} (worst {min(r_faiss):.4f})")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[40000, 120000])
+    ap.add_argument("--dims", type=int, nargs="+", default=[3072, 384])
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    print(f"crewlet ivf bench: numpy {np.__version__}, {os.cpu_count()} cores on the machine   [{load()}]")
+    for dims in args.dims:
+        for n in args.sizes:
+            run(n, dims, args.queries, args.threads)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Text derived from what people write: Markdown reduced to plain text (`core.text.markdown`)."""

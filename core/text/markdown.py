@@ -1,0 +1,220 @@
+"""Markdown to plain text: the one place crewlet's Markdown rules live.
+
+Two readers, one set of rules:
+
+* `plain_text(body)` — a whole page body as the words a reader sees, on one line: what the keyword
+  index reads for a body and what a snippet is cut from. A tuned pass of regular expressions, each
+  run only when its marker occurs: markdown-it-py reads a body about 5× slower (over the 56 MB of
+  windows-driver-docs, measured by bench/plain_text_bench.py), and the index reads every body.
+* `inline_to_plain(text)` — one line of inline Markdown (an H1 that becomes a page title) as plain
+  text, parsed by markdown-it-py (CommonMark, the parser Textual renders pages with), which is exact
+  about code spans, emphasis flanking, links and entities; a line is short (about 20 µs a title with
+  markup, as the regexes it replaced took; a title without markup is not parsed at all).
+* `find_h1(body)` — the first ATX H1 outside code fences and HTML comments, a line scan (the importer
+  runs it over every file it reads).
+
+Both readers share the backslash-escape rule (an escaped character is text, never markup:
+`WM\\_PALETTECHANGED` is the identifier WM_PALETTECHANGED) and the reading of a reference link whose
+definition is elsewhere (`[text][ref]` reads as its text).
+"""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Any
+
+from ..pages.model import clean_title
+
+# -- rules both readers share ------------------------------------------------------------------------
+
+# CommonMark's escapable characters: ASCII punctuation after a backslash
+ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
+# a reference link (`[text][ref]`, `[text][]`) whose definition is elsewhere in the document
+REF_LINK = re.compile(r"\[([^\]\n]+)\]\[[^\]\n]*\]")
+
+# -- bodies: the regex pass ----------------------------------------------------------------------------
+
+# YAML front matter: a `---` block whose first line is a key (`title:`); a page that merely opens with a
+# horizontal rule (`---`, a blank line, text) keeps its text
+_FRONT_MATTER = re.compile(r"\A(?:\ufeff)?---[ \t]*\r?\n(?=[A-Za-z_][\w.-]*[ \t]*:).*?\r?\n(?:---|\.\.\.)[ \t]*"
+                           r"(?:\r?\n|\Z)", re.S)
+_HOLD_BASE = 0xF0000  # escaped characters are held as private-use characters until the markup is gone
+_RELEASE = {_HOLD_BASE + c: chr(c) for c in range(0x21, 0x7F)}
+_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.S)
+_FENCE_LINE = re.compile(r"^[ \t]*(?:`{3,}|~{3,})[^\n]*$", re.M)
+_IMAGE = re.compile(r"!\[([^\]\n]*)\]\([^)\n]*\)")
+_LINK = re.compile(r"\[([^\]\n]*)\]\([^)\n]*\)")
+_REF_DEF = re.compile(r"^[ \t]{0,3}\[[^\]\n]+\]:[ \t]*\S+.*$", re.M)
+_AUTOLINK = re.compile(r"<((?:https?|mailto):[^>\s]+)>")
+_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>")
+_HEADING = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+", re.M)
+_SETEXT = re.compile(r"^[ \t]*(?:={2,}|-{3,}|\*{3,}|_{3,})[ \t]*$", re.M)
+_QUOTE = re.compile(r"^[ \t]*(?:>[ \t]?)+", re.M)
+_ADMONITION = re.compile(r"\[!(?:NOTE|TIP|IMPORTANT|WARNING|CAUTION)\]", re.I)
+_BULLET = re.compile(r"^[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+(?:\[[ xX]\][ \t]+)?", re.M)
+_TABLE_RULE = re.compile(r"^(?=[^\n]*\|)(?=[^\n]*-)[ \t|:-]+$", re.M)
+_UNDERSCORE_EM = re.compile(r"_{1,3}(?=[^\s_])([^_\n]*?[^\s_])?_{1,3}(?!\w)")
+_STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
+_ENTITY = re.compile(r"&(nbsp|amp|lt|gt|quot|#39|apos);")
+_ENTITIES = {"nbsp": " ", "amp": "&", "lt": "<", "gt": ">", "quot": '"', "#39": "'", "apos": "'"}
+
+
+def _underscore(m: re.Match[str]) -> str:
+    """_emphasis_ loses its underscores; an identifier's (IRP_MJ_READ) keep theirs."""
+    start = m.start()
+    if start > 0 and (m.string[start - 1].isalnum() or m.string[start - 1] == "_"):
+        return m.group(0)
+    return m.group(1) or ""
+
+
+def plain_text(markdown: str) -> str:
+    """The words of a Markdown body, on one line: markup, URLs and front matter removed, the text of
+    links, emphasis, code and tables kept. Each rule runs only when its marker occurs at all."""
+    if not markdown:
+        return ""
+    text = markdown
+    if text.startswith(("---", "\ufeff---")):
+        text = _FRONT_MATTER.sub("", text, count=1)
+    held = "\\" in text
+    if held:  # an escaped character is text, never markup: held out of every rule below, released at the end
+        text = ESCAPE.sub(lambda m: chr(_HOLD_BASE + ord(m.group(1))), text)
+    if "<" in text:
+        if "<!--" in text:
+            text = _COMMENT.sub(" ", text)
+        text = _AUTOLINK.sub(r"\1", text)
+        text = _TAG.sub(" ", text)
+    if "```" in text or "~~~" in text:
+        text = _FENCE_LINE.sub(" ", text)
+    if "](" in text:
+        text = _IMAGE.sub(r"\1", text)
+        text = _LINK.sub(r"\1", text)
+    if "][" in text:
+        text = REF_LINK.sub(r"\1", text)
+    if "]:" in text:
+        text = _REF_DEF.sub(" ", text)
+    if "#" in text:
+        text = _HEADING.sub(" ", text)
+    if "==" in text or "---" in text or "***" in text or "___" in text:
+        text = _SETEXT.sub(" ", text)
+    if ">" in text:
+        text = _QUOTE.sub(" ", text)
+    if "[!" in text:
+        text = _ADMONITION.sub(" ", text)
+    if "|" in text:
+        if "--" in text:
+            text = _TABLE_RULE.sub(" ", text)
+        text = text.replace("|", " ")
+    text = _BULLET.sub(" ", text)
+    if "~~" in text:
+        text = _STRIKE.sub(r"\1", text)
+    if "*" in text:
+        text = text.replace("*", "")  # emphasis markers; a bullet's star went with _BULLET
+    if "_" in text:
+        text = _UNDERSCORE_EM.sub(_underscore, text)
+    if "`" in text:
+        text = text.replace("`", "")
+    if "&" in text:
+        text = _ENTITY.sub(lambda m: _ENTITIES[m.group(1)], text)
+    if held:
+        text = text.replace("\\", " ")  # a lone backslash (one that escapes nothing)
+        text = text.translate(_RELEASE)
+    return " ".join(text.split())
+
+
+# -- one line of inline Markdown: markdown-it ------------------------------------------------------------
+
+_ATTRS = re.compile(r"\s*\{#[^}]*\}\s*$")                    # `# Title {#custom-id}` (not CommonMark: ours)
+_SPECIAL = re.compile(r"[\\`*_\[\]<>&{!~]")                 # a line without these is plain already
+
+
+@lru_cache(maxsize=1)
+def _inline_parser() -> Any:
+    # imported on first use: a title with markup is rare, and the CLI should not pay for the import
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark", {"html": True}).enable("strikethrough")
+
+
+def _words(tokens: list[Any], out: list[str]) -> None:
+    for tok in tokens:
+        if tok.type in ("text", "code_inline"):
+            out.append(REF_LINK.sub(r"\1", tok.content) if tok.type == "text" and "][" in tok.content
+                       else tok.content)
+        elif tok.type == "image":        # its alt text, itself inline Markdown
+            _words(tok.children or [], out)
+        elif tok.type in ("softbreak", "hardbreak"):
+            out.append(" ")
+        # html_inline is dropped; link, emphasis and strikethrough open/close tokens carry no text
+
+
+def inline_to_plain(text: str) -> str:
+    """A heading's inline Markdown reduced to the text a reader sees (a title: cleaned, one line)."""
+    if not _SPECIAL.search(text):
+        return clean_title(text)
+    text = _ATTRS.sub("", text)
+    out: list[str] = []
+    for block in _inline_parser().parseInline(text):
+        _words(block.children or [], out)
+    return clean_title("".join(out))
+
+
+# -- the first H1 of a body --------------------------------------------------------------------------------
+
+_ATX_H1 = re.compile(r"^ {0,3}#(?:[ \t]+(.*?))?[ \t]*$")
+_CLOSING = re.compile(r"(?:^|[ \t]+)#+[ \t]*$")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_H1_SEARCH = re.compile(r"^ {0,3}#[ \t]+\S", re.MULTILINE)
+
+
+def find_h1(body: str) -> tuple[str, int, int] | None:
+    """The first ATX H1 outside code fences and HTML comments: (plain title, start, end) offsets of
+    its line in `body` (end includes the newline). None when the body has none."""
+    m = _H1_SEARCH.search(body)
+    if m is None:
+        return None
+    prefix = body[:m.start()]
+    if "```" not in prefix and "~~~" not in prefix and "<!--" not in prefix:
+        start = m.start()
+        nl = body.find("\n", start)
+        end = len(body) if nl < 0 else nl + 1
+        found = _h1_title(body[start:end].rstrip("\n"))
+        if found:
+            return found, start, end
+    return _scan_h1(body)
+
+
+def _h1_title(line: str) -> str | None:
+    m = _ATX_H1.match(line)
+    if not m or not m.group(1):
+        return None
+    return inline_to_plain(_CLOSING.sub("", m.group(1))) or None
+
+
+def _scan_h1(body: str) -> tuple[str, int, int] | None:
+    fence: str | None = None
+    in_comment = False
+    pos = 0
+    n = len(body)
+    while pos < n:
+        nl = body.find("\n", pos)
+        end = n if nl < 0 else nl + 1
+        line = body[pos:end].rstrip("\n")
+        if fence is not None:
+            stripped = line.strip()
+            if stripped.startswith(fence) and stripped.strip(fence[0]) == "":
+                fence = None
+        elif in_comment:
+            if "-->" in line:
+                in_comment = False
+        else:
+            f = _FENCE.match(line)
+            if f:
+                fence = f.group(1)
+            elif line.lstrip().startswith("<!--") and "-->" not in line:
+                in_comment = True
+            elif line.lstrip(" ").startswith("#"):
+                title = _h1_title(line)
+                if title:
+                    return title, pos, end
+        pos = end
+    return None
