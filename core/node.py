@@ -188,6 +188,11 @@ class Node:
         with self.lock:
             return {applier.APPLIER: applier.position(self.conn), vectors.POSITION: vectors.position(self.conn)}
 
+    def applied_ends(self) -> dict[Path, int]:
+        """Log file -> the byte offset this database applied it through (the log watcher's question)."""
+        positions = self.positions()
+        return {self.home.log_file: positions[applier.APPLIER][1], self.home.vectors_log_file: positions[vectors.POSITION][1]}
+
     def publish_position(self) -> None:
         """Say, beside the shared logs, how far this node applied them (a node of a shared directory
         only; best effort: a peer file that cannot be written never fails the write that moved it)."""

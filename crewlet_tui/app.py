@@ -231,7 +231,7 @@ class CrewletApp(App[None]):
             self.post_message(DutyPassed(report, status))
 
         # another process or node appending wakes the duties at once (the apply duty alone polls every 2 s)
-        watch.start(node.home, self._duty_wake, self._stopping)
+        watch.start(node.home, self._duty_wake, self._stopping, applied=node.applied_ends)
         try:
             runner.run_forever(stop=self._stopping, wake=self._duty_wake, progress=progress, on_report=passed)
         finally:

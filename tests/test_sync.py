@@ -377,13 +377,15 @@ def test_the_flock_probe_sees_a_lock_that_excludes(tmp_path):
 
 def test_the_watcher_sees_another_node_append_and_the_apply_duty_applies_it(fleet):
     a, b, _ = fleet
-    watcher = LogWatcher(b)
-    assert not watcher.changed()
-    ok(cli(a.root, "page", "create", "ENG", "Seen By The Watcher"))
-    assert watcher.changed() and not watcher.changed()
     from core.duties import ApplyDuty
     from core.worker import PassContext
-    with Node.open(b, catch_up=False) as node:
+    with Node.open(b) as node:
+        watcher = LogWatcher(b, node.applied_ends)
+        assert not watcher.changed()
+        KnowledgeBase(node).create_page("ENG", "Written Here", "x")   # this node's own write: applied already
+        assert not watcher.changed()
+        ok(cli(a.root, "page", "create", "ENG", "Seen By The Watcher"))
+        assert watcher.changed() and not watcher.changed()
         result = ApplyDuty(node).run_pass(PassContext(cursor=None, stop=threading.Event()))
         assert result.counts["applied"] >= 1
         assert KnowledgeBase(node).resolve("ENG/seen by the watcher").title == "Seen By The Watcher"
