@@ -71,7 +71,7 @@ if mode == "cli":
 else:
     with Node.open(home) as node:
         kb = KnowledgeBase(node)
-        watcher = LogWatcher(home)
+        watcher = LogWatcher(home, node.applied_ends)
         while k < n:
             try:
                 kb.resolve(f"ENG/lag {k:05d}")
