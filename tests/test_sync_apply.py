@@ -64,3 +64,18 @@ def test_a_batch_skips_what_an_earlier_batch_applied(tmp_path):
         again = applier.apply_batch(conn, records)
     assert {o.op_id for o in first}.isdisjoint({o.op_id for o in again})
     assert len(first) + len(again) == len(records) - 1
+
+
+def test_catch_up_applies_a_log_with_a_malformed_record_as_one_record_at_a_time_does(tmp_path):
+    from core.log import FileLog
+    records = _mixed_log()
+    with FileLog(tmp_path / "pages.log") as flog:
+        flog.append([replace(r, seq=0) for r in records], sync=False)
+        fast = connect(tmp_path / "fast.db")
+        slow = connect(tmp_path / "slow.db")
+        decided: dict = {}
+        assert applier.catch_up(fast, flog, batch=7, outcomes=decided) == len(records)
+        assert applier.catch_up(slow, flog, batch=7, apply=applier.apply_record) == len(records)
+    for table in REPLAYED_TABLES:
+        assert table_rows(fast, table) == table_rows(slow, table), table
+    assert decided[records[9].op_id].code == "malformed"   # its batch was given up and applied carefully

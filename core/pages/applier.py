@@ -448,25 +448,40 @@ def _applied_already(conn: Connection, records: Sequence[Record]) -> set[str]:
         "SELECT op_id FROM applied_ops WHERE op_id IN (SELECT value FROM json_each(?))", (ids,))}
 
 
-def apply_batch(conn: Connection, records: Sequence[Record]) -> list[Outcome]:
+def apply_batch(conn: Connection, records: Sequence[Record], *, careful: bool = False) -> list[Outcome]:
     """Apply records in order inside the caller's transaction; returns the outcome of each record
     decided here (a record whose op_id was applied before — earlier, or earlier in this batch — is
     skipped, as `apply_record` skips it).
 
     The fast path runs each handler with no savepoint of its own (handlers refuse before writing) and
     stores every outcome with one executemany. A malformed record — the one case that can leave a
-    handler's writes half done — rolls the batch back to its start and applies it again record by
-    record, each in its own savepoint: the same outcomes `apply_record` decides, one at a time."""
+    handler's writes half done — rolls the batch back and applies it again record by record, each in
+    its own savepoint (`careful`): the same outcomes `apply_record` decides, one at a time. Here the
+    batch is rolled back to a savepoint; `catch_up` instead rolls back its whole transaction and runs
+    the batch again carefully, so the fast path holds no savepoint open (a savepoint spanning a batch
+    makes SQLite journal every page the batch touches, which costs more than it saves on a large log)."""
     if not records:
         return []
     done = _applied_already(conn, records)
-    conn.execute("SAVEPOINT batch")
-    try:
-        outcomes = _apply_each(conn, records, set(done), _decide)
-    except _MALFORMED:
-        conn.execute("ROLLBACK TO batch")
+    if careful:
         outcomes = _apply_each(conn, records, set(done), _decide_carefully)
-    conn.execute("RELEASE batch")
+    else:
+        conn.execute("SAVEPOINT batch")
+        try:
+            outcomes = _apply_each(conn, records, set(done), _decide)
+        except _MALFORMED:
+            conn.execute("ROLLBACK TO batch")
+            outcomes = _apply_each(conn, records, set(done), _decide_carefully)
+        conn.execute("RELEASE batch")
+    conn.executemany(_INSERT_OUTCOME, [_outcome_row(o) for o in outcomes])
+    return outcomes
+
+
+def _apply_fast(conn: Connection, records: Sequence[Record]) -> list[Outcome]:
+    """The fast path with no savepoint: a malformed record raises, and the caller's transaction must be
+    rolled back and the batch applied again with `apply_batch(..., careful=True)`."""
+    done = _applied_already(conn, records)
+    outcomes = _apply_each(conn, records, set(done), _decide)
     conn.executemany(_INSERT_OUTCOME, [_outcome_row(o) for o in outcomes])
     return outcomes
 
@@ -524,26 +539,36 @@ def catch_up(conn: Connection, flog: FileLog, *, batch: int = 2000,
     `name` and `apply` serve another log the same way (the vector log: its own position row, its own
     records, applied one at a time by `apply`); the pages log is applied a batch at a time."""
     applied = 0
+    careful = False  # set for one batch after a malformed record made the fast path give it up
     while True:
         damage: LogDamage | None = None
         decided_here: list[Outcome] = []
-        with transaction(conn):
-            seq, offset = position(conn, name)
-            records: list[Record] = []
-            last: Frame | None = None
-            try:
-                for rec, frame in flog.read_frames(after=seq, start_offset=offset, limit=batch, exact=True):
-                    records.append(rec)
-                    last = frame
-            except LogDamage as exc:
-                damage = exc
-            if records:
-                if apply is None:
-                    decided_here = apply_batch(conn, records)
-                else:
-                    decided_here = [o for o in (apply(conn, rec) for rec in records) if o is not None]
-                assert last is not None
-                store_position(conn, records[-1].seq, last, name)
+        try:
+            with transaction(conn):
+                seq, offset = position(conn, name)
+                records: list[Record] = []
+                last: Frame | None = None
+                try:
+                    for rec, frame in flog.read_frames(after=seq, start_offset=offset, limit=batch, exact=True):
+                        records.append(rec)
+                        last = frame
+                except LogDamage as exc:
+                    damage = exc
+                if records:
+                    if apply is not None:
+                        decided_here = [o for o in (apply(conn, rec) for rec in records) if o is not None]
+                    elif careful:
+                        decided_here = apply_batch(conn, records, careful=True)
+                    else:
+                        decided_here = _apply_fast(conn, records)
+                    assert last is not None
+                    store_position(conn, records[-1].seq, last, name)
+        except _MALFORMED:
+            if careful or apply is not None:
+                raise
+            careful = True  # the transaction rolled back: the same batch again, record by record
+            continue
+        careful = False
         n = len(records)
         # only once committed is an outcome decided (a COMMIT a full disk refuses decides nothing)
         if outcomes is not None:
