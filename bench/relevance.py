@@ -3,8 +3,8 @@
 Judged collections (nDCG@10, recall@100, MRR@10) and a question set of our own over real documentation
 (success@10, MRR@10).
 
-    .venv/bin/python bench/relevance.py [--reuse] [--keep] [--only ir|questions]
-        [--collection scifact --split test ...] [--sweep-k 10,20,40,60,100] [--sweep]
+    .venv/bin/python bench/relevance.py [--reuse] [--keep] [--only ir|questions] [--cli-check N]
+        [--collection scifact --split train ...] [--sweep-k 1,2,5,10,20,60] [--sweep]
 
 Homes are built the way the product builds them, under bench/.out/relevance/ (ignored by git):
 
@@ -29,8 +29,10 @@ For keyword, SQLite FTS5 (porter + unicode61, bm25()) over the same rows is the 
 queried in the same run. Every phase's time is printed (load, index, embed, queries per mode) with
 the machine's load; a kept home reports the times measured when it was built.
 
-`--sweep-k` reruns hybrid with other RRF constants (tune on scifact's train split, read on test);
-`--sweep` prints the keyword BM25F grid as before.
+`--cli-check N` also runs the first N queries of each set as `crewlet search --json` processes and
+compares their answers with the seam's. `--sweep-k` reruns hybrid with other RRF constants (tune on
+SciFact's train split, read on test: docs/relevance.md has the k chosen and why); `--sweep` prints the
+keyword BM25F grid (k1 × b × title weight).
 """
 from __future__ import annotations
 
@@ -41,12 +43,14 @@ import hashlib
 import json
 import re
 import shutil
+import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from _common import (OUT, Doc, Progress, Timer, fts5_from_home, load_pages, machine_load, measures, new_home,
+from _common import (OUT, ROOT, Doc, Progress, Timer, fts5_from_home, load_pages, machine_load, measures, new_home,
                      read_jsonl, read_qrels, run_worker_once)
 
 from core.importer import ImportProblems, ImportReport, import_directory
@@ -166,6 +170,33 @@ def search_all(searcher: NativeSearcher, queries: dict[str, str], mode: str, con
     return Run(ranked, time.perf_counter() - started)
 
 
+def cli_check(home: Path, queries: dict[str, str], seam: dict[str, dict[str, list[str]]], n: int) -> None:
+    """The same questions through `crewlet search --json --limit 100` as separate processes, each compared
+    with the seam's answer in this run: the CLI is the seam plus start-up. A process embeds its query with
+    the product's own 2 s bound, so on a loaded machine it can serve less than asked; that is counted."""
+    exe = [sys.executable, "-m", "crewlet_tui.cli", "--home", str(home.resolve()), "search", "--json", "--limit", str(LIMIT)]
+    picked = list(queries.items())[:n]
+    for mode in MODES:
+        same, degraded, seconds = 0, [], []
+        for qid, text in picked:
+            started = time.perf_counter()
+            proc = subprocess.run([*exe, "--mode", mode, "--", text], capture_output=True, text=True, timeout=300,
+                                  cwd=ROOT)
+            seconds.append(time.perf_counter() - started)
+            if proc.returncode != 0:
+                degraded.append(f"{qid}: exit {proc.returncode}: {proc.stderr.strip()[:200]}")
+                continue
+            answer = json.loads(proc.stdout)
+            outcome = answer["outcome"]
+            if outcome["served_mode"] != mode or outcome["degraded"]:
+                degraded.append(f"{qid}: served {outcome['served_mode']} ({outcome['degraded']})")
+                continue
+            same += [h["page_id"] for h in answer["hits"]] == seam[mode][qid]
+        print(f"  crewlet search --mode {mode:8}: {same}/{len(picked)} answers identical to the seam's, "
+              f"{len(degraded)} did not serve the mode asked; {statistics.median(seconds):.1f}s a process (median)"
+              + ("".join(f"\n    {d}" for d in degraded)))
+
+
 @functools.cache
 def _fusion_with(k: int) -> Any:
     return functools.partial(fusion.reciprocal_rank_fusion, k=k)
@@ -210,8 +241,10 @@ def run_collection(args: argparse.Namespace, name: str, splits: list[str]) -> di
                 print(f"\n-- {name} {split}: {len(judged)} judged queries ({machine_load()})")
                 print(f"{'':30} {'nDCG@10':>8} {'recall@100':>11} {'MRR@10':>8} {'time':>9} {'ms/query':>8}")
                 per_mode: dict[str, dict[str, float]] = {}
+                seam: dict[str, dict[str, list[str]]] = {}
                 for mode in MODES:
                     run = search_all(searcher, judged, mode)
+                    seam[mode] = run.ranked
                     m = measures({q: [mapping[p] for p in r] for q, r in run.ranked.items()}, qrels)
                     per_mode[mode] = m
                     label = f"crewlet {mode}" + (f" (RRF k {fusion.RRF_K})" if mode == "hybrid" else "")
@@ -225,6 +258,9 @@ def run_collection(args: argparse.Namespace, name: str, splits: list[str]) -> di
                       f"keyword/FTS5 nDCG@10 ratio {per_mode['keyword']['nDCG@10'] / max(m_fts['nDCG@10'], 1e-9):.3f}")
                 print(f"reference: {REFERENCES.get(name, '—')}")
                 results[split] = per_mode | {"fts5": m_fts}
+                if args.cli_check:
+                    print(f"the first {args.cli_check} queries through the CLI, one process each:")
+                    cli_check(built.folder / "home", judged, seam, args.cli_check)
                 if args.sweep_k:
                     sweep_k(searcher, judged, qrels, mapping, args.sweep_k)
                 if args.sweep:
@@ -421,14 +457,30 @@ def run_questions(args: argparse.Namespace) -> dict[str, Any]:
         searcher = NativeSearcher(node, query_timeout_s=QUERY_TIMEOUT_S)
         ranks: dict[str, dict[str, int | None]] = {}
         texts = {q.qid: q.text for q in questions}
+        seam: dict[str, dict[str, list[str]]] = {}
         print(f"{'':30} {'success@10':>10} {'MRR@10':>8} {'found@100':>10} {'time':>9} {'ms/query':>8}")
         try:
             for mode in MODES:
                 run = search_all(searcher, texts, mode)
+                seam[mode] = run.ranked
                 ranks[mode] = {q.qid: first_rank(run.ranked[q.qid], q.page_ids) for q in questions}
                 print(_qrow(f"crewlet {mode}", list(ranks[mode].values()), run.seconds))
+            if args.sweep_k:
+                print("RRF k sweep (hybrid through the seam):")
+                try:
+                    for k in args.sweep_k:
+                        with_rrf_k(k)
+                        run = search_all(searcher, texts, "hybrid")
+                        found = {q.qid: first_rank(run.ranked[q.qid], q.page_ids) for q in questions}
+                        lost = sum(1 for q in questions if (ranks["keyword"][q.qid] or 999) <= 10 < (found[q.qid] or 999))
+                        print(_qrow(f"  k {k}", list(found.values()), run.seconds) + f"  loses {lost} keyword answers")
+                finally:
+                    with_rrf_k(None)
         finally:
             searcher.close()
+    if args.cli_check:
+        print(f"the first {args.cli_check} questions through the CLI, one process each:")
+        cli_check(built.folder / "home", texts, seam, args.cli_check)
     _question_breakdown(questions, ranks)
     return ranks
 
@@ -494,6 +546,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reuse", action="store_true", help="search homes kept by an earlier run (built when missing)")
     ap.add_argument("--keep", action="store_true", help="keep the homes built by this run (implied by --reuse)")
     ap.add_argument("--sweep-k", type=_ks, help="also rerun hybrid with these RRF constants, e.g. 10,20,40,60,100")
+    ap.add_argument("--cli-check", type=int, default=0, metavar="N",
+                    help="also run the first N queries of each set through `crewlet search --json` processes")
     ap.add_argument("--sweep", action="store_true", help="also print a keyword k1 × b × title-boost grid")
     args = ap.parse_args(argv)
     print(f"relevance bench — {machine_load()}")
