@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import statistics
 import sys
@@ -28,6 +29,7 @@ from core.store.driver import sqlite3  # noqa: E402
 
 BATCH = 1000
 ACTOR = "alex"
+OUT = ROOT / "bench" / ".out"      # homes a bench keeps between runs (ignored by git)
 
 
 def new_home(spaces: Iterable[str], root: Path | None = None) -> Home:
@@ -201,3 +203,67 @@ class Timer:
 
     def __exit__(self, *exc: object) -> None:
         self.seconds = time.perf_counter() - self.started
+
+
+# -- machine load, progress, and the product's own duties ------------------------------------------
+
+def machine_load() -> str:
+    """What `uptime` shows, in one phrase: the load averages and the cores they share."""
+    one, five, fifteen = os.getloadavg()
+    return f"load {one:.2f} {five:.2f} {fifteen:.2f} (1/5/15 min) on {os.cpu_count()} cores"
+
+
+class Progress:
+    """One line on stderr at most every `every_s` seconds: long phases show they are moving."""
+
+    def __init__(self, label: str, every_s: float = 10.0) -> None:
+        self.label = label
+        self.every_s = every_s
+        self.started = time.perf_counter()
+        self._last = 0.0
+
+    def __call__(self, done: int, total: int, force: bool = False) -> None:
+        now = time.perf_counter()
+        if not force and now - self._last < self.every_s:
+            return
+        self._last = now
+        spent = now - self.started
+        rate = done / spent if spent > 0 else 0.0
+        left = f", about {(total - done) / rate:.0f}s left" if rate > 0 and total > done else ""
+        print(f"  {self.label}: {done:,}/{total:,} ({rate:.1f}/s{left})", file=sys.stderr, flush=True)
+
+
+def run_worker_once(node: Node, *, embed_threads: int | None = None, label: str = "worker --once") -> dict[str, int]:
+    """What `crewlet worker --once` does: the node's default duties (apply, keyword index, trash reaper,
+    embedding duty with the configured provider — the local model by default) until none has work left.
+    Returns the embedding duty's totals; raises when a duty failed or left pages unembedded."""
+    from core.duties import default_duties
+    from core.worker import DutyRunner
+
+    totals = {"embedded": 0, "restamped": 0, "refused": 0, "requests": 0, "passes": 0}
+    show = Progress(f"{label}: embedding pages")
+    state: dict[str, Any] = {}
+
+    def on_progress(duty: str, done: int, total: int, _label: str) -> None:
+        if duty == "embedding":
+            show(done, total)
+
+    def on_report(report: Any) -> None:
+        if report.error:
+            raise RuntimeError(f"the {report.duty} duty failed: {report.error}")
+        if report.duty == "embedding" and report.result is not None:
+            totals["passes"] += 1
+            for key in ("embedded", "restamped", "refused", "requests"):
+                totals[key] += report.result.counts.get(key, 0)
+            state.update(report.result.status)
+
+    runner = DutyRunner(node, default_duties(node, embed_threads=embed_threads), label="bench")
+    try:
+        runner.run_until_idle(progress=on_progress, on_report=on_report)
+    finally:
+        runner.close()
+    if state.get("failure"):
+        raise RuntimeError(f"the embedding duty stopped: {state['failure']}")
+    totals["covered"] = int(state.get("covered", 0))
+    totals["total"] = int(state.get("total", 0))
+    return totals

@@ -1,105 +1,572 @@
-"""Search quality on judged collections: crewlet's keyword search next to SQLite FTS5's bm25().
+"""Search quality of keyword, semantic and hybrid search, side by side, through the Searcher seam.
 
-    /work/venv/bin/python bench/relevance.py [--ir /work/shared/ir] [--collection scifact ...] [--sweep]
+Judged collections (nDCG@10, recall@100, MRR@10) and a question set of our own over real documentation
+(success@10, MRR@10).
 
-Each collection's corpus is loaded as pages into a fresh home (title -> page title, text -> body;
-a duplicate title gets its document id appended), the index is built by the indexer, and every judged
-query runs through NativeSearcher (mode keyword, limit 100). FTS5 (porter + unicode61, bm25) indexes
-the same rows in the same run. Prints nDCG@10, recall@100 and MRR@10 for both.
+    .venv/bin/python bench/relevance.py [--reuse] [--keep] [--only ir|questions] [--cli-check N]
+        [--collection scifact --split train ...] [--sweep-k 1,2,5,10,20,60] [--sweep]
+
+Homes are built the way the product builds them, under bench/.out/relevance/ (ignored by git):
+
+- IR collections (../shared/ir, BEIR layout): each document is a page (title -> title, text -> body;
+  a duplicate title gets its document id appended), loaded in batches of records through Node.submit;
+  the keyword index is built by the Indexer; the vectors by the product's own duties (DutyRunner over
+  core.duties.default_duties, exactly `crewlet worker --once`) with the embedded default model.
+- The question set (bench/questions/corpora.jsonl): the documentation trees in ../shared/corpora are
+  imported with core.importer.import_directory(into=KEY, title_from_name=True) — `crewlet import DIR
+  --into KEY --title-from-name` — then indexed and embedded the same way. Each question names its
+  target(s) by file path inside its tree; the import report maps a path to its page id (kept beside a
+  kept home), and every target is checked to be a live page before a question is asked.
+
+Every query goes through NativeSearcher.search — the code path `crewlet search` runs — in modes keyword,
+semantic and hybrid, limit 100, exclude_ancestors=[]. It is called in-process rather than by starting
+`crewlet search` once per query: 300 process starts per mode would measure start-up, not relevance.
+Each answer must say it served the mode asked with nothing degraded, or the bench stops. The query
+embedding bound is raised from 2 s to 60 s here because this measures what is found, not how fast
+(a loaded two-core machine can miss the 2 s bound and serve keyword, which would blur the figures).
+
+For keyword, SQLite FTS5 (porter + unicode61, bm25()) over the same rows is the peer line, built and
+queried in the same run. Every phase's time is printed (load, index, embed, queries per mode) with
+the machine's load; a kept home reports the times measured when it was built.
+
+`--cli-check N` also runs the first N queries of each set as `crewlet search --json` processes and
+compares their answers with the seam's. `--sweep-k` reruns hybrid with other RRF constants (tune on
+SciFact's train split, read on test: docs/relevance.md has the k chosen and why); `--sweep` prints the
+keyword BM25F grid (k1 × b × title weight).
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
+import hashlib
+import json
+import re
 import shutil
+import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
-from _common import (Doc, Timer, fts5_from_home, load_pages, measures, new_home, read_jsonl, read_qrels)
+from _common import (OUT, ROOT, Doc, Progress, Timer, fts5_from_home, load_pages, machine_load, measures, new_home,
+                     read_jsonl, read_qrels, run_worker_once)
 
+from core.importer import ImportProblems, ImportReport, import_directory
 from core.node import Node
+from core.pages.service import KnowledgeBase
+from core.paths import Home
+from core.search import fusion, lexical, native
 from core.search.indexer import Indexer
 from core.search.lexical import DEFAULT_RANKING, Ranking
 from core.search.native import NativeSearcher
 from core.search.seam import Query
 
-COLLECTIONS = {"scifact": "test", "vaswani_npl": "test"}
+COLLECTIONS = {"scifact": ("test", "train"), "vaswani_npl": ("test",)}
 REFERENCES = {"scifact": "BEIR paper BM25 nDCG@10 0.665; plain BM25 (k1 0.9, b 0.4, no stemming) 0.662",
               "vaswani_npl": "plain BM25 nDCG@10 0.384"}
+MODES = ("keyword", "semantic", "hybrid")
+LIMIT = 100
+QUERY_TIMEOUT_S = 60.0
+BUILT = "built.json"          # written last: a home without it was not finished and is built again
 
 
-def run_collection(ir: Path, name: str, split: str, sweep: bool, keep: bool) -> None:
-    folder = ir / name
-    corpus = read_jsonl(folder / "corpus.jsonl")
-    queries = {q["_id"]: q["text"] for q in read_jsonl(folder / "queries.jsonl")}
-    qrels = read_qrels(folder / "qrels" / f"{split}.tsv")
-    judged = [q for q in qrels if q in queries]
+# -- homes, built once and kept under bench/.out/relevance ---------------------------------------------
+
+def _fingerprint(*paths: Path) -> str:
+    """What a kept home was built from: the source files' sizes and modification times."""
+    h = hashlib.sha256()
+    for p in paths:
+        for f in sorted(p.rglob("*")) if p.is_dir() else [p]:
+            if f.is_file():
+                st = f.stat()
+                h.update(f"{f}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:16]
+
+
+@dataclasses.dataclass
+class Built:
+    """A home ready to search, and how long each phase of building it took."""
+
+    folder: Path
+    phases: dict[str, float]
+    load: str                     # the machine load when it was built
+    facts: dict[str, Any]
+    reused: bool
+
+
+def _cached(folder: Path, fingerprint: str, reuse: bool) -> dict[str, Any] | None:
+    marker = folder / BUILT
+    if not reuse or not marker.is_file():
+        return None
+    data = json.loads(marker.read_text())
+    return data if data.get("fingerprint") == fingerprint else None
+
+
+def _fresh(folder: Path, spaces: list[str]) -> Any:
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    return new_home(spaces, folder)
+
+
+def _finish(folder: Path, fingerprint: str, phases: dict[str, float], facts: dict[str, Any]) -> Built:
+    load = machine_load()
+    (folder / BUILT).write_text(json.dumps({"fingerprint": fingerprint, "phases": phases, "load": load,
+                                            "built_at": time.strftime("%Y-%m-%d %H:%M:%S"), "facts": facts}))
+    return Built(folder, phases, load, facts, reused=False)
+
+
+def _embed(node: Node, label: str) -> tuple[float, dict[str, int]]:
+    with Timer() as t:
+        totals = run_worker_once(node, label=label)
+    if totals["covered"] < totals["total"]:
+        raise SystemExit(f"{label}: only {totals['covered']:,} of {totals['total']:,} pages were embedded")
+    return t.seconds, totals
+
+
+def ir_home(out: Path, ir: Path, name: str, reuse: bool) -> tuple[Built, dict[str, str]]:
+    """A home holding the collection's corpus, indexed and embedded; and page id -> document id."""
+    folder = out / name
+    corpus_file = ir / name / "corpus.jsonl"
+    fp = _fingerprint(corpus_file)
+    cached = _cached(folder, fp, reuse)
+    if cached is not None:
+        mapping = json.loads((folder / "mapping.json").read_text())
+        return Built(folder, cached["phases"], cached["load"], cached["facts"], reused=True), mapping
     container = "IR"
+    home = _fresh(folder, [container])
+    corpus = read_jsonl(corpus_file)
     docs = [Doc(str(d["_id"]), d.get("title") or str(d["_id"]), d.get("text") or "", container) for d in corpus]
-    home = new_home([container])
-    print(f"\n== {name}: {len(docs):,} documents, {len(judged)} judged queries ({split}) — home {home.root}")
-    try:
-        with Node.open(home) as node:
-            with Timer() as t_load:
-                mapping = load_pages(node, docs)
-            with Indexer(home) as indexer, Timer() as t_build:
-                indexer.run_pass()
-            fts, fts_build = fts5_from_home(node, home.root / "fts5.db")
-            print(f"load {t_load.seconds:.1f}s · crewlet index build {t_build.seconds:.1f}s · FTS5 build {fts_build:.1f}s")
+    with Node.open(home) as node:
+        with Timer() as t_load:
+            mapping = load_pages(node, docs)
+        with Indexer(home) as indexer, Timer() as t_index:
+            indexer.run_pass()
+        embed_s, totals = _embed(node, name)
+    (folder / "mapping.json").write_text(json.dumps(mapping))
+    return _finish(folder, fp, {"load": t_load.seconds, "index": t_index.seconds, "embed": embed_s},
+                   {"pages": len(docs), **totals}), mapping
 
-            def crewlet_runs(ranking: Ranking) -> tuple[dict[str, list[str]], float]:
-                searcher = NativeSearcher(node, ranking=ranking)
-                runs = {}
-                started = time.perf_counter()
-                for qid in judged:
-                    res = searcher.search(Query(queries[qid], mode="keyword", limit=100, exclude_ancestors=[]))
-                    if res.outcome.served_mode != "keyword":
-                        raise SystemExit(f"search did not serve: {res.outcome.message}")
-                    runs[qid] = [mapping[h.page_id] for h in res.hits]
-                return runs, time.perf_counter() - started
 
-            ours, secs = crewlet_runs(DEFAULT_RANKING)
-            m_ours = measures(ours, qrels)
+# -- queries through the seam --------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Run:
+    ranked: dict[str, list[str]]     # query id -> page ids, best first
+    seconds: float
+
+
+def search_all(searcher: NativeSearcher, queries: dict[str, str], mode: str, container: list[str] | None = None) -> Run:
+    ranked: dict[str, list[str]] = {}
+    started = time.perf_counter()
+    for qid, text in queries.items():
+        res = searcher.search(Query(text, mode=mode, limit=LIMIT, exclude_ancestors=[], containers=container))
+        out = res.outcome
+        if out.served_mode != mode or out.degraded is not None:
+            raise SystemExit(f"query {qid!r} in mode {mode} was served as {out.served_mode} "
+                             f"(degraded {out.degraded}): {out.message}")
+        ranked[qid] = [h.page_id for h in res.hits]
+    return Run(ranked, time.perf_counter() - started)
+
+
+def cli_check(home: Path, queries: dict[str, str], seam: dict[str, dict[str, list[str]]], n: int) -> None:
+    """The same questions through `crewlet search --json --limit 100` as separate processes, each compared
+    with the seam's answer in this run: the CLI is the seam plus start-up. A process embeds its query with
+    the product's own 2 s bound, so on a loaded machine it can serve less than asked; that is counted."""
+    exe = [sys.executable, "-m", "crewlet_tui.cli", "--home", str(home.resolve()), "search", "--json", "--limit", str(LIMIT)]
+    picked = list(queries.items())[:n]
+    for mode in MODES:
+        same, degraded, seconds = 0, [], []
+        for qid, text in picked:
             started = time.perf_counter()
-            theirs = {qid: [mapping[p] for p, _ in fts.search(queries[qid], 100)] for qid in judged}
-            fts_secs = time.perf_counter() - started
-            m_fts = measures(theirs, qrels)
-            print(f"{'':34} {'nDCG@10':>8} {'recall@100':>11} {'MRR@10':>8} {'time':>8}")
-            r = DEFAULT_RANKING
-            label = f"crewlet BM25F (k1 {r.k1}, b {r.b_body}, title ×{r.title_weight})"
-            print(f"{label:34} {m_ours['nDCG@10']:8.3f} {m_ours['recall@100']:11.3f} {m_ours['MRR@10']:8.3f} {secs:7.2f}s")
-            print(f"{'SQLite FTS5 bm25()':34} {m_fts['nDCG@10']:8.3f} {m_fts['recall@100']:11.3f} {m_fts['MRR@10']:8.3f} "
-                  f"{fts_secs:7.2f}s")
-            print(f"ratio crewlet/FTS5: nDCG@10 {m_ours['nDCG@10'] / max(m_fts['nDCG@10'], 1e-9):.3f}, "
-                  f"recall@100 {m_ours['recall@100'] / max(m_fts['recall@100'], 1e-9):.3f}, "
-                  f"MRR@10 {m_ours['MRR@10'] / max(m_fts['MRR@10'], 1e-9):.3f}")
-            print(f"reference: {REFERENCES.get(name, '—')}")
-            if sweep:
-                print("sweep (same index, ranking parameters only):")
-                for k1 in (0.9, 1.2, 1.5):
-                    for b in (0.6, 0.75, 0.9):
-                        for tb in (1.0, 2.0, 3.0):
-                            for bt in (0.75,):
-                                ranking = dataclasses.replace(r, k1=k1, b_body=b, b_title=bt, title_weight=tb)
-                                runs, _ = crewlet_runs(ranking)
-                                m = measures(runs, qrels)
-                                print(f"  k1 {k1:<4} b {b:<5} b_title {bt:<5} title ×{tb:<4} nDCG@10 {m['nDCG@10']:.4f} "
-                                      f"recall@100 {m['recall@100']:.4f} MRR@10 {m['MRR@10']:.4f}", flush=True)
+            proc = subprocess.run([*exe, "--mode", mode, "--", text], capture_output=True, text=True, timeout=300,
+                                  cwd=ROOT)
+            seconds.append(time.perf_counter() - started)
+            if proc.returncode != 0:
+                degraded.append(f"{qid}: exit {proc.returncode}: {proc.stderr.strip()[:200]}")
+                continue
+            answer = json.loads(proc.stdout)
+            outcome = answer["outcome"]
+            if outcome["served_mode"] != mode or outcome["degraded"]:
+                degraded.append(f"{qid}: served {outcome['served_mode']} ({outcome['degraded']})")
+                continue
+            same += [h["page_id"] for h in answer["hits"]] == seam[mode][qid]
+        print(f"  crewlet search --mode {mode:8}: {same}/{len(picked)} answers identical to the seam's, "
+              f"{len(degraded)} did not serve the mode asked; {statistics.median(seconds):.1f}s a process (median)"
+              + ("".join(f"\n    {d}" for d in degraded)))
+
+
+@functools.cache
+def _fusion_with(k: int) -> Any:
+    return functools.partial(fusion.reciprocal_rank_fusion, k=k)
+
+
+def with_rrf_k(k: int | None) -> None:
+    """Make the seam fuse with RRF constant k (None: the shipped default). A sweep only: the seam reads
+    the name `reciprocal_rank_fusion` from core.search.native at each hybrid search."""
+    native.reciprocal_rank_fusion = fusion.reciprocal_rank_fusion if k is None else _fusion_with(k)
+
+
+def _row(label: str, m: dict[str, float], seconds: float, n: int) -> str:
+    return (f"{label:30} {m['nDCG@10']:8.3f} {m['recall@100']:11.3f} {m['MRR@10']:8.3f} "
+            f"{seconds:8.1f}s {1000 * seconds / max(n, 1):8.1f}")
+
+
+def _phases(built: Built) -> str:
+    what = "kept home, built" if built.reused else "built"
+    times = " · ".join(f"{k} {v:.1f}s" for k, v in built.phases.items())
+    return f"{what}: {times} ({built.load})"
+
+
+def run_collection(args: argparse.Namespace, name: str, splits: list[str]) -> dict[str, Any]:
+    ir: Path = args.ir
+    folder = ir / name
+    queries = {str(q["_id"]): q["text"] for q in read_jsonl(folder / "queries.jsonl")}
+    built, mapping = ir_home(args.out, ir, name, args.reuse)
+    facts = built.facts
+    print(f"\n== {name}: {facts['pages']:,} documents — home {built.folder / 'home'}")
+    print(f"{_phases(built)}; {facts['covered']:,} of {facts['total']:,} pages embedded")
+    results: dict[str, Any] = {}
+    with Node.open(Home(built.folder / "home")) as node:
+        for stale in built.folder.glob("fts5.db*"):  # the peer is rebuilt in every run, timed beside us
+            stale.unlink()
+        fts, fts_build = fts5_from_home(node, built.folder / "fts5.db")
+        print(f"FTS5 peer build {fts_build:.1f}s")
+        searcher = NativeSearcher(node, query_timeout_s=QUERY_TIMEOUT_S)
+        try:
+            for split in splits:
+                qrels = read_qrels(folder / "qrels" / f"{split}.tsv")
+                judged = {q: queries[q] for q in qrels if q in queries}
+                print(f"\n-- {name} {split}: {len(judged)} judged queries ({machine_load()})")
+                print(f"{'':30} {'nDCG@10':>8} {'recall@100':>11} {'MRR@10':>8} {'time':>9} {'ms/query':>8}")
+                per_mode: dict[str, dict[str, float]] = {}
+                seam: dict[str, dict[str, list[str]]] = {}
+                for mode in MODES:
+                    run = search_all(searcher, judged, mode)
+                    seam[mode] = run.ranked
+                    m = measures({q: [mapping[p] for p in r] for q, r in run.ranked.items()}, qrels)
+                    per_mode[mode] = m
+                    label = f"crewlet {mode}" + (f" (RRF k {fusion.RRF_K})" if mode == "hybrid" else "")
+                    print(_row(label, m, run.seconds, len(judged)))
+                started = time.perf_counter()
+                theirs = {q: [mapping[p] for p, _ in fts.search(t, LIMIT)] for q, t in judged.items()}
+                m_fts = measures(theirs, qrels)
+                print(_row("SQLite FTS5 bm25() (peer)", m_fts, time.perf_counter() - started, len(judged)))
+                best_half = max(per_mode["keyword"]["nDCG@10"], per_mode["semantic"]["nDCG@10"])
+                print(f"hybrid − better half: nDCG@10 {per_mode['hybrid']['nDCG@10'] - best_half:+.3f}; "
+                      f"keyword/FTS5 nDCG@10 ratio {per_mode['keyword']['nDCG@10'] / max(m_fts['nDCG@10'], 1e-9):.3f}")
+                print(f"reference: {REFERENCES.get(name, '—')}")
+                results[split] = per_mode | {"fts5": m_fts}
+                if args.cli_check:
+                    print(f"the first {args.cli_check} queries through the CLI, one process each:")
+                    cli_check(built.folder / "home", judged, seam, args.cli_check)
+                if args.sweep_k:
+                    sweep_k(searcher, judged, qrels, mapping, args.sweep_k)
+                if args.sweep:
+                    sweep_bm25(node, judged, qrels, mapping)
+        finally:
+            searcher.close()
+            fts.db.close()
+    return results
+
+
+def sweep_k(searcher: NativeSearcher, judged: dict[str, str], qrels: dict[str, dict[str, int]],
+            mapping: dict[str, str], ks: list[int]) -> None:
+    print("RRF k sweep (hybrid through the seam, this split):")
+    try:
+        for k in ks:
+            with_rrf_k(k)
+            run = search_all(searcher, judged, "hybrid")
+            m = measures({q: [mapping[p] for p in r] for q, r in run.ranked.items()}, qrels)
+            print(f"  k {k:<5} nDCG@10 {m['nDCG@10']:.4f}  recall@100 {m['recall@100']:.4f}  MRR@10 {m['MRR@10']:.4f}",
+                  flush=True)
     finally:
-        if not keep:
-            shutil.rmtree(home.root.parent, ignore_errors=True)
+        with_rrf_k(None)
+
+
+def sweep_bm25(node: Node, judged: dict[str, str], qrels: dict[str, dict[str, int]], mapping: dict[str, str]) -> None:
+    print("BM25F sweep (same index, keyword ranking parameters only):")
+    r = DEFAULT_RANKING
+    for k1 in (0.9, 1.2, 1.5):
+        for b in (0.6, 0.75, 0.9):
+            for tb in (1.0, 2.0, 3.0):
+                ranking: Ranking = dataclasses.replace(r, k1=k1, b_body=b, title_weight=tb)
+                searcher = NativeSearcher(node, ranking=ranking)
+                try:
+                    run = search_all(searcher, judged, "keyword")
+                finally:
+                    searcher.close()
+                m = measures({q: [mapping[p] for p in x] for q, x in run.ranked.items()}, qrels)
+                print(f"  k1 {k1:<4} b {b:<5} title ×{tb:<4} nDCG@10 {m['nDCG@10']:.4f} "
+                      f"recall@100 {m['recall@100']:.4f} MRR@10 {m['MRR@10']:.4f}", flush=True)
+
+
+# -- the question set over ../shared/corpora ---------------------------------------------------------------
+
+# (space, tree under ../shared/corpora): each tree is imported into its own space, keeping its folders
+CORPORA = (("TEXTUAL", "textual-docs/docs"), ("HUGO", "hugo-docs/content"), ("PWSH", "powershell-docs/reference"),
+           ("WDD", "windows-driver-docs/windows-driver-docs-pr"))
+QUESTIONS = Path(__file__).resolve().parent / "questions" / "corpora.jsonl"
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+
+
+def _import_tree(kb: KnowledgeBase, root: Path, key: str, staging: Path) -> tuple[ImportReport, list[str]]:
+    """`crewlet import ROOT --into KEY --title-from-name`. A file the importer refuses (frontmatter YAML
+    cannot parse: five PowerShell pages) stops the whole import, as it should for a user, who would fix
+    it; the corpora are not ours to edit, so the tree is copied to `staging` without those files and
+    imported from there. Returns the report and the files left out."""
+    show = Progress(f"importing {key}")
+    try:
+        return import_directory(kb, root, into=key, title_from_name=True, progress=show), []
+    except ImportProblems as exc:
+        refused = sorted({f for p in exc.problems for f in p.files})
+        if not refused or any(p.code not in ("bad_yaml", "bad_frontmatter", "not_utf8", "not_text")
+                              for p in exc.problems):
+            raise
+    target = staging / key
+    shutil.rmtree(target, ignore_errors=True)
+    skip = {str(root / f) for f in refused}
+    shutil.copytree(root, target, ignore=lambda d, names: [n for n in names if str(Path(d) / n) in skip])
+    return import_directory(kb, target, into=key, title_from_name=True, progress=show), refused
+
+
+def corpora_home(out: Path, corpora: Path, reuse: bool) -> tuple[Built, dict[str, dict[str, str]]]:
+    """One home holding every documentation tree, each in its own space; and, per tree, file -> page id."""
+    folder = out / "corpora"
+    roots = [(key, corpora / rel) for key, rel in CORPORA]
+    missing = [str(r) for _, r in roots if not r.is_dir()]
+    if missing:
+        raise SystemExit(f"no documentation tree at {', '.join(missing)} — pass --corpora DIR (../shared/corpora)")
+    fp = _fingerprint(*(r for _, r in roots))
+    cached = _cached(folder, fp, reuse)
+    if cached is not None:
+        pages = json.loads((folder / "pages.json").read_text())
+        return Built(folder, cached["phases"], cached["load"], cached["facts"], reused=True), pages
+    home = _fresh(folder, [key for key, _ in roots])
+    phases: dict[str, float] = {}
+    facts: dict[str, Any] = {"spaces": {}, "left_out": {}}
+    pages: dict[str, dict[str, str]] = {}
+    with Node.open(home) as node:
+        kb = KnowledgeBase(node)
+        with Timer() as t_load:
+            for key, root in roots:
+                report, refused = _import_tree(kb, root, key, folder / "staging")
+                rel = str(root.relative_to(corpora))
+                pages[rel] = {p.source: p.page_id for p in report.pages if p.source and p.page_id}
+                facts["spaces"][key] = {"tree": rel, "pages": len(report.pages), "files": report.files}
+                facts["left_out"][key] = refused
+                print(f"  imported {rel} into {key}: {len(report.pages):,} pages ({report.files:,} files, "
+                      f"{report.seconds:.1f}s){'; left out ' + ', '.join(refused) if refused else ''}",
+                      file=sys.stderr, flush=True)
+        phases["load"] = t_load.seconds
+        with Indexer(home) as indexer, Timer() as t_index:
+            indexer.run_pass()
+        phases["index"] = t_index.seconds
+        phases["embed"], totals = _embed(node, "corpora")
+    shutil.rmtree(folder / "staging", ignore_errors=True)
+    (folder / "pages.json").write_text(json.dumps(pages))
+    facts |= {"pages": sum(s["pages"] for s in facts["spaces"].values()), **totals}
+    return _finish(folder, fp, phases, facts), pages
+
+
+def content_words(text: str, *, split_names: bool = False) -> set[str]:
+    """The words keyword search would match on (the index's own analyser: stop words out, stems);
+    `split_names` also splits CamelCase names (LoadingIndicator: loading, indicator) so a question
+    counts as sharing a word with a title only when a person would say so too."""
+    words = set(lexical.analyze(_ANALYZER, text, limit=None))
+    if split_names:
+        words |= set(lexical.analyze(_ANALYZER, " ".join(_CAMEL.findall(text)), limit=None))
+    return words
+
+
+_ANALYZER = lexical.make_analyzer()
+
+
+@dataclasses.dataclass
+class Question:
+    qid: str
+    text: str
+    corpus: str
+    targets: list[str]          # files relative to the corpus tree, any of which answers it
+    title: str
+    page_ids: set[str]
+    titles: list[str]           # the target pages' titles as imported
+    shares_title_word: bool
+
+
+def load_questions(path: Path, corpora: Path, pages: dict[str, dict[str, str]], node: Node) -> list[Question]:
+    """Every question with its targets resolved to page ids; stops on a target that is not a file of its
+    tree or was not imported as a live page."""
+    out: list[Question] = []
+    problems: list[str] = []
+    for n, row in enumerate(read_jsonl(path), start=1):
+        where = f"{path.name}:{n} ({row.get('id', '?')})"
+        tree = pages.get(row["corpus"])
+        if tree is None:
+            problems.append(f"{where}: corpus {row['corpus']!r} is not one of {', '.join(pages)}")
+            continue
+        ids, titles = set(), []
+        for target in row["targets"]:
+            if not (corpora / row["corpus"] / target).is_file():
+                problems.append(f"{where}: {row['corpus']}/{target} is not a file")
+            elif target not in tree:
+                problems.append(f"{where}: {row['corpus']}/{target} was not imported (left out by the importer)")
+            else:
+                ids.add(tree[target])
+        with node.lock:
+            for pid in sorted(ids):
+                r = node.conn.execute("SELECT title, trashed_at FROM pages WHERE id = ?", (pid,)).fetchone()
+                if r is None or r["trashed_at"] is not None:
+                    problems.append(f"{where}: page {pid} of {row['targets']} is not a live page of the home")
+                else:
+                    titles.append(r["title"])
+        shares = any(content_words(row["question"]) & content_words(t, split_names=True) for t in titles)
+        out.append(Question(row["id"], row["question"], row["corpus"], row["targets"], row["title"], ids, titles, shares))
+    if problems:
+        raise SystemExit("the question set does not resolve:\n  " + "\n  ".join(problems))
+    return out
+
+
+def first_rank(ranked: list[str], wanted: set[str]) -> int | None:
+    """1-based rank of the first target found, None when none is in the list."""
+    for i, pid in enumerate(ranked, start=1):
+        if pid in wanted:
+            return i
+    return None
+
+
+def run_questions(args: argparse.Namespace) -> dict[str, Any]:
+    built, pages = corpora_home(args.out, args.corpora, args.reuse)
+    facts = built.facts
+    spaces = ", ".join(f"{k} {v['pages']:,} ({v['tree']})" for k, v in facts["spaces"].items())
+    print(f"\n== question set {args.questions.name} over ../shared/corpora — home {built.folder / 'home'}")
+    print(f"spaces: {spaces}; {facts['pages']:,} pages")
+    for key, files in facts["left_out"].items():
+        if files:
+            print(f"left out of {key} (the importer refuses their frontmatter): {', '.join(files)}")
+    print(f"{_phases(built)}; {facts['covered']:,} of {facts['total']:,} pages embedded")
+    with Node.open(Home(built.folder / "home")) as node:
+        questions = load_questions(args.questions, args.corpora, pages, node)
+        no_share = sum(1 for q in questions if not q.shares_title_word)
+        per_corpus: dict[str, int] = {}
+        for q in questions:
+            per_corpus[q.corpus.split("/")[0]] = per_corpus.get(q.corpus.split("/")[0], 0) + 1
+        print(f"{len(questions)} questions ({', '.join(f'{k} {v}' for k, v in per_corpus.items())}); "
+              f"{no_share} share no content word with their target's title ({machine_load()})")
+        searcher = NativeSearcher(node, query_timeout_s=QUERY_TIMEOUT_S)
+        ranks: dict[str, dict[str, int | None]] = {}
+        texts = {q.qid: q.text for q in questions}
+        seam: dict[str, dict[str, list[str]]] = {}
+        print(f"{'':30} {'success@10':>10} {'MRR@10':>8} {'found@100':>10} {'time':>9} {'ms/query':>8}")
+        try:
+            for mode in MODES:
+                run = search_all(searcher, texts, mode)
+                seam[mode] = run.ranked
+                ranks[mode] = {q.qid: first_rank(run.ranked[q.qid], q.page_ids) for q in questions}
+                print(_qrow(f"crewlet {mode}", list(ranks[mode].values()), run.seconds))
+            if args.sweep_k:
+                print("RRF k sweep (hybrid through the seam):")
+                try:
+                    for k in args.sweep_k:
+                        with_rrf_k(k)
+                        run = search_all(searcher, texts, "hybrid")
+                        found = {q.qid: first_rank(run.ranked[q.qid], q.page_ids) for q in questions}
+                        lost = sum(1 for q in questions if (ranks["keyword"][q.qid] or 999) <= 10 < (found[q.qid] or 999))
+                        print(_qrow(f"  k {k}", list(found.values()), run.seconds) + f"  loses {lost} keyword answers")
+                finally:
+                    with_rrf_k(None)
+        finally:
+            searcher.close()
+    if args.cli_check:
+        print(f"the first {args.cli_check} questions through the CLI, one process each:")
+        cli_check(built.folder / "home", texts, seam, args.cli_check)
+    _question_breakdown(questions, ranks)
+    return ranks
+
+
+def _qrow(label: str, found: list[int | None], seconds: float) -> str:
+    n = max(len(found), 1)
+    s10 = sum(1 for r in found if r is not None and r <= 10) / n
+    mrr = sum(1.0 / r for r in found if r is not None and r <= 10) / n
+    f100 = sum(1 for r in found if r is not None) / n
+    return f"{label:30} {s10:10.3f} {mrr:8.3f} {f100:10.3f} {seconds:8.1f}s {1000 * seconds / n:8.1f}"
+
+
+def _question_breakdown(questions: list[Question], ranks: dict[str, dict[str, int | None]]) -> None:
+    def top10(r: int | None) -> bool:
+        return r is not None and r <= 10
+
+    corpora = sorted({q.corpus.split("/")[0] for q in questions})
+    print("success@10 by corpus:     " + "  ".join(f"{c:>22}" for c in corpora))
+    for mode in MODES:
+        cells = []
+        for c in corpora:
+            mine = [q for q in questions if q.corpus.startswith(c + "/")]
+            hit = sum(1 for q in mine if top10(ranks[mode][q.qid]))
+            cells.append(f"{hit:>2}/{len(mine):<2}")
+        print(f"  {mode:22}  " + "  ".join(f"{c:>22}" for c in cells))
+    group = [q for q in questions if not q.shares_title_word]
+    print(f"success@10 on the {len(group)} sharing no word with the title: "
+          + ", ".join(f"{m} {sum(1 for q in group if top10(ranks[m][q.qid]))}" for m in MODES))
+    lost = [q for q in questions if top10(ranks["keyword"][q.qid]) and not top10(ranks["hybrid"][q.qid])]
+    gained = [q for q in questions if top10(ranks["hybrid"][q.qid]) and not top10(ranks["keyword"][q.qid])]
+    print(f"hybrid loses {len(lost)} question(s) keyword answers in its top 10"
+          + (": " + "; ".join(f"{q.qid} (keyword {ranks['keyword'][q.qid]}, hybrid {ranks['hybrid'][q.qid]})" for q in lost)
+             if lost else ""))
+    print(f"hybrid answers {len(gained)} question(s) keyword does not (top 10)")
+    print("per question (rank of the first target; - = not in the top 100):")
+    print(f"  {'id':16} {'keyword':>7} {'semantic':>8} {'hybrid':>6}  question -> target title")
+    for q in questions:
+        cells = [str(ranks[m][q.qid] or "-") for m in MODES]
+        mark = "" if q.shares_title_word else " *"
+        print(f"  {q.qid:16} {cells[0]:>7} {cells[1]:>8} {cells[2]:>6}  {q.text} -> {q.titles[0] if q.titles else q.title}{mark}")
+    print("  (* shares no content word with its target's title)")
+
+
+def _ks(text: str) -> list[int]:
+    try:
+        ks = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--sweep-k takes whole numbers separated by commas, e.g. 20,60,100; got {text!r}")
+    if not ks or min(ks) < 1:
+        raise argparse.ArgumentTypeError(f"--sweep-k needs constants of at least 1, e.g. 20,60,100; got {text!r}")
+    return ks
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ir", default="/work/shared/ir", type=Path)
+    ap.add_argument("--ir", default=Path("/work/shared/ir"), type=Path)
+    ap.add_argument("--out", default=OUT / "relevance", type=Path, help="where homes are built and kept")
+    ap.add_argument("--corpora", default=Path("/work/shared/corpora"), type=Path)
+    ap.add_argument("--questions", default=QUESTIONS, type=Path, help="the question set (JSON lines)")
+    ap.add_argument("--only", choices=("ir", "questions"), help="run only the judged collections or the question set")
     ap.add_argument("--collection", action="append", choices=sorted(COLLECTIONS))
-    ap.add_argument("--sweep", action="store_true", help="also print a k1 × b × title-boost grid")
-    ap.add_argument("--keep", action="store_true", help="keep the homes (paths printed)")
+    ap.add_argument("--split", action="append", help="qrels split(s) to score (default: every known split)")
+    ap.add_argument("--reuse", action="store_true", help="search homes kept by an earlier run (built when missing)")
+    ap.add_argument("--keep", action="store_true", help="keep the homes built by this run (implied by --reuse)")
+    ap.add_argument("--sweep-k", type=_ks, help="also rerun hybrid with these RRF constants, e.g. 10,20,40,60,100")
+    ap.add_argument("--cli-check", type=int, default=0, metavar="N",
+                    help="also run the first N queries of each set through `crewlet search --json` processes")
+    ap.add_argument("--sweep", action="store_true", help="also print a keyword k1 × b × title-boost grid")
     args = ap.parse_args(argv)
-    for name in args.collection or list(COLLECTIONS):
-        run_collection(args.ir, name, COLLECTIONS[name], args.sweep, args.keep)
+    print(f"relevance bench — {machine_load()}")
+    built: list[Path] = []
+    try:
+        for name in (args.collection or list(COLLECTIONS)) if args.only != "questions" else []:
+            splits = args.split or list(COLLECTIONS[name])
+            unknown = [s for s in splits if not (args.ir / name / "qrels" / f"{s}.tsv").is_file()]
+            if unknown:
+                ap.error(f"{name} has no qrels split {', '.join(unknown)} (known: {', '.join(COLLECTIONS[name])})")
+            built.append(args.out / name)
+            run_collection(args, name, splits)
+        if args.only != "ir" and not args.collection:
+            built.append(args.out / "corpora")
+            run_questions(args)
+    finally:
+        if not (args.keep or args.reuse):
+            for folder in built:
+                shutil.rmtree(folder, ignore_errors=True)
     return 0
 
 

@@ -2,14 +2,20 @@
 
 A page's fused score is the sum over the rankings holding it of 1 / (k + rank), rank counted from 1.
 Only ranks are used, so a BM25 score and a cosine need no common scale; a page both halves found rises
-above one only one half found at the same rank, and k (60, the value of the original paper) damps the
-difference between the first few places.
+above one only one half found at the same rank.
+
+k is 10, not the original paper's 60 (docs/relevance.md has the figures, from bench/relevance.py). k sets
+how much mere presence in both rankings is worth against a high place in one: at 60, rank 1 weighs only
+3.4 times rank 150, so a page each half ranks 40th outranks the page one half ranks 1st and the other
+never found — in a 19k-page knowledge base the keyword half's best answer fell to 17th-25th that way on
+3 of our questions. Tuned on SciFact's train split (nDCG@10 0.726 at 10 against 0.718 at 60); smaller
+values still score higher there but lose more keyword answers on our question set.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-RRF_K = 60
+RRF_K = 10
 
 
 def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> list[tuple[str, float]]:
