@@ -271,14 +271,18 @@ def test_a_failing_provider_serves_keyword_and_names_the_failure(node):
     assert "the test model is down" in hy.outcome.message
 
 
-def test_partial_coverage_is_said_with_how_much(node):
+def test_partial_coverage_is_said_with_how_much_and_follows_the_vector_log(node):
     model = FakeModel()
     _one_page(node, model)
-    add_page(node, "ENG", "Deploy FAQ", "deploy questions")
+    faq = add_page(node, "ENG", "Deploy FAQ", "deploy questions")
     build_index(node)
-    res = searcher_for(node, model).search(Query("deploy"))
+    s = searcher_for(node, model)
+    res = s.search(Query("deploy"))
     assert (res.outcome.served_mode, res.outcome.degraded) == ("hybrid", PARTIAL_COVERAGE)
     assert "1 of 2 pages (50%)" in res.outcome.message and not res.outcome.coverage.complete
+    put(node, faq, unit(11))                       # the vector log moves: the same searcher sees it
+    res = s.search(Query("deploy"))
+    assert (res.outcome.degraded, res.outcome.coverage.embedded) == (None, 2)
 
 
 def test_hybrid_with_no_keyword_term_ranks_by_meaning_alone_and_says_so(node):

@@ -94,6 +94,7 @@ class NativeSearcher:
         self.embedder = QueryEmbedder(provider_factory, threads=embed_threads,
                                       **({"timeout_s": query_timeout_s} if query_timeout_s else {}))
         self.assembler = HitAssembler(node)
+        self._coverage_cache: tuple[tuple[Any, ...], tuple[int, int, dict[str, int]]] | None = None
         self._lock = threading.RLock()
         # the term finder of this searcher's latest search that returned hits, for a caller that owns
         # the searcher and highlights those hits (the CLI) without analysing the query again
@@ -221,9 +222,7 @@ class NativeSearcher:
         provider = self.embedder.provider(company)
         assert provider is not None
         space = provider.space.key()
-        with self.node.lock:
-            embedded, embeddable = vectors.coverage(self.node.conn, space)
-            stored = vectors.spaces(self.node.conn)
+        embedded, embeddable, stored = self._coverage(space)
         half = MeaningHalf(embedded=embedded, embeddable=embeddable)
         if not stored.get(space):
             waiting = f"{embeddable:,} page{'s' if embeddable != 1 else ''}" if embeddable else "no page"
@@ -249,6 +248,17 @@ class NativeSearcher:
                 half.degraded = PARTIAL_COVERAGE
                 half.message = f"ranked by meaning over {share}: the rest wait for the embedding duty"
         return half
+
+    def _coverage(self, space: str) -> tuple[int, int, dict[str, int]]:
+        """(embedded, embeddable, sources per stored space): a join over every page and vector, so kept
+        until a page changes or the vector log moves (two indexed lookups decide)."""
+        with self.node.lock:
+            conn = self.node.conn
+            key = (space, conn.execute("SELECT max(version) FROM pages").fetchone()[0], vectors.position(conn)[0])
+            if self._coverage_cache is None or self._coverage_cache[0] != key:
+                embedded, embeddable = vectors.coverage(conn, space)
+                self._coverage_cache = (key, (embedded, embeddable, vectors.spaces(conn)))
+            return self._coverage_cache[1]
 
     # -- walks: read each ranking deeper until `limit` hits are accepted ---------------------------------
     def _walk_keyword(self, words: KeywordRanking, access: Access, limit: int) -> list[Accepted]:
