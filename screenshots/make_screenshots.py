@@ -129,6 +129,9 @@ async def shoot(home: Home, ids: dict[str, str], out: Path, size: tuple[int, int
         screen_is = lambda name: type(app.screen).__name__ == name  # noqa: E731
         await wait_until(pilot, lambda: screen_is("SpacesScreen"))
         await wait_until(pilot, lambda: app.index_state.phase in ("current", "failed", "off"), 60)
+        # every page embedded by the background worker (the status line says "meaning N of N")
+        await wait_until(pilot, lambda: app.meaning_state.phase in ("current", "failed", "off")
+                         and app.meaning_state.covered == app.meaning_state.total, 120)
         await wait_until(pilot, lambda: app.screen.query_one("#spaces-table").row_count > 0)
         await settle(pilot)
         save("spaces")
@@ -187,9 +190,9 @@ async def shoot(home: Home, ids: dict[str, str], out: Path, size: tuple[int, int
         await pilot.press("slash")
         await wait_until(pilot, lambda: screen_is("SearchScreen"))
         await wait_until(pilot, lambda: app.index_state.phase in ("current", "failed", "off"), 60)
-        await pilot.press(*"roll back a deploy")
+        await pilot.press(*"how do we handle rate limits")
         await pilot.press("enter")
-        await wait_until(pilot, lambda: app.screen.last is not None)
+        await wait_until(pilot, lambda: app.screen.last is not None and app.screen.last.outcome.served_mode == "hybrid")
         await settle(pilot)
         save("search")
 
