@@ -98,6 +98,14 @@ class Record:
             obj["node"] = self.node
         return _canonical_json(obj)
 
+    def at_seq(self, seq: int) -> Record:
+        """This record as appended at `seq` (positional: dataclasses.replace costs ~4 µs a call)."""
+        return Record(self.type, self.op_id, self.actor, self.at, self.payload, seq, self.version, self.node)
+
+    def with_node(self, node: str) -> Record:
+        """This record stamped with the id of the node that writes it."""
+        return Record(self.type, self.op_id, self.actor, self.at, self.payload, self.seq, self.version, node)
+
     @classmethod
     def from_body(cls, body: bytes, seq: int) -> Record:
         """Decode a body written by `body()`. Raises ValueError for anything that is not one."""
