@@ -169,3 +169,22 @@ def test_outcomes_stored_by_the_batch_are_the_outcomes_stored_one_at_a_time(tmp_
     for r in records:
         out = applier.outcome_of(many, r.op_id)
         assert stored[r.op_id] == (json.dumps(out.result) if out.result else None)
+
+
+def test_a_purged_id_is_refused_in_the_chunk_that_purged_it_and_in_any_later_one(tmp_path, monkeypatch):
+    from conftest import purge_rec
+    gone, other = pid(), pid()
+    records = [create_rec("ENG", "Gone", page_id=gone), trash_rec(gone), purge_rec(gone),
+               create_rec("ENG", "Back", page_id=gone),                 # same chunk as the purge
+               create_rec("ENG", "Other", page_id=other),
+               create_rec("ENG", "Later", page_id=gone)]                # a later chunk: deleted_pages holds it
+    with FileLog(tmp_path / "pages.log") as flog:
+        flog.append(records, sync=False)
+    one = _replay(tmp_path / "pages.log", tmp_path / "one.db", apply=applier.apply_record)
+    monkeypatch.setattr(applier, "CHUNK_RECORDS", 5)
+    conn = connect(tmp_path / "x.db")
+    with FileLog(tmp_path / "pages.log", readonly=True) as flog:
+        decided: dict = {}
+        applier.catch_up(conn, flog, outcomes=decided)
+    assert [decided[r.op_id].code for r in records] == [None, None, None, "purged", None, "purged"]
+    assert {t: table_rows(conn, t) for t in REPLAYED_TABLES} == one
