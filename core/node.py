@@ -314,7 +314,7 @@ class Node:
         Records that reached the log but could not be applied raise NotApplied, naming them."""
         if not records:
             return []
-        with self.lock:
+        with self.lock, applier.gc_paused():
             if self.damage is not None:
                 raise self.damage
             if self.readonly:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from .framing import MAX_BODY, Frame, FrameScanner, FrameStatus, Stop, encode_frame, read_frame
+from .framing import HEADER_SIZE, MAX_BODY, Frame, FrameScanner, FrameStatus, Stop, frame_header, read_frame
 from .record import Record
 
 logger = logging.getLogger(__name__)
@@ -351,17 +351,17 @@ class FileLog:
                 self._check_same_file(fd)
                 pos, seq = self._catch_up(fd, repair=True, keep_through=keep_through, guard=guard)
                 out: list[tuple[Record, Frame]] = []
-                run: list[bytes] = []  # encoded frames not written yet, and their (record, frame)
+                run: list[bytes] = []  # headers and bodies of frames not written yet, and their (record, frame)
                 pending: list[tuple[Record, Frame]] = []
                 run_bytes = 0
+                last = len(records) - 1
                 for i, (rec, body) in enumerate(zip(records, bodies)):
                     seq += 1
-                    data = encode_frame(seq, body)
-                    end = pos + run_bytes + len(data)
-                    run.append(data)
-                    pending.append((rec.at_seq(seq), Frame(seq, body, end - len(data), end)))
-                    run_bytes += len(data)
-                    if run_bytes >= WRITE_BYTES or i == len(records) - 1:
+                    start = pos + run_bytes
+                    run += (frame_header(seq, body), body)
+                    run_bytes += HEADER_SIZE + len(body)
+                    pending.append((rec.at_seq(seq), Frame(seq, body, start, pos + run_bytes)))
+                    if run_bytes >= WRITE_BYTES or i == last:
                         pos = self._write_run(fd, pos, run, pending, out, len(records))
                         run, pending, run_bytes = [], [], 0
                 if sync and self.fsync:
@@ -379,7 +379,7 @@ class FileLog:
         """Write a run of whole frames at `pos` (the end of the file) in one write(); on success add
         them to `out` and return the new end. Keeps the cache in step with the file even if a later
         run fails."""
-        data = run[0] if len(run) == 1 else b"".join(run)
+        data = b"".join(run)
         try:
             written = os.write(fd, data)
         except OSError as e:

@@ -73,13 +73,15 @@ def new_op_id() -> str:
     return f"{time.time_ns() // 1_000_000:012x}{os.urandom(10).hex()}"
 
 
+# sort_keys + compact separators make equal values encode to identical bytes; ensure_ascii=False
+# keeps non-ASCII text readable and smaller; allow_nan=False because NaN/Infinity are not JSON and
+# would not survive another reader. One encoder for every record (json.dumps with these arguments
+# builds a new one per call).
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def _canonical_json(obj: Any) -> bytes:
-    # sort_keys + compact separators make equal values encode to identical bytes; ensure_ascii=False
-    # keeps non-ASCII text readable and smaller; allow_nan=False because NaN/Infinity are not JSON and
-    # would not survive another reader.
-    return json.dumps(
-        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
+    return _ENCODER.encode(obj).encode("utf-8")
 
 
 @dataclass(frozen=True, slots=True)
