@@ -336,7 +336,7 @@ class Node:
             decided: dict[str, Outcome] = {}
             try:
                 # our own records are applied from the frames in memory, not read back from the file
-                applier.catch_up(self.conn, self.log, outcomes=decided, appended=[frame for _, frame in written])
+                applier.catch_up(self.conn, self.log, outcomes=decided, appended=written)
             except (LogDamage, sqlite3.Error, OSError) as exc:
                 if isinstance(exc, LogDamage):
                     self._damaged(exc)

@@ -87,7 +87,7 @@ def test_records_another_process_applied_first_are_answered_from_the_table(tmp_p
         # the other node applies everything, ours included, before we do
         other.catch_up()
         decided: dict = {}
-        assert applier.catch_up(node.conn, node.log, outcomes=decided, appended=[f for _, f in written]) == 0
+        assert applier.catch_up(node.conn, node.log, outcomes=decided, appended=written) == 0
         assert decided == {}
         assert [applier.outcome_of(node.conn, r.op_id).status for r in records] == ["applied", "refused"]
 
@@ -188,3 +188,44 @@ def test_a_purged_id_is_refused_in_the_chunk_that_purged_it_and_in_any_later_one
         applier.catch_up(conn, flog, outcomes=decided)
     assert [decided[r.op_id].code for r in records] == [None, None, None, "purged", None, "purged"]
     assert {t: table_rows(conn, t) for t in REPLAYED_TABLES} == one
+
+
+class _Text(str):
+    pass
+
+
+@pytest.mark.parametrize("payload, plain", [
+    ({"page_id": "p", "container": "ENG", "title": "Ünï \x00 \u2028 𝄞", "body": "a\nb", "parent_id": None}, True),
+    ({"page_id": "p", "base_revision": 3, "body": "x", "message": "m"}, True),
+    ({"page_id": "p", "labels": ["ops", "ü"], "n": -2 ** 70, "f": -0.0, "g": 1e300, "b": False}, True),
+    ({"page_id": "p", "labels": ("ops",)}, False),                   # a tuple: a list once decoded
+    ({"page_id": _Text("p")}, False),                                # a str subclass: a str once decoded
+    ({"page_id": "p", "pages": [{"title": "t", "id": "i"}]}, False),  # nested objects: key order differs
+    ({"page_id": "p", "labels": [1, 2]}, False),
+    ({"page_id": "p", "cutoff": {"at": 1}}, False),
+])
+def test_a_record_is_applied_from_memory_only_when_it_is_what_its_body_decodes_to(payload, plain):
+    r = Record.new("page.create", "alex", payload, node="n1").at_seq(9)
+    decoded = Record.from_body(r.body(), 9)
+    assert applier._as_decoded(r) is plain
+    if plain:
+        assert decoded == r
+        assert [(k, type(v)) for k, v in sorted(decoded.payload.items())] == \
+               [(k, type(v)) for k, v in sorted(r.payload.items())]
+    assert not applier._as_decoded(replace(r, actor=_Text("alex")))
+    assert not applier._as_decoded(replace(r, at=True))
+
+
+def test_records_that_are_not_what_they_decode_to_are_applied_as_decoded(tmp_path):
+    home = new_home(tmp_path / "home")
+    with Node.open(home) as node:
+        page = pid()
+        records = [create_rec("ENG", "Tupled", "x", page_id=page, labels=("Ops", "ops")),
+                   rec("knowledge.read", via="search", pages=[{"title": "x", "id": page, "rank": 1}], query="q"),
+                   rec("page.labels", page_id=page, labels=(_Text("Runbook"),))]
+        assert not any(applier._as_decoded(r) for r in records)
+        assert all(o.status == "applied" for o in node.submit(records))
+        stored = node.conn.execute("SELECT pages FROM knowledge_reads").fetchone()[0]
+        assert stored == json.dumps([{"id": page, "rank": 1, "title": "x"}])   # the decoded key order
+        live = {t: table_rows(node.conn, t) for t in REPLAYED_TABLES}
+    assert _replay(home.log_file, tmp_path / "replay.db") == live

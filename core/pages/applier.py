@@ -612,23 +612,47 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _past(flog: FileLog, seq: int, offset: int, known: Sequence[Frame] | None) -> Pairs:
-    """Every (record, frame) past the position (seq, offset). `known` are frames this process just
-    appended, still in memory: while they continue the log exactly from the position they are decoded
-    from those bytes (the very bytes a reader of the file gets, verified by the same decoder) instead
-    of read back; whatever lies past them — or any position they do not continue — is read from the
-    log, with every check a read makes."""
+def _as_decoded(rec: Record) -> bool:
+    """Is `rec` exactly what decoding its own body gives back, so applying it is applying the body?
+    True for the records writers build — every field of its exact JSON type, a flat payload of text,
+    numbers, booleans, nulls and lists of text — where the JSON round trip is the identity (key order
+    aside, which no handler reads in a flat payload). Anything else (a tuple, a str or int subclass,
+    nested objects) is decoded from its body, as a reader of the file would."""
+    if (type(rec.type) is not str or type(rec.op_id) is not str or type(rec.actor) is not str
+            or type(rec.at) is not int or type(rec.version) is not int or type(rec.node) is not str
+            or type(rec.payload) is not dict):
+        return False
+    for key, value in rec.payload.items():
+        kind = type(value)
+        if type(key) is not str:
+            return False
+        if kind is str or kind is int or value is None or kind is bool or kind is float:
+            continue
+        if kind is list and all(type(item) is str for item in value):
+            continue
+        return False
+    return True
+
+
+def _past(flog: FileLog, seq: int, offset: int, known: Sequence[tuple[Record, Frame]] | None) -> Pairs:
+    """Every (record, frame) past the position (seq, offset). `known` are the records this process just
+    appended with their frames, still in memory: while they continue the log exactly from the position
+    they are applied from memory — the record itself when it is what its body decodes to
+    (`_as_decoded`), else decoded from the frame's bytes, the very bytes a reader of the file gets —
+    instead of read back; whatever lies past them, or any position they do not continue, is read from
+    the log with every check a read makes."""
     if known:
-        i = seq + 1 - known[0].seq
-        if 0 <= i < len(known) and known[i].offset == offset:
+        i = seq + 1 - known[0][1].seq
+        if 0 <= i < len(known) and known[i][1].offset == offset:
             from_body = Record.from_body
-            for frame in known[i:]:
-                try:
-                    rec = from_body(frame.body, frame.seq)
-                except ValueError as exc:
-                    raise LogCorrupt(flog.path, frame.offset, frame.seq, f"undecodable record body: {exc}") from exc
+            for rec, frame in known[i:]:
+                if not _as_decoded(rec):
+                    try:
+                        rec = from_body(frame.body, frame.seq)
+                    except ValueError as exc:
+                        raise LogCorrupt(flog.path, frame.offset, frame.seq, f"undecodable record body: {exc}") from exc
                 yield rec, frame
-            seq, offset = known[-1].seq, known[-1].end
+            seq, offset = known[-1][1].seq, known[-1][1].end
     yield from flog.read_frames(after=seq, start_offset=offset, exact=True)
 
 
@@ -654,12 +678,13 @@ def catch_up(conn: Connection, flog: FileLog, *, batch: int = TXN_RECORDS,
              progress: Callable[[int], None] | None = None,
              outcomes: dict[str, Outcome] | None = None, name: str = APPLIER,
              apply: Callable[[Connection, Record], Outcome | None] | None = None,
-             appended: Sequence[Frame] | None = None) -> int:
+             appended: Sequence[tuple[Record, Frame]] | None = None) -> int:
     """Apply every record past this node's position, at most `batch` records a transaction (and
     TXN_SECONDS), storing the new position in the same transaction. Returns how many records were
     applied. `outcomes`, when given, collects what was decided for each op_id applied here (a writer
-    reads its answer without a query). `appended`, the frames a writer just appended, are applied from
-    memory when they continue from the position (see `_past`).
+    reads its answer without a query). `appended`, the records a writer just appended with their
+    frames (`FileLog.append_frames`), are applied from memory when they continue from the position
+    (see `_past`).
 
     Damage in the log (a bad frame, a seq that skips, repeats or goes backwards) stops the applier
     there: every good record before it is applied and committed, then the damage is raised.
@@ -675,7 +700,8 @@ def catch_up(conn: Connection, flog: FileLog, *, batch: int = TXN_RECORDS,
 
 def _catch_up(conn: Connection, flog: FileLog, batch: int, progress: Callable[[int], None] | None,
               outcomes: dict[str, Outcome] | None, name: str,
-              apply: Callable[[Connection, Record], Outcome | None] | None, appended: Sequence[Frame] | None) -> int:
+              apply: Callable[[Connection, Record], Outcome | None] | None,
+              appended: Sequence[tuple[Record, Frame]] | None) -> int:
     applied = 0
     careful: list[tuple[int, int]] = []  # seq ranges (first, last) of chunks that held a malformed record
     chunk_limit = max(1, min(batch, CHUNK_RECORDS))
