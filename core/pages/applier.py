@@ -61,17 +61,20 @@ class _Noop(Exception):
 
 # -- helpers ---------------------------------------------------------------------------------
 
-# the columns a handler reads of a page (not `*`: a save reads one row per record, and every column
-# read is a Python object built)
-_PAGE = "SELECT id, container, address, title, body, revision, parent_id, saved_by, trashed_at, labels FROM pages WHERE id = ?"
+# the columns a handler reads of a page (not `*`: every column read is a Python object built), and the
+# body only for the handlers that need it (a save compares it, a save or a rename keeps it in the
+# revision it replaces): a body can be megabytes of overflow pages
+_PAGE = "SELECT id, container, address, title, revision, parent_id, saved_by, trashed_at, labels FROM pages WHERE id = ?"
+_PAGE_AND_BODY = ("SELECT id, container, address, title, revision, parent_id, saved_by, trashed_at, labels, body "
+                  "FROM pages WHERE id = ?")
 
 
-def _page(conn: Connection, page_id: str) -> Any:
-    return conn.execute(_PAGE, (page_id,)).fetchone()
+def _page(conn: Connection, page_id: str, *, body: bool = False) -> Any:
+    return conn.execute(_PAGE_AND_BODY if body else _PAGE, (page_id,)).fetchone()
 
 
-def _live_page(conn: Connection, page_id: str, *, allow_trashed: bool = False) -> Any:
-    row = _page(conn, page_id)
+def _live_page(conn: Connection, page_id: str, *, allow_trashed: bool = False, body: bool = False) -> Any:
+    row = _page(conn, page_id, body=body)
     if row is None:
         marker = conn.execute("SELECT title, purged_by FROM deleted_pages WHERE page_id = ?", (page_id,)).fetchone()
         if marker:
@@ -95,12 +98,15 @@ def _is_descendant_or_self(conn: Connection, candidate: str, page_id: str) -> bo
     return False
 
 
+_PARENT = "SELECT container, title, trashed_at FROM pages WHERE id = ?"
+
+
 def parent_problem(conn: Connection, container: str, parent_id: str | None, page_id: str | None) -> str | None:
     """Why `parent_id` cannot hold a page of `container` (None when it can). Shared by the writer's
     check and the applier's salvage so the two never disagree."""
     if parent_id is None:
         return None
-    row = _page(conn, parent_id)
+    row = conn.execute(_PARENT, (parent_id,)).fetchone()
     if row is None:
         return f"parent_id {parent_id} names no page"
     if row["container"] != container:
@@ -223,7 +229,7 @@ def _refuse_create(conn: Connection, page_id: str, container: str, address: str)
 
 def _page_save(conn: Connection, rec: Record) -> dict[str, Any]:
     p = rec.payload
-    row = _live_page(conn, p["page_id"])
+    row = _live_page(conn, p["page_id"], body=True)
     base, current = int(p["base_revision"]), row["revision"]
     if base != current:
         raise _Refuse(
@@ -246,7 +252,7 @@ def _page_save(conn: Connection, rec: Record) -> dict[str, Any]:
 
 def _page_rename(conn: Connection, rec: Record) -> dict[str, Any]:
     p = rec.payload
-    row = _live_page(conn, p["page_id"])
+    row = _live_page(conn, p["page_id"], body=True)
     title = clean_title(p["title"])
     if title == row["title"]:
         raise _Noop("the page already has this title", {"page_id": row["id"], "revision": row["revision"]})
