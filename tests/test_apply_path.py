@@ -229,3 +229,23 @@ def test_records_that_are_not_what_they_decode_to_are_applied_as_decoded(tmp_pat
         assert stored == json.dumps([{"id": page, "rank": 1, "title": "x"}])   # the decoded key order
         live = {t: table_rows(node.conn, t) for t in REPLAYED_TABLES}
     assert _replay(home.log_file, tmp_path / "replay.db") == live
+
+
+def test_a_catch_up_in_many_transactions_leaves_the_log_knowing_its_end(tmp_path, monkeypatch):
+    """The next append starts where the applier stopped reading rather than scanning the log again."""
+    with FileLog(tmp_path / "pages.log") as flog:
+        flog.append(_mixed(20), sync=False)
+        size = flog.size()
+    monkeypatch.setattr(applier, "CHUNK_RECORDS", 3)
+    conn = connect(tmp_path / "x.db")
+    with FileLog(tmp_path / "pages.log") as flog:
+        assert (flog._end, flog._last) == (0, 0)
+        n = applier.catch_up(conn, flog, batch=7)
+        assert (flog._end, flog._last) == (size, n)
+    # a reader that stops taking records mid-log (a transaction's end) teaches it as far as it read
+    with FileLog(tmp_path / "pages.log") as flog:
+        pairs = flog.read_frames(after=0, start_offset=0, exact=True)
+        for _ in range(5):
+            _, frame = next(pairs)
+        pairs.close()
+        assert (flog._end, flog._last) == (frame.end, 5)

@@ -537,37 +537,40 @@ class FileLog:
         last_end = offset
         count = 0
         from_body = Record.from_body
-        for frame in scanner:
-            seq = frame.seq
-            if prev is None:
-                if expected_first is not None:
-                    if seq != expected_first:
-                        raise LogGap(self.path, frame.offset, expected_first, seq)
-                elif seq > after + 1:
-                    # The hint skipped records we were asked for, or they are missing.
-                    raise LogGap(self.path, frame.offset, f"<= {after + 1}", seq)
-            elif seq != prev + 1:
-                raise LogGap(self.path, frame.offset, prev + 1, seq)
-            prev = seq
-            last_end = frame.end
-            if seq <= after:
-                continue  # skipped without JSON decoding: only the frame check is paid
-            try:
-                record = from_body(frame.body, seq)
-            except ValueError as e:
-                raise LogCorrupt(self.path, frame.offset, seq, f"undecodable record body: {e}") from e
-            yield record, frame
-            count += 1
-            if limit is not None and count >= limit:
-                if verified_start:
-                    self._remember(last_end, prev)
-                return
-        stop = scanner.stop
-        assert stop is not None
-        if stop.status is FrameStatus.CORRUPT:
-            raise self._corrupt(stop, prev + 1 if prev is not None else expected_first)
-        if prev is not None and verified_start:
-            self._remember(last_end, prev)
+        try:
+            for frame in scanner:
+                seq = frame.seq
+                if prev is None:
+                    if expected_first is not None:
+                        if seq != expected_first:
+                            raise LogGap(self.path, frame.offset, expected_first, seq)
+                    elif seq > after + 1:
+                        # The hint skipped records we were asked for, or they are missing.
+                        raise LogGap(self.path, frame.offset, f"<= {after + 1}", seq)
+                elif seq != prev + 1:
+                    raise LogGap(self.path, frame.offset, prev + 1, seq)
+                prev = seq
+                last_end = frame.end
+                if seq <= after:
+                    continue  # skipped without JSON decoding: only the frame check is paid
+                try:
+                    record = from_body(frame.body, seq)
+                except ValueError as e:
+                    raise LogCorrupt(self.path, frame.offset, seq, f"undecodable record body: {e}") from e
+                yield record, frame
+                count += 1
+                if limit is not None and count >= limit:
+                    return
+            stop = scanner.stop
+            assert stop is not None
+            if stop.status is FrameStatus.CORRUPT:
+                raise self._corrupt(stop, prev + 1 if prev is not None else expected_first)
+        finally:
+            # However the read ends (the log's end, a limit, damage, or a caller that stopped taking
+            # records, as the applier does at a transaction's end), the frames it verified from a known
+            # boundary teach the cache: the next append need not scan them again.
+            if prev is not None and verified_start:
+                self._remember(last_end, prev)
 
     def _remember(self, end: int, last: int) -> None:
         with self._mutex:
