@@ -12,9 +12,14 @@ Two shapes of writing, each measured in the same run as its plain-SQLite peer:
   --interactive records, half creates and half saves. Peer: one transaction per row, fsync at each
   commit (synchronous=FULL).
 
+* replay — a fresh database applying the batched run's log from nothing (`applier.catch_up`, as a
+  node that joins or a `log repair` rebuild does). Peer: the plain batched inserts above.
+
 The figure is the ratio: how many times slower the log path is than writing the rows directly.
 Records are built before the clock starts for both sides; the engine's time includes encoding,
-framing, CRC, append, fsync, reading back, applying and storing each outcome.
+framing, CRC, append, fsync, applying and storing each outcome. Wall and CPU time (user + system of
+this process) are both printed: on a shared machine the CPU figure is the one that does not move with
+the load, which is printed too.
 """
 from __future__ import annotations
 
@@ -34,10 +39,11 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from core import config as config_mod  # noqa: E402
-from core.log import Record  # noqa: E402
+from core.log import FileLog, Record  # noqa: E402
 from core.node import Node, init_home  # noqa: E402
+from core.pages import applier  # noqa: E402
 from core.paths import Home  # noqa: E402
-from core.store import sqlite3  # noqa: E402
+from core.store import connect, sqlite3  # noqa: E402
 
 BODY = ("# A runbook\n\n" + "Step: check the dashboard, then roll forward or back.\n" * 12)  # ~650 bytes
 
@@ -84,10 +90,18 @@ def plain_db(base: Path, name: str):
 INSERT = "INSERT INTO page_rows VALUES (?,?,?,?,?,?,?)"
 
 
-def timed(fn) -> float:
-    t = time.perf_counter()
+Timing = tuple[int, float, float]  # records, wall seconds, CPU seconds
+
+
+def timed(n: int, fn) -> Timing:
+    wall, cpu = time.perf_counter(), time.process_time()
     fn()
-    return time.perf_counter() - t
+    return n, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load {one:.2f} (5 min {five:.2f}) on {os.cpu_count()} CPU(s)"
 
 
 def check_applied(outcomes, what: str) -> None:
@@ -96,20 +110,29 @@ def check_applied(outcomes, what: str) -> None:
         raise SystemExit(f"{what}: {len(bad)} record(s) not applied, e.g. {bad[0]}")
 
 
-def bench_batched(base: Path, n_creates: int, n_saves: int, batch: int) -> dict[str, tuple[int, float]]:
+def bench_batched(base: Path, n_creates: int, n_saves: int, batch: int) -> dict[str, Timing]:
     creates, saves = make_records(n_creates, n_saves, "batched")
     home = fresh_home(base, "batched")
-    results: dict[str, tuple[int, float]] = {}
+    results: dict[str, Timing] = {}
     with Node.open(home) as node:
         def run(records: list[Record], what: str) -> None:
             for i in range(0, len(records), batch):
                 check_applied(node.submit(records[i:i + batch]), what)
-        results["engine creates"] = (len(creates), timed(lambda: run(creates, "create")))
-        results["engine saves"] = (len(saves), timed(lambda: run(saves, "save")))
+        results["engine creates"] = timed(len(creates), lambda: run(creates, "create"))
+        results["engine saves"] = timed(len(saves), lambda: run(saves, "save"))
         pages = node.conn.execute("SELECT count(*) FROM pages").fetchone()[0]
         revisions = node.conn.execute("SELECT count(*) FROM revisions").fetchone()[0]
         assert (pages, revisions) == (n_creates, n_creates + n_saves), (pages, revisions)
-    results["engine all"] = (len(creates) + len(saves), results["engine creates"][1] + results["engine saves"][1])
+    c, s = results["engine creates"], results["engine saves"]
+    results["engine all"] = (c[0] + s[0], c[1] + s[1], c[2] + s[2])
+
+    replay = connect(base / "replay.db")
+    with FileLog(home.log_file, readonly=True) as flog:
+        counted: list[int] = []
+        n = flog.last_seq()
+        results["replay"] = timed(n, lambda: counted.append(applier.catch_up(replay, flog)))
+    assert counted == [n], (counted, n)
+    replay.close()
 
     rows = plain_rows(creates + saves)
     conn = plain_db(base, "plain-batched")
@@ -119,21 +142,21 @@ def bench_batched(base: Path, n_creates: int, n_saves: int, batch: int) -> dict[
         for row in rows:
             conn.execute(INSERT, row)
         conn.execute("COMMIT")
-    results["plain one txn"] = (len(rows), timed(plain))
+    results["plain one txn"] = timed(len(rows), plain)
     conn.close()
     return results
 
 
-def bench_interactive(base: Path, n: int) -> dict[str, tuple[int, float]]:
+def bench_interactive(base: Path, n: int) -> dict[str, Timing]:
     creates, saves = make_records(n // 2, n - n // 2, "interactive")
     records = creates + saves
     home = fresh_home(base, "interactive")
-    results: dict[str, tuple[int, float]] = {}
+    results: dict[str, Timing] = {}
     with Node.open(home) as node:
         def run() -> None:
             for r in records:
                 check_applied([node.submit_one(r)], r.type)
-        results["engine one a submit"] = (len(records), timed(run))
+        results["engine one a submit"] = timed(len(records), run)
 
     rows = plain_rows(records)
     conn = plain_db(base, "plain-interactive")
@@ -143,7 +166,7 @@ def bench_interactive(base: Path, n: int) -> dict[str, tuple[int, float]]:
             conn.execute("BEGIN")
             conn.execute(INSERT, row)
             conn.execute("COMMIT")
-    results["plain txn per row"] = (len(rows), timed(plain))
+    results["plain txn per row"] = timed(len(rows), plain)
     conn.close()
     return results
 
@@ -172,31 +195,37 @@ def main(argv: list[str] | None = None) -> int:
         sqlite_version = probe.execute("select sqlite_version()").fetchone()[0]
         probe.close()
         print(f"crewlet apply benchmark — {base} ({fs_type(base)}), Python {platform.python_version()}, "
-              f"SQLite {sqlite_version} via {sqlite3.__name__}, {os.cpu_count()} CPU(s)")
+              f"SQLite {sqlite_version} via {sqlite3.__name__}; {load()}")
         batched = bench_batched(base, args.creates, args.saves, args.batch)
         interactive = bench_interactive(base, args.interactive)
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
 
-    def line(label: str, n: int, secs: float) -> None:
-        print(f"  {label:<52} {n:>7,} {secs:>9.3f} s {n / secs:>12,.0f} rec/s")
+    def line(label: str, n: int, wall: float, cpu: float) -> None:
+        print(f"  {label:<52} {n:>7,} {wall:>7.3f} s wall {n / wall:>9,.0f} rec/s  {cpu:>7.3f} s CPU "
+              f"{n / cpu:>9,.0f} rec/s")
+
+    def ratio(label: str, engine: Timing, peer: Timing) -> None:
+        wall = (peer[0] / peer[1]) / (engine[0] / engine[1])
+        cpu = (peer[0] / peer[2]) / (engine[0] / engine[2])
+        print(f"  ratio plain / {label}: {wall:.1f}x wall, {cpu:.1f}x CPU  (the engine runs at {1 / wall:.1%} of "
+              "plain inserts)")
 
     print(f"\nbatched: {args.batch:,} records a submit (one flock + fsync of the log, one SQLite transaction each)")
     line("engine: page.create through the log", *batched["engine creates"])
     line("engine: page.save through the log", *batched["engine saves"])
     line("engine: all", *batched["engine all"])
+    line("replay: a fresh database applies that log", *batched["replay"])
     line("plain SQLite: same rows, one INSERT each, one txn", *batched["plain one txn"])
-    eng = batched["engine all"][0] / batched["engine all"][1]
-    plain = batched["plain one txn"][0] / batched["plain one txn"][1]
-    print(f"  ratio plain / engine: {plain / eng:.1f}x  (the engine runs at {eng / plain:.1%} of plain inserts)")
+    ratio("engine", batched["engine all"], batched["plain one txn"])
+    ratio("replay", batched["replay"], batched["plain one txn"])
 
     print("\ninteractive: one record a submit (an fsync of the log each)")
     line("engine: create/save, one a submit", *interactive["engine one a submit"])
     line("plain SQLite: one txn per row (synchronous=FULL)", *interactive["plain txn per row"])
-    eng_i = interactive["engine one a submit"][0] / interactive["engine one a submit"][1]
-    plain_i = interactive["plain txn per row"][0] / interactive["plain txn per row"][1]
-    print(f"  ratio plain / engine: {plain_i / eng_i:.1f}x  (the engine runs at {eng_i / plain_i:.1%} of plain inserts)")
+    ratio("engine", interactive["engine one a submit"], interactive["plain txn per row"])
+    print(f"\n{load()}")
     return 0
 
 

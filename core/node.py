@@ -215,7 +215,7 @@ class Node:
         node_id = self.node_id
         if not node_id:
             return list(records)
-        return [r if r.node else dataclasses.replace(r, node=node_id) for r in records]
+        return [r if r.node else r.with_node(node_id) for r in records]
 
     def close(self) -> None:
         with self.lock:
@@ -314,7 +314,7 @@ class Node:
         Records that reached the log but could not be applied raise NotApplied, naming them."""
         if not records:
             return []
-        with self.lock:
+        with self.lock, applier.gc_paused():
             if self.damage is not None:
                 raise self.damage
             if self.readonly:
@@ -322,8 +322,8 @@ class Node:
                                   "make the home writable to change it (reading works as it is)", code="read_only")
             keep = applier.position(self.conn)[1]
             try:
-                appended = self.log.append(self._stamped(records), sync=sync, keep_through=keep,
-                                           guard=self._peers_guard(applier.APPLIER))
+                written = self.log.append_frames(self._stamped(records), sync=sync, keep_through=keep,
+                                                 guard=self._peers_guard(applier.APPLIER))
             except LogDamage as exc:
                 self._damaged(exc)
                 raise
@@ -332,9 +332,11 @@ class Node:
             except OSError as exc:
                 code, words = storage_problem(exc, self.home.log_file)
                 raise WriteFailed(f"{words} — nothing was written", code=code) from exc
+            appended = [rec for rec, _ in written]
             decided: dict[str, Outcome] = {}
             try:
-                applier.catch_up(self.conn, self.log, outcomes=decided)
+                # our own records are applied from the frames in memory, not read back from the file
+                applier.catch_up(self.conn, self.log, outcomes=decided, appended=written)
             except (LogDamage, sqlite3.Error, OSError) as exc:
                 if isinstance(exc, LogDamage):
                     self._damaged(exc)

@@ -81,7 +81,9 @@ def frame_digest(body: Buffer) -> str:
     return hashlib.blake2b(body, digest_size=16).hexdigest()
 
 
-def encode_frame(seq: int, body: bytes) -> bytes:
+def frame_header(seq: int, body: bytes) -> bytes:
+    """The 20 bytes that go before `body` in its frame (a writer joins a run of frames itself, so
+    each body is copied once)."""
     if not body:
         raise ValueError("a frame body cannot be empty")
     if len(body) > MAX_BODY:
@@ -89,8 +91,11 @@ def encode_frame(seq: int, body: bytes) -> bytes:
     if not 0 <= seq <= MAX_SEQ:
         raise ValueError(f"seq {seq} does not fit in u64")
     len_seq = _LEN_SEQ.pack(len(body), seq)
-    crc = crc32c(body, crc32c(len_seq))
-    return b"".join((MAGIC, len_seq, crc.to_bytes(4, "big"), body))
+    return MAGIC + len_seq + crc32c(body, crc32c(len_seq)).to_bytes(4, "big")
+
+
+def encode_frame(seq: int, body: bytes) -> bytes:
+    return frame_header(seq, body) + body
 
 
 def _check(buf: Buffer, pos: int) -> tuple[int, int] | str | None:

@@ -7,13 +7,17 @@ A record is idempotent by op_id: applying it twice changes nothing.
 """
 from __future__ import annotations
 
+import gc
 import json
 import logging
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring_ascii as _escape  # what json.dumps writes a str with
 from typing import Any
 
-from ..log import FileLog, LogDamage, Record
+from ..log import FileLog, LogCorrupt, LogDamage, Record
 from ..log.check import Applied
 from ..log.framing import Frame, frame_digest
 from ..store import Connection, sqlite3, transaction
@@ -57,12 +61,20 @@ class _Noop(Exception):
 
 # -- helpers ---------------------------------------------------------------------------------
 
-def _page(conn: Connection, page_id: str) -> Any:
-    return conn.execute("SELECT * FROM pages WHERE id = ?", (page_id,)).fetchone()
+# the columns a handler reads of a page (not `*`: every column read is a Python object built), and the
+# body only for the handlers that need it (a save compares it, a save or a rename keeps it in the
+# revision it replaces): a body can be megabytes of overflow pages
+_PAGE = "SELECT id, container, address, title, revision, parent_id, saved_by, trashed_at, labels FROM pages WHERE id = ?"
+_PAGE_AND_BODY = ("SELECT id, container, address, title, revision, parent_id, saved_by, trashed_at, labels, body "
+                  "FROM pages WHERE id = ?")
 
 
-def _live_page(conn: Connection, page_id: str, *, allow_trashed: bool = False) -> Any:
-    row = _page(conn, page_id)
+def _page(conn: Connection, page_id: str, *, body: bool = False) -> Any:
+    return conn.execute(_PAGE_AND_BODY if body else _PAGE, (page_id,)).fetchone()
+
+
+def _live_page(conn: Connection, page_id: str, *, allow_trashed: bool = False, body: bool = False) -> Any:
+    row = _page(conn, page_id, body=body)
     if row is None:
         marker = conn.execute("SELECT title, purged_by FROM deleted_pages WHERE page_id = ?", (page_id,)).fetchone()
         if marker:
@@ -86,12 +98,15 @@ def _is_descendant_or_self(conn: Connection, candidate: str, page_id: str) -> bo
     return False
 
 
+_PARENT = "SELECT container, title, trashed_at FROM pages WHERE id = ?"
+
+
 def parent_problem(conn: Connection, container: str, parent_id: str | None, page_id: str | None) -> str | None:
     """Why `parent_id` cannot hold a page of `container` (None when it can). Shared by the writer's
     check and the applier's salvage so the two never disagree."""
     if parent_id is None:
         return None
-    row = _page(conn, parent_id)
+    row = conn.execute(_PARENT, (parent_id,)).fetchone()
     if row is None:
         return f"parent_id {parent_id} names no page"
     if row["container"] != container:
@@ -148,6 +163,17 @@ def _container_declare(conn: Connection, rec: Record) -> dict[str, Any]:
 
 
 def _page_create(conn: Connection, rec: Record) -> dict[str, Any]:
+    return _create(conn, rec, purges=True)
+
+
+def _page_create_none_purged(conn: Connection, rec: Record) -> dict[str, Any]:
+    """`_page_create` where no page was ever purged: the caller knows `deleted_pages` is empty and
+    stays so (no page.purge in the records it applies), so the lookup that would refuse a purged id
+    is left out (one statement of three a create)."""
+    return _create(conn, rec, purges=False)
+
+
+def _create(conn: Connection, rec: Record, *, purges: bool) -> dict[str, Any]:
     p = rec.payload
     page_id, container = p["page_id"], p["container"]
     title = clean_title(p["title"])
@@ -157,36 +183,34 @@ def _page_create(conn: Connection, rec: Record) -> dict[str, Any]:
     raw_labels = p.get("labels", [])
     labels = "[]" if raw_labels == [] else json.dumps(sorted({str(x).lower() for x in raw_labels}))
     warnings: list[dict[str, str]] = []
-    if parent_id is None:
-        # the import's hot path: one guarded INSERT claims the id and the address, and refuses a purged
-        # id; only a create that inserted nothing asks why (the same three refusals, in the same order)
-        inserted = conn.execute(
-            "INSERT INTO pages (id, container, address, title, body, revision, parent_id, created_by, created_at, "
-            "saved_by, saved_at, updated_at, trashed_at, trashed_by, labels, version) "
-            "SELECT ?1,?2,?3,?4,?5,1,NULL,?6,?7,?6,?7,?7,NULL,NULL,?8,?9 "
-            "WHERE NOT EXISTS (SELECT 1 FROM deleted_pages WHERE page_id = ?1) ON CONFLICT DO NOTHING",
-            (page_id, container, address, title, body, rec.actor, rec.at, labels, rec.seq)).rowcount
-        if inserted != 1:
-            _refuse_create(conn, page_id, container, address)
-            raise RuntimeError(f"page.create {page_id} inserted nothing and no rule refused it")  # pragma: no cover
-    else:
+    # A purged id is refused first (a lookup in a table that is mostly empty), then one INSERT claims the
+    # id and the address; only a create that inserted nothing asks why (the same three refusals, in the
+    # same order). INSERT … VALUES, not INSERT … SELECT … WHERE NOT EXISTS: the SELECT form measured
+    # 4 µs a row slower. The parent is checked before the INSERT (it writes nothing) and its salvage
+    # said only once the page is created.
+    if purges and conn.execute(_PURGED, (page_id,)).fetchone() is not None:
+        raise _Refuse("purged", f"page {page_id} was purged; it cannot be created again")
+    problem = parent_problem(conn, container, parent_id, None) if parent_id is not None else None
+    if problem:
+        parent_id = None  # the writer checked it; a race since then files the page at the top, identically everywhere
+    inserted = conn.execute(_INSERT_PAGE, (page_id, container, address, title, body, parent_id, rec.actor, rec.at,
+                                           labels, rec.seq)).rowcount
+    if inserted != 1:
         _refuse_create(conn, page_id, container, address)
-        problem = parent_problem(conn, container, parent_id, None)
-        if problem:
-            # the writer checked it; a race since then files the page at the top, identically everywhere
-            warnings.append({"code": "pages_parent_salvaged",
-                             "message": f"{problem}; the page was created at the top of {container}"})
-            log.warning("pages_parent_salvaged page=%s: %s", page_id, problem)
-            parent_id = None
-        conn.execute(
-            "INSERT INTO pages (id, container, address, title, body, revision, parent_id, created_by, created_at, "
-            "saved_by, saved_at, updated_at, trashed_at, trashed_by, labels, version) "
-            "VALUES (?,?,?,?,?,1,?,?,?,?,?,?,NULL,NULL,?,?)",
-            (page_id, container, address, title, body, parent_id, rec.actor, rec.at, rec.actor, rec.at, rec.at,
-             labels, rec.seq),
-        )
+        raise RuntimeError(f"page.create {page_id} inserted nothing and no rule refused it")  # pragma: no cover
+    if problem:
+        warnings.append({"code": "pages_parent_salvaged",
+                         "message": f"{problem}; the page was created at the top of {container}"})
+        log.warning("pages_parent_salvaged page=%s: %s", page_id, problem)
     _add_revision(conn, page_id, 1, title, rec.actor, rec.at, "create", p.get("message"))
     return {"page_id": page_id, "revision": 1, "warnings": warnings}
+
+
+_PURGED = "SELECT 1 FROM deleted_pages WHERE page_id = ?"
+_INSERT_PAGE = (
+    "INSERT INTO pages (id, container, address, title, body, revision, parent_id, created_by, created_at, "
+    "saved_by, saved_at, updated_at, trashed_at, trashed_by, labels, version) "
+    "VALUES (?1,?2,?3,?4,?5,1,?6,?7,?8,?7,?8,?8,NULL,NULL,?9,?10) ON CONFLICT DO NOTHING")
 
 
 def _refuse_create(conn: Connection, page_id: str, container: str, address: str) -> None:
@@ -205,7 +229,7 @@ def _refuse_create(conn: Connection, page_id: str, container: str, address: str)
 
 def _page_save(conn: Connection, rec: Record) -> dict[str, Any]:
     p = rec.payload
-    row = _live_page(conn, p["page_id"])
+    row = _live_page(conn, p["page_id"], body=True)
     base, current = int(p["base_revision"]), row["revision"]
     if base != current:
         raise _Refuse(
@@ -228,7 +252,7 @@ def _page_save(conn: Connection, rec: Record) -> dict[str, Any]:
 
 def _page_rename(conn: Connection, rec: Record) -> dict[str, Any]:
     p = rec.payload
-    row = _live_page(conn, p["page_id"])
+    row = _live_page(conn, p["page_id"], body=True)
     title = clean_title(p["title"])
     if title == row["title"]:
         raise _Noop("the page already has this title", {"page_id": row["id"], "revision": row["revision"]})
@@ -395,6 +419,19 @@ HANDLERS: dict[str, Callable[[Connection, Record], dict[str, Any]]] = {
 }
 
 
+# what a chunk with no page.purge in it applies with while no page was ever purged
+_HANDLERS_NONE_PURGED = {**HANDLERS, "page.create": _page_create_none_purged}
+
+
+def _handlers_for(conn: Connection, records: Sequence[Record]) -> dict[str, Callable[[Connection, Record], dict[str, Any]]]:
+    if any(r.type == "page.purge" for r in records) or conn.execute(_ANY_PURGED).fetchone()[0]:
+        return HANDLERS
+    return _HANDLERS_NONE_PURGED
+
+
+_ANY_PURGED = "SELECT EXISTS(SELECT 1 FROM deleted_pages)"
+
+
 # Exceptions a malformed payload raises (a missing key, a list where text belongs, an int past 64 bits
 # that SQLite refuses): the record is refused as malformed, never half-applied, and never stops the log.
 _MALFORMED = (KeyError, TypeError, ValueError, OverflowError,
@@ -402,14 +439,38 @@ _MALFORMED = (KeyError, TypeError, ValueError, OverflowError,
 _INSERT_OUTCOME = "INSERT INTO applied_ops (op_id, seq, type, status, code, reason, result) VALUES (?,?,?,?,?,?,?)"
 
 
+def _result_json(result: dict[str, Any]) -> str:
+    """`json.dumps(result)`, byte for byte (the stored text is compared between nodes), spelled out for
+    the flat results almost every record has — text, integers, null, an empty list — which json.dumps
+    takes twice as long to write; anything else goes to json.dumps."""
+    parts = []
+    for key, value in result.items():
+        kind = type(value)
+        if kind is str:
+            text = _escape(value)
+        elif kind is int:
+            text = int.__repr__(value)
+        elif value is None:
+            text = "null"
+        elif kind is list and not value:
+            text = "[]"
+        else:
+            return json.dumps(result)
+        if type(key) is not str:
+            return json.dumps(result)
+        parts.append(f"{_escape(key)}: {text}")
+    return "{" + ", ".join(parts) + "}"
+
+
 def _outcome_row(o: Outcome) -> tuple:
-    return (o.op_id, o.seq, o.type, o.status, o.code, o.reason, json.dumps(o.result) if o.result else None)
+    return (o.op_id, o.seq, o.type, o.status, o.code, o.reason, _result_json(o.result) if o.result else None)
 
 
-def _decide(conn: Connection, rec: Record) -> Outcome:
+def _decide(conn: Connection, rec: Record, handlers: dict[str, Callable[[Connection, Record], dict[str, Any]]] = HANDLERS
+            ) -> Outcome:
     """Run a record's handler. A handler refuses (or finds nothing to do) BEFORE its first write, so a
     _Refuse or _Noop leaves no row behind and needs no savepoint; anything else propagates."""
-    handler = HANDLERS.get(rec.type)
+    handler = handlers.get(rec.type)
     try:
         if handler is None:
             raise _Refuse("unknown_record", f"record type '{rec.type}' is not known to this build — upgrade crewlet")
@@ -481,7 +542,8 @@ def _apply_fast(conn: Connection, records: Sequence[Record]) -> list[Outcome]:
     """The fast path with no savepoint: a malformed record raises, and the caller's transaction must be
     rolled back and the batch applied again with `apply_batch(..., careful=True)`."""
     done = _applied_already(conn, records)
-    outcomes = _apply_each(conn, records, set(done), _decide)
+    handlers = _handlers_for(conn, records)
+    outcomes = _apply_each(conn, records, set(done), lambda c, rec: _decide(c, rec, handlers))
     conn.executemany(_INSERT_OUTCOME, [_outcome_row(o) for o in outcomes])
     return outcomes
 
@@ -525,51 +587,164 @@ def store_position(conn: Connection, seq: int, frame: Frame, name: str = APPLIER
     )
 
 
-def catch_up(conn: Connection, flog: FileLog, *, batch: int = 2000,
+# How much one catch_up transaction holds. Each commit writes every page the transaction dirtied,
+# and a log's records land all over the tables and indexes (page ids and op_ids are random), so a
+# small transaction writes the same index pages again and again: at 2,000 records a transaction a
+# 100,000-record log wrote 2 GB for a 106 MB database, at 20,000 about 500 MB. A transaction also
+# ends after TXN_SECONDS, so another writer waiting for the lock waits about that long at most.
+TXN_RECORDS = 20_000
+TXN_SECONDS = 1.0
+# Records are decoded and applied a chunk at a time inside a transaction: memory stays bounded
+# whatever the transaction holds (a chunk ends at CHUNK_RECORDS or once CHUNK_BYTES of bodies).
+CHUNK_RECORDS = 2_000
+CHUNK_BYTES = 16 * 1024 * 1024
+
+Pairs = Iterator[tuple[Record, Frame]]
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Automatic garbage collection off while records are applied: a record allocates a dozen
+    containers (its payload, its outcome, their rows) that reference counting frees, and the collector
+    they set off found nothing to collect yet took 4% of a batch (more in the app, whose heap it walks).
+    Turned back on only by the caller that turned it off (nested or concurrent users leave it be)."""
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _as_decoded(rec: Record) -> bool:
+    """Is `rec` exactly what decoding its own body gives back, so applying it is applying the body?
+    True for the records writers build — every field of its exact JSON type, a flat payload of text,
+    numbers, booleans, nulls and lists of text — where the JSON round trip is the identity (key order
+    aside, which no handler reads in a flat payload). Anything else (a tuple, a str or int subclass,
+    nested objects) is decoded from its body, as a reader of the file would."""
+    if (type(rec.type) is not str or type(rec.op_id) is not str or type(rec.actor) is not str
+            or type(rec.at) is not int or type(rec.version) is not int or type(rec.node) is not str
+            or type(rec.payload) is not dict):
+        return False
+    for key, value in rec.payload.items():
+        kind = type(value)
+        if type(key) is not str:
+            return False
+        if kind is str or kind is int or value is None or kind is bool or kind is float:
+            continue
+        if kind is list and all(type(item) is str for item in value):
+            continue
+        return False
+    return True
+
+
+def _past(flog: FileLog, seq: int, offset: int, known: Sequence[tuple[Record, Frame]] | None) -> Pairs:
+    """Every (record, frame) past the position (seq, offset). `known` are the records this process just
+    appended with their frames, still in memory: while they continue the log exactly from the position
+    they are applied from memory — the record itself when it is what its body decodes to
+    (`_as_decoded`), else decoded from the frame's bytes, the very bytes a reader of the file gets —
+    instead of read back; whatever lies past them, or any position they do not continue, is read from
+    the log with every check a read makes."""
+    if known:
+        i = seq + 1 - known[0][1].seq
+        if 0 <= i < len(known) and known[i][1].offset == offset:
+            from_body = Record.from_body
+            for rec, frame in known[i:]:
+                if not _as_decoded(rec):
+                    try:
+                        rec = from_body(frame.body, frame.seq)
+                    except ValueError as exc:
+                        raise LogCorrupt(flog.path, frame.offset, frame.seq, f"undecodable record body: {exc}") from exc
+                yield rec, frame
+            seq, offset = known[-1][1].seq, known[-1][1].end
+    yield from flog.read_frames(after=seq, start_offset=offset, exact=True)
+
+
+def _chunk(pairs: Pairs, limit: int) -> tuple[list[Record], Frame | None, bool, LogDamage | None]:
+    """Up to `limit` records (fewer once CHUNK_BYTES of bodies are read), the frame of the last, whether
+    the log ended, and the damage reading stopped at (the records before it are good and are applied)."""
+    records: list[Record] = []
+    last: Frame | None = None
+    size = 0
+    try:
+        for rec, frame in pairs:
+            records.append(rec)
+            last = frame
+            size += len(frame.body)
+            if len(records) >= limit or size >= CHUNK_BYTES:
+                return records, last, False, None
+    except LogDamage as exc:
+        return records, last, True, exc
+    return records, last, True, None
+
+
+def catch_up(conn: Connection, flog: FileLog, *, batch: int = TXN_RECORDS,
              progress: Callable[[int], None] | None = None,
              outcomes: dict[str, Outcome] | None = None, name: str = APPLIER,
-             apply: Callable[[Connection, Record], Outcome | None] | None = None) -> int:
-    """Apply every record past this node's position, `batch` records a transaction, storing the new
-    position in the same transaction. Returns how many records were applied. `outcomes`, when given,
-    collects what was decided for each op_id applied here (a writer reads its answer without a query).
+             apply: Callable[[Connection, Record], Outcome | None] | None = None,
+             appended: Sequence[tuple[Record, Frame]] | None = None) -> int:
+    """Apply every record past this node's position, at most `batch` records a transaction (and
+    TXN_SECONDS), storing the new position in the same transaction. Returns how many records were
+    applied. `outcomes`, when given, collects what was decided for each op_id applied here (a writer
+    reads its answer without a query). `appended`, the records a writer just appended with their
+    frames (`FileLog.append_frames`), are applied from memory when they continue from the position
+    (see `_past`).
 
     Damage in the log (a bad frame, a seq that skips, repeats or goes backwards) stops the applier
     there: every good record before it is applied and committed, then the damage is raised.
 
+    A malformed record makes the fast path (no savepoint) give up: the transaction is rolled back and
+    run again with the chunk that held it applied record by record (`apply_batch(careful=True)`).
+
     `name` and `apply` serve another log the same way (the vector log: its own position row, its own
-    records, applied one at a time by `apply`); the pages log is applied a batch at a time."""
+    records, applied one at a time by `apply`); the pages log is applied a chunk at a time."""
+    with gc_paused():
+        return _catch_up(conn, flog, batch, progress, outcomes, name, apply, appended)
+
+
+def _catch_up(conn: Connection, flog: FileLog, batch: int, progress: Callable[[int], None] | None,
+              outcomes: dict[str, Outcome] | None, name: str,
+              apply: Callable[[Connection, Record], Outcome | None] | None,
+              appended: Sequence[tuple[Record, Frame]] | None) -> int:
     applied = 0
-    careful = False  # set for one batch after a malformed record made the fast path give it up
+    careful: list[tuple[int, int]] = []  # seq ranges (first, last) of chunks that held a malformed record
+    chunk_limit = max(1, min(batch, CHUNK_RECORDS))
     while True:
         damage: LogDamage | None = None
         decided_here: list[Outcome] = []
+        ended = False
+        n = 0
         try:
             with transaction(conn):
                 seq, offset = position(conn, name)
-                records: list[Record] = []
+                pairs = _past(flog, seq, offset, appended)
+                started = time.monotonic()
                 last: Frame | None = None
-                try:
-                    for rec, frame in flog.read_frames(after=seq, start_offset=offset, limit=batch, exact=True):
-                        records.append(rec)
-                        last = frame
-                except LogDamage as exc:
-                    damage = exc
-                if records:
+                while True:
+                    records, end, ended, damage = _chunk(pairs, min(chunk_limit, batch - n))
+                    if not records:
+                        break
+                    first, final = records[0].seq, records[-1].seq
                     if apply is not None:
-                        decided_here = [o for o in (apply(conn, rec) for rec in records) if o is not None]
-                    elif careful:
-                        decided_here = apply_batch(conn, records, careful=True)
+                        decided_here += [o for o in (apply(conn, rec) for rec in records) if o is not None]
+                    elif any(a <= final and first <= b for a, b in careful):
+                        decided_here += apply_batch(conn, records, careful=True)
                     else:
-                        decided_here = _apply_fast(conn, records)
-                    assert last is not None
-                    store_position(conn, records[-1].seq, last, name)
-        except _MALFORMED:
-            if careful or apply is not None:
-                raise
-            careful = True  # the transaction rolled back: the same batch again, record by record
-            continue
-        careful = False
-        n = len(records)
+                        try:
+                            decided_here += _apply_fast(conn, records)
+                        except _MALFORMED:
+                            careful.append((first, final))
+                            raise _GiveUp() from None
+                    n += len(records)
+                    last = end
+                    if ended or n >= batch or time.monotonic() - started >= TXN_SECONDS:
+                        break
+                if last is not None:
+                    store_position(conn, last.seq, last, name)
+        except _GiveUp:
+            continue  # rolled back: the same records again, that chunk record by record
         # only once committed is an outcome decided (a COMMIT a full disk refuses decides nothing)
         if outcomes is not None:
             outcomes.update((o.op_id, o) for o in decided_here)
@@ -578,8 +753,12 @@ def catch_up(conn: Connection, flog: FileLog, *, batch: int = 2000,
             progress(n)
         if damage is not None:
             raise damage
-        if n < batch:
+        if ended or n == 0:
             return applied
+
+
+class _GiveUp(Exception):
+    """The fast path met a malformed record: roll the transaction back and apply its chunk carefully."""
 
 
 def outcome_of(conn: Connection, op_id: str) -> Outcome | None:
