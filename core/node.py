@@ -23,8 +23,9 @@ from . import config as config_mod
 from .errors import CrewletError
 from .log import FileLog, LogDamage, Record, RecordTooLarge
 from .log.check import locate_applied
+from .log.framing import Frame
 from .pages import applier
-from .pages.applier import Outcome
+from .pages.applier import Decision
 from .paths import Home
 from .search import vectors
 from .store import Connection, connect, sqlite3
@@ -277,36 +278,38 @@ class Node:
         if not records:
             return 0
         with self.lock:
-            if self.damage is not None:
-                raise self.damage
-            if self.readonly:
-                raise WriteFailed(f"{self.home.db_file} is read-only for this process — no vector was written",
-                                  code="read_only")
-            keep = vectors.position(self.conn)[1]
+            written = self._append(self.vlog, vectors.POSITION, records, sync=sync, nothing="no vector was written")
             try:
-                self.vlog.append(self._stamped(records), sync=sync, keep_through=keep,
-                                 guard=self._peers_guard(vectors.POSITION))
-            except LogDamage as exc:
-                self._damaged(exc)
-                raise
-            except RecordTooLarge as exc:
-                raise CrewletError(str(exc), code="record_too_large", size=exc.size) from None
-            except OSError as exc:
-                code, words = storage_problem(exc, self.home.vectors_log_file)
-                raise WriteFailed(f"{words} — no vector was written", code=code) from exc
-            try:
-                applied = vectors.catch_up(self.conn, self.vlog)
+                applied = vectors.catch_up(self.conn, self.vlog, appended=written)
             except LogDamage as exc:
                 self._damaged(exc)
                 raise
             self.publish_position()
             return applied
 
-    def vectors_seq(self) -> int:
-        with self.lock:
-            return vectors.position(self.conn)[0]
+    def _append(self, flog: FileLog, position: str, records: Sequence[Record], *, sync: bool,
+                nothing: str) -> list[tuple[Record, Frame]]:
+        """Append to one of the node's logs, or refuse before a byte is written: a damaged log, a
+        database this process cannot write, a record over the size limit, a log it cannot write."""
+        if self.damage is not None:
+            raise self.damage
+        if self.readonly:
+            raise WriteFailed(f"{self.home.db_file} is read-only for this process — {nothing}; make the home "
+                              "writable to change it (reading works as it is)", code="read_only")
+        keep = applier.position(self.conn, position)[1]
+        try:
+            return flog.append_frames(self._stamped(records), sync=sync, keep_through=keep,
+                                      guard=self._peers_guard(position))
+        except LogDamage as exc:
+            self._damaged(exc)
+            raise
+        except RecordTooLarge as exc:
+            raise CrewletError(str(exc), code="record_too_large", size=exc.size) from None
+        except OSError as exc:
+            code, words = storage_problem(exc, flog.path)
+            raise WriteFailed(f"{words} — {nothing}", code=code) from exc
 
-    def submit(self, records: Sequence[Record], *, sync: bool = True) -> list[Outcome]:
+    def submit(self, records: Sequence[Record], *, sync: bool = True) -> list[Decision]:
         """Append records, apply the log through them, and return each record's outcome.
 
         Refused before anything is appended: a damaged log (LogDamage), a database this process
@@ -315,25 +318,9 @@ class Node:
         if not records:
             return []
         with self.lock, applier.gc_paused():
-            if self.damage is not None:
-                raise self.damage
-            if self.readonly:
-                raise WriteFailed(f"{self.home.db_file} is read-only for this process — nothing was written; "
-                                  "make the home writable to change it (reading works as it is)", code="read_only")
-            keep = applier.position(self.conn)[1]
-            try:
-                written = self.log.append_frames(self._stamped(records), sync=sync, keep_through=keep,
-                                                 guard=self._peers_guard(applier.APPLIER))
-            except LogDamage as exc:
-                self._damaged(exc)
-                raise
-            except RecordTooLarge as exc:
-                raise CrewletError(str(exc), code="record_too_large", size=exc.size) from None
-            except OSError as exc:
-                code, words = storage_problem(exc, self.home.log_file)
-                raise WriteFailed(f"{words} — nothing was written", code=code) from exc
+            written = self._append(self.log, applier.APPLIER, records, sync=sync, nothing="nothing was written")
             appended = [rec for rec, _ in written]
-            decided: dict[str, Outcome] = {}
+            decided: dict[str, Decision] = {}
             try:
                 # our own records are applied from the frames in memory, not read back from the file
                 applier.catch_up(self.conn, self.log, outcomes=decided, appended=written)
@@ -360,7 +347,7 @@ class Node:
                 outcomes.append(out)
             return outcomes
 
-    def submit_one(self, record: Record) -> Outcome:
+    def submit_one(self, record: Record) -> Decision:
         return self.submit([record])[0]
 
     def applied_seq(self) -> int:

@@ -29,7 +29,9 @@ APPLIER = "applier"
 
 
 @dataclass
-class Outcome:
+class Decision:
+    """What the applier decided for one record, stored in applied_ops: the writer's answer."""
+
     op_id: str
     seq: int
     type: str
@@ -462,38 +464,38 @@ def _result_json(result: dict[str, Any]) -> str:
     return "{" + ", ".join(parts) + "}"
 
 
-def _outcome_row(o: Outcome) -> tuple:
+def _outcome_row(o: Decision) -> tuple:
     return (o.op_id, o.seq, o.type, o.status, o.code, o.reason, _result_json(o.result) if o.result else None)
 
 
 def _decide(conn: Connection, rec: Record, handlers: dict[str, Callable[[Connection, Record], dict[str, Any]]] = HANDLERS
-            ) -> Outcome:
+            ) -> Decision:
     """Run a record's handler. A handler refuses (or finds nothing to do) BEFORE its first write, so a
     _Refuse or _Noop leaves no row behind and needs no savepoint; anything else propagates."""
     handler = handlers.get(rec.type)
     try:
         if handler is None:
             raise _Refuse("unknown_record", f"record type '{rec.type}' is not known to this build — upgrade crewlet")
-        return Outcome(rec.op_id, rec.seq, rec.type, "applied", result=handler(conn, rec))
+        return Decision(rec.op_id, rec.seq, rec.type, "applied", result=handler(conn, rec))
     except _Refuse as r:
-        return Outcome(rec.op_id, rec.seq, rec.type, "refused", r.code, r.reason)
+        return Decision(rec.op_id, rec.seq, rec.type, "refused", r.code, r.reason)
     except _Noop as n:
-        return Outcome(rec.op_id, rec.seq, rec.type, "noop", None, n.reason, n.result)
+        return Decision(rec.op_id, rec.seq, rec.type, "noop", None, n.reason, n.result)
 
 
-def _decide_carefully(conn: Connection, rec: Record) -> Outcome:
+def _decide_carefully(conn: Connection, rec: Record) -> Decision:
     """As `_decide`, inside a savepoint of its own, so a malformed record's partial writes are undone."""
     conn.execute("SAVEPOINT rec")
     try:
         outcome = _decide(conn, rec)
     except _MALFORMED as exc:
         conn.execute("ROLLBACK TO rec")
-        outcome = Outcome(rec.op_id, rec.seq, rec.type, "refused", "malformed", f"malformed {rec.type} record: {exc!r}")
+        outcome = Decision(rec.op_id, rec.seq, rec.type, "refused", "malformed", f"malformed {rec.type} record: {exc!r}")
     conn.execute("RELEASE rec")
     return outcome
 
 
-def apply_record(conn: Connection, rec: Record) -> Outcome | None:
+def apply_record(conn: Connection, rec: Record) -> Decision | None:
     """Apply one record inside the caller's transaction. None when its op_id was applied already."""
     if conn.execute("SELECT 1 FROM applied_ops WHERE op_id = ?", (rec.op_id,)).fetchone():
         return None
@@ -509,7 +511,7 @@ def _applied_already(conn: Connection, records: Sequence[Record]) -> set[str]:
         "SELECT op_id FROM applied_ops WHERE op_id IN (SELECT value FROM json_each(?))", (ids,))}
 
 
-def apply_batch(conn: Connection, records: Sequence[Record], *, careful: bool = False) -> list[Outcome]:
+def apply_batch(conn: Connection, records: Sequence[Record], *, careful: bool = False) -> list[Decision]:
     """Apply records in order inside the caller's transaction; returns the outcome of each record
     decided here (a record whose op_id was applied before — earlier, or earlier in this batch — is
     skipped, as `apply_record` skips it).
@@ -538,7 +540,7 @@ def apply_batch(conn: Connection, records: Sequence[Record], *, careful: bool = 
     return outcomes
 
 
-def _apply_fast(conn: Connection, records: Sequence[Record]) -> list[Outcome]:
+def _apply_fast(conn: Connection, records: Sequence[Record]) -> list[Decision]:
     """The fast path with no savepoint: a malformed record raises, and the caller's transaction must be
     rolled back and the batch applied again with `apply_batch(..., careful=True)`."""
     done = _applied_already(conn, records)
@@ -549,7 +551,7 @@ def _apply_fast(conn: Connection, records: Sequence[Record]) -> list[Outcome]:
 
 
 def _apply_each(conn: Connection, records: Sequence[Record], done: set[str],
-                decide: Callable[[Connection, Record], Outcome]) -> list[Outcome]:
+                decide: Callable[[Connection, Record], Decision]) -> list[Decision]:
     outcomes = []
     for rec in records:
         if rec.op_id in done:
@@ -682,8 +684,8 @@ def _chunk(pairs: Pairs, limit: int) -> tuple[list[Record], Frame | None, bool, 
 
 def catch_up(conn: Connection, flog: FileLog, *, batch: int = TXN_RECORDS,
              progress: Callable[[int], None] | None = None,
-             outcomes: dict[str, Outcome] | None = None, name: str = APPLIER,
-             apply: Callable[[Connection, Record], Outcome | None] | None = None,
+             outcomes: dict[str, Decision] | None = None, name: str = APPLIER,
+             apply: Callable[[Connection, Record], Decision | None] | None = None,
              appended: Sequence[tuple[Record, Frame]] | None = None) -> int:
     """Apply every record past this node's position, at most `batch` records a transaction (and
     TXN_SECONDS), storing the new position in the same transaction. Returns how many records were
@@ -705,15 +707,15 @@ def catch_up(conn: Connection, flog: FileLog, *, batch: int = TXN_RECORDS,
 
 
 def _catch_up(conn: Connection, flog: FileLog, batch: int, progress: Callable[[int], None] | None,
-              outcomes: dict[str, Outcome] | None, name: str,
-              apply: Callable[[Connection, Record], Outcome | None] | None,
+              outcomes: dict[str, Decision] | None, name: str,
+              apply: Callable[[Connection, Record], Decision | None] | None,
               appended: Sequence[tuple[Record, Frame]] | None) -> int:
     applied = 0
     careful: list[tuple[int, int]] = []  # seq ranges (first, last) of chunks that held a malformed record
     chunk_limit = max(1, min(batch, CHUNK_RECORDS))
     while True:
         damage: LogDamage | None = None
-        decided_here: list[Outcome] = []
+        decided_here: list[Decision] = []
         ended = False
         n = 0
         try:
@@ -761,9 +763,9 @@ class _GiveUp(Exception):
     """The fast path met a malformed record: roll the transaction back and apply its chunk carefully."""
 
 
-def outcome_of(conn: Connection, op_id: str) -> Outcome | None:
+def outcome_of(conn: Connection, op_id: str) -> Decision | None:
     row = conn.execute("SELECT * FROM applied_ops WHERE op_id = ?", (op_id,)).fetchone()
     if row is None:
         return None
-    return Outcome(row["op_id"], row["seq"], row["type"], row["status"], row["code"], row["reason"],
+    return Decision(row["op_id"], row["seq"], row["type"], row["status"], row["code"], row["reason"],
                    json.loads(row["result"]) if row["result"] else {})

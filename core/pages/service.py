@@ -17,7 +17,7 @@ from ..errors import CrewletError, Invalid, NotFound, Refused, StaleRevision
 from ..log import LogDamage, Record
 from ..node import Node, now_ms
 from . import records, rules
-from .applier import Outcome, live_children, parent_problem
+from .applier import Decision, live_children, parent_problem
 from .model import (MAX_BODY_BYTES, MAX_TITLE, WINDOW_MAX, Comment, Page, Revision, Window, clean_title, line_diff,
                     normalise_title, title_problem)
 
@@ -188,7 +188,7 @@ class KnowledgeBase:
         self.node.submit_one(Record.new("knowledge.read", handle, payload))
 
     # -- commands ---------------------------------------------------------------------------
-    def _submit(self, rec: Record) -> Outcome:
+    def _submit(self, rec: Record) -> Decision:
         out = self.node.submit_one(rec)
         if out.status == "refused":
             cls = NotFound if out.code in ("not_found", "purged") else Refused
@@ -328,7 +328,7 @@ class KnowledgeBase:
         self._submit(Record.new("page.purge", who.handle, {"page_id": row["id"], "reason": reason or "purged by an admin"}))
         return {"page_id": row["id"], "container": row["container"], "title": row["title"], "purged": True}
 
-    def set_labels(self, ref: str, labels: list[str], *, actor: str | None = None, op_id: str | None = None) -> Outcome:
+    def set_labels(self, ref: str, labels: list[str], *, actor: str | None = None, op_id: str | None = None) -> Decision:
         who = self.actor(actor)
         row = self._row(ref)
         rules.may_save(self.company, who, row)

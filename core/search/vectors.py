@@ -21,12 +21,13 @@ Applying a put writes the wide row (`vectors`, the float32 vector last) and the 
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from ..log import FileLog, Record
+from ..log.framing import Frame
 from ..pages import applier
 from ..store import Connection
 from .ivf import store as ivf_store
@@ -121,11 +122,13 @@ def position(conn: Connection) -> tuple[int, int]:
 
 
 def catch_up(conn: Connection, vlog: FileLog, *, batch: int = 500,
-             progress: Callable[[int], None] | None = None) -> int:
+             progress: Callable[[int], None] | None = None,
+             appended: Sequence[tuple[Record, Frame]] | None = None) -> int:
     """Apply every vector record past this node's position on the vector log, exactly as the pages
     log is applied (a batch a transaction, the position and its frame's digest stored with it, damage
-    stopping it after the good records)."""
-    return applier.catch_up(conn, vlog, batch=batch, progress=progress, name=POSITION, apply=apply_vector_record)
+    stopping it after the good records; a writer's own records from memory)."""
+    return applier.catch_up(conn, vlog, batch=batch, progress=progress, name=POSITION, apply=apply_vector_record,
+                            appended=appended)
 
 
 # -- reading --------------------------------------------------------------------------------------------
@@ -152,7 +155,3 @@ def load_vectors(conn: Connection, ids: list[int]) -> dict[int, np.ndarray]:
         for r in conn.execute(f"SELECT id, vector FROM vectors WHERE id IN ({','.join('?' * len(chunk))})", chunk):
             out[r[0]] = np.frombuffer(r[1], dtype="<f4")
     return out
-
-
-def row_count(conn: Any) -> int:
-    return conn.execute("SELECT count(*) FROM vectors").fetchone()[0]
