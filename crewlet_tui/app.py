@@ -9,6 +9,8 @@ seconds, every duty at once after a write in the app.
 """
 from __future__ import annotations
 
+import os
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -132,6 +134,10 @@ class CrewletApp(App[None]):
         self.actor_line = ""
         self._duty_wake = threading.Event()
         self._stopping = threading.Event()
+        # the session's node is closed by whichever ends last, the app or its duties thread (under this lock)
+        self._session_lock = threading.Lock()
+        self._duties_running = False
+        self._unmounted = False
         self.opened_urls: list[str] = []
         self.index_passes = 0
 
@@ -209,12 +215,30 @@ class CrewletApp(App[None]):
     # -- the background duties -------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="duties", exit_on_error=False)
     def _run_duties(self) -> None:
-        session = self.session
-        if session is None:
-            return
+        with self._session_lock:
+            session = self.session
+            if session is None or self._unmounted:
+                return
+            self._duties_running = True
+        try:
+            self._duties(session)
+        finally:
+            with self._session_lock:
+                self._duties_running = False
+                if self._unmounted:   # the app left while a pass was running: the node is ours to close
+                    self._close_session()
+
+    def _duties(self, session: Session) -> None:
         node = session.node
-        runner = DutyRunner(node, default_duties(node, index_interval_s=self.index_interval, embed_threads=1),
-                            label="crewlet app")
+        _yield_cpu_to_interface()
+        duties = default_duties(node, index_interval_s=self.index_interval, embed_threads=1)
+        for duty in duties:
+            if isinstance(duty, EmbeddingDuty):
+                # a first fill hands the thread back to the other duties every few seconds, and at once
+                # when a write in the app wants the keyword index (bench/app_embed.py)
+                duty.pass_budget_s = EMBED_PASS_BUDGET_S
+                duty.yield_to = self._duty_wake
+        runner = DutyRunner(node, duties, label="crewlet app")
 
         def progress(duty: str, done: int, total: int, label: str) -> None:
             if not self._stopping.is_set():
@@ -400,9 +424,39 @@ class CrewletApp(App[None]):
     def on_unmount(self) -> None:
         self._stopping.set()
         self._duty_wake.set()
+        with self._session_lock:
+            self._unmounted = True
+            # a duty's pass in flight (an embedding request) finishes and publishes before the node
+            # closes: the duties thread closes it on its way out
+            if not self._duties_running:
+                self._close_session()
+
+    def _close_session(self) -> None:
         if self.session is not None:
             self.session.close()
             self.session = None
+
+
+# How long one embedding pass keeps the app's duties thread (its other duties and the status line wait
+# that long at most); a pass's selection costs about 0.2 s at 14,000 pages, so 1-2% of a first fill.
+EMBED_PASS_BUDGET_S = 15.0
+# The duties thread's nice increment (Linux): onnxruntime computing in it otherwise shares a busy core
+# evenly with the interface thread, and a key press's paint waited twice as long at p95 (bench/app_embed.py).
+DUTIES_NICE = 10
+
+
+def _yield_cpu_to_interface() -> None:
+    """Lower the calling thread's CPU priority by DUTIES_NICE. Linux gives each thread its own nice value
+    (setpriority on a thread id), and threads it starts (onnxruntime's, the tokenizer's) inherit it; an
+    idle core still runs it at full speed. Elsewhere setpriority would renice the whole process, so
+    nothing is done."""
+    if DUTIES_NICE <= 0 or not sys.platform.startswith("linux"):
+        return
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + DUTIES_NICE))
+    except OSError:  # a sandbox that refuses it: the duties run at the interface's priority, as before
+        pass
 
 
 def make_app(home: Home | str | Path, actor: str | None = None, *, start_page: str | None = None,

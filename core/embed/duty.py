@@ -17,6 +17,10 @@ applies it, so the provider is paid once. Spec 000, "Where the vectors come from
   tick resumes the isolation there. The refusals are forgotten when the provider's configuration changes.
 - Any other failure (rate limit, timeout, server down, bad credential, a response that does not map
   onto its batch) ends the tick's requests; nothing is lost, the selection is derived from the rows.
+- A pass hands back between requests, with work left (`more`), when its runner's deadline passes, after
+  `pass_budget_s` or as soon as `yield_to` is set. The app sets both: its one worker thread runs every
+  duty in turn, and a first fill's pass of 1,024 pages (minutes on one thread) would otherwise keep a
+  page just saved out of the keyword index, and the status line without news of it, until it ended.
 - When the provider has accepted no request since this duty began with it as configured, and a tick
   sees it refuse two different inputs sent alone for the first time with nothing else failing, the duty
   says so once (search_embed_every_request_refused): that is the configuration, not the documents.
@@ -25,6 +29,8 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -130,11 +136,14 @@ class EmbeddingDuty(Duty):
     scope = "fleet"
 
     def __init__(self, node: Any, *, threads: int | None = None, interval_s: float = 60.0,
-                 provider_factory: Callable[..., Provider | None] = make_provider) -> None:
+                 provider_factory: Callable[..., Provider | None] = make_provider,
+                 pass_budget_s: float | None = None, yield_to: threading.Event | None = None) -> None:
         self.node = node
         self.threads = threads or default_threads()
         self.interval_s = interval_s
         self.provider_factory = provider_factory
+        self.pass_budget_s = pass_budget_s     # hand back after this long (None: at the tick's caps)
+        self.yield_to = yield_to               # hand back as soon as this is set (another duty is wanted)
         self.diagnostics = Diagnostics(node.home.diagnostics_file)
         self._provider: Provider | None = None
         self._settings: Any = None
@@ -194,7 +203,12 @@ class EmbeddingDuty(Duty):
         requests = embedded = refused = 0
         first_refusals: set[str] = set()
         failure = ""
+        started = time.monotonic()
+        handed_back = False
         while queue and requests < MAX_REQUESTS_TICK and not ctx.stop.is_set():
+            if self._hand_back(ctx, started):
+                handed_back = True
+                break
             request = queue.pop(0)
             batch = request.items
             requests += 1
@@ -253,7 +267,8 @@ class EmbeddingDuty(Duty):
         with self.node.lock:
             cov = coverage(conn, space, fingerprint)
         progressed = bool(embedded or restamps or refused)
-        more = (not failure and not ctx.stop.is_set() and progressed
+        # handed back on purpose: run again at once even if this pass had no time to embed anything
+        more = (not failure and not ctx.stop.is_set() and (progressed or handed_back)
                 and (bool(queue) or cov.covered + cov.held < cov.total))
         words = [f"{embedded} embedded"]
         if restamps:
@@ -270,6 +285,15 @@ class EmbeddingDuty(Duty):
                                 "requests": requests},
                         status=cov.to_json() | {"vectors": True, "model": provider.space.model,
                                                 "provider": provider.space.provider, "failure": failure})
+
+    def _hand_back(self, ctx: PassContext, started: float) -> bool:
+        """Before each request: is this pass to end here? The budget counts from the first request, so a
+        budget alone never ends a pass before it has embedded something."""
+        if self.yield_to is not None and self.yield_to.is_set():
+            return True
+        if ctx.deadline is not None and time.monotonic() >= ctx.deadline:
+            return True
+        return self.pass_budget_s is not None and time.monotonic() - started >= self.pass_budget_s
 
     # -- selection ---------------------------------------------------------------------------------------
     def _select(self, space: str, fingerprint: str, bound: int, limit: int,
