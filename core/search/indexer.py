@@ -40,7 +40,7 @@ from ..pages.links import extract_links
 from ..paths import Home
 from ..store import Connection, connect, transaction
 from ..worker import Duty, DutyPass, PassContext
-from . import lexical
+from . import lexical, segments
 from .snippets import plain_text
 
 log = logging.getLogger("crewlet.indexer")
@@ -48,7 +48,7 @@ log = logging.getLogger("crewlet.indexer")
 STATE_FILE = "state.json"
 BUILD_FILE = "build.json"
 LOCK_FILE = "indexer.lock"
-BUILD_CHUNK = 1000
+BUILD_CHUNK = segments.CHUNK_MAX
 RETIRED_GRACE_S = 30.0       # an index swapped out is removed this long after (open readers finish)
 
 Progress = Callable[[int, int], None]
@@ -226,10 +226,11 @@ class Indexer:
     """Builds and maintains the lexical index of one home. Thread-safe; one pass at a time per home,
     across processes. Use it from a background thread (the app) or a process (`crewlet worker`)."""
 
-    def __init__(self, home: Home, *, chunk: int = BUILD_CHUNK) -> None:
+    def __init__(self, home: Home, *, chunk: int = BUILD_CHUNK, workers: int | None = None) -> None:
         self.home = home
         self.dir = home.index_dir
-        self.chunk = chunk
+        self.chunk = chunk            # pages a build segment holds at most
+        self.workers = workers        # build processes (None: one per core, and none for a small home)
         self._conn: Connection | None = None
         self._thread_lock = threading.Lock()
 
@@ -383,28 +384,52 @@ class Indexer:
         report = IndexPass("build")
         if progress:
             progress(build.done, max(build.total, build.done))
-        while True:
-            if stop is not None and stop.is_set():
-                report.kind = "stopped"
-                report.note = f"build stopped at {build.done} of {build.total} pages; the next pass resumes it"
-                return report
-            rows = self.conn.execute(
-                "SELECT id, container, title, body, trashed_at FROM pages WHERE id > ? ORDER BY id LIMIT ?",
-                (build.cursor, self.chunk)).fetchall()
-            if not rows:
-                break
-            base = build.done
-            tick = (lambda i: progress(base + i, max(build.total, base + i))) if progress else None
-            written, deleted = self._write_documents(ix, rows, [], tick=tick)
-            report.indexed += written
-            report.deleted += deleted
-            report.links += self._derive_links(rows, [])
-            build.cursor = rows[-1]["id"]
-            build.done += len(rows)
-            build.total = max(build.total, build.done)
-            _write_json(self.dir / BUILD_FILE, asdict(build))
-            if progress:
-                progress(build.done, build.total)
+        ids = [r[0] for r in self.conn.execute("SELECT id FROM pages WHERE id > ? ORDER BY id", (build.cursor,))]
+        build.total = max(build.total, build.done + len(ids))
+        workers = self.workers if self.workers is not None else segments.build_workers()
+        if len(ids) < segments.PARALLEL_MIN and self.workers is None:
+            workers = 1   # too small to be worth a process
+        chunks = segments.plan_chunks(ids, build.cursor, workers, self.chunk)
+        stopped = lambda: stop is not None and stop.is_set()  # noqa: E731
+        pool = segments.ParallelBuild(self.home.db_file, self.dir / build.dir, chunks, workers) if workers > 1 else None
+        finished = False
+        try:
+            for i, (lo, hi) in enumerate(chunks):
+                if stopped():
+                    report.kind = "stopped"
+                    report.note = f"build stopped at {build.done} of {build.total} pages; the next pass resumes it"
+                    return report
+                base = build.done
+
+                def tick(done: int) -> None:
+                    if progress:
+                        progress(base + done, max(build.total, base + done))
+
+                if pool is None:
+                    result = segments.write_chunk(ix, segments.read_rows(self.conn, lo, hi), tick=tick)
+                else:
+                    got = pool.result(i, lambda: tick(pool.in_flight(i)), stopped)
+                    if got is None:
+                        continue   # stopped while waiting: said on the next turn of the loop
+                    result = got
+                if result.segment is not None:
+                    segments.commit_segments(ix, [result.segment])
+                report.indexed += result.indexed
+                report.deleted += result.trashed
+                report.links += self._store_links(lo, hi, result.links)
+                if result.rows:
+                    build.cursor = result.last_id
+                    build.done += result.rows
+                build.total = max(build.total, build.done)
+                _write_json(self.dir / BUILD_FILE, asdict(build))
+                if progress:
+                    progress(build.done, build.total)
+            finished = True
+        finally:
+            if pool is not None:
+                pool.close(abandon=not finished)
+        # a killed build's worker may have left a segment no TOC names: cleaned now nothing writes here
+        segments.commit_segments(ix, [], clean=True)
         # links whose source is gone (purged before or during the build)
         with transaction(self.conn):
             self.conn.execute("DELETE FROM page_links WHERE src NOT IN (SELECT id FROM pages)")
@@ -518,6 +543,7 @@ class Indexer:
             writer.cancel()
             raise
         writer.commit()
+        lexical.ensure_rank_files(ix)   # the new segment's ranking arrays, so no search derives them
         lexical.sync_commit(path, before)
         return written, deleted
 
@@ -535,6 +561,19 @@ class Indexer:
                 conn.execute("DELETE FROM page_links WHERE src = ? OR dst = ?", (page_id, page_id))
         return len(rows)
 
+
+
+    def _store_links(self, lo: str, hi: str | None, links: list[tuple[str, list[str]]]) -> int:
+        """A build chunk's backlinks: every row with lo < id <= hi derived again (a row without links
+        keeps none); returns the rows whose links are stored."""
+        with transaction(self.conn) as conn:
+            if hi is None:
+                conn.execute("DELETE FROM page_links WHERE src > ?", (lo,))
+            else:
+                conn.execute("DELETE FROM page_links WHERE src > ? AND src <= ?", (lo, hi))
+            conn.executemany("INSERT OR IGNORE INTO page_links (src, dst) VALUES (?, ?)",
+                             [(src, dst) for src, dsts in links for dst in dsts])
+        return len(links)
 
 
 # -- the duty ------------------------------------------------------------------------------------------

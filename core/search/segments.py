@@ -1,0 +1,505 @@
+"""The first build's writer: pages analysed and written as whole Whoosh segments, in worker processes.
+
+Whoosh's own writer takes a document at a time: each posting becomes a tuple in an external sort, and
+the flush looks up the document's field length once per posting — most of a build's time went there.
+A first build (or a re-derivation) writes into a fresh, empty directory, where nothing can need
+deleting or merging, so it is done here in bulk: a chunk of pages is read, each body reduced to plain
+text and counted once (analysis.term_counter), the postings gathered per term in memory, and the chunk
+written as ONE segment through Whoosh's own codec (W3Codec's per-document, field and postings writers —
+the files are exactly what Whoosh writes: tests read them back through Whoosh and compare them with
+its writer's), then committed by a new TOC. Each segment's rank file is written with it.
+
+The chunks run in worker processes, one per core, so a build takes the machine's cores rather than
+one; a home too small to be worth a process is built in this one. A chunk commits as soon as every
+chunk before it has (the build journal's cursor moves with it), so a killed build resumes from the
+last committed chunk. A segment holds at most CHUNK_MAX pages, which bounds a worker's memory.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import queue
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from array import array
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from whoosh.codec.whoosh3 import W3Codec
+from whoosh.filedb.filetables import _lengths as _hash_lengths, md5_hash
+from whoosh.system import pack_ushort
+from whoosh.util.numeric import byte_to_length, length_to_byte
+
+from ..config import AUTO_DRAFT_TITLE_PREFIX
+from ..pages.links import extract_links
+from ..text.markdown import plain_text
+from . import lexical, rank_data
+from .analysis import term_counter
+
+CHUNK_MAX = 6000             # pages a segment (and a worker's batch) holds at most
+PARALLEL_MIN = 3000          # below this many pages a build stays in this process (a worker costs ~0.3 s to start)
+PROGRESS_EVERY = 250         # pages between a worker's progress reports
+ID, CONTAINER = "id", "container"
+
+
+def build_workers() -> int:
+    """How many worker processes a build uses: the cores this process may run on."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, cores)
+
+
+@dataclass
+class Doc:
+    """One page as the index holds it: stored fields and its terms with their counts, per field."""
+
+    page_id: str
+    container: str
+    title: str
+    title_terms: dict[str, int]
+    body_terms: dict[str, int]
+
+
+@dataclass
+class ChunkResult:
+    """What one chunk wrote: its segment (None when it held no live page), and the rows it read."""
+
+    segment: Any
+    indexed: int
+    trashed: int
+    rows: int
+    last_id: str
+    links: list[tuple[str, list[str]]] = field(default_factory=list)   # (src, sorted dsts) for bodies with links
+    seconds: float = 0.0
+
+
+# -- analysis -------------------------------------------------------------------------------------------
+
+def analyse(rows: Iterable[Any], analyzer: Any, tick: Callable[[int], None] | None = None
+            ) -> tuple[list[Doc], list[tuple[str, list[str]]], int, int, str]:
+    """Rows (id, container, title, body, trashed_at) -> the live pages' Docs, every row's links (a
+    trashed page keeps its links: a restore needs them back), trashed rows, rows read, the last id."""
+    count = term_counter(analyzer)
+    if count is None:  # pragma: no cover - the schema's analyser is always one make_analyzer builds
+        raise RuntimeError("the index's analyser is not one the bulk writer can count")
+    docs: list[Doc] = []
+    links: list[tuple[str, list[str]]] = []
+    trashed = n = 0
+    last = ""
+    for r in rows:
+        page_id, container, title, body, trashed_at = r[0], r[1], r[2], r[3], r[4]
+        n += 1
+        last = page_id
+        dsts = extract_links(body)
+        if dsts:
+            dsts.discard(page_id)
+            if dsts:
+                links.append((page_id, sorted(dsts)))
+        if trashed_at is not None:
+            trashed += 1
+        else:
+            docs.append(Doc(page_id, container, title, count(title), count(plain_text(body))))
+        if tick is not None and n % PROGRESS_EVERY == 0:
+            tick(n)
+    return docs, links, trashed, n, last
+
+
+# -- one segment ------------------------------------------------------------------------------------------
+
+Postings = dict[str, list[int]]   # term -> [docnum, count, docnum, count, ...] (one list a term: fewer objects)
+
+
+def _post(postings: Postings, terms: dict[str, int], docnum: int) -> None:
+    get = postings.get
+    for term, n in terms.items():
+        got = get(term)
+        if got is None:
+            postings[term] = [docnum, n]
+        else:
+            got += (docnum, n)
+
+
+def _length_byte(length: int) -> int:
+    """The byte Whoosh stores a field length as (0 for an empty field)."""
+    return length_to_byte(length) if length else 0
+
+
+def write_segment(ix: Any, docs: list[Doc]) -> Any:
+    """Write `docs` as one new segment of `ix` (not yet committed: see commit_segments) and its rank
+    file; returns the segment."""
+    storage = ix.storage
+    schema = ix.schema
+    codec = W3Codec()
+    segment = codec.new_segment(storage, ix.indexname)
+    perdoc = codec.per_document_writer(storage, segment)
+    terms_out = codec.field_writer(storage, segment)
+    fields_ = {name: schema[name] for name in (lexical.BODY, CONTAINER, ID, lexical.TITLE)}
+    postings: dict[str, Postings] = {lexical.BODY: {}, CONTAINER: {}, ID: {}, lexical.TITLE: {}}
+    lengths: dict[str, list[int]] = {lexical.BODY: [], lexical.TITLE: []}   # per document, as Whoosh's length byte
+    prefix = AUTO_DRAFT_TITLE_PREFIX.lower()
+    drafts: list[bool] = []
+    try:
+        # per document, as SegmentWriter.add_document does it: fields in name order, stored values, lengths
+        for docnum, d in enumerate(docs):
+            body_len = sum(d.body_terms.values())
+            title_len = sum(d.title_terms.values())
+            perdoc.start_doc(docnum)
+            perdoc.add_field(lexical.BODY, fields_[lexical.BODY], None, body_len)
+            perdoc.add_field(CONTAINER, fields_[CONTAINER], d.container, 0)
+            perdoc.add_field(ID, fields_[ID], d.page_id, 0)
+            perdoc.add_field(lexical.TITLE, fields_[lexical.TITLE], d.title, title_len)
+            perdoc.finish_doc()
+            lengths[lexical.BODY].append(_length_byte(body_len))
+            lengths[lexical.TITLE].append(_length_byte(title_len))
+            drafts.append(d.title.lower().startswith(prefix))
+            _post(postings[lexical.BODY], d.body_terms, docnum)
+            _post(postings[lexical.TITLE], d.title_terms, docnum)
+            _post(postings[CONTAINER], {d.container: 1}, docnum)
+            _post(postings[ID], {d.page_id: 1}, docnum)
+        perdoc.close()
+        for name in sorted(postings):   # fields, then terms, in byte order: as Whoosh's reader expects them
+            _write_field(codec, terms_out, name, fields_[name], postings[name], lengths.get(name))
+        terms_out.close()
+    except BaseException:
+        for w in (perdoc, terms_out):
+            try:
+                if not w.is_closed:
+                    w.close()
+            except Exception:
+                pass
+        raise
+    segment.set_doc_count(len(docs))
+    if segment.should_assemble():
+        segment.create_compound_file(storage)
+        segment.compound = True
+    folder = Path(storage.folder)
+    codes: dict[str, int] = {}
+    data = rank_data.RankData(
+        ids=[d.page_id for d in docs], containers=[], codes=[codes.setdefault(d.container, len(codes)) for d in docs],
+        auto_draft=drafts, title_lengths=[float(byte_to_length(b)) for b in lengths[lexical.TITLE]],
+        body_lengths=[float(byte_to_length(b)) for b in lengths[lexical.BODY]])
+    data.containers = list(codes)
+    rank_data.write(folder, segment.segment_id(), data)
+    for name in storage.list():
+        if name.startswith(segment.segment_id() + "."):
+            lexical.fsync_path(folder / name)
+    return segment
+
+
+# W3TermInfo's bytes: flags, total weight, document frequency, min and max length bytes, max weight, first
+# and last document; then, for a list of one posting (flag 2) its document, weight and value length, and for
+# two to eight (flag 3) their count, documents, weights and value lengths. Longer lists go to blocks.
+_TERMINFO = struct.Struct("!BfIBBfII")
+_ONE = struct.Struct("!IfH")
+_COMPACT, _COMPACT_SHORT, _SHORT_MAX = 2, 3, 8
+_PACK_COUNT = struct.Struct("!B").pack
+
+
+def _md5_low32(key: bytes) -> int:
+    """filetables.md5_hash (the low 32 bits of the key's MD5, big-endian), without a hex round trip."""
+    return int.from_bytes(hashlib.md5(key, usedforsecurity=False).digest()[12:], "big")
+
+
+def _write_field(codec: Any, out: Any, name: str, fieldobj: Any, postings: Postings, lengths: list[int] | None) -> None:
+    """One field's terms and posting lists, as W3FieldWriter writes them. A list of at most eight postings
+    is inlined in its term's entry, and that entry is packed here directly (most terms are that rare);
+    a longer list goes through W3PostingsWriter, each block handed over whole rather than a posting at
+    a time."""
+    if not postings:
+        return
+    out.start_field(name, fieldobj)
+    pw = out._postwriter
+    limit = pw._blocklimit
+    to_bytes = fieldobj.to_bytes
+    tindex = out._tindex                      # an OrderedHashWriter: its add(), inlined below
+    raw = tindex.dbfile.raw_file()
+    index_append = tindex.index.append
+    buckets, pack_lengths = tindex.buckets, _hash_lengths.pack
+    hashfn = _md5_low32 if tindex.hashfn is md5_hash else tindex.hashfn
+    prefix = pack_ushort(out._fieldid)
+    key = tindex.lastkey
+    pos = raw.tell()
+    for term in sorted(postings):   # str order is code point order, which is UTF-8 byte order
+        flat = postings[term]
+        ids, weights = flat[0::2], flat[1::2]
+        n = len(ids)
+        if n <= _SHORT_MAX:
+            if lengths is not None:
+                ls = [lengths[i] for i in ids if lengths[i]]
+                lo, hi = (min(ls), max(ls)) if ls else (0, 0)
+            else:
+                lo = hi = 0
+            first, last = ids[0], ids[-1]
+            if n == 1:
+                w = weights[0]
+                value = _TERMINFO.pack(_COMPACT, w, 1, lo, hi, w, first, first) + _ONE.pack(first, w, 0)
+            else:
+                value = (_TERMINFO.pack(_COMPACT_SHORT, sum(weights), n, lo, hi, max(weights), first, last)
+                         + _PACK_COUNT(n) + struct.pack(f"!{n}I", *ids) + struct.pack(f"!{n}f", *weights)
+                         + b"\0\0" * n)
+            key = prefix + to_bytes(term)
+            index_append(pos)
+            record = pack_lengths(len(key), len(value)) + key + value
+            raw.write(record)
+            h = hashfn(key)
+            buckets[h & 255].append((h, pos))
+            pos += len(record)
+            continue
+        tindex.lastkey = key
+        out.start_term(to_bytes(term))
+        for start in range(0, n, limit):
+            if start:
+                pw._write_block()
+            end = min(n, start + limit)
+            block_w = weights[start:end]
+            block_ids = ids[start:end]
+            pw._ids = array("I", block_ids)
+            pw._weights = array("f", block_w)
+            pw._maxweight = max(block_w)
+            if lengths is not None:
+                ls = [lengths[i] for i in block_ids if lengths[i]]
+                if ls:
+                    pw._minlength, pw._maxlength = byte_to_length(min(ls)), byte_to_length(max(ls))
+        out.finish_term()
+        key = tindex.lastkey
+        pos = raw.tell()
+    tindex.lastkey = key
+    out.finish_field()
+
+
+def commit_segments(ix: Any, segments: list[Any], *, clean: bool = False) -> int:
+    """Add written segments to the index by a new TOC (under Whoosh's write lock); returns the new
+    generation. `clean`: also remove files no segment of the new generation uses (never while a worker
+    may still be writing a segment into the directory)."""
+    from whoosh.index import TOC, LockError, clean_files
+    from whoosh.util.filelock import try_for
+
+    lock = ix.lock("WRITELOCK")
+    if not try_for(lock.acquire, timeout=30.0, delay=0.1):
+        raise LockError("the index is locked by another writer")
+    try:
+        info = ix._read_toc()
+        toc = TOC(info.schema, list(info.segments) + list(segments), info.generation + 1)
+        toc.write(ix.storage, ix.indexname)
+        if clean:
+            clean_files(ix.storage, ix.indexname, toc.generation, toc.segments)
+    finally:
+        lock.release()
+    folder = Path(ix.storage.folder)
+    lexical.fsync_path(folder / f"_{ix.indexname}_{toc.generation}.toc")
+    lexical.fsync_path(folder, directory=True)
+    return int(toc.generation)
+
+
+# -- one chunk, in a worker process or this one --------------------------------------------------------
+
+def read_rows(conn: Any, lo: str, hi: str | None) -> list[Any]:
+    """The pages with lo < id <= hi (hi None: every id past lo), in id order."""
+    cols = "id, container, title, body, trashed_at"
+    if hi is None:
+        return conn.execute(f"SELECT {cols} FROM pages WHERE id > ? ORDER BY id", (lo,)).fetchall()
+    return conn.execute(f"SELECT {cols} FROM pages WHERE id > ? AND id <= ? ORDER BY id", (lo, hi)).fetchall()
+
+
+def build_chunk(db_file: str, index_path: str, lo: str, hi: str | None,
+                tick: Callable[[int], None] | None = None) -> ChunkResult:
+    """Read, analyse and write one chunk of pages as a segment (uncommitted): a worker's job."""
+    from ..store import connect
+
+    started = time.perf_counter()
+    conn = connect(db_file, migrate_schema=False)
+    try:
+        rows = read_rows(conn, lo, hi)
+    finally:
+        conn.close()
+    return write_chunk(lexical.open_index(Path(index_path)), rows, started=started, tick=tick)
+
+
+def write_chunk(ix: Any, rows: list[Any], *, started: float | None = None,
+                tick: Callable[[int], None] | None = None) -> ChunkResult:
+    started = time.perf_counter() if started is None else started
+    docs, links, trashed, n, last = analyse(rows, ix.schema[lexical.BODY].analyzer, tick)
+    segment = write_segment(ix, docs) if docs else None
+    return ChunkResult(segment, len(docs), trashed, n, last, links, time.perf_counter() - started)
+
+
+# -- a whole build ------------------------------------------------------------------------------------
+
+def plan_chunks(ids: list[str], cursor: str, workers: int, chunk_max: int = CHUNK_MAX) -> list[tuple[str, str | None]]:
+    """Split the ids past `cursor` (in order) into (lo, hi] ranges of even size, each at most chunk_max
+    pages, their count a multiple of the workers (so they run in even rounds); the last range is open
+    (a page created since the ids were read is read too)."""
+    n = len(ids)
+    if not n:
+        return [(cursor, None)]
+    parts = -(-n // chunk_max)
+    if workers > 1:
+        parts = -(-parts // workers) * workers
+    size = -(-n // min(parts, n))
+    out: list[tuple[str, str | None]] = []
+    lo = cursor
+    for start in range(0, n, size):
+        hi = ids[min(n, start + size) - 1]
+        out.append((lo, hi))
+        lo = hi
+    out[-1] = (out[-1][0], None)
+    return out
+
+
+class BuildWorkerFailed(RuntimeError):
+    """A worker process could not build its chunk (the message carries its error)."""
+
+
+@dataclass
+class _Worker:
+    proc: subprocess.Popen[bytes]
+    errors: Any                     # its stderr, a temporary file
+    chunk: int | None = None        # the chunk it is building
+    reader: threading.Thread | None = None
+
+
+class ParallelBuild:
+    """Chunks built by worker processes, their results handed back in chunk order.
+
+    A worker is `python -m core.search.segments` on pipes (pickled jobs in, progress and results out):
+    a process of its own rather than a multiprocessing child, so it never re-imports the caller's main
+    module (a script, the app) and nothing of a threaded caller is forked."""
+
+    def __init__(self, db_file: Path, index_path: Path, chunks: list[tuple[str, str | None]], workers: int) -> None:
+        self.jobs = [(str(db_file), str(index_path), lo, hi) for lo, hi in chunks]
+        self.results: dict[int, ChunkResult] = {}
+        self.progress = [0] * len(chunks)
+        self.events: queue.Queue[tuple[_Worker, tuple[Any, ...]]] = queue.Queue()
+        self.next = 0
+        self.workers: list[_Worker] = []
+        try:
+            for _ in range(max(1, min(workers, len(chunks)))):
+                w = self._start()
+                self.workers.append(w)
+                self._assign(w)
+        except BaseException:
+            self.close(abandon=True)
+            raise
+
+    def _start(self) -> _Worker:
+        here = str(Path(__file__).resolve().parent.parent.parent)   # the directory `core` is imported from
+        boot = ("import sys\n"
+                f"if {here!r} not in sys.path: sys.path.insert(0, {here!r})\n"
+                "from core.search.segments import worker_main\nworker_main()")
+        errors = tempfile.TemporaryFile()
+        proc = subprocess.Popen([sys.executable, "-c", boot], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=errors, close_fds=True)
+        w = _Worker(proc, errors)
+        w.reader = threading.Thread(target=self._read, args=(w,), name="index-build-worker", daemon=True)
+        w.reader.start()
+        return w
+
+    def _read(self, w: _Worker) -> None:
+        assert w.proc.stdout is not None
+        try:
+            while True:
+                self.events.put((w, pickle.load(w.proc.stdout)))
+        except (EOFError, OSError, pickle.UnpicklingError):
+            pass
+        self.events.put((w, ("exit", w.proc.wait())))
+
+    def _assign(self, w: _Worker) -> None:
+        assert w.proc.stdin is not None
+        if self.next < len(self.jobs):
+            w.chunk = self.next
+            self.next += 1
+            pickle.dump(self.jobs[w.chunk], w.proc.stdin)
+        else:
+            w.chunk = None
+            pickle.dump(None, w.proc.stdin)  # no more work: the worker exits
+        w.proc.stdin.flush()
+
+    def in_flight(self, start: int) -> int:
+        """Pages read by the chunks from `start` on that are not yet committed."""
+        return sum(self.results[i].rows if i in self.results else self.progress[i]
+                   for i in range(start, len(self.jobs)))
+
+    def result(self, i: int, poll: Callable[[], None], stop: Callable[[], bool]) -> ChunkResult | None:
+        """Chunk i's result, calling `poll` as progress arrives; None when `stop` says to stop first."""
+        while i not in self.results:
+            if stop():
+                return None
+            try:
+                w, msg = self.events.get(timeout=0.25)
+            except queue.Empty:
+                continue
+            kind = msg[0]
+            if kind == "progress" and w.chunk is not None:
+                self.progress[w.chunk] = msg[1]
+                poll()
+            elif kind == "done" and w.chunk is not None:
+                self.results[w.chunk] = msg[1]
+                self._assign(w)
+                poll()
+            elif kind == "error":
+                lo, hi = self.jobs[w.chunk][2:] if w.chunk is not None else ("?", "?")
+                raise BuildWorkerFailed(f"an index build worker failed on the pages after {lo!r} "
+                                        f"up to {hi!r}: {msg[1]}")
+            elif kind == "exit" and w.chunk is not None:
+                w.errors.seek(0)
+                tail = w.errors.read().decode("utf-8", "replace").strip().splitlines()[-1:]
+                raise BuildWorkerFailed(f"an index build worker exited with code {msg[1]} before finishing its "
+                                        f"pages{': ' + tail[0] if tail else ''}")
+        return self.results.pop(i)
+
+    def close(self, *, abandon: bool = False) -> None:
+        """Stop the workers; `abandon`: kill them mid-chunk (a stopped or failed build — what a worker
+        leaves half-written is no segment of the index, and is cleaned away)."""
+        for w in self.workers:
+            try:
+                if abandon:
+                    w.proc.kill()
+                elif w.proc.stdin is not None and w.chunk is not None:
+                    pickle.dump(None, w.proc.stdin)
+                if w.proc.stdin is not None:
+                    w.proc.stdin.close()
+            except OSError:
+                pass
+        for w in self.workers:
+            try:
+                w.proc.wait(timeout=None if not abandon else 10)
+            except subprocess.TimeoutExpired:  # pragma: no cover - a killed process always ends
+                pass
+            if w.reader is not None:
+                w.reader.join(timeout=5)
+            w.errors.close()
+
+
+def worker_main() -> None:
+    """A build worker: read pickled jobs from stdin, build each chunk, write its progress and result."""
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)   # anything printed goes to stderr: stdout carries the protocol alone
+    jobs = sys.stdin.buffer
+
+    def send(msg: tuple[Any, ...]) -> None:
+        pickle.dump(msg, out)
+        out.flush()
+
+    while True:
+        try:
+            job = pickle.load(jobs)
+        except EOFError:
+            return
+        if job is None:
+            return
+        try:
+            send(("done", build_chunk(*job, tick=lambda n: send(("progress", n)))))
+        except Exception as exc:
+            import traceback
+
+            traceback.print_exc()
+            send(("error", f"{type(exc).__name__}: {exc}"))
