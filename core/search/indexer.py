@@ -393,6 +393,14 @@ class Indexer:
         stopped = lambda: stop is not None and stop.is_set()  # noqa: E731
         pool = segments.ParallelBuild(self.home.db_file, self.dir / build.dir, chunks, workers) if workers > 1 else None
         finished = False
+        shown = build.done
+
+        def show(done: int) -> None:
+            nonlocal shown
+            if progress and done >= shown:   # pages read: never backwards
+                shown = done
+                progress(done, max(build.total, done))
+
         try:
             for i, (lo, hi) in enumerate(chunks):
                 if stopped():
@@ -400,15 +408,11 @@ class Indexer:
                     report.note = f"build stopped at {build.done} of {build.total} pages; the next pass resumes it"
                     return report
                 base = build.done
-
-                def tick(done: int) -> None:
-                    if progress:
-                        progress(base + done, max(build.total, base + done))
-
                 if pool is None:
-                    result = segments.write_chunk(ix, segments.read_rows(self.conn, lo, hi), tick=tick)
+                    result = segments.write_chunk(ix, segments.read_rows(self.conn, lo, hi),
+                                                  tick=lambda n: show(base + n))
                 else:
-                    got = pool.result(i, lambda: tick(pool.in_flight(i)), stopped)
+                    got = pool.result(i, lambda: show(base + pool.in_flight(i)), stopped)
                     if got is None:
                         continue   # stopped while waiting: said on the next turn of the loop
                     result = got
@@ -422,8 +426,7 @@ class Indexer:
                     build.done += result.rows
                 build.total = max(build.total, build.done)
                 _write_json(self.dir / BUILD_FILE, asdict(build))
-                if progress:
-                    progress(build.done, build.total)
+                show(build.done + (pool.in_flight(i + 1) if pool is not None else 0))
             finished = True
         finally:
             if pool is not None:

@@ -20,6 +20,7 @@ import hashlib
 import os
 import pickle
 import queue
+import shutil
 import struct
 import subprocess
 import sys
@@ -264,7 +265,7 @@ def _write_field(codec: Any, out: Any, name: str, fieldobj: Any, postings: Posti
             block_ids = ids[start:end]
             pw._ids = array("I", block_ids)
             pw._weights = array("f", block_w)
-            pw._maxweight = max(block_w)
+            pw._maxweight = float(max(block_w))   # a float, as Whoosh pickles it into the block header
             if lengths is not None:
                 ls = [lengths[i] for i in block_ids if lengths[i]]
                 if ls:
@@ -292,6 +293,10 @@ def commit_segments(ix: Any, segments: list[Any], *, clean: bool = False) -> int
         toc.write(ix.storage, ix.indexname)
         if clean:
             clean_files(ix.storage, ix.indexname, toc.generation, toc.segments)
+            # and the scratch directories of a worker killed mid-segment (Whoosh removes its own on close)
+            for scratch in Path(ix.storage.folder).glob("*.tmp"):
+                if scratch.is_dir():
+                    shutil.rmtree(scratch, ignore_errors=True)
     finally:
         lock.release()
     folder = Path(ix.storage.folder)
