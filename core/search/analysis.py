@@ -170,39 +170,44 @@ def term_counter(analyzer: Any) -> TermCount | None:
     return got
 
 
+class _WordTerms(dict):  # type: ignore[type-arg]
+    """word -> its term (None for a stop word), computed on first sight: a dict whose misses analyse,
+    so a whole text's words are looked up by one C-level map."""
+
+    def __init__(self, analyse: Callable[[str], str | None]) -> None:
+        super().__init__()
+        self.analyse = analyse
+
+    def __missing__(self, word: str) -> str | None:
+        term = self.analyse(word)
+        if len(self) >= CACHE_MAX:
+            self.clear()
+        self[word] = term
+        return term
+
+
 def _make_counter(rx: Any, parts: bool, stops: frozenset[str], low: int, high: int | None,
                   ignore: frozenset[str], stemfn: Callable[[str], str]) -> TermCount:
     findall = rx.findall
-    cache: dict[str, str | None] = {}  # word -> its term, or None for a stop word
-    missing = ""
 
-    def term_of(word: str) -> str | None:
+    def analyse(word: str) -> str | None:
         if len(word) < low or (high is not None and len(word) > high) or word in stops:
-            term = None
-        else:
-            term = word if word in ignore else stemfn(word)
-        if len(cache) >= CACHE_MAX:
-            cache.clear()
-        cache[word] = term
-        return term
+            return None
+        return word if word in ignore else stemfn(word)
+
+    term_of = _WordTerms(analyse).__getitem__
 
     def count(text: str) -> dict[str, int]:
         # an ASCII text lower-cased whole reads the same words (case never moves a word boundary there)
-        words = Counter(findall(text.lower()) if text.isascii() else map(str.lower, findall(text)))
+        words = findall(text.lower()) if text.isascii() else list(map(str.lower, findall(text)))
+        counted = Counter(map(term_of, words))
         if parts and "_" in text:
-            for word, n in [(w, n) for w, n in words.items() if "_" in w]:
+            for word, n in Counter(w for w in words if "_" in w).items():
                 for part in word.split("_"):
                     if part:
-                        words[part] += n
-        out: dict[str, int] = {}
-        get = cache.get
-        for word, n in words.items():
-            term = get(word, missing)
-            if term == missing:
-                term = term_of(word)
-            if term is not None:
-                out[term] = out.get(term, 0) + n
-        return out
+                        counted[term_of(part)] += n
+        counted.pop(None, None)
+        return counted
 
     return count
 

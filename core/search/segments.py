@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from whoosh.codec.whoosh3 import W3Codec
+from whoosh.fields import FieldType
 from whoosh.filedb.filetables import _lengths as _hash_lengths, md5_hash
 from whoosh.system import pack_ushort
 from whoosh.util.numeric import byte_to_length, length_to_byte
@@ -41,7 +42,8 @@ from whoosh.util.numeric import byte_to_length, length_to_byte
 from ..config import AUTO_DRAFT_TITLE_PREFIX
 from ..pages.links import extract_links
 from ..text.markdown import plain_text
-from . import lexical, rank_data
+from . import rank_data
+from .index_files import BODY, TITLE, fsync_path, open_index
 from .analysis import term_counter
 
 CHUNK_MAX = 6000             # pages a segment (and a worker's batch) holds at most
@@ -143,9 +145,9 @@ def write_segment(ix: Any, docs: list[Doc]) -> Any:
     segment = codec.new_segment(storage, ix.indexname)
     perdoc = codec.per_document_writer(storage, segment)
     terms_out = codec.field_writer(storage, segment)
-    fields_ = {name: schema[name] for name in (lexical.BODY, CONTAINER, ID, lexical.TITLE)}
-    postings: dict[str, Postings] = {lexical.BODY: {}, CONTAINER: {}, ID: {}, lexical.TITLE: {}}
-    lengths: dict[str, list[int]] = {lexical.BODY: [], lexical.TITLE: []}   # per document, as Whoosh's length byte
+    fields_ = {name: schema[name] for name in (BODY, CONTAINER, ID, TITLE)}
+    postings: dict[str, Postings] = {BODY: {}, CONTAINER: {}, ID: {}, TITLE: {}}
+    lengths: dict[str, list[int]] = {BODY: [], TITLE: []}   # per document, as Whoosh's length byte
     prefix = AUTO_DRAFT_TITLE_PREFIX.lower()
     drafts: list[bool] = []
     try:
@@ -154,16 +156,16 @@ def write_segment(ix: Any, docs: list[Doc]) -> Any:
             body_len = sum(d.body_terms.values())
             title_len = sum(d.title_terms.values())
             perdoc.start_doc(docnum)
-            perdoc.add_field(lexical.BODY, fields_[lexical.BODY], None, body_len)
+            perdoc.add_field(BODY, fields_[BODY], None, body_len)
             perdoc.add_field(CONTAINER, fields_[CONTAINER], d.container, 0)
             perdoc.add_field(ID, fields_[ID], d.page_id, 0)
-            perdoc.add_field(lexical.TITLE, fields_[lexical.TITLE], d.title, title_len)
+            perdoc.add_field(TITLE, fields_[TITLE], d.title, title_len)
             perdoc.finish_doc()
-            lengths[lexical.BODY].append(_length_byte(body_len))
-            lengths[lexical.TITLE].append(_length_byte(title_len))
+            lengths[BODY].append(_length_byte(body_len))
+            lengths[TITLE].append(_length_byte(title_len))
             drafts.append(d.title.lower().startswith(prefix))
-            _post(postings[lexical.BODY], d.body_terms, docnum)
-            _post(postings[lexical.TITLE], d.title_terms, docnum)
+            _post(postings[BODY], d.body_terms, docnum)
+            _post(postings[TITLE], d.title_terms, docnum)
             _post(postings[CONTAINER], {d.container: 1}, docnum)
             _post(postings[ID], {d.page_id: 1}, docnum)
         perdoc.close()
@@ -186,13 +188,13 @@ def write_segment(ix: Any, docs: list[Doc]) -> Any:
     codes: dict[str, int] = {}
     data = rank_data.RankData(
         ids=[d.page_id for d in docs], containers=[], codes=[codes.setdefault(d.container, len(codes)) for d in docs],
-        auto_draft=drafts, title_lengths=[float(byte_to_length(b)) for b in lengths[lexical.TITLE]],
-        body_lengths=[float(byte_to_length(b)) for b in lengths[lexical.BODY]])
+        auto_draft=drafts, title_lengths=[float(byte_to_length(b)) for b in lengths[TITLE]],
+        body_lengths=[float(byte_to_length(b)) for b in lengths[BODY]])
     data.containers = list(codes)
     rank_data.write(folder, segment.segment_id(), data)
     for name in storage.list():
         if name.startswith(segment.segment_id() + "."):
-            lexical.fsync_path(folder / name)
+            fsync_path(folder / name)
     return segment
 
 
@@ -203,6 +205,10 @@ _TERMINFO = struct.Struct("!BfIBBfII")
 _ONE = struct.Struct("!IfH")
 _COMPACT, _COMPACT_SHORT, _SHORT_MAX = 2, 3, 8
 _PACK_COUNT = struct.Struct("!B").pack
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8")
 
 
 def _md5_low32(key: bytes) -> int:
@@ -219,7 +225,6 @@ def _write_field(codec: Any, out: Any, name: str, fieldobj: Any, postings: Posti
         return
     out.start_field(name, fieldobj)
     pw = out._postwriter
-    limit = pw._blocklimit
     to_bytes = fieldobj.to_bytes
     tindex = out._tindex                      # an OrderedHashWriter: its add(), inlined below
     raw = tindex.dbfile.raw_file()
@@ -229,52 +234,56 @@ def _write_field(codec: Any, out: Any, name: str, fieldobj: Any, postings: Posti
     prefix = pack_ushort(out._fieldid)
     key = tindex.lastkey
     pos = raw.tell()
+    if type(fieldobj).to_bytes is FieldType.to_bytes:   # a text or id field: UTF-8, as FieldType does it
+        to_bytes = _utf8
     for term in sorted(postings):   # str order is code point order, which is UTF-8 byte order
         flat = postings[term]
-        ids, weights = flat[0::2], flat[1::2]
-        n = len(ids)
-        if n <= _SHORT_MAX:
-            if lengths is not None:
-                ls = [lengths[i] for i in ids if lengths[i]]
-                lo, hi = (min(ls), max(ls)) if ls else (0, 0)
-            else:
-                lo = hi = 0
-            first, last = ids[0], ids[-1]
-            if n == 1:
-                w = weights[0]
-                value = _TERMINFO.pack(_COMPACT, w, 1, lo, hi, w, first, first) + _ONE.pack(first, w, 0)
-            else:
-                value = (_TERMINFO.pack(_COMPACT_SHORT, sum(weights), n, lo, hi, max(weights), first, last)
-                         + _PACK_COUNT(n) + struct.pack(f"!{n}I", *ids) + struct.pack(f"!{n}f", *weights)
-                         + b"\0\0" * n)
-            key = prefix + to_bytes(term)
-            index_append(pos)
-            record = pack_lengths(len(key), len(value)) + key + value
-            raw.write(record)
-            h = hashfn(key)
-            buckets[h & 255].append((h, pos))
-            pos += len(record)
+        n = len(flat) // 2
+        if n == 1:                  # a term of one document: most of them
+            first, w = flat
+            lo = hi = lengths[first] if lengths is not None else 0
+            value = _TERMINFO.pack(_COMPACT, w, 1, lo, hi, w, first, first) + _ONE.pack(first, w, 0)
+        elif n <= _SHORT_MAX:
+            ids, weights = flat[0::2], flat[1::2]
+            ls = [lengths[i] for i in ids if lengths[i]] if lengths is not None else None
+            lo, hi = (min(ls), max(ls)) if ls else (0, 0)
+            value = (_TERMINFO.pack(_COMPACT_SHORT, sum(weights), n, lo, hi, max(weights), ids[0], ids[-1])
+                     + _PACK_COUNT(n) + struct.pack(f"!{n}I", *ids) + struct.pack(f"!{n}f", *weights)
+                     + b"\0\0" * n)
+        else:
+            key = _write_blocks(out, pw, key, to_bytes(term), flat[0::2], flat[1::2], lengths)
+            pos = raw.tell()
             continue
-        tindex.lastkey = key
-        out.start_term(to_bytes(term))
-        for start in range(0, n, limit):
-            if start:
-                pw._write_block()
-            end = min(n, start + limit)
-            block_w = weights[start:end]
-            block_ids = ids[start:end]
-            pw._ids = array("I", block_ids)
-            pw._weights = array("f", block_w)
-            pw._maxweight = float(max(block_w))   # a float, as Whoosh pickles it into the block header
-            if lengths is not None:
-                ls = [lengths[i] for i in block_ids if lengths[i]]
-                if ls:
-                    pw._minlength, pw._maxlength = byte_to_length(min(ls)), byte_to_length(max(ls))
-        out.finish_term()
-        key = tindex.lastkey
-        pos = raw.tell()
+        key = prefix + to_bytes(term)
+        index_append(pos)
+        record = pack_lengths(len(key), len(value)) + key + value
+        raw.write(record)
+        h = hashfn(key)
+        buckets[h & 255].append((h, pos))
+        pos += len(record)
     tindex.lastkey = key
     out.finish_field()
+
+
+def _write_blocks(out: Any, pw: Any, lastkey: bytes, btext: bytes, ids: list[int], weights: list[int],
+                  lengths: list[int] | None) -> bytes:
+    """A posting list longer than eight, through W3PostingsWriter, a block at a time; returns its key."""
+    out._tindex.lastkey = lastkey
+    out.start_term(btext)
+    n, limit = len(ids), pw._blocklimit
+    for start in range(0, n, limit):
+        if start:
+            pw._write_block()
+        block_ids, block_w = ids[start:start + limit], weights[start:start + limit]
+        pw._ids = array("I", block_ids)
+        pw._weights = array("f", block_w)
+        pw._maxweight = float(max(block_w))   # a float, as Whoosh pickles it into the block header
+        if lengths is not None:
+            ls = [lengths[i] for i in block_ids if lengths[i]]
+            if ls:
+                pw._minlength, pw._maxlength = byte_to_length(min(ls)), byte_to_length(max(ls))
+    out.finish_term()
+    return out._tindex.lastkey
 
 
 def commit_segments(ix: Any, segments: list[Any], *, clean: bool = False) -> int:
@@ -300,8 +309,8 @@ def commit_segments(ix: Any, segments: list[Any], *, clean: bool = False) -> int
     finally:
         lock.release()
     folder = Path(ix.storage.folder)
-    lexical.fsync_path(folder / f"_{ix.indexname}_{toc.generation}.toc")
-    lexical.fsync_path(folder, directory=True)
+    fsync_path(folder / f"_{ix.indexname}_{toc.generation}.toc")
+    fsync_path(folder, directory=True)
     return int(toc.generation)
 
 
@@ -326,13 +335,13 @@ def build_chunk(db_file: str, index_path: str, lo: str, hi: str | None,
         rows = read_rows(conn, lo, hi)
     finally:
         conn.close()
-    return write_chunk(lexical.open_index(Path(index_path)), rows, started=started, tick=tick)
+    return write_chunk(open_index(Path(index_path)), rows, started=started, tick=tick)
 
 
 def write_chunk(ix: Any, rows: list[Any], *, started: float | None = None,
                 tick: Callable[[int], None] | None = None) -> ChunkResult:
     started = time.perf_counter() if started is None else started
-    docs, links, trashed, n, last = analyse(rows, ix.schema[lexical.BODY].analyzer, tick)
+    docs, links, trashed, n, last = analyse(rows, ix.schema[BODY].analyzer, tick)
     segment = write_segment(ix, docs) if docs else None
     return ChunkResult(segment, len(docs), trashed, n, last, links, time.perf_counter() - started)
 
