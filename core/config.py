@@ -5,9 +5,11 @@ because an operator fixes it in an editor, not in a stack trace.
 """
 from __future__ import annotations
 
+import os
 import re
 import tomllib
-from dataclasses import dataclass, field
+import uuid
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -326,6 +328,83 @@ def load(file: Path) -> Company:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(file, "(syntax)", str(exc), "fix the TOML syntax at that line") from None
     return parse(data, file, activated_at=file.stat().st_mtime_ns // 1_000_000)
+
+
+# -- node.toml: what is this node's own ------------------------------------------------------------------
+
+NODE_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{3,63}$")
+_NODE_KEYS = ("node_id", "operator", "shared")
+
+
+@dataclass(frozen=True)
+class NodeSettings:
+    """A home's node.toml: the node's id (stamped on every record it writes), its operator (who a CLI
+    session acts as by default here, over company.toml's), and the shared directory it joined."""
+
+    node_id: str = ""
+    operator: str | None = None
+    shared: str | None = None
+
+    def to_toml(self) -> dict[str, Any]:
+        return {k: v for k, v in (("node_id", self.node_id), ("operator", self.operator), ("shared", self.shared)) if v}
+
+
+def new_node_id() -> str:
+    return "n" + uuid.uuid4().hex[:11]
+
+
+def load_node(file: Path) -> NodeSettings:
+    """node.toml, strictly (a home without one has no id yet: see `ensure_node_id`)."""
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return NodeSettings()
+    except UnicodeDecodeError:
+        raise ConfigError(file, "(file)", "is not UTF-8 text", "save it as UTF-8") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(file, "(syntax)", str(exc), "fix the TOML syntax at that line") from None
+    for key in data:
+        if key not in _NODE_KEYS:
+            raise ConfigError(file, key, "unknown setting", f"remove it, or use one of: {', '.join(_NODE_KEYS)}")
+    node_id = _expect(file, "node_id", data.get("node_id", ""), str, 'e.g. node_id = "n3f2a9c0d1b7e"')
+    if node_id and not NODE_ID_RE.match(node_id):
+        raise ConfigError(file, "node_id", f"{node_id!r} is not a node id",
+                          "use 4-64 lower-case letters, digits or '-' (or remove it: a new one is made)")
+    operator = data.get("operator")
+    if operator is not None:
+        _expect(file, "operator", operator, str, 'e.g. operator = "alex"')
+    shared = data.get("shared")
+    if shared is not None:
+        _expect(file, "shared", shared, str, 'e.g. shared = "/mnt/team/crewlet"')
+    return NodeSettings(node_id=node_id, operator=operator or None, shared=shared or None)
+
+
+def write_node(file: Path, settings: NodeSettings) -> None:
+    """Write atomically and durably: node.toml is what makes a home a node of a shared directory."""
+    tmp = file.with_name(file.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(tomli_w.dumps(settings.to_toml()).encode("utf-8"))
+        fh.flush()
+        os.fsync(fh.fileno())
+    tmp.replace(file)
+
+
+def with_operator(company: Company, settings: NodeSettings, node_file: Path) -> Company:
+    """The company as this node runs it: node.toml's operator, when it names one, over company.toml's
+    (the company file is shared by every node; who sits at this one is the node's own)."""
+    if not settings.operator:
+        return company
+    if settings.operator not in company.actors:
+        raise ConfigError(node_file, "operator", f"'{settings.operator}' is not an actor of {company.file}",
+                          f"name one of: {', '.join(sorted(company.actors)) or 'none'} (or add [actors.{settings.operator}])")
+    return replace(company, operator=settings.operator)
+
+
+def load_company(config_file: Path, node_file: Path) -> Company:
+    """company.toml, as this node runs it (see `with_operator`)."""
+    return with_operator(load(config_file), load_node(node_file), node_file)
 
 
 def write(file: Path, data: dict[str, Any]) -> None:

@@ -10,6 +10,7 @@ A home this process cannot write opens read-only: reads work, writes refuse befo
 """
 from __future__ import annotations
 
+import dataclasses
 import errno
 import logging
 import os
@@ -27,9 +28,12 @@ from .pages.applier import Outcome
 from .paths import Home
 from .search import vectors
 from .store import Connection, connect, sqlite3
+from .sync import locks, peers
 
 SYSTEM_ACTOR = "crewlet"
 log = logging.getLogger("crewlet.node")
+SNAPSHOT_HINT = ("or, on a node of a shared directory, adopt a snapshot of a node that is current: "
+                 "`crewlet sync snapshot FILE` there, then `crewlet sync adopt FILE` here")
 
 
 class WriteFailed(CrewletError):
@@ -93,9 +97,12 @@ def _no_space_left(path: Path) -> bool:
 
 class Node:
     def __init__(self, home: Home, company: config_mod.Company, conn: Connection, flog: FileLog,
-                 vlog: FileLog | None = None) -> None:
+                 vlog: FileLog | None = None, settings: config_mod.NodeSettings | None = None) -> None:
         self.home = home
         self.company = company
+        # node.toml: this node's id (stamped on every record it writes) and operator
+        self.settings = settings if settings is not None else config_mod.NodeSettings()
+        self.publisher = peers.Publisher(home, self.settings.node_id, self.settings.operator)
         self.conn = conn
         self.log = flog
         # the vector log: vectors the fleet's embedding duty published, applied like the pages log
@@ -111,16 +118,25 @@ class Node:
 
     # -- opening ---------------------------------------------------------------------------
     @classmethod
-    def open(cls, home: Home, *, sync_containers: bool = True) -> "Node":
-        company = config_mod.load(home.config_file)
+    def open(cls, home: Home, *, sync_containers: bool = True, catch_up: bool = True,
+             progress: Callable[[int], None] | None = None) -> "Node":
+        """Open the home: check the database's position on each log and apply what was appended since
+        (`catch_up`; `progress` hears each batch). A node of a shared directory first checks that the
+        directory is there and that its filesystem honours the writers' lock (refused otherwise)."""
+        settings = config_mod.load_node(home.node_file)
+        if home.shared is not None:
+            _require_shared(home)
+        company = config_mod.with_operator(config_mod.load(home.config_file), settings, home.node_file)
         conn = connect(home.db_file)
+        if not settings.node_id and not getattr(conn, "readonly", False):
+            settings = _give_node_id(home, settings)
         # read-only until the first append: a command that only reads works on a home it cannot write
         flog = _open_log(home.log_file)
-        node = cls(home, company, conn, flog, _open_log(home.vectors_log_file))
+        node = cls(home, company, conn, flog, _open_log(home.vectors_log_file), settings)
         node.verify_log()
-        if node.damage is None and not node.readonly:
+        if catch_up and node.damage is None and not node.readonly:
             try:
-                node.catch_up()
+                node.catch_up(progress=progress)
             except LogDamage as exc:
                 node._damaged(exc)
             except (sqlite3.OperationalError, OSError) as exc:
@@ -158,8 +174,48 @@ class Node:
                     applier.store_position(self.conn, applied.seq, frame, name)  # autocommit: one statement
 
     def _damaged(self, exc: LogDamage) -> None:
+        if self.home.shared is not None and SNAPSHOT_HINT not in exc.fix:
+            exc.fix = f"{exc.fix}, {SNAPSHOT_HINT}"
         self.damage = exc
         log.info("%s — writes are refused", exc)  # the CLI and the app say it, once
+
+    @property
+    def node_id(self) -> str:
+        return self.settings.node_id
+
+    def positions(self) -> dict[str, tuple[int, int]]:
+        """Where this database is on each log: position name -> (seq, end offset)."""
+        with self.lock:
+            return {applier.APPLIER: applier.position(self.conn), vectors.POSITION: vectors.position(self.conn)}
+
+    def applied_ends(self) -> dict[Path, int]:
+        """Log file -> the byte offset this database applied it through (the log watcher's question)."""
+        positions = self.positions()
+        return {self.home.log_file: positions[applier.APPLIER][1], self.home.vectors_log_file: positions[vectors.POSITION][1]}
+
+    def publish_position(self) -> None:
+        """Say, beside the shared logs, how far this node applied them (a node of a shared directory
+        only; best effort: a peer file that cannot be written never fails the write that moved it)."""
+        if self.home.shared is None or self.readonly:
+            return
+        try:
+            self.publisher.publish(self.positions())
+        except OSError as exc:
+            log.info("could not say where this node is in %s: %s", self.home.peers_dir, exc)
+
+    def _peers_guard(self, position: str) -> Callable[[], tuple[int, str]] | None:
+        """For a node of a shared directory: who else applied the log furthest (asked before a torn
+        tail is cut, so no node ever cuts bytes another node's database applied)."""
+        if self.home.shared is None:
+            return None
+        return lambda: peers.furthest(self.home, position, other_than=self.node_id)
+
+    def _stamped(self, records: Sequence[Record]) -> list[Record]:
+        """Each record carries the id of the node that wrote it."""
+        node_id = self.node_id
+        if not node_id:
+            return list(records)
+        return [r if r.node else dataclasses.replace(r, node=node_id) for r in records]
 
     def close(self) -> None:
         with self.lock:
@@ -173,8 +229,11 @@ class Node:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _load_company(self) -> config_mod.Company:
+        return config_mod.with_operator(config_mod.load(self.home.config_file), self.settings, self.home.node_file)
+
     def reload_config(self) -> None:
-        self.company = config_mod.load(self.home.config_file)
+        self.company = self._load_company()
         self._config_stamp = self._stamp()
 
     def _stamp(self) -> tuple[int, int]:
@@ -191,7 +250,7 @@ class Node:
         if stamp == getattr(self, "_config_stamp", stamp):
             return
         try:
-            self.company = config_mod.load(self.home.config_file)
+            self.company = self._load_company()
         except config_mod.ConfigError as exc:
             log.warning("company.toml changed but does not load; keeping the last good configuration: %s", exc)
         self._config_stamp = stamp
@@ -205,10 +264,12 @@ class Node:
                 raise self.damage
             try:
                 applied = applier.catch_up(self.conn, self.log, progress=progress)
-                return applied + vectors.catch_up(self.conn, self.vlog, progress=progress)
+                applied += vectors.catch_up(self.conn, self.vlog, progress=progress)
             except LogDamage as exc:
                 self._damaged(exc)
                 raise
+            self.publish_position()
+            return applied
 
     def submit_vectors(self, records: Sequence[Record], *, sync: bool = True) -> int:
         """Append vector records to the vector log and apply it through them, under the same refusals
@@ -223,7 +284,8 @@ class Node:
                                   code="read_only")
             keep = vectors.position(self.conn)[1]
             try:
-                self.vlog.append(records, sync=sync, keep_through=keep)
+                self.vlog.append(self._stamped(records), sync=sync, keep_through=keep,
+                                 guard=self._peers_guard(vectors.POSITION))
             except LogDamage as exc:
                 self._damaged(exc)
                 raise
@@ -233,10 +295,12 @@ class Node:
                 code, words = storage_problem(exc, self.home.vectors_log_file)
                 raise WriteFailed(f"{words} — no vector was written", code=code) from exc
             try:
-                return vectors.catch_up(self.conn, self.vlog)
+                applied = vectors.catch_up(self.conn, self.vlog)
             except LogDamage as exc:
                 self._damaged(exc)
                 raise
+            self.publish_position()
+            return applied
 
     def vectors_seq(self) -> int:
         with self.lock:
@@ -258,7 +322,8 @@ class Node:
                                   "make the home writable to change it (reading works as it is)", code="read_only")
             keep = applier.position(self.conn)[1]
             try:
-                appended = self.log.append(records, sync=sync, keep_through=keep)
+                appended = self.log.append(self._stamped(records), sync=sync, keep_through=keep,
+                                           guard=self._peers_guard(applier.APPLIER))
             except LogDamage as exc:
                 self._damaged(exc)
                 raise
@@ -283,6 +348,7 @@ class Node:
                     raise _not_applied(pending, cause) from exc
                 raise
             self.apply_error = None
+            self.publish_position()
             outcomes = []
             for rec in appended:
                 # another process may have applied our record first: then its outcome is in the table
@@ -329,6 +395,26 @@ def _not_applied(pending: list[Record], cause: str) -> NotApplied:
                       seqs=[r.seq for r in pending], op_ids=[r.op_id for r in pending])
 
 
+def _require_shared(home: Home) -> None:
+    shared = home.shared
+    assert shared is not None
+    if not shared.is_dir():
+        raise CrewletError(f"the shared directory {shared} (named in {home.node_file}) cannot be reached — mount it, "
+                           f"or fix `shared` in {home.node_file}", code="shared_unreachable")
+    locks.require(shared)
+
+
+def _give_node_id(home: Home, settings: config_mod.NodeSettings) -> config_mod.NodeSettings:
+    """A home made before nodes had ids gets one at its first writable open (kept in node.toml)."""
+    given = dataclasses.replace(settings, node_id=config_mod.new_node_id())
+    try:
+        config_mod.write_node(home.node_file, given)
+    except OSError as exc:
+        log.info("no node id written to %s: %s", home.node_file, exc)
+        return settings
+    return given
+
+
 def _open_log(path: Path) -> FileLog:
     """Read-only until the first append: a command that only reads works on a home it cannot write
     (a log this home never wrote yet is created, as `init` creates it)."""
@@ -347,6 +433,8 @@ def init_home(home: Home, data: dict, *, force: bool = False) -> Path:
     config_mod.parse(data, home.config_file)  # refuse a bad config before writing anything
     home.root.mkdir(parents=True, exist_ok=True)
     config_mod.write(home.config_file, data)
+    if not config_mod.load_node(home.node_file).node_id:
+        config_mod.write_node(home.node_file, config_mod.NodeSettings(node_id=config_mod.new_node_id()))
     conn = connect(home.db_file)
     conn.close()
     FileLog(home.log_file).close()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import tomllib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -12,15 +13,57 @@ from .errors import NotFound
 
 HOME_ENV = "CREWLET_HOME"
 ACTOR_ENV = "CREWLET_AS"
+NODE_FILE = "node.toml"
+# node.toml as last read, by path, with the stat it was read at
+_NODE_CACHE: dict[Path, tuple[tuple[int, int, int], dict]] = {}
 
 
 @dataclass(frozen=True)
 class Home:
+    """A node's home. A home that joined a shared directory (`crewlet sync join DIR`, recorded in its
+    node.toml) finds what every node agrees on there — the logs, the fleet's leases, company.toml — and
+    keeps its own database, keyword index, rescued texts, node id and operator beside node.toml."""
+
     root: Path
 
     @property
+    def node_file(self) -> Path:
+        """This node's own settings: its id, its operator, the shared directory it joined."""
+        return self.root / NODE_FILE
+
+    @property
+    def node_settings(self) -> dict:
+        """node.toml as written (a file that does not parse reads as empty here; `core.config.load_node`
+        names the problem). Read again whenever the file changed: a home that joined a shared directory
+        in this process finds its paths there at once."""
+        try:
+            st = self.node_file.stat()
+        except OSError:
+            return {}
+        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+        cached = _NODE_CACHE.get(self.node_file)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        try:
+            data = tomllib.loads(self.node_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            data = {}
+        _NODE_CACHE[self.node_file] = (stamp, data)
+        return data
+
+    @property
+    def shared(self) -> Path | None:
+        """The shared directory this node joined, or None for a home whose log is its own."""
+        value = self.node_settings.get("shared")
+        if not isinstance(value, str) or not value:
+            return None
+        path = Path(value).expanduser()
+        return path if path.is_absolute() else (self.root / path)
+
+    @property
     def config_file(self) -> Path:
-        return self.root / "company.toml"
+        """company.toml: the company's configuration, shared by every node of a shared directory."""
+        return (self.shared or self.root) / "company.toml"
 
     @property
     def db_file(self) -> Path:
@@ -28,8 +71,9 @@ class Home:
 
     @property
     def log_dir(self) -> Path:
-        """What every node sharing the log agrees on: the logs, and the leases of fleet duties."""
-        return self.root / "log"
+        """What every node sharing the log agrees on: the logs, and the leases of fleet duties (the
+        shared directory itself, once the home joined one)."""
+        return self.shared or self.root / "log"
 
     @property
     def log_file(self) -> Path:
@@ -51,6 +95,11 @@ class Home:
         return self.log_dir / "leases"
 
     @property
+    def peers_dir(self) -> Path:
+        """Where each node of a shared directory says how far it applied the logs, and when it last looked."""
+        return self.log_dir / "nodes"
+
+    @property
     def node_lease_dir(self) -> Path:
         """Leases of this node's own duties (its keyword index): the app and a CLI worker share them."""
         return self.root / "leases"
@@ -65,7 +114,9 @@ class Home:
         return self.root / "rescued"
 
     def exists(self) -> bool:
-        return self.config_file.is_file()
+        """An initialised home — or a node of a shared directory, even one that cannot be reached
+        right now (opening it then says so, rather than offering to create a home over it)."""
+        return self.config_file.is_file() or self.shared is not None
 
 
 def resolve_home(explicit: str | os.PathLike | None = None) -> Home:

@@ -23,7 +23,7 @@ from textual.reactive import reactive
 from textual.theme import Theme
 
 from core import config as config_mod
-from core.duties import default_duties
+from core.duties import ApplyDuty, default_duties
 from core.embed.duty import EmbeddingDuty
 from core.importer import import_directory
 from core.node import Node, init_home
@@ -31,6 +31,7 @@ from core.pages.model import Page
 from core.paths import Home, examples_dir
 from core.search.indexer import KeywordIndexDuty
 from core.search.ivf.duty import IndexTrainingDuty
+from core.sync import watch
 from core.worker import DutyReport, DutyRunner, read_duty_records
 
 from .commands import CrewletCommands
@@ -229,6 +230,8 @@ class CrewletApp(App[None]):
                 status = record.status if record is not None else {}
             self.post_message(DutyPassed(report, status))
 
+        # another process or node appending wakes the duties at once (the apply duty alone polls every 2 s)
+        watch.start(node.home, self._duty_wake, self._stopping, applied=node.applied_ends)
         try:
             runner.run_forever(stop=self._stopping, wake=self._duty_wake, progress=progress, on_report=passed)
         finally:
@@ -255,6 +258,9 @@ class CrewletApp(App[None]):
     @on(DutyPassed)
     def _duty_passed(self, message: DutyPassed) -> None:
         report, status = message.report, message.status
+        if report.duty == ApplyDuty.name and report.result is not None and report.result.counts.get("applied"):
+            self._refresh_views()
+            return
         if report.duty == EmbeddingDuty.name:
             self._embedding_passed(report, status)
             return
@@ -277,6 +283,16 @@ class CrewletApp(App[None]):
             pages = int(status.get("pages_indexed", 0))
             self.index_state = IndexState("current", pages, pages, indexed, applied,
                                           report.skipped and f"kept by another process: {report.skipped}")
+
+    def _refresh_views(self) -> None:
+        """Records another process or node appended were applied: the screen on show reads its rows again
+        (an editor is left alone: its save states its base revision, and a stale one is kept and told)."""
+        screen = self.screen
+        for name in ("reload", "action_reload", "action_refresh"):
+            refresh = getattr(screen, name, None)
+            if callable(refresh):
+                refresh()
+                return
 
     def _embedding_passed(self, report: DutyReport, status: dict[str, Any]) -> None:
         if report.error:

@@ -62,7 +62,7 @@ def warn(message: str) -> None:
 
 def damage_line(exc: LogDamage) -> str:
     kept = f" (your text is kept in {exc.rescued_to})" if exc.rescued_to else ""
-    return f"the log is damaged: {exc} — writes are refused; {REPAIR_HINT}{kept}"
+    return f"the log is damaged: {exc} — writes are refused; {getattr(exc, 'fix', REPAIR_HINT)}{kept}"
 
 
 FIXES = {"disk_full": "free some space there and retry", "read_only": "make it writable to change anything",

@@ -13,6 +13,7 @@ from datetime import datetime
 import typer
 
 from core.duties import default_duties
+from core.sync import watch
 from core.worker import DutyReport, DutyRunner, read_duty_records
 
 from .cli_common import JSON_OPT, console, emit_json, handle_errors, open_node, when
@@ -86,8 +87,10 @@ def _loop(runner: DutyRunner, bars: ProgressBars, as_json: bool) -> None:
             bars.close()
             console.print(f"[dim]{stamp}[/] {escape(report.line())}", soft_wrap=True)
 
+    wake = threading.Event()
+    watch.start(runner.node.home, wake, stop, applied=runner.node.applied_ends)  # another process or node appending wakes the duties at once
     try:
-        runner.run_forever(stop=stop, progress=bars, on_report=show)
+        runner.run_forever(stop=stop, wake=wake, progress=bars, on_report=show)
     except KeyboardInterrupt:
         stop.set()
         console.print("worker stopped")

@@ -15,6 +15,7 @@ import pytest
 from conftest import REPLAYED_TABLES, table_rows
 from typer.testing import CliRunner
 
+from core.config import load_node
 from core.log import FileLog, LogCorrupt, LogDamage, LogGap, Record
 from core.log.check import Applied, cut_aside, inspect, locate_applied
 from core.log.framing import HEADER_SIZE, encode_frame
@@ -147,7 +148,8 @@ def test_a_log_cut_and_written_again_under_the_database_is_a_mismatch(home, tmp_
     start, _, last = frames(home.log_file)[-1]
     os.truncate(home.log_file, start)
     other = Record.new("page.create", "alex", {"page_id": "0123456789abcdef", "container": "ENG", "title": "PX",
-                                               "body": "# PX\n\nabout PX\n", "parent_id": None})
+                                               "body": "# PX\n\nabout PX\n", "parent_id": None},
+                       node=load_node(home.node_file).node_id)  # as this node writes it: the same frame size
     with open(home.log_file, "ab") as fh:
         fh.write(encode_frame(last, other.body()))
     with Node.open(home) as node:

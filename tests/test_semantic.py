@@ -64,14 +64,6 @@ def near(base: np.ndarray, noise: float, seed: int) -> np.ndarray:
     return (v / np.linalg.norm(v)).astype(np.float32)
 
 
-@pytest.fixture
-def node(tmp_path: Path):
-    home = Home(tmp_path / "h")
-    init_home(home, config_mod.example_config())
-    with Node.open(home) as n:
-        yield n
-
-
 def searcher_for(node: Node, model: FakeModel, **kw) -> NativeSearcher:
     return NativeSearcher(node, provider_factory=lambda company, threads=None: model, **kw)
 

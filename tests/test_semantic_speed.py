@@ -20,14 +20,6 @@ DIMS = 96
 SPACE = f"test:fake:{DIMS}"
 
 
-@pytest.fixture
-def node(tmp_path: Path):
-    home = Home(tmp_path / "h")
-    init_home(home, config_mod.example_config())
-    with Node.open(home) as n:
-        yield n
-
-
 def unit(rng: np.random.Generator, dims: int = DIMS) -> np.ndarray:
     v = rng.standard_normal(dims).astype(np.float32)
     return v / np.linalg.norm(v)

@@ -24,7 +24,7 @@ import sys
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 from .framing import MAX_BODY, Frame, FrameScanner, FrameStatus, Stop, encode_frame, read_frame
 from .record import Record
@@ -51,6 +51,8 @@ class LogDamage(Exception):
         self.seq = seq
         self.reason = reason
         self.rescued_to: str | None = None  # where a refused save's text was kept, if one was
+        # how to fix it, said after the damage (a node of a shared directory may also adopt a snapshot)
+        self.fix = REPAIR_HINT
 
 
 class LogCorrupt(LogDamage):
@@ -137,6 +139,21 @@ class LogFailed(Exception):
     """An fsync failed. After a failed fsync the kernel may already have dropped the unwritten
     pages and cleared the error, so retrying could report success for data that is gone; the log
     refuses further appends until it is reopened (which rescans what is really on disk)."""
+
+
+class LogMoved(LogFailed):
+    """The path no longer names the file this process opened (the home joined a shared directory and
+    its log moved there, or the file was replaced): appending to the old file would be lost."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"{path}: the log was moved or replaced since this process opened it (the home joined a "
+                         "shared directory?) — nothing was appended; run the command again")
+        self.path = path
+
+
+# Who guards bytes beyond this node's own position: (the furthest byte offset another node's database
+# applied this log through, and that node's name). Asked only when a torn tail is about to be cut.
+Guard = Callable[[], tuple[int, str]]
 
 
 @dataclass
@@ -284,7 +301,7 @@ class FileLog:
     # --- writing ---------------------------------------------------------------------------------
 
     def append(
-        self, records: Sequence[Record], *, sync: bool = True, keep_through: int = 0
+        self, records: Sequence[Record], *, sync: bool = True, keep_through: int = 0, guard: Guard | None = None
     ) -> list[Record]:
         """Append records as frames, assigning seq = last_seq+1.. under an exclusive file lock.
 
@@ -294,7 +311,9 @@ class FileLog:
 
         `keep_through` is the byte offset a database has applied the log through: a torn tail is
         cut off only when it lies wholly past it; one that starts before it (or a file that ends
-        before it) is damage, raised as LogMismatch with nothing appended.
+        before it) is damage, raised as LogMismatch with nothing appended. `guard`, when given, names
+        the furthest another node sharing the log applied it through: a torn tail that starts before
+        that is damage too (no node can have applied an interrupted append).
         """
         if self._failed is not None:
             raise self._failed_error()
@@ -315,7 +334,8 @@ class FileLog:
                 raise self._failed_error()
             fcntl.flock(fd, fcntl.LOCK_EX)
             try:
-                pos, seq = self._catch_up(fd, repair=True, keep_through=keep_through)
+                self._check_same_file(fd)
+                pos, seq = self._catch_up(fd, repair=True, keep_through=keep_through, guard=guard)
                 out: list[Record] = []
                 for rec, body in zip(records, bodies):
                     seq += 1
@@ -351,6 +371,17 @@ class FileLog:
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
 
+    def _check_same_file(self, fd: int) -> None:
+        """Under the lock: the path still names the file we hold open. A writer that waited for the
+        lock while the home joined a shared directory must not append to the log left behind."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            raise LogMoved(self.path) from None
+        held = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != (held.st_dev, held.st_ino):
+            raise LogMoved(self.path)
+
     def _failed_error(self) -> LogFailed:
         return LogFailed(
             f"{self.path}: fsync failed ({self._failed}); the log refuses appends until reopened"
@@ -364,7 +395,8 @@ class FileLog:
             # The partial frame stays as a torn tail; the next append cuts it off.
             logger.exception("%s: could not truncate a failed append back to %d", self.path, offset)
 
-    def _catch_up(self, fd: int, *, repair: bool, keep_through: int = 0) -> tuple[int, int]:
+    def _catch_up(self, fd: int, *, repair: bool, keep_through: int = 0,
+                  guard: Guard | None = None) -> tuple[int, int]:
         """Bring the cached (end_offset, last_seq) up to date with the file, scanning only frames
         past the cached offset (other processes may have appended). With `repair` (caller holds
         the exclusive lock) a torn tail lying wholly past `keep_through` is truncated away.
@@ -396,6 +428,16 @@ class FileLog:
                 reason = (f"the log ends at byte offset {end} (seq {last}), but the database applied it "
                           f"through byte offset {keep_through}: records it applied are missing")
             raise LogMismatch(self.path, end, last + 1, reason, kind="cut")
+        if stop.status is FrameStatus.TORN and repair and guard is not None:
+            far, who = guard()
+            if stop.offset < far:
+                # another node's database applied bytes this node reads as an interrupted append: its
+                # view of the file is not ours (a filesystem that does not keep appends coherent)
+                raise LogMismatch(
+                    self.path, stop.offset, last + 1,
+                    f"the last frame (from byte offset {stop.offset}, expected seq {last + 1}) reads as incomplete "
+                    f"({stop.reason}), but {who} applied the log through byte offset {far}: not an interrupted "
+                    "append — nothing was cut or appended", kind="cut")
         if stop.status is FrameStatus.TORN and repair:
             logger.warning(
                 "%s: cutting off a torn tail of %d bytes at byte offset %d after seq %d "
@@ -518,6 +560,17 @@ class FileLog:
             self._end, self._last = end, last
         torn = stop.status is FrameStatus.TORN
         return ReadReport(last_seq=last, end_offset=end, torn_tail=torn, torn_bytes=stop.torn_bytes)
+
+    def tail(self, after: int = 0, start_offset: int = 0) -> tuple[int, int]:
+        """(last seq, end offset) of the verified frames from `start_offset` — a frame boundary, the end
+        of seq `after` — to the first thing that is not a frame (no body is decoded, nothing is cut, no
+        damage is raised: a status line's answer, not a check)."""
+        last, end = after, start_offset
+        for frame in FrameScanner(self._handle(), start_offset):
+            if frame.seq != last + 1:
+                break
+            last, end = frame.seq, frame.end
+        return last, end
 
     def last_seq(self) -> int:
         """The last good seq in the file now (including other processes' appends)."""

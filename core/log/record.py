@@ -55,6 +55,8 @@ def _invalid(obj: Any) -> str:
             return f"record field {name!r} is not an integer"
     if not isinstance(obj["payload"], dict):
         return "record field 'payload' is not an object"
+    if not isinstance(obj.get("node", ""), str):
+        return "record field 'node' is not a string"
     return "record body is malformed"
 
 
@@ -80,19 +82,21 @@ class Record:
     payload: dict
     seq: int = 0
     version: int = 1
+    node: str = ""  # the id of the node that wrote it (records written before nodes had ids carry none)
 
     def body(self) -> bytes:
         """Canonical JSON of everything but `seq` (see module docstring)."""
-        return _canonical_json(
-            {
-                "v": self.version,
-                "op_id": self.op_id,
-                "actor": self.actor,
-                "at": self.at,
-                "type": self.type,
-                "payload": self.payload,
-            }
-        )
+        obj = {
+            "v": self.version,
+            "op_id": self.op_id,
+            "actor": self.actor,
+            "at": self.at,
+            "type": self.type,
+            "payload": self.payload,
+        }
+        if self.node:
+            obj["node"] = self.node
+        return _canonical_json(obj)
 
     @classmethod
     def from_body(cls, body: bytes, seq: int) -> Record:
@@ -108,7 +112,8 @@ class Record:
             kind, op_id, actor, at, payload, version = (
                 obj["type"], obj["op_id"], obj["actor"], obj["at"], obj["payload"], obj["v"]
             )
-        except (KeyError, TypeError):
+            node = obj.get("node", "")
+        except (KeyError, TypeError, AttributeError):
             raise ValueError(_invalid(obj)) from None
         if (
             _type(kind) is not str
@@ -117,9 +122,10 @@ class Record:
             or _type(at) is not int
             or _type(version) is not int
             or _type(payload) is not dict
+            or _type(node) is not str
         ):
             raise ValueError(_invalid(obj))
-        return cls(kind, op_id, actor, at, payload, seq, version)
+        return cls(kind, op_id, actor, at, payload, seq, version, node)
 
     @classmethod
     def new(
@@ -130,9 +136,12 @@ class Record:
         *,
         at: int | None = None,
         op_id: str | None = None,
+        node: str = "",
     ) -> Record:
-        """A not-yet-appended record (seq 0) with a fresh op_id and the writer's clock."""
+        """A not-yet-appended record (seq 0) with a fresh op_id and the writer's clock (a node stamps
+        its id on the records it appends)."""
         return cls(
+            node=node,
             type=type,
             op_id=op_id if op_id is not None else uuid.uuid4().hex,
             actor=actor,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -152,7 +152,45 @@ def _page_create(conn: Connection, rec: Record) -> dict[str, Any]:
     page_id, container = p["page_id"], p["container"]
     title = clean_title(p["title"])
     address = normalise_title(title)
-    # the three things that refuse a create, asked in one statement (this is the import's hot path)
+    parent_id = p.get("parent_id")
+    body = p.get("body", "")
+    raw_labels = p.get("labels", [])
+    labels = "[]" if raw_labels == [] else json.dumps(sorted({str(x).lower() for x in raw_labels}))
+    warnings: list[dict[str, str]] = []
+    if parent_id is None:
+        # the import's hot path: one guarded INSERT claims the id and the address, and refuses a purged
+        # id; only a create that inserted nothing asks why (the same three refusals, in the same order)
+        inserted = conn.execute(
+            "INSERT INTO pages (id, container, address, title, body, revision, parent_id, created_by, created_at, "
+            "saved_by, saved_at, updated_at, trashed_at, trashed_by, labels, version) "
+            "SELECT ?1,?2,?3,?4,?5,1,NULL,?6,?7,?6,?7,?7,NULL,NULL,?8,?9 "
+            "WHERE NOT EXISTS (SELECT 1 FROM deleted_pages WHERE page_id = ?1) ON CONFLICT DO NOTHING",
+            (page_id, container, address, title, body, rec.actor, rec.at, labels, rec.seq)).rowcount
+        if inserted != 1:
+            _refuse_create(conn, page_id, container, address)
+            raise RuntimeError(f"page.create {page_id} inserted nothing and no rule refused it")  # pragma: no cover
+    else:
+        _refuse_create(conn, page_id, container, address)
+        problem = parent_problem(conn, container, parent_id, None)
+        if problem:
+            # the writer checked it; a race since then files the page at the top, identically everywhere
+            warnings.append({"code": "pages_parent_salvaged",
+                             "message": f"{problem}; the page was created at the top of {container}"})
+            log.warning("pages_parent_salvaged page=%s: %s", page_id, problem)
+            parent_id = None
+        conn.execute(
+            "INSERT INTO pages (id, container, address, title, body, revision, parent_id, created_by, created_at, "
+            "saved_by, saved_at, updated_at, trashed_at, trashed_by, labels, version) "
+            "VALUES (?,?,?,?,?,1,?,?,?,?,?,?,NULL,NULL,?,?)",
+            (page_id, container, address, title, body, parent_id, rec.actor, rec.at, rec.actor, rec.at, rec.at,
+             labels, rec.seq),
+        )
+    _add_revision(conn, page_id, 1, title, rec.actor, rec.at, "create", p.get("message"))
+    return {"page_id": page_id, "revision": 1, "warnings": warnings}
+
+
+def _refuse_create(conn: Connection, page_id: str, container: str, address: str) -> None:
+    """Refuse a create whose id was purged, whose id exists, or whose address is held — in that order."""
     purged, exists, holder = conn.execute(
         "SELECT EXISTS(SELECT 1 FROM deleted_pages WHERE page_id = ?1), EXISTS(SELECT 1 FROM pages WHERE id = ?1), "
         "EXISTS(SELECT 1 FROM pages WHERE container = ?2 AND address = ?3 AND id != ?1)",
@@ -163,24 +201,6 @@ def _page_create(conn: Connection, rec: Record) -> dict[str, Any]:
         raise _Refuse("exists", f"page {page_id} already exists")
     if holder:
         _claim(conn, container, address, page_id)  # names the holder in the refusal
-    warnings = []
-    parent_id = p.get("parent_id")
-    problem = parent_problem(conn, container, parent_id, None)
-    if problem:
-        # the writer checked it; a race since then files the page at the top, identically everywhere
-        warnings.append({"code": "pages_parent_salvaged", "message": f"{problem}; the page was created at the top of {container}"})
-        log.warning("pages_parent_salvaged page=%s: %s", page_id, problem)
-        parent_id = None
-    body = p.get("body", "")
-    labels = json.dumps(sorted({str(x).lower() for x in p.get("labels", [])}))
-    conn.execute(
-        "INSERT INTO pages (id, container, address, title, body, revision, parent_id, created_by, created_at, "
-        "saved_by, saved_at, updated_at, trashed_at, trashed_by, labels, version) "
-        "VALUES (?,?,?,?,?,1,?,?,?,?,?,?,NULL,NULL,?,?)",
-        (page_id, container, address, title, body, parent_id, rec.actor, rec.at, rec.actor, rec.at, rec.at, labels, rec.seq),
-    )
-    _add_revision(conn, page_id, 1, title, rec.actor, rec.at, "create", p.get("message"))
-    return {"page_id": page_id, "revision": 1, "warnings": warnings}
 
 
 def _page_save(conn: Connection, rec: Record) -> dict[str, Any]:
@@ -375,36 +395,106 @@ HANDLERS: dict[str, Callable[[Connection, Record], dict[str, Any]]] = {
 }
 
 
+# Exceptions a malformed payload raises (a missing key, a list where text belongs, an int past 64 bits
+# that SQLite refuses): the record is refused as malformed, never half-applied, and never stops the log.
+_MALFORMED = (KeyError, TypeError, ValueError, OverflowError,
+              sqlite3.InterfaceError, sqlite3.ProgrammingError, sqlite3.IntegrityError)
+_INSERT_OUTCOME = "INSERT INTO applied_ops (op_id, seq, type, status, code, reason, result) VALUES (?,?,?,?,?,?,?)"
+
+
+def _outcome_row(o: Outcome) -> tuple:
+    return (o.op_id, o.seq, o.type, o.status, o.code, o.reason, json.dumps(o.result) if o.result else None)
+
+
+def _decide(conn: Connection, rec: Record) -> Outcome:
+    """Run a record's handler. A handler refuses (or finds nothing to do) BEFORE its first write, so a
+    _Refuse or _Noop leaves no row behind and needs no savepoint; anything else propagates."""
+    handler = HANDLERS.get(rec.type)
+    try:
+        if handler is None:
+            raise _Refuse("unknown_record", f"record type '{rec.type}' is not known to this build — upgrade crewlet")
+        return Outcome(rec.op_id, rec.seq, rec.type, "applied", result=handler(conn, rec))
+    except _Refuse as r:
+        return Outcome(rec.op_id, rec.seq, rec.type, "refused", r.code, r.reason)
+    except _Noop as n:
+        return Outcome(rec.op_id, rec.seq, rec.type, "noop", None, n.reason, n.result)
+
+
+def _decide_carefully(conn: Connection, rec: Record) -> Outcome:
+    """As `_decide`, inside a savepoint of its own, so a malformed record's partial writes are undone."""
+    conn.execute("SAVEPOINT rec")
+    try:
+        outcome = _decide(conn, rec)
+    except _MALFORMED as exc:
+        conn.execute("ROLLBACK TO rec")
+        outcome = Outcome(rec.op_id, rec.seq, rec.type, "refused", "malformed", f"malformed {rec.type} record: {exc!r}")
+    conn.execute("RELEASE rec")
+    return outcome
+
+
 def apply_record(conn: Connection, rec: Record) -> Outcome | None:
     """Apply one record inside the caller's transaction. None when its op_id was applied already."""
     if conn.execute("SELECT 1 FROM applied_ops WHERE op_id = ?", (rec.op_id,)).fetchone():
         return None
-    handler = HANDLERS.get(rec.type)
-    conn.execute("SAVEPOINT rec")
-    try:
-        if handler is None:
-            raise _Refuse("unknown_record", f"record type '{rec.type}' is not known to this build — upgrade crewlet")
-        result = handler(conn, rec)
-        outcome = Outcome(rec.op_id, rec.seq, rec.type, "applied", result=result)
-    except _Refuse as r:
-        conn.execute("ROLLBACK TO rec")
-        outcome = Outcome(rec.op_id, rec.seq, rec.type, "refused", r.code, r.reason)
-    except _Noop as n:
-        conn.execute("ROLLBACK TO rec")
-        outcome = Outcome(rec.op_id, rec.seq, rec.type, "noop", None, n.reason, n.result)
-    except (KeyError, TypeError, ValueError, OverflowError,
-            sqlite3.InterfaceError, sqlite3.ProgrammingError, sqlite3.IntegrityError) as exc:
-        # a malformed payload is refused, never half-applied, and never stops the log behind it —
-        # including one whose values SQLite itself refuses (a list body, an int past 64 bits)
-        conn.execute("ROLLBACK TO rec")
-        outcome = Outcome(rec.op_id, rec.seq, rec.type, "refused", "malformed", f"malformed {rec.type} record: {exc!r}")
-    conn.execute("RELEASE rec")
-    conn.execute(
-        "INSERT INTO applied_ops (op_id, seq, type, status, code, reason, result) VALUES (?,?,?,?,?,?,?)",
-        (rec.op_id, rec.seq, rec.type, outcome.status, outcome.code, outcome.reason,
-         json.dumps(outcome.result) if outcome.result else None),
-    )
+    outcome = _decide_carefully(conn, rec)
+    conn.execute(_INSERT_OUTCOME, _outcome_row(outcome))
     return outcome
+
+
+def _applied_already(conn: Connection, records: Sequence[Record]) -> set[str]:
+    """The op_ids among `records` this database applied before (one query, whatever the batch size)."""
+    ids = json.dumps([r.op_id for r in records])
+    return {row[0] for row in conn.execute(
+        "SELECT op_id FROM applied_ops WHERE op_id IN (SELECT value FROM json_each(?))", (ids,))}
+
+
+def apply_batch(conn: Connection, records: Sequence[Record], *, careful: bool = False) -> list[Outcome]:
+    """Apply records in order inside the caller's transaction; returns the outcome of each record
+    decided here (a record whose op_id was applied before — earlier, or earlier in this batch — is
+    skipped, as `apply_record` skips it).
+
+    The fast path runs each handler with no savepoint of its own (handlers refuse before writing) and
+    stores every outcome with one executemany. A malformed record — the one case that can leave a
+    handler's writes half done — rolls the batch back and applies it again record by record, each in
+    its own savepoint (`careful`): the same outcomes `apply_record` decides, one at a time. Here the
+    batch is rolled back to a savepoint; `catch_up` instead rolls back its whole transaction and runs
+    the batch again carefully, so the fast path holds no savepoint open (a savepoint spanning a batch
+    makes SQLite journal every page the batch touches, which costs more than it saves on a large log)."""
+    if not records:
+        return []
+    done = _applied_already(conn, records)
+    if careful:
+        outcomes = _apply_each(conn, records, set(done), _decide_carefully)
+    else:
+        conn.execute("SAVEPOINT batch")
+        try:
+            outcomes = _apply_each(conn, records, set(done), _decide)
+        except _MALFORMED:
+            conn.execute("ROLLBACK TO batch")
+            outcomes = _apply_each(conn, records, set(done), _decide_carefully)
+        conn.execute("RELEASE batch")
+    conn.executemany(_INSERT_OUTCOME, [_outcome_row(o) for o in outcomes])
+    return outcomes
+
+
+def _apply_fast(conn: Connection, records: Sequence[Record]) -> list[Outcome]:
+    """The fast path with no savepoint: a malformed record raises, and the caller's transaction must be
+    rolled back and the batch applied again with `apply_batch(..., careful=True)`."""
+    done = _applied_already(conn, records)
+    outcomes = _apply_each(conn, records, set(done), _decide)
+    conn.executemany(_INSERT_OUTCOME, [_outcome_row(o) for o in outcomes])
+    return outcomes
+
+
+def _apply_each(conn: Connection, records: Sequence[Record], done: set[str],
+                decide: Callable[[Connection, Record], Outcome]) -> list[Outcome]:
+    outcomes = []
+    for rec in records:
+        if rec.op_id in done:
+            continue
+        done.add(rec.op_id)
+        outcomes.append(decide(conn, rec))
+    return outcomes
 
 
 def position(conn: Connection, name: str = APPLIER) -> tuple[int, int]:
@@ -438,7 +528,7 @@ def store_position(conn: Connection, seq: int, frame: Frame, name: str = APPLIER
 def catch_up(conn: Connection, flog: FileLog, *, batch: int = 2000,
              progress: Callable[[int], None] | None = None,
              outcomes: dict[str, Outcome] | None = None, name: str = APPLIER,
-             apply: Callable[[Connection, Record], Outcome | None] = apply_record) -> int:
+             apply: Callable[[Connection, Record], Outcome | None] | None = None) -> int:
     """Apply every record past this node's position, `batch` records a transaction, storing the new
     position in the same transaction. Returns how many records were applied. `outcomes`, when given,
     collects what was decided for each op_id applied here (a writer reads its answer without a query).
@@ -447,29 +537,42 @@ def catch_up(conn: Connection, flog: FileLog, *, batch: int = 2000,
     there: every good record before it is applied and committed, then the damage is raised.
 
     `name` and `apply` serve another log the same way (the vector log: its own position row, its own
-    records)."""
+    records, applied one at a time by `apply`); the pages log is applied a batch at a time."""
     applied = 0
+    careful = False  # set for one batch after a malformed record made the fast path give it up
     while True:
         damage: LogDamage | None = None
-        decided_here: dict[str, Outcome] = {}
-        with transaction(conn):
-            seq, offset = position(conn, name)
-            n = 0
-            last: Frame | None = None
-            try:
-                for rec, frame in flog.read_frames(after=seq, start_offset=offset, limit=batch, exact=True):
-                    decided = apply(conn, rec)
-                    if decided is not None:
-                        decided_here[rec.op_id] = decided
-                    seq, last = rec.seq, frame
-                    n += 1
-            except LogDamage as exc:
-                damage = exc
-            if last is not None:
-                store_position(conn, seq, last, name)
+        decided_here: list[Outcome] = []
+        try:
+            with transaction(conn):
+                seq, offset = position(conn, name)
+                records: list[Record] = []
+                last: Frame | None = None
+                try:
+                    for rec, frame in flog.read_frames(after=seq, start_offset=offset, limit=batch, exact=True):
+                        records.append(rec)
+                        last = frame
+                except LogDamage as exc:
+                    damage = exc
+                if records:
+                    if apply is not None:
+                        decided_here = [o for o in (apply(conn, rec) for rec in records) if o is not None]
+                    elif careful:
+                        decided_here = apply_batch(conn, records, careful=True)
+                    else:
+                        decided_here = _apply_fast(conn, records)
+                    assert last is not None
+                    store_position(conn, records[-1].seq, last, name)
+        except _MALFORMED:
+            if careful or apply is not None:
+                raise
+            careful = True  # the transaction rolled back: the same batch again, record by record
+            continue
+        careful = False
+        n = len(records)
         # only once committed is an outcome decided (a COMMIT a full disk refuses decides nothing)
         if outcomes is not None:
-            outcomes.update(decided_here)
+            outcomes.update((o.op_id, o) for o in decided_here)
         applied += n
         if progress and n:
             progress(n)

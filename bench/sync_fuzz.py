@@ -1,0 +1,231 @@
+"""The convergence fuzz: three nodes on one shared directory, a writer process on each issuing random
+records — creates (titles from a small pool, so they collide), saves (some from a stale revision), renames
+onto taken titles, moves (some into cycles, sent without the writer's own check), trashes, restores and
+comments — while one writer is killed with SIGKILL at a random moment. At the end every node must hold
+the same content digest, every write a writer saw acknowledged must be decided the same on every node,
+and no page may sit in a cycle.
+
+    python bench/sync_fuzz.py [--ops 2000] [--rounds 3] [--seed N]
+
+`tests/test_sync_fuzz.py` runs `run(...)` at a size that fits CI; this runs it bigger.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from core import config as config_mod  # noqa: E402
+from core.log import FileLog  # noqa: E402
+from core.node import Node, init_home  # noqa: E402
+from core.paths import Home  # noqa: E402
+from core.sync import join as join_mod  # noqa: E402
+from core.sync.digest import content_digest  # noqa: E402
+
+TITLES = [f"Topic {i}" for i in range(16)]
+ACTORS = ("alex", "sam")
+
+# The writer, run as its own process: `python -c WRITER home ack_file seed ops`.
+WRITER = r'''
+import json, random, sys, uuid
+sys.path.insert(0, sys.argv[5])
+from core.log import Record
+from core.node import Node
+from core.paths import Home
+
+from pathlib import Path
+home, ack_path, seed, ops = Home(Path(sys.argv[1])), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+TITLES = [f"Topic {i}" for i in range(16)]
+rnd = random.Random(seed)
+
+def pick(node, where="trashed_at IS NULL"):
+    rows = node.conn.execute(f"SELECT id, revision, trashed_at FROM pages WHERE container = 'ENG' AND {where}").fetchall()
+    return rnd.choice(rows) if rows else None
+
+def record(node):
+    actor = rnd.choice(("alex", "sam"))
+    roll = rnd.random()
+    page = pick(node)
+    if roll < 0.25 or page is None:
+        parent = pick(node) if rnd.random() < 0.3 else None
+        return Record.new("page.create", actor, {"page_id": uuid.uuid4().hex[:16], "container": "ENG",
+                          "title": rnd.choice(TITLES), "body": f"body {rnd.random()}", "parent_id": parent["id"] if parent else None})
+    if roll < 0.50:
+        base = page["revision"] - (1 if rnd.random() < 0.2 and page["revision"] > 1 else 0)  # some stale
+        return Record.new("page.save", actor, {"page_id": page["id"], "base_revision": base, "body": f"save {rnd.random()}"})
+    if roll < 0.60:
+        return Record.new("page.rename", actor, {"page_id": page["id"], "title": rnd.choice(TITLES)})
+    if roll < 0.75:
+        other = pick(node)
+        parent = other["id"] if other is not None and rnd.random() < 0.8 else None
+        return Record.new("page.move", actor, {"page_id": page["id"], "parent_id": parent})  # cycles included
+    if roll < 0.83:
+        return Record.new("page.trash", actor, {"page_id": page["id"]})
+    if roll < 0.90:
+        gone = pick(node, "trashed_at IS NOT NULL")
+        if gone is not None:
+            return Record.new("page.restore", actor, {"page_id": gone["id"]})
+    return Record.new("comment.add", actor, {"comment_id": uuid.uuid4().hex[:16], "page_id": page["id"],
+                      "body": f"comment {rnd.random()}"})
+
+with Node.open(home, sync_containers=False) as node, open(ack_path, "a", encoding="utf-8") as ack:
+    print("ready", flush=True)
+    for _ in range(ops):
+        with node.lock:
+            rec = record(node)
+        out = node.submit([rec])[0]
+        ack.write(json.dumps([rec.op_id, out.status, out.code]) + "\n")
+        ack.flush()
+'''
+
+
+@dataclass
+class FuzzResult:
+    nodes: int
+    ops: int
+    acked: int
+    records: int
+    killed: str
+    killed_after_s: float
+    digests: dict[str, str] = field(default_factory=dict)
+    outcomes: dict[str, int] = field(default_factory=dict)     # status/code -> count, over the acked writes
+    problems: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def converged(self) -> bool:
+        return not self.problems and len(set(self.digests.values())) == 1
+
+
+def make_fleet(base: Path, n: int = 3) -> tuple[Path, list[Home]]:
+    first = Home(base / "node0")
+    init_home(first, config_mod.example_config())
+    shared = base / "shared"
+    join_mod.join(first, shared)
+    homes = [Home(first.root)]
+    for i in range(1, n):
+        join_mod.join(Home(base / f"node{i}"), shared)
+        homes.append(Home(base / f"node{i}"))
+    return shared, homes
+
+
+def _cycles(node: Node) -> list[str]:
+    parent = {r[0]: r[1] for r in node.conn.execute("SELECT id, parent_id FROM pages")}
+    bad = []
+    for start in parent:
+        seen, cur = set(), start
+        while cur is not None:
+            if cur in seen:
+                bad.append(start)
+                break
+            seen.add(cur)
+            cur = parent.get(cur)
+    return bad
+
+
+def run(base: Path, *, ops: int = 150, seed: int | None = None, kill: bool = True) -> FuzzResult:
+    """One round: three nodes, three writers of `ops` records each, one of them killed at a random moment."""
+    rnd = random.Random(seed)
+    started = time.perf_counter()
+    shared, homes = make_fleet(base)
+    env = {**os.environ}
+    env.pop("CREWLET_HOME", None)
+    env.pop("CREWLET_AS", None)
+    procs = []
+    for i, home in enumerate(homes):
+        ack = base / f"ack{i}.jsonl"
+        procs.append(subprocess.Popen([sys.executable, "-c", WRITER, str(home.root), str(ack), str(rnd.randrange(1 << 30)),
+                                       str(ops), str(ROOT)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True))
+    for p in procs:
+        line = p.stdout.readline() if p.stdout else ""
+        if line.strip() != "ready":
+            raise RuntimeError(f"a writer did not start: {line!r} {p.stderr.read() if p.stderr else ''}")
+    victim = rnd.randrange(len(procs))
+    killed_after = 0.0
+    if kill:
+        # somewhere in the victim's run: by then it has acknowledged a share of its writes
+        killed_after = rnd.uniform(0.05, 1.0) * max(0.5, ops * 0.01)
+        t = time.monotonic()
+        while time.monotonic() - t < killed_after and procs[victim].poll() is None:
+            time.sleep(0.01)
+        if procs[victim].poll() is None:
+            os.kill(procs[victim].pid, signal.SIGKILL)
+    problems = []
+    for i, p in enumerate(procs):
+        _, err = p.communicate(timeout=600)
+        if p.returncode != 0 and not (kill and i == victim):
+            problems.append(f"writer {i} failed ({p.returncode}): {err.strip().splitlines()[-1:] if err else ''}")
+    acked: dict[str, tuple[str, str | None]] = {}
+    for i in range(len(homes)):
+        path = base / f"ack{i}.jsonl"
+        if path.exists():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                if line.strip():
+                    op_id, status, code = json.loads(line)
+                    acked[op_id] = (status, code)
+    result = FuzzResult(len(homes), ops, len(acked), 0, f"node{victim}" if kill else "", killed_after, problems=problems)
+    for status, code in acked.values():
+        key = f"{status}:{code}" if code else status
+        result.outcomes[key] = result.outcomes.get(key, 0) + 1
+    for home in homes:
+        with Node.open(home, sync_containers=False) as node:
+            if node.damage is not None:
+                result.problems.append(f"{home.root.name}: {node.damage}")
+                continue
+            result.digests[home.root.name] = content_digest(node.conn).content
+            decided = {r[0]: (r[1], r[2]) for r in node.conn.execute("SELECT op_id, status, code FROM applied_ops")}
+            lost = [op for op in acked if op not in decided]
+            differ = [op for op, out in acked.items() if op in decided and decided[op] != out]
+            if lost:
+                result.problems.append(f"{home.root.name}: {len(lost)} acknowledged write(s) missing, e.g. {lost[0]}")
+            if differ:
+                result.problems.append(f"{home.root.name}: {len(differ)} write(s) decided otherwise than acknowledged")
+            cycles = _cycles(node)
+            if cycles:
+                result.problems.append(f"{home.root.name}: {len(cycles)} page(s) in a cycle")
+    with FileLog(shared / "pages.log", readonly=True) as flog:
+        result.records = flog.scan().last_seq
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ops", type=int, default=2000, help="records each writer issues")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--dir", default=None)
+    args = ap.parse_args(argv)
+    logging.getLogger("crewlet").setLevel(logging.ERROR)  # every salvaged cycle is a warning: the counts say it
+    failed = 0
+    print(f"convergence fuzz: 3 nodes, 3 writers x {args.ops} records, one killed a round; load {os.getloadavg()[0]:.2f}")
+    for r in range(args.rounds):
+        base = Path(tempfile.mkdtemp(prefix="crewlet-sync-fuzz-", dir=args.dir))
+        res = run(base, ops=args.ops, seed=None if args.seed is None else args.seed + r)
+        verdict = "converged" if res.converged else "DIVERGED"
+        print(f"round {r + 1}: {verdict} — {res.records:,} records on the log, {res.acked:,} acknowledged, "
+              f"{res.killed} killed after {res.killed_after_s:.2f} s, {res.seconds:.1f} s; digest "
+              f"{next(iter(res.digests.values()), '-')}")
+        print("  acknowledged outcomes: " + ", ".join(f"{k} {v:,}" for k, v in sorted(res.outcomes.items())))
+        for p in res.problems:
+            print(f"  problem: {p}")
+        failed += not res.converged
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,98 @@
+"""The content digest: what every node that applied the same log must hold, row for row.
+
+It covers the replicated rows — pages, revisions, comments, purge markers, container documents, the
+applier's outcomes, reads, onboarding markers, vectors and their sign codes — and leaves out what each
+node keeps for itself (backlinks, its duties, the embedding duty's holds, when a migration ran). The
+position rows are digested apart: two nodes agree on content only at the same position."""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+# table -> the query listing its replicated columns in a fixed order (never a row id a node assigns)
+REPLICATED: dict[str, str] = {
+    "pages": "SELECT id, container, address, title, body, revision, parent_id, created_by, created_at, saved_by, "
+             "saved_at, updated_at, trashed_at, trashed_by, labels, version FROM pages ORDER BY id",
+    "revisions": "SELECT page_id, revision, title, body, author, at, kind, message FROM revisions "
+                 "ORDER BY page_id, revision",
+    "comments": "SELECT id, page_id, author, body, created_at, edited_at FROM comments ORDER BY id",
+    "deleted_pages": "SELECT page_id, container, title, purged_by, purged_at, reason FROM deleted_pages "
+                     "ORDER BY page_id",
+    "containers": "SELECT key, name, purpose, lead, chart_epoch FROM containers ORDER BY key",
+    "applied_ops": "SELECT op_id, seq, type, status, code, reason, result FROM applied_ops ORDER BY seq, op_id",
+    "knowledge_reads": "SELECT op_id, actor, at, via, query, pages, backend, turn, phase FROM knowledge_reads "
+                       "ORDER BY op_id",
+    "agent_onboarding_markers": "SELECT agent_id, chain_hash, marked_at FROM agent_onboarding_markers "
+                                "ORDER BY agent_id",
+    "vectors": "SELECT source_id, kind, space, container, revision, digest, bytes, bucket, dims, seq, vector "
+               "FROM vectors ORDER BY source_id, space",
+    "vector_codes": "SELECT v.source_id, v.space, c.code FROM vector_codes c JOIN vectors v ON v.id = c.id "
+                    "ORDER BY v.source_id, v.space",
+}
+POSITIONS = "SELECT name, seq, byte_offset, frame_offset, digest FROM log_position ORDER BY name"
+
+
+@dataclass
+class Digest:
+    content: str                                   # over every replicated table
+    positions: str                                 # over the log_position rows
+    rows: dict[str, int] = field(default_factory=dict)
+    tables: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"content": self.content, "positions": self.positions, "rows": self.rows, "tables": self.tables}
+
+
+def _value(v: Any) -> Any:
+    return v.hex() if isinstance(v, (bytes, memoryview)) else v
+
+
+def _digest_rows(conn: Any, sql: str) -> tuple[str, int]:
+    h = hashlib.blake2b(digest_size=16)
+    n = 0
+    for row in conn.execute(sql):
+        h.update(json.dumps([_value(v) for v in row], ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+        h.update(b"\n")
+        n += 1
+    return h.hexdigest(), n
+
+
+# Replicated state a later schema adds (the semantic index, filed from the vector log): digested when the
+# database has it. Columns a node may measure for itself are left out.
+OPTIONAL: dict[str, tuple[str, tuple[str, ...], str]] = {
+    "semantic_index": ("semantic_index", ("space", "generation", "lists", "width", "centroids", "probes", "ranges",
+                                          "refiled", "trained_sources", "fullest", "trained_at"), "space"),
+}
+
+
+def _queries(conn: Any) -> dict[str, str]:
+    queries = dict(REPLICATED)
+    columns = {r[1] for r in conn.execute("PRAGMA table_info(vector_codes)")}
+    if {"list", "generation"} <= columns:  # each code's list under the index that filed it
+        queries["vector_codes"] = ("SELECT v.source_id, v.space, c.code, c.list, c.generation FROM vector_codes c "
+                                   "JOIN vectors v ON v.id = c.id ORDER BY v.source_id, v.space")
+    for name, (table, wanted, order) in OPTIONAL.items():
+        have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+        cols = [c for c in wanted if c in have]
+        if cols:
+            queries[name] = f"SELECT {', '.join(cols)} FROM {table} ORDER BY {order}"
+    return queries
+
+
+def content_digest(conn: Any) -> Digest:
+    """Read in one transaction, so a concurrent apply cannot tear it."""
+    conn.execute("BEGIN")
+    try:
+        total = hashlib.blake2b(digest_size=16)
+        out = Digest("", "")
+        for table, sql in _queries(conn).items():
+            d, n = _digest_rows(conn, sql)
+            out.tables[table], out.rows[table] = d, n
+            total.update(f"{table}:{d}\n".encode())
+        out.content = total.hexdigest()
+        out.positions = _digest_rows(conn, POSITIONS)[0]
+    finally:
+        conn.execute("COMMIT")
+    return out

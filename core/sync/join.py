@@ -1,0 +1,372 @@
+"""`crewlet sync join DIR`: make a home a node of a shared directory.
+
+Three cases, told apart by the home and by DIR:
+
+- **first** — an existing home and an empty (or new) DIR: the home's logs (and everything beside them in
+  `log/`) and its company.toml are copied into DIR and synced, node.toml is written naming DIR (the
+  moment the home becomes a node), then the originals are removed. The home's own writers are held off
+  by the logs' lock throughout, and one that waited for it finds the log moved and refuses (nothing is
+  appended to a file left behind).
+- **joined** — an existing home and a DIR that holds a log: allowed when the home has written nothing
+  of its own. Either its logs are a byte-for-byte prefix of DIR's (a node restored from a backup, a
+  join interrupted after the copy): it keeps its database and applies the rest; or its log holds only
+  the container documents its configuration declared (a fresh `crewlet init`): its database is kept
+  aside and the node applies DIR's log from the start. Anything else is refused, naming what it holds.
+- **new** — a home that does not exist yet: node.toml, then a database — empty, or a checked snapshot
+  (`--snapshot FILE`) — and the node applies the log after the snapshot's position.
+
+A DIR whose filesystem does not carry flock between machines is refused before anything is written.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import config as config_mod
+from ..errors import CrewletError, Refused
+from ..log import FileLog, Record
+from ..log.check import locate_applied
+from ..log.filelog import LogMismatch
+from ..pages import applier
+from ..paths import Home
+from ..repair import home_logs
+from ..store import connect
+from . import locks, snapshot as snapshot_mod
+
+SHARED_MARKERS = ("pages.log", "company.toml")
+
+
+@dataclass
+class JoinResult:
+    kind: str                       # first | joined | new | already
+    shared: Path
+    node_id: str
+    applied: int = 0                # records this node applied while joining
+    snapshot: snapshot_mod.SnapshotInfo | None = None
+    moved: list[str] = field(default_factory=list)        # files now in DIR
+    kept_aside: list[str] = field(default_factory=list)   # files of the home kept under another name
+    removed: list[str] = field(default_factory=list)      # copies of bytes DIR holds, removed from the home
+
+    def to_json(self) -> dict[str, Any]:
+        return {"joined": self.kind, "shared": str(self.shared), "node_id": self.node_id, "applied": self.applied,
+                "snapshot": self.snapshot.to_json() if self.snapshot else None, "moved": self.moved,
+                "kept_aside": self.kept_aside, "removed": self.removed}
+
+
+def _stamp() -> str:
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+
+
+def running_here(home: Home) -> str | None:
+    """Who runs duties on this home right now (the app, a `crewlet worker`), from their unexpired leases."""
+    now = time.time_ns() // 1_000_000
+    try:
+        files = list(home.node_lease_dir.glob("*.lease"))
+    except OSError:
+        return None
+    for path in files:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if int(data["expires_at"]) > now:
+                return str(data.get("label", data.get("owner", "another process")))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return None
+
+
+@contextmanager
+def _logs_held(home: Home) -> Iterator[None]:
+    """Hold the writers' lock of each of the home's logs: no write of this home lands meanwhile."""
+    with ExitStack() as stack:
+        for spec in home_logs(home):
+            if spec.path.exists():
+                flog = stack.enter_context(FileLog(spec.path))
+                flog._mutex.acquire()
+                stack.callback(flog._mutex.release)
+                fd = flog._handle()
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                stack.callback(fcntl.flock, fd, fcntl.LOCK_UN)
+        yield
+
+
+def _copy_durably(src: Path, dest: Path) -> None:
+    tmp = dest.with_name(f".{dest.name}.joining")
+    # copy2 keeps the modification time: company.toml's is its activation instant, and a copy must not
+    # look like a new activation (which would re-stamp every container document)
+    shutil.copy2(src, tmp)
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, dest)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _is_empty_dir(path: Path) -> bool:
+    return path.is_dir() and not any(path.iterdir())
+
+
+def join(home: Home, directory: Path, *, snapshot: Path | None = None, operator: str | None = None,
+         progress: Callable[[int], None] | None = None) -> JoinResult:
+    directory = Path(directory).expanduser().resolve()
+    settings = config_mod.load_node(home.node_file)
+    if home.shared is not None:
+        if home.shared.resolve() != directory:
+            raise Refused(f"{home.root} is already a node of {home.shared} — a home shares one directory; "
+                          f"join {directory} with a new home (`crewlet --home NEW sync join {directory}`)",
+                          code="already_joined")
+        if snapshot is not None:
+            raise Refused(f"{home.root} is already a node of {directory}: to start it from a snapshot, "
+                          "`crewlet sync adopt FILE`", code="already_joined")
+        return JoinResult("already", directory, settings.node_id, applied=_open_and_apply(home, progress))
+    if directory == home.root or directory.is_relative_to(home.log_dir):
+        raise Refused(f"{directory} is this home or inside its log directory — pick a directory outside the home",
+                      code="invalid_directory")
+    if home.config_file.is_file():
+        if snapshot is not None:
+            raise Refused(f"--snapshot starts a new node, and {home.root} is an existing home — give a new "
+                          f"--home (`crewlet --home NEW sync join {directory} --snapshot {snapshot}`)",
+                          code="home_exists")
+        busy = running_here(home)
+        if busy:
+            raise Refused(f"{busy} is running on {home.root} — stop it (quit the app, stop `crewlet worker`) and "
+                          "join again", code="busy")
+        if not directory.exists() or _is_empty_dir(directory):
+            return _first(home, directory, settings, progress)
+        if (directory / "pages.log").is_file():
+            return _join_existing(home, directory, settings, progress)
+        raise Refused(f"{directory} holds files but no crewlet log — give an empty directory (the first node) or "
+                      "one that other nodes share", code="invalid_directory")
+    return _new_node(home, directory, snapshot, operator, progress)
+
+
+# -- the first node -----------------------------------------------------------------------------------------
+
+def _first(home: Home, directory: Path, settings: config_mod.NodeSettings,
+           progress: Callable[[int], None] | None) -> JoinResult:
+    directory.mkdir(parents=True, exist_ok=True)
+    locks.require(directory)
+    # the home's own paths, taken before node.toml names DIR (after that the same names lead there)
+    own_logs, own_config = home.log_dir, home.config_file
+    company = config_mod.load(own_config)
+    result = JoinResult("first", directory, settings.node_id or config_mod.new_node_id())
+    with _logs_held(home):
+        sources = sorted(p for p in own_logs.rglob("*") if p.is_file()) if own_logs.is_dir() else []
+        for src in sources:
+            dest = directory / src.relative_to(own_logs)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            _copy_durably(src, dest)
+            result.moved.append(str(dest))
+        for spec in home_logs(home):  # a log the home never wrote is created empty, as `init` creates it
+            shared_log = directory / spec.path.relative_to(own_logs)
+            if not shared_log.exists():
+                FileLog(shared_log).close()
+        _copy_durably(own_config, directory / "company.toml")
+        result.moved.append(str(directory / "company.toml"))
+        _fsync_dir(directory)
+        # the moment the home becomes a node of DIR; everything before it left the home as it was
+        config_mod.write_node(home.node_file, config_mod.NodeSettings(
+            result.node_id, settings.operator or company.operator, str(directory)))
+        result.removed = [str(own_logs), str(own_config)]
+        shutil.rmtree(own_logs, ignore_errors=True)
+        own_config.unlink(missing_ok=True)
+    result.applied = _open_and_apply(Home(home.root), progress)
+    return result
+
+
+# -- joining a directory that holds a log ---------------------------------------------------------------------
+
+def _is_prefix(own: Path, shared: Path) -> bool:
+    """Are the bytes of `own`'s valid prefix the first bytes of `shared`?"""
+    if not own.exists():
+        return True
+    with FileLog(own, readonly=True) as flog:
+        end = flog.scan().end_offset
+    if end == 0:
+        return True
+    if not shared.exists() or shared.stat().st_size < end:
+        return False
+    with open(own, "rb") as a, open(shared, "rb") as b:
+        left = end
+        while left:
+            n = min(left, 1 << 20)
+            if a.read(n) != b.read(n):
+                return False
+            left -= n
+    return True
+
+
+def _own_records(path: Path) -> list[Record]:
+    if not path.exists():
+        return []
+    with FileLog(path, readonly=True) as flog:
+        return [r for r, _ in flog.read()]
+
+
+def _describe(records: list[Record]) -> str:
+    kinds: dict[str, int] = {}
+    for r in records:
+        kinds[r.type] = kinds.get(r.type, 0) + 1
+    return ", ".join(f"{n:,} {kind}" for kind, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
+
+
+def _join_existing(home: Home, directory: Path, settings: config_mod.NodeSettings,
+                   progress: Callable[[int], None] | None) -> JoinResult:
+    locks.require(directory)
+    # the home's own paths, taken before node.toml names DIR (after that the same names lead there)
+    own_logs, own_config = home.log_dir, home.config_file
+    if not (directory / "company.toml").is_file():
+        raise Refused(f"{directory} holds a log but no company.toml — it is not a shared directory crewlet made",
+                      code="invalid_directory")
+    specs = home_logs(home)
+    prefix = all(_is_prefix(spec.path, directory / spec.path.relative_to(own_logs)) for spec in specs)
+    rebuild = False
+    if prefix and home.db_file.exists():
+        conn = connect(home.db_file)
+        try:
+            for spec in specs:
+                applied = applier.applied_position(conn, spec.position)
+                with FileLog(directory / spec.path.relative_to(own_logs), readonly=True) as flog:
+                    try:
+                        locate_applied(flog, applied)
+                    except LogMismatch:
+                        prefix = False  # the database is ahead of its own log: not a prefix after all
+        finally:
+            conn.close()
+    if not prefix:
+        own = [r for spec in specs for r in _own_records(spec.path)]
+        of_its_own = [r for r in own if not (r.type == "container.declare" and r.actor == "crewlet")]
+        if of_its_own:
+            raise Refused(f"{home.root} has written {len(of_its_own):,} record(s) of its own that {directory}'s log "
+                          f"does not hold ({_describe(of_its_own)}) — a home joins a shared log only with nothing of "
+                          f"its own: publish its pages into the shared knowledge base (`crewlet import` on a node), "
+                          f"or start a new node (`crewlet --home NEW sync join {directory}`)", code="has_own_records")
+        rebuild = True  # only its configuration's container documents: DIR's log declares the shared ones
+    result = JoinResult("joined", directory, settings.node_id or config_mod.new_node_id())
+    stamp = _stamp()
+    with _logs_held(home):
+        config_mod.write_node(home.node_file, config_mod.NodeSettings(result.node_id, settings.operator, str(directory)))
+        if own_config.is_file():
+            aside = home.root / f"company.toml.before-join-{stamp}"
+            os.replace(own_config, aside)
+            result.kept_aside.append(str(aside))
+        if rebuild and home.db_file.exists():
+            aside = home.root / f"crewlet.db.before-join-{stamp}"
+            os.replace(home.db_file, aside)
+            for suffix in ("-wal", "-shm"):
+                side = home.db_file.with_name(home.db_file.name + suffix)
+                if side.exists():
+                    os.replace(side, aside.with_name(aside.name + suffix))
+            result.kept_aside.append(str(aside))
+            shutil.rmtree(home.index_dir, ignore_errors=True)
+        if rebuild:
+            aside = home.root / f"log.before-join-{stamp}"
+            os.replace(own_logs, aside)
+            result.kept_aside.append(str(aside))
+        else:
+            result.removed.append(str(own_logs))  # byte for byte a prefix of DIR's logs
+            shutil.rmtree(own_logs, ignore_errors=True)
+    result.applied = _open_and_apply(Home(home.root), progress)
+    return result
+
+
+# -- a new node ---------------------------------------------------------------------------------------------
+
+def _new_node(home: Home, directory: Path, snapshot: Path | None, operator: str | None,
+              progress: Callable[[int], None] | None) -> JoinResult:
+    if home.root.exists() and not _is_empty_dir(home.root):
+        raise Refused(f"{home.root} is not a crewlet home and not empty — give a new (or empty) directory as --home",
+                      code="invalid_home")
+    missing = [name for name in SHARED_MARKERS if not (directory / name).is_file()]
+    if missing:
+        raise Refused(f"{directory} holds no {' and no '.join(missing)}: it is not a shared directory yet — join it "
+                      f"from an existing home first (`crewlet --home HOME sync join {directory}`)",
+                      code="invalid_directory")
+    locks.require(directory)
+    company = config_mod.load(directory / "company.toml")
+    if operator is not None and operator not in company.actors:
+        raise Refused(f"--operator {operator} is not an actor of {directory / 'company.toml'} — name one of: "
+                      f"{', '.join(sorted(company.actors)) or 'none'}", code="unknown_actor")
+    result = JoinResult("new", directory, config_mod.new_node_id())
+    created = not home.root.exists()
+    home.root.mkdir(parents=True, exist_ok=True)
+    try:
+        config_mod.write_node(home.node_file, config_mod.NodeSettings(result.node_id, operator, str(directory)))
+        joined = Home(home.root)  # points at DIR now: the snapshot is checked against the shared logs
+        if snapshot is not None:
+            result.snapshot = snapshot_mod.check(joined, snapshot)
+            snapshot_mod.install(joined, result.snapshot)
+    except BaseException:
+        # no half-made node is left behind: the directory is as it was (absent, or empty)
+        if created:
+            shutil.rmtree(home.root, ignore_errors=True)
+        else:
+            for child in list(home.root.iterdir()):
+                shutil.rmtree(child, ignore_errors=True) if child.is_dir() else child.unlink(missing_ok=True)
+        raise
+    result.applied = _open_and_apply(Home(home.root), progress)
+    return result
+
+
+def _open_and_apply(home: Home, progress: Callable[[int], None] | None) -> int:
+    from ..node import Node  # the node imports this package's locks and peers
+
+    applied: list[int] = []
+
+    def heard(n: int) -> None:
+        applied.append(n)
+        if progress is not None:
+            progress(n)
+
+    with Node.open(home, progress=heard) as node:
+        if node.damage is not None:
+            raise node.damage
+        if node.apply_error is not None:
+            raise CrewletError(f"joined, but the log could not be applied yet: {node.apply_error}", code="not_applied")
+        node.publish_position()
+    return sum(applied)
+
+
+# -- adopting a snapshot on an existing node ------------------------------------------------------------------
+
+@dataclass
+class AdoptResult:
+    snapshot: snapshot_mod.SnapshotInfo
+    kept_aside: str | None
+    applied: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"snapshot": self.snapshot.to_json(), "database_kept_as": self.kept_aside, "applied": self.applied}
+
+
+def adopt(home: Home, file: Path, *, progress: Callable[[int], None] | None = None) -> AdoptResult:
+    """Replace this node's database with a checked snapshot (the old one kept aside) and apply the log
+    after the snapshot's position: the fix for a node whose log no longer holds the position it needs."""
+    busy = running_here(home)
+    if busy:
+        raise Refused(f"{busy} is running on {home.root} — stop it (quit the app, stop `crewlet worker`) and adopt "
+                      "again", code="busy")
+    info = snapshot_mod.check(home, file)
+    kept = snapshot_mod.install(home, info)
+    return AdoptResult(info, str(kept) if kept else None, _open_and_apply(Home(home.root), progress))

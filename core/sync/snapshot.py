@@ -1,0 +1,231 @@
+"""Snapshots: a consistent copy of a node's database, holding the position it applied each log through.
+
+`take` writes one with SQLite's `VACUUM INTO` (a single read transaction: the rows and the positions are
+of one instant), then removes what each node keeps for itself (its duties, backlinks, the embedding
+duty's holds), leaving one self-contained file.
+
+`check` sets a snapshot against the shared logs before anything adopts it: the log must still hold, at
+the snapshot's position, the very record the snapshot applied last (its seq, offset and digest). A log
+that ends before that position, or no longer holds that record there, is a gap; a log that holds
+another record there is another log. Either is refused with the reason.
+
+`install` puts a checked snapshot in place as a home's database (the one it replaces is kept aside), so
+the node applies only the log after the snapshot's position.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import CrewletError
+from ..log import FileLog, LogMismatch
+from ..log.check import Applied, locate_applied
+from ..pages import applier
+from ..paths import Home
+from ..repair import home_logs
+from ..store import connect, sqlite3
+from ..store.migrations import MIGRATIONS
+
+NODE_LOCAL_TABLES = ("duties", "page_links", "embed_holds")   # each node's own: never carried by a snapshot
+
+
+@dataclass
+class SnapshotInfo:
+    path: Path
+    size: int
+    positions: dict[str, Applied] = field(default_factory=dict)   # log name ("pages") -> position
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": str(self.path), "bytes": self.size,
+                "positions": {name: {"seq": a.seq, "byte_offset": a.end, "frame_offset": a.start, "digest": a.digest}
+                              for name, a in self.positions.items()}}
+
+    def line(self) -> str:
+        where = ", ".join(f"{name} log through seq {a.seq:,}" for name, a in self.positions.items())
+        return f"{self.path} ({self.size / (1024 * 1024):.1f} MiB): {where}"
+
+
+class SnapshotRefused(CrewletError):
+    code = "snapshot_mismatch"
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _strip_node_local(conn: Any) -> None:
+    present = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    for table in NODE_LOCAL_TABLES:
+        if table in present:
+            conn.execute(f"DELETE FROM {table}")
+
+
+def _single_file(conn: Any) -> None:
+    """Fold the WAL back in and leave the file on its own (a snapshot is one file to carry)."""
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.execute("PRAGMA journal_mode = DELETE")
+
+
+def _positions(conn: Any, home: Home) -> dict[str, Applied]:
+    return {spec.name: applier.applied_position(conn, spec.position) for spec in home_logs(home)}
+
+
+def take(node: Any, out: Path) -> SnapshotInfo:
+    """Write a snapshot of `node`'s database to `out` (a new file)."""
+    out = Path(out).expanduser().resolve()
+    if out.exists():
+        raise CrewletError(f"{out} already exists — give a new file name for the snapshot", code="exists")
+    if not out.parent.is_dir():
+        raise CrewletError(f"{out.parent} is not a directory — create it first", code="no_directory")
+    partial = out.with_name(f".{out.name}.partial")
+    partial.unlink(missing_ok=True)
+    try:
+        with node.lock:
+            node.conn.execute("VACUUM INTO ?", (str(partial),))
+        conn = connect(partial, migrate_schema=False)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            _strip_node_local(conn)
+            conn.execute("COMMIT")
+            positions = _positions(conn, node.home)
+            _single_file(conn)
+        finally:
+            conn.close()
+        _fsync_file(partial)
+        os.replace(partial, out)
+        _fsync_dir(out.parent)
+    finally:
+        partial.unlink(missing_ok=True)
+    return SnapshotInfo(out, out.stat().st_size, positions)
+
+
+def check(home: Home, file: Path) -> SnapshotInfo:
+    """Is `file` a crewlet database whose positions the home's (shared) logs still hold? Refused with the
+    reason otherwise; nothing is written."""
+    file = Path(file).expanduser().resolve()
+    if not file.is_file():
+        raise CrewletError(f"{file}: no such file — give the file `crewlet sync snapshot` wrote", code="not_found")
+    try:
+        conn = connect(file, readonly=True)
+    except sqlite3.Error as exc:
+        raise SnapshotRefused(f"{file} is not a database crewlet can open ({exc}) — give a file `crewlet sync "
+                              "snapshot` wrote") from None
+    try:
+        try:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            ok = conn.execute("PRAGMA quick_check").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            raise SnapshotRefused(f"{file} is not a SQLite database ({exc}) — give a file `crewlet sync snapshot` "
+                                  "wrote") from None
+        if ok != "ok":
+            raise SnapshotRefused(f"{file} is damaged ({ok}) — take a new snapshot")
+        if not {"_migrations", "log_position", "pages", "applied_ops"} <= tables:
+            raise SnapshotRefused(f"{file} is not a crewlet database (no log position or pages) — give a file "
+                                  "`crewlet sync snapshot` wrote")
+        known = {fn.__name__ for fn in MIGRATIONS}
+        newer = sorted({r[0] for r in conn.execute("SELECT name FROM _migrations")} - known)
+        if newer:
+            raise SnapshotRefused(f"{file} was made by a newer crewlet (its schema has {', '.join(newer)}) — "
+                                  "upgrade crewlet on this node first")
+        positions = _positions(conn, home)
+        row = conn.execute("SELECT op_id FROM applied_ops WHERE seq = 1").fetchone()
+        first_op = row[0] if row else None
+    finally:
+        conn.close()
+    _check_same_log(file, home.log_file, first_op)
+    for spec in home_logs(home):
+        applied = positions[spec.name]
+        _check_position(file, spec.name, spec.path, applied)
+    return SnapshotInfo(file, file.stat().st_size, positions)
+
+
+def _check_same_log(file: Path, path: Path, first_op: str | None) -> None:
+    """The pages log's first record must be the one the snapshot applied as seq 1 (op_ids are unique):
+    otherwise the snapshot is of another log, wherever the positions fall."""
+    if first_op is None or not path.exists():
+        return
+    with FileLog(path, readonly=True) as flog:
+        first = next((rec for rec, _ in flog.read(limit=1)), None)
+    if first is not None and first.op_id != first_op:
+        raise SnapshotRefused(f"{file} does not match {path}: another log — its first record is not the one the "
+                              "snapshot applied as seq 1; take a snapshot of a node of this log")
+
+
+def _check_position(file: Path, name: str, path: Path, applied: Applied) -> None:
+    if applied.nothing:
+        return
+    if not path.exists():
+        raise SnapshotRefused(f"{file} applied the {name} log through seq {applied.seq:,}, but {path} does not "
+                              "exist: a gap — the snapshot is not of this log")
+    with FileLog(path, readonly=True) as flog:
+        try:
+            locate_applied(flog, applied)
+        except LogMismatch as exc:
+            if exc.kind == "cut":
+                raise SnapshotRefused(
+                    f"{file} does not match {path}: a gap — the snapshot applied the {name} log through seq "
+                    f"{applied.seq:,} (byte offset {applied.end:,}), and the log no longer holds that record there "
+                    f"({exc.reason}); take a snapshot of a node of this log") from None
+            raise SnapshotRefused(
+                f"{file} does not match {path}: another log — the record the snapshot applied as seq "
+                f"{applied.seq:,} is not the one this log holds there; take a snapshot of a node of this log") from None
+
+
+def _stamp() -> str:
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+
+
+def install(home: Home, info: SnapshotInfo) -> Path | None:
+    """Put a checked snapshot in place as the home's database; returns where the database it replaced
+    was kept (None when the home had none). The keyword index is derived from the rows: it is dropped
+    and built again by the next pass."""
+    home.root.mkdir(parents=True, exist_ok=True)
+    incoming = home.db_file.with_name(home.db_file.name + ".adopting")
+    incoming.unlink(missing_ok=True)
+    shutil.copyfile(info.path, incoming)
+    conn = connect(incoming)  # runs any migration this build has and the snapshot's did not
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        _strip_node_local(conn)
+        conn.execute("COMMIT")
+        _single_file(conn)
+    finally:
+        conn.close()
+    _fsync_file(incoming)
+    kept: Path | None = None
+    if home.db_file.exists():
+        kept = home.db_file.with_name(f"{home.db_file.name}.before-adopt-{_stamp()}")
+        n = 2
+        while kept.exists():
+            kept = home.db_file.with_name(f"{home.db_file.name}.before-adopt-{_stamp()}.{n}")
+            n += 1
+        os.replace(home.db_file, kept)
+        for suffix in ("-wal", "-shm"):
+            side = home.db_file.with_name(home.db_file.name + suffix)
+            if side.exists():
+                os.replace(side, kept.with_name(kept.name + suffix))
+    shutil.rmtree(home.index_dir, ignore_errors=True)
+    os.replace(incoming, home.db_file)
+    _fsync_dir(home.root)
+    return kept

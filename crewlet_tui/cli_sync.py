@@ -1,0 +1,210 @@
+"""`crewlet sync …`: replication — homes (nodes) sharing one directory of logs, each applying them into
+its own database. `join` makes a home a node (or creates one), `status` says how far this node and its
+peers are, `snapshot` writes a consistent copy of this node's database, `adopt` starts this node over
+from one."""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from core.errors import CrewletError
+from core.node import Node
+from core.sync import join as join_mod, snapshot as snapshot_mod
+from core.sync.digest import content_digest
+from core.sync.status import SyncStatus, status as sync_status
+
+from .cli_common import JSON_OPT, STATE, console, emit_json, err_console, fail, handle_errors
+from .progress_bars import ProgressBars
+from .sanitize import markup_safe
+
+sync_app = typer.Typer(help="Replication: several homes share one directory of logs and converge on the same "
+                            "knowledge base.", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(sync_app, name="sync")
+
+
+class _Applying:
+    """Counts records applied while joining or adopting, with a bar on a terminal."""
+
+    def __init__(self, *, enabled: bool) -> None:
+        self.bars = ProgressBars(err_console, enabled=enabled)
+        self.done = 0
+
+    def __call__(self, n: int) -> None:
+        self.done += n
+        self.bars("apply", self.done, 0, "applying the shared log")
+
+    def close(self) -> None:
+        self.bars.close()
+
+
+def _home_of_node() -> Any:
+    home = STATE.home
+    if not home.exists():
+        raise CrewletError(f"no crewlet home at {home.root} — run `crewlet init --example` (or pass --home DIR)",
+                           code="no_home")
+    return home
+
+
+@sync_app.command("join")
+@handle_errors
+def sync_join(
+    directory: Path = typer.Argument(..., help="The shared directory: empty (this home becomes its first node) or "
+                                               "one other nodes share."),
+    snapshot: Optional[Path] = typer.Option(None, "--snapshot", help="Start a NEW node from this snapshot "
+                                                                      "(`crewlet sync snapshot` on a current node)."),
+    operator: Optional[str] = typer.Option(None, "--operator", help="A new node's operator (who it acts as by "
+                                                                     "default); else company.toml's."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Make this home a node of a shared directory of logs, or create a new node from one.
+
+    An existing home and an empty DIR: its logs and company.toml move into DIR. An existing home and a
+    DIR that holds a log: it joins if it has written nothing of its own. A new --home: a node is made
+    from DIR (or from --snapshot) and applies the log. Stop the app and any worker on the home first."""
+    home = STATE.home
+    applying = _Applying(enabled=not as_json and sys.stderr.isatty())
+    started = time.perf_counter()
+    try:
+        result = join_mod.join(home, directory, snapshot=snapshot, operator=operator, progress=applying)
+    finally:
+        applying.close()
+    seconds = time.perf_counter() - started
+    if as_json:
+        emit_json(result.to_json() | {"home": str(home.root), "seconds": round(seconds, 3)})
+        return
+    shared = markup_safe(str(result.shared))
+    if result.kind == "first":
+        console.print(f"{markup_safe(str(home.root))} is the first node of {shared} (node {result.node_id}): its logs "
+                      "and company.toml are there now", soft_wrap=True)
+    elif result.kind == "joined":
+        console.print(f"{markup_safe(str(home.root))} joined {shared} as node {result.node_id}", soft_wrap=True)
+    elif result.kind == "new":
+        console.print(f"new node {result.node_id} at {markup_safe(str(home.root))}, sharing {shared}", soft_wrap=True)
+    else:
+        console.print(f"{markup_safe(str(home.root))} is already node {result.node_id} of {shared}", soft_wrap=True)
+    if result.snapshot is not None:
+        console.print(f"started from the snapshot {markup_safe(result.snapshot.line())}", soft_wrap=True)
+    for kept in result.kept_aside:
+        console.print(f"kept aside: {markup_safe(kept)}", soft_wrap=True)
+    rate = f" in {seconds:.1f} s" if result.applied else ""
+    console.print(f"applied {result.applied:,} record(s) of the shared log{rate}; `crewlet sync status` shows where "
+                  "every node is")
+
+
+@sync_app.command("status")
+@handle_errors
+def sync_status_cmd(
+    digest: bool = typer.Option(False, "--digest", help="Also print this node's content digest (every node at the "
+                                                        "same position must print the same)."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Show this node's applied position, where each log ends, and the peers seen with their lag.
+
+    Read as it is: nothing is applied first, so the lag shown is the lag there was."""
+    home = _home_of_node()
+    with Node.open(home, sync_containers=False, catch_up=False) as node:
+        st = sync_status(node)
+        dig = content_digest(node.conn) if digest else None
+    if as_json:
+        emit_json(st.to_json() | ({"digest": dig.to_json()} if dig else {}))
+        return
+    _render_status(st)
+    if dig is not None:
+        console.print(f"content digest  {dig.content}  (positions {dig.positions})")
+
+
+def _render_status(st: SyncStatus) -> None:
+    console.print(f"node      {st.node_id or '(no id yet)'} — {markup_safe(st.home)}"
+                  + (f", operator {markup_safe(st.operator)}" if st.operator else ""), soft_wrap=True)
+    if st.shared is None:
+        console.print("shared    not joined: this home's logs are its own (`crewlet sync join DIR` shares them)")
+    else:
+        lock = st.locks
+        verdict = f"[green]{markup_safe(lock.why)}[/]" if lock and lock.ok else f"[red]{markup_safe(lock.why if lock else '?')}[/]"
+        console.print(f"shared    {markup_safe(st.shared)} — {verdict}", soft_wrap=True)
+    for line in st.logs:
+        lag = "current" if not line.behind else f"[yellow]{line.behind:,} behind[/]"
+        console.print(f"{line.name:<9} applied through seq {line.applied_seq:,} of {line.log_seq:,} — {lag}")
+    if st.shared is None:
+        return
+    if not st.peers:
+        console.print("peers     none has said where it is yet")
+        return
+    console.print(f"peers     {len(st.peers)} seen:")
+    for p in st.peers:
+        behind = ", ".join(f"{name} {n:,} behind" if n else f"{name} current" for name, n in p.behind.items())
+        me = " (this node)" if p.this_node else ""
+        console.print(f"  {p.peer.node_id}{me}  {markup_safe(p.peer.host)}:{markup_safe(p.peer.home)}  "
+                      f"pages seq {p.peer.seq('applier'):,}  {behind}  seen {_ago(p.age_s)}", soft_wrap=True)
+
+
+def _ago(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s ago"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min ago"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.0f} h ago"
+    return f"{seconds / 86400:.0f} days ago"
+
+
+@sync_app.command("snapshot")
+@handle_errors
+def sync_snapshot(
+    out: Path = typer.Argument(..., help="The file to write (must not exist)."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Write a consistent copy of this node's database, with the log positions it holds.
+
+    A new node starts from it (`crewlet --home NEW sync join DIR --snapshot FILE`) and applies only the
+    log after those positions."""
+    home = _home_of_node()
+    with Node.open(home, sync_containers=False) as node:
+        info = snapshot_mod.take(node, out)
+    if as_json:
+        emit_json(info.to_json())
+    else:
+        console.print(f"snapshot written: {markup_safe(info.line())}", soft_wrap=True)
+
+
+@sync_app.command("adopt")
+@handle_errors
+def sync_adopt(
+    file: Path = typer.Argument(..., help="A snapshot `crewlet sync snapshot` wrote on a node of the same log."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Adopt without asking (for scripts)."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Start this node over from a snapshot of the same log.
+
+    Its database is replaced (the old one kept aside) and the log after the snapshot's position is
+    applied: the fix when this node's log no longer holds the position it needs. Stop the app and any
+    worker on this home first."""
+    home = _home_of_node()
+    info = snapshot_mod.check(home, file)  # refused with the reason before anything is asked or changed
+    if not yes:
+        if as_json or not sys.stdin.isatty():
+            fail("adopting replaces this node's database: run it in a terminal to be asked, or pass --yes",
+                 as_json=as_json, payload={"error": "confirm", "message": "pass --yes to adopt without asking"})
+        console.print(f"adopt {markup_safe(info.line())}", soft_wrap=True)
+        if not typer.confirm("Replace this node's database with it (the old one is kept aside)?", default=False):
+            fail("not adopted: nothing was changed")
+    applying = _Applying(enabled=not as_json and sys.stderr.isatty())
+    try:
+        result = join_mod.adopt(home, file, progress=applying)
+    finally:
+        applying.close()
+    if as_json:
+        emit_json(result.to_json())
+        return
+    console.print(f"adopted {markup_safe(result.snapshot.line())}", soft_wrap=True)
+    if result.kept_aside:
+        console.print(f"the database it replaced is kept as {markup_safe(result.kept_aside)}", soft_wrap=True)
+    console.print(f"applied {result.applied:,} record(s) of the log after it; the search index is built again by the "
+                  "next `crewlet worker` pass (or search)")

@@ -1,0 +1,25 @@
+"""The app open on one node while another node writes: its background worker is woken by the log
+watcher, applies what the other node appended, and the page on show reads its rows again."""
+from __future__ import annotations
+
+from test_app_support import SIZE, app_for, new_home, open_kb, wait_until
+
+from core.paths import Home
+from core.sync import join as join_mod
+
+
+async def test_the_app_on_one_node_shows_a_save_made_on_another(tmp_path):
+    a = new_home(tmp_path, "A")
+    with open_kb(a) as kb:
+        page = kb.create_page("ENG", "Shared Page", "# Shared\n\nfirst words\n")
+    shared = tmp_path / "shared"
+    join_mod.join(a, shared)
+    a, b = Home(a.root), Home(tmp_path / "B")
+    join_mod.join(b, shared)
+    app = app_for(b, start_indexer=True, start_page=page.id)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: app.screen.view.page.revision == 1, timeout=30, what="the page")
+        with open_kb(a) as kb:
+            kb.save_page(page.id, "# Shared\n\nwords written on node A\n", base_revision=1)
+        await wait_until(pilot, lambda: app.screen.view.page.revision == 2, timeout=30, what="the refreshed page")
+        assert "words written on node A" in app.screen.view.page.body
