@@ -40,7 +40,7 @@ from ..pages.links import extract_links
 from ..paths import Home
 from ..store import Connection, connect, transaction
 from ..worker import Duty, DutyPass, PassContext
-from . import lexical, segments
+from . import lexical
 from .snippets import plain_text
 
 log = logging.getLogger("crewlet.indexer")
@@ -48,7 +48,7 @@ log = logging.getLogger("crewlet.indexer")
 STATE_FILE = "state.json"
 BUILD_FILE = "build.json"
 LOCK_FILE = "indexer.lock"
-BUILD_CHUNK = segments.CHUNK_MAX
+BUILD_CHUNK = 6000           # pages a first-build segment holds at most (segments.CHUNK_MAX)
 RETIRED_GRACE_S = 30.0       # an index swapped out is removed this long after (open readers finish)
 
 Progress = Callable[[int, int], None]
@@ -380,6 +380,8 @@ class Indexer:
             build = None
         if build is None:
             build = self._new_build()
+        from . import segments  # the bulk writer: only a build needs it
+
         ix = lexical.open_index(self.dir / build.dir)
         report = IndexPass("build")
         if progress:

@@ -46,7 +46,7 @@ from . import rank_data
 from .index_files import BODY, TITLE, fsync_path, open_index
 from .analysis import term_counter
 
-CHUNK_MAX = 6000             # pages a segment (and a worker's batch) holds at most
+CHUNK_MAX = 6000             # pages a segment (and a worker's batch) holds at most (indexer.BUILD_CHUNK)
 PARALLEL_MIN = 3000          # below this many pages a build stays in this process (a worker costs ~0.3 s to start)
 PROGRESS_EVERY = 250         # pages between a worker's progress reports
 ID, CONTAINER = "id", "container"

@@ -95,6 +95,9 @@ class SpacesScreen(CrewletScreen):
         other.display = bool(undeclared)
         if table.row_count:
             table.move_cursor(row=min(max(keep, 0), table.row_count - 1))
+        shown = getattr(self.app, "first_screen_shown", None)   # the app's background work waits for this paint
+        if shown is not None:
+            self.app.call_after_refresh(shown)
 
     def _purpose_room(self, rows: list[dict[str, Any]]) -> int:
         """The purpose column takes what the other columns leave (so nothing scrolls sideways)."""
