@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import statistics
 import sys
@@ -28,6 +29,25 @@ from core.store.driver import sqlite3  # noqa: E402
 
 BATCH = 1000
 ACTOR = "alex"
+SHARED_ENV = "CREWLET_SHARED"
+
+
+def find_corpus(*parts: str) -> Path:
+    """A tree of the shared corpora (`shared/corpora/<parts>`): under $CREWLET_SHARED, else in a `shared/`
+    beside this checkout or beside any directory above it (a clone, a worktree and CI all keep it at
+    `../shared` from some level), else beside the working directory or above it."""
+    tried: list[Path] = []
+    if os.environ.get(SHARED_ENV):
+        tried.append(Path(os.environ[SHARED_ENV]).expanduser())
+    for start in (ROOT, Path.cwd().resolve()):
+        tried.extend(d / "shared" for d in (start, *start.parents))
+    for shared in tried:
+        path = shared.joinpath("corpora", *parts)
+        if path.is_dir():
+            return path
+    raise SystemExit(f"no shared corpus corpora/{'/'.join(parts)} found: set {SHARED_ENV}=DIR (the directory "
+                     f"holding corpora/), or keep it at ../shared beside the checkout; looked in "
+                     f"{', '.join(str(t) for t in dict.fromkeys(tried))}")
 
 
 def new_home(spaces: Iterable[str], root: Path | None = None) -> Home:

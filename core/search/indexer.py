@@ -39,7 +39,6 @@ from ..pages.applier import position
 from ..pages.links import extract_links
 from ..paths import Home
 from ..store import Connection, connect, transaction
-from ..worker import Duty, DutyPass, PassContext
 from . import lexical
 from .snippets import plain_text
 
@@ -581,28 +580,10 @@ class Indexer:
         return len(links)
 
 
-# -- the duty ------------------------------------------------------------------------------------------
+def __getattr__(name: str) -> Any:
+    # the duty (index_duty.py) imports the duty runner, which a search that only reads never needs
+    if name == "KeywordIndexDuty":
+        from .index_duty import KeywordIndexDuty
 
-class KeywordIndexDuty(Duty):
-    """The keyword index (and the backlinks derived with it) as one of the node's duties: this node's
-    own, so its lease lives with the home."""
-
-    name = "keyword-index"
-    scope = "node"
-
-    def __init__(self, home: Home, *, interval_s: float = 2.0) -> None:
-        self.indexer = Indexer(home)
-        self.interval_s = interval_s
-
-    def run_pass(self, ctx: PassContext) -> DutyPass:
-        report = self.indexer.run_pass(progress=lambda done, total: ctx.progress(done, total, "indexing pages"),
-                                       stop=ctx.stop)
-        status = self.indexer.status()
-        worked = report.kind not in ("none", "busy")
-        return DutyPass(summary=report.describe(), more=report.more, worked=worked,
-                        cursor=str(status.indexed_seq),
-                        counts={"indexed": report.indexed, "deleted": report.deleted, "links": report.links},
-                        status=status.to_json() | {"pass": report.kind})
-
-    def close(self) -> None:
-        self.indexer.close()
+        return KeywordIndexDuty
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
