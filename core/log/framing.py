@@ -29,11 +29,7 @@ import struct
 from dataclasses import dataclass
 from typing import Iterator, NamedTuple
 
-try:  # the C function itself: the package's __init__ also imports its command line and reads its own
-    # metadata, which cost every command ~30 ms of start-up
-    from crc32c._crc32c import crc32c
-except ImportError:  # pragma: no cover - a crc32c that moved it
-    from crc32c import crc32c
+from crc32c import crc32c
 
 MAGIC = b"CWL1"
 _HEADER = struct.Struct(">4sIQI")
