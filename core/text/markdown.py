@@ -154,10 +154,30 @@ def _words(tokens: list[Any], out: list[str]) -> None:
         # html_inline is dropped; link, emphasis and strikethrough open/close tokens carry no text
 
 
+# what only the parser reads right: code, emphasis, links, HTML, entities, attributes, strikethrough, images
+_PARSED = re.compile(r"[`*\[\]<>&{]|~~|!\[")
+_LOOSE_UNDERSCORE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")   # an `_` without a letter or digit each side
+_HELD_OUT = "\x00"
+
+
+def _plain_inline(text: str) -> str | None:
+    """The line as the parser would read it, when its only markup is backslash escapes, underscores
+    inside words (IRP_MJ_READ, which CommonMark never reads as emphasis), a `!` that starts no image or a
+    single `~`: the escapes resolved. None for anything else (the parser reads it). Most titles with
+    markup are these (4,700 of 4,800 on windows-driver-docs), and the parser takes ~100 µs a line."""
+    probe = ESCAPE.sub(_HELD_OUT, text)   # an escaped character is text; as a neighbour, not a letter
+    if _PARSED.search(probe) or ("_" in probe and _LOOSE_UNDERSCORE.search(probe)):
+        return None
+    return ESCAPE.sub(r"\1", text)
+
+
 def inline_to_plain(text: str) -> str:
     """A heading's inline Markdown reduced to the text a reader sees (a title: cleaned, one line)."""
     if not _SPECIAL.search(text):
         return clean_title(text)
+    simple = _plain_inline(text)
+    if simple is not None:
+        return clean_title(simple)
     text = _ATTRS.sub("", text)
     out: list[str] = []
     for block in _inline_parser().parseInline(text):
