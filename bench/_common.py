@@ -136,6 +136,11 @@ class Fts5:
         self.db.execute("COMMIT")
         return time.perf_counter() - started
 
+    def bm25(self) -> str:
+        """The ranking expression: bm25() weighs the columns in table order, and the first is the
+        unindexed page_id (its weight 0), then title, then body."""
+        return f"bm25(docs, 0.0, {self.title_weight}, 1.0)"
+
     @staticmethod
     def match(text: str) -> str:
         words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
@@ -145,7 +150,7 @@ class Fts5:
         m = self.match(text)
         if not m:
             return []
-        rows = self.db.execute(f"SELECT page_id, bm25(docs, {self.title_weight}, 1.0) AS s FROM docs WHERE docs MATCH ? "
+        rows = self.db.execute(f"SELECT page_id, {self.bm25()} AS s FROM docs WHERE docs MATCH ? "
                                "ORDER BY s LIMIT ?", (m, limit)).fetchall()
         return [(r[0], -r[1]) for r in rows]
 
