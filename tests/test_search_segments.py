@@ -81,10 +81,12 @@ def test_the_bulk_writer_writes_what_whooshs_writer_writes(tmp_path):
         # the cases the writer packs itself, and the blocks it hands over whole, are all there
         dfs = [v[1] for v in eb["terms"].values()]
         assert 1 in dfs and any(2 <= d <= 8 for d in dfs) and any(d > 128 for d in dfs)
-    # each term's entry is byte for byte Whoosh's (statistics, inlined postings, block offsets)
+    # each term's entry is byte for byte Whoosh's (statistics, inlined postings, block offsets), and so is
+    # the postings file the longer lists are written to
     ta = dict(_term_entries(tmp_path / "whoosh"))
     tb = dict(_term_entries(tmp_path / "bulk"))
     assert ta == tb
+    assert _segment_file(tmp_path / "whoosh", ".pst") == _segment_file(tmp_path / "bulk", ".pst")
 
     # the rank file holds what the reader would derive document by document
     with bulk.reader() as b:
@@ -110,6 +112,18 @@ def _term_entries(path: Path):
         tindex = r._terms._tindex
         for key in tindex.keys():
             yield key, tindex[key]
+
+
+def _segment_file(path: Path, ext: str) -> bytes:
+    ix = lexical.open_index(path)
+    with ix.reader() as r:
+        seg = r.segment()
+        compound = seg.open_compound_file(ix.storage)
+        try:
+            f = compound.open_file(seg.make_filename(ext))
+            return f.read()
+        finally:
+            compound.close()
 
 
 def test_a_rank_file_that_does_not_fit_its_segment_is_derived_again(tmp_path):

@@ -47,7 +47,7 @@ log = logging.getLogger("crewlet.indexer")
 STATE_FILE = "state.json"
 BUILD_FILE = "build.json"
 LOCK_FILE = "indexer.lock"
-BUILD_CHUNK = 6000           # pages a first-build segment holds at most (segments.CHUNK_MAX)
+BUILD_CHUNK = 8000           # pages a first-build segment holds at most (segments.CHUNK_MAX)
 RETIRED_GRACE_S = 30.0       # an index swapped out is removed this long after (open readers finish)
 
 Progress = Callable[[int, int], None]
@@ -387,9 +387,12 @@ class Indexer:
             progress(build.done, max(build.total, build.done))
         ids = [r[0] for r in self.conn.execute("SELECT id FROM pages WHERE id > ? ORDER BY id", (build.cursor,))]
         build.total = max(build.total, build.done + len(ids))
-        workers = self.workers if self.workers is not None else segments.build_workers()
-        if len(ids) < segments.PARALLEL_MIN and self.workers is None:
+        if self.workers is not None:
+            workers = self.workers
+        elif len(ids) < segments.PARALLEL_MIN:
             workers = 1   # too small to be worth a process
+        else:
+            workers = segments.build_workers()   # the cores idle now
         chunks = segments.plan_chunks(ids, build.cursor, workers, self.chunk)
         stopped = lambda: stop is not None and stop.is_set()  # noqa: E731
         pool = segments.ParallelBuild(self.home.db_file, self.dir / build.dir, chunks, workers) if workers > 1 else None

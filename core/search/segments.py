@@ -27,16 +27,17 @@ import sys
 import tempfile
 import threading
 import time
+import zlib
 from array import array
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from whoosh.codec.whoosh3 import W3Codec
+from whoosh.codec.whoosh3 import WHOOSH3_HEADER_MAGIC, W3Codec
 from whoosh.fields import FieldType
 from whoosh.filedb.filetables import _lengths as _hash_lengths, md5_hash
-from whoosh.system import pack_ushort
+from whoosh.system import pack_int, pack_long, pack_ushort
 from whoosh.util.numeric import byte_to_length, length_to_byte
 
 from ..config import AUTO_DRAFT_TITLE_PREFIX
@@ -46,19 +47,41 @@ from . import rank_data
 from .index_files import BODY, TITLE, fsync_path, open_index
 from .analysis import term_counter
 
-CHUNK_MAX = 6000             # pages a segment (and a worker's batch) holds at most (indexer.BUILD_CHUNK)
+CHUNK_MAX = 8000             # pages a segment (and a worker's batch) holds at most (indexer.BUILD_CHUNK)
 PARALLEL_MIN = 3000          # below this many pages a build stays in this process (a worker costs ~0.3 s to start)
 PROGRESS_EVERY = 250         # pages between a worker's progress reports
 ID, CONTAINER = "id", "container"
 
 
-def build_workers() -> int:
-    """How many worker processes a build uses: the cores this process may run on."""
+def build_workers(sample_s: float = 0.2) -> int:
+    """How many processes a build uses: the cores this process may run on that are idle now (sampled
+    from /proc/stat where there is one). A worker on a core something else keeps busy only competes
+    with its sibling: on a two-core machine with one core taken, two workers built slower than one."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
-    return max(1, cores)
+    if cores <= 1:
+        return 1
+    idle = idle_cores(cores, sample_s)
+    return cores if idle is None else max(1, min(cores, int(idle + 0.5)))
+
+
+def idle_cores(cores: int, sample_s: float) -> float | None:
+    """How many of the machine's cores sat idle over `sample_s` seconds (None: not measurable here)."""
+    def ticks() -> tuple[int, int]:
+        with open("/proc/stat", encoding="ascii") as fh:
+            values = [int(v) for v in fh.readline().split()[1:9]]
+        return values[3] + values[4], sum(values)      # idle + iowait, all
+
+    try:
+        idle0, total0 = ticks()
+        time.sleep(sample_s)
+        idle1, total1 = ticks()
+    except (OSError, ValueError, IndexError):
+        return None
+    machine = os.cpu_count() or cores
+    return machine * (idle1 - idle0) / max(1, total1 - total0)
 
 
 @dataclass
@@ -203,7 +226,8 @@ def write_segment(ix: Any, docs: list[Doc]) -> Any:
 # two to eight (flag 3) their count, documents, weights and value lengths. Longer lists go to blocks.
 _TERMINFO = struct.Struct("!BfIBBfII")
 _ONE = struct.Struct("!IfH")
-_COMPACT, _COMPACT_SHORT, _SHORT_MAX = 2, 3, 8
+_OFFSET, _COMPACT, _COMPACT_SHORT, _SHORT_MAX = 0, 2, 3, 8
+_COMPRESSION = 3               # W3Codec's default: zlib level 3 for every block
 _PACK_COUNT = struct.Struct("!B").pack
 
 
@@ -217,25 +241,24 @@ def _md5_low32(key: bytes) -> int:
 
 
 def _write_field(codec: Any, out: Any, name: str, fieldobj: Any, postings: Postings, lengths: list[int] | None) -> None:
-    """One field's terms and posting lists, as W3FieldWriter writes them. A list of at most eight postings
-    is inlined in its term's entry, and that entry is packed here directly (most terms are that rare);
-    a longer list goes through W3PostingsWriter, each block handed over whole rather than a posting at
-    a time."""
+    """One field's terms and posting lists, byte for byte as W3FieldWriter and W3PostingsWriter write
+    them (tests compare the two): a list of at most eight postings is inlined in its term's entry, a
+    longer one written to the postings file in blocks of `blocklimit`. Packed here a term at a time —
+    Whoosh's writers take a posting at a time, and the terms are counted in hundreds of thousands."""
     if not postings:
         return
     out.start_field(name, fieldobj)
-    pw = out._postwriter
-    to_bytes = fieldobj.to_bytes
+    limit = out._postwriter._blocklimit
+    postfile = out._postfile.raw_file()
     tindex = out._tindex                      # an OrderedHashWriter: its add(), inlined below
     raw = tindex.dbfile.raw_file()
     index_append = tindex.index.append
     buckets, pack_lengths = tindex.buckets, _hash_lengths.pack
     hashfn = _md5_low32 if tindex.hashfn is md5_hash else tindex.hashfn
     prefix = pack_ushort(out._fieldid)
+    to_bytes = _utf8 if type(fieldobj).to_bytes is FieldType.to_bytes else fieldobj.to_bytes
     key = tindex.lastkey
     pos = raw.tell()
-    if type(fieldobj).to_bytes is FieldType.to_bytes:   # a text or id field: UTF-8, as FieldType does it
-        to_bytes = _utf8
     for term in sorted(postings):   # str order is code point order, which is UTF-8 byte order
         flat = postings[term]
         n = len(flat) // 2
@@ -251,9 +274,7 @@ def _write_field(codec: Any, out: Any, name: str, fieldobj: Any, postings: Posti
                      + _PACK_COUNT(n) + struct.pack(f"!{n}I", *ids) + struct.pack(f"!{n}f", *weights)
                      + b"\0\0" * n)
         else:
-            key = _write_blocks(out, pw, key, to_bytes(term), flat[0::2], flat[1::2], lengths)
-            pos = raw.tell()
-            continue
+            value = _write_blocks(postfile, limit, flat[0::2], flat[1::2], lengths)
         key = prefix + to_bytes(term)
         index_append(pos)
         record = pack_lengths(len(key), len(value)) + key + value
@@ -265,25 +286,39 @@ def _write_field(codec: Any, out: Any, name: str, fieldobj: Any, postings: Posti
     out.finish_field()
 
 
-def _write_blocks(out: Any, pw: Any, lastkey: bytes, btext: bytes, ids: list[int], weights: list[int],
-                  lengths: list[int] | None) -> bytes:
-    """A posting list longer than eight, through W3PostingsWriter, a block at a time; returns its key."""
-    out._tindex.lastkey = lastkey
-    out.start_term(btext)
-    n, limit = len(ids), pw._blocklimit
-    for start in range(0, n, limit):
-        if start:
-            pw._write_block()
-        block_ids, block_w = ids[start:start + limit], weights[start:start + limit]
-        pw._ids = array("I", block_ids)
-        pw._weights = array("f", block_w)
-        pw._maxweight = float(max(block_w))   # a float, as Whoosh pickles it into the block header
-        if lengths is not None:
-            ls = [lengths[i] for i in block_ids if lengths[i]]
-            if ls:
-                pw._minlength, pw._maxlength = byte_to_length(min(ls)), byte_to_length(max(ls))
-    out.finish_term()
-    return out._tindex.lastkey
+def _write_blocks(postfile: Any, limit: int, ids: list[int], weights: list[int], lengths: list[int] | None) -> bytes:
+    """A posting list of more than eight postings, written to the postings file as W3PostingsWriter
+    writes it (a header, then blocks: a length, negative for the last; the pickled block facts; the
+    compressed pickle of the delta-coded ids and the weights); returns its term entry."""
+    start = postfile.tell()
+    postfile.write(WHOOSH3_HEADER_MAGIC)
+    n = len(ids)
+    total = maxweight = 0.0
+    minlength = maxlength = 0
+    for s in range(0, n, limit):
+        block_ids, block_w = ids[s:s + limit], weights[s:s + limit]
+        deltas = tuple([block_ids[0], *[b - a for a, b in zip(block_ids, block_ids[1:])]])
+        floats = array("f", block_w)
+        if block_w.count(1) == len(block_w):
+            mini: Any = None
+        elif block_w.count(block_w[0]) == len(block_w):
+            mini = floats[0]
+        else:
+            mini = tuple(floats)
+        data = zlib.compress(pickle.dumps((deltas, mini, None)), _COMPRESSION)
+        top = float(max(block_w))
+        ls = [lengths[i] for i in block_ids if lengths[i]] if lengths is not None else None
+        lo, hi = (min(ls), max(ls)) if ls else (0, 0)
+        info = pickle.dumps((len(block_ids), block_ids[-1], top, _COMPRESSION, lo, hi))
+        size = len(info) + len(data)
+        postfile.write(pack_int(-size if s + limit >= n else size) + info + data)
+        total += sum(floats)
+        maxweight = max(maxweight, top)
+        if lo:
+            minlength = lo if not minlength else min(minlength, lo)
+        maxlength = max(maxlength, hi)
+    return (_TERMINFO.pack(_OFFSET, total, n, minlength, maxlength, maxweight, ids[0], ids[-1])
+            + pack_long(start) + pack_int(postfile.tell() - start))
 
 
 def commit_segments(ix: Any, segments: list[Any], *, clean: bool = False) -> int:
