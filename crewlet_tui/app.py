@@ -37,6 +37,8 @@ from .widgets.status import IndexState, MeaningState
 
 if TYPE_CHECKING:
     from core.node import Node
+
+    from .opening import Opening
     from core.pages.model import Page
     from core.worker import DutyReport
 
@@ -120,7 +122,8 @@ class CrewletApp(App[None]):
     def __init__(self, home: Home, actor: str | None = None, *, start_page: str | None = None,
                  start_search: str | None = None, clock: Clock | None = None, cursor_blink: bool = True,
                  start_indexer: bool = True, index_interval: float = 30.0,
-                 searcher_factory: Callable[[Node], Any] | None = None, allow_external: bool = True) -> None:
+                 searcher_factory: Callable[[Node], Any] | None = None, allow_external: bool = True,
+                 opening: Opening | None = None) -> None:
         super().__init__()
         self.home = home
         self.actor = actor
@@ -139,6 +142,7 @@ class CrewletApp(App[None]):
         self.opened_urls: list[str] = []
         self.index_passes = 0
         self._background_started = False
+        self.opening = opening            # the home already being opened (crewlet's own launch)
 
     # -- starting -----------------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -149,8 +153,25 @@ class CrewletApp(App[None]):
             from .screens.welcome import WelcomeScreen
 
             self.push_screen(WelcomeScreen(str(self.home.root)))
+        elif self.opening is not None and self.opening.wait(0):
+            self._opened(self.opening)    # opened while the app loaded: the first screen now
+        elif self.opening is not None:
+            self._await_opening()
         else:
             self._open_home(create=None)
+
+    def _opened(self, opening: Opening) -> None:
+        if opening.error is not None or opening.session is None:
+            self._home_failed(HomeFailed(opening.error or RuntimeError("the home did not open")))
+        else:
+            self._home_opened(HomeOpened(opening.session), spaces=opening.spaces)
+
+    @work(thread=True, exclusive=True, group="home", exit_on_error=False)
+    def _await_opening(self) -> None:
+        opening = self.opening
+        assert opening is not None
+        opening.wait()
+        self.call_from_thread(self._opened, opening)
 
     def create_home(self, example: bool) -> None:
         """The welcome screen's answer: create the home (with the example) in a worker."""
@@ -201,7 +222,7 @@ class CrewletApp(App[None]):
             self.exit(return_code=1, message=Text(f"crewlet: {text}"))
 
     @on(HomeOpened)
-    def _home_opened(self, message: HomeOpened) -> None:
+    def _home_opened(self, message: HomeOpened, spaces: list[dict[str, Any]] | None = None) -> None:
         self.session = message.session
         who = self.session.who()
         handle = self.session.handle or "nobody"
@@ -209,7 +230,7 @@ class CrewletApp(App[None]):
         self.actor_line = f"as {handle}" + (f" ({role})" if role else "") + " · this node's copy"
         if _screen_is(self.screen, "welcome", "WelcomeScreen"):
             self.pop_screen()
-        self.push_screen(SpacesScreen())
+        self.push_screen(SpacesScreen(spaces))
         if message.note:
             self.notify(clean_line(message.note), markup=False)
         if self.start_page:

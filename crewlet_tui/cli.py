@@ -91,9 +91,15 @@ def run_app_directly(values: dict[str, str]) -> None:
 
     try:
         home = resolve_home(values.get("--home"))
+        # the home opens (and its spaces are listed) while Textual and the app load
+        opening = None
+        if home.exists():
+            from .opening import Opening
+
+            opening = Opening(home, values.get("--as"))
         from .launch import run_app
 
-        run_app(home, actor=values.get("--as"))
+        run_app(home, actor=values.get("--as"), opening=opening)
     except Exception as exc:
         # the one line and exit code the typer path gives: its error handling, imported only on the way out
         import typer
