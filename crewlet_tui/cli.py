@@ -106,8 +106,10 @@ def run_app_directly(values: dict[str, str]) -> None:
 
         from .cli_common import handle_errors
 
+        error = exc
+
         def again() -> None:
-            raise exc
+            raise error
 
         try:
             handle_errors(again)()
