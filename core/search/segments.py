@@ -133,7 +133,7 @@ def analyse(rows: Iterable[Any], analyzer: Any, tick: Callable[[int], None] | No
         if trashed_at is not None:
             trashed += 1
         else:
-            docs.append(Doc(page_id, container, title, count(title), count(plain_text(body))))
+            docs.append(Doc(page_id, container, title, count(title), count(plain_text(body, one_line=False))))
         if tick is not None and n % PROGRESS_EVERY == 0:
             tick(n)
     return docs, links, trashed, n, last

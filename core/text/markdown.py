@@ -70,9 +70,11 @@ def _hold(m: re.Match[str]) -> str:
     return chr(_HOLD_BASE + ord(m.group(1)))
 
 
-def plain_text(markdown: str) -> str:
+def plain_text(markdown: str, *, one_line: bool = True) -> str:
     """The words of a Markdown body, on one line: markup, URLs and front matter removed, the text of
-    links, emphasis, code and tables kept. Each rule runs only when its marker occurs at all."""
+    links, emphasis, code and tables kept. Each rule runs only when its marker occurs at all.
+    `one_line=False` leaves the whitespace as the rules left it (the same words: what the index reads,
+    which never looks at whitespace, without the cost of collapsing it)."""
     if not markdown:
         return ""
     text = markdown
@@ -125,7 +127,7 @@ def plain_text(markdown: str) -> str:
         text = text.replace("\\", " ")  # a lone backslash (one that escapes nothing)
         for ch in set(_HELD.findall(text)):  # a page escapes a handful of distinct characters
             text = text.replace(ch, chr(ord(ch) - _HOLD_BASE))
-    return " ".join(text.split())
+    return " ".join(text.split()) if one_line else text
 
 
 # -- one line of inline Markdown: markdown-it ------------------------------------------------------------
