@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
             build_cpu = cpu_seconds() - cpu
             fts = fts_once("fts5.db")
             fts_wall, fts_cpu = sum(fts_builds) / 2, sum(fts_cpus) / 2
-            print(f"index build: crewlet {t_build.seconds:.1f}s wall, {build_cpu:.1f}s CPU ({report.indexed:,} pages, "
+            print(f"index build: crewlet {t_build.seconds:.1f}s wall, {build_cpu:.1f}s CPU ({report.indexed:,} pages, {report.note}, "
                   f"peak memory {mem.peak / 2**20:.0f} MB across its processes); FTS5 {fts_wall:.1f}s wall, "
                   f"{fts_cpu:.1f}s CPU (mean of {len(fts_builds)}) — ×{t_build.seconds / max(fts_wall, 1e-9):.1f} "
                   f"wall, ×{build_cpu / max(fts_cpu, 1e-9):.1f} CPU; load average {load_avg()} after")

@@ -437,6 +437,8 @@ class Indexer:
                 pool.close(abandon=not finished)
         # a killed build's worker may have left a segment no TOC names: cleaned now nothing writes here
         segments.commit_segments(ix, [], clean=True)
+        report.note = (f"{len(chunks)} segment{'s' if len(chunks) != 1 else ''}, "
+                       + (f"by {workers} worker processes" if workers > 1 else "in this process"))
         # links whose source is gone (purged before or during the build)
         with transaction(self.conn):
             self.conn.execute("DELETE FROM page_links WHERE src NOT IN (SELECT id FROM pages)")
