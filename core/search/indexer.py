@@ -47,7 +47,8 @@ log = logging.getLogger("crewlet.indexer")
 STATE_FILE = "state.json"
 BUILD_FILE = "build.json"
 LOCK_FILE = "indexer.lock"
-BUILD_CHUNK = 8000           # pages a first-build segment holds at most (segments.CHUNK_MAX)
+BUILD_CHUNK = 16_000         # pages a first-build segment holds at most (and all segments in the making, together:
+#                              segments.IN_FLIGHT — one segment in this process, or one a worker each)
 RETIRED_GRACE_S = 30.0       # an index swapped out is removed this long after (open readers finish)
 
 Progress = Callable[[int, int], None]
@@ -393,7 +394,7 @@ class Indexer:
             workers = 1   # too small to be worth a process
         else:
             workers = segments.build_workers()   # the cores idle now
-        chunks = segments.plan_chunks(ids, build.cursor, workers, self.chunk)
+        chunks = segments.plan_chunks(ids, build.cursor, workers, min(self.chunk, segments.IN_FLIGHT // workers))
         stopped = lambda: stop is not None and stop.is_set()  # noqa: E731
         pool = segments.ParallelBuild(self.home.db_file, self.dir / build.dir, chunks, workers) if workers > 1 else None
         finished = False

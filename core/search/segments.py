@@ -12,7 +12,9 @@ its writer's), then committed by a new TOC. Each segment's rank file is written 
 The chunks run in worker processes, one per core, so a build takes the machine's cores rather than
 one; a home too small to be worth a process is built in this one. A chunk commits as soon as every
 chunk before it has (the build journal's cursor moves with it), so a killed build resumes from the
-last committed chunk. A segment holds at most CHUNK_MAX pages, which bounds a worker's memory.
+last committed chunk. The segments in the making hold at most IN_FLIGHT pages together (one segment of
+that many in this process, or one of half as many in each of two workers), which bounds the build's
+memory (about 350 MB at 50,000 pages), and fewer, larger segments write each term fewer times.
 """
 from __future__ import annotations
 
@@ -47,7 +49,7 @@ from . import rank_data
 from .index_files import BODY, TITLE, fsync_path, open_index
 from .analysis import term_counter
 
-CHUNK_MAX = 8000             # pages a segment (and a worker's batch) holds at most (indexer.BUILD_CHUNK)
+IN_FLIGHT = 16_000           # pages all the segments being written hold together (indexer.BUILD_CHUNK)
 PARALLEL_MIN = 3000          # below this many pages a build stays in this process (a worker costs ~0.3 s to start)
 PROGRESS_EVERY = 250         # pages between a worker's progress reports
 ID, CONTAINER = "id", "container"
@@ -383,7 +385,7 @@ def write_chunk(ix: Any, rows: list[Any], *, started: float | None = None,
 
 # -- a whole build ------------------------------------------------------------------------------------
 
-def plan_chunks(ids: list[str], cursor: str, workers: int, chunk_max: int = CHUNK_MAX) -> list[tuple[str, str | None]]:
+def plan_chunks(ids: list[str], cursor: str, workers: int, chunk_max: int = IN_FLIGHT) -> list[tuple[str, str | None]]:
     """Split the ids past `cursor` (in order) into (lo, hi] ranges of even size, each at most chunk_max
     pages, their count a multiple of the workers (so they run in even rounds); the last range is open
     (a page created since the ids were read is read too)."""
