@@ -24,18 +24,20 @@ never asserted.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import re
 import resource
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-from _common import Doc, Fts5, Timer, find_corpus, load_pages, new_home, percentile
+from _common import ROOT, Doc, Fts5, Timer, find_corpus, load_pages, new_home, percentile
 
 from core.node import Node
 from core.pages.service import KnowledgeBase
@@ -94,14 +96,25 @@ def grown_tree(root: Path, pages: int) -> Path:
     return root
 
 
+def tree_rss_self(pid: int) -> int:
+    return _rss([pid])
+
+
 def tree_rss(pid: int) -> int:
-    """Resident bytes of a process and its children (Linux /proc)."""
+    """Resident bytes of a process and its descendants (Linux /proc)."""
+    pids, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        pids.append(p)
+        try:
+            todo += [int(c) for c in Path(f"/proc/{p}/task/{p}/children").read_text().split()]
+        except OSError:
+            pass
+    return _rss(pids)
+
+
+def _rss(pids: list[int]) -> int:
     total = 0
-    pids = [pid]
-    try:
-        pids += [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        pass
     for p in pids:
         try:
             for line in open(f"/proc/{p}/status"):
@@ -113,7 +126,7 @@ def tree_rss(pid: int) -> int:
 
 
 class PeakMemory:
-    """Samples this process's and its children's RSS every 50 ms while open."""
+    """Samples the RSS of this process's children (and theirs) every 50 ms while open."""
 
     def __enter__(self) -> "PeakMemory":
         self.peak = 0
@@ -123,8 +136,9 @@ class PeakMemory:
         return self
 
     def _run(self) -> None:
+        me = os.getpid()
         while not self._stop.is_set():
-            self.peak = max(self.peak, tree_rss(os.getpid()))
+            self.peak = max(self.peak, tree_rss(me) - tree_rss_self(me))
             self._stop.wait(0.05)
 
     def __exit__(self, *exc: object) -> None:
@@ -201,8 +215,6 @@ def main(argv: list[str] | None = None) -> int:
 
             # FTS5 first, then crewlet, then FTS5 again: the machine is shared, so each gets a turn early and late
             fts_builds, fts_cpus = [], []
-            with node.lock:
-                rows = node.conn.execute("SELECT id, title, body FROM pages WHERE trashed_at IS NULL").fetchall()
 
             def fts_once(name: str) -> Fts5:
                 path = home.root / name
@@ -210,21 +222,28 @@ def main(argv: list[str] | None = None) -> int:
                     Path(str(path) + suffix).unlink(missing_ok=True)
                 cpu = cpu_seconds()
                 fts = Fts5(path, title_weight=2.0)
-                fts_builds.append(fts.build((r[0], r[1], r[2]) for r in rows))
+                with node.lock:
+                    rows = node.conn.execute("SELECT id, title, body FROM pages WHERE trashed_at IS NULL")
+                    fts_builds.append(fts.build((r[0], r[1], r[2]) for r in rows))
                 fts_cpus.append(cpu_seconds() - cpu)
                 return fts
 
             fts_once("fts5-first.db").db.close()
             print(f"load average {load_avg()} before the builds")
+            # the build as a person runs it: `crewlet index build`, a process of its own (its memory is its own)
             cpu = cpu_seconds()
-            with Indexer(home) as indexer, Timer() as t_build, PeakMemory() as mem:
-                report = indexer.run_pass()
+            with Timer() as t_build, PeakMemory() as mem:
+                out = subprocess.run([sys.executable, "-m", "crewlet_tui.cli", "--home", str(home.root), "index",
+                                      "build", "--json"], capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
             build_cpu = cpu_seconds() - cpu
+            if out.returncode != 0:
+                raise SystemExit(f"crewlet index build failed: {out.stderr[-500:]}")
+            report = json.loads(out.stdout)["pass"]
             fts = fts_once("fts5.db")
             fts_wall, fts_cpu = sum(fts_builds) / 2, sum(fts_cpus) / 2
-            print(f"index build: crewlet {t_build.seconds:.1f}s wall, {build_cpu:.1f}s CPU ({report.indexed:,} pages, {report.note}, "
-                  f"peak memory {mem.peak / 2**20:.0f} MB across its processes); FTS5 {fts_wall:.1f}s wall, "
-                  f"{fts_cpu:.1f}s CPU (mean of {len(fts_builds)}) — ×{t_build.seconds / max(fts_wall, 1e-9):.1f} "
+            print(f"index build: crewlet {t_build.seconds:.1f}s wall, {build_cpu:.1f}s CPU ({report['indexed']:,} pages, "
+                  f"{report['note']}, peak memory {mem.peak / 2**20:.0f} MB across its processes); FTS5 {fts_wall:.1f}s "
+                  f"wall, {fts_cpu:.1f}s CPU (mean of {len(fts_builds)}) — ×{t_build.seconds / max(fts_wall, 1e-9):.1f} "
                   f"wall, ×{build_cpu / max(fts_cpu, 1e-9):.1f} CPU; load average {load_avg()} after")
 
             queries = make_queries(node, args.queries)
