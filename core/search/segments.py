@@ -12,9 +12,10 @@ its writer's), then committed by a new TOC. Each segment's rank file is written 
 The chunks run in worker processes, one per core, so a build takes the machine's cores rather than
 one; a home too small to be worth a process is built in this one. A chunk commits as soon as every
 chunk before it has (the build journal's cursor moves with it), so a killed build resumes from the
-last committed chunk. The segments in the making hold at most IN_FLIGHT pages together (one segment of
-that many in this process, or one of half as many in each of two workers), which bounds the build's
-memory (about 350 MB at 50,000 pages), and fewer, larger segments write each term fewer times.
+last committed chunk. Nothing of a page is kept past its analysis but its postings (the rows are read
+through a cursor), so memory is the postings of the segments in the making: at most IN_FLIGHT pages
+together (one segment of that many in this process, or half as many in each of two workers) — about
+200 MB at 50,000 pages — and fewer, larger segments write each term fewer times.
 """
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ from . import rank_data
 from .index_files import BODY, TITLE, fsync_path, open_index
 from .analysis import term_counter
 
-IN_FLIGHT = 16_000           # pages all the segments being written hold together (indexer.BUILD_CHUNK)
+IN_FLIGHT = 32_000           # pages all the segments being written hold together (indexer.BUILD_CHUNK)
 PARALLEL_MIN = 3000          # below this many pages a build stays in this process (a worker costs ~0.3 s to start)
 PROGRESS_EVERY = 250         # pages between a worker's progress reports
 ID, CONTAINER = "id", "container"
@@ -87,17 +88,6 @@ def idle_cores(cores: int, sample_s: float) -> float | None:
 
 
 @dataclass
-class Doc:
-    """One page as the index holds it: stored fields and its terms with their counts, per field."""
-
-    page_id: str
-    container: str
-    title: str
-    title_terms: dict[str, int]
-    body_terms: dict[str, int]
-
-
-@dataclass
 class ChunkResult:
     """What one chunk wrote: its segment (None when it held no live page), and the rows it read."""
 
@@ -108,37 +98,6 @@ class ChunkResult:
     last_id: str
     links: list[tuple[str, list[str]]] = field(default_factory=list)   # (src, sorted dsts) for bodies with links
     seconds: float = 0.0
-
-
-# -- analysis -------------------------------------------------------------------------------------------
-
-def analyse(rows: Iterable[Any], analyzer: Any, tick: Callable[[int], None] | None = None
-            ) -> tuple[list[Doc], list[tuple[str, list[str]]], int, int, str]:
-    """Rows (id, container, title, body, trashed_at) -> the live pages' Docs, every row's links (a
-    trashed page keeps its links: a restore needs them back), trashed rows, rows read, the last id."""
-    count = term_counter(analyzer)
-    if count is None:  # pragma: no cover - the schema's analyser is always one make_analyzer builds
-        raise RuntimeError("the index's analyser is not one the bulk writer can count")
-    docs: list[Doc] = []
-    links: list[tuple[str, list[str]]] = []
-    trashed = n = 0
-    last = ""
-    for r in rows:
-        page_id, container, title, body, trashed_at = r[0], r[1], r[2], r[3], r[4]
-        n += 1
-        last = page_id
-        dsts = extract_links(body)
-        if dsts:
-            dsts.discard(page_id)
-            if dsts:
-                links.append((page_id, sorted(dsts)))
-        if trashed_at is not None:
-            trashed += 1
-        else:
-            docs.append(Doc(page_id, container, title, count(title), count(plain_text(body, one_line=False))))
-        if tick is not None and n % PROGRESS_EVERY == 0:
-            tick(n)
-    return docs, links, trashed, n, last
 
 
 # -- one segment ------------------------------------------------------------------------------------------
@@ -161,66 +120,88 @@ def _length_byte(length: int) -> int:
     return length_to_byte(length) if length else 0
 
 
-def write_segment(ix: Any, docs: list[Doc]) -> Any:
-    """Write `docs` as one new segment of `ix` (not yet committed: see commit_segments) and its rank
-    file; returns the segment."""
-    storage = ix.storage
-    schema = ix.schema
-    codec = W3Codec()
-    segment = codec.new_segment(storage, ix.indexname)
-    perdoc = codec.per_document_writer(storage, segment)
-    terms_out = codec.field_writer(storage, segment)
-    fields_ = {name: schema[name] for name in (BODY, CONTAINER, ID, TITLE)}
-    postings: dict[str, Postings] = {BODY: {}, CONTAINER: {}, ID: {}, TITLE: {}}
-    lengths: dict[str, list[int]] = {BODY: [], TITLE: []}   # per document, as Whoosh's length byte
-    prefix = AUTO_DRAFT_TITLE_PREFIX.lower()
-    drafts: list[bool] = []
-    try:
-        # per document, as SegmentWriter.add_document does it: fields in name order, stored values, lengths
-        for docnum, d in enumerate(docs):
-            body_len = sum(d.body_terms.values())
-            title_len = sum(d.title_terms.values())
-            perdoc.start_doc(docnum)
-            perdoc.add_field(BODY, fields_[BODY], None, body_len)
-            perdoc.add_field(CONTAINER, fields_[CONTAINER], d.container, 0)
-            perdoc.add_field(ID, fields_[ID], d.page_id, 0)
-            perdoc.add_field(TITLE, fields_[TITLE], d.title, title_len)
-            perdoc.finish_doc()
-            lengths[BODY].append(_length_byte(body_len))
-            lengths[TITLE].append(_length_byte(title_len))
-            drafts.append(d.title.lower().startswith(prefix))
-            _post(postings[BODY], d.body_terms, docnum)
-            _post(postings[TITLE], d.title_terms, docnum)
-            _post(postings[CONTAINER], {d.container: 1}, docnum)
-            _post(postings[ID], {d.page_id: 1}, docnum)
-        perdoc.close()
-        for name in sorted(postings):   # fields, then terms, in byte order: as Whoosh's reader expects them
-            _write_field(codec, terms_out, name, fields_[name], postings[name], lengths.get(name))
-        terms_out.close()
-    except BaseException:
-        for w in (perdoc, terms_out):
+class SegmentBuilder:
+    """One new segment of `ix`, a page at a time: each page's stored fields and lengths go to Whoosh's
+    per-document writer as SegmentWriter.add_document sends them, and its terms straight into the
+    segment's posting lists (nothing of a page is kept past its `add`: memory is the postings); `finish`
+    writes the term index and postings, assembles the segment and writes its rank file."""
+
+    def __init__(self, ix: Any) -> None:
+        self.storage = ix.storage
+        self.codec = W3Codec()
+        self.segment = self.codec.new_segment(self.storage, ix.indexname)
+        schema = ix.schema
+        self.fields = {name: schema[name] for name in (BODY, CONTAINER, ID, TITLE)}
+        self.perdoc = self.codec.per_document_writer(self.storage, self.segment)
+        self.terms_out = self.codec.field_writer(self.storage, self.segment)
+        self.postings: dict[str, Postings] = {BODY: {}, CONTAINER: {}, ID: {}, TITLE: {}}
+        self.lengths: dict[str, list[int]] = {BODY: [], TITLE: []}   # per document, as Whoosh's length byte
+        self.ids: list[str] = []
+        self.codes: list[int] = []
+        self.containers: dict[str, int] = {}
+        self.drafts: list[bool] = []
+        self._draft_prefix = AUTO_DRAFT_TITLE_PREFIX.lower()
+
+    @property
+    def count(self) -> int:
+        return len(self.ids)
+
+    def add(self, page_id: str, container: str, title: str, title_terms: dict[str, int],
+            body_terms: dict[str, int]) -> None:
+        docnum = len(self.ids)
+        body_len, title_len = sum(body_terms.values()), sum(title_terms.values())
+        perdoc, fields_ = self.perdoc, self.fields
+        perdoc.start_doc(docnum)       # fields in name order, stored values, lengths: as add_document does
+        perdoc.add_field(BODY, fields_[BODY], None, body_len)
+        perdoc.add_field(CONTAINER, fields_[CONTAINER], container, 0)
+        perdoc.add_field(ID, fields_[ID], page_id, 0)
+        perdoc.add_field(TITLE, fields_[TITLE], title, title_len)
+        perdoc.finish_doc()
+        self.lengths[BODY].append(_length_byte(body_len))
+        self.lengths[TITLE].append(_length_byte(title_len))
+        self.ids.append(page_id)
+        self.codes.append(self.containers.setdefault(container, len(self.containers)))
+        self.drafts.append(title.lower().startswith(self._draft_prefix))
+        postings = self.postings
+        _post(postings[BODY], body_terms, docnum)
+        _post(postings[TITLE], title_terms, docnum)
+        _post(postings[CONTAINER], {container: 1}, docnum)
+        _post(postings[ID], {page_id: 1}, docnum)
+
+    def finish(self) -> Any:
+        """Write the segment (not yet committed: see commit_segments) and its rank file; returns it."""
+        try:
+            self.perdoc.close()
+            for name in sorted(self.postings):   # fields, then terms, in byte order: as Whoosh's reader expects
+                _write_field(self.codec, self.terms_out, name, self.fields[name], self.postings[name],
+                             self.lengths.get(name))
+                self.postings[name] = {}
+            self.terms_out.close()
+        except BaseException:
+            self.cancel()
+            raise
+        segment, storage = self.segment, self.storage
+        segment.set_doc_count(self.count)
+        if segment.should_assemble():
+            segment.create_compound_file(storage)
+            segment.compound = True
+        folder = Path(storage.folder)
+        rank_data.write(folder, segment.segment_id(), rank_data.RankData(
+            ids=self.ids, containers=list(self.containers), codes=self.codes, auto_draft=self.drafts,
+            title_lengths=[float(byte_to_length(b)) for b in self.lengths[TITLE]],
+            body_lengths=[float(byte_to_length(b)) for b in self.lengths[BODY]]))
+        for name in storage.list():
+            if name.startswith(segment.segment_id() + "."):
+                fsync_path(folder / name)
+        return segment
+
+    def cancel(self) -> None:
+        for w in (self.perdoc, self.terms_out):
             try:
                 if not w.is_closed:
                     w.close()
-            except Exception:
+            except Exception:  # noqa: BLE001 - closing what a failed write left open
                 pass
-        raise
-    segment.set_doc_count(len(docs))
-    if segment.should_assemble():
-        segment.create_compound_file(storage)
-        segment.compound = True
-    folder = Path(storage.folder)
-    codes: dict[str, int] = {}
-    data = rank_data.RankData(
-        ids=[d.page_id for d in docs], containers=[], codes=[codes.setdefault(d.container, len(codes)) for d in docs],
-        auto_draft=drafts, title_lengths=[float(byte_to_length(b)) for b in lengths[TITLE]],
-        body_lengths=[float(byte_to_length(b)) for b in lengths[BODY]])
-    data.containers = list(codes)
-    rank_data.write(folder, segment.segment_id(), data)
-    for name in storage.list():
-        if name.startswith(segment.segment_id() + "."):
-            fsync_path(folder / name)
-    return segment
 
 
 # W3TermInfo's bytes: flags, total weight, document frequency, min and max length bytes, max weight, first
@@ -353,12 +334,13 @@ def commit_segments(ix: Any, segments: list[Any], *, clean: bool = False) -> int
 
 # -- one chunk, in a worker process or this one --------------------------------------------------------
 
-def read_rows(conn: Any, lo: str, hi: str | None) -> list[Any]:
-    """The pages with lo < id <= hi (hi None: every id past lo), in id order."""
+def read_rows(conn: Any, lo: str, hi: str | None) -> Iterable[Any]:
+    """The pages with lo < id <= hi (hi None: every id past lo), in id order, as a cursor: a chunk's
+    bodies are read as they are analysed, never held all at once."""
     cols = "id, container, title, body, trashed_at"
     if hi is None:
-        return conn.execute(f"SELECT {cols} FROM pages WHERE id > ? ORDER BY id", (lo,)).fetchall()
-    return conn.execute(f"SELECT {cols} FROM pages WHERE id > ? AND id <= ? ORDER BY id", (lo, hi)).fetchall()
+        return conn.execute(f"SELECT {cols} FROM pages WHERE id > ? ORDER BY id", (lo,))
+    return conn.execute(f"SELECT {cols} FROM pages WHERE id > ? AND id <= ? ORDER BY id", (lo, hi))
 
 
 def build_chunk(db_file: str, index_path: str, lo: str, hi: str | None,
@@ -369,18 +351,46 @@ def build_chunk(db_file: str, index_path: str, lo: str, hi: str | None,
     started = time.perf_counter()
     conn = connect(db_file, migrate_schema=False)
     try:
-        rows = read_rows(conn, lo, hi)
+        return write_chunk(open_index(Path(index_path)), read_rows(conn, lo, hi), started=started, tick=tick)
     finally:
         conn.close()
-    return write_chunk(open_index(Path(index_path)), rows, started=started, tick=tick)
 
 
-def write_chunk(ix: Any, rows: list[Any], *, started: float | None = None,
+def write_chunk(ix: Any, rows: Iterable[Any], *, started: float | None = None,
                 tick: Callable[[int], None] | None = None) -> ChunkResult:
+    """Rows (id, container, title, body, trashed_at) analysed and written as one segment: the live pages
+    indexed, every row's links kept (a trashed page keeps its links: a restore needs them back)."""
     started = time.perf_counter() if started is None else started
-    docs, links, trashed, n, last = analyse(rows, ix.schema[BODY].analyzer, tick)
-    segment = write_segment(ix, docs) if docs else None
-    return ChunkResult(segment, len(docs), trashed, n, last, links, time.perf_counter() - started)
+    count = term_counter(ix.schema[BODY].analyzer)
+    if count is None:  # pragma: no cover - the schema's analyser is always one make_analyzer builds
+        raise RuntimeError("the index's analyser is not one the bulk writer can count")
+    builder = SegmentBuilder(ix)
+    links: list[tuple[str, list[str]]] = []
+    trashed = n = 0
+    last = ""
+    try:
+        for page_id, container, title, body, trashed_at in rows:
+            n += 1
+            last = page_id
+            dsts = extract_links(body)
+            if dsts:
+                dsts.discard(page_id)
+                if dsts:
+                    links.append((page_id, sorted(dsts)))
+            if trashed_at is not None:
+                trashed += 1
+            else:
+                builder.add(page_id, container, title, count(title), count(plain_text(body, one_line=False)))
+            if tick is not None and n % PROGRESS_EVERY == 0:
+                tick(n)
+        indexed = builder.count
+        segment = builder.finish() if indexed else None
+    except BaseException:
+        builder.cancel()
+        raise
+    if segment is None:
+        builder.cancel()
+    return ChunkResult(segment, indexed, trashed, n, last, links, time.perf_counter() - started)
 
 
 # -- a whole build ------------------------------------------------------------------------------------
