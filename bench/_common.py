@@ -30,6 +30,25 @@ from core.store.driver import sqlite3  # noqa: E402
 BATCH = 1000
 ACTOR = "alex"
 OUT = ROOT / "bench" / ".out"      # homes a bench keeps between runs (ignored by git)
+SHARED_ENV = "CREWLET_SHARED"
+
+
+def find_corpus(*parts: str) -> Path:
+    """A tree of the shared corpora (`shared/corpora/<parts>`): under $CREWLET_SHARED, else in a `shared/`
+    beside this checkout or beside any directory above it (a clone, a worktree and CI all keep it at
+    `../shared` from some level), else beside the working directory or above it."""
+    tried: list[Path] = []
+    if os.environ.get(SHARED_ENV):
+        tried.append(Path(os.environ[SHARED_ENV]).expanduser())
+    for start in (ROOT, Path.cwd().resolve()):
+        tried.extend(d / "shared" for d in (start, *start.parents))
+    for shared in tried:
+        path = shared.joinpath("corpora", *parts)
+        if path.is_dir():
+            return path
+    raise SystemExit(f"no shared corpus corpora/{'/'.join(parts)} found: set {SHARED_ENV}=DIR (the directory "
+                     f"holding corpora/), or keep it at ../shared beside the checkout; looked in "
+                     f"{', '.join(str(t) for t in dict.fromkeys(tried))}")
 
 
 def new_home(spaces: Iterable[str], root: Path | None = None) -> Home:
@@ -118,6 +137,11 @@ class Fts5:
         self.db.execute("COMMIT")
         return time.perf_counter() - started
 
+    def bm25(self) -> str:
+        """The ranking expression: bm25() weighs the columns in table order, and the first is the
+        unindexed page_id (its weight 0), then title, then body."""
+        return f"bm25(docs, 0.0, {self.title_weight}, 1.0)"
+
     @staticmethod
     def match(text: str) -> str:
         words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
@@ -127,7 +151,7 @@ class Fts5:
         m = self.match(text)
         if not m:
             return []
-        rows = self.db.execute(f"SELECT page_id, bm25(docs, {self.title_weight}, 1.0) AS s FROM docs WHERE docs MATCH ? "
+        rows = self.db.execute(f"SELECT page_id, {self.bm25()} AS s FROM docs WHERE docs MATCH ? "
                                "ORDER BY s LIMIT ?", (m, limit)).fetchall()
         return [(r[0], -r[1]) for r in rows]
 

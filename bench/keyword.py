@@ -1,16 +1,22 @@
 """Keyword search speed on a real wiki: crewlet's index build and query latency next to SQLite FTS5.
 
-    /work/venv/bin/python bench/keyword.py [--docs DIR] [--queries 200] [--keep]
+    python bench/keyword.py [--docs DIR] [--pages N] [--queries 200] [--keep]
 
 Loads the windows-driver-docs tree (~14k Markdown pages) into a fresh home through the importer
 (one space, `--into WDD`; a loader of its own if the importer refuses the tree), builds the index
-with the indexer, and builds FTS5 (porter + unicode61) over the same rows. Then runs a fixed query
-set (made from titles and body words, seeded) through both and prints p50/p95 with ratios:
+with the indexer (its first build: worker processes, one per core), and builds FTS5 (porter +
+unicode61) over the same rows, in the same run; prints both builds' wall and CPU seconds, the ratio,
+and the build's peak memory (every process of it, sampled). `--pages N` grows the corpus to N pages
+first by repeating the shared corpora under other directory names (48,000 is the size the memory
+figure is asked at). Then runs a fixed query set (made from titles and body words, seeded) through
+both and prints p50/p95 with ratios:
 
 - crewlet, the whole seam: NativeSearcher.search (mode keyword, limit 8) — hits with titles,
   ancestors, snippets, exclusions checked against the rows;
 - crewlet, the ranking alone (terms -> top 8 page ids);
-- FTS5 ranking alone (MATCH … ORDER BY bm25 LIMIT 8), and FTS5 with its snippet() function.
+- FTS5 ranking alone (MATCH … ORDER BY bm25 LIMIT 8), and FTS5 with its snippet() function — with
+  the title weighted 2:1 as crewlet weighs it (bm25() weighs the columns in order, the first being the
+  unindexed page id).
 
 Each query set runs twice: cold (first sight of each query's terms) and warm. Times are printed,
 never asserted.
@@ -18,14 +24,20 @@ never asserted.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import random
 import re
+import resource
 import shutil
+import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
-from _common import Doc, Fts5, Timer, load_pages, new_home, percentile
+from _common import ROOT, Doc, Fts5, Timer, find_corpus, load_pages, new_home, percentile
 
 from core.node import Node
 from core.pages.service import KnowledgeBase
@@ -33,8 +45,10 @@ from core.search.indexer import Indexer
 from core.search.native import NativeSearcher
 from core.search.seam import Query
 
-DOCS = Path("/work/shared/corpora/windows-driver-docs/windows-driver-docs-pr")
 SPACE = "WDD"
+# what --pages repeats, in this order, until the tree is large enough
+GROWN_FROM = [("windows-driver-docs", "windows-driver-docs-pr"), ("powershell-docs", "reference"),
+              ("hugo-docs", "content"), ("textual-docs", "docs")]
 _TITLE = re.compile(r"^title:\s*(.+?)\s*$", re.M)
 _WORD = re.compile(r"[A-Za-z][A-Za-z]{4,}")
 
@@ -57,6 +71,91 @@ def load(node: Node, root: Path) -> tuple[str, float]:
         docs.append(Doc(str(path.relative_to(root)), title, text, SPACE))
     load_pages(node, docs)
     return f"own loader ({len(docs):,} pages)", time.perf_counter() - started
+
+
+def grown_tree(root: Path, pages: int) -> Path:
+    """A tree of at least `pages` Markdown files: the shared corpora repeated under other directory
+    names (directories made, files linked, not copied)."""
+    sources = [find_corpus(*parts) for parts in GROWN_FROM]
+    count = 0
+    copy = 0
+    while count < pages:
+        for src in sources:
+            dst = root / f"{src.parent.name}-{copy}"
+            for dirpath, dirnames, filenames in os.walk(src):
+                dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+                target = dst / os.path.relpath(dirpath, src)
+                target.mkdir(parents=True, exist_ok=True)
+                for name in filenames:
+                    if name.endswith(".md"):
+                        os.symlink(os.path.join(dirpath, name), target / name)
+                        count += 1
+            if count >= pages:
+                break
+        copy += 1
+    return root
+
+
+def tree_rss_self(pid: int) -> int:
+    return _rss([pid])
+
+
+def tree_rss(pid: int) -> int:
+    """Resident bytes of a process and its descendants (Linux /proc)."""
+    pids, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        pids.append(p)
+        try:
+            todo += [int(c) for c in Path(f"/proc/{p}/task/{p}/children").read_text().split()]
+        except OSError:
+            pass
+    return _rss(pids)
+
+
+def _rss(pids: list[int]) -> int:
+    total = 0
+    for p in pids:
+        try:
+            for line in open(f"/proc/{p}/status"):
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) * 1024
+        except OSError:
+            pass
+    return total
+
+
+class PeakMemory:
+    """Samples the RSS of this process's children (and theirs) every 50 ms while open."""
+
+    def __enter__(self) -> "PeakMemory":
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        me = os.getpid()
+        while not self._stop.is_set():
+            self.peak = max(self.peak, tree_rss(me) - tree_rss_self(me))
+            self._stop.wait(0.05)
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def cpu_seconds() -> float:
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def load_avg() -> str:
+    try:
+        return ", ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unknown"
 
 
 def make_queries(node: Node, n: int, seed: int = 42) -> list[str]:
@@ -95,27 +194,57 @@ def line(label: str, ms: list[float], ref: list[float] | None = None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--docs", type=Path, default=DOCS)
+    ap.add_argument("--docs", type=Path, default=None, help="the Markdown tree (default: windows-driver-docs)")
+    ap.add_argument("--pages", type=int, default=0, help="grow the tree to this many pages from the shared corpora")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args(argv)
 
     home = new_home([SPACE])
-    print(f"home {home.root}")
+    print(f"home {home.root}; {os.cpu_count()} cores, load average {load_avg()}")
+    docs = args.docs or find_corpus("windows-driver-docs", "windows-driver-docs-pr")
+    grown = None
+    if args.pages:
+        grown = Path(tempfile.mkdtemp(prefix="crewlet-grown-"))
+        docs = grown_tree(grown, args.pages)
     try:
         with Node.open(home) as node:
-            how, secs = load(node, args.docs)
+            how, secs = load(node, docs)
             pages = node.conn.execute("SELECT count(*), sum(length(body)) FROM pages").fetchone()
             print(f"loaded {pages[0]:,} pages ({pages[1] / 1e6:.1f} MB of Markdown) with {how} in {secs:.1f}s")
 
-            with Indexer(home) as indexer, Timer() as t_build:
-                report = indexer.run_pass()
-            fts = Fts5(home.root / "fts5.db", title_weight=2.0)
-            with node.lock:
-                rows = node.conn.execute("SELECT id, title, body FROM pages WHERE trashed_at IS NULL").fetchall()
-            fts_build = fts.build((r[0], r[1], r[2]) for r in rows)
-            print(f"index build: crewlet {t_build.seconds:.1f}s ({report.indexed:,} pages), FTS5 {fts_build:.1f}s "
-                  f"— ×{t_build.seconds / max(fts_build, 1e-9):.1f}")
+            # FTS5 first, then crewlet, then FTS5 again: the machine is shared, so each gets a turn early and late
+            fts_builds, fts_cpus = [], []
+
+            def fts_once(name: str) -> Fts5:
+                path = home.root / name
+                for suffix in ("", "-wal", "-shm"):
+                    Path(str(path) + suffix).unlink(missing_ok=True)
+                cpu = cpu_seconds()
+                fts = Fts5(path, title_weight=2.0)
+                with node.lock:
+                    rows = node.conn.execute("SELECT id, title, body FROM pages WHERE trashed_at IS NULL")
+                    fts_builds.append(fts.build((r[0], r[1], r[2]) for r in rows))
+                fts_cpus.append(cpu_seconds() - cpu)
+                return fts
+
+            fts_once("fts5-first.db").db.close()
+            print(f"load average {load_avg()} before the builds")
+            # the build as a person runs it: `crewlet index build`, a process of its own (its memory is its own)
+            cpu = cpu_seconds()
+            with Timer() as t_build, PeakMemory() as mem:
+                out = subprocess.run([sys.executable, "-m", "crewlet_tui.cli", "--home", str(home.root), "index",
+                                      "build", "--json"], capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+            build_cpu = cpu_seconds() - cpu
+            if out.returncode != 0:
+                raise SystemExit(f"crewlet index build failed: {out.stderr[-500:]}")
+            report = json.loads(out.stdout)["pass"]
+            fts = fts_once("fts5.db")
+            fts_wall, fts_cpu = sum(fts_builds) / 2, sum(fts_cpus) / 2
+            print(f"index build: crewlet {t_build.seconds:.1f}s wall, {build_cpu:.1f}s CPU ({report['indexed']:,} pages, "
+                  f"{report['note']}, peak memory {mem.peak / 2**20:.0f} MB across its processes); FTS5 {fts_wall:.1f}s "
+                  f"wall, {fts_cpu:.1f}s CPU (mean of {len(fts_builds)}) — ×{t_build.seconds / max(fts_wall, 1e-9):.1f} "
+                  f"wall, ×{build_cpu / max(fts_cpu, 1e-9):.1f} CPU; load average {load_avg()} after")
 
             queries = make_queries(node, args.queries)
             searcher = NativeSearcher(node)
@@ -140,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
                 m = fts.match(q)
                 if m:
                     fts.db.execute("SELECT page_id, title, snippet(docs, 2, '', '', '…', 30) FROM docs WHERE docs MATCH ? "
-                                   "ORDER BY bm25(docs, 2.0, 1.0) LIMIT 8", (m,)).fetchall()
+                                   f"ORDER BY {fts.bm25()} LIMIT 8", (m,)).fetchall()
 
             print(f"\n{len(queries)} queries, e.g. {queries[:3]}")
             for run in ("cold", "warm"):
@@ -179,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not args.keep:
             shutil.rmtree(home.root.parent, ignore_errors=True)
+        if grown is not None:
+            shutil.rmtree(grown, ignore_errors=True)
     return 0
 
 

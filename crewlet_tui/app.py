@@ -6,6 +6,10 @@ past-tense messages back (HomeOpened, DutyProgressed, DutyPassed…). The node's
 (core/worker.py: applying the log, the keyword index, the trash reaper) run in one such worker for the
 app's whole life, on the same runner `crewlet worker` drives: the keyword index every `index_interval`
 seconds, every duty at once after a write in the app.
+
+Launch is one path a person waits on — process start to the spaces screen painted — so it imports and
+does only what that screen needs: the other screens are imported when first opened, the duties (and the
+search and embedding engines behind them) once the first screen is up, in their worker thread.
 """
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import on, work
@@ -24,33 +28,34 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.theme import Theme
 
-from core import config as config_mod
-from core.duties import ApplyDuty, default_duties
-from core.embed.duty import EmbeddingDuty
-from core.importer import import_directory
-from core.node import Node, init_home
-from core.pages.model import Page
-from core.paths import Home, examples_dir
-from core.search.indexer import KeywordIndexDuty
-from core.search.ivf.duty import IndexTrainingDuty
-from core.sync import watch
-from core.worker import DutyReport, DutyRunner, read_duty_records
+from core.paths import Home
 
 from .commands import CrewletCommands
 from .fmt import Clock, system_clock
 from .sanitize import clean_line
-from .screens.edit import EditScreen, NewPage
-from .screens.help import HelpScreen
-from .screens.history import HistoryScreen
-from .screens.modals import ConfirmModal
-from .screens.outline import OutlineScreen
-from .screens.page import PageScreen
-from .screens.search import SearchScreen
 from .screens.spaces import SpacesScreen
-from .screens.trash import TrashScreen
-from .screens.welcome import WelcomeScreen
-from .session import Session
 from .widgets.status import IndexState, MeaningState
+
+if TYPE_CHECKING:
+    from core.node import Node
+
+    from .opening import Opening
+    from core.pages.model import Page
+    from core.worker import DutyReport
+
+    from .screens.edit import EditScreen
+    from .session import Session
+
+BACKGROUND_AFTER_S = 1.0     # the background work starts this long after the home opened at the latest
+# the duties by name, as core names them (their modules are imported by the duties' worker, not at launch)
+APPLY_DUTY, KEYWORD_INDEX_DUTY, EMBEDDING_DUTY, INDEX_TRAINING_DUTY = "apply", "keyword-index", "embedding", \
+    "semantic-index"
+
+
+def _screen_is(screen: Any, module: str, name: str) -> bool:
+    """isinstance against a screen class whose module may not be imported yet (then it cannot be one)."""
+    mod = sys.modules.get(f"crewlet_tui.screens.{module}")
+    return mod is not None and isinstance(screen, getattr(mod, name))
 
 CREWLET_THEME = Theme(
     name="crewlet",
@@ -118,7 +123,8 @@ class CrewletApp(App[None]):
     def __init__(self, home: Home, actor: str | None = None, *, start_page: str | None = None,
                  start_search: str | None = None, clock: Clock | None = None, cursor_blink: bool = True,
                  start_indexer: bool = True, index_interval: float = 30.0,
-                 searcher_factory: Callable[[Node], Any] | None = None, allow_external: bool = True) -> None:
+                 searcher_factory: Callable[[Node], Any] | None = None, allow_external: bool = True,
+                 opening: Opening | None = None) -> None:
         super().__init__()
         self.home = home
         self.actor = actor
@@ -140,6 +146,8 @@ class CrewletApp(App[None]):
         self._unmounted = False
         self.opened_urls: list[str] = []
         self.index_passes = 0
+        self._background_started = False
+        self.opening = opening            # the home already being opened (crewlet's own launch)
 
     # -- starting -----------------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -147,9 +155,28 @@ class CrewletApp(App[None]):
         self.theme = "crewlet"
         self.sub_title = clean_line(str(self.home.root))
         if not self.home.exists():
+            from .screens.welcome import WelcomeScreen
+
             self.push_screen(WelcomeScreen(str(self.home.root)))
+        elif self.opening is not None and self.opening.wait(0):
+            self._opened(self.opening)    # opened while the app loaded: the first screen now
+        elif self.opening is not None:
+            self._await_opening()
         else:
             self._open_home(create=None)
+
+    def _opened(self, opening: Opening) -> None:
+        if opening.error is not None or opening.session is None:
+            self._home_failed(HomeFailed(opening.error or RuntimeError("the home did not open")))
+        else:
+            self._home_opened(HomeOpened(opening.session), spaces=opening.spaces)
+
+    @work(thread=True, exclusive=True, group="home", exit_on_error=False)
+    def _await_opening(self) -> None:
+        opening = self.opening
+        assert opening is not None
+        opening.wait()
+        self.call_from_thread(self._opened, opening)
 
     def create_home(self, example: bool) -> None:
         """The welcome screen's answer: create the home (with the example) in a worker."""
@@ -157,15 +184,23 @@ class CrewletApp(App[None]):
 
     @work(thread=True, exclusive=True, group="home", exit_on_error=False)
     def _open_home(self, create: str | None) -> None:
+        from .session import Session
+
         note = ""
         try:
             if create is not None:
+                from core import config as config_mod
+                from core.node import init_home
+
                 data = config_mod.example_config() if create == "example" else config_mod.empty_config(
                     self.actor or "admin")
                 init_home(self.home, data)
                 self.post_message(HomeProgressed("home created; opening it…"))
             session = Session.open(self.home, self.actor, self.searcher_factory)
             if create == "example":
+                from core.importer import import_directory
+                from core.paths import examples_dir
+
                 self.post_message(HomeProgressed("importing the example knowledge base…"))
 
                 def progress(done: int, total: int) -> None:
@@ -180,37 +215,56 @@ class CrewletApp(App[None]):
 
     @on(HomeProgressed)
     def _home_progressed(self, message: HomeProgressed) -> None:
-        if isinstance(self.screen, WelcomeScreen):
+        if _screen_is(self.screen, "welcome", "WelcomeScreen"):
             self.screen.progress(message.text)
 
     @on(HomeFailed)
     def _home_failed(self, message: HomeFailed) -> None:
         text = clean_line(str(message.error) or message.error.__class__.__name__)
-        if isinstance(self.screen, WelcomeScreen):
+        if _screen_is(self.screen, "welcome", "WelcomeScreen"):
             self.screen.progress(f"could not create the home: {text}", error=True)
         else:
             self.exit(return_code=1, message=Text(f"crewlet: {text}"))
 
     @on(HomeOpened)
-    def _home_opened(self, message: HomeOpened) -> None:
+    def _home_opened(self, message: HomeOpened, spaces: list[dict[str, Any]] | None = None) -> None:
         self.session = message.session
         who = self.session.who()
         handle = self.session.handle or "nobody"
         role = ("admin" if who and who.admin else who.kind if who else "unknown actor") if handle != "nobody" else ""
         self.actor_line = f"as {handle}" + (f" ({role})" if role else "") + " · this node's copy"
-        if isinstance(self.screen, WelcomeScreen):
+        if _screen_is(self.screen, "welcome", "WelcomeScreen"):
             self.pop_screen()
-        self.push_screen(SpacesScreen())
+        self.push_screen(SpacesScreen(spaces))
         if message.note:
             self.notify(clean_line(message.note), markup=False)
         if self.start_page:
             self.open_page(self.start_page)
         elif self.start_search is not None:
             self.open_search(self.start_search)
+        # the background work starts once the first screen has shown its rows (SpacesScreen says so), or
+        # after BACKGROUND_AFTER_S: its imports and first passes would hold the GIL that paint waits on
+        self.set_timer(BACKGROUND_AFTER_S, self.first_screen_shown)
+        if not self.start_indexer:
+            self.index_state = IndexState("off", message="background worker off")
+
+    def first_screen_shown(self) -> None:
+        """The first screen is up: make the searcher and start the duties, in the background (once)."""
+        if self._background_started or self.session is None:
+            return
+        self._background_started = True
+        self._warm_up_searcher()
         if self.start_indexer:
             self._run_duties()
-        else:
-            self.index_state = IndexState("off", message="background worker off")
+
+    @work(thread=True, exclusive=True, group="warm-up", exit_on_error=False)
+    def _warm_up_searcher(self) -> None:
+        session = self.session
+        if session is not None:
+            try:
+                session.searcher  # noqa: B018 - made now, so the first search does not wait for its imports
+            except Exception:  # noqa: BLE001 - made again, and its failure told, when a search asks for it
+                pass
 
     # -- the background duties -------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="duties", exit_on_error=False)
@@ -229,6 +283,11 @@ class CrewletApp(App[None]):
                     self._close_session()
 
     def _duties(self, session: Session) -> None:
+        from core.duties import default_duties
+        from core.embed.duty import EmbeddingDuty
+        from core.sync import watch
+        from core.worker import DutyRunner, read_duty_records
+
         node = session.node
         _yield_cpu_to_interface()
         duties = default_duties(node, index_interval_s=self.index_interval, embed_threads=1)
@@ -267,14 +326,14 @@ class CrewletApp(App[None]):
 
     @on(DutyProgressed)
     def _duty_progressed(self, message: DutyProgressed) -> None:
-        if message.duty == KeywordIndexDuty.name:
+        if message.duty == KEYWORD_INDEX_DUTY:
             old = self.index_state
             self.index_state = IndexState("indexing", message.done, message.total, old.indexed_seq, old.applied_seq)
-        elif message.duty == EmbeddingDuty.name and message.total:
+        elif message.duty == EMBEDDING_DUTY and message.total:
             old = self.meaning_state
             phase = "embedding" if message.done < message.total else old.phase
             self.meaning_state = MeaningState(phase, old.covered, old.total, message.done, message.total)
-        elif message.duty == IndexTrainingDuty.name and message.total > message.done:
+        elif message.duty == INDEX_TRAINING_DUTY and message.total > message.done:
             old = self.meaning_state   # the one long tick: a training (or the daily measurement) of the index
             self.meaning_state = MeaningState("training", old.covered, old.total, message.done, message.total,
                                               message.label)
@@ -282,18 +341,18 @@ class CrewletApp(App[None]):
     @on(DutyPassed)
     def _duty_passed(self, message: DutyPassed) -> None:
         report, status = message.report, message.status
-        if report.duty == ApplyDuty.name and report.result is not None and report.result.counts.get("applied"):
+        if report.duty == APPLY_DUTY and report.result is not None and report.result.counts.get("applied"):
             self._refresh_views()
             return
-        if report.duty == EmbeddingDuty.name:
+        if report.duty == EMBEDDING_DUTY:
             self._embedding_passed(report, status)
             return
-        if report.duty == IndexTrainingDuty.name:
+        if report.duty == INDEX_TRAINING_DUTY:
             old = self.meaning_state
             if old.phase == "training":
                 self.meaning_state = MeaningState("current", old.covered, old.total)
             return
-        if report.duty != KeywordIndexDuty.name:
+        if report.duty != KEYWORD_INDEX_DUTY:
             return
         self.index_passes += 1
         indexed, applied = int(status.get("indexed_seq", 0)), int(status.get("applied_seq", 0))
@@ -333,9 +392,13 @@ class CrewletApp(App[None]):
 
     # -- navigation ------------------------------------------------------------------------------
     def open_outline(self, container: str) -> None:
+        from .screens.outline import OutlineScreen
+
         self.push_screen(OutlineScreen(container))
 
     def open_page(self, ref: str) -> None:
+        from .screens.page import PageScreen
+
         screen = self.screen
         if isinstance(screen, PageScreen) and ref in (screen.ref, screen.page.id if screen.page else None):
             screen.reload()
@@ -343,21 +406,31 @@ class CrewletApp(App[None]):
         self.push_screen(PageScreen(ref))
 
     def open_editor(self, page: Page) -> None:
+        from .screens.edit import EditScreen
+
         self.push_screen(EditScreen(page))
 
     def open_new_page(self, container: str, title: str, parent: Page | None) -> None:
+        from .screens.edit import EditScreen, NewPage
+
         self.push_screen(EditScreen(new=NewPage(container, title, parent)))
 
     def replace_with_page(self, screen: Any, page_id: str) -> None:
         """After a new page's first save: the editor gives way to the page."""
+        from .screens.page import PageScreen
+
         if self.screen is screen:
             self.pop_screen()
         self.push_screen(PageScreen(page_id))
 
     def open_history(self, page: Page) -> None:
+        from .screens.history import HistoryScreen
+
         self.push_screen(HistoryScreen(page))
 
     def open_search(self, query: str = "") -> None:
+        from .screens.search import SearchScreen
+
         screen = self.screen
         if isinstance(screen, SearchScreen):
             field = screen.query_one("#search-input")
@@ -390,6 +463,8 @@ class CrewletApp(App[None]):
                     self.pop_screen()
 
         if self.unsaved_editors():
+            from .screens.modals import ConfirmModal
+
             self.push_screen(ConfirmModal("Leave unsaved text?", "An editor holds text that is not saved. "
                                           "Leave it and lose it?", yes="Leave, losing it", no="Keep editing",
                                           danger=True, id="leave-unsaved"), go)
@@ -397,16 +472,20 @@ class CrewletApp(App[None]):
             go()
 
     def action_trash(self) -> None:
+        from .screens.trash import TrashScreen
+
         if self.session is not None and not isinstance(self.screen, TrashScreen):
             self.push_screen(TrashScreen())
 
     def action_help(self) -> None:
+        from .screens.help import HelpScreen
+
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen(type(self.screen).__name__))
 
     # -- leaving ---------------------------------------------------------------------------------
     def unsaved_editors(self) -> list[EditScreen]:
-        return [s for s in self.screen_stack if isinstance(s, EditScreen) and s.has_unsaved_text]
+        return [s for s in self.screen_stack if _screen_is(s, "edit", "EditScreen") and s.has_unsaved_text]
 
     async def action_quit(self) -> None:
         if not self.unsaved_editors():
@@ -416,6 +495,8 @@ class CrewletApp(App[None]):
         def answer(yes: bool | None) -> None:
             if yes:
                 self.exit()
+
+        from .screens.modals import ConfirmModal
 
         self.push_screen(ConfirmModal("Quit with unsaved text?", "An editor holds text that is not saved. "
                                       "Quit and lose it?", yes="Quit, losing it", no="Keep editing", danger=True,

@@ -1,51 +1,142 @@
-"""The `crewlet` command. With no subcommand it opens the app on the home."""
+"""The `crewlet` command (the console script's entry point). With no subcommand it opens the app.
+
+Start-up is paid by every command line, so:
+
+- the app's own command line (`crewlet`, with at most `--home` and `--as`) runs the app without typer and
+  the command modules: the app's first screen is what that person waits for;
+- every other line goes to the typer application (cli_root.py), whose command modules import the engine
+  inside the commands (see cli_common);
+- a command that does not open the app defers asyncio: Whoosh imports it at the top of its index module
+  for async helpers a command never calls — a fifth of a keyword search's imports.
+
+`app` (the typer application) stays importable from here for tests and scripts.
+"""
 from __future__ import annotations
 
-from typing import Optional
+import importlib.util
+import os
+import sys
+import threading
+import types
+from typing import Any
 
-import typer
-
-from . import cli_app, cli_import, cli_log, cli_pages, cli_search, cli_sync, cli_worker
-from .cli_common import STATE, handle_errors
-
-app = typer.Typer(
-    name="crewlet",
-    help="A local-first knowledge base: pages in spaces, on an ordered log, applied into SQLite.\n\n"
-         "Run `crewlet` alone to open the terminal app.",
-    no_args_is_help=False,
-    invoke_without_command=True,
-    context_settings={"help_option_names": ["-h", "--help"]},
-    pretty_exceptions_enable=False,
-)
+APP_COMMANDS = {None, "open"}           # what runs the Textual app (on asyncio): nothing deferred for it
+GLOBAL_OPTIONS = {"--home": "CREWLET_HOME", "--as": "CREWLET_AS"}
 
 
-@app.callback()
-def main_callback(
-    ctx: typer.Context,
-    home: Optional[str] = typer.Option(None, "--home", envvar="CREWLET_HOME",
-                                       help="The crewlet home (default: $CREWLET_HOME, else the user data directory)."),
-    as_: Optional[str] = typer.Option(None, "--as", envvar="CREWLET_AS",
-                                      help="Act as this configured actor (default: the configured operator)."),
-) -> None:
-    STATE.home_arg = home
-    STATE.actor = as_
-    if ctx.invoked_subcommand is None:
-        _open_app()
+def _globals_only(argv: list[str]) -> dict[str, str] | None:
+    """The global options' values when the command line holds nothing else (the app's own line), else
+    None. Like typer: an option given wins over its environment variable."""
+    values = {opt: os.environ[env] for opt, env in GLOBAL_OPTIONS.items() if os.environ.get(env)}
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        name, eq, value = arg.partition("=")
+        if name not in GLOBAL_OPTIONS:
+            return None
+        if not eq:
+            if i + 1 >= len(argv):
+                return None          # an option without its value: typer's usage error says so
+            value = argv[i + 1]
+            i += 1
+        values[name] = value
+        i += 1
+    return values
 
 
-@handle_errors
-def _open_app() -> None:
-    from .launch import run_app
+def _command(argv: list[str]) -> str | None:
+    """The subcommand named on the command line (None: the app), past the global options."""
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in GLOBAL_OPTIONS:
+            skip = True
+        elif not arg.startswith("-"):
+            return arg
+    return None
 
-    run_app(STATE.home, actor=STATE.actor)
+
+class _Deferred(types.ModuleType):
+    """A module whose code runs the first time one of its attributes is read. Its import attributes
+    (`__spec__`, `__path__`, …) are set up front, so a later `import asyncio` — which reads `__spec__` —
+    does not run it (importlib's LazyLoader would, on this Python)."""
+
+    _lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        with _Deferred._lock:
+            if type(self) is _Deferred:
+                self.__class__ = types.ModuleType      # from here on an ordinary module, mid-import included
+                self.__spec__.loader.exec_module(self)  # the real module's code, into this very object
+        return getattr(self, name)
 
 
-for _module in (cli_pages, cli_import, cli_search, cli_worker, cli_app, cli_log, cli_sync):
-    _module.register(app)
+def defer_asyncio() -> None:
+    """Put a deferred asyncio in sys.modules: its code (a fifth of a keyword search's imports) runs,
+    whole and unchanged, the first time anything reads one of its attributes."""
+    if "asyncio" in sys.modules:
+        return
+    spec = importlib.util.find_spec("asyncio")
+    if spec is None or spec.loader is None:  # pragma: no cover - a Python without asyncio
+        return
+    module = importlib.util.module_from_spec(spec)
+    module.__class__ = _Deferred
+    sys.modules["asyncio"] = module
+
+
+def run_app_directly(values: dict[str, str]) -> None:
+    """`crewlet` alone: the app on the home, as the typer callback opens it."""
+    from core.paths import resolve_home
+
+    try:
+        home = resolve_home(values.get("--home"))
+        # the home opens (and its spaces are listed) while Textual and the app load
+        opening = None
+        if home.exists():
+            from .opening import Opening
+
+            opening = Opening(home, values.get("--as"))
+        from .launch import run_app
+
+        run_app(home, actor=values.get("--as"), opening=opening)
+    except Exception as exc:
+        # the one line and exit code the typer path gives: its error handling, imported only on the way out
+        import typer
+
+        from .cli_common import handle_errors
+
+        error = exc
+
+        def again() -> None:
+            raise error
+
+        try:
+            handle_errors(again)()
+        except typer.Exit as done:
+            raise SystemExit(done.exit_code) from None
+        raise
 
 
 def main() -> None:
-    app()
+    argv = sys.argv[1:]
+    values = _globals_only(argv)
+    if values is not None:
+        run_app_directly(values)
+        return
+    if _command(argv) not in APP_COMMANDS:
+        defer_asyncio()
+    from .cli_root import app as typer_app
+
+    typer_app()
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":  # the typer application, built on first use
+        from .cli_root import app as typer_app
+
+        return typer_app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 if __name__ == "__main__":

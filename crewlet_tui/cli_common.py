@@ -1,6 +1,10 @@
 """What every CLI command shares: finding the home, acting as an actor, errors and --json output.
 
 Exit codes: 0 done, 1 refused or failed (one line on stderr), 2 usage (typer/click's own).
+
+Start-up: `crewlet --help` and every command import this module and the CLI modules, so none of them
+imports the engine at the top — a command imports what it uses when it runs (tests/test_startup.py
+holds `--help` and `page show` to that).
 """
 from __future__ import annotations
 
@@ -9,21 +13,22 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import wraps
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 from rich.console import Console
+from typer.exceptions import TyperException
 
-from core.config import ConfigError
 from core.errors import CrewletError, StaleRevision
-from core.log import REPAIR_HINT, LogDamage, LogFailed
-from core.node import Node, storage_problem
-from core.pages.service import KnowledgeBase
 from core.paths import Home, resolve_home
-from core.store import sqlite3
 
 from .fmt import when  # noqa: F401  (re-exported for the CLI modules)
 from .sanitize import json_text, markup_safe
+
+if TYPE_CHECKING:
+    from core.log import LogDamage
+    from core.node import Node
+    from core.pages.service import KnowledgeBase
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
@@ -61,6 +66,8 @@ def warn(message: str) -> None:
 
 
 def damage_line(exc: LogDamage) -> str:
+    from core.log import REPAIR_HINT
+
     kept = f" (your text is kept in {exc.rescued_to})" if exc.rescued_to else ""
     return f"the log is damaged: {exc} — writes are refused; {getattr(exc, 'fix', REPAIR_HINT)}{kept}"
 
@@ -76,6 +83,9 @@ def _with_fix(code: str, words: str) -> str:
 def database_problem(exc: Exception) -> tuple[str, str]:
     """(code, message) for a SQLite error, naming the real cause: a full disk or a read-only file
     is not a damaged database, and must never be told to restore from a backup."""
+    from core.node import storage_problem
+    from core.store import sqlite3
+
     db = STATE.home.db_file
     code, words = storage_problem(exc, db)
     if code == "database" and isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
@@ -97,34 +107,51 @@ def handle_errors(fn: F) -> F:
             fail(str(exc), as_json=as_json, payload=payload)
         except CrewletError as exc:
             fail(str(exc), as_json=as_json, payload=exc.to_json())
-        except ConfigError as exc:
-            fail(str(exc), as_json=as_json, payload={"error": "config", "message": str(exc), "file": exc.file, "key": exc.key})
-        except LogDamage as exc:
-            message = damage_line(exc)
-            fail(message, as_json=as_json, payload={"error": "log_damaged", "kind": exc.kind, "offset": exc.offset,
-                                                    "seq": exc.seq, "message": message, "rescued_to": exc.rescued_to})
-        except LogFailed as exc:
-            fail(f"the log cannot be written: {exc}", as_json=as_json, payload={"error": "log", "message": str(exc)})
-        except sqlite3.Error as exc:
-            code, message = database_problem(exc)
-            message = _with_fix(code, message)
-            fail(message, as_json=as_json, payload={"error": code, "message": message})
-        except FileNotFoundError as exc:
-            message = f"{exc.filename}: no such file — check the path"
-            fail(message, as_json=as_json, payload={"error": "io", "message": message})
-        except OSError as exc:
-            where = exc.filename or STATE.home.root
-            code, message = storage_problem(exc, where)
-            message = _with_fix(code, message)
-            fail(message, as_json=as_json, payload={"error": code, "message": message})
-        except UnicodeDecodeError as exc:
-            fail(str(exc), as_json=as_json, payload={"error": "io", "message": str(exc)})
+        except (typer.Exit, typer.Abort, TyperException):
+            raise
+        except Exception as exc:
+            _fail_for(exc, as_json)
+            raise
 
     return wrapper  # type: ignore[return-value]
 
 
+def _fail_for(exc: Exception, as_json: bool) -> None:
+    """Exit 1 with one line for an error the engine raises (returns for any other: a real bug, shown
+    as one). The engine's modules are imported here, on the way out, not by every command's start."""
+    from core.config import ConfigError
+    from core.log import LogDamage, LogFailed
+    from core.node import storage_problem
+    from core.store import sqlite3
+
+    if isinstance(exc, ConfigError):
+        fail(str(exc), as_json=as_json, payload={"error": "config", "message": str(exc), "file": exc.file, "key": exc.key})
+    elif isinstance(exc, LogDamage):
+        message = damage_line(exc)
+        fail(message, as_json=as_json, payload={"error": "log_damaged", "kind": exc.kind, "offset": exc.offset,
+                                                "seq": exc.seq, "message": message, "rescued_to": exc.rescued_to})
+    elif isinstance(exc, LogFailed):
+        fail(f"the log cannot be written: {exc}", as_json=as_json, payload={"error": "log", "message": str(exc)})
+    elif isinstance(exc, sqlite3.Error):
+        code, message = database_problem(exc)
+        message = _with_fix(code, message)
+        fail(message, as_json=as_json, payload={"error": code, "message": message})
+    elif isinstance(exc, FileNotFoundError):
+        message = f"{exc.filename}: no such file — check the path"
+        fail(message, as_json=as_json, payload={"error": "io", "message": message})
+    elif isinstance(exc, OSError):
+        where = exc.filename or STATE.home.root
+        code, message = storage_problem(exc, where)
+        message = _with_fix(code, message)
+        fail(message, as_json=as_json, payload={"error": code, "message": message})
+    elif isinstance(exc, UnicodeDecodeError):
+        fail(str(exc), as_json=as_json, payload={"error": "io", "message": str(exc)})
+
+
 @contextmanager
 def open_node(*, sync_containers: bool = True) -> Iterator[Node]:
+    from core.node import Node
+
     home = STATE.home
     if not home.exists():
         raise CrewletError(f"no crewlet home at {home.root} — run `crewlet init --example` (or pass --home DIR)",
@@ -146,6 +173,8 @@ def open_kb() -> Iterator[KnowledgeBase]:
     """The knowledge base, for the actor of --as (or the operator). Every read and write checks that
     actor itself (the knowledge app included); an unknown --as is refused here too, for the commands
     that act on nobody's behalf (the worker) as much as those that do."""
+    from core.pages.service import KnowledgeBase
+
     with open_node() as node:
         kb = KnowledgeBase(node)
         if STATE.actor:

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-import click
 import typer
 from typer.core import TyperCommand
 
 from .cli_common import JSON_OPT, STATE, console, emit_json, err_console, fail, handle_errors
-from .progress_bars import ProgressBars
+if TYPE_CHECKING:
+    import click
 
 eval_app = typer.Typer(add_completion=False)
 
@@ -40,6 +40,8 @@ def search_eval(
     Exit 0 when every shape meets its floor with no document of the exact top ten dropped, 1 when one does not (or there is nothing to measure), 2 for usage."""
     from core.evaluate import evaluate, render  # numpy-heavy: only when this command runs
 
+    from .progress_bars import ProgressBars
+
     path = store if store is not None else STATE.home.db_file
     bars = ProgressBars(err_console, enabled=not as_json and sys.stderr.isatty())
     try:
@@ -58,7 +60,7 @@ def search_eval(
         fail("below the floor: " + "; ".join(report.failures))
 
 
-EVAL_COMMAND: click.Command = typer.main.get_command(eval_app)
+EVAL_COMMAND: Any = typer.main.get_command(eval_app)
 
 
 class SearchCommand(TyperCommand):

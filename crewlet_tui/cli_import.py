@@ -2,16 +2,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
-
-from core.importer import ImportProblems, ImportReport, import_directory
 
 from .cli_common import JSON_OPT, actor, console, emit_json, err_console, fail, handle_errors, open_kb
 from .sanitize import markup_safe as escape  # titles, paths and notes made inert by the one sanitiser
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from core.importer import ImportReport
+# the importer and rich's progress bars are imported when the command runs (start-up)
 
 LISTED = 100          # lines per section of a printed plan; --json lists everything
 
@@ -46,6 +48,8 @@ def _page_lines(report: ImportReport, action: str) -> list[str]:
 
 
 def _containers_table(report: ImportReport) -> Table:
+    from rich.table import Table
+
     counts: dict[str, dict[str, int]] = {}
     for p in report.pages:
         counts.setdefault(p.container, {"create": 0, "update": 0, "unchanged": 0})[p.action] += 1
@@ -122,6 +126,10 @@ def register(app: typer.Typer) -> None:
         (shallower, then by path) keeps it and the others take their directory's path, e.g.
         "About (7.4/Microsoft.PowerShell.Core)". A page already published under a file's own folder keeps its
         title, so adding or removing files never moves content between pages."""
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        from core.importer import ImportProblems
+
         with open_kb() as kb:
             progress_bar: Progress | None = None
             task: Any = None
@@ -169,5 +177,7 @@ def register(app: typer.Typer) -> None:
 
 def _run(kb: Any, directory: Path, into: str | None, dry_run: bool, title_from_name: bool, declare_spaces: bool,
          progress: Any) -> ImportReport:
+    from core.importer import import_directory
+
     return import_directory(kb, directory, actor=actor(), into=into, dry_run=dry_run,
                             title_from_name=title_from_name, declare_spaces=declare_spaces, progress=progress)

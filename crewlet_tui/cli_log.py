@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import sys
 from contextlib import nullcontext
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from core.errors import CrewletError
-from core.repair import LogReport, check_home, repair_home
 
 from .cli_common import JSON_OPT, STATE, console, emit_json, err_console, fail, handle_errors
 from .sanitize import markup_safe
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from core.repair import LogReport
+# the repair machinery is imported when a command runs (start-up: every command imports this module)
 
 log_app = typer.Typer(help="The ordered log: check it against the database, and repair damage.",
                       no_args_is_help=True)
@@ -106,6 +110,8 @@ def log_check(as_json: bool = JSON_OPT) -> None:
 
     Names the first damage (its byte offset and seq) and what a repair would lose. Exit 0 when
     sound, 1 when damaged."""
+    from core.repair import check_home
+
     home = _home()
     with err_console.status("reading the log…", spinner="dots") if sys.stderr.isatty() and not as_json else nullcontext():
         reports = check_home(home)
@@ -133,6 +139,8 @@ def log_repair(
     Where the database applied something the kept log does not hold, it is rebuilt from the kept
     log (the old file is kept beside it) after saying what is lost. Stop the app and any
     `crewlet worker` on this home first."""
+    from core.repair import check_home, repair_home
+
     home = _home()
     reports = check_home(home)
     bad = [r for r in reports if not r.ok]
@@ -187,6 +195,8 @@ class _Progress:
         self._bar: Progress | None = None
         self._done = 0
         if enabled:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
             self._bar = Progress(TextColumn("[bold]replaying the log"), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), console=err_console, transient=True)
             self._bar.start()

@@ -1,22 +1,18 @@
 """`crewlet init`, `spaces`, `pages`, `page …` and `trash`: the knowledge base from a shell."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
-from rich.syntax import Syntax
-from rich.table import Table
 
-from core import config as config_mod
 from core.errors import CrewletError
-from core.node import Node, init_home
-from core.pages.model import Page
-from core.pages.service import KnowledgeBase
-from core.paths import examples_dir
 
 from .cli_common import (JSON_OPT, STATE, actor, console, emit_json, handle_errors, open_kb, read_body, when)
-from .fmt import diff_text
 from .sanitize import clean_text, markup_safe
+
+if TYPE_CHECKING:
+    from core.pages.model import Page
+# the engine, rich's tables and its highlighter are imported by the commands that use them (start-up)
 
 # past these a body is printed plain rather than highlighted (see page show)
 HIGHLIGHT_MAX_CHARS = 256 * 1024
@@ -46,6 +42,11 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JSON_OPT,
     ) -> None:
         """Create a home: company.toml, the node's SQLite file and its log file."""
+        from core import config as config_mod
+        from core.node import Node, init_home
+        from core.pages.service import KnowledgeBase
+        from core.paths import examples_dir
+
         home = STATE.home
         if not example and not config_mod.HANDLE_RE.match(operator):
             raise typer.BadParameter(f"'{operator}' is not a handle: use lower-case letters, digits, '.', '_' or '-'",
@@ -76,6 +77,8 @@ def register(app: typer.Typer) -> None:
         if as_json:
             emit_json(rows)
             return
+        from rich.table import Table
+
         table = Table("space", "name", "lead", "pages", "purpose", title="Spaces")
         for r in rows:
             if r["declared"]:
@@ -102,6 +105,8 @@ def register(app: typer.Typer) -> None:
         if as_json:
             emit_json(window.to_json())
             return
+        from rich.table import Table
+
         table = Table("", "title", "id", "children", "rev", "last saved", title=f"{container} — {window.total} page(s) at this level")
         for p in window.pages:
             table.add_row("📁" if p.is_folder else "📄", markup_safe(p.title), p.id, str(p.child_count or ""), str(p.revision),
@@ -119,6 +124,8 @@ def register(app: typer.Typer) -> None:
         if as_json:
             emit_json([p.to_json(with_body=False) for p in rows])
             return
+        from rich.table import Table
+
         table = Table("page", "id", "trashed by", "trashed at", title=f"Trash — {len(rows)} page(s)")
         for p in rows:
             table.add_row(markup_safe(_page_line(p)), p.id, markup_safe(p.trashed_by or ""), when(p.trashed_at))
@@ -161,6 +168,8 @@ def page_show(ref: str = typer.Argument(..., metavar="REF", help="Page id or CON
         # a body this large is written as the plain text it is, and the terminal wraps it
         console.file.write(body if body.endswith("\n") else body + "\n")
     else:
+        from rich.syntax import Syntax
+
         console.print(Syntax(body, "markdown", word_wrap=True, theme="ansi_dark") if body.strip() else "[dim](a folder: nothing written)[/]")
     if children:
         console.print(f"\n[bold]Children[/] ({children.total})")
@@ -246,6 +255,8 @@ def _simple(verb: str, method: str, help_text: str) -> None:
     @page_app.command(verb, help=help_text)
     @handle_errors
     def _cmd(ref: str = typer.Argument(..., metavar="REF", help="Page id or CONTAINER/Title."), as_json: bool = JSON_OPT) -> None:
+        from core.pages.model import Page
+
         with open_kb() as kb:
             result = getattr(kb, method)(ref, actor=actor())
         if as_json:
@@ -270,6 +281,8 @@ def page_history(ref: str = typer.Argument(..., metavar="REF", help="Page id or 
     if as_json:
         emit_json([r.to_json(with_body=False) for r in revs])
         return
+    from rich.table import Table
+
     table = Table("rev", "kind", "author", "at", "title", "message")
     for r in revs:
         table.add_row(str(r.revision), r.kind, markup_safe(r.author), when(r.at), markup_safe(r.title), markup_safe(r.message or ""))
@@ -288,6 +301,8 @@ def page_diff(ref: str = typer.Argument(..., metavar="REF", help="Page id or CON
     if as_json:
         emit_json({"from": a - 1 if b is None else a, "to": a if b is None else b, "diff": lines})
         return
+    from .fmt import diff_text
+
     console.print(diff_text(lines), soft_wrap=True, end="")
 
 

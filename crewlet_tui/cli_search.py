@@ -13,23 +13,22 @@ import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 from rich.text import Text
 
-from core.embed.duty import semantic_status
-from core.search.indexer import Indexer, IndexPass, IndexStatus
-from core.search.ivf.duty import index_status as semantic_index_status
-from core.search.native import NativeSearcher
-from core.search.seam import DEFAULT_LIMIT, MODES, NOT_SEARCHABLE_YET, Hit, Query, Result
-from core.search.snippets import TermFinder
+from core.search.seam import DEFAULT_LIMIT, MODES, NOT_SEARCHABLE_YET, Hit, Result
 
 from .cli_eval import SearchCommand
 from .cli_common import JSON_OPT, actor, console, emit_json, err_console, fail, handle_errors, open_node, when
-from .progress_bars import ProgressBars
 # every string printed here is one line: made inert (controls, bidi) and markup-escaped by the one sanitiser
 from .sanitize import clean_line, markup_safe as escape
+
+if TYPE_CHECKING:
+    from core.search.indexer import IndexPass, IndexStatus
+    from core.search.snippets import TermFinder
+# the index, the searcher and the semantic engine are imported by the commands that run them (start-up)
 
 INLINE_BUILD_MAX_PAGES = 2000     # `crewlet search` builds a first index this small itself (a few seconds)
 CATCH_UP_MAX_ROWS = 5000          # and catches up at most this many changed pages before answering
@@ -41,6 +40,10 @@ index_app = typer.Typer(help="The keyword index: what it covers, and building it
 
 def _catch_up(node: Any, *, show_progress: bool) -> IndexPass | None:
     """The small pass `crewlet search` runs before answering (see the module's docstring)."""
+    from core.search.indexer import Indexer
+
+    from .progress_bars import ProgressBars
+
     progress = ProgressBars(err_console, enabled=show_progress)
     try:
         with Indexer(node.home) as indexer:
@@ -141,6 +144,9 @@ def register(app: typer.Typer) -> None:
         mode = mode.strip().lower()
         if mode not in MODES:
             raise typer.BadParameter(f"'{mode}' is not one of: {', '.join(MODES)}", param_hint="--mode")
+        from core.search.native import NativeSearcher
+        from core.search.seam import Query
+
         text = " ".join(query)
         if not text.strip():
             fail("the query is empty: give the words to search for, e.g. `crewlet search deploy runbook`",
@@ -170,6 +176,10 @@ def register(app: typer.Typer) -> None:
         """What the keyword index covers, how much is embedded for search by meaning, and the semantic index.
 
         How far behind the rows the keyword index is; the embedding duty's coverage and latest events; whether the semantic index is installed, how many lists a search reads, and a training in progress."""
+        from core.embed.duty import semantic_status
+        from core.search.indexer import Indexer
+        from core.search.ivf.duty import index_status as semantic_index_status
+
         with open_node() as node, Indexer(node.home) as indexer:
             st = indexer.status()
             meaning = semantic_status(node)
@@ -188,6 +198,10 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JSON_OPT,
     ) -> None:
         """Build the index now (the first build, a due re-derivation, or --rebuild), then catch up."""
+        from core.search.indexer import Indexer
+
+        from .progress_bars import ProgressBars
+
         with open_node() as node, Indexer(node.home) as indexer:
             progress = ProgressBars(console, enabled=not as_json)
             try:

@@ -7,19 +7,18 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
 from core.errors import CrewletError
-from core.node import Node
-from core.sync import join as join_mod, snapshot as snapshot_mod
-from core.sync.digest import content_digest
-from core.sync.status import SyncStatus, status as sync_status
 
 from .cli_common import JSON_OPT, STATE, console, emit_json, err_console, fail, handle_errors
-from .progress_bars import ProgressBars
 from .sanitize import markup_safe
+
+if TYPE_CHECKING:
+    from core.sync.status import SyncStatus
+# the engine is imported by the commands that use it (start-up: every command imports this module)
 
 sync_app = typer.Typer(help="Replication: several homes share one directory of logs and converge on the same "
                             "knowledge base.", no_args_is_help=True)
@@ -33,6 +32,8 @@ class _Applying:
     """Counts records applied while joining or adopting, with a bar on a terminal."""
 
     def __init__(self, *, enabled: bool) -> None:
+        from .progress_bars import ProgressBars
+
         self.bars = ProgressBars(err_console, enabled=enabled)
         self.done = 0
 
@@ -68,6 +69,8 @@ def sync_join(
     An existing home and an empty DIR: its logs and company.toml move into DIR. An existing home and a
     DIR that holds a log: it joins if it has written nothing of its own. A new --home: a node is made
     from DIR (or from --snapshot) and applies the log. Stop the app and any worker on the home first."""
+    from core.sync import join as join_mod
+
     home = STATE.home
     applying = _Applying(enabled=not as_json and sys.stderr.isatty())
     started = time.perf_counter()
@@ -108,6 +111,10 @@ def sync_status_cmd(
     """Show this node's applied position, where each log ends, and the peers seen with their lag.
 
     Read as it is: nothing is applied first, so the lag shown is the lag there was."""
+    from core.node import Node
+    from core.sync.digest import content_digest
+    from core.sync.status import status as sync_status
+
     home = _home_of_node()
     with Node.open(home, sync_containers=False, catch_up=False) as node:
         st = sync_status(node)
@@ -165,6 +172,9 @@ def sync_snapshot(
 
     A new node starts from it (`crewlet --home NEW sync join DIR --snapshot FILE`) and applies only the
     log after those positions."""
+    from core.node import Node
+    from core.sync import snapshot as snapshot_mod
+
     home = _home_of_node()
     with Node.open(home, sync_containers=False) as node:
         info = snapshot_mod.take(node, out)
@@ -186,6 +196,8 @@ def sync_adopt(
     Its database is replaced (the old one kept aside) and the log after the snapshot's position is
     applied: the fix when this node's log no longer holds the position it needs. Stop the app and any
     worker on this home first."""
+    from core.sync import join as join_mod, snapshot as snapshot_mod
+
     home = _home_of_node()
     info = snapshot_mod.check(home, file)  # refused with the reason before anything is asked or changed
     if not yes:

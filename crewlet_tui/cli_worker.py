@@ -9,16 +9,18 @@ from __future__ import annotations
 import sys
 import threading
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import typer
 
-from core.duties import default_duties
-from core.sync import watch
-from core.worker import DutyReport, DutyRunner, read_duty_records
-
 from .cli_common import JSON_OPT, console, emit_json, handle_errors, open_node, when
-from .progress_bars import ProgressBars
 from .sanitize import markup_safe as escape
+
+if TYPE_CHECKING:
+    from core.worker import DutyReport, DutyRunner
+
+    from .progress_bars import ProgressBars
+# the duties and the runner are imported when the command runs (start-up: every command imports this module)
 
 
 def register(app: typer.Typer) -> None:
@@ -34,6 +36,11 @@ def register(app: typer.Typer) -> None:
 
         One process runs each duty at a time (a lease): while the app is open on this home, its own
         background worker holds them and this command says so."""
+        from core.duties import default_duties
+        from core.worker import DutyRunner
+
+        from .progress_bars import ProgressBars
+
         with open_node() as node:
             if status:
                 _show_status(node, as_json)
@@ -87,6 +94,8 @@ def _loop(runner: DutyRunner, bars: ProgressBars, as_json: bool) -> None:
             bars.close()
             console.print(f"[dim]{stamp}[/] {escape(report.line())}", soft_wrap=True)
 
+    from core.sync import watch
+
     wake = threading.Event()
     watch.start(runner.node.home, wake, stop, applied=runner.node.applied_ends)  # another process or node appending wakes the duties at once
     try:
@@ -97,6 +106,8 @@ def _loop(runner: DutyRunner, bars: ProgressBars, as_json: bool) -> None:
 
 
 def _show_status(node: object, as_json: bool) -> None:
+    from core.worker import read_duty_records
+
     with node.lock:  # type: ignore[attr-defined]
         records = read_duty_records(node.conn)  # type: ignore[attr-defined]
     if as_json:

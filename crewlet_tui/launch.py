@@ -5,14 +5,16 @@ bundled example knowledge base, so there is nothing to answer on the console fir
 """
 from __future__ import annotations
 
+from typing import Any
+
 from core.paths import Home
 
 from .app import make_app
 
 
 def run_app(home: Home, actor: str | None = None, *, start_page: str | None = None,
-            start_search: str | None = None) -> None:
-    app = make_app(home, actor, start_page=start_page, start_search=start_search)
+            start_search: str | None = None, opening: Any = None) -> None:
+    app = make_app(home, actor, start_page=start_page, start_search=start_search, opening=opening)
     app.run()
     if app.return_code:
         raise SystemExit(app.return_code)

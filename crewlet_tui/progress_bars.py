@@ -1,10 +1,11 @@
 """Rich progress bars for long CLI work: one bar per task, shown only once the work reports progress."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress
 
 
 class ProgressBars:
@@ -21,6 +22,10 @@ class ProgressBars:
         if not self.enabled:
             return
         if self._progress is None:
+            # imported when a bar is first drawn: a command that finishes before any progress never pays for it
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                                       TimeRemainingColumn)
+
             self._progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                                       TimeElapsedColumn(), TimeRemainingColumn(), console=self.console,
                                       transient=False)

@@ -3,9 +3,14 @@
 The app is thin over core: every read and write is a KnowledgeBase call (which takes the node's lock,
 so the app's thread workers can share the one connection), and every search goes through the Searcher
 seam. Nothing here speaks SQL.
+
+The searcher (and the search engine's imports: numpy, Whoosh, the semantic engine) is made on first
+use, not when the home opens: the app's first screen needs the knowledge base alone, and the app warms
+the searcher up in the background once that screen is shown.
 """
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,7 +20,6 @@ from core.node import Node
 from core.pages import rules
 from core.pages.service import KnowledgeBase
 from core.paths import Home
-from core.search.native import NativeSearcher
 from core.search.seam import MODES, NOT_SEARCHABLE_YET, UNAVAILABLE, Outcome, Query, Result
 
 __all__ = ["Session", "make_searcher", "safe_search", "is_not_searchable_yet"]
@@ -23,6 +27,8 @@ __all__ = ["Session", "make_searcher", "safe_search", "is_not_searchable_yet"]
 
 def make_searcher(node: Node) -> Any:
     """The native searcher over this node's own copy."""
+    from core.search.native import NativeSearcher
+
     return NativeSearcher(node)
 
 
@@ -44,13 +50,21 @@ class Session:
     home: Home
     node: Node
     actor_handle: str | None = None
-    searcher: Any = None
+    searcher_factory: Callable[[Node], Any] | None = None
     kb: KnowledgeBase = field(init=False)
+    _searcher: Any = field(init=False, default=None)
+    _searcher_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self.kb = KnowledgeBase(self.node)
-        if self.searcher is None:
-            self.searcher = make_searcher(self.node)
+
+    @property
+    def searcher(self) -> Any:
+        """The Searcher, made on first use (by any thread: one is made)."""
+        with self._searcher_lock:
+            if self._searcher is None:
+                self._searcher = (self.searcher_factory or make_searcher)(self.node)
+            return self._searcher
 
     @classmethod
     def open(cls, home: Home, actor: str | None = None,
@@ -60,8 +74,7 @@ class Session:
             handle = actor or node.company.operator
             if handle:  # an unknown actor, or one without the knowledge app, is told so before any page shows
                 rules.require_knowledge(node.company, node.company.actor(handle))
-            searcher = (searcher_factory or make_searcher)(node)
-            return cls(home, node, actor, searcher)
+            return cls(home, node, actor, searcher_factory)
         except Exception:
             node.close()
             raise
@@ -86,7 +99,9 @@ class Session:
         return bool(who and who.admin and not who.is_agent)
 
     def close(self) -> None:
-        closer = getattr(self.searcher, "close", None)
+        with self._searcher_lock:
+            searcher = self._searcher   # never made: nothing to close (and nothing to make now)
+        closer = getattr(searcher, "close", None)
         if callable(closer):
             try:
                 closer()

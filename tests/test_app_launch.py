@@ -123,3 +123,35 @@ async def test_an_actor_without_the_knowledge_app_or_unknown_is_refused_at_open(
         async with app.run_test(size=SIZE) as pilot:
             await wait_until(pilot, lambda: not app.is_running)
         assert app.return_code == 1, actor
+
+
+async def test_the_app_takes_the_home_its_launch_opened(tmp_path):
+    """`crewlet` opens the home (and lists its spaces) while the app loads; the app shows that session's
+    rows at once, and lists nothing a second time for them."""
+    from crewlet_tui.opening import Opening
+
+    home = new_home(tmp_path)
+    with open_kb(home) as kb:
+        kb.create_page("ENG", "Deploy Runbook", "deploy\n", actor="alex")
+    opening = Opening(home)
+    assert opening.wait(30) and opening.error is None and opening.spaces
+    app = app_for(home, opening=opening)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_screen(pilot, "SpacesScreen")
+        table = app.screen.query_one("#spaces-table", DataTable)
+        await wait_until(pilot, lambda: table.row_count > 0)
+        assert app.session is opening.session
+        assert {str(table.get_row_at(i)[0]).split()[0] for i in range(table.row_count)} >= {"ENG", "HOME"}
+
+
+async def test_a_home_that_failed_to_open_at_launch_is_told(tmp_path):
+    from crewlet_tui.opening import Opening
+
+    home = new_home(tmp_path)
+    home.config_file.write_text("this is = not [valid toml\n", encoding="utf-8")
+    opening = Opening(home)
+    assert opening.wait(30) and opening.error is not None
+    app = app_for(home, opening=opening)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: not app.is_running)
+    assert app.return_code == 1

@@ -72,14 +72,34 @@ def test_query_analysis_is_words_only():
 def test_the_fast_term_count_equals_the_analyser():
     from collections import Counter
 
-    from core.search.lexical import TermCounts, _fast_counter
+    from whoosh.analysis import LowercaseFilter, RegexTokenizer, StemFilter, StopFilter
+
+    from core.search.analysis import WORD_PATTERN, TermCounts, TermWeights, UnderscoreParts, term_counter
 
     text = ("Deploying the IoCreateDevice routine: IRP_MJ_READ, e.g. version 3.5.1 and IL-6; Ünïcode WÖRDS "
-            "straße İstanbul the THE a an I x 2 _under_ déjà-vu ...dots... end.")
-    expected = Counter(t.text for t in ANALYZER(text))
-    assert _fast_counter(ANALYZER)(text) == dict(expected)
-    values = {w: (n, wt) for w, n, wt, _ in TermCounts().word_values(text, ANALYZER)}
-    assert values == {w: (n, float(n)) for w, n in expected.items()}
+            "straße İstanbul the THE a an I x 2 _under_ déjà-vu ...dots... end. Added internal intervals")
+    # this derivation's analyser, and derivation 2's (an index of it keeps serving while it is re-derived)
+    older = (RegexTokenizer(WORD_PATTERN) | UnderscoreParts() | LowercaseFilter() | StopFilter(minsize=1)
+             | StemFilter(lang="en", cachesize=100_000))
+    for analyzer in (ANALYZER, older):
+        expected = Counter(t.text for t in analyzer(text))
+        for sample in (text, text.encode("ascii", "ignore").decode()):   # the ASCII path lower-cases whole
+            assert term_counter(analyzer)(sample) == dict(Counter(t.text for t in analyzer(sample)))
+        values = {w: (n, wt, v) for w, n, wt, v in TermWeights().word_values(text, analyzer)}
+        assert values == {w: (n, float(n), b"") for w, n in expected.items()}
+        assert {w: n for w, n, _, _ in TermCounts().word_values(text, analyzer)} == dict(expected)
+    # libstemmer's Snowball where it is newer than Whoosh's port
+    assert term_counter(ANALYZER)("added internal")== {"add": 1, "internal": 1}
+    assert term_counter(older)("added internal") == {"ad": 1, "intern": 1}
+
+
+def test_every_analyser_of_a_pipeline_shares_one_counter():
+    """Each writer unpickles its own analyser: they share one counter (and its word cache), so a long-
+    running worker neither re-stems every word per writer nor keeps every writer's cache alive."""
+    from core.search.analysis import term_counter
+
+    first = term_counter(make_analyzer())
+    assert all(term_counter(make_analyzer()) is first for _ in range(50))
 
 
 def test_backslash_escapes_keep_the_escaped_character():

@@ -4,15 +4,12 @@ current incrementally holds what a whole reload reads, and stage two's one-state
 exactly. Real homes, vectors applied through the vector log."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from core import config as config_mod
 from core.log import Record
-from core.node import Node, init_home
-from core.paths import Home
+from core.node import Node
 from core.search import semantic, vectors
 from core.search.access import Access
 

@@ -24,6 +24,7 @@ import os
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,8 @@ from . import titles
 from .model import ImportNote, ImportProblem, ImportReport, PlannedPage
 from .source import Source, decode, split
 
+# a title's address, computed once per distinct title (a plan asks for each title's several times over)
+_address = lru_cache(maxsize=1 << 16)(normalise_title)
 _MAX_LISTED = 5                                    # files named in one grouped problem before "and N more"
 _PAGE_COLUMNS = "id, container, address, title, body, revision, parent_id, labels, trashed_at, created_by"
 
@@ -201,9 +204,9 @@ class Planner:
         if fm_title is not None:
             node.title = clean_title(fm_title)
             if h1 is not None:
-                if normalise_title(h1[0]) == normalise_title(node.title):
+                if _address(h1[0]) == _address(node.title):
                     body = titles.strip_line(body, h1[1], h1[2])     # it would repeat the title on the page
-                elif normalise_title(titles.inline_to_plain(node.title)) == normalise_title(h1[0]):
+                elif _address(titles.inline_to_plain(node.title)) == _address(h1[0]):
                     # the same title, the frontmatter's still holding Markdown escapes (`WM\_PALETTECHANGED`):
                     # they agree, and the page is titled as a reader sees it
                     node.title = clean_title(h1[0])
@@ -295,7 +298,7 @@ class Planner:
             k = 2
             while True:
                 numbered = titles.fit(natural, f"({n.rel}) {k}")
-                if normalise_title(numbered) not in held:
+                if _address(numbered) not in held:
                     return
                 yield numbered
                 k += 1
@@ -319,7 +322,7 @@ class Planner:
             held = None
             if under:
                 for c in candidates(n, under):
-                    address = normalise_title(c)
+                    address = _address(c)
                     if address in under and address not in claimed:
                         held = c
                         break
@@ -327,18 +330,18 @@ class Planner:
                 rest.append(n)
                 continue
             n.title = held
-            claimed.add(normalise_title(held))
-            here_page[id(n)] = under[normalise_title(held)]
+            claimed.add(_address(held))
+            here_page[id(n)] = under[_address(held)]
         for n in rest:                                 # then the rest, in path order (shallower first)
-            if normalise_title(n.title) in claimed:
-                title = next((c for c in candidates(n) if normalise_title(c) not in claimed), "")
+            if _address(n.title) in claimed:
+                title = next((c for c in candidates(n) if _address(c) not in claimed), "")
                 k = 2
                 while not title:
                     c = titles.fit(natural_of[id(n)], f"({n.rel}) {k}")
-                    title = c if normalise_title(c) not in claimed else ""
+                    title = c if _address(c) not in claimed else ""
                     k += 1
                 n.title = title
-            claimed.add(normalise_title(n.title))
+            claimed.add(_address(n.title))
         for n in nodes:
             natural = natural_of[id(n)]
             if n.title != natural:
@@ -360,7 +363,7 @@ class Planner:
     def check_duplicates(self, nodes: list[_Node]) -> None:
         seen: dict[tuple[str, str], list[_Node]] = {}
         for n in nodes:
-            seen.setdefault((n.container, normalise_title(n.title)), []).append(n)
+            seen.setdefault((n.container, _address(n.title)), []).append(n)
         for (container, _), group in seen.items():
             if len(group) > 1:
                 files = [g.rel for g in group]
@@ -412,14 +415,14 @@ class Planner:
     def resolve_parents(self, nodes: list[_Node], existing: dict[str, dict[str, Any]]) -> None:
         by_address: dict[tuple[str, str], _Node] = {}
         for n in nodes:
-            by_address.setdefault((n.container, normalise_title(n.title)), n)
+            by_address.setdefault((n.container, _address(n.title)), n)
         for n in nodes:
             if n.kind == "folder" or (n.folder is not None):
                 n.parent_node = n.folder
                 continue
             if n.parent_title is None:
                 continue
-            address = normalise_title(n.parent_title)
+            address = _address(n.parent_title)
             run_parent = by_address.get((n.container, address))
             if run_parent is not None:
                 n.parent_node = run_parent
@@ -477,7 +480,7 @@ class Planner:
 
         declared = view.declared_containers()
         for n in nodes:
-            row = existing.get(n.container, {}).get(normalise_title(n.title))
+            row = existing.get(n.container, {}).get(_address(n.title))
             n.row = row
             page = PlannedPage(n.kind, n.rel, n.container, n.title, n.body, list(n.labels))
             n.page = page
@@ -558,7 +561,7 @@ class Planner:
         view = self.check_containers(nodes)
         existing = self.load_existing(nodes)
         for n in nodes:
-            n.row = existing.get(n.container, {}).get(normalise_title(n.title))
+            n.row = existing.get(n.container, {}).get(_address(n.title))
         self.resolve_parents(nodes, existing)
         self.match(nodes, existing, view)
         ordered = self.order(nodes)

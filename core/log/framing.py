@@ -24,12 +24,38 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import importlib.machinery
+import importlib.util
 import os
 import struct
 from dataclasses import dataclass
-from typing import Iterator, NamedTuple
+from typing import Callable, Iterator, NamedTuple
 
-from crc32c import crc32c
+
+def _load_crc32c() -> Callable[..., int]:
+    """crc32c's C function, loaded from its extension module without running the package's __init__,
+    which imports its command line (argparse) and reads its own installed metadata: ~40 ms that every
+    crewlet process (each CLI command, the app, each index worker) paid before reading a frame."""
+    try:
+        spec = importlib.util.find_spec("crc32c")
+        if spec is not None and spec.origin:
+            folder = os.path.dirname(spec.origin)
+            for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+                path = os.path.join(folder, "_crc32c" + suffix)
+                if os.path.exists(path):
+                    loader = importlib.machinery.ExtensionFileLoader("crc32c._crc32c", path)
+                    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
+                    loader.exec_module(module)
+                    return module.crc32c
+    except (ImportError, OSError, AttributeError):  # pragma: no cover - a crc32c laid out otherwise
+        pass
+    from crc32c import crc32c as packaged
+
+    return packaged
+
+
+crc32c = _load_crc32c()
+
 
 MAGIC = b"CWL1"
 _HEADER = struct.Struct(">4sIQI")

@@ -39,7 +39,6 @@ from ..pages.applier import position
 from ..pages.links import extract_links
 from ..paths import Home
 from ..store import Connection, connect, transaction
-from ..worker import Duty, DutyPass, PassContext
 from . import lexical
 from .snippets import plain_text
 
@@ -48,7 +47,8 @@ log = logging.getLogger("crewlet.indexer")
 STATE_FILE = "state.json"
 BUILD_FILE = "build.json"
 LOCK_FILE = "indexer.lock"
-BUILD_CHUNK = 1000
+BUILD_CHUNK = 32_000         # pages a first-build segment holds at most (and all segments in the making, together:
+#                              segments.IN_FLIGHT — one segment in this process, or one a worker each)
 RETIRED_GRACE_S = 30.0       # an index swapped out is removed this long after (open readers finish)
 
 Progress = Callable[[int, int], None]
@@ -226,10 +226,11 @@ class Indexer:
     """Builds and maintains the lexical index of one home. Thread-safe; one pass at a time per home,
     across processes. Use it from a background thread (the app) or a process (`crewlet worker`)."""
 
-    def __init__(self, home: Home, *, chunk: int = BUILD_CHUNK) -> None:
+    def __init__(self, home: Home, *, chunk: int = BUILD_CHUNK, workers: int | None = None) -> None:
         self.home = home
         self.dir = home.index_dir
-        self.chunk = chunk
+        self.chunk = chunk            # pages a build segment holds at most
+        self.workers = workers        # build processes (None: one per core, and none for a small home)
         self._conn: Connection | None = None
         self._thread_lock = threading.Lock()
 
@@ -379,32 +380,66 @@ class Indexer:
             build = None
         if build is None:
             build = self._new_build()
+        from . import segments  # the bulk writer: only a build needs it
+
         ix = lexical.open_index(self.dir / build.dir)
         report = IndexPass("build")
         if progress:
             progress(build.done, max(build.total, build.done))
-        while True:
-            if stop is not None and stop.is_set():
-                report.kind = "stopped"
-                report.note = f"build stopped at {build.done} of {build.total} pages; the next pass resumes it"
-                return report
-            rows = self.conn.execute(
-                "SELECT id, container, title, body, trashed_at FROM pages WHERE id > ? ORDER BY id LIMIT ?",
-                (build.cursor, self.chunk)).fetchall()
-            if not rows:
-                break
-            base = build.done
-            tick = (lambda i: progress(base + i, max(build.total, base + i))) if progress else None
-            written, deleted = self._write_documents(ix, rows, [], tick=tick)
-            report.indexed += written
-            report.deleted += deleted
-            report.links += self._derive_links(rows, [])
-            build.cursor = rows[-1]["id"]
-            build.done += len(rows)
-            build.total = max(build.total, build.done)
-            _write_json(self.dir / BUILD_FILE, asdict(build))
-            if progress:
-                progress(build.done, build.total)
+        ids = [r[0] for r in self.conn.execute("SELECT id FROM pages WHERE id > ? ORDER BY id", (build.cursor,))]
+        build.total = max(build.total, build.done + len(ids))
+        if self.workers is not None:
+            workers = self.workers
+        elif len(ids) < segments.PARALLEL_MIN:
+            workers = 1   # too small to be worth a process
+        else:
+            workers = segments.build_workers()   # the cores idle now
+        chunks = segments.plan_chunks(ids, build.cursor, workers, min(self.chunk, segments.IN_FLIGHT // workers))
+        stopped = lambda: stop is not None and stop.is_set()  # noqa: E731
+        pool = segments.ParallelBuild(self.home.db_file, self.dir / build.dir, chunks, workers) if workers > 1 else None
+        finished = False
+        shown = build.done
+
+        def show(done: int) -> None:
+            nonlocal shown
+            if progress and done >= shown:   # pages read: never backwards
+                shown = done
+                progress(done, max(build.total, done))
+
+        try:
+            for i, (lo, hi) in enumerate(chunks):
+                if stopped():
+                    report.kind = "stopped"
+                    report.note = f"build stopped at {build.done} of {build.total} pages; the next pass resumes it"
+                    return report
+                base = build.done
+                if pool is None:
+                    result = segments.write_chunk(ix, segments.read_rows(self.conn, lo, hi),
+                                                  tick=lambda n: show(base + n))
+                else:
+                    got = pool.result(i, lambda: show(base + pool.in_flight(i)), stopped)
+                    if got is None:
+                        continue   # stopped while waiting: said on the next turn of the loop
+                    result = got
+                if result.segment is not None:
+                    segments.commit_segments(ix, [result.segment])
+                report.indexed += result.indexed
+                report.deleted += result.trashed
+                report.links += self._store_links(lo, hi, result.links)
+                if result.rows:
+                    build.cursor = result.last_id
+                    build.done += result.rows
+                build.total = max(build.total, build.done)
+                _write_json(self.dir / BUILD_FILE, asdict(build))
+                show(build.done + (pool.in_flight(i + 1) if pool is not None else 0))
+            finished = True
+        finally:
+            if pool is not None:
+                pool.close(abandon=not finished)
+        # a killed build's worker may have left a segment no TOC names: cleaned now nothing writes here
+        segments.commit_segments(ix, [], clean=True)
+        report.note = (f"{len(chunks)} segment{'s' if len(chunks) != 1 else ''}, "
+                       + (f"by {workers} worker processes" if workers > 1 else "in this process"))
         # links whose source is gone (purged before or during the build)
         with transaction(self.conn):
             self.conn.execute("DELETE FROM page_links WHERE src NOT IN (SELECT id FROM pages)")
@@ -518,6 +553,7 @@ class Indexer:
             writer.cancel()
             raise
         writer.commit()
+        lexical.ensure_rank_files(ix)   # the new segment's ranking arrays, so no search derives them
         lexical.sync_commit(path, before)
         return written, deleted
 
@@ -537,28 +573,23 @@ class Indexer:
 
 
 
-# -- the duty ------------------------------------------------------------------------------------------
+    def _store_links(self, lo: str, hi: str | None, links: list[tuple[str, list[str]]]) -> int:
+        """A build chunk's backlinks: every row with lo < id <= hi derived again (a row without links
+        keeps none); returns the rows whose links are stored."""
+        with transaction(self.conn) as conn:
+            if hi is None:
+                conn.execute("DELETE FROM page_links WHERE src > ?", (lo,))
+            else:
+                conn.execute("DELETE FROM page_links WHERE src > ? AND src <= ?", (lo, hi))
+            conn.executemany("INSERT OR IGNORE INTO page_links (src, dst) VALUES (?, ?)",
+                             [(src, dst) for src, dsts in links for dst in dsts])
+        return len(links)
 
-class KeywordIndexDuty(Duty):
-    """The keyword index (and the backlinks derived with it) as one of the node's duties: this node's
-    own, so its lease lives with the home."""
 
-    name = "keyword-index"
-    scope = "node"
+def __getattr__(name: str) -> Any:
+    # the duty (index_duty.py) imports the duty runner, which a search that only reads never needs
+    if name == "KeywordIndexDuty":
+        from .index_duty import KeywordIndexDuty
 
-    def __init__(self, home: Home, *, interval_s: float = 2.0) -> None:
-        self.indexer = Indexer(home)
-        self.interval_s = interval_s
-
-    def run_pass(self, ctx: PassContext) -> DutyPass:
-        report = self.indexer.run_pass(progress=lambda done, total: ctx.progress(done, total, "indexing pages"),
-                                       stop=ctx.stop)
-        status = self.indexer.status()
-        worked = report.kind not in ("none", "busy")
-        return DutyPass(summary=report.describe(), more=report.more, worked=worked,
-                        cursor=str(status.indexed_seq),
-                        counts={"indexed": report.indexed, "deleted": report.deleted, "links": report.links},
-                        status=status.to_json() | {"pass": report.kind})
-
-    def close(self) -> None:
-        self.indexer.close()
+        return KeywordIndexDuty
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,9 +18,8 @@ bumps INDEX_DERIVATION; the indexer then re-derives every row once, on its own.
 from __future__ import annotations
 
 import math
-import os
 import threading
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -29,28 +28,28 @@ from typing import Any
 
 import numpy as np
 import whoosh
-from whoosh import fields, formats, index as whoosh_index
+from whoosh import index as whoosh_index
 from whoosh.codec.whoosh3 import W3LeafMatcher
-from whoosh.analysis import Filter, LowercaseFilter, RegexTokenizer, StemFilter, StopFilter
-from whoosh.system import pack_uint
 
 from ..config import AUTO_DRAFT_TITLE_PREFIX
+from . import rank_data
+# the index's files (schema, open/create, durable commits) live in .index_files, importable from here
+from .index_files import (BODY, INDEX_NAME, TITLE, FileMarks, create_index, document, file_marks,  # noqa: F401
+                          fsync_path, index_exists, latest_generation, make_schema, open_index, sync_commit)
+# the analysis lives in .analysis; its names stay importable from here, and an index of derivation 2
+# unpickles its schema's UnderscoreParts and TermCounts from this module
+from .analysis import (MAX_QUERY_TERMS, WORD_PATTERN, TermCounts, TermWeights, UnderscoreParts, analyze,  # noqa: F401
+                       make_analyzer, term_counter, token_spans, underscore_parts)
 
-INDEX_DERIVATION = 2
+INDEX_DERIVATION = 3
 DERIVATION_NOTE = ("title and plain-text body (Markdown, YAML front matter and URLs stripped, backslash escapes "
-                   "resolved), an identifier's underscore-separated parts as words too, Snowball English stems, "
-                   "English stop words; backlinks by page id outside code")
+                   "resolved), an identifier's underscore-separated parts as words too, Snowball English stems "
+                   "(libstemmer), English stop words; backlinks by page id outside code")
 
 # what opening or reading an index raises besides OSError: whoosh-ng's own errors, and the index
 # errors (EmptyIndexError, IndexVersionError, ...), which derive from whoosh.index.IndexError alone
 WHOOSH_ERRORS: tuple[type[BaseException], ...] = (whoosh.WhooshError, whoosh_index.IndexError)
 
-TITLE, BODY = "title", "body"
-INDEX_NAME = "MAIN"
-MAX_QUERY_TERMS = 64
-# a word: letters, digits and underscores, with inner dots kept (IoCreateDevice, IRP_MJ_READ, 3.5, e.g);
-# whoosh-ng's own default also takes `*` into words (its wildcard syntax), which plain text has none of
-WORD_PATTERN = r"\w+(?:\.?\w+)*"
 
 
 @dataclass(frozen=True)
@@ -73,217 +72,6 @@ class Ranking:
 DEFAULT_RANKING = Ranking()
 
 
-def underscore_parts(word: str) -> list[str]:
-    """The parts of an identifier joined by underscores (WM_PALETTECHANGED: WM, PALETTECHANGED), so
-    that a search for one part finds it; [] for a word without an inner part."""
-    if "_" not in word:
-        return []
-    return [p for p in word.split("_") if p]
-
-
-class UnderscoreParts(Filter):
-    """Each token as it is, then (for an identifier with underscores) each of its parts as a token of
-    its own, with its own character span."""
-
-    def __call__(self, tokens: Any) -> Any:
-        for t in tokens:
-            word = t.text
-            chars = getattr(t, "chars", False)
-            start = t.startchar if chars else 0
-            yield t
-            if "_" not in word:
-                continue
-            offset = 0
-            for part in word.split("_"):
-                if part:
-                    t.text = part
-                    if chars:
-                        t.startchar = start + offset
-                        t.endchar = start + offset + len(part)
-                    t.stopped = False
-                    yield t
-                offset += len(part) + 1
-
-
-def make_analyzer() -> Any:
-    """Words (`\\w+` runs, dotted names kept whole, and an identifier's underscore-separated parts as
-    words too), lower-cased, English stop words out (single characters kept: the 2 of "type 2", the
-    6 of "IL-6"), Snowball English stems."""
-    return (RegexTokenizer(WORD_PATTERN) | UnderscoreParts() | LowercaseFilter() | StopFilter(minsize=1)
-            | StemFilter(lang="en", cachesize=100_000))
-
-
-class TermCounts(formats.Frequency):
-    """Whoosh's Frequency postings, with the words counted in one regex pass and one stem per distinct
-    word, instead of a token object per word through the analyser's generator chain (three times
-    faster to index). The terms are exactly the analyser's — tests hold the two equal — and any
-    analyser this does not recognise goes the ordinary way."""
-
-    def word_values(self, value: Any, analyzer: Any, **kwargs: Any) -> Any:
-        count = _fast_counter(analyzer)
-        if count is None or not isinstance(value, str):
-            return super().word_values(value, analyzer, **kwargs)
-        fb = self.field_boost
-        return ((word, n, n * fb, pack_uint(n)) for word, n in count(value).items())
-
-
-_COUNTERS: dict[int, tuple[Any, Any]] = {}
-
-
-def _fast_counter(analyzer: Any) -> Any:
-    """A function text -> {term: count} equal to running `analyzer`, for the pipeline make_analyzer
-    builds (tokenizer, lower-case, stop words, stems); None for any other analyser."""
-    got = _COUNTERS.get(id(analyzer))
-    if got is not None and got[0] is analyzer:
-        return got[1]
-    items = list(getattr(analyzer, "items", ()))
-    kinds = [type(i) for i in items]
-    parts = bool(kinds) and kinds[1:2] == [UnderscoreParts]
-    if parts:  # derivation 2 on; an index of derivation 1 keeps its own analyser until it is re-derived
-        items.pop(1)
-        kinds.pop(1)
-    if kinds != [RegexTokenizer, LowercaseFilter, StopFilter, StemFilter] or items[0].gaps:
-        return None
-    rx, stop, stem = items[0].expression, items[2], items[3]
-    stops, low, high, ignore = stop.stops, stop.min, stop.max, stem.ignore
-    stemfn = stem._stem
-    cache: dict[str, str | None] = {}
-
-    def words(text: str) -> Counter[str]:
-        found = rx.findall(text)
-        counted = Counter(map(str.lower, found))
-        if parts:
-            for word in found:
-                if "_" in word:
-                    counted.update(p.lower() for p in underscore_parts(word))
-        return counted
-
-    def count(text: str) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for word, n in words(text).items():
-            term = cache.get(word, "")
-            if term == "":
-                if len(word) < low or (high is not None and len(word) > high) or word in stops:
-                    term = None
-                else:
-                    term = word if word in ignore else stemfn(word)
-                if len(cache) > 500_000:
-                    cache.clear()
-                cache[word] = term
-            if term is not None:
-                out[term] = out.get(term, 0) + n
-        return out
-
-    if rx.groups:  # findall would return groups, not words: go the ordinary way
-        return None
-    _COUNTERS[id(analyzer)] = (analyzer, count)
-    return count
-
-
-def make_schema() -> fields.Schema:
-    analyzer = make_analyzer()
-    title = fields.TEXT(analyzer=analyzer, phrase=False, stored=True)
-    body = fields.TEXT(analyzer=analyzer, phrase=False)
-    for field in (title, body):
-        field.format = TermCounts()  # frequencies only, no positions: there is no phrase query
-    return fields.Schema(id=fields.ID(stored=True, unique=True), container=fields.ID(stored=True), title=title, body=body)
-
-
-def create_index(path: Path) -> Any:
-    path.mkdir(parents=True, exist_ok=True)
-    return whoosh_index.create_in(str(path), make_schema(), indexname=INDEX_NAME)
-
-
-def open_index(path: Path) -> Any:
-    return whoosh_index.open_dir(str(path), indexname=INDEX_NAME)
-
-
-def index_exists(path: Path) -> bool:
-    return path.is_dir() and whoosh_index.exists_in(str(path), indexname=INDEX_NAME)
-
-
-def latest_generation(ix: Any) -> int:
-    return int(ix.latest_generation())
-
-
-# -- durability ------------------------------------------------------------------------------------------
-# whoosh-ng writes a commit's segment files and its TOC without fsync, while the indexer's state.json is
-# fsynced: after a machine crash the state could name a position the index files never reached (and the
-# pages changed in between would never be indexed again). So after each commit, and before the state is
-# written, the files that commit wrote are fsynced, then the directory.
-
-FileMarks = dict[str, tuple[int, int, int]]
-
-
-def file_marks(path: Path) -> FileMarks:
-    """Each file in an index directory with (inode, size, mtime), to tell afterwards what a commit wrote."""
-    marks: FileMarks = {}
-    try:
-        entries = os.scandir(path)
-    except FileNotFoundError:
-        return marks
-    with entries:
-        for e in entries:
-            try:
-                if e.is_file(follow_symlinks=False):
-                    st = e.stat(follow_symlinks=False)
-                    marks[e.name] = (st.st_ino, st.st_size, st.st_mtime_ns)
-            except FileNotFoundError:  # removed under us (an old TOC, a merged segment)
-                continue
-    return marks
-
-
-def fsync_path(path: Path, *, directory: bool = False) -> None:
-    fd = os.open(path, os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if directory else 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def sync_commit(path: Path, before: FileMarks) -> list[str]:
-    """fsync every file of the index directory `path` that is new or changed since `before` (the new
-    segment's files and the new TOC), then the directory itself (the new names, and the old TOC's
-    removal). Returns the names synced."""
-    synced = []
-    for name, mark in sorted(file_marks(path).items()):
-        if before.get(name) == mark or name.endswith(".lock"):
-            continue
-        try:
-            fsync_path(path / name)
-        except FileNotFoundError:  # pragma: no cover - removed since it was listed
-            continue
-        synced.append(name)
-    try:
-        fsync_path(path, directory=True)
-    except OSError:  # pragma: no cover - platforms without directory fsync
-        pass
-    return synced
-
-
-def document(page_id: str, container: str, title: str, plain_body: str) -> dict[str, str]:
-    """What the index holds for one page."""
-    return {"id": page_id, "container": container, "title": title, "body": plain_body}
-
-
-# -- analysis ---------------------------------------------------------------------------------------
-
-def analyze(analyzer: Any, text: str, limit: int | None = MAX_QUERY_TERMS) -> dict[str, int]:
-    """The query's terms with how often each occurs, in first-seen order (at most `limit` distinct
-    ones; None: every one); no query language: every character is text, so nothing a person types
-    can be syntax."""
-    terms: dict[str, int] = {}
-    if not text:
-        return terms
-    for tok in analyzer(text):
-        word = tok.text
-        if word in terms:
-            terms[word] += 1
-        elif limit is None or len(terms) < limit:
-            terms[word] = 1
-    return terms
-
-
 @dataclass
 class QueryTerms:
     """What a query searches for: its terms (at most MAX_QUERY_TERMS), and how many distinct terms
@@ -294,30 +82,59 @@ class QueryTerms:
     dropped: int = 0
 
 
-def token_spans(analyzer: Any) -> Any:
-    """A function text -> (term, start, end) for every analysed token, lazily (for snippets)."""
-
-    def spans(text: str) -> Iterator[tuple[str, int, int]]:
-        for tok in analyzer(text, chars=True):
-            yield tok.text, tok.startchar, tok.endchar
-
-    return spans
-
-
 # -- the segment cache --------------------------------------------------------------------------------
 
 @dataclass
 class _Segment:
     count: int
     ids: list[str]
-    containers: list[str]
+    containers: list[str]       # the segment's distinct containers
+    codes: np.ndarray           # each document's index into `containers`
     auto_draft: np.ndarray      # bool: the title carries the [Auto-draft] prefix
     lengths: dict[str, np.ndarray]
 
 
+def derive_rank_data(reader: Any) -> rank_data.RankData:
+    """A segment's ranking data read from Whoosh's own records, one document at a time (slow: done
+    once per segment, then kept in its rank file)."""
+    n = reader.doc_count_all()
+    ids: list[str] = []
+    names: dict[str, int] = {}
+    codes: list[int] = []
+    drafts: list[bool] = []
+    prefix = AUTO_DRAFT_TITLE_PREFIX.lower()
+    for docnum in range(n):
+        stored = reader.stored_fields(docnum) or {}
+        ids.append(str(stored.get("id", "")))
+        codes.append(names.setdefault(str(stored.get("container", "")), len(names)))
+        drafts.append(str(stored.get("title", "")).lower().startswith(prefix))
+    title = [float(reader.doc_field_length(d, TITLE) or 0) for d in range(n)]
+    body = [float(reader.doc_field_length(d, BODY) or 0) for d in range(n)]
+    return rank_data.RankData(ids, list(names), codes, drafts, title, body)
+
+
+def ensure_rank_files(ix: Any) -> int:
+    """Write the rank file of every segment of the index's latest generation that has none (after an
+    incremental commit, so that no search pays for deriving it); returns how many were written."""
+    folder = Path(ix.storage.folder)
+    written = 0
+    reader = ix.reader()
+    try:
+        leaves = reader.leaf_readers() if reader.doc_count_all() else []
+        for sub, _offset in leaves:
+            segid = sub.segment().segment_id()
+            if not (folder / rank_data.file_name(segid)).exists():
+                rank_data.write(folder, segid, derive_rank_data(sub))
+                written += 1
+    finally:
+        reader.close()
+    return written
+
+
 class SegmentCache:
-    """What a segment holds never changes, so it is read once per segment id and kept across index
-    generations; posting lists are kept in an LRU bounded by the number of postings held."""
+    """What a segment holds never changes, so it is read once per segment id (from its rank file) and
+    kept across index generations; posting lists are kept in an LRU bounded by the number of postings
+    held."""
 
     def __init__(self, max_postings: int = 4_000_000) -> None:
         self.lock = threading.Lock()
@@ -326,26 +143,26 @@ class SegmentCache:
         self.max_postings = max_postings
         self.held = 0
 
-    def segment(self, segid: str, reader: Any) -> _Segment:
+    def segment(self, segid: str, reader: Any, folder: Path | None = None) -> _Segment:
         with self.lock:
             seg = self.segments.get(segid)
         if seg is not None:
             return seg
         n = reader.doc_count_all()
-        ids: list[str] = []
-        containers: list[str] = []
-        draft = np.zeros(n, dtype=bool)
-        prefix = AUTO_DRAFT_TITLE_PREFIX.lower()
-        for docnum in range(n):
-            stored = reader.stored_fields(docnum) or {}
-            ids.append(stored.get("id", ""))
-            containers.append(stored.get("container", ""))
-            draft[docnum] = str(stored.get("title", "")).lower().startswith(prefix)
-        lengths = {}
-        for name in (TITLE, BODY):
-            lengths[name] = np.fromiter(((reader.doc_field_length(d, name) or 0) for d in range(n)),
-                                        dtype=np.float64, count=n)
-        seg = _Segment(n, ids, containers, draft, lengths)
+        got = rank_data.read(folder, segid, n) if folder is not None else None
+        if got is None:
+            data = derive_rank_data(reader)
+            if folder is not None:
+                try:
+                    rank_data.write(folder, segid, data)
+                except OSError:  # a home this process cannot write: derived again next time
+                    pass
+            got = {"ids": data.ids, "containers": data.containers, "codes": np.asarray(data.codes, dtype=np.int64),
+                   "auto_draft": np.asarray(data.auto_draft, dtype=bool),
+                   "title": np.asarray(data.title_lengths, dtype=np.float64),
+                   "body": np.asarray(data.body_lengths, dtype=np.float64)}
+        seg = _Segment(n, got["ids"], got["containers"], got["codes"].reshape(n), got["auto_draft"].reshape(n),
+                       {TITLE: got["title"].reshape(n), BODY: got["body"].reshape(n)})
         with self.lock:
             self.segments[segid] = seg
         return seg
@@ -458,16 +275,21 @@ class Snapshot:
             self.analyzer = self.schema[BODY].analyzer
             self.tokens = token_spans(self.analyzer)
             leaves = self.reader.leaf_readers() if self.reader.doc_count_all() else []
+            folder = Path(ix.storage.folder) if hasattr(ix.storage, "folder") else None
             self._leaves: list[tuple[str, Any, int, _Segment]] = []
-            ids: list[str] = []
-            containers: list[str] = []
-            drafts, live, lengths = [], [], {TITLE: [], BODY: []}
             for sub, offset in leaves:
                 segid = sub.segment().segment_id()
-                seg = cache.segment(segid, sub)
-                self._leaves.append((segid, sub, offset, seg))
+                self._leaves.append((segid, sub, offset, cache.segment(segid, sub, folder)))
+            segs = [seg for *_, seg in self._leaves]
+            self.container_names = sorted({c for seg in segs for c in seg.containers})
+            code = {name: i for i, name in enumerate(self.container_names)}
+            ids: list[str] = []
+            codes, drafts, live, lengths = [], [], [], {TITLE: [], BODY: []}
+            for _segid, sub, _offset, seg in self._leaves:
                 ids.extend(seg.ids)
-                containers.extend(seg.containers)
+                # the segment's own container codes, mapped onto this generation's sorted names
+                remap = np.asarray([code[c] for c in seg.containers] or [0], dtype=np.int32)
+                codes.append(remap[seg.codes] if seg.count else np.zeros(0, dtype=np.int32))
                 drafts.append(seg.auto_draft)
                 mask = np.ones(seg.count, dtype=bool)
                 deleted = list(sub.segment().deleted_docs() or ())
@@ -482,9 +304,7 @@ class Snapshot:
             self.auto_draft = np.concatenate(drafts) if drafts else np.zeros(0, dtype=bool)
             self.lengths = {k: (np.concatenate(v) if v else np.zeros(0)) for k, v in lengths.items()}
             self.count = int(self.live.sum())
-            self.container_names = sorted(set(containers))
-            code = {name: i for i, name in enumerate(self.container_names)}
-            self.container_codes = np.fromiter((code[c] for c in containers), dtype=np.int32, count=len(containers))
+            self.container_codes = np.concatenate(codes) if codes else np.zeros(0, dtype=np.int32)
             self.avg_length = {}
             for name, arr in self.lengths.items():
                 total = float(arr[self.live].sum()) if self.count else 0.0

@@ -22,25 +22,33 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Sequence
-from typing import Any
-
-import numpy as np
+from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from ..log import FileLog, Record
 from ..log.framing import Frame
 from ..pages import applier
 from ..store import Connection
-from .ivf import store as ivf_store
+
+if TYPE_CHECKING:
+    import numpy as np
+# numpy and the semantic index's records (ivf/store.py, which loads the semantic engine) are imported by
+# the functions that use them: opening a node imports this module to apply the vector log, and a command
+# that never touches a vector (`crewlet page show`, the app's first screen) should not pay for them
 
 POSITION = "vectors"          # this log's row in log_position
 DUTY_ACTOR = "embedding-duty"
 
 
 def encode_vector(vector: np.ndarray) -> str:
+    import numpy as np
+
     return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
 
 
 def decode_vector(text: str) -> np.ndarray:
+    import numpy as np
+
     return np.frombuffer(base64.b64decode(text), dtype="<f4")
 
 
@@ -79,6 +87,8 @@ def _put(conn: Connection, rec: Record) -> None:
          int(p["bytes"]), int(p["bucket"]), dims, rec.seq, blob))
     conn.execute("INSERT INTO vector_codes (id, code) VALUES (?, vec_quantize_binary(vec_f32(?)))", (cur.lastrowid, blob))
     if has_index(conn, p["space"]):
+        from .ivf import store as ivf_store
+
         code = conn.execute("SELECT code FROM vector_codes WHERE id = ?", (cur.lastrowid,)).fetchone()[0]
         ivf_store.file_new_code(conn, p["space"], cur.lastrowid, code)
 
@@ -99,14 +109,18 @@ def has_index(conn: Connection, space: str) -> bool:
     return conn.execute("SELECT 1 FROM semantic_index WHERE space = ?", (space,)).fetchone() is not None
 
 
-HANDLERS: dict[str, Callable[[Connection, Record], None]] = {
-    "vector.put": _put, "vector.restamp": _restamp, "vector.drop": _drop, **ivf_store.HANDLERS}
+@lru_cache(maxsize=1)
+def handlers() -> dict[str, Callable[[Connection, Record], None]]:
+    """Each vector-log record type's handler (the semantic index's from ivf/store.py)."""
+    from .ivf import store as ivf_store
+
+    return {"vector.put": _put, "vector.restamp": _restamp, "vector.drop": _drop, **ivf_store.HANDLERS}
 
 
 def apply_vector_record(conn: Connection, rec: Record) -> None:
     """Apply one vector record inside the caller's transaction (a vector record decides nothing a writer
     waits for, so it returns no outcome)."""
-    handler = HANDLERS.get(rec.type)
+    handler = handlers().get(rec.type)
     if handler is None:
         return  # a record type of a later build: nothing this build can file
     conn.execute("SAVEPOINT vec")
@@ -149,6 +163,8 @@ def spaces(conn: Connection) -> dict[str, int]:
 
 def load_vectors(conn: Connection, ids: list[int]) -> dict[int, np.ndarray]:
     """Full vectors by primary key (stage two's exact rerank)."""
+    import numpy as np
+
     out: dict[int, np.ndarray] = {}
     for start in range(0, len(ids), 500):
         chunk = ids[start:start + 500]

@@ -1,17 +1,21 @@
 """Opening the node's SQLite file: WAL, foreign keys, a busy timeout, sqlite-vec loaded.
 
+Every connection loads sqlite-vec's extension (about 0.1 ms). The extension is found where the sqlite-vec
+package keeps it without importing that package: its `__init__` imports numpy.typing for a helper this
+project never calls, which was a quarter of every CLI command's start-up.
+
 A database this process cannot write (a read-only mount, an immutable file, another user's home)
 is opened read-only rather than refused, so every command that only reads still works; such a
 connection says so (`conn.readonly`) and a writer refuses before it appends anything.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
-
-import sqlite_vec
 
 from .driver import sqlite3
 from .migrations import migrate
@@ -54,13 +58,22 @@ def writable(path: Path) -> bool:
     return all(p.exists() and os.access(p, os.W_OK) for p in side)
 
 
+@lru_cache(maxsize=1)
+def vec_extension() -> str:
+    """The path of sqlite-vec's loadable extension (what `sqlite_vec.loadable_path()` returns)."""
+    spec = importlib.util.find_spec("sqlite_vec")
+    if spec is None or not spec.origin:
+        raise RuntimeError("sqlite-vec is not installed: `pip install sqlite-vec` (a dependency of crewlet)")
+    return os.path.normpath(os.path.join(os.path.dirname(spec.origin), "vec0"))
+
+
 def _open(uri: str) -> Connection:
     # isolation_level=None: we issue BEGIN ourselves, so a batch is exactly one transaction.
     conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=30.0,
                            factory=NodeConnection)
     conn.row_factory = sqlite3.Row
     conn.enable_load_extension(True)
-    sqlite_vec.load(conn)
+    conn.load_extension(vec_extension())
     conn.enable_load_extension(False)
     conn.execute("PRAGMA busy_timeout = 30000")
     conn.execute("PRAGMA foreign_keys = ON")

@@ -30,9 +30,10 @@ class SpacesScreen(CrewletScreen):
         Binding("question_mark", "app.help", "Help", key_display="?"),
     ]
 
-    def __init__(self) -> None:
+    def __init__(self, rows: list[dict[str, Any]] | None = None) -> None:
         super().__init__(id="spaces")
         self.rows: list[dict[str, Any]] = []
+        self.first_rows = rows     # listed while the app loaded (crewlet's launch): shown at once
         self.sub_title = "spaces"
 
     def compose(self) -> ComposeResult:
@@ -55,12 +56,18 @@ class SpacesScreen(CrewletScreen):
         other.add_columns("container", "pages")
         other.display = False
         table.focus()
-        self.action_refresh()
+        if self.first_rows is not None:
+            self.got_spaces(self.first_rows)   # and the resume that follows this first mount lists nothing again
+        else:
+            self.action_refresh()
 
     def action_refresh(self) -> None:
         self.call_in_background("spaces", self.kb.spaces, actor=self.session.handle)
 
     def on_screen_resume(self) -> None:
+        if self.first_rows is not None:   # the first resume, right after the rows listed at launch
+            self.first_rows = None
+            return
         if self.rows:  # counts change as pages are created and trashed elsewhere in the app
             self.action_refresh()
 
@@ -95,6 +102,9 @@ class SpacesScreen(CrewletScreen):
         other.display = bool(undeclared)
         if table.row_count:
             table.move_cursor(row=min(max(keep, 0), table.row_count - 1))
+        shown = getattr(self.app, "first_screen_shown", None)   # the app's background work waits for this paint
+        if shown is not None:
+            self.app.call_after_refresh(shown)
 
     def _purpose_room(self, rows: list[dict[str, Any]]) -> int:
         """The purpose column takes what the other columns leave (so nothing scrolls sideways)."""

@@ -1,0 +1,48 @@
+"""The `crewlet` command's typer application: the global options and every command module's commands.
+
+`crewlet_tui.cli` is the entry point; it imports this module for every command line except the app's
+own (`crewlet` alone, with at most --home and --as), which it runs without typer.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from . import cli_app, cli_import, cli_log, cli_pages, cli_search, cli_sync, cli_worker
+from .cli_common import STATE, handle_errors
+
+app = typer.Typer(
+    name="crewlet",
+    help="A local-first knowledge base: pages in spaces, on an ordered log, applied into SQLite.\n\n"
+         "Run `crewlet` alone to open the terminal app.",
+    no_args_is_help=False,
+    invoke_without_command=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def main_callback(
+    ctx: typer.Context,
+    home: Optional[str] = typer.Option(None, "--home", envvar="CREWLET_HOME",
+                                       help="The crewlet home (default: $CREWLET_HOME, else the user data directory)."),
+    as_: Optional[str] = typer.Option(None, "--as", envvar="CREWLET_AS",
+                                      help="Act as this configured actor (default: the configured operator)."),
+) -> None:
+    STATE.home_arg = home
+    STATE.actor = as_
+    if ctx.invoked_subcommand is None:
+        _open_app()
+
+
+@handle_errors
+def _open_app() -> None:
+    from .launch import run_app
+
+    run_app(STATE.home, actor=STATE.actor)
+
+
+for _module in (cli_pages, cli_import, cli_search, cli_worker, cli_app, cli_log, cli_sync):
+    _module.register(app)

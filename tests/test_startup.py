@@ -1,0 +1,148 @@
+"""What a command imports before it answers: heavy modules load only when a command needs them.
+
+Each check runs the real entry point (`crewlet_tui.cli.main`) in a fresh interpreter and reads which
+modules it loaded — never a time: the machine is shared, and imports are what the start-up is made of.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import new_home
+from core.node import Node
+from core.pages.service import KnowledgeBase
+from core.paths import Home
+
+ROOT = Path(__file__).resolve().parent.parent
+HEAVY = ("textual", "onnxruntime", "tokenizers", "numpy", "numkong", "whoosh", "sqlite_vec", "pydantic", "Stemmer")
+
+# runs argv through the console script's entry point, then reports the top-level packages loaded
+PROBE = """
+import json, sys
+sys.path.insert(0, {root!r})
+sys.argv = ["crewlet", *{argv!r}]
+from crewlet_tui.cli import main
+code = 0
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code or 0
+loaded = sorted({{m.split(".")[0] for m in sys.modules}})
+executed = "asyncio.base_events" in sys.modules
+print("@@" + json.dumps({{"code": code, "loaded": loaded, "asyncio": executed}}), file=sys.stderr)
+"""
+
+
+def probe(*argv: str, env: dict[str, str] | None = None) -> dict:
+    out = subprocess.run([sys.executable, "-c", PROBE.format(root=str(ROOT), argv=list(argv))],
+                         capture_output=True, text=True, timeout=120, env=env)
+    line = [ln for ln in out.stderr.splitlines() if ln.startswith("@@")]
+    assert line, out.stderr
+    report = json.loads(line[-1][2:])
+    report["stdout"] = out.stdout
+    return report
+
+
+@pytest.fixture
+def example_home(tmp_path: Path) -> tuple[Home, str]:
+    home = new_home(tmp_path / "home")
+    with Node.open(home) as node:
+        page = KnowledgeBase(node).create_page("ENG", "Deploy Runbook", "Roll back with `deploy --undo`.\n",
+                                               actor="alex")
+    return home, page.id
+
+
+def test_help_imports_no_engine_and_no_heavy_module():
+    report = probe("--help")
+    assert report["code"] == 0 and "Usage" in report["stdout"]
+    assert not set(HEAVY) & set(report["loaded"]), set(HEAVY) & set(report["loaded"])
+
+
+def test_page_show_imports_neither_textual_nor_the_search_engines(example_home):
+    home, page_id = example_home
+    report = probe("--home", str(home.root), "page", "show", page_id)
+    assert report["code"] == 0 and "Deploy Runbook" in report["stdout"]
+    loaded = set(report["loaded"])
+    # sqlite-vec's extension is loaded into the connection; its Python package (and numpy) is not imported
+    assert not set(HEAVY) & loaded, set(HEAVY) & loaded
+    assert not report["asyncio"]
+
+
+def test_a_keyword_search_loads_no_model_and_no_app(example_home):
+    home, _ = example_home
+    report = probe("--home", str(home.root), "search", "--mode", "keyword", "roll back")
+    assert report["code"] == 0 and "Deploy Runbook" in report["stdout"]
+    loaded = set(report["loaded"])
+    assert {"numpy", "whoosh"} <= loaded                      # what ranking needs
+    assert not {"textual", "onnxruntime", "tokenizers", "pydantic"} & loaded
+    assert not report["asyncio"]                              # Whoosh imports it; nothing here runs it
+
+
+def test_the_app_command_line_runs_the_app_without_typer(tmp_path):
+    """`crewlet` alone (with --home/--as, or their environment variables) goes straight to the app."""
+    script = f"""
+import json, sys
+sys.path.insert(0, {str(ROOT)!r})
+import crewlet_tui.launch as launch
+def fake(home, actor=None, **kw):
+    print(json.dumps({{"home": str(home.root), "actor": actor, "typer": "typer" in sys.modules}}))
+launch.run_app = fake
+sys.argv = ["crewlet", *sys.argv[1:]]
+from crewlet_tui.cli import main
+main()
+"""
+    env = {k: v for k, v in os.environ.items() if k != "CREWLET_HOME"} | {"CREWLET_AS": "sam"}
+    for argv, actor in ((["--home", str(tmp_path / "h")], "sam"), ([f"--home={tmp_path / 'h'}", "--as", "alex"], "alex")):
+        out = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True, text=True, timeout=60,
+                             env=env)
+        assert out.returncode == 0, out.stderr
+        got = json.loads(out.stdout)
+        assert got == {"home": str((tmp_path / "h").resolve()), "actor": actor, "typer": False}
+
+
+def test_command_lines_are_told_apart():
+    from crewlet_tui.cli import _command, _globals_only
+
+    assert _globals_only([]) is not None                     # `crewlet` alone: the app
+    assert _globals_only(["--home", "x", "--as", "sam"])["--home"] == "x"
+    assert _globals_only(["--home=x"])["--home"] == "x"
+    assert _globals_only(["--home"]) is None                  # typer says what is missing
+    assert _globals_only(["-h"]) is None and _globals_only(["search", "x"]) is None
+    assert _command(["--home", "search", "page"]) == "page"   # "search" is --home's value here
+    assert _command(["--as", "sam", "open", "X"]) == "open" and _command(["--home", "h"]) is None
+
+
+def test_the_apps_duty_names_are_cores():
+    from core.duties import ApplyDuty
+    from core.embed.duty import EmbeddingDuty
+    from core.search.indexer import KeywordIndexDuty
+    from core.search.ivf.duty import IndexTrainingDuty
+    from crewlet_tui import app
+
+    assert (app.APPLY_DUTY, app.KEYWORD_INDEX_DUTY, app.EMBEDDING_DUTY, app.INDEX_TRAINING_DUTY) == \
+        (ApplyDuty.name, KeywordIndexDuty.name, EmbeddingDuty.name, IndexTrainingDuty.name)
+
+
+def test_a_session_makes_its_searcher_on_first_use(example_home):
+    home, _ = example_home
+    script = f"""
+import sys
+sys.path.insert(0, {str(ROOT)!r})
+from pathlib import Path
+from core.paths import Home
+from crewlet_tui.session import Session
+s = Session.open(Home(Path({str(home.root)!r})))
+before = "core.search.native" in sys.modules or "numpy" in sys.modules
+searcher = s.searcher
+again = s.searcher
+s.close()
+print(before, type(searcher).__name__, searcher is again)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "NativeSearcher", "True"]
