@@ -86,7 +86,7 @@ class Request:
 
 
 @dataclass
-class Coverage:
+class EmbeddingCoverage:
     """The share of live pages with a current vector in the configured space."""
 
     space: str
@@ -103,13 +103,13 @@ class Coverage:
                 "coverage": round(self.share, 4), "behind": self.total - self.covered}
 
 
-def coverage(conn: Any, space: str, fingerprint: str | None = None) -> Coverage:
+def coverage(conn: Any, space: str, fingerprint: str | None = None) -> EmbeddingCoverage:
     covered, total = vectors.coverage(conn, space)
     held = conn.execute("SELECT count(*) FROM embed_holds h JOIN pages p ON p.id = h.source_id "
                         "WHERE p.trashed_at IS NULL AND h.revision = p.revision"
                         + (" AND h.fingerprint = ?" if fingerprint else ""),
                         (fingerprint,) if fingerprint else ()).fetchone()[0]
-    return Coverage(space, covered, total, held)
+    return EmbeddingCoverage(space, covered, total, held)
 
 
 def pack(items: list[Item], provider: Provider) -> list[list[Item]]:
