@@ -11,7 +11,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .filelog import FileLog, LogCorrupt, LogDamage, LogGap, LogMismatch, _sync_dir, _sync_fd
+from ..durable import fsync_dir
+from .filelog import FileLog, LogCorrupt, LogDamage, LogGap, LogMismatch, _sync_fd
 from .framing import Frame, FrameScanner, FrameStatus, Stop, find_frame_fd, frame_digest, read_frame
 from .record import Record
 
@@ -223,7 +224,7 @@ def cut_aside(flog: FileLog, cut: int, dest: Path, *, expect_size: int) -> int:
                 _sync_fd(out)
             finally:
                 os.close(out)
-            _sync_dir(dest.parent)
+            fsync_dir(dest.parent)
             # Only once the copy is durable does the log give the bytes up.
             os.ftruncate(fd, cut)
             _sync_fd(fd)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
+from ..durable import fsync_dir
 from .framing import HEADER_SIZE, MAX_BODY, Frame, FrameScanner, FrameStatus, Stop, frame_header, read_frame
 from .record import Record
 
@@ -184,20 +185,6 @@ def _sync_fd(fd: int) -> None:
         os.fsync(fd)
 
 
-def _sync_dir(path: Path) -> None:
-    """Make a newly created directory entry durable. Best effort: not every FS allows it."""
-    try:
-        dfd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dfd)
-    except OSError:
-        pass
-    finally:
-        os.close(dfd)
-
-
 class FileLog:
     path: Path
 
@@ -238,7 +225,7 @@ class FileLog:
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | cloexec, 0o644)
         self._pid = os.getpid()
         if created and self.fsync:
-            _sync_dir(parent)
+            fsync_dir(parent)
 
     @property
     def writable(self) -> bool:

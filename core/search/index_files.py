@@ -11,6 +11,7 @@ from typing import Any
 
 from whoosh import fields, index as whoosh_index
 
+from ..durable import fsync_dir, fsync_file
 from .analysis import TermWeights, make_analyzer
 
 TITLE, BODY = "title", "body"
@@ -76,14 +77,6 @@ def file_marks(path: Path) -> FileMarks:
     return marks
 
 
-def fsync_path(path: Path, *, directory: bool = False) -> None:
-    fd = os.open(path, os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if directory else 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def sync_commit(path: Path, before: FileMarks) -> list[str]:
     """fsync every file of the index directory `path` that is new or changed since `before` (the new
     segment's files and the new TOC), then the directory itself (the new names, and the old TOC's
@@ -93,14 +86,11 @@ def sync_commit(path: Path, before: FileMarks) -> list[str]:
         if before.get(name) == mark or name.endswith(".lock"):
             continue
         try:
-            fsync_path(path / name)
+            fsync_file(path / name)
         except FileNotFoundError:  # pragma: no cover - removed since it was listed
             continue
         synced.append(name)
-    try:
-        fsync_path(path, directory=True)
-    except OSError:  # pragma: no cover - platforms without directory fsync
-        pass
+    fsync_dir(path)
     return synced
 
 

@@ -35,7 +35,7 @@ from ..config import AUTO_DRAFT_TITLE_PREFIX
 from . import rank_data
 # the index's files (schema, open/create, durable commits) live in .index_files, importable from here
 from .index_files import (BODY, INDEX_NAME, TITLE, FileMarks, create_index, document, file_marks,  # noqa: F401
-                          fsync_path, index_exists, latest_generation, make_schema, open_index, sync_commit)
+                          index_exists, latest_generation, make_schema, open_index, sync_commit)
 # the analysis lives in .analysis; its names stay importable from here, and an index of derivation 2
 # unpickles its schema's UnderscoreParts and TermCounts from this module
 from .analysis import (MAX_QUERY_TERMS, WORD_PATTERN, TermCounts, TermWeights, UnderscoreParts, analyze,  # noqa: F401

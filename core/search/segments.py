@@ -44,10 +44,11 @@ from whoosh.system import pack_int, pack_long, pack_ushort
 from whoosh.util.numeric import byte_to_length, length_to_byte
 
 from ..config import AUTO_DRAFT_TITLE_PREFIX
+from ..durable import fsync_dir, fsync_file
 from ..pages.links import extract_links
 from ..text.markdown import plain_text
 from . import rank_data
-from .index_files import BODY, TITLE, fsync_path, open_index
+from .index_files import BODY, TITLE, open_index
 from .analysis import term_counter
 
 IN_FLIGHT = 32_000           # pages all the segments being written hold together (indexer.BUILD_CHUNK)
@@ -192,7 +193,7 @@ class SegmentBuilder:
             body_lengths=[float(byte_to_length(b)) for b in self.lengths[BODY]]))
         for name in storage.list():
             if name.startswith(segment.segment_id() + "."):
-                fsync_path(folder / name)
+                fsync_file(folder / name)
         return segment
 
     def cancel(self) -> None:
@@ -327,8 +328,8 @@ def commit_segments(ix: Any, segments: list[Any], *, clean: bool = False) -> int
     finally:
         lock.release()
     folder = Path(ix.storage.folder)
-    fsync_path(folder / f"_{ix.indexname}_{toc.generation}.toc")
-    fsync_path(folder, directory=True)
+    fsync_file(folder / f"_{ix.indexname}_{toc.generation}.toc")
+    fsync_dir(folder)
     return int(toc.generation)
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import config as config_mod
+from ..durable import fsync_dir, fsync_file
 from ..errors import CrewletError, Refused
 from ..log import FileLog, Record
 from ..log.check import locate_applied
@@ -102,25 +103,8 @@ def _copy_durably(src: Path, dest: Path) -> None:
     # copy2 keeps the modification time: company.toml's is its activation instant, and a copy must not
     # look like a new activation (which would re-stamp every container document)
     shutil.copy2(src, tmp)
-    fd = os.open(tmp, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_file(tmp)
     os.replace(tmp, dest)
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _is_empty_dir(path: Path) -> bool:
@@ -184,7 +168,7 @@ def _first(home: Home, directory: Path, settings: config_mod.NodeSettings,
                 FileLog(shared_log).close()
         _copy_durably(own_config, directory / "company.toml")
         result.moved.append(str(directory / "company.toml"))
-        _fsync_dir(directory)
+        fsync_dir(directory)
         # the moment the home becomes a node of DIR; everything before it left the home as it was
         config_mod.write_node(home.node_file, config_mod.NodeSettings(
             result.node_id, settings.operator or company.operator, str(directory)))

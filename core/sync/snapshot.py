@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..durable import fsync_dir, fsync_file
 from ..errors import CrewletError
 from ..log import FileLog, LogMismatch
 from ..log.check import Applied, locate_applied
@@ -51,27 +52,6 @@ class SnapshotInfo:
 
 class SnapshotRefused(CrewletError):
     code = "snapshot_mismatch"
-
-
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _strip_node_local(conn: Any) -> None:
@@ -112,9 +92,9 @@ def take(node: Any, out: Path) -> SnapshotInfo:
             _single_file(conn)
         finally:
             conn.close()
-        _fsync_file(partial)
+        fsync_file(partial)
         os.replace(partial, out)
-        _fsync_dir(out.parent)
+        fsync_dir(out.parent)
     finally:
         partial.unlink(missing_ok=True)
     return SnapshotInfo(out, out.stat().st_size, positions)
@@ -212,7 +192,7 @@ def install(home: Home, info: SnapshotInfo) -> Path | None:
         _single_file(conn)
     finally:
         conn.close()
-    _fsync_file(incoming)
+    fsync_file(incoming)
     kept: Path | None = None
     if home.db_file.exists():
         kept = home.db_file.with_name(f"{home.db_file.name}.before-adopt-{_stamp()}")
@@ -227,5 +207,5 @@ def install(home: Home, info: SnapshotInfo) -> Path | None:
                 os.replace(side, kept.with_name(kept.name + suffix))
     shutil.rmtree(home.index_dir, ignore_errors=True)
     os.replace(incoming, home.db_file)
-    _fsync_dir(home.root)
+    fsync_dir(home.root)
     return kept

@@ -148,6 +148,20 @@ def held_out(table: semantic.CodeTable, count: int = measure.QUERIES, salt: str 
     return live[order[:count]]
 
 
+class _Steps:
+    """A long tick's progress in work units: each step reports how far, and renews the lease it runs under."""
+
+    def __init__(self, total: int, progress: ProgressFn | None, renew: Callable[[], None] | None) -> None:
+        self.total, self.done, self.progress, self.renew = total, 0, progress, renew
+
+    def __call__(self, amount: int, label: str) -> None:
+        self.done += amount
+        if self.progress:
+            self.progress(min(self.done, self.total), self.total, label)
+        if self.renew:
+            self.renew()
+
+
 def train(conn: Any, lock: Any, space: str, *, threads: int = 2, progress: ProgressFn | None = None,
           stop: threading.Event | None = None, renew: Callable[[], None] | None = None) -> Training | None:
     """Train, file and measure an index for `space` (None below MIN_SOURCES)."""
@@ -160,17 +174,7 @@ def train(conn: Any, lock: Any, space: str, *, threads: int = 2, progress: Progr
     if n_live < MIN_SOURCES:
         return None
     lists = kmeans.list_count(n_live)
-    total = n_live * 3 + kmeans.ITERATIONS   # read ≈ file ≈ score (rows) + k-means iterations
-    done = 0
-
-    def step(amount: int, label: str) -> None:
-        nonlocal done
-        done += amount
-        if progress:
-            progress(min(done, total), total, label)
-        if renew:
-            renew()
-
+    step = _Steps(n_live * 3 + kmeans.ITERATIONS, progress, renew)   # read ≈ file ≈ score (rows) + k-means iterations
     step(n_live, "reading codes")
     phases["read codes"] = time.perf_counter() - started
     hold = held_out(table)
@@ -209,16 +213,7 @@ def remeasure(conn: Any, lock: Any, space: str, *, progress: ProgressFn | None =
         table = semantic.load_table(conn, space, 0)
     if table.index is None:
         return None
-    total, done = table.live * 2, 0
-
-    def step(amount: int, label: str) -> None:
-        nonlocal done
-        done += amount
-        if progress:
-            progress(min(done, total), total, label)
-        if renew:
-            renew()
-
+    step = _Steps(table.live * 2, progress, renew)
     step(table.live, "reading codes")
     hold = held_out(table)
     cases = cases_for(conn, lock, table, hold, progress=lambda k: step(k, "scoring held-out documents exactly"),

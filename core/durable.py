@@ -1,0 +1,31 @@
+"""Making what was written survive a power loss: fsync of a file, and of a directory's entries.
+
+A rename or a new file is durable only once its directory is fsynced too; some filesystems refuse to
+open or fsync a directory, so that half is best effort (the data itself was fsynced already).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def fsync_file(path: Path | str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(path: Path | str) -> None:
+    """Make a directory's new or renamed entries durable, where the filesystem allows it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
