@@ -34,7 +34,8 @@ except SystemExit as exc:
     code = exc.code or 0
 loaded = sorted({{m.split(".")[0] for m in sys.modules}})
 executed = "asyncio.base_events" in sys.modules
-print("@@" + json.dumps({{"code": code, "loaded": loaded, "asyncio": executed}}), file=sys.stderr)
+modules = sorted(m for m in sys.modules if m.startswith(("core", "crewlet_tui")))
+print("@@" + json.dumps({{"code": code, "loaded": loaded, "modules": modules, "asyncio": executed}}), file=sys.stderr)
 """
 
 
@@ -79,7 +80,8 @@ def test_a_keyword_search_loads_no_model_and_no_app(example_home):
     assert report["code"] == 0 and "Deploy Runbook" in report["stdout"]
     loaded = set(report["loaded"])
     assert {"numpy", "whoosh"} <= loaded                      # what ranking needs
-    assert not {"textual", "onnxruntime", "tokenizers", "pydantic"} & loaded
+    assert not {"textual", "onnxruntime", "tokenizers", "pydantic", "numkong"} & loaded
+    assert "core.search.semantic" not in report["modules"]   # the semantic engine loads for a search by meaning
     assert not report["asyncio"]                              # Whoosh imports it; nothing here runs it
 
 

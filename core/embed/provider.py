@@ -17,9 +17,9 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-import numpy as np
-
 if TYPE_CHECKING:
+    import numpy as np
+
     from core.config import Company
 
 MAX_INPUT_BYTES = 8 * 1024

@@ -26,7 +26,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..embed.provider import Provider, make_provider
 from ..pages.applier import position
@@ -39,7 +39,11 @@ from .lexical import DEFAULT_RANKING, Ranking, Snapshot
 from .query_vectors import QueryEmbedder
 from .seam import (NO_EMBEDDINGS, NO_TERMS, NOT_SEARCHABLE_MESSAGE, NOT_SEARCHABLE_YET, OUT_OF_SCOPE, PARTIAL_COVERAGE,
                    PROVIDER_FAILED, PROVIDER_SLOW, REFILLING, UNAVAILABLE, Coverage, Outcome, Query, Result)
-from .semantic import STAGE_ONE, STAGE_TWO, SemanticRanking, SemanticRetriever
+from .stages import STAGE_ONE, STAGE_TWO
+
+if TYPE_CHECKING:
+    # the semantic engine loads numpy: imported by the first search that ranks by meaning
+    from .semantic import SemanticRanking, SemanticRetriever
 from .snippets import TermFinder
 
 __all__ = ["NativeSearcher", "page_url", "NO_TERMS", "OUT_OF_SCOPE", "BACKEND"]
@@ -90,7 +94,7 @@ class NativeSearcher:
         self.node = node
         self.policy = AccessPolicy(node)
         self.keyword = KeywordRetriever(node.home.index_dir, ranking)
-        self.semantic = SemanticRetriever(node)
+        self._semantic: SemanticRetriever | None = None
         self.embedder = QueryEmbedder(provider_factory, threads=embed_threads,
                                       **({"timeout_s": query_timeout_s} if query_timeout_s else {}))
         self.assembler = HitAssembler(node)
@@ -271,6 +275,14 @@ class NativeSearcher:
             if len(accepted) >= limit or len(candidates) < depth:
                 return accepted
             depth *= 4
+
+    @property
+    def semantic(self) -> SemanticRetriever:
+        if self._semantic is None:
+            from .semantic import SemanticRetriever
+
+            self._semantic = SemanticRetriever(self.node)
+        return self._semantic
 
     def _walk_semantic(self, ranking: SemanticRanking, text: str, access: Access, limit: int) -> list[Accepted]:
         accepted = self.assembler.accept(ranking.ranked, access, limit)

@@ -13,11 +13,12 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ..embed.provider import Provider, ProviderError, make_provider
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger("crewlet.search")
 
@@ -92,6 +93,8 @@ class QueryEmbedder:
         return QueryVector(vector, space, provider.space.model)
 
     def _embed(self, provider: Provider, key: str) -> np.ndarray:
+        import numpy as np
+
         try:
             vector = np.asarray(provider.embed([key], timeout=max(self.timeout_s, 15.0))[0], dtype=np.float32)
             if not np.all(np.isfinite(vector)) or not np.any(vector):

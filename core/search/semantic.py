@@ -42,9 +42,8 @@ import numpy as np
 from ..config import AUTO_DRAFT_TITLE_PREFIX
 from . import vectors
 from .access import Access
+from .stages import STAGE_ONE, STAGE_TWO
 
-STAGE_ONE = 1200      # candidates kept by Hamming distance
-STAGE_TWO = 150       # returned by exact cosine
 MMAP_BYTES = 1 << 40  # SQLite caps it at its compiled maximum
 
 try:  # C SIMD popcount (AVX-512 VPOPCNTQ where the CPU has it); the same integers as the numpy path
