@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from .cli_common import JSON_OPT, console, emit_json, handle_errors, open_node, when
+from .cli_common import JSON_OPT, console, emit_json, fail, handle_errors, open_node, when
 from .sanitize import markup_safe as escape
 
 if TYPE_CHECKING:
@@ -32,7 +32,8 @@ def register(app: typer.Typer) -> None:
         status: bool = typer.Option(False, "--status", help="Show each duty's last pass and who runs it; run nothing."),
         as_json: bool = JSON_OPT,
     ) -> None:
-        """Run the background duties: apply the log, keep the keyword index behind the rows, reap the trash.
+        """Run the background duties: apply the logs, keep the keyword index behind the rows, reap the trash,
+        embed the pages and train the semantic index.
 
         One process runs each duty at a time (a lease): while the app is open on this home, its own
         background worker holds them and this command says so."""
@@ -49,7 +50,12 @@ def register(app: typer.Typer) -> None:
             bars = ProgressBars(console, enabled=not as_json and sys.stdout.isatty())
             try:
                 if once:
-                    reports = runner.run_until_idle(progress=bars)
+                    try:
+                        reports = runner.run_until_idle(progress=bars)
+                    except KeyboardInterrupt:
+                        bars.close()
+                        fail("worker stopped: what its passes finished is kept, and `crewlet worker --once` "
+                             "carries on from there", code=130)
                     bars.close()
                     if as_json:
                         emit_json({"duties": [r.to_json() for r in reports]})
