@@ -43,6 +43,7 @@ from core.paths import Home  # noqa: E402
 from core.store import connect  # noqa: E402
 from core.store.driver import sqlite3  # noqa: E402
 from core.sync import join as join_mod  # noqa: E402
+from core.sync.watch import INTERVAL_S  # noqa: E402
 
 BODY = "# A runbook\n\n" + "Step: check the dashboard, then roll forward or back.\n" * 12   # ~650 bytes
 
@@ -54,7 +55,7 @@ from core.errors import NotFound
 from core.node import Node
 from core.pages.service import KnowledgeBase
 from core.paths import Home
-from core.sync.watch import LogWatcher
+from core.sync.watch import INTERVAL_S, LogWatcher
 
 home, n, mode = Home(Path(sys.argv[1])), int(sys.argv[2]), sys.argv[3]
 print("ready", flush=True)
@@ -77,7 +78,7 @@ else:
                 kb.resolve(f"ENG/lag {k:05d}")
             except NotFound:
                 while not watcher.changed():
-                    time.sleep(0.2)      # the app's watcher interval
+                    time.sleep(INTERVAL_S)      # the app's watcher interval
                 node.catch_up()
                 continue
             print(k, time.time(), flush=True)
@@ -228,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.skip_lag:
             print(f"\nreplication lag, {args.lag_writes} writes on A, each looked for on B (ms from A's acknowledgement):")
             for mode, label in (("cli", "B through the CLI's read path (open, apply, read)"),
-                                ("watch", "B as the app's worker (watcher every 0.2 s, then apply)")):
+                                ("watch", f"B as the app's worker (watcher every {INTERVAL_S} s, then apply)")):
                 lags = bench_lag(base, args.lag_writes, mode)
                 print(f"  {label:<58} p50 {statistics.median(lags):7.1f}  p95 {pct(lags, 95):7.1f}  "
                       f"max {max(lags):7.1f}  ({len(lags)} seen)")

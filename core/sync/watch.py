@@ -1,7 +1,7 @@
 """Wake a node's background worker when another node appended to a shared log.
 
 Applying on a timer alone would make a write on one node show on another a whole duty interval later; a
-stat of each log every fifth of a second is cheap (no read, no lock) and wakes the worker at once, so the
+stat of each log every tenth of a second is cheap (no read, no lock) and wakes the worker at once, so the
 app's views refresh within a fraction of a second of a peer's write. It wakes only when a log holds bytes
 past what this node applied: this node's own appends (a save in the app, the embedding duty's vectors) are
 applied by the write itself, under the node's lock, and wake nothing."""
@@ -17,7 +17,7 @@ from ..paths import Home
 # where this node applied each log through: log file -> byte offset
 Applied = Callable[[], dict[Path, int]]
 
-INTERVAL_S = 0.2
+INTERVAL_S = 0.1
 
 
 class LogWatcher:
