@@ -32,8 +32,7 @@ def register(app: typer.Typer) -> None:
         status: bool = typer.Option(False, "--status", help="Show each duty's last pass and who runs it; run nothing."),
         as_json: bool = JSON_OPT,
     ) -> None:
-        """Run the background duties: apply the logs, keep the keyword index behind the rows, reap the trash,
-        embed the pages and train the semantic index.
+        """Run the background duties: apply the logs, index, reap the trash, embed, train the semantic index.
 
         One process runs each duty at a time (a lease): while the app is open on this home, its own
         background worker holds them and this command says so."""
