@@ -104,8 +104,9 @@ def run_app_directly(values: dict[str, str]) -> None:
         # the one line and exit code the typer path gives: its error handling, imported only on the way out
         import typer
 
-        from .cli_common import handle_errors
+        from .cli_common import STATE, handle_errors
 
+        STATE.home_arg = values.get("--home")   # an error without a file name is told against this home
         error = exc
 
         def again() -> None:

@@ -248,3 +248,33 @@ def test_an_empty_or_tiny_home_builds(tmp_path, n):
     with Indexer(home) as ix:
         assert ix.run_pass().kind == "build"
         assert read_state(home.index_dir).pages == n
+
+
+def test_equal_scores_rank_by_page_id_however_the_index_was_built(tmp_path):
+    """A bulk build numbers documents in page-id order, a pass page by page in write order: pages with
+    equal scores come back in page-id order either way (two nodes answer a query alike)."""
+    home = Home(tmp_path / "home")
+    init_home(home, config_mod.empty_config("alex"))
+    with Node.open(home) as node:
+        KnowledgeBase(node).create_page("HOME", "Seed", "nothing to see")
+    with Indexer(home, workers=1) as ix:
+        assert ix.run_pass().kind == "build"
+    with Node.open(home) as node:
+        kb = KnowledgeBase(node)
+        for i in range(12):   # random ids, written in another order than theirs
+            kb.create_page("HOME", f"Note {i}", "tied words in every body")
+    with Indexer(home, workers=1) as ix:
+        assert ix.run_pass().kind == "incremental"
+
+    def order() -> list[str]:
+        with Node.open(home) as node:
+            res = NativeSearcher(node).search(Query("tied", mode="keyword", limit=20))
+            assert res.outcome.served_mode == "keyword"
+            assert len({round(h.score, 9) for h in res.hits}) == 1   # every score equal
+            return [h.page_id for h in res.hits]
+
+    incremental = order()
+    assert incremental == sorted(incremental) and len(incremental) == 12
+    with Indexer(home, workers=1) as ix:
+        assert ix.run_pass(force_rebuild=True).kind == "rebuild"
+    assert order() == incremental

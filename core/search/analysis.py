@@ -27,6 +27,7 @@ from whoosh.analysis import Filter, LowercaseFilter, RegexTokenizer, StemFilter,
 # whoosh-ng's own default also takes `*` into words (its wildcard syntax), which plain text has none of
 WORD_PATTERN = r"\w+(?:\.?\w+)*"
 CACHE_MAX = 400_000           # distinct words a process keeps the analysis of (about 60 MB at the bound)
+CACHED_WORD_MAX = 64           # longer words (hashes, dumps) are analysed each time, never kept: the bound holds
 MAX_QUERY_TERMS = 64
 
 TermCount = Callable[[str], dict[str, int]]
@@ -86,6 +87,8 @@ def english_stem(word: str) -> str:
     got = _STEMS.get(word)
     if got is None:
         got = _stemmer().stemWord(word)
+        if len(word) > CACHED_WORD_MAX:
+            return got
         if len(_STEMS) >= CACHE_MAX:
             _STEMS.clear()
         _STEMS[word] = got
@@ -182,6 +185,8 @@ class _WordTerms(dict):  # type: ignore[type-arg]
 
     def __missing__(self, word: str) -> str | None:
         term = self.analyse(word)
+        if len(word) > CACHED_WORD_MAX:
+            return term
         if len(self) >= CACHE_MAX:
             self.clear()
         self[word] = term

@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ..durable import fsync_dir
 from ..pages.applier import position
 from ..pages.links import extract_links
 from ..paths import Home
@@ -68,14 +69,7 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
-    try:
-        dfd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:  # pragma: no cover - platforms without directory fsync
-        pass
+    fsync_dir(path.parent)
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -128,15 +122,22 @@ class BuildJournal:
     done: int
     total: int
     started_at: int
+    # the chunk whose segment was being added to the index: {segment, cursor, rows}. Written before the
+    # index's TOC names the segment, so a build stopped between the two knows, when it resumes, whether
+    # that chunk is in (move the cursor past it) or not (build it again) — never indexed twice
+    pending: dict[str, Any] | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> "BuildJournal | None":
         if not data:
             return None
         try:
+            pending = data.get("pending")
             return cls(dir=str(data["dir"]), derivation=int(data["derivation"]), snapshot_seq=int(data["snapshot_seq"]),
                        cursor=str(data["cursor"]), done=int(data["done"]), total=int(data["total"]),
-                       started_at=int(data["started_at"]))
+                       started_at=int(data["started_at"]),
+                       pending={"segment": str(pending["segment"]), "cursor": str(pending["cursor"]),
+                                "rows": int(pending["rows"])} if pending else None)
         except (KeyError, TypeError, ValueError):
             return None
 
@@ -383,6 +384,14 @@ class Indexer:
         from . import segments  # the bulk writer: only a build needs it
 
         ix = lexical.open_index(self.dir / build.dir)
+        if build.pending is not None:
+            if build.pending["segment"] in {seg.segment_id() for seg in ix._segments()}:
+                build.cursor = build.pending["cursor"]
+                build.done += build.pending["rows"]
+            build.pending = None
+            _write_json(self.dir / BUILD_FILE, asdict(build))
+        # what a stopped or failed build left half-written (no TOC names it) goes before this one writes
+        segments.commit_segments(ix, [], clean=True)
         report = IndexPass("build")
         if progress:
             progress(build.done, max(build.total, build.done))
@@ -409,23 +418,28 @@ class Indexer:
         try:
             for i, (lo, hi) in enumerate(chunks):
                 if stopped():
-                    report.kind = "stopped"
-                    report.note = f"build stopped at {build.done} of {build.total} pages; the next pass resumes it"
-                    return report
+                    return self._stopped(report, build)
                 base = build.done
                 if pool is None:
                     result = segments.write_chunk(ix, segments.read_rows(self.conn, lo, hi),
-                                                  tick=lambda n: show(base + n))
+                                                  tick=lambda n: show(base + n), stop=stopped)
+                    if result.stopped:
+                        return self._stopped(report, build)
                 else:
                     got = pool.result(i, lambda: show(base + pool.in_flight(i)), stopped)
-                    if got is None:
-                        continue   # stopped while waiting: said on the next turn of the loop
+                    if got is None:   # stopped while waiting (the last chunk's wait too: not a finished build)
+                        return self._stopped(report, build)
                     result = got
+                # the chunk's links first: storing them is idempotent, so a chunk built again stores the same
+                report.links += self._store_links(lo, hi, result.links)
                 if result.segment is not None:
+                    build.pending = {"segment": result.segment.segment_id(), "cursor": result.last_id,
+                                     "rows": result.rows}
+                    _write_json(self.dir / BUILD_FILE, asdict(build))
                     segments.commit_segments(ix, [result.segment])
+                    build.pending = None
                 report.indexed += result.indexed
                 report.deleted += result.trashed
-                report.links += self._store_links(lo, hi, result.links)
                 if result.rows:
                     build.cursor = result.last_id
                     build.done += result.rows
@@ -460,6 +474,12 @@ class Indexer:
             pass
         report.indexed_seq = state.indexed_seq
         report.applied_seq = self._applied()
+        return report
+
+    @staticmethod
+    def _stopped(report: IndexPass, build: BuildJournal) -> IndexPass:
+        report.kind = "stopped"
+        report.note = f"build stopped at {build.done} of {build.total} pages; the next pass resumes it"
         return report
 
     def _collect_retired(self) -> None:

@@ -415,8 +415,9 @@ class Snapshot:
         return scores
 
     def ranked(self, scores: np.ndarray, mask: np.ndarray, first: int = 64) -> Iterator[tuple[int, float]]:
-        """Documents with a score, best first (ties by document number), lazily: the top `first` by
-        a partial sort, the rest sorted only if a caller walks that far."""
+        """Documents with a score, best first (ties by page id: the same order however this node's
+        index was built — in bulk, by id, or page by page), lazily: the top `first` by a partial sort,
+        the rest sorted only if a caller walks that far."""
         cand = np.flatnonzero((scores > 0) & mask)
         if not len(cand):
             return
@@ -430,6 +431,6 @@ class Snapshot:
         for part in (top, rest):
             if not len(part):
                 continue
-            order = np.lexsort((part, -scores[part]))
-            for i in part[order]:
-                yield int(i), float(scores[i])
+            ids = self.ids
+            for i in sorted(part.tolist(), key=lambda d: (-scores[d], ids[d])):
+                yield i, float(scores[i])

@@ -44,6 +44,7 @@ from whoosh.system import pack_int, pack_long, pack_ushort
 from whoosh.util.numeric import byte_to_length, length_to_byte
 
 from ..config import AUTO_DRAFT_TITLE_PREFIX
+from ..errors import CrewletError
 from ..durable import fsync_dir, fsync_file
 from ..pages.links import extract_links
 from ..text.markdown import plain_text
@@ -99,6 +100,7 @@ class ChunkResult:
     last_id: str
     links: list[tuple[str, list[str]]] = field(default_factory=list)   # (src, sorted dsts) for bodies with links
     seconds: float = 0.0
+    stopped: bool = False   # told to stop before the chunk's end: nothing of it was written
 
 
 # -- one segment ------------------------------------------------------------------------------------------
@@ -197,12 +199,22 @@ class SegmentBuilder:
         return segment
 
     def cancel(self) -> None:
+        """Close what a failed or stopped write left open and remove its files: no TOC will name this
+        segment, and on a nearly full disk a retry needs the space back."""
         for w in (self.perdoc, self.terms_out):
             try:
                 if not w.is_closed:
                     w.close()
             except Exception:  # noqa: BLE001 - closing what a failed write left open
                 pass
+        segid = self.segment.segment_id()
+        folder = Path(self.storage.folder)
+        for name in self.storage.list():
+            if name.startswith(segid + ".") or name == rank_data.file_name(segid):
+                try:
+                    (folder / name).unlink()
+                except OSError:
+                    pass
 
 
 # W3TermInfo's bytes: flags, total weight, document frequency, min and max length bytes, max weight, first
@@ -325,6 +337,12 @@ def commit_segments(ix: Any, segments: list[Any], *, clean: bool = False) -> int
             for scratch in Path(ix.storage.folder).glob("*.tmp"):
                 if scratch.is_dir():
                     shutil.rmtree(scratch, ignore_errors=True)
+            # and a killed writer's rank file in the making (a dot name, which Whoosh's clean-up skips)
+            for partial in Path(ix.storage.folder).glob(f".*{rank_data.EXT}.*.tmp"):
+                try:
+                    partial.unlink()
+                except OSError:
+                    pass
     finally:
         lock.release()
     folder = Path(ix.storage.folder)
@@ -358,9 +376,11 @@ def build_chunk(db_file: str, index_path: str, lo: str, hi: str | None,
 
 
 def write_chunk(ix: Any, rows: Iterable[Any], *, started: float | None = None,
-                tick: Callable[[int], None] | None = None) -> ChunkResult:
+                tick: Callable[[int], None] | None = None, stop: Callable[[], bool] | None = None) -> ChunkResult:
     """Rows (id, container, title, body, trashed_at) analysed and written as one segment: the live pages
-    indexed, every row's links kept (a trashed page keeps its links: a restore needs them back)."""
+    indexed, every row's links kept (a trashed page keeps its links: a restore needs them back). `stop`
+    is asked every PROGRESS_EVERY rows: when it says so the chunk is abandoned (nothing written), so a
+    chunk of tens of thousands of pages never holds up the app's quit."""
     started = time.perf_counter() if started is None else started
     count = term_counter(ix.schema[BODY].analyzer)
     if count is None:  # pragma: no cover - the schema's analyser is always one make_analyzer builds
@@ -382,10 +402,19 @@ def write_chunk(ix: Any, rows: Iterable[Any], *, started: float | None = None,
                 trashed += 1
             else:
                 builder.add(page_id, container, title, count(title), count(plain_text(body, one_line=False)))
-            if tick is not None and n % PROGRESS_EVERY == 0:
-                tick(n)
+            if n % PROGRESS_EVERY == 0:
+                if stop is not None and stop():
+                    builder.cancel()
+                    return ChunkResult(None, 0, 0, 0, "", [], time.perf_counter() - started, stopped=True)
+                if tick is not None:
+                    tick(n)
         indexed = builder.count
         segment = builder.finish() if indexed else None
+    except OSError as exc:
+        builder.cancel()
+        if exc.filename is None:   # Whoosh's files carry no name: say which index it was
+            exc.filename = str(ix.storage.folder)
+        raise
     except BaseException:
         builder.cancel()
         raise
@@ -417,8 +446,10 @@ def plan_chunks(ids: list[str], cursor: str, workers: int, chunk_max: int = IN_F
     return out
 
 
-class BuildWorkerFailed(RuntimeError):
+class BuildWorkerFailed(CrewletError):
     """A worker process could not build its chunk (the message carries its error)."""
+
+    code = "index_build_failed"
 
 
 @dataclass
@@ -507,6 +538,8 @@ class ParallelBuild:
                 self.results[w.chunk] = msg[1]
                 self._assign(w)
                 poll()
+            elif kind == "oserror":   # the worker's disk trouble, as the caller's own (a full disk says so)
+                raise OSError(msg[1], msg[2], msg[3])
             elif kind == "error":
                 lo, hi = self.jobs[w.chunk][2:] if w.chunk is not None else ("?", "?")
                 raise BuildWorkerFailed(f"an index build worker failed on the pages after {lo!r} "
@@ -560,6 +593,8 @@ def worker_main() -> None:
             return
         try:
             send(("done", build_chunk(*job, tick=lambda n: send(("progress", n)))))
+        except OSError as exc:
+            send(("oserror", exc.errno, exc.strerror, exc.filename))
         except Exception as exc:
             import traceback
 
