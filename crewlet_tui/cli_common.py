@@ -158,6 +158,10 @@ def open_node(*, sync_containers: bool = True) -> Iterator[Node]:
                            code="no_home")
     node = Node.open(home, sync_containers=sync_containers)
     try:
+        if STATE.actor:   # an unknown --as is refused by every command, those acting on nobody's behalf too
+            from core.pages.service import KnowledgeBase
+
+            KnowledgeBase(node).actor(STATE.actor)
         yield node
         # a command that read what it needed still says the home cannot be written to
         if node.damage is not None:
@@ -171,8 +175,7 @@ def open_node(*, sync_containers: bool = True) -> Iterator[Node]:
 @contextmanager
 def open_kb() -> Iterator[KnowledgeBase]:
     """The knowledge base, for the actor of --as (or the operator). Every read and write checks that
-    actor itself (the knowledge app included); an unknown --as is refused here too, for the commands
-    that act on nobody's behalf (the worker) as much as those that do."""
+    actor itself (the knowledge app included); an unknown --as is refused by open_node."""
     from core.pages.service import KnowledgeBase
 
     with open_node() as node:

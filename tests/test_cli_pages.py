@@ -218,6 +218,8 @@ def test_a_usage_error_exits_2(cli, args):
     (["page", "show", "ENG/nothing"], ["no page 'ENG/nothing'"]),
     (["page", "show", "nothing"], ["CONTAINER/Title"]),
     (["--as", "ghost", "page", "create", "ENG", "x"], ["actors.ghost", "alex"]),
+    (["--as", "ghost", "worker", "--once"], ["actors.ghost", "alex"]),   # acting on nobody's behalf, refused alike
+    (["--as", "ghost", "index", "status"], ["actors.ghost", "alex"]),
     (["--as", "eng-bot", "page", "create", "SKILLS", "x"], ["skills container"]),
     (["page", "create", "ENG", "   "], ["needs a title"]),
     (["page", "create", "ENG", "x", "--body-file", "/nonexistent/file.md"], ["/nonexistent/file.md"]),
