@@ -99,8 +99,7 @@ def split(rel: str, text: str) -> tuple[Source | None, ImportProblem | None]:
 # anchors, tags, continuation lines) returns None and goes to the real parser, which also finds and words
 # every error.
 USED_KEYS = frozenset({"title", "space", "parent", "labels", "trigger"})
-_FM_LINE = re.compile(r"([A-Za-z][A-Za-z0-9_./-]*(?: [A-Za-z0-9_./-]+)*):(?: +(.*?))? *$")
-_ITEM = re.compile(r"( *)- +(.*?) *$")
+_FM_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_./-]*(?: [A-Za-z0-9_./-]+)*")
 _INDICATOR = frozenset("-?:,[]{}#&*!|>'\"%@`")
 _NONPRINT = re.compile("[^\x0a\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
@@ -125,6 +124,30 @@ def _scalar(raw: str) -> tuple[bool, str]:
     return True, raw
 
 
+# a quoted item of a flow list, which may hold commas (`keywords: ["Debugger Engine, symbols"]`)
+_FLOW_QUOTED = re.compile(r"""[ ]*("[^"\\]*"|'[^']*(?:''[^']*)*')[ ]*(?=,|\Z)""")
+
+
+def _flow_parts(inner: str) -> list[str]:
+    """The items of `[inner]`: split at commas, but a quoted item taken whole."""
+    if '"' not in inner and "'" not in inner:
+        return inner.split(",")
+    parts: list[str] = []
+    pos, n = 0, len(inner)
+    while True:
+        m = _FLOW_QUOTED.match(inner, pos)
+        if m is not None:
+            parts.append(m.group(1))
+            end = m.end()
+        else:
+            end = inner.find(",", pos)
+            end = n if end < 0 else end
+            parts.append(inner[pos:end])
+        if end >= n:
+            return parts
+        pos = end + 1
+
+
 def _flow_list(raw: str) -> list[str] | None:
     inner = raw[1:-1].strip()
     if not inner:
@@ -132,19 +155,36 @@ def _flow_list(raw: str) -> list[str] | None:
     if any(ch in inner for ch in "[]{}"):
         return None
     out = []
-    for part in inner.split(","):
+    for part in _flow_parts(inner):
         part = part.strip()
-        if part[:1] not in ("'", '"') and any(ch in part for ch in "?:#"):
+        quoted = part[:1] in ("'", '"')
+        if not quoted and any(ch in part for ch in "?:#"):
             return None                                # PyYAML is strict about these inside [ ]
         ok, value = _scalar(part)
-        if not ok or "," in value:
+        if not ok or ("," in value and not quoted):
             return None
         out.append(value)
     return out
 
 
+_KNOWN_KEYS: dict[str, bool] = {}                    # key -> is it plain (a tree repeats a handful of keys)
+
+
+def _key_ok(key: str) -> bool:
+    ok = _KNOWN_KEYS.get(key)
+    if ok is None:
+        ok = _FM_KEY.fullmatch(key) is not None
+        if len(_KNOWN_KEYS) < 4096:
+            _KNOWN_KEYS[key] = ok
+    return ok
+
+
 def fast_frontmatter(fm_text: str) -> dict[str, Any] | None:
-    """The frontmatter mapping when it is plain enough to read without YAML, else None."""
+    """The frontmatter mapping when it is plain enough to read without YAML, else None.
+
+    Lines are taken apart with str methods rather than a pattern per line: a key line is
+    `key: value` (the key is what comes before the first ':', which no key holds; the value follows a
+    run of spaces, trailing spaces dropped), an item line `- value` after some spaces."""
     if "\t" in fm_text or _NONPRINT.search(fm_text):
         return None
     out: dict[str, Any] = {}
@@ -153,26 +193,27 @@ def fast_frontmatter(fm_text: str) -> dict[str, Any] | None:
     indent = -1                                        # the indentation of that list's items
     for line in fm_text.split("\n"):
         stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
+        if not stripped or stripped[0] == "#":
             continue
-        if line[0] == " " or line[0] == "-":
-            m = _ITEM.fullmatch(line)
-            if key is None or m is None:
+        first = line[0]
+        if first == " " or first == "-":
+            item = line.lstrip(" ")
+            if key is None or item[0] != "-" or item[1:2] != " ":
                 return None
-            ok, value = _scalar(m.group(2))
+            ok, value = _scalar(item[1:].strip(" "))
             if not ok:
                 return None
             if items is None:
-                items, indent = [], len(m.group(1))
+                items, indent = [], len(line) - len(item)
                 out[key] = items
-            elif len(m.group(1)) != indent:
+            elif len(line) - len(item) != indent:
                 return None                            # YAML reads a deeper `- x` as part of the item above
             items.append(value)
             continue
-        m = _FM_LINE.fullmatch(line)
-        if m is None:
+        k, colon, rest = line.partition(":")
+        if not colon or (rest and rest[0] != " ") or not _key_ok(k):
             return None
-        k, raw = m.group(1), m.group(2)
+        raw = rest.strip(" ")
         key, items = None, None
         if not raw:
             out[k] = ""                                # the BaseLoader's empty scalar
