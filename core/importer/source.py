@@ -18,7 +18,9 @@ from ..pages.model import MAX_BODY_BYTES
 from .model import ImportProblem
 
 MAX_FILE = MAX_BODY_BYTES
-_CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*$", re.MULTILINE)
+# the closing line, found from the newline before it: a literal "\n" is scanned for at memchr speed, where a
+# multi-line `^` is tried at every character (all of a body whose `---` opens no block)
+_CLOSE = re.compile(r"\n(?:---|\.\.\.)[ \t]*(?=\n|\Z)")
 _LOADER = getattr(yaml, "CBaseLoader", yaml.BaseLoader)
 _YAML_FIX = ("fix the YAML at that line (quote a value that holds ': ' or starts with a character YAML reserves, "
              "like ` @ % * & ! [ {)")
@@ -64,8 +66,8 @@ def split(rel: str, text: str) -> tuple[Source | None, ImportProblem | None]:
     if first_end < 0 or text[3:first_end].strip():
         return Source(rel, body=text), None          # `---x` or a one-line file: not a block
     # the closing line: `---` or `...`, alone on its line
-    m = _CLOSE.search(text, first_end + 1)
-    close = m.start() if m else -1
+    m = _CLOSE.search(text, first_end)
+    close = m.start() + 1 if m else -1
     after = min(m.end() + 1, len(text)) if m else len(text)
     if close < 0:
         # an opening `---` never closed is a thematic break at the top of a plain document
@@ -184,34 +186,55 @@ def fast_frontmatter(fm_text: str) -> dict[str, Any] | None:
 
     Lines are taken apart with str methods rather than a pattern per line: a key line is
     `key: value` (the key is what comes before the first ':', which no key holds; the value follows a
-    run of spaces, trailing spaces dropped), an item line `- value` after some spaces."""
+    run of spaces, trailing spaces dropped), an item line `- value` after some spaces; blank lines and
+    comments are skipped. A plain value is checked here, anything else by `_scalar`."""
     if "\t" in fm_text or _NONPRINT.search(fm_text):
         return None
     out: dict[str, Any] = {}
     key: str | None = None                             # a key whose value is a block list being read
     items: list[str] | None = None
     indent = -1                                        # the indentation of that list's items
+    known = _KNOWN_KEYS
+    indicator = _INDICATOR
     for line in fm_text.split("\n"):
-        stripped = line.strip()
-        if not stripped or stripped[0] == "#":
+        if not line:
             continue
         first = line[0]
         if first == " " or first == "-":
-            item = line.lstrip(" ")
-            if key is None or item[0] != "-" or item[1:2] != " ":
+            item = line.lstrip(" ") if first == " " else line
+            if item[:1] != "-":
+                stripped = item.strip()
+                if not stripped or stripped[0] == "#":
+                    continue                           # a blank line or a comment
                 return None
-            ok, value = _scalar(item[1:].strip(" "))
-            if not ok:
+            if key is None or item[1:2] != " ":
                 return None
+            raw = item[1:].strip(" ")
+            if not raw:
+                return None
+            if raw[0] in indicator or ": " in raw or " #" in raw or raw[-1] == ":":
+                ok, raw = _scalar(raw)
+                if not ok:
+                    return None
             if items is None:
                 items, indent = [], len(line) - len(item)
                 out[key] = items
             elif len(line) - len(item) != indent:
                 return None                            # YAML reads a deeper `- x` as part of the item above
-            items.append(value)
+            items.append(raw)
             continue
+        if first == "#" or first.isspace():
+            stripped = line.strip()
+            if not stripped or stripped[0] == "#":
+                continue                               # a blank line or a comment
+            return None
         k, colon, rest = line.partition(":")
-        if not colon or (rest and rest[0] != " ") or not _key_ok(k):
+        if not colon or (rest and rest[0] != " "):
+            return None
+        ok = known.get(k)
+        if ok is None:
+            ok = _key_ok(k)
+        if not ok:
             return None
         raw = rest.strip(" ")
         key, items = None, None
@@ -224,8 +247,9 @@ def fast_frontmatter(fm_text: str) -> dict[str, Any] | None:
                 return None
             out[k] = lst
         else:
-            ok, value = _scalar(raw)
-            if not ok:
-                return None
-            out[k] = value
+            if raw[0] in indicator or ": " in raw or " #" in raw or raw[-1] == ":":
+                ok, raw = _scalar(raw)
+                if not ok:
+                    return None
+            out[k] = raw
     return out
