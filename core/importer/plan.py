@@ -48,7 +48,7 @@ def _listing(files: list[str]) -> str:
     return shown + (f" and {len(files) - _MAX_LISTED} more" if len(files) > _MAX_LISTED else "")
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Node:
     kind: str                                      # doc | skill | folder
     rel: str                                       # '/'-separated, relative to the root

@@ -26,7 +26,7 @@ _YAML_FIX = ("fix the YAML at that line (quote a value that holds ': ' or starts
              "like ` @ % * & ! [ {)")
 
 
-@dataclass
+@dataclass(slots=True)
 class Source:
     """A file as read: its frontmatter (a mapping), the raw frontmatter text, and the Markdown after it."""
 
