@@ -99,6 +99,8 @@ FRONTMATTERS = [
     "title: 1.10", "labels: [007, on]", "space: 0x10", "title: 1_000", "title: .inf", "title: -1",
     "title: +1", "title: =", "title: <<", "labels:\n- 0o17\n- null\n", "title: 2024-01-02 10:00:00",
     "trigger:\nlabels: ~\n", "yes: no\nNull: x\n",
+    'keywords: ["Debugger Engine, symbols", \'a, b\', c]', "labels: ['it''s, so', x]", "labels: [a'b, c']",
+    'labels: ["a, b" x]', "labels: ['a, b',]", "  - a\ntitle: x\n", "title: x\n  # indented comment\n",
 ]
 BASE_LOADER = getattr(yaml, "CBaseLoader", yaml.BaseLoader)
 
@@ -117,6 +119,8 @@ def test_fast_frontmatter_takes_the_common_case_and_defers_the_rest() -> None:
     assert fast_frontmatter(FRONTMATTERS[1])["labels"] == ["Ops", "two words", "x"]
     assert fast_frontmatter(FRONTMATTERS[3])["labels"] == ["one", "Two"]
     assert fast_frontmatter("title: yes\nlabels: [yes, 2024]\n") == {"title": "yes", "labels": ["yes", "2024"]}
+    # a quoted flow-list item may hold commas (a thousand windows-driver-docs files went to YAML for this)
+    assert fast_frontmatter('keywords: ["Debugger Engine, symbols", x]') == {"keywords": ["Debugger Engine, symbols", "x"]}
     for fm in ("aliases:\n  - %\n", "title: a: b", "title: first\n  continued\n", 'title: "a\\tb"'):
         assert fast_frontmatter(fm) is None, fm
 

@@ -61,7 +61,7 @@ class ImportFailure:
         return asdict(self)
 
 
-@dataclass
+@dataclass(slots=True)
 class PlannedPage:
     """One page the tree publishes, and what the run does to it."""
 

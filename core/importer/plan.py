@@ -32,7 +32,7 @@ from ..config import KEY_RE, Actor, Company, Space
 from ..errors import Invalid, Refused
 from ..pages import rules
 from ..pages.model import MAX_TITLE, clean_title, normalise_title
-from ..pages.service import KnowledgeBase, _check_title, new_id
+from ..pages.service import KnowledgeBase, _check_title
 from . import titles
 from .model import ImportNote, ImportProblem, ImportReport, PlannedPage
 from .source import Source, decode, split
@@ -48,7 +48,7 @@ def _listing(files: list[str]) -> str:
     return shown + (f" and {len(files) - _MAX_LISTED} more" if len(files) > _MAX_LISTED else "")
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Node:
     kind: str                                      # doc | skill | folder
     rel: str                                       # '/'-separated, relative to the root
@@ -126,15 +126,12 @@ class Planner:
         sources: list[Source] = []
         for rel, path in files:
             try:
-                # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then says what was opened
-                fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-                with open(fd, "rb", closefd=True) as fh:
-                    if not stat.S_ISREG(os.fstat(fd).st_mode):
-                        self.problems.append(ImportProblem(
-                            "not_a_file", "is not a regular file (a FIFO, socket or device named .md)",
-                            "remove it from the tree, or rename it so it does not end in .md", [rel]))
-                        continue
-                    data = fh.read()
+                data = _read_regular(path)
+                if data is None:
+                    self.problems.append(ImportProblem(
+                        "not_a_file", "is not a regular file (a FIFO, socket or device named .md)",
+                        "remove it from the tree, or rename it so it does not end in .md", [rel]))
+                    continue
             except OSError as exc:
                 self.problems.append(ImportProblem("unreadable", f"cannot be read: {exc.strerror or exc}",
                                                    "check the file's permissions, or remove it from the tree", [rel]))
@@ -208,8 +205,8 @@ class Planner:
                     body = titles.strip_line(body, h1[1], h1[2])     # it would repeat the title on the page
                 elif _address(titles.inline_to_plain(node.title)) == _address(h1[0]):
                     # the same title, the frontmatter's still holding Markdown escapes (`WM\_PALETTECHANGED`):
-                    # they agree, and the page is titled as a reader sees it
-                    node.title = clean_title(h1[0])
+                    # they agree, and the page is titled as a reader sees it (find_h1's titles are clean)
+                    node.title = h1[0]
                     body = titles.strip_line(body, h1[1], h1[2])
                 else:
                     node.notes.append(ImportNote(
@@ -226,9 +223,8 @@ class Planner:
                 "add a `# Title` line (or `title:` to its frontmatter), or pass --title-from-name to use the file name",
                 [src.rel]))
             return None
-        if not self._title_ok(node.title, src.rel):
+        if not self._title_ok(node.title, src.rel):    # every title above is clean_title's already
             return None
-        node.title = clean_title(node.title)
         if skill:
             node.container = self.skills
             if space is not None and space != self.skills:
@@ -479,16 +475,17 @@ class Planner:
             forbidden.setdefault((exc.code, str(exc)), []).append(rel)
 
         declared = view.declared_containers()
+        ids = _new_ids()
         for n in nodes:
             row = existing.get(n.container, {}).get(_address(n.title))
             n.row = row
             page = PlannedPage(n.kind, n.rel, n.container, n.title, n.body, list(n.labels))
             n.page = page
             if n.container not in declared:            # already a problem, named once for the space
-                page.page_id = row["id"] if row is not None else new_id()
+                page.page_id = row["id"] if row is not None else next(ids)
                 continue
             if row is None:
-                page.action, page.page_id = "create", new_id()
+                page.action, page.page_id = "create", next(ids)
                 exc = ask(may_create, n.container, lambda c=n.container: rules.may_create(view, self.who, c))
                 if exc is not None:
                     refuse(exc, n.rel)
@@ -571,6 +568,41 @@ class Planner:
                 self.notes.extend(n.notes)
         self.report.declared = list(self.to_declare)
         return self.report
+
+
+def _new_ids() -> Iterator[str]:
+    """Page ids shaped as service.new_id's (a uuid4's first 16 hex digits, the 13th its version: 4),
+    from one read of the system's random source per thousand rather than a uuid4 object per page."""
+    while True:
+        raw = os.urandom(8 * 1024).hex()
+        for i in range(0, len(raw), 16):
+            yield raw[i:i + 12] + "4" + raw[i + 13:i + 16]
+
+
+# O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then says what was opened
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+
+
+def _read_regular(path: str) -> bytes | None:
+    """The bytes of a regular file, None for anything else. Plain descriptor calls: a file object (its
+    buffer, its own fstat and a second read to find the end) costs more than the read of a page; a read
+    of the size fstat gave, plus one byte, ends it unless the file changed size meanwhile."""
+    fd = os.open(path, _OPEN_FLAGS)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        size = st.st_size
+        data = os.read(fd, size + 1)
+        if len(data) != size:                          # grown, shrunk or a short read: read to the end
+            chunks = [data]
+            while data:
+                data = os.read(fd, max(size, 1 << 16))
+                chunks.append(data)
+            data = b"".join(chunks)
+        return data
+    finally:
+        os.close(fd)
 
 
 def _skill_body(fm_text: str, body: str) -> str:

@@ -15,7 +15,10 @@ __all__ = ["find_h1", "inline_to_plain", "strip_line", "fit"]
 
 def strip_line(body: str, start: int, end: int) -> str:
     """The body without the H1 line and the blank lines after it; leading blank lines dropped."""
-    head, rest = body[:start], body[end:].lstrip("\n")
+    after = end
+    while body.startswith("\n", after):              # one copy of the rest, not a second for lstrip
+        after += 1
+    head, rest = body[:start], body[after:]
     if not head.strip():
         return rest
     # an H1 further down: keep one blank line between what came before and what comes after

@@ -40,39 +40,45 @@ def records_for(page: PlannedPage, actor: str) -> list[Record]:
 
 def write_plan(node: Node, report: ImportReport, who: Actor, *, progress: Progress | None = None,
                batch: int = BATCH) -> None:
+    handle = who.handle
     stream: list[tuple[Record, PlannedPage]] = []
     for page in report.pages:
-        for rec in records_for(page, who.handle):
+        if page.action == "unchanged":
+            continue
+        for rec in records_for(page, handle):
             stream.append((rec, page))
     total = len(stream)
     if progress:
         progress(0, total)
-    applied: dict[int, list[str]] = {}            # id(page) -> the record types applied for it
+    created: set[int] = set()                     # id(page) of pages a page.create was applied for
+    changed: set[int] = set()                     # ... and of pages another record was applied for
     failed: set[int] = set()
     done = 0
     for start in range(0, total, batch):
         chunk = stream[start:start + batch]
         outcomes = node.submit([rec for rec, _ in chunk], sync=True)
         for (rec, page), out in zip(chunk, outcomes):
-            if out.status == "refused":
+            status = out.status
+            if status == "refused":
                 failed.add(id(page))
                 report.failures.append(ImportFailure(page.source, page.container, page.title, rec.type,
                                                      out.code, out.reason))
                 continue
-            if out.status == "applied":
-                applied.setdefault(id(page), []).append(rec.type)
-            for w in out.warnings:
-                report.notes.append(ImportNote(w.get("code", "warning"), w.get("message", ""),
-                                               [page.source] if page.source else []))
+            if status == "applied":
+                (created if rec.type == "page.create" else changed).add(id(page))
+            if out.result.get("warnings"):
+                for w in out.warnings:
+                    report.notes.append(ImportNote(w.get("code", "warning"), w.get("message", ""),
+                                                   [page.source] if page.source else []))
         done += len(chunk)
         report.records += len(chunk)
         if progress:
             progress(done, total)
     for page in report.pages:
-        kinds = applied.get(id(page), [])
-        if "page.create" in kinds:
+        key = id(page)
+        if key in created:
             report.created += 1
-        elif kinds:
+        elif key in changed:
             report.updated += 1
-        elif id(page) not in failed:
+        elif key not in failed:
             report.unchanged += 1

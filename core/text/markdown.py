@@ -216,7 +216,8 @@ def _h1_title(line: str) -> str | None:
     m = _ATX_H1.match(line)
     if not m or not m.group(1):
         return None
-    return inline_to_plain(_CLOSING.sub("", m.group(1))) or None
+    text = m.group(1)
+    return inline_to_plain(_CLOSING.sub("", text) if "#" in text else text) or None
 
 
 def _scan_h1(body: str) -> tuple[str, int, int] | None:
