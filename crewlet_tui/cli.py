@@ -13,6 +13,7 @@ Start-up is paid by every command line, so:
 """
 from __future__ import annotations
 
+import gc
 import importlib.util
 import os
 import sys
@@ -86,7 +87,13 @@ def defer_asyncio() -> None:
 
 
 def run_app_directly(values: dict[str, str]) -> None:
-    """`crewlet` alone: the app on the home, as the typer callback opens it."""
+    """`crewlet` alone: the app on the home, as the typer callback opens it.
+
+    The cyclic garbage collector is paused from here to the first screen painted (the app turns it
+    back on, launch.run_app at the latest): the launch allocates the objects of Textual's and
+    crewlet's imports, the stylesheet and the first screen, and little of it is garbage; the
+    collections it set off, a full one among them, were about a tenth of the launch (bench/startup.py)."""
+    gc.disable()
     from core.paths import resolve_home
 
     try:
@@ -116,6 +123,8 @@ def run_app_directly(values: dict[str, str]) -> None:
         except typer.Exit as done:
             raise SystemExit(done.exit_code) from None
         raise
+    finally:
+        gc.enable()
 
 
 def main() -> None:

@@ -46,6 +46,7 @@ def read_page_view(kb: Any, ref: str, actor: str | None, record_read: bool = Tru
 
 
 class PageScreen(CrewletScreen):
+    CSS_PATH = "page.tcss"
     BINDINGS = [
         Binding("e", "edit", "Edit"),
         Binding("y", "history", "History"),
