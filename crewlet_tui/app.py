@@ -116,8 +116,6 @@ class CrewletApp(App[None]):
         Binding("f1", "help", "Help", show=False),
     ]
 
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (96, "-wide")]
-
     index_state: reactive[IndexState] = reactive(IndexState, always_update=True)
     meaning_state: reactive[MeaningState] = reactive(MeaningState, always_update=True)
 
