@@ -147,7 +147,7 @@ class CrewletApp(App[None]):
         self.opened_urls: list[str] = []
         self.index_passes = 0
         self._background_started = False
-        self.opening = opening            # the home already being opened (crewlet's own launch)
+        self.opening = opening            # the home already opened (crewlet's own launch)
         self.gc_paused = gc_paused        # crewlet's own launch paused the cyclic GC until the first paint
 
     # -- starting -----------------------------------------------------------------------------
@@ -173,10 +173,8 @@ class CrewletApp(App[None]):
             from .screens.welcome import WelcomeScreen
 
             self.push_screen(WelcomeScreen(str(self.home.root)))
-        elif self.opening is not None and self.opening.wait(0):
-            self._opened(self.opening)    # opened while the app loaded: the first screen now
         elif self.opening is not None:
-            self._await_opening()
+            self._opened(self.opening)    # opened before Textual loaded: the first screen now
         else:
             self._open_home(create=None)
 
@@ -185,13 +183,6 @@ class CrewletApp(App[None]):
             self._home_failed(HomeFailed(opening.error or RuntimeError("the home did not open")))
         else:
             self._home_opened(HomeOpened(opening.session), spaces=opening.spaces)
-
-    @work(thread=True, exclusive=True, group="home", exit_on_error=False)
-    def _await_opening(self) -> None:
-        opening = self.opening
-        assert opening is not None
-        opening.wait()
-        self.call_from_thread(self._opened, opening)
 
     def create_home(self, example: bool) -> None:
         """The welcome screen's answer: create the home (with the example) in a worker."""

@@ -113,7 +113,7 @@ def run_app_directly(values: dict[str, str]) -> None:
 
     try:
         home = resolve_home(values.get("--home"))
-        # the home opens (and its spaces are listed) while Textual and the app load
+        # the home opens (and its spaces are listed) first; then Textual and the app load (opening.py)
         opening = None
         if home.exists():
             from .opening import Opening
