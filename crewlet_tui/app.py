@@ -155,7 +155,7 @@ class CrewletApp(App[None]):
         """Make `theme` the app's theme before its stylesheet is first parsed. Setting `self.theme` (on
         mount, as before) runs Textual's theme watcher, whose refresh_css parses every rule again with the
         new variables, and empties the parse cache so the next widget type added parses them all a
-        third time: ~45 ms of a ~0.35 s launch. This does what that watcher does, minus the reparse:
+        third time: 12-45 ms of the launch (by load). This does what that watcher does, minus the reparse:
         the variables, the app's theme classes, the truecolor filter."""
         self.register_theme(theme)
         self.set_reactive(App.theme, theme.name)
