@@ -4,12 +4,12 @@ from __future__ import annotations
 import os
 import tomllib
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
-import platformdirs
-
 from .errors import NotFound
+
+# importlib.resources and platformdirs are imported where they are used: a command given --home (the
+# app's launch, every benchmarked command) uses neither
 
 HOME_ENV = "CREWLET_HOME"
 ACTOR_ENV = "CREWLET_AS"
@@ -126,6 +126,8 @@ def resolve_home(explicit: str | os.PathLike | None = None) -> Home:
     env = os.environ.get(HOME_ENV)
     if env:
         return Home(Path(env).expanduser().resolve())
+    import platformdirs
+
     return Home(Path(platformdirs.user_data_dir("crewlet", appauthor=False)))
 
 
@@ -133,6 +135,8 @@ def examples_dir() -> Path:
     """The bundled example knowledge base (a doc directory in the spec's layout), shipped inside the
     package as data (`core/examples/company`), so an installed wheel has it as much as a checkout does.
     (The checkout's top-level `examples/company` is a link to the same directory.)"""
+    from importlib import resources
+
     found = resources.files("core") / "examples" / "company"
     # the importer walks a real directory: a wheel installs one; a zipped install would not be one
     path = Path(str(found))

@@ -13,6 +13,7 @@ Start-up is paid by every command line, so:
 """
 from __future__ import annotations
 
+import gc
 import importlib.util
 import os
 import sys
@@ -85,13 +86,34 @@ def defer_asyncio() -> None:
     sys.modules["asyncio"] = module
 
 
+def _searches_eval(argv: list[str]) -> bool:
+    """`crewlet search eval …`: the recall measurement, whose matrix products use every core."""
+    words = [arg for i, arg in enumerate(argv)
+             if not arg.startswith("-") and (i == 0 or argv[i - 1] not in GLOBAL_OPTIONS)]
+    return words[:2] == ["search", "eval"]
+
+
+def one_blas_thread() -> None:
+    """One OpenBLAS thread for a one-shot search (unless the environment says otherwise). numpy starts
+    OpenBLAS's thread pool when it is imported — one thread per core, each allocating its buffers —
+    which took ~50 ms of a keyword search's ~0.3 s on a busy 2-core machine; the one matrix product a
+    search may do (a query vector against the candidates) is too small to gain from it."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
 def run_app_directly(values: dict[str, str]) -> None:
-    """`crewlet` alone: the app on the home, as the typer callback opens it."""
+    """`crewlet` alone: the app on the home, as the typer callback opens it.
+
+    The cyclic garbage collector is paused from here to the first screen painted (the app turns it
+    back on, launch.run_app at the latest): the launch allocates the objects of Textual's and
+    crewlet's imports, the stylesheet and the first screen, and little of it is garbage; the
+    collections it set off, a full one among them, were about a tenth of the launch (bench/startup.py)."""
+    gc.disable()
     from core.paths import resolve_home
 
     try:
         home = resolve_home(values.get("--home"))
-        # the home opens (and its spaces are listed) while Textual and the app load
+        # the home opens (and its spaces are listed) first; then Textual and the app load (opening.py)
         opening = None
         if home.exists():
             from .opening import Opening
@@ -117,6 +139,8 @@ def run_app_directly(values: dict[str, str]) -> None:
         except typer.Exit as done:
             raise SystemExit(done.exit_code) from None
         raise
+    finally:
+        gc.enable()
 
 
 def main() -> None:
@@ -125,8 +149,11 @@ def main() -> None:
     if values is not None:
         run_app_directly(values)
         return
-    if _command(argv) not in APP_COMMANDS:
+    command = _command(argv)
+    if command not in APP_COMMANDS:
         defer_asyncio()
+    if command == "search" and not _searches_eval(argv):
+        one_blas_thread()
     from .cli_root import app as typer_app
 
     typer_app()

@@ -35,11 +35,16 @@ except SystemExit as exc:
 loaded = sorted({{m.split(".")[0] for m in sys.modules}})
 executed = "asyncio.base_events" in sys.modules
 modules = sorted(m for m in sys.modules if m.startswith(("core", "crewlet_tui")))
-print("@@" + json.dumps({{"code": code, "loaded": loaded, "modules": modules, "asyncio": executed}}), file=sys.stderr)
+import os
+blas = os.environ.get("OPENBLAS_NUM_THREADS")
+print("@@" + json.dumps({{"code": code, "loaded": loaded, "modules": modules, "asyncio": executed, "blas": blas}}),
+      file=sys.stderr)
 """
 
 
 def probe(*argv: str, env: dict[str, str] | None = None) -> dict:
+    if env is None:
+        env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     out = subprocess.run([sys.executable, "-c", PROBE.format(root=str(ROOT), argv=list(argv))],
                          capture_output=True, text=True, timeout=120, env=env)
     line = [ln for ln in out.stderr.splitlines() if ln.startswith("@@")]
@@ -83,6 +88,19 @@ def test_a_keyword_search_loads_no_model_and_no_app(example_home):
     assert not {"textual", "onnxruntime", "tokenizers", "pydantic", "numkong"} & loaded
     assert "core.search.semantic" not in report["modules"]   # the semantic engine loads for a search by meaning
     assert not report["asyncio"]                              # Whoosh imports it; nothing here runs it
+    assert report["blas"] == "1"                              # numpy started one OpenBLAS thread, not one a core
+
+
+def test_only_a_search_asks_for_one_blas_thread(example_home):
+    home, page_id = example_home
+    assert probe("--home", str(home.root), "page", "show", page_id)["blas"] is None
+    # a value the environment sets is kept
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="2")
+    assert probe("--home", str(home.root), "search", "--mode", "keyword", "roll back", env=env)["blas"] == "2"
+    from crewlet_tui.cli import _searches_eval
+
+    assert _searches_eval(["search", "eval"]) and _searches_eval(["--home", "h", "search", "eval", "--json"])
+    assert not _searches_eval(["search", "roll", "eval"]) and not _searches_eval(["--home", "search", "search", "x"])
 
 
 def test_the_app_command_line_runs_the_app_without_typer(tmp_path):
@@ -91,12 +109,15 @@ def test_the_app_command_line_runs_the_app_without_typer(tmp_path):
 import json, sys
 sys.path.insert(0, {str(ROOT)!r})
 import crewlet_tui.launch as launch
+import gc
 def fake(home, actor=None, **kw):
-    print(json.dumps({{"home": str(home.root), "actor": actor, "typer": "typer" in sys.modules}}))
+    print(json.dumps({{"home": str(home.root), "actor": actor, "typer": "typer" in sys.modules,
+                      "gc_paused": not gc.isenabled()}}))
 launch.run_app = fake
 sys.argv = ["crewlet", *sys.argv[1:]]
 from crewlet_tui.cli import main
 main()
+assert gc.isenabled()
 """
     env = {k: v for k, v in os.environ.items() if k != "CREWLET_HOME"} | {"CREWLET_AS": "sam"}
     for argv, actor in ((["--home", str(tmp_path / "h")], "sam"), ([f"--home={tmp_path / 'h'}", "--as", "alex"], "alex")):
@@ -104,7 +125,7 @@ main()
                              env=env)
         assert out.returncode == 0, out.stderr
         got = json.loads(out.stdout)
-        assert got == {"home": str((tmp_path / "h").resolve()), "actor": actor, "typer": False}
+        assert got == {"home": str((tmp_path / "h").resolve()), "actor": actor, "typer": False, "gc_paused": True}
 
 
 def test_command_lines_are_told_apart():
@@ -148,3 +169,97 @@ print(before, type(searcher).__name__, searcher is again)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "NativeSearcher", "True"]
+
+
+LAUNCH = """
+import asyncio, gc, json, sys
+sys.path.insert(0, {root!r})
+from pathlib import Path
+from textual.css.stylesheet import Stylesheet
+reparses = []
+_reparse = Stylesheet.reparse
+def counted(self):
+    reparses.append(1)
+    return _reparse(self)
+Stylesheet.reparse = counted
+from crewlet_tui.app import make_app
+
+async def main():
+    gc.disable()                       # as crewlet's own command line does
+    app = make_app(Path({home!r}), cursor_blink=False, start_indexer=False, gc_paused=True)
+    async with app.run_test(size=(100, 32)) as pilot:
+        for _ in range(500):
+            await pilot.pause(0.01)
+            tables = app.screen.query("#spaces-table") if type(app.screen).__name__ == "SpacesScreen" else []
+            if tables and tables.first().row_count:
+                break
+        await pilot.pause(0.05)
+        sources = sorted(Path(str(src[0])).name for src in app.stylesheet.source if str(src[0]).endswith(".tcss"))
+        shown = {{
+            "theme": app.theme, "reparses": len(reparses), "tcss": sources, "gc": gc.isenabled(),
+            "screens": sorted(m for m in sys.modules if m.startswith("crewlet_tui.screens.")),
+            "progress_bar": "textual.widgets._progress_bar" in sys.modules,
+            "undeclared_table": bool(app.screen.query("#undeclared-table")),
+            "header": [c.label.plain for c in app.screen.query_one("#spaces-table").columns.values()],
+        }}
+        app.open_search("")
+        for _ in range(300):
+            await pilot.pause(0.01)
+            if type(app.screen).__name__ == "SearchScreen":
+                break
+        await pilot.pause(0.05)
+        results = app.screen.query_one("#search-results")
+        shown["search_tcss"] = "search.tcss" in {{Path(str(src[0])).name for src in app.stylesheet.source}}
+        shown["search_results_bordered"] = results.styles.border_top[0] == "round"
+    print("@@" + json.dumps(shown))
+
+asyncio.run(main())
+"""
+
+
+def test_the_app_launch_parses_styles_once_and_mounts_only_the_first_screen(example_home):
+    """To the spaces screen painted: the crewlet theme from the first parse (no reparse), only app.tcss
+    (each other screen's .tcss is read when it is first shown), the spaces screen's module alone, no
+    progress bar or undeclared-containers table that nothing shows, and the GC back on once painted."""
+    home, _ = example_home
+    out = subprocess.run([sys.executable, "-c", LAUNCH.format(root=str(ROOT), home=str(home.root))],
+                         capture_output=True, text=True, timeout=120)
+    line = [ln for ln in out.stdout.splitlines() if ln.startswith("@@")]
+    assert line, out.stderr[-6000:]
+    shown = json.loads(line[-1][2:])
+    assert shown["theme"] == "crewlet" and shown["reparses"] == 0
+    assert shown["tcss"] == ["app.tcss"]
+    assert shown["screens"] == ["crewlet_tui.screens.base", "crewlet_tui.screens.spaces"]
+    assert not shown["progress_bar"] and not shown["undeclared_table"]
+    assert shown["header"] == ["space", "name", "lead", "pages", "purpose"]
+    assert shown["gc"]
+    # the search screen's styles were read when it was first shown, and apply
+    assert shown["search_tcss"] and shown["search_results_bordered"]
+
+
+async def test_the_status_lines_progress_bar_is_mounted_when_a_long_work_first_wants_it(example_home):
+    from textual.widgets import ProgressBar
+
+    from crewlet_tui.app import make_app
+    from crewlet_tui.widgets.status import IndexState, MeaningState
+
+    home, _ = example_home
+    app = make_app(home, cursor_blink=False, start_indexer=False)
+    async with app.run_test(size=(100, 32)) as pilot:
+        for _ in range(500):
+            await pilot.pause(0.01)
+            if type(app.screen).__name__ == "SpacesScreen":
+                break
+        line = app.screen.query_one("StatusLine")
+        assert not line.query(ProgressBar)
+        app.index_state = IndexState("indexing", 40, 120)
+        await pilot.pause(0.05)
+        bar = line.query_one("#status-progress", ProgressBar)
+        assert bar.display and (bar.progress, bar.total) == (40, 120)
+        assert bar.region.width == 14 and bar.region.y == line.region.y   # on the status line, as styled
+        app.index_state = IndexState("current", 120, 120, 5, 5)
+        await pilot.pause(0.05)
+        assert not bar.display
+        app.meaning_state = MeaningState("training", 10, 20, 3, 9)
+        await pilot.pause(0.05)
+        assert bar.display and (bar.progress, bar.total) == (3, 9) and len(line.query(ProgressBar)) == 1

@@ -41,6 +41,7 @@ class Conflict:
 
 
 class ConflictScreen(Screen[str | None]):
+    CSS_PATH = "conflict.tcss"
     BINDINGS = [
         Binding("m", "choose('rebase')", "Merged: keep mine"),
         Binding("i", "choose('append')", "Add theirs below"),

@@ -64,6 +64,7 @@ def save_or_conflict(kb: Any, page_id: str, body: str, base_revision: int, actor
 
 
 class EditScreen(CrewletScreen):
+    CSS_PATH = "edit.tcss"
     BINDINGS = [
         Binding("ctrl+s", "save", "Save", priority=True),
         Binding("escape", "back", "Back", priority=True),

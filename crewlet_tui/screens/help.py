@@ -89,6 +89,7 @@ def help_renderable(current: str | None) -> Group:
 
 
 class HelpScreen(ModalScreen[None]):
+    CSS_PATH = "dialogs.tcss"
     BINDINGS = [
         Binding("escape,q,question_mark", "close", "Close"),
         Binding("j,down", "scroll('down')", "Down", show=False),

@@ -25,6 +25,7 @@ def revision_detail(kb: Any, page_id: str, n: int, show: str, actor: str | None)
 
 
 class HistoryScreen(CrewletScreen):
+    CSS_PATH = "history.tcss"
     BINDINGS = [
         Binding("b", "toggle_body", "Body/diff"),
         Binding("j", "cursor('down')", "Down", show=False),

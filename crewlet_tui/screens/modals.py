@@ -19,6 +19,7 @@ from ..widgets.page_tree import PageTree
 
 class ConfirmModal(ModalScreen[bool]):
     """Yes or no. `danger` colours the yes button red (purge, leaving unsaved text)."""
+    CSS_PATH = "dialogs.tcss"
 
     BINDINGS = [
         Binding("escape", "answer(False)", "Cancel"),
@@ -52,6 +53,7 @@ class ConfirmModal(ModalScreen[bool]):
 
 class _FormModal(ModalScreen[Any]):
     """A dialog answered by enter in a field or its ok button, and cancelled by escape or cancel."""
+    CSS_PATH = "dialogs.tcss"
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
@@ -146,6 +148,7 @@ class NewPageModal(_FormModal):
 class MoveModal(ModalScreen[dict[str, Any] | None]):
     """Pick a new parent from the space's outline, or its top. The page itself (and so everything
     under it) is left out of the list, since a page cannot be filed beneath itself."""
+    CSS_PATH = "dialogs.tcss"
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 

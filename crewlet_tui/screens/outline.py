@@ -20,6 +20,7 @@ from .modals import NewPageModal
 
 
 class OutlineScreen(CrewletScreen):
+    CSS_PATH = "outline.tcss"
     BINDINGS = [
         Binding("n", "new_page", "New"),
         Binding("f", "new_folder", "Folder"),

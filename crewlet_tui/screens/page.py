@@ -46,6 +46,10 @@ def read_page_view(kb: Any, ref: str, actor: str | None, record_read: bool = Tru
 
 
 class PageScreen(CrewletScreen):
+    CSS_PATH = "page.tcss"
+    # its side panel narrows on a narrow terminal (page.tcss). Set here, not on the app: a screen that
+    # gets a breakpoint class on its first resize restyles its whole tree, and only this one uses it
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (96, "-wide")]
     BINDINGS = [
         Binding("e", "edit", "Edit"),
         Binding("y", "history", "History"),

@@ -46,6 +46,7 @@ def hit_prompt(hit: object) -> Text:
 
 
 class SearchScreen(CrewletScreen):
+    CSS_PATH = "search.tcss"
     BINDINGS = [
         Binding("f2", "next_mode", "Mode"),
         Binding("ctrl+l", "focus_query", "Query", show=False),

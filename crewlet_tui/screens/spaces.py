@@ -8,6 +8,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.render import measure
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 from textual.widgets.data_table import ColumnKey
@@ -42,7 +43,7 @@ class SpacesScreen(CrewletScreen):
             yield Static(Text("Spaces", style="bold"), classes="screen-title")
             yield DataTable(id="spaces-table", cursor_type="row", zebra_stripes=True)
             yield Static(id="undeclared-title", classes="section-title")
-            yield DataTable(id="undeclared-table", cursor_type="row")
+            # the undeclared containers' table is mounted below it when there are any (most homes: never)
         yield from self.compose_footer()
 
     def on_mount(self) -> None:
@@ -52,9 +53,6 @@ class SpacesScreen(CrewletScreen):
         table.add_column("lead", key="lead")
         table.add_column("pages", key="pages")
         table.add_column("purpose", key="purpose")
-        other = self.query_one("#undeclared-table", DataTable)
-        other.add_columns("container", "pages")
-        other.display = False
         table.focus()
         if self.first_rows is not None:
             self.got_spaces(self.first_rows)   # and the resume that follows this first mount lists nothing again
@@ -74,13 +72,15 @@ class SpacesScreen(CrewletScreen):
     def got_spaces(self, rows: list[dict[str, Any]]) -> None:
         self.rows = rows
         table = self.query_one("#spaces-table", DataTable)
-        other = self.query_one("#undeclared-table", DataTable)
+        undeclared = [r for r in rows if not r["declared"]]
+        other = self._undeclared_table(create=bool(undeclared))
         keep = table.cursor_row
         table.clear()
         purpose = table.columns[ColumnKey("purpose")]
         purpose.auto_width = False
         purpose.width = self._purpose_room(rows)
-        other.clear()
+        if other is not None:
+            other.clear()
         for r in rows:
             if r["declared"]:
                 key = Text(clean_line(r["key"]), style="bold")
@@ -89,22 +89,47 @@ class SpacesScreen(CrewletScreen):
                 table.add_row(key, Text(clean_line(r["name"])), Text(clean_line(r["lead"] or "—")),
                               Text(f"{r['pages']:,}", justify="right"), Text(clean_line(r["purpose"]), style="dim", overflow="ellipsis", no_wrap=True),
                               key=r["key"])
-            else:
+            elif other is not None:
                 other.add_row(Text(clean_line(r["key"]), style="yellow"), Text(f"{r['pages']:,}", justify="right"),
                               key=r["key"])
-        undeclared = [r for r in rows if not r["declared"]]
         title = self.query_one("#undeclared-title", Static)
         if undeclared:
             title.update(Text("Containers that hold pages but no space declares "
                               "(declare them in company.toml to write there)", style="yellow"))
         else:
             title.update("")
-        other.display = bool(undeclared)
+        if other is not None:
+            other.display = bool(undeclared)
+        self._fit_columns(table)
         if table.row_count:
             table.move_cursor(row=min(max(keep, 0), table.row_count - 1))
         shown = getattr(self.app, "first_screen_shown", None)   # the app's background work waits for this paint
         if shown is not None:
             self.app.call_after_refresh(shown)
+
+    def _undeclared_table(self, create: bool) -> DataTable | None:
+        """The undeclared containers' table; mounted (under its title) the first time there are some."""
+        found = self.query("#undeclared-table")
+        if found:
+            return found.first(DataTable)
+        if not create:
+            return None
+        other: DataTable = DataTable(id="undeclared-table", cursor_type="row")
+        other.add_columns("container", "pages")
+        self.query_one(".main").mount(other)
+        return other
+
+    def _fit_columns(self, table: DataTable) -> None:
+        """Each column but purpose (sized above) as wide as its widest cell, set now. The table measures
+        new cells itself when it next idles, and a width found then is not painted into the header it
+        has already drawn (its line cache) until something resizes the table."""
+        console = self.app.console
+        for key, column in table.columns.items():
+            if key.value == "purpose":
+                continue
+            column.width = max([measure(console, column.label, 1),
+                                *(measure(console, cell, 1) for cell in table.get_column(key))])
+            column.auto_width = False
 
     def _purpose_room(self, rows: list[dict[str, Any]]) -> int:
         """The purpose column takes what the other columns leave (so nothing scrolls sideways)."""

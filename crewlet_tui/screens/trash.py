@@ -23,6 +23,7 @@ from .modals import ConfirmModal
 
 
 class TrashScreen(CrewletScreen):
+    CSS_PATH = "trash.tcss"
     BINDINGS = [
         Binding("u", "restore", "Restore"),
         Binding("P", "purge", "Purge (admin)"),

@@ -14,6 +14,7 @@ from ..widgets.title_bar import TitleBar
 
 
 class WelcomeScreen(Screen[None]):
+    CSS_PATH = ["dialogs.tcss", "welcome.tcss"]   # in this order: .welcome outranks .dialog
     BINDINGS = [
         Binding("y,enter", "create(True)", "Create with the example"),
         Binding("e", "create(False)", "Create empty"),

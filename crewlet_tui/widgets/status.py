@@ -4,11 +4,12 @@ is ("indexing… 40 of 120" with a bar while it builds) and how much can be sear
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal
-from textual.widgets import ProgressBar, Static
+from textual.widgets import Static
 
 from ..sanitize import clean_line
 
@@ -83,20 +84,23 @@ class MeaningState:
 
 
 class StatusLine(Horizontal):
-    """Reads the app's `index_state`, `meaning_state` and `actor_line`; nothing here touches the node."""
+    """Reads the app's `index_state`, `meaning_state` and `actor_line`; nothing here touches the node.
+
+    Its progress bar is mounted (last, where it always sits) the first time a long work wants it: every
+    screen has a status line, and most never show a bar — four widgets fewer to mount and style on each
+    screen's first paint, the app's launch included."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="status-who")
         yield Static(id="status-index")
         yield Static(id="status-meaning")
-        yield ProgressBar(total=100, show_eta=False, show_percentage=False, id="status-progress")
 
     def on_mount(self) -> None:
         self.watch(self.app, "index_state", self._show)
         self.watch(self.app, "meaning_state", self._show)
 
     def _show(self, _state: object = None) -> None:
-        if not self.query("#status-progress"):  # not composed yet: the next change shows it
+        if not self.query("#status-meaning"):  # not composed yet: the next change shows it
             self.call_after_refresh(self._show)
             return
         index: IndexState = self.app.index_state  # type: ignore[attr-defined]
@@ -106,13 +110,23 @@ class StatusLine(Horizontal):
         self.query_one("#status-index", Static).update(Text(clean_line(index.describe()), style=style))
         mstyle = "bold red" if meaning.phase == "failed" else "yellow" if meaning.warning else "dim"
         self.query_one("#status-meaning", Static).update(Text(clean_line(meaning.describe()), style=mstyle))
-        bar = self.query_one("#status-progress", ProgressBar)
         # a bar for the two long works: the keyword index's build, the semantic index's training
         if index.phase == "indexing" and index.total > 0:
-            bar.display = True
-            bar.update(total=index.total, progress=index.done)
+            self._bar().update(total=index.total, progress=index.done)
         elif meaning.phase == "training" and meaning.goal > 0:
-            bar.display = True
-            bar.update(total=meaning.goal, progress=meaning.done)
+            self._bar().update(total=meaning.goal, progress=meaning.done)
         else:
-            bar.display = False
+            for bar in self.query("#status-progress"):
+                bar.display = False
+
+    def _bar(self) -> Any:
+        """The progress bar, shown (mounted on first use)."""
+        from textual.widgets import ProgressBar
+
+        found = self.query("#status-progress")
+        bar = found.first() if found else None
+        if bar is None:
+            bar = ProgressBar(total=100, show_eta=False, show_percentage=False, id="status-progress")
+            self.mount(bar)
+        bar.display = True
+        return bar
