@@ -3,9 +3,9 @@ listed. `crewlet` (the app's own command line) makes an Opening first thing, bef
 when the app mounts it takes the session (and the spaces screen its first rows) from it. A failure is
 the app's to tell, exactly as when the app opens the home itself.
 
-It opens in the caller's thread. It used to open in a thread of its own while Textual was imported,
-but both are CPU-bound Python holding the GIL, and the two threads handing it back and forth made the
-launch ~15 ms slower than opening first (bench/startup.py).
+It opens in the caller's thread, not in a thread of its own while Textual is imported: both are
+CPU-bound Python holding the GIL, and two threads handing it back and forth made the launch ~15 ms
+slower than opening first (bench/startup.py).
 """
 from __future__ import annotations
 

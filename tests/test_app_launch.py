@@ -126,7 +126,7 @@ async def test_an_actor_without_the_knowledge_app_or_unknown_is_refused_at_open(
 
 
 async def test_the_app_takes_the_home_its_launch_opened(tmp_path):
-    """`crewlet` opens the home (and lists its spaces) while the app loads; the app shows that session's
+    """`crewlet` opens the home (and lists its spaces) before the app loads; the app shows that session's
     rows at once, and lists nothing a second time for them."""
     from crewlet_tui.opening import Opening
 
