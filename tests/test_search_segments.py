@@ -278,3 +278,16 @@ def test_equal_scores_rank_by_page_id_however_the_index_was_built(tmp_path):
     with Indexer(home, workers=1) as ix:
         assert ix.run_pass(force_rebuild=True).kind == "rebuild"
     assert order() == incremental
+
+
+def test_the_word_caches_keep_no_long_word(monkeypatch):
+    """A long-running worker or app analyses hashes and dumps too: words past CACHED_WORD_MAX are
+    analysed every time and never kept, so the caches stay within their documented bound."""
+    from core.search import analysis
+
+    monkeypatch.setattr(analysis, "_STEMS", {})
+    long_word = "deadbeef" * 20
+    assert analysis.english_stem("running") == "run" and "running" in analysis._STEMS
+    assert analysis.english_stem(long_word) == long_word and long_word not in analysis._STEMS
+    count = analysis.term_counter(analysis.make_analyzer())
+    assert count(f"running {long_word} running") == {"run": 2, long_word: 1}

@@ -82,16 +82,21 @@ def _stemmer() -> Any:
     return st
 
 
+def _remember(cache: dict[str, Any], word: str, value: Any) -> Any:
+    """Keep `value` for `word` in a word cache, within its bounds (a long word is never kept; a full
+    cache starts again); returns `value`."""
+    if len(word) <= CACHED_WORD_MAX:
+        if len(cache) >= CACHE_MAX:
+            cache.clear()
+        cache[word] = value
+    return value
+
+
 def english_stem(word: str) -> str:
     """The Snowball English stem of a lower-cased word."""
     got = _STEMS.get(word)
     if got is None:
-        got = _stemmer().stemWord(word)
-        if len(word) > CACHED_WORD_MAX:
-            return got
-        if len(_STEMS) >= CACHE_MAX:
-            _STEMS.clear()
-        _STEMS[word] = got
+        got = _remember(_STEMS, word, _stemmer().stemWord(word))
     return got
 
 
@@ -184,13 +189,7 @@ class _WordTerms(dict):  # type: ignore[type-arg]
         self.analyse = analyse
 
     def __missing__(self, word: str) -> str | None:
-        term = self.analyse(word)
-        if len(word) > CACHED_WORD_MAX:
-            return term
-        if len(self) >= CACHE_MAX:
-            self.clear()
-        self[word] = term
-        return term
+        return _remember(self, word, self.analyse(word))
 
 
 def _make_counter(rx: Any, parts: bool, stops: frozenset[str], low: int, high: int | None,
