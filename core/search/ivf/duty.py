@@ -28,7 +28,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 
 from ...diagnostics import Diagnostics
 from ...embed.provider import Provider, make_provider
@@ -203,14 +202,8 @@ class IndexTrainingDuty(Duty):
             with self.node.lock:
                 table = semantic.load_table(self.node.conn, row.space, 0)
             lists, _ = kmeans.assign(table.codes[:table.n], row.centroids, threads=self.threads)
-            ids = table.ids[:table.n][table.alive[:table.n]]
-            lists = lists[table.alive[:table.n]]
-            order = np.argsort(ids, kind="stable")
-            ids, lists = ids[order], lists[order]
-            batches = []
-            for lo, hi in row.ranges:
-                a, b = np.searchsorted(ids, lo, "left"), np.searchsorted(ids, hi, "right")
-                batches.append((lo, hi, ids[a:b], lists[a:b]))
+            alive = table.alive[:table.n]
+            batches = training.split_batches(table.ids[:table.n][alive], lists[alive], row.ranges)
         else:
             batches = result.batches()
         records = [store.refile_record(row.space, row.generation, k, lo, hi, ids, lists)

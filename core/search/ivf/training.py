@@ -58,16 +58,8 @@ class Training:
 
     def batches(self) -> list[tuple[int, int, np.ndarray, np.ndarray]]:
         """(lo, hi, ids, lists) of every re-filing batch, in range order."""
-        t = self.table
-        live = np.flatnonzero(t.alive[:t.n])
-        ids, lists = t.ids[live], self.lists[live]
-        order = np.argsort(ids, kind="stable")
-        ids, lists = ids[order], lists[order]
-        out = []
-        for lo, hi in self.ranges:
-            a, b = np.searchsorted(ids, lo, "left"), np.searchsorted(ids, hi, "right")
-            out.append((lo, hi, ids[a:b], lists[a:b]))
-        return out
+        live = np.flatnonzero(self.table.alive[:self.table.n])
+        return split_batches(self.table.ids[live], self.lists[live], self.ranges)
 
     def summary(self) -> dict[str, Any]:
         """The measurement as it is stored with the index and shown by `crewlet index status`."""
@@ -81,6 +73,19 @@ class Training:
                 "shapes": {k: {"recall": round(v.recall, 4), "floor": round(v.floor, 4), "head_misses": v.head_misses,
                                "scanned": v.scanned, "queries": v.queries}
                            for k, v in self.measurement.shapes.items()}}
+
+
+def split_batches(ids: np.ndarray, lists: np.ndarray, ranges: list[tuple[int, int]]
+                  ) -> list[tuple[int, int, np.ndarray, np.ndarray]]:
+    """Live rows' (ids, lists) cut into the re-filing batches a training fixed: (lo, hi, ids, lists) per
+    range, in range order."""
+    order = np.argsort(ids, kind="stable")
+    ids, lists = ids[order], lists[order]
+    out = []
+    for lo, hi in ranges:
+        a, b = np.searchsorted(ids, lo, "left"), np.searchsorted(ids, hi, "right")
+        out.append((lo, hi, ids[a:b], lists[a:b]))
+    return out
 
 
 def batch_ranges(ids: np.ndarray, rows: int = BATCH_ROWS) -> list[tuple[int, int]]:
