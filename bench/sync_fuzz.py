@@ -98,7 +98,7 @@ class FuzzResult:
     ops: int
     acked: int
     records: int
-    killed: str
+    killed: str                  # the node whose writer was killed ("" when none was)
     killed_after_s: float
     digests: dict[str, str] = field(default_factory=dict)
     outcomes: dict[str, int] = field(default_factory=dict)     # status/code -> count, over the acked writes
@@ -136,6 +136,13 @@ def _cycles(node: Node) -> list[str]:
     return bad
 
 
+def _lines(path: Path) -> int:
+    try:
+        return path.read_bytes().count(b"\n")
+    except FileNotFoundError:
+        return 0
+
+
 def run(base: Path, *, ops: int = 150, seed: int | None = None, kill: bool = True) -> FuzzResult:
     """One round: three nodes, three writers of `ops` records each, one of them killed at a random moment."""
     rnd = random.Random(seed)
@@ -156,14 +163,19 @@ def run(base: Path, *, ops: int = 150, seed: int | None = None, kill: bool = Tru
             raise RuntimeError(f"a writer did not start: {line!r} {p.stderr.read() if p.stderr else ''}")
     victim = rnd.randrange(len(procs))
     killed_after = 0.0
+    sigkilled = False
     if kill:
-        # somewhere in the victim's run: by then it has acknowledged a share of its writes
-        killed_after = rnd.uniform(0.05, 1.0) * max(0.5, ops * 0.01)
+        # mid-run, by what the victim did rather than by the clock (a fast writer must not finish first):
+        # once it has acknowledged a random share of its writes
+        after_acks = rnd.randrange(max(1, ops // 10), max(2, ops // 2))
+        victim_acks = base / f"ack{victim}.jsonl"
         t = time.monotonic()
-        while time.monotonic() - t < killed_after and procs[victim].poll() is None:
-            time.sleep(0.01)
+        while procs[victim].poll() is None and _lines(victim_acks) < after_acks:
+            time.sleep(0.005)
+        killed_after = time.monotonic() - t
         if procs[victim].poll() is None:
             os.kill(procs[victim].pid, signal.SIGKILL)
+            sigkilled = True
     problems = []
     for i, p in enumerate(procs):
         _, err = p.communicate(timeout=600)
@@ -177,7 +189,8 @@ def run(base: Path, *, ops: int = 150, seed: int | None = None, kill: bool = Tru
                 if line.strip():
                     op_id, status, code = json.loads(line)
                     acked[op_id] = (status, code)
-    result = FuzzResult(len(homes), ops, len(acked), 0, f"node{victim}" if kill else "", killed_after, problems=problems)
+    result = FuzzResult(len(homes), ops, len(acked), 0, f"node{victim}" if sigkilled else "", killed_after,
+                        problems=problems)
     for status, code in acked.values():
         key = f"{status}:{code}" if code else status
         result.outcomes[key] = result.outcomes.get(key, 0) + 1

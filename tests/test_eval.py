@@ -101,7 +101,9 @@ def test_a_copy_of_the_store_is_measured_with_nothing_running(indexed, tmp_path)
 
 
 def test_search_still_searches(indexed):
-    out = crewlet("search", "--mode", "keyword", "eval", home=indexed)   # an option first: the word is searched
-    assert out.returncode in (0, 1) and "search eval" not in out.stdout
+    out = crewlet("search", "--mode", "keyword", "eval", "--json", home=indexed)   # an option first: the word is searched
+    assert out.returncode == 0, out.stderr
+    answer = json.loads(out.stdout)
+    assert answer["outcome"]["served_mode"] == "keyword" and "hits" in answer and "corpus" not in out.stdout
     out = crewlet("search", "eval", "--help")
     assert out.returncode == 0 and "--store" in out.stdout and "--probes" in out.stdout

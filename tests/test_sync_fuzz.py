@@ -14,10 +14,9 @@ from bench.sync_fuzz import run
 @pytest.mark.parametrize("seed", [1, 2])
 def test_three_nodes_converge_with_a_writer_killed(tmp_path, seed):
     result = run(tmp_path, ops=120, seed=seed)
-    assert not result.problems, result.problems
-    assert len(result.digests) == 3 and len(set(result.digests.values())) == 1, result.digests
+    assert result.killed, "the victim finished before it was killed: the round proved nothing about a kill"
+    assert result.converged and len(result.digests) == 3, (result.problems, result.digests)
     assert result.acked >= 2 * 120   # the two writers left alive acknowledged all of theirs
     # the races the fuzz is for did happen, and were decided
     for code in ("title_taken", "stale_revision"):
         assert any(code in key for key in result.outcomes), result.outcomes
-    assert result.records >= result.acked
