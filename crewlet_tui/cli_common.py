@@ -179,10 +179,7 @@ def open_kb() -> Iterator[KnowledgeBase]:
     from core.pages.service import KnowledgeBase
 
     with open_node() as node:
-        kb = KnowledgeBase(node)
-        if STATE.actor:
-            kb.actor(STATE.actor)
-        yield kb
+        yield KnowledgeBase(node)
 
 
 def actor() -> str | None:

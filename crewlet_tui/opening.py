@@ -35,7 +35,3 @@ class Opening:
                 self.spaces = None
         except Exception as exc:  # noqa: BLE001 - the app tells it, as when it opens the home itself
             self.error = exc
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Whether the opening finished: always, since it is done when made (kept for its callers)."""
-        return True
