@@ -250,9 +250,11 @@ def test_an_empty_or_tiny_home_builds(tmp_path, n):
         assert read_state(home.index_dir).pages == n
 
 
-def test_equal_scores_rank_by_page_id_however_the_index_was_built(tmp_path):
+@pytest.mark.parametrize("short_sort", [lexical.SHORT_SORT, 0])   # the head sorted in Python, or by numpy
+def test_equal_scores_rank_by_page_id_however_the_index_was_built(tmp_path, monkeypatch, short_sort):
     """A bulk build numbers documents in page-id order, a pass page by page in write order: pages with
     equal scores come back in page-id order either way (two nodes answer a query alike)."""
+    monkeypatch.setattr(lexical, "SHORT_SORT", short_sort)
     home = Home(tmp_path / "home")
     init_home(home, config_mod.empty_config("alex"))
     with Node.open(home) as node:

@@ -261,6 +261,9 @@ def _read_postings_generic(reader: Any, field: str, term: str) -> tuple[np.ndarr
 
 # -- one generation of the index ------------------------------------------------------------------------
 
+SHORT_SORT = 512   # a ranking part this long or shorter is sorted in Python; a longer one by numpy
+
+
 class Snapshot:
     """One generation of the index, open for reading, with every per-document array a ranking needs.
     Never changes after it is built; a commit makes a new one."""
@@ -414,6 +417,14 @@ class Snapshot:
             scores[ids] += (qf * idf * (k1 + 1.0)) * pseudo / (pseudo + k1)
         return scores
 
+    @cached_property
+    def id_rank(self) -> np.ndarray:
+        """Each document's place in page-id order (ties in a long ranking go by it), worked out once per
+        snapshot, by the first ranking walked that far."""
+        rank = np.empty(self.size, dtype=np.int64)
+        rank[np.argsort(np.asarray(self.ids, dtype=object), kind="stable")] = np.arange(self.size)
+        return rank
+
     def ranked(self, scores: np.ndarray, mask: np.ndarray, first: int = 64) -> Iterator[tuple[int, float]]:
         """Documents with a score, best first (ties by page id: the same order however this node's
         index was built — in bulk, by id, or page by page), lazily: the top `first` by a partial sort,
@@ -431,6 +442,10 @@ class Snapshot:
         for part in (top, rest):
             if not len(part):
                 continue
-            ids = self.ids
-            for i in sorted(part.tolist(), key=lambda d: (-scores[d], ids[d])):
+            if len(part) <= SHORT_SORT:   # the head: sorted here, without the whole index's id order
+                ids = self.ids
+                order = sorted(part.tolist(), key=lambda d: (-scores[d], ids[d]))
+            else:
+                order = part[np.lexsort((self.id_rank[part], -scores[part]))].tolist()
+            for i in order:
                 yield i, float(scores[i])
