@@ -402,11 +402,6 @@ def with_operator(company: Company, settings: NodeSettings, node_file: Path) -> 
     return replace(company, operator=settings.operator)
 
 
-def load_company(config_file: Path, node_file: Path) -> Company:
-    """company.toml, as this node runs it (see `with_operator`)."""
-    return with_operator(load(config_file), load_node(node_file), node_file)
-
-
 def write(file: Path, data: dict[str, Any]) -> None:
     """Write atomically, so a crash never leaves a half-written company.toml."""
     tmp = file.with_suffix(".toml.tmp")

@@ -33,14 +33,6 @@ MAX_QUERY_TERMS = 64
 TermCount = Callable[[str], dict[str, int]]
 
 
-def underscore_parts(word: str) -> list[str]:
-    """The parts of an identifier joined by underscores (WM_PALETTECHANGED: WM, PALETTECHANGED), so
-    that a search for one part finds it; [] for a word without an inner part."""
-    if "_" not in word:
-        return []
-    return [p for p in word.split("_") if p]
-
-
 class UnderscoreParts(Filter):
     """Each token as it is, then (for an identifier with underscores) each of its parts as a token of
     its own, with its own character span."""

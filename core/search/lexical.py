@@ -39,7 +39,7 @@ from .index_files import (BODY, INDEX_NAME, TITLE, FileMarks, create_index, docu
 # the analysis lives in .analysis; its names stay importable from here, and an index of derivation 2
 # unpickles its schema's UnderscoreParts and TermCounts from this module
 from .analysis import (MAX_QUERY_TERMS, WORD_PATTERN, TermCounts, TermWeights, UnderscoreParts, analyze,  # noqa: F401
-                       make_analyzer, term_counter, token_spans, underscore_parts)
+                       make_analyzer, term_counter, token_spans)
 
 INDEX_DERIVATION = 3
 DERIVATION_NOTE = ("title and plain-text body (Markdown, YAML front matter and URLs stripped, backslash escapes "
