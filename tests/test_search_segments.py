@@ -69,7 +69,8 @@ def test_the_bulk_writer_writes_what_whooshs_writer_writes(tmp_path):
             w.add_document(**lexical.document(page_id, container, title, lexical_plain(body)))
     bulk = lexical.create_index(tmp_path / "bulk")
     result = segments.write_chunk(bulk, rows)
-    segments.commit_segments(bulk, [result.segment], clean=True)
+    segments.commit_segments(bulk, [result.segment])
+    segments.clean_index_dir(bulk)
     assert result.indexed == 400 and result.rows == 400 and result.last_id == "p00399"
 
     with by_whoosh.reader() as a, bulk.reader() as b:

@@ -391,7 +391,7 @@ class Indexer:
             build.pending = None
             _write_json(self.dir / BUILD_FILE, asdict(build))
         # what a stopped or failed build left half-written (no TOC names it) goes before this one writes
-        segments.commit_segments(ix, [], clean=True)
+        segments.clean_index_dir(ix)
         report = IndexPass("build")
         if progress:
             progress(build.done, max(build.total, build.done))
@@ -451,7 +451,7 @@ class Indexer:
             if pool is not None:
                 pool.close(abandon=not finished)
         # a killed build's worker may have left a segment no TOC names: cleaned now nothing writes here
-        segments.commit_segments(ix, [], clean=True)
+        segments.clean_index_dir(ix)
         report.note = (f"{len(chunks)} segment{'s' if len(chunks) != 1 else ''}, "
                        + (f"by {workers} worker processes" if workers > 1 else "in this process"))
         # links whose source is gone (purged before or during the build)

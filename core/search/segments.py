@@ -32,7 +32,8 @@ import threading
 import time
 import zlib
 from array import array
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -317,38 +318,54 @@ def _write_blocks(postfile: Any, limit: int, ids: list[int], weights: list[int],
             + pack_long(start) + pack_int(postfile.tell() - start))
 
 
-def commit_segments(ix: Any, segments: list[Any], *, clean: bool = False) -> int:
-    """Add written segments to the index by a new TOC (under Whoosh's write lock); returns the new
-    generation. `clean`: also remove files no segment of the new generation uses (never while a worker
-    may still be writing a segment into the directory)."""
-    from whoosh.index import TOC, LockError, clean_files
+@contextmanager
+def _write_lock(ix: Any) -> Iterator[None]:
+    """Whoosh's write lock on the index, as its own writers take it."""
+    from whoosh.index import LockError
     from whoosh.util.filelock import try_for
 
     lock = ix.lock("WRITELOCK")
     if not try_for(lock.acquire, timeout=30.0, delay=0.1):
         raise LockError("the index is locked by another writer")
     try:
+        yield
+    finally:
+        lock.release()
+
+
+def commit_segments(ix: Any, segments: list[Any]) -> int:
+    """Add written segments to the index by a new TOC (under Whoosh's write lock); returns the new
+    generation."""
+    from whoosh.index import TOC
+
+    with _write_lock(ix):
         info = ix._read_toc()
         toc = TOC(info.schema, list(info.segments) + list(segments), info.generation + 1)
         toc.write(ix.storage, ix.indexname)
-        if clean:
-            clean_files(ix.storage, ix.indexname, toc.generation, toc.segments)
-            # and the scratch directories of a worker killed mid-segment (Whoosh removes its own on close)
-            for scratch in Path(ix.storage.folder).glob("*.tmp"):
-                if scratch.is_dir():
-                    shutil.rmtree(scratch, ignore_errors=True)
-            # and a killed writer's rank file in the making (a dot name, which Whoosh's clean-up skips)
-            for partial in Path(ix.storage.folder).glob(f".*{rank_data.EXT}.*.tmp"):
-                try:
-                    partial.unlink()
-                except OSError:
-                    pass
-    finally:
-        lock.release()
     folder = Path(ix.storage.folder)
     fsync_file(folder / f"_{ix.indexname}_{toc.generation}.toc")
     fsync_dir(folder)
     return int(toc.generation)
+
+
+def clean_index_dir(ix: Any) -> None:
+    """Remove what the index's current generation does not use: segments a stopped, failed or killed
+    build left half-written, a killed worker's scratch directories and rank files in the making. Never
+    while a worker may still be writing a segment into the directory."""
+    from whoosh.index import clean_files
+
+    with _write_lock(ix):
+        info = ix._read_toc()
+        clean_files(ix.storage, ix.indexname, info.generation, info.segments)
+        folder = Path(ix.storage.folder)
+        for scratch in folder.glob("*.tmp"):   # Whoosh removes its own on close
+            if scratch.is_dir():
+                shutil.rmtree(scratch, ignore_errors=True)
+        for partial in folder.glob(f".*{rank_data.EXT}.*.tmp"):   # a dot name, which Whoosh's clean-up skips
+            try:
+                partial.unlink()
+            except OSError:
+                pass
 
 
 # -- one chunk, in a worker process or this one --------------------------------------------------------
