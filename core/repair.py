@@ -26,7 +26,7 @@ from .log.check import Applied, LogHealth, cut_aside, inspect
 from .pages import applier
 from .paths import Home
 from .search import vectors
-from .store import Connection, connect
+from .store import Connection, connect, sqlite3
 
 
 Apply = Callable[[Connection, FileLog, "Callable[[int], None] | None"], int]
@@ -160,7 +160,7 @@ def _what(conn: Connection, result: str | None) -> str:
 
 # -- repairing ----------------------------------------------------------------------------------------
 
-def _stamp() -> str:
+def aside_stamp() -> str:
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
 
 
@@ -175,11 +175,11 @@ def _free_name(path: Path) -> Path:
 
 
 def aside_path(spec: LogSpec, report: LogReport) -> Path:
-    return _free_name(spec.path.with_name(f"{spec.path.name}.damaged-{_stamp()}-at{report.health.end}"))
+    return _free_name(spec.path.with_name(f"{spec.path.name}.damaged-{aside_stamp()}-at{report.health.end}"))
 
 
-def database_aside_path(home: Home) -> Path:
-    return _free_name(home.db_file.with_name(f"{home.db_file.name}.before-repair-{_stamp()}"))
+def database_aside_path(home: Home, label: str = "before-repair") -> Path:
+    return _free_name(home.db_file.with_name(f"{home.db_file.name}.{label}-{aside_stamp()}"))
 
 
 @dataclass
@@ -213,8 +213,7 @@ def repair_home(home: Home, reports: list[LogReport], *,
         result.moved[report.spec.name] = (str(dest), moved)
     if any(r.needs_rebuild for r in reports):
         result.lost = [c for r in reports for c in r.lost]
-        result.database_kept_as = str(_move_database_aside(home))
-        shutil.rmtree(home.index_dir, ignore_errors=True)  # derived from rows that are gone: built again
+        result.database_kept_as = str(move_database_aside(home, "before-repair"))
         conn = connect(home.db_file)
         try:
             for spec in home_logs(home):
@@ -232,21 +231,28 @@ def repair_home(home: Home, reports: list[LogReport], *,
     return result
 
 
-def _move_database_aside(home: Home) -> Path:
+def move_database_aside(home: Home, label: str) -> Path:
+    """Keep the home's database (with its -wal and -shm) beside it under a new name (`crewlet.db.LABEL-
+    STAMP`, never over an older one), for a repair, a join or a snapshot adoption that starts it over;
+    the keyword index goes too (derived from rows no longer there: the next pass builds it again).
+    Returns where it was kept."""
     db = home.db_file
-    dest = database_aside_path(home)
+    dest = database_aside_path(home, label)
     if db.exists():
-        # fold the WAL into the file first, so the copy kept aside is whole on its own
-        conn = connect(db, migrate_schema=False)
-        try:
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        finally:
-            conn.close()
+        try:  # fold the WAL into the file first, so the copy kept aside is whole on its own
+            conn = connect(db, migrate_schema=False)
+            try:
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            pass  # a database that cannot be opened is kept as it is, its -wal moved beside it
         os.replace(db, dest)
     for suffix in ("-wal", "-shm"):
         side = db.with_name(db.name + suffix)
         if side.exists():
             os.replace(side, dest.with_name(dest.name + suffix))
+    shutil.rmtree(home.index_dir, ignore_errors=True)
     return dest
 
 

@@ -38,7 +38,7 @@ from ..log.check import locate_applied
 from ..log.filelog import LogMismatch
 from ..pages import applier
 from ..paths import Home
-from ..repair import home_logs
+from ..repair import aside_stamp, home_logs, move_database_aside
 from ..store import connect
 from . import locks, snapshot as snapshot_mod
 
@@ -60,10 +60,6 @@ class JoinResult:
         return {"joined": self.kind, "shared": str(self.shared), "node_id": self.node_id, "applied": self.applied,
                 "snapshot": self.snapshot.to_json() if self.snapshot else None, "moved": self.moved,
                 "kept_aside": self.kept_aside, "removed": self.removed}
-
-
-def _stamp() -> str:
-    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
 
 
 def running_here(home: Home) -> str | None:
@@ -248,7 +244,7 @@ def _join_existing(home: Home, directory: Path, settings: config_mod.NodeSetting
                           f"or start a new node (`crewlet --home NEW sync join {directory}`)", code="has_own_records")
         rebuild = True  # only its configuration's container documents: DIR's log declares the shared ones
     result = JoinResult("joined", directory, settings.node_id or config_mod.new_node_id())
-    stamp = _stamp()
+    stamp = aside_stamp()
     with _logs_held(home):
         config_mod.write_node(home.node_file, config_mod.NodeSettings(result.node_id, settings.operator, str(directory)))
         if own_config.is_file():
@@ -256,14 +252,7 @@ def _join_existing(home: Home, directory: Path, settings: config_mod.NodeSetting
             os.replace(own_config, aside)
             result.kept_aside.append(str(aside))
         if rebuild and home.db_file.exists():
-            aside = home.root / f"crewlet.db.before-join-{stamp}"
-            os.replace(home.db_file, aside)
-            for suffix in ("-wal", "-shm"):
-                side = home.db_file.with_name(home.db_file.name + suffix)
-                if side.exists():
-                    os.replace(side, aside.with_name(aside.name + suffix))
-            result.kept_aside.append(str(aside))
-            shutil.rmtree(home.index_dir, ignore_errors=True)
+            result.kept_aside.append(str(move_database_aside(home, "before-join")))
         if rebuild:
             aside = home.root / f"log.before-join-{stamp}"
             os.replace(own_logs, aside)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from ..log import FileLog, LogMismatch
 from ..log.check import Applied, locate_applied
 from ..pages import applier
 from ..paths import Home
-from ..repair import home_logs
+from ..repair import home_logs, move_database_aside
 from ..store import connect, sqlite3
 from ..store.migrations import MIGRATIONS
 
@@ -172,10 +171,6 @@ def _check_position(file: Path, name: str, path: Path, applied: Applied) -> None
                 f"{applied.seq:,} is not the one this log holds there; take a snapshot of a node of this log") from None
 
 
-def _stamp() -> str:
-    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-
-
 def install(home: Home, info: SnapshotInfo) -> Path | None:
     """Put a checked snapshot in place as the home's database; returns where the database it replaced
     was kept (None when the home had none). The keyword index is derived from the rows: it is dropped
@@ -193,19 +188,8 @@ def install(home: Home, info: SnapshotInfo) -> Path | None:
     finally:
         conn.close()
     fsync_file(incoming)
-    kept: Path | None = None
-    if home.db_file.exists():
-        kept = home.db_file.with_name(f"{home.db_file.name}.before-adopt-{_stamp()}")
-        n = 2
-        while kept.exists():
-            kept = home.db_file.with_name(f"{home.db_file.name}.before-adopt-{_stamp()}.{n}")
-            n += 1
-        os.replace(home.db_file, kept)
-        for suffix in ("-wal", "-shm"):
-            side = home.db_file.with_name(home.db_file.name + suffix)
-            if side.exists():
-                os.replace(side, kept.with_name(kept.name + suffix))
-    shutil.rmtree(home.index_dir, ignore_errors=True)
+    kept = move_database_aside(home, "before-adopt") if home.db_file.exists() else None
+    shutil.rmtree(home.index_dir, ignore_errors=True)   # a home with no database may hold an index
     os.replace(incoming, home.db_file)
     fsync_dir(home.root)
     return kept
