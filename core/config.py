@@ -5,7 +5,6 @@ because an operator fixes it in an editor, not in a stack trace.
 """
 from __future__ import annotations
 
-import os
 import re
 import tomllib
 import uuid
@@ -15,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import tomli_w
+
+from core.durable import write_atomic
 
 from core.embed import LOCAL_DIMENSIONS, LOCAL_MODEL, MAX_BATCH_INPUTS
 
@@ -383,12 +384,7 @@ def load_node(file: Path) -> NodeSettings:
 
 def write_node(file: Path, settings: NodeSettings) -> None:
     """Write atomically and durably: node.toml is what makes a home a node of a shared directory."""
-    tmp = file.with_name(file.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(tomli_w.dumps(settings.to_toml()).encode("utf-8"))
-        fh.flush()
-        os.fsync(fh.fileno())
-    tmp.replace(file)
+    write_atomic(file, tomli_w.dumps(settings.to_toml()).encode("utf-8"))
 
 
 def with_operator(company: Company, settings: NodeSettings, node_file: Path) -> Company:
@@ -403,10 +399,8 @@ def with_operator(company: Company, settings: NodeSettings, node_file: Path) -> 
 
 
 def write(file: Path, data: dict[str, Any]) -> None:
-    """Write atomically, so a crash never leaves a half-written company.toml."""
-    tmp = file.with_suffix(".toml.tmp")
-    tmp.write_bytes(tomli_w.dumps(data).encode("utf-8"))
-    tmp.replace(file)
+    """Write atomically and durably, so a crash never leaves a half-written company.toml."""
+    write_atomic(file, tomli_w.dumps(data).encode("utf-8"))
 
 
 def declare_spaces(file: Path, keys: list[str]) -> list[str]:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from .durable import write_atomic
 
 MAX_BYTES = 2 * 1024 * 1024
 log = logging.getLogger("crewlet.diagnostics")
@@ -43,9 +44,7 @@ class Diagnostics:
         data = self.path.read_bytes()
         keep = data[len(data) // 2:]
         keep = keep[keep.find(b"\n") + 1:]
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_bytes(keep)
-        os.replace(tmp, self.path)
+        write_atomic(self.path, keep, durable=False)
 
     def events(self) -> list[dict[str, Any]]:
         try:

@@ -29,3 +29,23 @@ def fsync_dir(path: Path | str) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Replace `path` with `data` so that a reader (or a crash) sees the old file or the new one, never
+    half of either: a temporary file of this process beside it, renamed over it. `durable`: fsynced,
+    and its directory, before this returns (a file the home depends on); otherwise a crash may keep
+    the old one (a heartbeat, a lease, a cache)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if durable:
+        fsync_dir(path.parent)

@@ -32,6 +32,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from .durable import write_atomic
+
 log = logging.getLogger("crewlet.worker")
 
 Scope = Literal["node", "fleet"]
@@ -181,10 +183,8 @@ class Lease:
             return None
 
     def _write(self) -> None:
-        tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"owner": self.owner, "label": self.label, "pid": os.getpid(),
-                                   "expires_at": _now_ms() + self.ttl_ms}), encoding="utf-8")
-        os.replace(tmp, self.path)
+        write_atomic(self.path, json.dumps({"owner": self.owner, "label": self.label, "pid": os.getpid(),
+                                            "expires_at": _now_ms() + self.ttl_ms}).encode("utf-8"), durable=False)
 
     def acquire(self) -> LeaseHolder | None:
         """Take or renew the lease. Returns None when this owner holds it now, else who does."""

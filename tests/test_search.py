@@ -633,7 +633,9 @@ def test_each_commit_reaches_the_disk_before_the_state_that_counts_on_it(home, k
     gen = lexical.latest_generation(lexical.open_index(ixdir))
     toc = str((ixdir / f"_{lexical.INDEX_NAME}_{gen}.toc").resolve())
     assert toc in new_files and len(new_files) >= 2       # the new TOC and the new segment's file(s)
-    state_at = synced.index(str(state_path(home.index_dir).resolve()) + ".tmp")
+    state = state_path(home.index_dir).resolve()   # its temporary file: .state.json.PID.RANDOM.tmp beside it
+    state_at = next(i for i, f in enumerate(synced)
+                    if f.startswith(str(state.parent / f".{state.name}.")) and f.endswith(".tmp"))
     for f in new_files + [str(ixdir.resolve())]:
         assert f in synced, f
         assert synced.index(f) < state_at, f              # before the state names the position

@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..durable import fsync_dir
+from ..durable import write_atomic
 from ..pages.applier import position
 from ..pages.links import extract_links
 from ..paths import Home
@@ -63,13 +63,7 @@ def _now_ms() -> int:
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     """Atomically, and durably: a crash leaves the old file or the new one, never half of either."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=1, sort_keys=True)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+    write_atomic(path, json.dumps(data, indent=1, sort_keys=True).encode("utf-8"))
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:

@@ -18,13 +18,13 @@ and the container codes (`code`: uint16 or uint32), all little-endian.
 from __future__ import annotations
 
 import json
-import os
 import sys
-import uuid
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ..durable import write_atomic
 
 MAGIC = b"crewlet-rank 1\n"
 EXT = ".rank"
@@ -63,24 +63,11 @@ def encode(data: RankData) -> bytes:
     return MAGIC + header + b"\n" + b"".join(p.tobytes() for p in parts)
 
 
-def write(folder: Path, segment_id: str, data: RankData, *, sync: bool = False) -> None:
+def write(folder: Path, segment_id: str, data: RankData) -> None:
     """Write atomically (a unique temporary file renamed into place: two writers of the same segment
-    write the same bytes, and a reader never sees half a file)."""
-    path = Path(folder) / file_name(segment_id)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(encode(data))
-            if sync:
-                fh.flush()
-                os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
-        raise
+    write the same bytes, and a reader never sees half a file). Not fsynced here: a build fsyncs its
+    segment's files, this one among them, before the TOC names the segment."""
+    write_atomic(Path(folder) / file_name(segment_id), encode(data), durable=False)
 
 
 def read(folder: Path, segment_id: str, expected_count: int) -> dict[str, Any] | None:

@@ -6,12 +6,13 @@ A file is rewritten (atomically) when the node's position moved, or once a minut
 from __future__ import annotations
 
 import json
-import os
 import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from ..durable import write_atomic
 
 from ..paths import Home
 
@@ -87,9 +88,7 @@ class Publisher:
         directory = self.home.peers_dir
         directory.mkdir(parents=True, exist_ok=True)
         path = peer_file(self.home, self.node_id)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(peer.to_json(), sort_keys=True), encoding="utf-8")
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(peer.to_json(), sort_keys=True).encode("utf-8"), durable=False)   # a heartbeat
         self._last, self._written_at = dict(positions), now
         return True
 
