@@ -86,11 +86,9 @@ def _put(conn: Connection, rec: Record) -> None:
         (p["source_id"], p.get("kind", "page"), p["space"], p["container"], int(p["revision"]), p["digest"],
          int(p["bytes"]), int(p["bucket"]), dims, rec.seq, blob))
     conn.execute("INSERT INTO vector_codes (id, code) VALUES (?, vec_quantize_binary(vec_f32(?)))", (cur.lastrowid, blob))
-    if has_index(conn, p["space"]):
-        from .ivf import store as ivf_store
+    from .ivf import store as ivf_store   # imported already by handlers(): a lookup, not a load
 
-        code = conn.execute("SELECT code FROM vector_codes WHERE id = ?", (cur.lastrowid,)).fetchone()[0]
-        ivf_store.file_new_code(conn, p["space"], cur.lastrowid, code)
+    ivf_store.file_new_code(conn, p["space"], cur.lastrowid)
 
 
 def _restamp(conn: Connection, rec: Record) -> None:
@@ -103,10 +101,6 @@ def _drop(conn: Connection, rec: Record) -> None:
     source = rec.payload["source_id"]
     conn.execute("DELETE FROM vector_codes WHERE id IN (SELECT id FROM vectors WHERE source_id = ?)", (source,))
     conn.execute("DELETE FROM vectors WHERE source_id = ?", (source,))
-
-
-def has_index(conn: Connection, space: str) -> bool:
-    return conn.execute("SELECT 1 FROM semantic_index WHERE space = ?", (space,)).fetchone() is not None
 
 
 @lru_cache(maxsize=1)

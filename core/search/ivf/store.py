@@ -168,12 +168,13 @@ def nearest_lists(codes: np.ndarray, centroids: np.ndarray) -> np.ndarray:
     return distance_matrix(codes, centroids).argmin(axis=1).astype(np.int32)
 
 
-def file_new_code(conn: Any, space: str, vector_id: int, code: bytes) -> None:
-    """A code put while an index is installed goes straight into its list."""
+def file_new_code(conn: Any, space: str, vector_id: int) -> None:
+    """A code put while an index is installed goes straight into its list (no index: nothing to do)."""
     found = _centroids(conn, space)
     if found is None:
         return
     generation, centroids = found
+    code = conn.execute("SELECT code FROM vector_codes WHERE id = ?", (vector_id,)).fetchone()[0]
     if len(code) != centroids.shape[1]:
         return  # a width the index was not trained on stays unfiled: searches read it in full
     lst = int(nearest_lists(np.frombuffer(code, dtype=np.uint8).reshape(1, -1), centroids)[0])
