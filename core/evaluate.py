@@ -90,10 +90,9 @@ def space_label(space: str) -> str:
     return space
 
 
-def default_window(space: str) -> int:
-    """The corpus's 8 KiB opening, cut to the model's own per-input bound where this build knows one
-    (every model it ships or speaks to takes at least 8 KiB, so the opening is the window)."""
-    return MAX_INPUT_BYTES
+DEFAULT_WINDOW = MAX_INPUT_BYTES   # the opening the duty sends at most: the window, unless --window says less
+#   (eval reads a store file, not a home's configuration: an endpoint set to a smaller max_input_tokens
+#   is given as --window)
 
 
 def past_window(conn: Any, space: str, window: int) -> list[PastWindow]:
@@ -153,7 +152,7 @@ def evaluate(path: Path, *, probes: int | None = None, window: int | None = None
             used = probes or index.probes
             through = measure.measure(table, cases, used)
         scan = measure.measure(table, cases, None)
-        bound = window or default_window(space)
+        bound = window or DEFAULT_WINDOW
         if progress:
             progress(table.live, table.live, "reading every body for the window")
         return EvalReport(str(path), spaces, space, table.live, len(cases), index, used, through, scan, bound,
