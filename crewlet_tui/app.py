@@ -34,6 +34,7 @@ from core.paths import Home
 from .commands import CrewletCommands
 from .fmt import Clock, system_clock
 from .sanitize import clean_line
+from .screens.base import CrewletScreen
 from .screens.spaces import SpacesScreen
 from .widgets.status import IndexState, MeaningState
 
@@ -386,11 +387,8 @@ class CrewletApp(App[None]):
         """Records another process or node appended were applied: the screen on show reads its rows again
         (an editor is left alone: its save states its base revision, and a stale one is kept and told)."""
         screen = self.screen
-        for name in ("reload", "action_reload", "action_refresh"):
-            refresh = getattr(screen, name, None)
-            if callable(refresh):
-                refresh()
-                return
+        if isinstance(screen, CrewletScreen):
+            screen.refresh_rows()
 
     def _embedding_passed(self, report: DutyReport, status: dict[str, Any]) -> None:
         if report.error:

@@ -73,6 +73,10 @@ class CrewletScreen(Screen[Any]):
     def kb(self) -> "KnowledgeBase":
         return self.session.kb
 
+    def refresh_rows(self) -> None:
+        """Read the rows this screen shows again: records another process or node appended were applied.
+        A screen that shows none (or an editor, whose save states its base revision) does nothing."""
+
     def compose_header(self) -> ComposeResult:
         yield TitleBar()
 

@@ -68,6 +68,9 @@ class OutlineScreen(CrewletScreen):
             self.crewlet.open_page(event.page.id)
 
     # -- changing the outline --------------------------------------------------------------------
+    def refresh_rows(self) -> None:
+        self.action_reload()
+
     def action_reload(self) -> None:
         self.tree.reload()
 

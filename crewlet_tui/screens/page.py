@@ -96,6 +96,9 @@ class PageScreen(CrewletScreen):
         self.query_one("#page-main").focus()
         self.reload()
 
+    def refresh_rows(self) -> None:
+        self.reload()
+
     def reload(self) -> None:
         first = self.view is None or self.view.page.id != self.ref
         self.call_in_background("view", read_page_view, self.kb, self.ref, self.session.handle, first)

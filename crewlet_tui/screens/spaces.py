@@ -59,6 +59,9 @@ class SpacesScreen(CrewletScreen):
         else:
             self.action_refresh()
 
+    def refresh_rows(self) -> None:
+        self.action_refresh()
+
     def action_refresh(self) -> None:
         self.call_in_background("spaces", self.kb.spaces, actor=self.session.handle)
 

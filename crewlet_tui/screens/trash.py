@@ -56,6 +56,9 @@ class TrashScreen(CrewletScreen):
             return self.session.is_admin
         return True
 
+    def refresh_rows(self) -> None:
+        self.action_refresh()
+
     def action_refresh(self) -> None:
         self.call_in_background("trash", self.kb.trash, actor=self.session.handle)
 
