@@ -49,11 +49,11 @@ for p in (ROOT, BENCH):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-from embed import DEFAULT_CORPUS, SPACE, build_home, copy_home, load_line  # noqa: E402
+from embed import DEFAULT_CORPUS, SPACE, build_home, copy_home  # noqa: E402
 from textual import events  # noqa: E402
 from textual.widgets import Input  # noqa: E402
 
-from _common import percentile  # noqa: E402
+from _common import machine_load, percentile  # noqa: E402
 from core.duties import ApplyDuty  # noqa: E402
 from core.embed.duty import EmbeddingDuty  # noqa: E402
 from core.node import Node  # noqa: E402
@@ -228,7 +228,7 @@ def main() -> None:
     tmp.mkdir(parents=True, exist_ok=True)
     shipped_nice = getattr(app_module, "DUTIES_NICE", 0)   # 0: an app from before the worker was niced
     try:
-        print(load_line() + " at start", flush=True)
+        print(machine_load() + " at start", flush=True)
         if (tmp / "base").is_dir() and (tmp / "filled").is_dir():   # --keep from an earlier run: reuse
             base, filled = Home(tmp / "base"), Home(tmp / "filled")
             with Node.open(base) as node:
@@ -243,7 +243,7 @@ def main() -> None:
             filled = copy_home(base, tmp / "filled")
             fill_s = run_duties(filled, lambda node: [EmbeddingDuty(node)])
             print(f"first fill of the idle copy (embedding duty, default threads): {fill_s:.1f} s = "
-                  f"{pages / fill_s:.2f} pages/s; {load_line()}", flush=True)
+                  f"{pages / fill_s:.2f} pages/s; {machine_load()}", flush=True)
 
         results = {v: {"outline": [], "typing": [], "writes": []} for v in VARIANTS}
         for rnd in range(args.rounds):
@@ -283,7 +283,7 @@ def main() -> None:
             w = results[variant]["writes"]
             print(f"  {variant:12} median {percentile(w, 50):.2f} s, max {max(w):.2f} s" if w else
                   f"  {variant:12} no write became searchable before the fill ended")
-        print(load_line() + " at end")
+        print(machine_load() + " at end")
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)

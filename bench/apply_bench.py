@@ -24,7 +24,6 @@ the load, which is printed too.
 from __future__ import annotations
 
 import argparse
-import os
 import platform
 import shutil
 import subprocess
@@ -38,6 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import machine_load  # noqa: E402
 from core import config as config_mod  # noqa: E402
 from core.log import FileLog, Record  # noqa: E402
 from core.node import Node, init_home  # noqa: E402
@@ -97,11 +98,6 @@ def timed(n: int, fn) -> Timing:
     wall, cpu = time.perf_counter(), time.process_time()
     fn()
     return n, time.perf_counter() - wall, time.process_time() - cpu
-
-
-def load() -> str:
-    one, five, _ = os.getloadavg()
-    return f"load {one:.2f} (5 min {five:.2f}) on {os.cpu_count()} CPU(s)"
 
 
 def check_applied(outcomes, what: str) -> None:
@@ -195,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         sqlite_version = probe.execute("select sqlite_version()").fetchone()[0]
         probe.close()
         print(f"crewlet apply benchmark — {base} ({fs_type(base)}), Python {platform.python_version()}, "
-              f"SQLite {sqlite_version} via {sqlite3.__name__}; {load()}")
+              f"SQLite {sqlite_version} via {sqlite3.__name__}; {machine_load()}")
         batched = bench_batched(base, args.creates, args.saves, args.batch)
         interactive = bench_interactive(base, args.interactive)
     finally:
@@ -225,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     line("engine: create/save, one a submit", *interactive["engine one a submit"])
     line("plain SQLite: one txn per row (synchronous=FULL)", *interactive["plain txn per row"])
     ratio("engine", interactive["engine one a submit"], interactive["plain txn per row"])
-    print(f"\n{load()}")
+    print(f"\n{machine_load()}")
     return 0
 
 

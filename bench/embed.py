@@ -40,6 +40,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import machine_load  # noqa: E402
 from core import config as config_mod  # noqa: E402
 from core.embed.duty import REQUEST_TIMEOUT_S, EmbeddingDuty, Item, coverage, pack  # noqa: E402
 from core.embed.local import LocalProvider  # noqa: E402
@@ -192,10 +194,6 @@ def in_subprocess(side: str, home: Home, threads: int) -> dict[str, Any]:
 
 # -- the run -------------------------------------------------------------------------------------------
 
-def load_line() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores"
-
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -218,7 +216,7 @@ def main() -> None:
     tmp = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="crewlet-bench-embed-"))
     tmp.mkdir(parents=True, exist_ok=True)
     try:
-        print(load_line() + " at start", flush=True)
+        print(machine_load() + " at start", flush=True)
         base, built = build_home(tmp, Path(args.corpus), args.pages)
         print(f"imported {built['files']:,} files as {built['pages']:,} pages (folders included) "
               f"in {built['import_s']:.1f} s; onnxruntime threads {threads}", flush=True)
@@ -253,7 +251,7 @@ def main() -> None:
         print(f"{'peer (provider.embed)':24} {p_rate:>8.2f} {max(p['peak_rss_mb'] for p in peer):>12.0f}")
         print(f"duty overhead: {p_rate / d_rate:.3f}x the peer's time (pairs: "
               f"{', '.join(f'{r:.3f}' for r in pairs)}); {100 * own:.1f}% of the duty's time is outside the model")
-        print(load_line() + " at end")
+        print(machine_load() + " at end")
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -39,16 +39,11 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _vectors import SPACE_OF, cached_home, queries  # noqa: E402
-
+from _common import machine_load  # noqa: E402
 from core.node import Node  # noqa: E402
 from core.search import semantic, vectors  # noqa: E402
 from core.search.access import Access  # noqa: E402
 from core.store import connect  # noqa: E402
-
-
-def load() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"load {one:.2f} {five:.2f} {fifteen:.2f}"
 
 
 def timed(fn: Callable[[int], object], count: int) -> tuple[float, float]:
@@ -65,7 +60,7 @@ def timed(fn: Callable[[int], object], count: int) -> tuple[float, float]:
 
 def line(label: str, p: tuple[float, float], peer: tuple[float, float] | None = None, peer_name: str = "") -> None:
     ratio = f"   {p[1] / peer[1]:.2f}× {peer_name} (p95)" if peer else ""
-    print(f"  {label:<46} p50 {p[0]:8.2f} ms  p95 {p[1]:8.2f} ms{ratio}   [{load()}]")
+    print(f"  {label:<46} p50 {p[0]:8.2f} ms  p95 {p[1]:8.2f} ms{ratio}   [{machine_load()}]")
 
 
 def _seconds(fn: Callable[[], object]) -> float:
@@ -113,7 +108,7 @@ def run(n: int, dims: int, nq: int) -> None:
         full_load = min(_seconds(lambda: semantic.load_table(conn, space, seq0)) for _ in range(3))
         old_load = min(_seconds(lambda: old_load_table(conn, space)) for _ in range(3))
         print(f"  whole code-table load: crewlet {full_load * 1000:.0f} ms (covering index), the previous load "
-              f"(join over the wide rows) {old_load * 1000:.0f} ms: {old_load / full_load:.1f}× crewlet's   [{load()}]")
+              f"(join over the wide rows) {old_load * 1000:.0f} ms: {old_load / full_load:.1f}× crewlet's   [{machine_load()}]")
 
         access = Access(actor=None, mode="semantic", allowed=None, skills="SKILLS", exclusions=(), draft_backstop=True)
         qcodes = [semantic.sign_code(q) for q in qs]
@@ -174,7 +169,7 @@ def run(n: int, dims: int, nq: int) -> None:
         inc = _seconds(lambda: semantic.refresh_table(conn, before, seq))
         whole_load = min(_seconds(lambda: semantic.load_table(conn, space, seq)) for _ in range(3))
         print(f"  after 1,000 new vectors (the embedding duty's minute): incremental refresh {inc * 1000:.0f} ms, "
-              f"whole reload {whole_load * 1000:.0f} ms ({whole_load / inc:.1f}× the refresh)   [{load()}]")
+              f"whole reload {whole_load * 1000:.0f} ms ({whole_load / inc:.1f}× the refresh)   [{machine_load()}]")
 
 
 def main() -> None:
@@ -184,7 +179,7 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=200)
     args = ap.parse_args()
     print(f"crewlet semantic bench: one core (affinity {sorted(os.sched_getaffinity(0))}), "
-          f"numpy {np.__version__}, {os.cpu_count()} cores on the machine   [{load()}]")
+          f"numpy {np.__version__}, {os.cpu_count()} cores on the machine   [{machine_load()}]")
     for dims in args.dims:
         run(args.n, dims, args.queries)
 

@@ -34,6 +34,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import machine_load, percentile  # noqa: E402
 from core import config as config_mod  # noqa: E402
 from core.log import FileLog, Record  # noqa: E402
 from core.node import Node, init_home  # noqa: E402
@@ -84,16 +86,6 @@ else:
             print(k, time.time(), flush=True)
             k += 1
 '''
-
-
-def load() -> str:
-    one, five, _ = os.getloadavg()
-    return f"load {one:.2f} (5 min {five:.2f}) on {os.cpu_count()} CPU(s)"
-
-
-def pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * (len(ordered) - 1))))]
 
 
 def fleet(base: Path) -> tuple[Path, Home, Home]:
@@ -224,16 +216,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-apply", action="store_true")
     args = ap.parse_args(argv)
     base = Path(tempfile.mkdtemp(prefix="crewlet-bench-sync-", dir=args.dir))
-    print(f"crewlet sync benchmark — {base}; {load()}")
+    print(f"crewlet sync benchmark — {base}; {machine_load()}")
     try:
         if not args.skip_lag:
             print(f"\nreplication lag, {args.lag_writes} writes on A, each looked for on B (ms from A's acknowledgement):")
             for mode, label in (("cli", "B through the CLI's read path (open, apply, read)"),
                                 ("watch", f"B as the app's worker (watcher every {INTERVAL_S} s, then apply)")):
                 lags = bench_lag(base, args.lag_writes, mode)
-                print(f"  {label:<58} p50 {statistics.median(lags):7.1f}  p95 {pct(lags, 95):7.1f}  "
+                print(f"  {label:<58} p50 {statistics.median(lags):7.1f}  p95 {percentile(lags, 95):7.1f}  "
                       f"max {max(lags):7.1f}  ({len(lags)} seen)")
-            print(f"  {load()}")
+            print(f"  {machine_load()}")
         if not args.skip_apply:
             print(f"\napply throughput, {args.records:,} records:")
             res = bench_apply(base, args.records)
@@ -250,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  plain SQLite / fresh node: {plain[0] / fresh[0]:.1f}x wall, {plain[1] / fresh[1]:.1f}x CPU "
                   "(how many times faster writing the rows directly is)")
             print(f"  plain SQLite / writer: {plain[0] / writer[0]:.1f}x wall, {plain[1] / writer[1]:.1f}x CPU")
-            print(f"  {load()}")
+            print(f"  {machine_load()}")
     finally:
         shutil.rmtree(base, ignore_errors=True)
     return 0

@@ -415,3 +415,26 @@ def test_fleet_duties_stay_singletons_across_nodes_because_their_leases_live_wit
         first.release()
         assert second.run_one(second.duties[0], stop=threading.Event()).ran
         second.release()
+
+
+def test_nodes_probing_the_shared_directory_at_once_never_refuse_each_other(tmp_path):
+    """Every node that opens probes the shared directory's locks: two opening at the same moment must not
+    take each other's probe lock for a filesystem without locks (one shared probe file did exactly that:
+    `crewlet` on one node refused to start while another opened), and no probe file is left behind."""
+    import threading
+
+    problems: list[str] = []
+
+    def probe_often() -> None:
+        for _ in range(200):
+            problem = locks.probe_flock(tmp_path)
+            if problem:
+                problems.append(problem)
+
+    threads = [threading.Thread(target=probe_often) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert problems == []
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".lock-probe")]

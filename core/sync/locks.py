@@ -86,9 +86,11 @@ def mount_of(path: Path) -> tuple[str, str, set[str]]:
 
 def probe_flock(directory: Path) -> str | None:
     """None when an exclusive flock held on one open file keeps a second opener out; else why not."""
-    probe = directory / ".lock-probe"
+    # a file of this process alone: two nodes opening at once must not take each other's probe lock for
+    # a filesystem that refuses locks (it was one shared name, and a second opener was refused)
+    probe = directory / f".lock-probe.{os.getpid()}.{os.urandom(4).hex()}"
     try:
-        first = os.open(probe, os.O_RDWR | os.O_CREAT, 0o644)
+        first = os.open(probe, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
     except OSError as exc:
         if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
             return None  # a directory this process cannot write: it appends nothing there, so nothing to corrupt
@@ -112,6 +114,7 @@ def probe_flock(directory: Path) -> str | None:
         return "a second opener took the lock while it was held: locks are not enforced there"
     finally:
         os.close(first)
+        probe.unlink(missing_ok=True)
 
 
 def check(directory: Path, *, probe: bool = True) -> LockCheck:
