@@ -28,8 +28,12 @@ REPLICATED: dict[str, str] = {
                                 "ORDER BY agent_id",
     "vectors": "SELECT source_id, kind, space, container, revision, digest, bytes, bucket, dims, seq, vector "
                "FROM vectors ORDER BY source_id, space",
-    "vector_codes": "SELECT v.source_id, v.space, c.code FROM vector_codes c JOIN vectors v ON v.id = c.id "
-                    "ORDER BY v.source_id, v.space",
+    # each code with its list under the index that filed it
+    "vector_codes": "SELECT v.source_id, v.space, c.code, c.list, c.generation FROM vector_codes c "
+                    "JOIN vectors v ON v.id = c.id ORDER BY v.source_id, v.space",
+    # the semantic index as its records installed it (what a node measures for itself left out)
+    "semantic_index": "SELECT space, generation, lists, width, centroids, probes, ranges, refiled, trained_sources, "
+                      "fullest, trained_at FROM semantic_index ORDER BY space",
 }
 POSITIONS = "SELECT name, seq, byte_offset, frame_offset, digest FROM log_position ORDER BY name"
 
@@ -59,35 +63,13 @@ def _digest_rows(conn: Any, sql: str) -> tuple[str, int]:
     return h.hexdigest(), n
 
 
-# Replicated state a later schema adds (the semantic index, filed from the vector log): digested when the
-# database has it. Columns a node may measure for itself are left out.
-OPTIONAL: dict[str, tuple[str, tuple[str, ...], str]] = {
-    "semantic_index": ("semantic_index", ("space", "generation", "lists", "width", "centroids", "probes", "ranges",
-                                          "refiled", "trained_sources", "fullest", "trained_at"), "space"),
-}
-
-
-def _queries(conn: Any) -> dict[str, str]:
-    queries = dict(REPLICATED)
-    columns = {r[1] for r in conn.execute("PRAGMA table_info(vector_codes)")}
-    if {"list", "generation"} <= columns:  # each code's list under the index that filed it
-        queries["vector_codes"] = ("SELECT v.source_id, v.space, c.code, c.list, c.generation FROM vector_codes c "
-                                   "JOIN vectors v ON v.id = c.id ORDER BY v.source_id, v.space")
-    for name, (table, wanted, order) in OPTIONAL.items():
-        have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
-        cols = [c for c in wanted if c in have]
-        if cols:
-            queries[name] = f"SELECT {', '.join(cols)} FROM {table} ORDER BY {order}"
-    return queries
-
-
 def content_digest(conn: Any) -> Digest:
     """Read in one transaction, so a concurrent apply cannot tear it."""
     conn.execute("BEGIN")
     try:
         total = hashlib.blake2b(digest_size=16)
         out = Digest("", "")
-        for table, sql in _queries(conn).items():
+        for table, sql in REPLICATED.items():
             d, n = _digest_rows(conn, sql)
             out.tables[table], out.rows[table] = d, n
             total.update(f"{table}:{d}\n".encode())
