@@ -38,10 +38,13 @@ from core.sync.digest import content_digest  # noqa: E402
 TITLES = [f"Topic {i}" for i in range(16)]
 ACTORS = ("alex", "sam")
 
-# The writer, run as its own process: `python -c WRITER home ack_file seed ops`.
+# The writer, run as its own process: `python -c WRITER home ack_file seed ops root slow_after`. Past
+# `slow_after` acknowledged writes (-1: never) it goes on writing a record every few milliseconds, so the
+# harness can kill it mid-run, at an unchosen point of an append, however fast the machine writes.
 WRITER = r'''
-import json, random, sys, uuid
+import json, random, sys, time, uuid
 sys.path.insert(0, sys.argv[5])
+slow_after = int(sys.argv[6])
 from core.log import Record
 from core.node import Node
 from core.paths import Home
@@ -83,12 +86,14 @@ def record(node):
 
 with Node.open(home, sync_containers=False) as node, open(ack_path, "a", encoding="utf-8") as ack:
     print("ready", flush=True)
-    for _ in range(ops):
+    for n in range(ops):
         with node.lock:
             rec = record(node)
         out = node.submit([rec])[0]
         ack.write(json.dumps([rec.op_id, out.status, out.code]) + "\n")
         ack.flush()
+        if 0 <= slow_after <= n:
+            time.sleep(rnd.uniform(0.002, 0.006))
 '''
 
 
@@ -152,22 +157,23 @@ def run(base: Path, *, ops: int = 150, seed: int | None = None, kill: bool = Tru
     env.pop("CREWLET_HOME", None)
     env.pop("CREWLET_AS", None)
     procs = []
+    victim = rnd.randrange(len(homes))
+    after_acks = rnd.randrange(max(1, ops // 10), max(2, ops // 2))
     for i, home in enumerate(homes):
         ack = base / f"ack{i}.jsonl"
+        slow_after = after_acks if kill and i == victim else -1
         procs.append(subprocess.Popen([sys.executable, "-c", WRITER, str(home.root), str(ack), str(rnd.randrange(1 << 30)),
-                                       str(ops), str(ROOT)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True))
+                                       str(ops), str(ROOT), str(slow_after)], env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
     for p in procs:
         line = p.stdout.readline() if p.stdout else ""
         if line.strip() != "ready":
             raise RuntimeError(f"a writer did not start: {line!r} {p.stderr.read() if p.stderr else ''}")
-    victim = rnd.randrange(len(procs))
     killed_after = 0.0
     sigkilled = False
     if kill:
         # mid-run, by what the victim did rather than by the clock (a fast writer must not finish first):
         # once it has acknowledged a random share of its writes
-        after_acks = rnd.randrange(max(1, ops // 10), max(2, ops // 2))
         victim_acks = base / f"ack{victim}.jsonl"
         t = time.monotonic()
         while procs[victim].poll() is None and _lines(victim_acks) < after_acks:
