@@ -148,15 +148,20 @@ def _fail_for(exc: Exception, as_json: bool) -> None:
         fail(str(exc), as_json=as_json, payload={"error": "io", "message": str(exc)})
 
 
-@contextmanager
-def open_node(*, sync_containers: bool = True) -> Iterator[Node]:
-    from core.node import Node
-
+def existing_home() -> Home:
+    """The home this command names, refused with the fix when there is none there."""
     home = STATE.home
     if not home.exists():
         raise CrewletError(f"no crewlet home at {home.root} — run `crewlet init --example` (or pass --home DIR)",
                            code="no_home")
-    node = Node.open(home, sync_containers=sync_containers)
+    return home
+
+
+@contextmanager
+def open_node(*, sync_containers: bool = True) -> Iterator[Node]:
+    from core.node import Node
+
+    node = Node.open(existing_home(), sync_containers=sync_containers)
     try:
         if STATE.actor:   # an unknown --as is refused by every command, those acting on nobody's behalf too
             from core.pages.service import KnowledgeBase

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import sys
 from contextlib import nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 
-from core.errors import CrewletError
 
-from .cli_common import JSON_OPT, STATE, console, emit_json, err_console, fail, handle_errors
+from .cli_common import JSON_OPT, console, emit_json, err_console, existing_home, fail, handle_errors
 from .sanitize import markup_safe
 
 if TYPE_CHECKING:
@@ -34,13 +33,6 @@ LOST_LISTED = 20  # lost changes printed before "… and N more" (--json lists t
 def register(app: typer.Typer) -> None:
     app.add_typer(log_app, name="log")
 
-
-def _home() -> Any:
-    home = STATE.home
-    if not home.exists():
-        raise CrewletError(f"no crewlet home at {home.root} — run `crewlet init --example` (or pass --home DIR)",
-                           code="no_home")
-    return home
 
 
 def _n(n: int, word: str) -> str:
@@ -112,7 +104,7 @@ def log_check(as_json: bool = JSON_OPT) -> None:
     sound, 1 when damaged."""
     from core.repair import check_home
 
-    home = _home()
+    home = existing_home()
     with err_console.status("reading the log…", spinner="dots") if sys.stderr.isatty() and not as_json else nullcontext():
         reports = check_home(home)
     bad = [r for r in reports if not r.ok]
@@ -141,7 +133,7 @@ def log_repair(
     `crewlet worker` on this home first."""
     from core.repair import check_home, repair_home
 
-    home = _home()
+    home = existing_home()
     reports = check_home(home)
     bad = [r for r in reports if not r.ok]
     if not bad:

@@ -7,13 +7,12 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
-from core.errors import CrewletError
 
-from .cli_common import JSON_OPT, STATE, console, emit_json, err_console, fail, handle_errors
+from .cli_common import JSON_OPT, STATE, console, emit_json, err_console, existing_home, fail, handle_errors
 from .sanitize import markup_safe
 
 if TYPE_CHECKING:
@@ -44,13 +43,6 @@ class _Applying:
     def close(self) -> None:
         self.bars.close()
 
-
-def _home_of_node() -> Any:
-    home = STATE.home
-    if not home.exists():
-        raise CrewletError(f"no crewlet home at {home.root} — run `crewlet init --example` (or pass --home DIR)",
-                           code="no_home")
-    return home
 
 
 @sync_app.command("join")
@@ -115,7 +107,7 @@ def sync_status_cmd(
     from core.sync.digest import content_digest
     from core.sync.status import status as sync_status
 
-    home = _home_of_node()
+    home = existing_home()
     with Node.open(home, sync_containers=False, catch_up=False) as node:
         st = sync_status(node)
         dig = content_digest(node.conn) if digest else None
@@ -175,7 +167,7 @@ def sync_snapshot(
     from core.node import Node
     from core.sync import snapshot as snapshot_mod
 
-    home = _home_of_node()
+    home = existing_home()
     with Node.open(home, sync_containers=False) as node:
         info = snapshot_mod.take(node, out)
     if as_json:
@@ -198,7 +190,7 @@ def sync_adopt(
     worker on this home first."""
     from core.sync import join as join_mod, snapshot as snapshot_mod
 
-    home = _home_of_node()
+    home = existing_home()
     info = snapshot_mod.check(home, file)  # refused with the reason before anything is asked or changed
     if not yes:
         if as_json or not sys.stdin.isatty():
