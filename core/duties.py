@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .embed.duty import EmbeddingDuty
-from .node import now_ms
+from .clock import now_ms
 from .pages.service import KnowledgeBase
 from .search.indexer import KeywordIndexDuty
 from .search.ivf.duty import IndexTrainingDuty

@@ -15,7 +15,6 @@ import errno
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -408,10 +407,6 @@ def _open_log(path: Path) -> FileLog:
     """Read-only until the first append: a command that only reads works on a home it cannot write
     (a log this home never wrote yet is created, as `init` creates it)."""
     return FileLog(path, readonly=path.exists())
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def init_home(home: Home, data: dict, *, force: bool = False) -> Path:

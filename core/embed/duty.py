@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from ..diagnostics import Diagnostics
-from ..node import now_ms
+from ..clock import now_ms
 from ..search import vectors
 from ..worker import Duty, DutyPass, PassContext, read_duty_records
 from .provider import InputRefused, Provider, ProviderError, ResponseRefused, default_threads, make_provider

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from ..clock import half_the_cores
 
 if TYPE_CHECKING:
     import numpy as np
@@ -140,8 +141,8 @@ def one_line(text: str) -> str:
 
 
 def default_threads() -> int:
-    """Half this machine's cores and never fewer than one: the seats and searches keep the rest."""
-    return max(1, (os.cpu_count() or 2) // 2)
+    """The local model's compute threads: half this machine's cores (the seats and searches keep the rest)."""
+    return half_the_cores()
 
 
 def make_provider(company: Company, *, threads: int | None = None) -> Provider | None:

@@ -15,7 +15,8 @@ from typing import Any
 from ..config import Actor
 from ..errors import CrewletError, Invalid, NotFound, Refused, StaleRevision
 from ..log import LogDamage, Record
-from ..node import Node, now_ms
+from ..clock import now_ms
+from ..node import Node
 from . import records, rules
 from .applier import Decision, live_children, parent_problem
 from .model import (MAX_BODY_BYTES, MAX_TITLE, WINDOW_MAX, Comment, Page, Revision, Window, clean_title, line_diff,

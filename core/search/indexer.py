@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ..clock import now_ms
 from ..durable import write_atomic
 from ..pages.applier import position
 from ..pages.links import extract_links
@@ -53,10 +54,6 @@ BUILD_CHUNK = 32_000         # pages a first-build segment holds at most (and al
 RETIRED_GRACE_S = 30.0       # an index swapped out is removed this long after (open readers finish)
 
 Progress = Callable[[int, int], None]
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 # -- durable little files ------------------------------------------------------------------------------
@@ -365,7 +362,7 @@ class Indexer:
         finally:
             conn.execute("COMMIT")
         build = BuildJournal(dir=name, derivation=lexical.INDEX_DERIVATION, snapshot_seq=seq, cursor="", done=0,
-                              total=total, started_at=_now_ms())
+                              total=total, started_at=now_ms())
         _write_json(self.dir / BUILD_FILE, asdict(build))
         return build
 
@@ -452,7 +449,7 @@ class Indexer:
         with transaction(self.conn):
             self.conn.execute("DELETE FROM page_links WHERE src NOT IN (SELECT id FROM pages)")
         old = self.state()
-        now = _now_ms()
+        now = now_ms()
         state = IndexManifest(dir=build.dir, derivation=build.derivation, indexed_seq=build.snapshot_seq,
                            pages=ix.doc_count(), first_build_at=old.first_build_at if old else now,
                            built_at=now, updated_at=now)
@@ -536,7 +533,7 @@ class Indexer:
         else:
             report.kind = "none"
         st.indexed_seq = upto
-        st.updated_at = _now_ms()
+        st.updated_at = now_ms()
         _write_json(state_path(self.dir), asdict(st))
         report.indexed_seq, report.applied_seq = upto, applied
         return report

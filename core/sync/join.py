@@ -23,7 +23,6 @@ import fcntl
 import json
 import os
 import shutil
-import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import config as config_mod
+from ..clock import now_ms
 from ..durable import fsync_dir, fsync_file
 from ..errors import CrewletError, Refused
 from ..log import FileLog, Record
@@ -64,7 +64,7 @@ class JoinResult:
 
 def running_here(home: Home) -> str | None:
     """Who runs duties on this home right now (the app, a `crewlet worker`), from their unexpired leases."""
-    now = time.time_ns() // 1_000_000
+    now = now_ms()
     try:
         files = list(home.node_lease_dir.glob("*.lease"))
     except OSError:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..clock import now_ms
 from ..log import FileLog
 from ..pages import applier
 from ..repair import home_logs
@@ -75,7 +76,7 @@ def status(node: Any) -> SyncStatus:
                     log_seq, log_end = flog.tail(applied.seq, applied.end)
             out.logs.append(LogLine(spec.name, spec.position, str(spec.path), applied.seq, applied.end, log_seq, log_end))
     if home.shared is not None:
-        now = peers.now_ms()
+        now = now_ms()
         ends = {line.position: line.log_seq for line in out.logs}
         for peer in peers.read_peers(home):
             behind = {line.name: max(0, ends[line.position] - peer.seq(line.position)) for line in out.logs}
