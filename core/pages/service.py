@@ -90,18 +90,13 @@ class KnowledgeBase:
         return self.node.company
 
     def actor(self, handle: str | None) -> Actor:
-        handle = handle or self.company.operator
-        if not handle:
-            raise Refused(f"no actor to act as: set `operator = \"…\"` in {self.company.file}, or pass --as HANDLE",
-                          code="no_actor")
-        return self.company.actor(handle)
+        """Who writes (`handle`, else the operator): `rules.acting`, against the configuration current now."""
+        return rules.acting(self.company, handle)
 
     def reader(self, handle: str | None) -> Actor:
         """Who reads (`handle`, else the operator), refused unless they hold the knowledge app. Every
         read of pages asks this itself, so no caller (CLI, app, agent runtime) can forget to."""
-        who = self.actor(handle)
-        rules.require_knowledge(self.company, who)
-        return who
+        return rules.acting(self.company, handle, knowledge=True)
 
     # -- resolving pages ---------------------------------------------------------------------
     def _row(self, ref: str, *, allow_trashed: bool = True) -> Any:
