@@ -18,6 +18,7 @@ import tomli_w
 from core.durable import write_atomic
 
 from core.embed import LOCAL_DIMENSIONS, LOCAL_MODEL, MAX_BATCH_INPUTS
+from core.paths import read_node_file
 
 ACTOR_KINDS = ("person", "agent")
 KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -357,13 +358,9 @@ def new_node_id() -> str:
 def load_node(file: Path) -> NodeSettings:
     """node.toml, strictly (a home without one has no id yet: see `ensure_node_id`)."""
     try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return NodeSettings()
+        data = read_node_file(file, cached=False)
     except UnicodeDecodeError:
         raise ConfigError(file, "(file)", "is not UTF-8 text", "save it as UTF-8") from None
-    try:
-        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(file, "(syntax)", str(exc), "fix the TOML syntax at that line") from None
     for key in data:
