@@ -153,15 +153,3 @@ def coverage(conn: Connection, space: str) -> tuple[int, int]:
 def spaces(conn: Connection) -> dict[str, int]:
     """Every embedding space the stored vectors are in, with how many sources each holds."""
     return {r[0]: r[1] for r in conn.execute("SELECT space, count(*) FROM vectors GROUP BY space ORDER BY space")}
-
-
-def load_vectors(conn: Connection, ids: list[int]) -> dict[int, np.ndarray]:
-    """Full vectors by primary key (stage two's exact rerank)."""
-    import numpy as np
-
-    out: dict[int, np.ndarray] = {}
-    for start in range(0, len(ids), 500):
-        chunk = ids[start:start + 500]
-        for r in conn.execute(f"SELECT id, vector FROM vectors WHERE id IN ({','.join('?' * len(chunk))})", chunk):
-            out[r[0]] = np.frombuffer(r[1], dtype="<f4")
-    return out
