@@ -35,13 +35,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from . import lexical, rank_data
 from ..clock import now_ms
 from ..durable import write_atomic
 from ..pages.applier import position
 from ..pages.links import extract_links
 from ..paths import Home
 from ..store import Connection, connect, transaction
-from . import lexical
 from .snippets import plain_text
 
 log = logging.getLogger("crewlet.indexer")
@@ -564,7 +564,7 @@ class Indexer:
             writer.cancel()
             raise
         writer.commit()
-        lexical.ensure_rank_files(ix)   # the new segment's ranking arrays, so no search derives them
+        rank_data.ensure_files(ix)   # the new segment's ranking arrays, so no search derives them
         lexical.sync_commit(path, before)
         return written, deleted
 
