@@ -39,7 +39,7 @@ from . import lexical, rank_data
 from ..clock import now_ms
 from ..durable import write_atomic
 from ..pages.applier import position
-from ..pages.links import extract_links
+from ..pages.links import drop_orphan_links, store_links, store_range_links
 from ..paths import Home
 from ..store import Connection, connect, transaction
 from .snippets import plain_text
@@ -446,8 +446,8 @@ class Indexer:
         report.note = (f"{len(chunks)} segment{'s' if len(chunks) != 1 else ''}, "
                        + (f"by {workers} worker processes" if workers > 1 else "in this process"))
         # links whose source is gone (purged before or during the build)
-        with transaction(self.conn):
-            self.conn.execute("DELETE FROM page_links WHERE src NOT IN (SELECT id FROM pages)")
+        with transaction(self.conn) as conn:
+            drop_orphan_links(conn)
         old = self.state()
         now = now_ms()
         state = IndexManifest(dir=build.dir, derivation=build.derivation, indexed_seq=build.snapshot_seq,
@@ -572,15 +572,7 @@ class Indexer:
         """Backlinks by id, derived from each changed body (a trashed page's links are kept: the
         backlinks listing hides trashed sources, and a restore needs them back)."""
         with transaction(self.conn) as conn:
-            for r in rows:
-                conn.execute("DELETE FROM page_links WHERE src = ?", (r["id"],))
-                dsts = sorted(d for d in extract_links(r["body"]) if d != r["id"])
-                if dsts:
-                    conn.executemany("INSERT OR IGNORE INTO page_links (src, dst) VALUES (?, ?)",
-                                     [(r["id"], d) for d in dsts])
-            for page_id in purged:
-                conn.execute("DELETE FROM page_links WHERE src = ? OR dst = ?", (page_id, page_id))
-        return len(rows)
+            return store_links(conn, rows, purged)
 
 
 
@@ -588,13 +580,7 @@ class Indexer:
         """A build chunk's backlinks: every row with lo < id <= hi derived again (a row without links
         keeps none); returns the rows whose links are stored."""
         with transaction(self.conn) as conn:
-            if hi is None:
-                conn.execute("DELETE FROM page_links WHERE src > ?", (lo,))
-            else:
-                conn.execute("DELETE FROM page_links WHERE src > ? AND src <= ?", (lo, hi))
-            conn.executemany("INSERT OR IGNORE INTO page_links (src, dst) VALUES (?, ?)",
-                             [(src, dst) for src, dsts in links for dst in dsts])
-        return len(links)
+            return store_range_links(conn, lo, hi, links)
 
 
 def __getattr__(name: str) -> Any:

@@ -46,7 +46,7 @@ from whoosh.util.numeric import byte_to_length, length_to_byte
 
 from ..errors import CrewletError
 from ..durable import fsync_dir, fsync_file
-from ..pages.links import extract_links
+from ..pages.links import links_from
 from ..text.markdown import plain_text
 from . import rank_data
 from .index_files import BODY, TITLE, open_index
@@ -401,11 +401,9 @@ def write_chunk(ix: Any, rows: Iterable[Any], *, started: float | None = None,
         for page_id, container, title, body, trashed_at in rows:
             n += 1
             last = page_id
-            dsts = extract_links(body)
+            dsts = links_from(page_id, body)
             if dsts:
-                dsts.discard(page_id)
-                if dsts:
-                    links.append((page_id, sorted(dsts)))
+                links.append((page_id, dsts))
             if trashed_at is not None:
                 trashed += 1
             else:
