@@ -45,7 +45,7 @@ from _common import machine_load  # noqa: E402
 from core import config as config_mod  # noqa: E402
 from core.embed.duty import REQUEST_TIMEOUT_S, EmbeddingDuty, Item, coverage, pack  # noqa: E402
 from core.embed.local import LocalProvider  # noqa: E402
-from core.embed.provider import make_provider  # noqa: E402
+from core.embed.registry import make_provider  # noqa: E402
 from core.embed.text import BODY_READ_CHARS, embed_text  # noqa: E402
 from core.importer import import_directory  # noqa: E402
 from core.node import Node, init_home  # noqa: E402

@@ -41,7 +41,8 @@ from ..diagnostics import Diagnostics
 from ..clock import now_ms
 from ..search import vectors
 from ..worker import Duty, DutyPass, PassContext, read_duty_records
-from .provider import InputRefused, Provider, ProviderError, ResponseRefused, default_threads, make_provider
+from .provider import InputRefused, Provider, ProviderError, ResponseRefused, default_threads
+from .registry import make_provider
 from .text import BODY_READ_CHARS, bucket, embed_text
 
 log = logging.getLogger("crewlet.embed")

@@ -1,5 +1,6 @@
 """The providers layer the embedding duty and the query path call: what a vector is pinned to, a
-provider's packing rule, the errors that decide what the duty does next, and `make_provider`.
+provider's packing rule and the errors that decide what the duty does next (`registry.make_provider`
+picks the configured provider).
 
 Error classes carry the decision, not the transport:
 - `InputRefused`      the request is unacceptable (HTTP 400/413/422): the duty bisects the batch.
@@ -20,8 +21,6 @@ from ..clock import half_the_cores
 
 if TYPE_CHECKING:
     import numpy as np
-
-    from core.config import Company
 
 MAX_INPUT_BYTES = 8 * 1024
 MAX_MESSAGE_CHARS = 300
@@ -143,18 +142,3 @@ def one_line(text: str) -> str:
 def default_threads() -> int:
     """The local model's compute threads: half this machine's cores (the seats and searches keep the rest)."""
     return half_the_cores()
-
-
-def make_provider(company: Company, *, threads: int | None = None) -> Provider | None:
-    """The provider the company configures, or None when knowledge.vectors = false.
-
-    Cheap: nothing is loaded or connected until the first `embed`. `threads` bounds the local
-    model's compute threads (default: half the cores); an HTTP provider ignores it."""
-    if not company.knowledge.vectors:
-        return None
-    settings = company.embeddings
-    if settings.provider == "openai":
-        from core.embed.openai_http import OpenAIHTTPProvider
-        return OpenAIHTTPProvider(settings)
-    from core.embed.local import LocalProvider
-    return LocalProvider(threads=threads or default_threads(), batch_inputs=settings.max_batch_inputs)

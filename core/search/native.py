@@ -28,7 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..embed.provider import Provider, make_provider
+from ..embed.provider import Provider
+from ..embed.registry import make_provider
 from ..pages.applier import position
 from . import lexical, vectors
 from .access import Access, AccessPolicy, Denial

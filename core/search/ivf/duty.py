@@ -30,7 +30,8 @@ from typing import Any
 
 from ...clock import half_the_cores, now_ms
 from ...diagnostics import Diagnostics
-from ...embed.provider import Provider, make_provider
+from ...embed.provider import Provider
+from ...embed.registry import make_provider
 from ...pages import applier
 from ...worker import Duty, DutyPass, PassContext
 from .. import semantic, vectors
