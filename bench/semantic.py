@@ -41,7 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _vectors import SPACE_OF, cached_home, queries  # noqa: E402
 from _common import machine_load  # noqa: E402
 from core.node import Node  # noqa: E402
-from core.search import semantic, vectors  # noqa: E402
+from core.search import semantic  # noqa: E402
+from core.vectors import records as vectors  # noqa: E402
 from core.search.access import Access  # noqa: E402
 from core.store import connect  # noqa: E402
 from core.vectors import hamming  # noqa: E402

@@ -25,7 +25,8 @@ from typing import Any
 from .embed.provider import MAX_INPUT_BYTES
 from .embed.text import embed_text
 from .errors import CrewletError
-from .search import semantic, vectors
+from .search import semantic
+from .vectors import records as vectors
 from .search.ivf import measure, store, training
 from .store import connect
 

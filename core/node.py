@@ -26,7 +26,7 @@ from .log.framing import Frame
 from .pages import applier
 from .pages.applier import Decision
 from .paths import Home
-from .search import vectors
+from .vectors import records as vectors
 from .store import Connection, connect, sqlite3
 from .sync import locks, peers
 

@@ -25,7 +25,7 @@ from .log import FileLog
 from .log.check import Applied, LogHealth, cut_aside, inspect
 from .pages import applier
 from .paths import Home
-from .search import vectors
+from .vectors import records as vectors
 from .store import Connection, connect, sqlite3
 
 

@@ -17,7 +17,8 @@ from core.embed.provider import EmbeddingSpace, Limits
 from core.log import Record
 from core.node import Node, init_home
 from core.paths import Home
-from core.search import semantic, vectors
+from core.search import semantic
+from core.vectors import records as vectors
 from core.search.access import Access
 from core.search.ivf import kmeans, measure, store, training
 from core.search.ivf.duty import IndexTrainingDuty

@@ -25,7 +25,7 @@ from core.search.native import NativeSearcher
 from core.search.seam import (NO_EMBEDDINGS, NO_TERMS, PARTIAL_COVERAGE, PROVIDER_FAILED, PROVIDER_SLOW, REFILLING,
                               Query)
 from core.search.semantic import sign_code
-from core.search import vectors
+from core.vectors import records as vectors
 
 DIMS = 64
 

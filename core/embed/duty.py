@@ -39,7 +39,7 @@ import numpy as np
 
 from ..diagnostics import Diagnostics
 from ..clock import now_ms
-from ..search import vectors
+from ..vectors import records as vectors
 from ..worker import Duty, DutyPass, PassContext, read_duty_records
 from .provider import InputRefused, Provider, ProviderError, ResponseRefused, default_threads
 from .registry import make_provider

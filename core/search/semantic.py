@@ -42,7 +42,7 @@ import numpy as np
 from ..config import AUTO_DRAFT_TITLE_PREFIX
 from ..vectors.hamming import hamming, sign_code
 from ..vectors.read import read_vectors
-from . import vectors
+from ..vectors import records as vectors
 from .access import Access
 from .stages import STAGE_ONE, STAGE_TWO
 

@@ -34,7 +34,8 @@ from ...embed.provider import Provider
 from ...embed.registry import make_provider
 from ...pages import applier
 from ...worker import Duty, DutyPass, PassContext
-from .. import semantic, vectors
+from ...vectors import records as vectors
+from .. import semantic
 from . import kmeans, measure, store, training
 
 log = logging.getLogger("crewlet.search")
