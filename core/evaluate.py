@@ -27,7 +27,8 @@ from .embed.text import embed_text
 from .errors import CrewletError
 from .search import semantic
 from .vectors import records as vectors
-from .search.ivf import measure, store, training
+from .search.ivf import measure, training
+from .vectors import index as store
 from .store import connect
 
 NEEDS = measure.QUERIES + measure.DEPTH     # sources a measurement needs: its queries and a full depth

@@ -20,7 +20,8 @@ from core.paths import Home
 from core.search import semantic
 from core.vectors import records as vectors
 from core.search.access import Access
-from core.search.ivf import kmeans, measure, store, training
+from core.search.ivf import kmeans, measure, training
+from core.vectors import index as store
 from core.search.ivf.duty import IndexTrainingDuty
 from core.worker import DutyRunner, PassContext
 

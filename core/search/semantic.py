@@ -239,7 +239,7 @@ def rows_to_read(table: CodeTable, q: np.ndarray, mask: np.ndarray | None, probe
 def load_table(conn: Any, space: str, seq: int) -> CodeTable:
     """The space's codes read whole, through the covering index (never the wide rows), with the semantic
     index when one is installed."""
-    from .ivf.store import index_key, read_index  # the index's own module imports this one
+    from ..vectors.index import index_key, read_index  # loads numpy: the semantic engine has it already
 
     row = read_index(conn, space)
     generation = row.generation if row is not None else None
@@ -270,7 +270,7 @@ def refresh_table(conn: Any, table: CodeTable, seq: int) -> CodeTable:
     whole table is read again when that is cheaper, an increment cannot say what vanished, or the
     semantic index was installed, re-filed or retired (a re-filing moves rows the log position does
     not name). A new measurement of the index only changes how many lists a search reads."""
-    from .ivf.store import index_key
+    from ..vectors.index import index_key
 
     key = index_key(conn, table.space)
     if (key is None) != (table.index_key is None) or (key and table.index_key and key[:2] != table.index_key[:2]):

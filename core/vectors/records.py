@@ -86,7 +86,7 @@ def _put(conn: Connection, rec: Record) -> None:
         (p["source_id"], p.get("kind", "page"), p["space"], p["container"], int(p["revision"]), p["digest"],
          int(p["bytes"]), int(p["bucket"]), dims, rec.seq, blob))
     conn.execute("INSERT INTO vector_codes (id, code) VALUES (?, vec_quantize_binary(vec_f32(?)))", (cur.lastrowid, blob))
-    from ..search.ivf import store as ivf_store   # imported already by handlers(): a lookup, not a load
+    from . import index as ivf_store   # imported already by handlers(): a lookup, not a load
 
     ivf_store.file_new_code(conn, p["space"], cur.lastrowid)
 
@@ -106,7 +106,7 @@ def _drop(conn: Connection, rec: Record) -> None:
 @lru_cache(maxsize=1)
 def handlers() -> dict[str, Callable[[Connection, Record], None]]:
     """Each vector-log record type's handler (the semantic index's from ivf/store.py)."""
-    from ..search.ivf import store as ivf_store
+    from . import index as ivf_store
 
     return {"vector.put": _put, "vector.restamp": _restamp, "vector.drop": _drop, **ivf_store.HANDLERS}
 

@@ -36,7 +36,8 @@ from ...pages import applier
 from ...worker import Duty, DutyPass, PassContext
 from ...vectors import records as vectors
 from .. import semantic
-from . import kmeans, measure, store, training
+from ...vectors import index as store
+from . import kmeans, measure, training
 
 log = logging.getLogger("crewlet.search")
 

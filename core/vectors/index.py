@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from ...log import Record
-from ...vectors.hamming import nearest_lists
+from ..log import Record
+from .hamming import nearest_lists
 
 ACTOR = "embedding-duty"
 INSTALL, REFILE, MEASURE, RETIRE = "index.install", "index.refile", "index.measure", "index.retire"
