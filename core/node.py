@@ -28,7 +28,7 @@ from .pages.applier import Decision
 from .paths import Home
 from .vectors import records as vectors
 from .store import Connection, connect, sqlite3
-from .sync import locks, peers
+from .log import locks, peers
 
 SYSTEM_ACTOR = "crewlet"
 log = logging.getLogger("crewlet.node")

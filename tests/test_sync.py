@@ -19,7 +19,7 @@ from core.log.framing import encode_frame
 from core.node import Node
 from core.pages.service import KnowledgeBase
 from core.paths import Home
-from core.sync import locks, peers
+from core.log import locks, peers
 from core.sync.digest import content_digest
 from core.sync.watch import LogWatcher
 from crewlet_tui.cli import app

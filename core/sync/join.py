@@ -40,7 +40,8 @@ from ..pages import applier
 from ..paths import Home
 from ..repair import aside_stamp, home_logs, move_database_aside
 from ..store import connect
-from . import locks, snapshot as snapshot_mod
+from ..log import locks
+from . import snapshot as snapshot_mod
 
 SHARED_MARKERS = ("pages.log", "company.toml")
 

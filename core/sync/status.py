@@ -9,7 +9,7 @@ from ..clock import now_ms
 from ..log import FileLog
 from ..pages import applier
 from ..repair import home_logs
-from . import locks, peers
+from ..log import locks, peers
 
 
 @dataclass
