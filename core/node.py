@@ -21,7 +21,6 @@ from pathlib import Path
 from . import config as config_mod
 from .errors import CrewletError
 from .log import FileLog, LogDamage, Record, RecordTooLarge
-from .log.check import locate_applied
 from .log.framing import Frame
 from .pages import applier
 from .pages.applier import Decision
@@ -166,7 +165,7 @@ class Node:
             for name, flog in ((applier.APPLIER, self.log), (vectors.POSITION, self.vlog)):
                 applied = applier.applied_position(self.conn, name)
                 try:
-                    frame = locate_applied(flog, applied)
+                    frame = flog.locate(applied)
                 except LogDamage as exc:
                     self._damaged(exc)
                     return

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from .log import FileLog
-from .log.check import Applied, LogHealth, cut_aside, inspect
+from .log.check import LogHealth, inspect
+from .log.framing import Applied
 from .pages import applier
 from .paths import Home
 from .vectors import records as vectors
@@ -209,7 +210,7 @@ def repair_home(home: Home, reports: list[LogReport], *,
             continue
         dest = aside_path(report.spec, report)
         with FileLog(report.spec.path, readonly=True) as flog:
-            moved = cut_aside(flog, report.health.end, dest, expect_size=report.health.size)
+            moved = flog.move_aside(report.health.end, dest, expect_size=report.health.size)
         result.moved[report.spec.name] = (str(dest), moved)
     if any(r.needs_rebuild for r in reports):
         result.lost = [c for r in reports for c in r.lost]

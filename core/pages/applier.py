@@ -18,8 +18,7 @@ from json.encoder import encode_basestring_ascii as _escape  # what json.dumps w
 from typing import Any
 
 from ..log import FileLog, LogCorrupt, LogDamage, Record
-from ..log.check import Applied
-from ..log.framing import Frame, frame_digest
+from ..log.framing import Applied, Frame, frame_digest
 from ..store import Connection, sqlite3, transaction
 from .model import clean_title, normalise_title
 

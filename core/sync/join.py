@@ -19,7 +19,6 @@ A DIR whose filesystem does not carry flock between machines is refused before a
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -34,7 +33,6 @@ from ..clock import now_ms
 from ..durable import fsync_dir, fsync_file
 from ..errors import CrewletError, Refused
 from ..log import FileLog, Record
-from ..log.check import locate_applied
 from ..log.filelog import LogMismatch
 from ..pages import applier
 from ..paths import Home
@@ -87,11 +85,7 @@ def _logs_held(home: Home) -> Iterator[None]:
         for spec in home_logs(home):
             if spec.path.exists():
                 flog = stack.enter_context(FileLog(spec.path))
-                flog._mutex.acquire()
-                stack.callback(flog._mutex.release)
-                fd = flog._handle()
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                stack.callback(fcntl.flock, fd, fcntl.LOCK_UN)
+                stack.enter_context(flog.lock())
         yield
 
 
@@ -230,7 +224,7 @@ def _join_existing(home: Home, directory: Path, settings: config_mod.NodeSetting
                 applied = applier.applied_position(conn, spec.position)
                 with FileLog(directory / spec.path.relative_to(own_logs), readonly=True) as flog:
                     try:
-                        locate_applied(flog, applied)
+                        flog.locate(applied)
                     except LogMismatch:
                         prefix = False  # the database is ahead of its own log: not a prefix after all
         finally:

@@ -23,7 +23,7 @@ from typing import Any
 from ..durable import fsync_dir, fsync_file
 from ..errors import CrewletError
 from ..log import FileLog, LogMismatch
-from ..log.check import Applied, locate_applied
+from ..log.framing import Applied
 from ..pages import applier
 from ..paths import Home
 from ..repair import home_logs, move_database_aside
@@ -159,7 +159,7 @@ def _check_position(file: Path, name: str, path: Path, applied: Applied) -> None
                               "exist: a gap — the snapshot is not of this log")
     with FileLog(path, readonly=True) as flog:
         try:
-            locate_applied(flog, applied)
+            flog.locate(applied)
         except LogMismatch as exc:
             if exc.kind == "cut":
                 raise SnapshotRefused(
