@@ -10,15 +10,16 @@ import json
 import re
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from ..config import Actor
 from ..errors import CrewletError, Invalid, NotFound, Refused, StaleRevision
 from ..log import LogDamage, Record
 from ..clock import now_ms
-from ..node import Node
 from . import records, rules
-from .applier import Decision, live_children, parent_problem
+from ..replica.appliers import Decision
+from .applier import live_children, parent_problem
 from .model import (MAX_BODY_BYTES, MAX_TITLE, WINDOW_MAX, Comment, Page, Revision, Window, clean_title, line_diff,
                     normalise_title, title_problem)
 
@@ -75,8 +76,25 @@ class ReapReport:
     passes: int
 
 
+class Writer(Protocol):
+    """What the knowledge base needs of a node (core.node.Node is the one): its home (for rescued texts),
+    its configuration, its database under its lock, and `submit`, which appends records to the pages log
+    and returns what the applier decided for each."""
+
+    home: Any
+    company: Any
+    conn: Any
+    lock: Any
+
+    def refresh_config(self) -> None: ...
+
+    def submit(self, records: Sequence[Record], *, sync: bool = True) -> list[Decision]: ...
+
+    def submit_one(self, record: Record) -> Decision: ...
+
+
 class KnowledgeBase:
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: Writer) -> None:
         self.node = node
 
     @property

@@ -34,7 +34,7 @@ from ..durable import fsync_dir, fsync_file
 from ..errors import CrewletError, Refused
 from ..log import FileLog, Record
 from ..log.filelog import LogMismatch
-from ..pages import applier
+from ..replica import engine
 from ..paths import Home
 from ..repair import aside_stamp, home_logs, move_database_aside
 from ..store import connect
@@ -221,7 +221,7 @@ def _join_existing(home: Home, directory: Path, settings: config_mod.NodeSetting
         conn = connect(home.db_file)
         try:
             for spec in specs:
-                applied = applier.applied_position(conn, spec.position)
+                applied = engine.applied_position(conn, spec.position)
                 with FileLog(directory / spec.path.relative_to(own_logs), readonly=True) as flog:
                     try:
                         flog.locate(applied)

@@ -24,7 +24,7 @@ from ..durable import fsync_dir, fsync_file
 from ..errors import CrewletError
 from ..log import FileLog, LogMismatch
 from ..log.framing import Applied
-from ..pages import applier
+from ..replica import engine
 from ..paths import Home
 from ..repair import home_logs, move_database_aside
 from ..store import connect, sqlite3
@@ -67,7 +67,7 @@ def _single_file(conn: Any) -> None:
 
 
 def _positions(conn: Any, home: Home) -> dict[str, Applied]:
-    return {spec.name: applier.applied_position(conn, spec.position) for spec in home_logs(home)}
+    return {spec.name: engine.applied_position(conn, spec.position) for spec in home_logs(home)}
 
 
 def take(node: Any, out: Path) -> SnapshotInfo:

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..clock import now_ms
 from ..log import FileLog
-from ..pages import applier
+from ..replica import engine
 from ..repair import home_logs
 from ..log import locks, peers
 
@@ -69,7 +69,7 @@ def status(node: Any) -> SyncStatus:
                      locks.check(home.shared) if home.shared else None)
     with node.lock:
         for spec in home_logs(home):
-            applied = applier.applied_position(node.conn, spec.position)
+            applied = engine.applied_position(node.conn, spec.position)
             log_seq, log_end = applied.seq, applied.end
             if spec.path.exists():
                 with FileLog(spec.path, readonly=True) as flog:

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING
 
 from ..log import FileLog, Record
 from ..log.framing import Frame
-from ..pages import applier
+from ..replica import engine
+from ..replica.appliers import FilingApplier
 from ..store import Connection
 
 if TYPE_CHECKING:
@@ -111,32 +112,27 @@ def handlers() -> dict[str, Callable[[Connection, Record], None]]:
     return {"vector.put": _put, "vector.restamp": _restamp, "vector.drop": _drop, **ivf_store.HANDLERS}
 
 
+# the vector log as it registers with the engine: its records file rows, a transaction of 500 at most
+VECTORS = FilingApplier(POSITION, handlers, batch=500)
+
+
 def apply_vector_record(conn: Connection, rec: Record) -> None:
     """Apply one vector record inside the caller's transaction (a vector record decides nothing a writer
     waits for, so it returns no outcome)."""
-    handler = handlers().get(rec.type)
-    if handler is None:
-        return  # a record type of a later build: nothing this build can file
-    conn.execute("SAVEPOINT vec")
-    try:
-        handler(conn, rec)
-    except (KeyError, TypeError, ValueError, OverflowError):
-        conn.execute("ROLLBACK TO vec")  # malformed: filed as nothing
-    conn.execute("RELEASE vec")
+    VECTORS.apply_one(conn, rec)
 
 
 def position(conn: Connection) -> tuple[int, int]:
-    return applier.position(conn, POSITION)
+    return engine.position(conn, POSITION)
 
 
-def catch_up(conn: Connection, vlog: FileLog, *, batch: int = 500,
+def catch_up(conn: Connection, vlog: FileLog, *, batch: int | None = None,
              progress: Callable[[int], None] | None = None,
              appended: Sequence[tuple[Record, Frame]] | None = None) -> int:
     """Apply every vector record past this node's position on the vector log, exactly as the pages
     log is applied (a batch a transaction, the position and its frame's digest stored with it, damage
     stopping it after the good records; a writer's own records from memory)."""
-    return applier.catch_up(conn, vlog, batch=batch, progress=progress, name=POSITION, apply=apply_vector_record,
-                            appended=appended)
+    return engine.catch_up(conn, vlog, VECTORS, batch=batch, progress=progress, appended=appended)
 
 
 # -- reading --------------------------------------------------------------------------------------------
