@@ -32,7 +32,9 @@ from ..config import KEY_RE, Actor, Company, Space
 from ..errors import Invalid, Refused
 from ..pages import rules
 from ..pages.model import MAX_TITLE, clean_title, normalise_title
-from ..pages.service import KnowledgeBase, _check_title
+from ..pages import reads
+from ..pages.records import new_ids
+from ..pages.service import KnowledgeBase, check_title
 from . import titles
 from .model import ImportNote, ImportProblem, ImportReport, PlannedPage
 from .source import Source, decode, split
@@ -40,7 +42,6 @@ from .source import Source, decode, split
 # a title's address, computed once per distinct title (a plan asks for each title's several times over)
 _address = lru_cache(maxsize=1 << 16)(normalise_title)
 _MAX_LISTED = 5                                    # files named in one grouped problem before "and N more"
-_PAGE_COLUMNS = "id, container, address, title, body, revision, parent_id, labels, trashed_at, created_by"
 
 
 def _listing(files: list[str]) -> str:
@@ -247,9 +248,9 @@ class Planner:
         return node
 
     def _title_ok(self, title: str, rel: str) -> bool:
-        """The engine's own rule (`_check_title`), so the importer and the engine never disagree."""
+        """The engine's own rule (`check_title`), so the importer and the engine never disagree."""
         try:
-            _check_title(title)
+            check_title(title)
         except Invalid as exc:
             message, _, fix = str(exc).partition(" — ")
             self.problems.append(ImportProblem("invalid_title", message, fix or "correct the title", [rel]))
@@ -350,8 +351,7 @@ class Planner:
         """The target space's pages (trashed too) by parent: parent id -> {address: page id}."""
         out: dict[str | None, dict[str, str]] = {}
         with self.kb.node.lock:
-            for r in self.kb.conn.execute("SELECT id, parent_id, address FROM pages WHERE container = ?",
-                                          (self.into,)):
+            for r in reads.in_container(self.kb.conn, self.into, "id, parent_id, address"):
                 out.setdefault(r["parent_id"], {})[r["address"]] = r["id"]
         return out
 
@@ -404,8 +404,7 @@ class Planner:
         rows: dict[str, dict[str, Any]] = {}
         with self.kb.node.lock:
             for container in sorted({n.container for n in nodes}):
-                rows[container] = {r["address"]: r for r in self.kb.conn.execute(
-                    f"SELECT {_PAGE_COLUMNS} FROM pages WHERE container = ?", (container,))}
+                rows[container] = {r["address"]: r for r in reads.in_container(self.kb.conn, container)}
         return rows
 
     def resolve_parents(self, nodes: list[_Node], existing: dict[str, dict[str, Any]]) -> None:
@@ -475,7 +474,7 @@ class Planner:
             forbidden.setdefault((exc.code, str(exc)), []).append(rel)
 
         declared = view.declared_containers()
-        ids = _new_ids()
+        ids = new_ids()
         for n in nodes:
             row = existing.get(n.container, {}).get(_address(n.title))
             n.row = row
@@ -568,15 +567,6 @@ class Planner:
                 self.notes.extend(n.notes)
         self.report.declared = list(self.to_declare)
         return self.report
-
-
-def _new_ids() -> Iterator[str]:
-    """Page ids shaped as service.new_id's (a uuid4's first 16 hex digits, the 13th its version: 4),
-    from one read of the system's random source per thousand rather than a uuid4 object per page."""
-    while True:
-        raw = os.urandom(8 * 1024).hex()
-        for i in range(0, len(raw), 16):
-            yield raw[i:i + 12] + "4" + raw[i + 13:i + 16]
 
 
 # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then says what was opened
