@@ -14,6 +14,7 @@ as Markdown.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -31,6 +32,17 @@ log = logging.getLogger("crewlet.search")
 
 MODES = ["keyword"]
 SNIPPET_MAX = 200
+_TAGS = re.compile(r"<[^>]{0,200}>")
+_ENTITIES = {"&amp;": "&", "&lt;": "<", "&gt;": ">", "&quot;": '"', "&#39;": "'", "&nbsp;": " "}
+
+
+class NotSearched(Exception):
+    """A backend decided, before or without asking, that the search does not run (e.g. no project in
+    the scope is visible to the credential)."""
+
+    def __init__(self, degraded: str, message: str) -> None:
+        super().__init__(message)
+        self.degraded, self.message = degraded, message
 
 
 @dataclass
@@ -42,6 +54,7 @@ class Answer:
     ranking: str                       # "relevance" | "recency"
     notes: list[str] = field(default_factory=list)
     detail: dict[str, Any] = field(default_factory=dict)    # the CQL, the queries sent, what was dropped
+    degraded: str | None = None        # less was served than matched (e.g. hits withheld, unverifiable)
 
 
 @dataclass
@@ -65,6 +78,14 @@ class RemotePage:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self) | {"ref": self.ref}
+
+
+def strip_tags(text: str) -> str:
+    """A server-built snippet as plain text (tags out, the common entities read)."""
+    text = _TAGS.sub("", text or "")
+    for entity, char in _ENTITIES.items():
+        text = text.replace(entity, char)
+    return text
 
 
 def clip(text: str, limit: int = SNIPPET_MAX) -> str:
@@ -101,8 +122,10 @@ class RemoteSearcher:
         return list(MODES)
 
     def url(self) -> str:
-        settings = self._settings(self._company())
-        return settings.url if settings is not None else ""
+        try:
+            return self._settings(self._company()).url
+        except Exception:  # noqa: BLE001 - no integration: nowhere to name
+            return ""
 
     def where(self) -> str:
         """Where the knowledge lives, in words for a screen."""
@@ -147,15 +170,17 @@ class RemoteSearcher:
                              "rank by meaning — search in keyword or hybrid mode", source=source)
         try:
             answer = self._ask(company, access, text, query.effective_limit())
+        except NotSearched as exc:
+            return _unserved(exc.degraded, exc.message, source=source)
         except RemoteFailure as failure:
             source |= {"failure": failure.kind, "status": failure.status}
             log.warning("%s search failed: %s", self.LABEL, failure.words)
             return _unserved(UNAVAILABLE, f"the knowledge base could not be searched: {failure.words}", source=source)
         source |= {"ranking": answer.ranking, "requests": answer.requests, **answer.detail}
         notes = [f"searched {self.where()} as {access.credential.describe()}", *access.notes, *answer.notes]
-        degraded = None
+        degraded = answer.degraded
         if access.mode == "hybrid":
-            degraded = NO_EMBEDDINGS
+            degraded = degraded or NO_EMBEDDINGS
             notes.insert(0, f"keyword ranking only: {self.LABEL} ranks by its own search ({answer.ranking}); nothing "
                             "was ranked by meaning")
         outcome = Outcome("keyword", self.modes(), degraded, "; ".join(n for n in notes if n),
