@@ -62,7 +62,7 @@ ParentLookup = Callable[[_Node, str], "tuple[str | None, str]"]
 class DocPlanner:
     """The backend-independent half of an import plan (see the module's docstring)."""
 
-    TREE_LAYOUT = True           # the importer offers --into KEY (a fix a problem may name)
+    TREE_LAYOUT = True           # the importer offers --into KEY and --title-from-name (fixes a problem may name)
 
     def __init__(self, company: Company, root: Path, who: Actor, *, into: str | None = None,
                  title_from_name: bool = False, skills: str | None = None, mode: str | None = None) -> None:
@@ -214,7 +214,8 @@ class DocPlanner:
         else:
             self.problems.append(ImportProblem(
                 "no_title", "has no title: no frontmatter `title:` and no `# ` H1",
-                "add a `# Title` line (or `title:` to its frontmatter), or pass --title-from-name to use the file name",
+                "add a `# Title` line (or `title:` to its frontmatter)"
+                + (", or pass --title-from-name to use the file name" if self.TREE_LAYOUT else ""),
                 [src.rel]))
             return None
         if not self._title_ok(node.title, src.rel):    # every title above is clean_title's already
