@@ -401,8 +401,11 @@ _CREDENTIAL_KEYS = ("confluence_token_env", "confluence_username_env", "plane_to
 def _env_name(file: Path, key: str, value: Any, example: str) -> str:
     """The NAME of an environment variable (a value that looks like a secret is refused as one)."""
     name = _expect(file, key, value, str, f'{key.rsplit(".", 1)[-1]} = "{example}"').strip()
-    if not ENV_NAME_RE.match(name):
-        looks_like_key = len(name) >= 24 or name.startswith(("ATATT", "plane_api_", "sk-"))
+    # a secret pasted where its variable's name goes: a known token prefix, or a long run with lower-case
+    # letters and digits (variable names are conventionally upper-case words)
+    looks_like_key = name.startswith(("ATATT", "plane_api_", "sk-")) or (
+        len(name) >= 24 and any(c.islower() for c in name) and any(c.isdigit() for c in name))
+    if looks_like_key or not ENV_NAME_RE.match(name):
         raise ConfigError(file, key, "looks like a secret, not the name of an environment variable" if looks_like_key
                           else f"{name!r} is not an environment variable name",
                           f'put the secret in an environment variable and name it here, e.g. '
@@ -508,8 +511,10 @@ def _knowledge_backend(file: Path, kn_raw: dict[str, Any], integrations: dict[st
         example = ('url = "https://example.atlassian.net/wiki" and token_env = "CONFLUENCE_API_TOKEN"'
                    if backend == "confluence" else
                    'url = "https://plane.example.com", workspace = "acme" and token_env = "PLANE_API_KEY"')
-        off = " (it is enabled = false)" if backend == "plane" and plane_off else ""
-        raise ConfigError(file, "knowledge.backend", f"\"{backend}\" needs [integrations.{backend}]{off}",
+        if backend == "plane" and plane_off:
+            raise ConfigError(file, "knowledge.backend", "\"plane\" needs [integrations.plane], which is enabled = false",
+                              "set enabled = true under [integrations.plane], or set knowledge.backend = \"native\"")
+        raise ConfigError(file, "knowledge.backend", f"\"{backend}\" needs [integrations.{backend}]",
                           f"add [integrations.{backend}] with {example}, or set knowledge.backend = \"native\"")
     return backend
 
