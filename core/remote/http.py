@@ -16,9 +16,12 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
+if TYPE_CHECKING:
+    import httpx
+# httpx is imported when the first request is made: `import httpx` loads its command line (click, rich)
+# too, and core stays importable without any UI framework (tests/test_core_isolation.py)
 
 MAX_ANSWER_BYTES = 32 * 1024 * 1024
 MAX_WORDS = 300
@@ -90,6 +93,8 @@ class RemoteHTTP:
         return self.connect_s + self.read_s
 
     def client(self) -> httpx.Client:
+        import httpx
+
         with self._lock:
             if self._client is None:
                 self._client = httpx.Client(
@@ -110,6 +115,8 @@ class RemoteHTTP:
                 missing_ok: bool = False) -> Any:
         """The parsed JSON answer (None for an empty 2xx body, or a 404 when `missing_ok`); every other
         outcome is a RemoteFailure."""
+        import httpx
+
         url = f"{self.base_url}{path}"
         headers = dict(auth.headers)
         if body is not None:

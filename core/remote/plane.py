@@ -214,6 +214,8 @@ class PlaneSearcher(RemoteSearcher):
         hits: list[Hit] = []
         dropped = {"skills": 0, "no_project": 0, "excluded": 0, "out_of_scope": 0}
         for row in rows:
+            if len(hits) >= limit:
+                break                                      # the rest were asked for in case these were dropped
             if not isinstance(row, dict) or not row.get("id"):
                 dropped["no_project"] += 1
                 continue
@@ -239,8 +241,6 @@ class PlaneSearcher(RemoteSearcher):
                 if parent is not None and normalise_title(parent) in access.exclusions:
                     dropped["excluded"] += 1
                     continue
-            if len(hits) >= limit:
-                continue
             with self._cache_lock:
                 self._page_projects[str(row["id"])] = project_id
             hits.append(Hit(title=title, url=self._page_url(api, project_id, str(row["id"])), container=identifier,
