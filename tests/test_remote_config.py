@@ -121,3 +121,20 @@ def test_a_cli_command_refuses_a_two_homed_company_in_one_line(make_home):
     assert r.exit_code == 1
     (line,) = r.stderr.strip().splitlines()
     assert "integrations.confluence" in line and "exactly one knowledge home" in line
+
+
+def test_an_edit_that_moves_the_backend_re_points_the_apps_searcher(make_home):
+    from crewlet_tui.session import Session
+
+    home = make_home()
+    session = Session.open(home)
+    try:
+        assert type(session.searcher) is NativeSearcher and session.remote is None
+        data = config_mod.example_config()
+        data["knowledge"] = {"backend": "confluence", "confluence_spaces": ["ENG"]}
+        data["integrations"] = {"confluence": CONFLUENCE}
+        home.config_file.write_text(tomli_w.dumps(data), encoding="utf-8")
+        assert type(session.searcher) is ConfluenceSearcher
+        assert session.remote == "confluence" and session.where() == f"Confluence at {CONFLUENCE['url']}"
+    finally:
+        session.close()
