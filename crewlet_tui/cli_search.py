@@ -85,7 +85,7 @@ def _render(result: Result, finder: TermFinder | None) -> None:
     if not result.hits:
         console.print("nothing matched")
     for i, h in enumerate(result.hits, 1):
-        _render_hit(i, h, finder)
+        _render_hit(i, h, finder, remote=out.source is not None)
     cov = out.coverage
     facts = [f"{len(result.hits)} hit{'s' if len(result.hits) != 1 else ''}", f"served {out.served_mode}"]
     if out.source is not None:     # a remote backend: searched live, nothing indexed here
@@ -103,14 +103,14 @@ def _render(result: Result, finder: TermFinder | None) -> None:
         console.print(f"[yellow]{escape(out.message)}[/]", soft_wrap=True)
 
 
-def _render_hit(i: int, h: Hit, finder: TermFinder | None) -> None:
+def _render_hit(i: int, h: Hit, finder: TermFinder | None, *, remote: bool = False) -> None:
     console.print(f"[bold]{i}. {escape(h.title)}[/]  [cyan]{escape(h.container)}/{escape(h.title)}[/]", soft_wrap=True)
     if h.ancestors:
         console.print(f"   [dim]in {escape(' › '.join(h.ancestors))}[/]", soft_wrap=True)
     if h.snippet:
         console.print(Text("   ") + _highlighted(clean_line(h.snippet), finder), soft_wrap=True)
     console.print(f"   [dim]id {escape(h.page_id)} · score {h.score:.3f}[/]")
-    if h.url and finder is None:   # a remote hit: where to open it
+    if h.url and remote:   # a remote hit: where to open it
         console.print(f"   [dim]{escape(h.url)}[/]", soft_wrap=True)
 
 
