@@ -507,7 +507,7 @@ def _knowledge_backend(file: Path, kn_raw: dict[str, Any], integrations: dict[st
         other = declared[0] if declared else None
         if other:
             raise ConfigError(file, f"integrations.{other}", f"declared beside knowledge.backend = \"{backend}\"",
-                              f"remove one: a company has exactly one knowledge home")
+                              "remove one: a company has exactly one knowledge home")
         example = ('url = "https://example.atlassian.net/wiki" and token_env = "CONFLUENCE_API_TOKEN"'
                    if backend == "confluence" else
                    'url = "https://plane.example.com", workspace = "acme" and token_env = "PLANE_API_KEY"')
