@@ -34,7 +34,8 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _vectors import SPACE_OF, cached_home, queries  # noqa: E402
-from semantic import line, load, timed  # noqa: E402
+from _common import machine_load as load  # noqa: E402
+from semantic import line, timed  # noqa: E402
 
 from core.node import Node  # noqa: E402
 from core.search import semantic  # noqa: E402
