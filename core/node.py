@@ -17,6 +17,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from . import config as config_mod
 from .errors import CrewletError
@@ -312,8 +313,16 @@ class Node:
             code, words = storage_problem(exc, stream.backend.path)
             raise WriteFailed(f"{words} — {nothing}", code=code) from exc
 
-    def submit(self, records: Sequence[Record], *, sync: bool = True) -> list[Decision]:
-        """Append records, apply the log through them, and return each record's outcome.
+    def bulk_writes(self) -> Any:
+        """A context for a bulk writer (the importer): this database written without the WAL while no other
+        connection has it open (see store.bulk_writes); yields whether it is."""
+        from .store import bulk_writes
+
+        return bulk_writes(self.conn, self.lock)
+
+    def submit(self, records: Sequence[Record], *, sync: bool = True, bulk: bool = False) -> list[Decision]:
+        """Append records, apply the log through them, and return each record's outcome. `bulk`: a writer's
+        bounded batch (the importer's), applied in one transaction however long it takes.
 
         Refused before anything is appended: a damaged log (LogDamage), a database this process
         cannot write, a record over the size limit, a log that cannot be written (WriteFailed).
@@ -326,7 +335,7 @@ class Node:
             decided: dict[str, Decision] = {}
             try:
                 # our own records are applied from the frames in memory, not read back from the file
-                self.pages.catch_up(self.conn, outcomes=decided, appended=written)
+                self.pages.catch_up(self.conn, outcomes=decided, appended=written, bulk=bulk)
             except (LogDamage, sqlite3.Error, OSError) as exc:
                 if isinstance(exc, LogDamage):
                     self._damaged(exc)

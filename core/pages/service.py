@@ -5,6 +5,7 @@ The CLI, the app and the importer all go through this one class, so a rule holds
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import re
@@ -188,11 +189,20 @@ class KnowledgeBase:
         self.node.submit_one(records.knowledge_read(handle, via=via, query=query, pages=listed, turn=turn, phase=phase))
 
     # -- commands ---------------------------------------------------------------------------
-    def submit_batch(self, batch: Sequence[Record], *, sync: bool = True) -> list[Decision]:
+    def submit_batch(self, batch: Sequence[Record], *, sync: bool = True, bulk: bool = False) -> list[Decision]:
         """Records a writer built and checked itself (the importer: every rule asked when it planned, each
         record by `records`' builders), submitted at once — one log append and one applier transaction —
-        with what the applier decided for each, in order. A refusal is an outcome here, not an error."""
+        with what the applier decided for each, in order. A refusal is an outcome here, not an error.
+        `bulk`: the batch is applied in one transaction however long it takes (the writer bounds it)."""
+        if bulk:
+            return self.node.submit(batch, sync=sync, bulk=True)
         return self.node.submit(batch, sync=sync)
+
+    def bulk_writes(self) -> Any:
+        """A context for a bulk of batches (the importer's): see `core.store.bulk_writes`. Yields whether
+        the database is written without its WAL (False when another connection has it open)."""
+        bulk = getattr(self.node, "bulk_writes", None)
+        return bulk() if bulk is not None else contextlib.nullcontext(False)
 
     def _submit(self, rec: Record) -> Decision:
         out = self.node.submit_one(rec)
