@@ -77,7 +77,7 @@ def _import(kb: KnowledgeBase, root: Path, who: config_mod.Actor, started: float
         node.reload_config()
         node.sync_containers()
     write_started = time.perf_counter()
-    write_plan(kb, report, who, progress=progress, batch=batch,
+    write_plan(kb, report, who, progress=progress, batch=batch, root=str(root),
                body_of=lambda page, cut: "" if page.kind == "folder" else planner.reread(page.source or "", cut),
                changed=lambda body, digest: body_digest(body) != digest)
     report.timings["write"] = time.perf_counter() - write_started

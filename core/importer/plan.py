@@ -80,6 +80,8 @@ class Planner(DocPlanner):
     """The native knowledge base's import plan: the tree layout (--into), declared spaces, the pages that
     exist (by address) and the rules that say who may write where."""
 
+    read_ahead = True            # each file is read twice (planned, then written): both reads queue ahead
+
     def __init__(self, kb: KnowledgeBase, root: Path, who: Actor, *, into: str | None = None,
                  title_from_name: bool = False, declare_spaces: bool = False) -> None:
         super().__init__(kb.company, root, who, into=into, title_from_name=title_from_name)

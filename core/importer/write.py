@@ -14,13 +14,17 @@ importer has it to itself); each is applied in one transaction.
 """
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from ..config import Actor
 from ..log import Record
 from ..pages import records
 from ..pages.service import KnowledgeBase
+from .docs import read_ahead
 from .model import ImportFailure, ImportNote, ImportReport, PlannedPage
 
 Progress = Callable[[int, int], None]
@@ -29,6 +33,7 @@ Progress = Callable[[int, int], None]
 # for a 10 GB home). 20,000 records or 32 MiB of bodies holds a batch's memory to a few hundred MB.
 BATCH = 20_000
 BATCH_BYTES = 32 * 1024 * 1024
+READ_AHEAD = 256                 # files asked of the kernel ahead of their reading
 
 
 def records_for(page: PlannedPage, actor: str) -> list[Record]:
@@ -51,7 +56,8 @@ def records_for(page: PlannedPage, actor: str) -> list[Record]:
 
 def write_plan(kb: KnowledgeBase, report: ImportReport, who: Actor, *,
                body_of: Callable[[PlannedPage, str | None], str | None],
-               changed: Callable[[str, bytes], bool], progress: Progress | None = None, batch: int = BATCH) -> None:
+               changed: Callable[[str, bytes], bool], progress: Progress | None = None, batch: int = BATCH,
+               root: str | None = None) -> None:
     """Write the plan in `report` (its plan file). `body_of(page, cut)` reads a page's body again (None when
     its file no longer reads as a page; `cut` is where the plan found it) and `changed(body, digest)` says whether that is not what was planned."""
     assert report.plan is not None
@@ -103,10 +109,20 @@ def write_plan(kb: KnowledgeBase, report: ImportReport, who: Actor, *,
         if progress:
             progress(done, total)
 
+    def ahead(rows: Iterator[Any]) -> Iterator[Any]:
+        """The plan's rows, each run of READ_AHEAD files asked of the kernel before it is read (see docs.read_ahead)."""
+        while True:
+            run = list(itertools.islice(rows, READ_AHEAD))
+            if not run:
+                return
+            if root is not None:
+                read_ahead(os.path.join(root, r[1]) for r in run if r[0] != "folder" and r[1])
+            yield from run
+
     with kb.bulk_writes():
-        for row in store.rows("SELECT kind, source, container, title, labels, page_id, action, changes, parent_id, "
-                              "parent_title, base_revision, new_labels, digest, cut FROM plan "
-                              "WHERE action != 'unchanged' ORDER BY ord"):
+        for row in ahead(store.rows("SELECT kind, source, container, title, labels, page_id, action, changes, "
+                                    "parent_id, parent_title, base_revision, new_labels, digest, cut FROM plan "
+                                    "WHERE action != 'unchanged' ORDER BY ord")):
             page = PlannedPage(kind=row[0], source=row[1], container=row[2], title=row[3], body="",
                                labels=json.loads(row[4]) if row[4] else [], page_id=row[5], action=row[6],
                                changes=json.loads(row[7]) if row[7] else [], parent_id=row[8], parent_title=row[9],

@@ -20,6 +20,27 @@ def version(conn: Any) -> int:
     return conn.execute("SELECT max(version) FROM pages").fetchone()[0] or 0
 
 
+def live_pages(conn: Any, container: str | None = None) -> int:
+    """Live pages (not in the trash), of one container or of all: read off the counts the rows keep
+    (store/migrations.py m008), never a scan."""
+    if container is not None:
+        row = conn.execute("SELECT live FROM page_spaces WHERE container = ?", (container,)).fetchone()
+        return row[0] if row else 0
+    return conn.execute("SELECT coalesce(sum(live), 0) FROM page_spaces").fetchone()[0]
+
+
+def live_by_container(conn: Any) -> dict[str, int]:
+    """container -> its live pages, for every container holding one."""
+    return {r[0]: r[1] for r in conn.execute("SELECT container, live FROM page_spaces WHERE live > 0")}
+
+
+def live_children(conn: Any, container: str, parent_id: str | None) -> int:
+    """Live pages directly under `parent_id` (None: the container's top), off the kept counts."""
+    row = conn.execute("SELECT live FROM page_levels WHERE parent = ? AND container = ?",
+                       (parent_id or "", container)).fetchone()
+    return row[0] if row else 0
+
+
 def _marks(n: int) -> str:
     return ",".join("?" * n)
 

@@ -1,0 +1,137 @@
+"""The counts a home keeps as its rows change (issue 27: `crewlet spaces`, `pages`, `index status` and the
+app's first window read them instead of scanning): right after every kind of change — create, save, rename,
+move, trash, restore, purge, labels, vectors put, restamped and dropped — against a recount of the rows;
+the same after the logs are replayed into a fresh database; and counted from the rows when a database
+that had none is migrated."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from conftest import create_rec, move_rec, purge_rec, restore_rec, rec, save_rec, trash_rec
+
+from core.log import FileLog
+from core.node import Node
+from core.pages import applier, reads
+from core.pages.service import KnowledgeBase
+from core.store import connect
+from core.store.migrations import migrate
+from core.vectors import records as vectors
+
+SPACE = "local:test-model:8:x"
+
+
+def recount(conn: Any) -> dict[str, Any]:
+    """What the counts must say, computed from the rows the slow way."""
+    return {
+        "levels": sorted((r[0], r[1], r[2]) for r in conn.execute(
+            "SELECT coalesce(parent_id, ''), container, count(*) FROM pages WHERE trashed_at IS NULL GROUP BY 1, 2")),
+        "spaces": sorted((r[0], r[1]) for r in conn.execute(
+            "SELECT container, count(*) FROM pages WHERE trashed_at IS NULL GROUP BY 1")),
+        "vectors": sorted((r[0], r[1], r[2]) for r in conn.execute(
+            "SELECT v.space, count(*), count(p.id) FROM vectors v LEFT JOIN pages p ON p.id = v.source_id "
+            "AND p.trashed_at IS NULL AND p.revision = v.revision AND p.container = v.container GROUP BY v.space")),
+    }
+
+
+def kept(conn: Any) -> dict[str, Any]:
+    """What the counts say (rows a level or space emptied down to zero say nothing)."""
+    return {
+        "levels": sorted(tuple(r) for r in conn.execute("SELECT parent, container, live FROM page_levels WHERE live")),
+        "spaces": sorted(tuple(r) for r in conn.execute("SELECT container, live FROM page_spaces WHERE live")),
+        "vectors": sorted(tuple(r) for r in conn.execute("SELECT space, sources, current FROM vector_counts "
+                                                         "WHERE sources")),
+    }
+
+
+def vec(seed: int) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal(8).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def put(page_id: str, container: str, revision: int, seed: int) -> Any:
+    return vectors.put_record(page_id, SPACE, container, revision, f"d{seed}", 10, 0, vec(seed))
+
+
+def test_counts_follow_every_change_and_a_replay(node: Node, tmp_path: Path) -> None:
+    conn = node.conn
+    steps: list[str] = []
+
+    def check(step: str) -> None:
+        steps.append(step)
+        assert kept(conn) == recount(conn), f"after {step}"
+
+    top, mid, leaf, other, lone = (f"p{i:015d}" for i in range(5))
+    node.submit([create_rec("ENG", "Top", "t", page_id=top), create_rec("ENG", "Mid", "", page_id=mid, parent_id=top),
+                 create_rec("ENG", "Leaf", "l", page_id=leaf, parent_id=mid), create_rec("PROD", "Other", "o", page_id=other),
+                 create_rec("ENG", "Lone", "x", page_id=lone)])
+    check("creates")
+    assert reads.live_children(conn, "ENG", None) == 2 and reads.live_children(conn, "ENG", mid) == 1
+    node.submit_vectors([put(top, "ENG", 1, 1), put(leaf, "ENG", 1, 2), put(other, "PROD", 1, 3),
+                         put(lone, "ENG", 7, 4)])                       # lone's vector: a revision it never had
+    check("vectors put")
+    assert vectors.coverage(conn, SPACE) == (3, 5) and vectors.sources(conn, SPACE) == 4
+    node.submit([save_rec(top, "t2", 1)])
+    check("a save (top's vector no longer current)")
+    assert vectors.coverage(conn, SPACE) == (2, 5)
+    node.submit_vectors([vectors.restamp_record(top, SPACE, "ENG", 2, "d1")])
+    check("a restamp")
+    node.submit([rec("page.rename", page_id=leaf, title="Leaf Renamed")])
+    check("a rename (a new revision)")
+    node.submit([move_rec(leaf, top)])
+    check("a move")
+    assert reads.live_children(conn, "ENG", mid) == 0 and reads.live_children(conn, "ENG", top) == 2
+    node.submit([trash_rec(leaf), trash_rec(mid)])
+    check("trash")
+    node.submit([restore_rec(mid)])
+    check("a restore")
+    node.submit([trash_rec(mid), purge_rec(mid)])
+    check("a purge")
+    node.submit([rec("page.labels", page_id=top, labels=["x"]), create_rec("ENG", "Child", "c", parent_id=top)])
+    check("labels and a create under a parent")
+    node.submit_vectors([vectors.drop_record(other)])
+    check("a vector dropped")
+    node.submit([trash_rec(lone)])
+    check("a page with a stale vector trashed")
+    assert len(steps) == 12
+
+    replayed = connect(tmp_path / "replay.db")
+    with FileLog(node.home.log_file, readonly=True) as flog, FileLog(node.home.vectors_log_file, readonly=True) as vlog:
+        applier.catch_up(replayed, flog)
+        vectors.catch_up(replayed, vlog)
+    assert kept(replayed) == recount(replayed) == recount(conn)
+    replayed.close()
+
+
+def test_counts_are_counted_when_a_database_without_them_is_migrated(kb: KnowledgeBase) -> None:
+    for i in range(30):
+        kb.create_page("ENG" if i % 3 else "PROD", f"Page {i}", "x", actor="alex")
+    kb.trash_page("ENG/Page 1", actor="alex")
+    conn = kb.conn
+    before = recount(conn)
+    # the database as a crewlet before the counts left it
+    for trigger in [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")]:
+        conn.execute(f"DROP TRIGGER {trigger}")
+    for table in ("page_levels", "page_spaces", "vector_counts"):
+        conn.execute(f"DROP TABLE {table}")
+    conn.execute("DELETE FROM _migrations WHERE name = 'm008_counts'")
+    assert migrate(conn) == ["m008_counts"]
+    assert kept(conn) == recount(conn) == before
+    spaces = {s["key"]: s["pages"] for s in kb.spaces(actor="alex")}
+    assert spaces["ENG"] == 19 and spaces["PROD"] == 10
+
+
+def test_listings_read_the_counts(kb: KnowledgeBase) -> None:
+    """`spaces` and a level's total and child counts come off the kept counts: made to disagree with the
+    rows (as no write ever leaves them), the listing says what the counts say."""
+    top = kb.create_page("ENG", "Top", "", actor="alex")
+    for i in range(3):
+        kb.create_page("ENG", f"Child {i}", "x", actor="alex", parent=top.id)
+    window = kb.list_pages("ENG")
+    assert window.total == 1 and window.pages[0].child_count == 3
+    kb.conn.execute("UPDATE page_levels SET live = 42 WHERE parent = ?", (top.id,))
+    kb.conn.execute("UPDATE page_spaces SET live = 99 WHERE container = 'ENG'")
+    assert kb.list_pages("ENG").pages[0].child_count == 42
+    assert kb.list_pages("ENG", parent=top.id).total == 42
+    assert {s["key"]: s["pages"] for s in kb.spaces(actor="alex")}["ENG"] == 99
