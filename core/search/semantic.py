@@ -49,6 +49,11 @@ from .stages import STAGE_ONE, STAGE_TWO
 from .stamp import Stamp, read_stamp
 
 MMAP_BYTES = 1 << 40  # SQLite caps it at its compiled maximum
+# A search through the index reads at least this many times stage one's depth in codes (READ_FACTOR ×
+# STAGE_ONE), however few lists its measurement asked for: at a million sources 4 of 4,096 lists held
+# about 1,084 codes — fewer than the 1,200 candidates stage one keeps — and the worst fresh query recalled
+# 0.447. Measured (bench/ivf.py --factors, docs/search.md): the worst query stops improving past 8×.
+READ_FACTOR = 8
 
 def nearest(dist: np.ndarray, rows: np.ndarray, ids: np.ndarray, k: int) -> np.ndarray:
     """The `k` rows of `rows` with the smallest `dist` (aligned with `rows`); ties at the cut go to the
@@ -205,11 +210,12 @@ def list_order(index: IndexView, q: np.ndarray) -> np.ndarray:
 
 
 def rows_to_read(table: CodeTable, q: np.ndarray, mask: np.ndarray | None, probes: int,
-                 order: np.ndarray | None = None) -> tuple[np.ndarray | None, int]:
+                 order: np.ndarray | None = None, min_rows: int | None = None) -> tuple[np.ndarray | None, int]:
     """Which rows stage one reads through the index: (rows, lists read), or (None, lists it would take)
     when the search must scan instead.
 
-    An unfiltered search (`mask` None) reads its `probes` nearest lists. A narrowed one reads lists
+    An unfiltered search (`mask` None) reads its `probes` nearest lists, and more, nearest first, until it
+    has read at least `min_rows` codes (READ_FACTOR × STAGE_ONE by default). A narrowed one reads lists
     nearest first until it has seen as many of its own rows (those `mask` admits) as the unfiltered
     search reads rows, and scans when that would take more than half the lists. Either way the rows
     no list holds yet (a re-filing in progress) are read in full beside the lists."""
@@ -218,10 +224,14 @@ def rows_to_read(table: CodeTable, q: np.ndarray, mask: np.ndarray | None, probe
     index.prepare(table)
     order = list_order(index, q) if order is None else order
     probes = max(1, min(probes, index.count))
+    floor_rows = READ_FACTOR * STAGE_ONE if min_rows is None else min_rows
+    sizes = index.sizes[order]
+    if floor_rows > 0:                                   # the lists that hold at least floor_rows codes
+        probes = max(probes, min(index.count, int(np.searchsorted(np.cumsum(sizes), floor_rows)) + 1))
     if mask is None:
         need = probes
     else:
-        target = int(index.sizes[order[:probes]].sum())
+        target = int(sizes[:probes].sum())
         own = np.bincount(table.lists[index.members[mask[index.members]]], minlength=index.count)
         seen = np.cumsum(own[order])
         if target == 0:
