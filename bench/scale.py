@@ -322,7 +322,18 @@ class Table:
 # -- the rows -------------------------------------------------------------------------------------------
 
 def crewlet_env(home: Path) -> dict[str, str]:
-    return {**os.environ, "CREWLET_HOME": str(home), "CREWLET_AS": "", "COLUMNS": "200", "PYTHONPATH": str(ROOT)}
+    """A command's environment: this home, and bytecode written and read (a user's install has it: without
+    it every command compiles crewlet's modules again, most of a second)."""
+    env = {**os.environ, "CREWLET_HOME": str(home), "CREWLET_AS": "", "COLUMNS": "200", "PYTHONPATH": str(ROOT)}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def precompile() -> None:
+    import compileall
+
+    for package in ("core", "crewlet_tui"):
+        compileall.compile_dir(str(ROOT / package), quiet=1)
 
 
 def make_home(home: Path) -> None:
@@ -353,6 +364,254 @@ def row_import(table: Table, work: Path, tree: Path, corpus: dict, reuse: bool) 
     table.add("`import --json`", f"{gb(ran.stdout_bytes)} of JSON, streamed (the import's own peak RSS above)")
 
 
+def timed_runs(argv: list[str], env: dict[str, str], runs: int, *, cwd: Path | None = None) -> list[float]:
+    out = []
+    for _ in range(runs):
+        ran = run(argv, env=env, keep_stdout=False, cwd=cwd)
+        if ran.rc != 0:
+            raise SystemExit(f"{' '.join(argv)} failed ({ran.rc}): {ran.stderr.decode(errors='replace')[-800:]}")
+        out.append(ran.seconds)
+    return out
+
+
+def med(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def row_index(table: Table, work: Path) -> None:
+    home = work / "home"
+    env = crewlet_env(home)
+    ran = run([*CREWLET, "index", "build"], env=env, keep_stdout=False, sample=True)
+    if ran.rc != 0:
+        raise SystemExit(f"index build failed: {ran.stderr.decode(errors='replace')[-800:]}")
+    fts_file = work / "fts5.db"
+    fts_file.unlink(missing_ok=True)
+    started = time.perf_counter()
+    build_fts5(home, fts_file)
+    fts = time.perf_counter() - started
+    table.add("`index build`", f"{ran.seconds:.1f} s, peak {gb(max(ran.peak_tree, ran.maxrss))}",
+              f"FTS5 build {fts:.1f} s", f"{ran.seconds / fts:.1f}×")
+
+
+def build_fts5(home: Path, path: Path) -> None:
+    """SQLite FTS5 (porter + unicode61) over the same live rows, read a chunk at a time."""
+    from core.store import connect
+
+    src = connect(home / "crewlet.db", readonly=True)
+    fts = Fts5(path, title_weight=2.0)
+    fts.db.execute("BEGIN")
+    cur = src.execute("SELECT id, title, body FROM pages WHERE trashed_at IS NULL")
+    while True:
+        chunk = cur.fetchmany(5000)
+        if not chunk:
+            break
+        fts.db.executemany("INSERT INTO docs (page_id, title, body) VALUES (?, ?, ?)", [tuple(r) for r in chunk])
+    fts.db.execute("COMMIT")
+    fts.db.close()
+    src.close()
+
+
+_WORD = re.compile(r"[A-Za-z][A-Za-z]{4,}")
+
+
+def make_queries(home: Path, n: int, seed: int = 42) -> list[str]:
+    """Queries from the corpus itself: the first words of a page's title, or (one in four) two words of its
+    body — pages drawn at random by rowid, never the whole table read."""
+    from core.store import connect
+
+    rng = random.Random(seed)
+    conn = connect(home / "crewlet.db", readonly=True)
+    top = conn.execute("SELECT max(rowid) FROM pages").fetchone()[0] or 0
+    out: list[str] = []
+    while len(out) < n and top:
+        r = conn.execute("SELECT title, body FROM pages WHERE rowid = ? AND trashed_at IS NULL AND length(body) > 200",
+                         (rng.randint(1, top),)).fetchone()
+        if r is None:
+            continue
+        if len(out) % 4 == 3:
+            words = _WORD.findall(r[1])
+            if len(words) >= 2:
+                out.append(" ".join(rng.sample(words, 2)).lower())
+                continue
+        title = re.sub(r"\(copy \d+\)", "", r[0]).split()
+        if title:
+            out.append(" ".join(title[:rng.choice((2, 3, 4))]))
+    conn.close()
+    return out
+
+
+def row_query(table: Table, work: Path, nq: int) -> None:
+    from core.knowledge import make_searcher
+    from core.node import Node
+    from core.paths import Home
+    from core.search.seam import Query
+
+    home = work / "home"
+    queries = make_queries(home, nq)
+    fts = Fts5(work / "fts5.db", title_weight=2.0)
+    with Node.open(Home(home)) as node:
+        searcher = make_searcher(node)
+        for q in queries[:20]:                                   # warm: the snapshot, the postings' cache
+            searcher.search(Query(q, mode="keyword", limit=8))
+        ours, peer = [], []
+        for q in queries:
+            t = time.perf_counter()
+            searcher.search(Query(q, mode="keyword", limit=8))
+            ours.append(time.perf_counter() - t)
+            m = Fts5.match(q)
+            t = time.perf_counter()
+            fts.db.execute(f"SELECT page_id, snippet(docs, 2, '', '', '…', 12), {fts.bm25()} AS s FROM docs "
+                           "WHERE docs MATCH ? ORDER BY s LIMIT 8", (m,)).fetchall()
+            peer.append(time.perf_counter() - t)
+    fts.db.close()
+    table.add("keyword query, warm in-process", f"p50 {ms(med(ours))}, p95 {ms(percentile(ours, 95))}",
+              f"FTS5 with snippet: p50 {ms(med(peer))}, p95 {ms(percentile(peer, 95))}",
+              f"{percentile(ours, 95) / percentile(peer, 95):.2f}× (p95)")
+
+
+FTS_PROCESS = """
+import sys, re, sqlite3
+db = sqlite3.connect(sys.argv[1])
+words = list(dict.fromkeys(w.lower() for w in re.findall(r"\\w+", sys.argv[2])))
+m = " OR ".join('"' + w + '"' for w in words)
+for row in db.execute("SELECT page_id, snippet(docs, 2, '', '', '…', 12), bm25(docs, 0.0, 2.0, 1.0) AS s FROM docs "
+                      "WHERE docs MATCH ? ORDER BY s LIMIT 8", (m,)):
+    print(row[0], row[1])
+"""
+
+
+def row_process(table: Table, work: Path, runs: int) -> None:
+    home = work / "home"
+    env = crewlet_env(home)
+    queries = make_queries(home, runs, seed=7)
+    ours, peer, floor = [], [], []
+    for q in queries:                                            # alternated, one of each a query
+        ran = run([*CREWLET, "search", q, "--mode", "keyword"], env=env, keep_stdout=False)
+        if ran.rc != 0:
+            raise SystemExit(f"search failed: {ran.stderr.decode(errors='replace')[-800:]}")
+        ours.append(ran.seconds)
+        peer.append(run([PYTHON, "-c", FTS_PROCESS, str(work / "fts5.db"), q], env=env, keep_stdout=False).seconds)
+        floor.append(run([*CREWLET, "--help"], env=env, keep_stdout=False).seconds)
+    table.add("`crewlet search --mode keyword` process", f"median {ms(med(ours))}, p95 {ms(percentile(ours, 95))} "
+              f"(`crewlet --help`: {ms(med(floor))})", f"an FTS5 process with snippet: median {ms(med(peer))}",
+              f"{med(ours) / med(peer):.1f}×")
+
+
+SCANS = {   # what each command's answer was read by before the counts (run in one process, timed)
+    "spaces": "SELECT container, count(*) FROM pages WHERE trashed_at IS NULL GROUP BY container",
+    "index status": "SELECT count(v.id), count(*) FROM pages p LEFT JOIN vectors v ON v.source_id = p.id AND "
+                    "v.space = 'x' AND v.revision = p.revision AND v.container = p.container WHERE p.trashed_at IS NULL",
+    "pages DOCS": "SELECT count(*) FROM pages WHERE container = 'DOCS' AND parent_id IS NULL AND trashed_at IS NULL",
+}
+
+
+def scan_seconds(home: Path, sql: str) -> float:
+    from core.store import connect
+
+    conn = connect(home / "crewlet.db", readonly=True)
+    t = time.perf_counter()
+    conn.execute(sql).fetchall()
+    took = time.perf_counter() - t
+    conn.close()
+    return took
+
+
+OPEN = "import sys; from pathlib import Path; from core.node import Node; from core.paths import Home; " \
+       "Node.open(Home(Path(sys.argv[1]))).close()"
+
+
+def row_commands(table: Table, work: Path, runs: int) -> None:
+    home = work / "home"
+    env = crewlet_env(home)
+    commands = [("spaces", ["spaces"]), ("index status", ["index", "status"]), ("sync status", ["sync", "status"]),
+                ("pages DOCS", ["pages", SPACE]), ("pages DOCS --parent DOCS/copy-3", ["pages", SPACE, "--parent",
+                                                                                  f"{SPACE}/copy-3"])]
+    floor = med(timed_runs([*CREWLET, "--help"], env, runs))
+    for label, args in commands:
+        took = med(timed_runs([*CREWLET, *args], env, runs))
+        sql = SCANS.get(label)
+        peer = f"the scan it replaced: {ms(scan_seconds(home, sql))}" if sql else "—"
+        table.add(f"`crewlet {label}`", f"median {ms(took)} ({ms(max(0.0, took - floor))} past `crewlet --help`'s "
+                  f"{ms(floor)})", peer)
+    took = med(timed_runs([PYTHON, "-c", OPEN, str(home)], env, runs, cwd=ROOT))
+    table.add("opening the home (`Node.open`, a process)", f"median {ms(took)}")
+
+
+def row_app(table: Table, work: Path, runs: int) -> None:
+    import asyncio
+
+    from startup import launch
+
+    home = work / "home"
+    env = crewlet_env(home)
+    # the DOCS row painted (its purpose is only on the spaces screen): the first screen with its counts
+    painted = [launch([*CREWLET], "the repeated trees", env, timeout=180)[0] for _ in range(max(3, runs // 3))]
+    outline, searched = asyncio.run(app_windows(home, max(3, runs // 3)))
+    table.add("the app: spaces screen painted (a process in a pty)", f"median {ms(med(painted))}")
+    table.add("the app: DOCS outline's first window / a search", f"median {ms(med(outline))} / {ms(med(searched))}")
+
+
+async def app_windows(home: Path, runs: int) -> tuple[list[float], list[float]]:
+    """In the app (Pilot, headless): from asking for DOCS's outline to its first window painted, and from a
+    keyword search asked to its hits listed and painted."""
+    import asyncio
+
+    from core.paths import Home
+    from crewlet_tui.app import make_app
+    from crewlet_tui.screens.search import SearchScreen
+    from crewlet_tui.widgets.page_tree import PageTree
+
+    painted: dict[str, float] = {}
+    done = asyncio.Event()
+    render_lines = PageTree.render_lines
+    got_searched = SearchScreen.got_searched
+
+    def stamped_render_lines(tree, crop):  # type: ignore[no-untyped-def]
+        strips = render_lines(tree, crop)
+        if tree.id == "outline-tree" and tree.first_window_shown and "at" not in painted:
+            painted["at"] = time.perf_counter()
+            done.set()
+        return strips
+
+    def stamped_got_searched(screen, result):  # type: ignore[no-untyped-def]
+        got_searched(screen, result)
+        screen.app.call_after_refresh(lambda: (painted.setdefault("at", time.perf_counter()), done.set()))
+
+    PageTree.render_lines = stamped_render_lines  # type: ignore[method-assign]
+    SearchScreen.got_searched = stamped_got_searched  # type: ignore[method-assign]
+    app = make_app(Home(home), cursor_blink=False, start_indexer=False, allow_external=False)
+    outline, searched = [], []
+    queries = make_queries(home, runs, seed=3)
+    try:
+        async with app.run_test(size=(120, 36)) as pilot:
+            deadline = time.monotonic() + 120
+            while type(app.screen).__name__ != "SpacesScreen":
+                await pilot.pause(0.05)
+                if time.monotonic() > deadline:
+                    raise SystemExit("the app did not open")
+            for i in range(runs):
+                painted.clear()
+                done.clear()
+                t0 = time.perf_counter()
+                app.open_outline(SPACE)
+                await asyncio.wait_for(done.wait(), 120)
+                outline.append(painted["at"] - t0)
+                await app.pop_screen()
+                await pilot.pause(0.05)
+                painted.clear()
+                done.clear()
+                t0 = time.perf_counter()
+                app.open_search(queries[i])
+                await asyncio.wait_for(done.wait(), 120)
+                searched.append(painted["at"] - t0)
+                await app.pop_screen()
+                await pilot.pause(0.05)
+    finally:
+        PageTree.render_lines = render_lines  # type: ignore[method-assign]
+        SearchScreen.got_searched = got_searched  # type: ignore[method-assign]
+    return outline, searched
+
+
 ROWS = ["import", "index", "query", "process", "commands", "app"]
 
 
@@ -376,8 +635,19 @@ def main() -> None:
     if args.corpus_only:
         return
     table = Table(args.pages)
+    precompile()
     if "import" in args.rows:
         row_import(table, work, work / "tree", corpus, args.reuse)
+    if "index" in args.rows:
+        row_index(table, work)
+    if "query" in args.rows:
+        row_query(table, work, args.queries)
+    if "process" in args.rows:
+        row_process(table, work, args.runs)
+    if "commands" in args.rows:
+        row_commands(table, work, args.runs)
+    if "app" in args.rows:
+        row_app(table, work, args.runs)
     table.print()
 
 

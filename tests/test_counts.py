@@ -135,3 +135,22 @@ def test_listings_read_the_counts(kb: KnowledgeBase) -> None:
     assert kb.list_pages("ENG").pages[0].child_count == 42
     assert kb.list_pages("ENG", parent=top.id).total == 42
     assert {s["key"]: s["pages"] for s in kb.spaces(actor="alex")}["ENG"] == 99
+
+
+def test_the_reads_a_search_starts_with_say_what_the_scans_said(kb: KnowledgeBase) -> None:
+    """The trashed and auto-draft pages a semantic search passes over, and the pages beneath an excluded
+    ancestor, read through indexes and the kept counts: the same pages the scans over every row found."""
+    draft = kb.create_page("ENG", "[Auto-draft] Deploy notes", "x", actor="alex")
+    kb.create_page("PROD", "[AUTO-DRAFT]   shouting", "x", actor="alex")
+    kb.create_page("ENG", "Auto-draft without brackets", "x", actor="alex")
+    gone = kb.create_page("PROD", "Gone", "x", actor="alex")
+    kb.trash_page(gone.id, actor="alex")
+    parent = kb.create_page("ENG", "Secret", "", actor="alex")
+    child = kb.create_page("ENG", "Inside", "x", actor="alex", parent=parent.id)
+    kb.create_page("ENG", "Deeper", "x", actor="alex", parent=child.id)
+    conn = kb.conn
+    scanned = frozenset(r[0] for r in conn.execute(
+        "SELECT id FROM pages WHERE trashed_at IS NOT NULL OR title LIKE ?", ("[Auto-draft]%",)))
+    assert reads.trashed_or_titled(conn, "[Auto-draft]") == scanned and draft.id in scanned and len(scanned) == 3
+    assert len(reads.beneath(conn, ["secret"])) == 2
+    assert reads.containers_holding(conn, ["ENG", "PROD", "NOPE"]) == {"ENG", "PROD"}

@@ -98,9 +98,24 @@ def beneath(conn: Any, addresses: Sequence[str]) -> frozenset[str]:
 
 
 def trashed_or_titled(conn: Any, title_prefix: str) -> frozenset[str]:
-    """Pages in the trash, and pages whose title starts with `title_prefix` (SQL LIKE: case-insensitive)."""
-    return frozenset(r[0] for r in conn.execute(
-        "SELECT id FROM pages WHERE trashed_at IS NOT NULL OR title LIKE ?", (title_prefix + "%",)))
+    """Pages in the trash, and pages whose title starts with `title_prefix` (as SQL LIKE: ASCII case aside).
+
+    Through indexes, not a scan of every row (a semantic search's first question at every start: seconds at
+    a million pages): the trashed ones by pages_trashed, the titled ones by their address — a title starting
+    with an ASCII prefix has an address starting with that prefix lower-cased — in each container's range
+    of pages_address, checked against the title itself."""
+    found = {r[0] for r in conn.execute("SELECT id FROM pages WHERE trashed_at IS NOT NULL")}
+    low = title_prefix.lower()
+    if title_prefix.isascii() and title_prefix.strip() == title_prefix and " " not in title_prefix:
+        for (container,) in conn.execute("SELECT container FROM page_spaces").fetchall():
+            for page_id, title in conn.execute(
+                    "SELECT id, title FROM pages WHERE container = ? AND address >= ? AND address < ?",
+                    (container, low, low + "\U0010ffff")):
+                if title[:len(low)].lower() == low:
+                    found.add(page_id)
+    else:
+        found |= {r[0] for r in conn.execute("SELECT id FROM pages WHERE title LIKE ?", (title_prefix + "%",))}
+    return frozenset(found)
 
 
 def where_is(conn: Any, page_id: str) -> str:
