@@ -215,6 +215,20 @@ class Planner(DocPlanner):
     def _claim(self, address: str) -> None:
         self.store.execute("INSERT OR IGNORE INTO claimed (address) VALUES (?)", (address,))
 
+    def _unclaimed(self, title: str, rel: str) -> str:
+        """The first of a node's candidate titles no node claimed yet, claimed now."""
+        final = title
+        if self._claimed(_address(title)):
+            final = next((c for c in self._candidates(title, rel, tuple(rel.split("/")))
+                          if not self._claimed(_address(c))), "")
+            k = 2
+            while not final:
+                c = titles.fit(title, f"({rel}) {k}")
+                final = c if not self._claimed(_address(c)) else ""
+                k += 1
+        self._claim(_address(final))
+        return final
+
     def build_tree(self) -> None:
         """Titles unique across the space, claimed in path order (shallower first): first the nodes whose
         candidate title is held by an existing page under their own folder, then the rest."""
@@ -238,10 +252,18 @@ class Planner(DocPlanner):
             return row[0] if row else None
 
         pos = 0
+        # a space holding no page at all (a first import): no node can hold an existing page, so every one
+        # claims its title in path order at once (the rest pass below, in the same walk)
+        empty = self._home("SELECT 1 FROM pages WHERE container = ? LIMIT 1", (into,)) is None
         for n, key, folder, title in self.store.rows("SELECT n, key, folder, title FROM node WHERE kind != 'skill' "
                                                      "ORDER BY depth, key"):
             pos += 1
             rel = rel_of(key)
+            if empty:
+                final = self._unclaimed(title, rel)
+                self.store.later("UPDATE node SET pos = ?, title = ?, natural = ?, address = ? WHERE n = ?",
+                                 (pos, final, title if final != title else None, _address(final), n))
+                continue
             parts = tuple(rel.split("/"))
             if folder is None:
                 parent, known = None, True
@@ -270,17 +292,7 @@ class Planner(DocPlanner):
         self.store.execute("DROP INDEX node_order")
         self.store.execute("CREATE INDEX node_pos ON node(pos)")
         for n, key, title in self.store.rows("SELECT n, key, title FROM node WHERE state = 1 ORDER BY pos"):
-            rel = rel_of(key)
-            final = title
-            if self._claimed(_address(title)):
-                final = next((c for c in self._candidates(title, rel, tuple(rel.split("/")))
-                              if not self._claimed(_address(c))), "")
-                k = 2
-                while not final:
-                    c = titles.fit(title, f"({rel}) {k}")
-                    final = c if not self._claimed(_address(c)) else ""
-                    k += 1
-            self._claim(_address(final))
+            final = self._unclaimed(title, rel_of(key))
             self.store.later("UPDATE node SET title = ?, natural = ?, address = ?, state = 0 WHERE n = ?",
                              (final, title if final != title else None, _address(final), n))
         self.store.flush()
@@ -345,9 +357,12 @@ class Planner(DocPlanner):
         run (`parent:` by title in the same container, the first in planning order), else an existing page
         (a note, and the page lands at the top, when there is none to be had). Then `parent:` cycles."""
         linked = 0
+        empty: dict[str, bool] = {}                    # containers holding no page at all: nothing to look up
         for n, kind, container, address, parent_title, folder in self.store.rows(
                 "SELECT n, kind, container, address, parent_title, folder FROM node ORDER BY pos"):
-            row = self._at_address(container, address)
+            if container not in empty:
+                empty[container] = self._home("SELECT 1 FROM pages WHERE container = ? LIMIT 1", (container,)) is None
+            row = None if empty[container] else self._at_address(container, address)
             sets: dict[str, Any] = {}
             if row is not None:
                 sets["row_id"] = row[0]
