@@ -18,10 +18,11 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from . import config as config_mod
 from .errors import CrewletError
-from .log import FileLog, LogDamage, Record, RecordTooLarge
+from .log import FileLog, LogDamage, LogMoved, Record, RecordTooLarge
 from .log.check import locate_applied
 from .log.framing import Frame
 from .pages import applier
@@ -32,6 +33,7 @@ from .store import Connection, connect, sqlite3
 from .sync import locks, peers
 
 SYSTEM_ACTOR = "crewlet"
+REPAIR_NOTES = "repairs.jsonl"   # beside the logs: what each repair wrote (core/repair.py)
 log = logging.getLogger("crewlet.node")
 SNAPSHOT_HINT = ("or, on a node of a shared directory, adopt a snapshot of a node that is current: "
                  "`crewlet sync snapshot FILE` there, then `crewlet sync adopt FILE` here")
@@ -162,17 +164,68 @@ class Node:
     def verify_log(self) -> None:
         """The database's position against each log: on a frame boundary, not past the end, and
         the frame there is the record the database applied (its digest). A position stored before
-        digests were kept is checked by a scan, and given its digest once."""
+        digests were kept is checked by a scan, and given its digest once.
+
+        After a repair wrote a log anew (noted in `repairs.jsonl` beside the logs) the record may stand at
+        another offset: the position moves to it. A database that applied a record the repair could not give
+        back holds a change the log no longer has: that is damage, named."""
         with self.lock:
+            repaired = self.log.path.with_name(REPAIR_NOTES).exists()
             for name, flog in ((applier.APPLIER, self.log), (vectors.POSITION, self.vlog)):
                 applied = applier.applied_position(self.conn, name)
                 try:
                     frame = locate_applied(flog, applied)
                 except LogDamage as exc:
-                    self._damaged(exc)
-                    return
+                    frame = self._relocated(flog, applied, name) if repaired else None
+                    if frame is None:
+                        self._damaged(exc)
+                        return
+                    log.info("%s was repaired: this database's position moves to byte offset %d", flog.path, frame.end)
+                    applied = dataclasses.replace(applied, start=None)  # stored below
                 if frame is not None and applied.start is None and not self.readonly:
                     applier.store_position(self.conn, applied.seq, frame, name)  # autocommit: one statement
+            if repaired:
+                self._check_held_lost()
+
+    def _relocated(self, flog: FileLog, applied: Any, name: str) -> Frame | None:
+        from .repair import relocate
+
+        return relocate(flog, applied, self.conn, "pages" if name == applier.APPLIER else "vectors")
+
+    def _check_held_lost(self) -> None:
+        from .log import LogMismatch
+        from .repair import held_lost
+
+        held = held_lost(self.conn, self.log.path)
+        if not held:
+            return
+        first = held[0]
+        more = f" and {len(held) - 1} more" if len(held) > 1 else ""
+        self._damaged(LogMismatch(
+            self.log.path, 0, first.seq,
+            f"the log was repaired and no longer holds record {first.seq} ({first.type} {first.what}".rstrip()
+            + f"){more}, which this node applied: this database holds a change no log has — `crewlet log repair` "
+            "rebuilds it from the log, naming what it loses", kind="diverged"))
+
+    def follow_repair(self) -> bool:
+        """If a repair wrote a log anew since this process opened it (another process, or another node of the
+        shared directory), open the new file and check the position against it again. Returns whether it did."""
+        changed = False
+        with self.lock:
+            for attr in ("log", "vlog"):
+                flog: FileLog = getattr(self, attr)
+                try:
+                    if not flog.path.exists() or not flog.replaced():
+                        continue
+                except (OSError, ValueError):
+                    continue
+                flog.close()
+                setattr(self, attr, _open_log(flog.path))
+                changed = True
+            if changed:
+                self.damage = None
+                self.verify_log()
+        return changed
 
     def _damaged(self, exc: LogDamage) -> None:
         if self.home.shared is not None and SNAPSHOT_HINT not in exc.fix:
@@ -261,6 +314,7 @@ class Node:
         """Apply what the log holds past this node's position. Refused once damage is known: a log
         that disagrees with the database must be repaired before anything more is applied from it."""
         with self.lock:
+            self.follow_repair()
             if self.damage is not None:
                 raise self.damage
             try:
@@ -298,8 +352,20 @@ class Node:
                               "writable to change it (reading works as it is)", code="read_only")
         keep = applier.position(self.conn, position)[1]
         try:
-            return flog.append_frames(self._stamped(records), sync=sync, keep_through=keep,
-                                      guard=self._peers_guard(position))
+            try:
+                return flog.append_frames(self._stamped(records), sync=sync, keep_through=keep,
+                                          guard=self._peers_guard(position))
+            except LogMoved:
+                # a repair wrote the log anew since this process opened it: follow it, then append once more
+                if not self.follow_repair():
+                    raise
+                if self.damage is not None:
+                    raise self.damage from None
+                self.catch_up()
+                flog = self.log if position == applier.APPLIER else self.vlog
+                keep = applier.position(self.conn, position)[1]
+                return flog.append_frames(self._stamped(records), sync=sync, keep_through=keep,
+                                          guard=self._peers_guard(position))
         except LogDamage as exc:
             self._damaged(exc)
             raise
