@@ -86,10 +86,14 @@ class Round:
     skipped: str | None = None
     notes: list[str] = field(default_factory=list)   # what went wrong
     seen: str = ""                                    # what the fault did (shown with -v)
+    repair_lost: int | None = None                    # records a repair of a bare copy of the log lost
+    repair_expected: int | None = None                # … and the records the damage destroyed
+    given_back: int = 0                               # damaged records the home's own database gave back
 
     @property
     def perfect(self) -> bool:
-        return self.clean_reopen and not self.lost_acked and not self.half_applied and self.replay_equal
+        return (self.clean_reopen and not self.lost_acked and not self.half_applied and self.replay_equal
+                and self.repair_lost == self.repair_expected)
 
 
 # -- homes -------------------------------------------------------------------------------------------
@@ -438,15 +442,42 @@ def _damage(kind: str, rng: random.Random, path: Path) -> int:
     raise ValueError(kind)
 
 
+# records a repair must lose for each damage where no database can give them back (a node with only a copy of
+# the log): a duplicate costs nothing, a flipped or dropped frame the one record it held
+EXPECTED_LOST = {"flip_mid": 1, "dup_frame": 0, "drop_frame": 1}
+
+
+def replica(home: Home, root: Path) -> Home:
+    """A node with a copy of the damaged log and no database that applied anything of it."""
+    dst = Home(root)
+    dst.log_file.parent.mkdir(parents=True)
+    shutil.copy2(home.config_file, dst.config_file)
+    shutil.copy2(home.log_file, dst.log_file)
+    return dst
+
+
 def damage_round(kind: str, rng: random.Random, home: Home, scratch: Path) -> Round:
     r = Round(kind)
     fs = frames(home.log_file)
     acked = {op for _, _, op in fs}
     first_bad = _damage(kind, rng, home.log_file)
-    kept_ops = {op for _, end, op in fs if end <= first_bad}
-    r.seen = f"damage at byte {first_bad}: {len(acked) - len(kept_ops)} of {len(acked)} records past it"
+    r.seen = f"damage at byte {first_bad}: {sum(1 for _, end, _ in fs if end > first_bad)} of {len(acked)} records past it"
     damaged_bytes = home.log_file.read_bytes()
     try:
+        if kind in EXPECTED_LOST:
+            # a node that applied none of it: the repair loses exactly the damaged records, keeps every other
+            copy = replica(home, scratch / "replica")
+            reports = [rep for rep in check_home(copy) if not rep.ok]
+            result = repair_home(copy, reports)
+            r.repair_lost, r.repair_expected = result.records_lost, EXPECTED_LOST[kind]
+            kept = op_ids_in_db(copy)
+            missing = acked - kept
+            if len(missing) != r.repair_expected or r.repair_lost != r.repair_expected:
+                r.notes.append(f"a copy of the log lost {r.repair_lost} record(s) in the repair ({len(missing)} "
+                               f"acknowledged ones missing), expected {r.repair_expected}")
+            if not write_works(copy):
+                r.clean_reopen = False
+                r.notes.append("the repaired copy refuses writes")
         with Node.open(home) as node:
             kb = KnowledgeBase(node)
             try:
@@ -463,15 +494,17 @@ def damage_round(kind: str, rng: random.Random, home: Home, scratch: Path) -> Ro
             r.clean_reopen = False
             r.notes.append("check found nothing")
         result = repair_home(home, [rep for rep in reports if not rep.ok])
+        r.given_back = sum(1 for rw in result.rewrites if rw.how != "lost")
         for _name, (aside, _n) in result.moved.items():
-            if home.log_file.read_bytes() + Path(aside).read_bytes() != damaged_bytes:
+            if Path(aside).read_bytes() != damaged_bytes:
                 r.clean_reopen = False
-                r.notes.append("the repair lost bytes")
+                r.notes.append("the damaged file was not kept whole")
         if not all(rep.ok for rep in check_home(home)):
             r.clean_reopen = False
             r.notes.append("still damaged after the repair")
         held = op_ids_in_db(home)
-        r.lost_acked = len((acked & kept_ops) - held)
+        # the home's own database applied every record: the repair gives each damaged one back
+        r.lost_acked = len(acked - held)
         r.clean_reopen = r.clean_reopen and write_works(home)
     except Exception as exc:  # noqa: BLE001
         r.clean_reopen = False

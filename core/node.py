@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import json
 import logging
 import os
 import threading
@@ -23,7 +24,7 @@ from typing import Any
 from . import config as config_mod
 from .errors import CrewletError
 from .log import FileLog, LogDamage, LogMoved, Record, RecordTooLarge
-from .log.check import locate_applied
+from .log.check import locate_applied, verify_sound
 from .log.framing import Frame
 from .pages import applier
 from .pages.applier import Decision
@@ -136,7 +137,7 @@ class Node:
         # read-only until the first append: a command that only reads works on a home it cannot write
         flog = _open_log(home.log_file)
         node = cls(home, company, conn, flog, _open_log(home.vectors_log_file), settings)
-        node.verify_log()
+        node.verify_log(whole=False)
         if catch_up and node.damage is None and not node.readonly:
             try:
                 node.catch_up(progress=progress)
@@ -145,6 +146,10 @@ class Node:
             except (sqlite3.OperationalError, OSError) as exc:
                 node.apply_error = storage_problem(exc, home.db_file)[1]
                 log.info("records on the log could not be applied: %s", node.apply_error)  # the CLI says it
+        if node.damage is None:
+            # damage anywhere else in the logs (behind the position too): after what could be applied was
+            with node.lock:
+                node._verify_whole_logs()
         if sync_containers and node.writable:
             try:
                 node.sync_containers()
@@ -161,7 +166,7 @@ class Node:
     def writable(self) -> bool:
         return self.damage is None and not self.readonly and self.apply_error is None
 
-    def verify_log(self) -> None:
+    def verify_log(self, *, whole: bool = True) -> None:
         """The database's position against each log: on a frame boundary, not past the end, and
         the frame there is the record the database applied (its digest). A position stored before
         digests were kept is checked by a scan, and given its digest once.
@@ -186,6 +191,38 @@ class Node:
                     applier.store_position(self.conn, applied.seq, frame, name)  # autocommit: one statement
             if repaired:
                 self._check_held_lost()
+            if whole and self.damage is None:
+                self._verify_whole_logs()
+
+    def _verify_whole_logs(self) -> None:
+        """Damage anywhere in a log — behind this database's position too — is said by every command, not only
+        by the next write (core/log/check.py `verify_sound`; an unchanged log is not read again)."""
+        path = self.home.verified_file
+        try:
+            marks = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(marks, dict):
+                marks = {}
+        except (OSError, ValueError):
+            marks = {}
+        changed = False
+        for flog in (self.log, self.vlog):
+            key = flog.path.name
+            try:
+                mark = verify_sound(flog, marks.get(key))
+            except LogDamage as exc:
+                self._damaged(exc)
+                return
+            if mark != marks.get(key):
+                marks[key], changed = mark, True
+        if changed and not self.readonly:
+            try:  # best effort, written in place (a read makes no temporary file): a torn mark reads as none
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
+                try:
+                    os.write(fd, json.dumps(marks, sort_keys=True).encode("utf-8"))
+                finally:
+                    os.close(fd)
+            except OSError:
+                pass
 
     def _relocated(self, flog: FileLog, applied: Any, name: str) -> Frame | None:
         from .repair import relocate

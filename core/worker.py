@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .durable import write_atomic
+from .errors import CrewletError
+from .log import LogDamage
 
 log = logging.getLogger("crewlet.worker")
 
@@ -304,6 +306,10 @@ class DutyRunner:
             report = DutyReport(duty.name, ran=True, result=result)
         except LeaseLost as exc:
             report = DutyReport(duty.name, ran=False, skipped=str(exc))
+        except (LogDamage, CrewletError) as exc:
+            # a refusal the node already knows and says (a damaged log, a home it cannot write): no traceback
+            log.info("%s pass refused: %s", duty.name, exc)
+            report = DutyReport(duty.name, ran=True, error=str(exc) or type(exc).__name__)
         except Exception as exc:  # the loop outlives one bad pass; the error is recorded and shown
             log.exception("%s pass failed", duty.name)
             report = DutyReport(duty.name, ran=True, error=str(exc) or type(exc).__name__)

@@ -119,6 +119,8 @@ class CrewletApp(App[None]):
 
     index_state: reactive[IndexState] = reactive(IndexState, always_update=True)
     meaning_state: reactive[MeaningState] = reactive(MeaningState, always_update=True)
+    # "the log is damaged past record N" while it is: the status line says it in place of the index's progress
+    log_state: reactive[str] = reactive("", always_update=True)
 
     def __init__(self, home: Home, actor: str | None = None, *, start_page: str | None = None,
                  start_search: str | None = None, clock: Clock | None = None, cursor_blink: bool = True,
@@ -233,9 +235,22 @@ class CrewletApp(App[None]):
         else:
             self.exit(return_code=1, message=Text(f"crewlet: {text}"))
 
+    def show_log_damage(self) -> None:
+        """The status line follows the node's damage (found at open, by a write, or by the apply duty)."""
+        damage = self.session.node.damage if self.session is not None else None
+        if damage is None:
+            text = ""
+        else:
+            good = getattr(damage, "good_through", None)
+            text = ("log damaged" + (f" past record {good:,}" if good is not None else "")
+                    + " — writes refused; run `crewlet log check`")
+        if text != self.log_state:
+            self.log_state = text
+
     @on(HomeOpened)
     def _home_opened(self, message: HomeOpened, spaces: list[dict[str, Any]] | None = None) -> None:
         self.session = message.session
+        self.show_log_damage()
         who = self.session.who()
         handle = self.session.handle or "nobody"
         role = ("admin" if who and who.admin else who.kind if who else "unknown actor") if handle != "nobody" else ""
@@ -357,6 +372,7 @@ class CrewletApp(App[None]):
     @on(DutyPassed)
     def _duty_passed(self, message: DutyPassed) -> None:
         report, status = message.report, message.status
+        self.show_log_damage()
         if report.duty == APPLY_DUTY and report.result is not None and report.result.counts.get("applied"):
             self._refresh_views()
             return

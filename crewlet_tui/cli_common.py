@@ -66,10 +66,17 @@ def warn(message: str) -> None:
 
 
 def damage_line(exc: LogDamage) -> str:
-    from core.log import REPAIR_HINT
-
+    """The one line every command says over a damaged log: past which record, what, and what to run."""
     kept = f" (your text is kept in {exc.rescued_to})" if exc.rescued_to else ""
-    return f"the log is damaged: {exc} — writes are refused; {getattr(exc, 'fix', REPAIR_HINT)}{kept}"
+    return exc.line() + kept
+
+
+def damage_json(exc: LogDamage | None) -> dict[str, Any] | None:
+    """What `--json` answers carry of a damaged log (None when it is sound)."""
+    if exc is None:
+        return None
+    return {"kind": exc.kind, "good_through": getattr(exc, "good_through", None), "offset": exc.offset,
+            "seq": exc.seq, "path": str(exc.path), "message": damage_line(exc)}
 
 
 FIXES = {"disk_full": "free some space there and retry", "read_only": "make it writable to change anything",
@@ -129,7 +136,8 @@ def _fail_for(exc: Exception, as_json: bool) -> None:
     elif isinstance(exc, LogDamage):
         message = damage_line(exc)
         fail(message, as_json=as_json, payload={"error": "log_damaged", "kind": exc.kind, "offset": exc.offset,
-                                                "seq": exc.seq, "message": message, "rescued_to": exc.rescued_to})
+                                                "seq": exc.seq, "good_through": exc.good_through, "message": message,
+                                                "rescued_to": exc.rescued_to})
     elif isinstance(exc, LogFailed):
         fail(f"the log cannot be written: {exc}", as_json=as_json, payload={"error": "log", "message": str(exc)})
     elif isinstance(exc, sqlite3.Error):

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Optional
 import typer
 
 
-from .cli_common import JSON_OPT, STATE, console, emit_json, err_console, existing_home, fail, handle_errors
+from .cli_common import (JSON_OPT, STATE, console, damage_line, emit_json, err_console, existing_home, fail,
+                         handle_errors, warn)
 from .sanitize import markup_safe
 
 if TYPE_CHECKING:
@@ -111,6 +112,8 @@ def sync_status_cmd(
     with Node.open(home, sync_containers=False, catch_up=False) as node:
         st = sync_status(node)
         dig = content_digest(node.conn) if digest else None
+    if st.damage is not None:
+        warn(damage_line(st.damage))
     if as_json:
         emit_json(st.to_json() | ({"digest": dig.to_json()} if dig else {}))
         return
@@ -128,9 +131,15 @@ def _render_status(st: SyncStatus) -> None:
         lock = st.locks
         verdict = f"[green]{markup_safe(lock.why)}[/]" if lock and lock.ok else f"[red]{markup_safe(lock.why if lock else '?')}[/]"
         console.print(f"shared    {markup_safe(st.shared)} — {verdict}", soft_wrap=True)
+    damaged_log = str(st.damage.path) if st.damage is not None else None
     for line in st.logs:
         lag = "current" if not line.behind else f"[yellow]{line.behind:,} behind[/]"
-        console.print(f"{line.name:<9} applied through seq {line.applied_seq:,} of {line.log_seq:,} — {lag}")
+        if damaged_log is not None and not line.behind:
+            lag = "nothing behind it"   # this log is whole, but the node is not current while another is damaged
+        if damaged_log == line.path:
+            good = st.damage.good_through
+            lag = "[red]damaged" + (f" past record {good:,}" if good is not None else "") + "[/] — `crewlet log check`"
+        console.print(f"{line.name:<9} applied through seq {line.applied_seq:,} of {line.log_seq:,} — {lag}", soft_wrap=True)
     if st.shared is None:
         return
     if not st.peers:

@@ -283,3 +283,27 @@ def test_a_process_that_had_the_log_open_follows_the_repair(tmp_path):
         KnowledgeBase(open_a).create_page("ENG", "After Repair On A", "x")
     assert "After Repair On A" in titles(b.root)
     assert [q for _, _, q, _ in frames(shared / "pages.log")] == list(range(1, len(frames(shared / "pages.log")) + 1))
+
+
+def test_the_vector_log_is_repaired_the_same_way_and_a_lost_vector_put_given_back(home, tmp_path):
+    import numpy as np
+
+    from core.search import vectors
+
+    with Node.open(home) as node:
+        kb = KnowledgeBase(node)
+        ids = [kb.create_page("ENG", f"P{i}", "x").id for i in range(5)]
+        node.submit_vectors([vectors.put_record(pid, "test-space", "ENG", 1, f"d{i}", 10, 0,
+                                                np.arange(8, dtype="float32") + i) for i, pid in enumerate(ids)])
+    start, end, seq, _ = frames(home.vectors_log_file)[2]
+    flip(home.vectors_log_file, start + HEADER_SIZE + 30)
+    log = json.loads(cli(home.root, "log", "check", "--json").stdout)["logs"][1]
+    [spot] = log["spots"]
+    assert spot["seqs"] == [seq] and spot["rewrites"][0]["what"] == "vector.put of ENG/P2 (test-space)"
+    out = json.loads(ok(cli(home.root, "log", "repair", "--yes", "--json")))
+    assert out["records_lost"] == 0 and not out["rebuilt"]
+    replayed = replica(home, tmp_path / "replay")
+    shutil.copy2(home.vectors_log_file, replayed.vectors_log_file)
+    with Node.open(home) as live, Node.open(replayed) as fresh:
+        for t in ("vectors", "vector_codes"):
+            assert table_rows(fresh.conn, t) == table_rows(live.conn, t)

@@ -77,6 +77,12 @@ class LogDamage(Exception):
         # the last record read intact before the damage ("damaged past record N"); None when unknown
         self.good_through: int | None = max(0, seq - 1) if seq is not None else None
 
+    def line(self) -> str:
+        """The one line every command says over this damage: past which record, what, and what to run."""
+        good = self.good_through
+        past = f" past record {good}" if good is not None and self.kind != "diverged" else ""
+        return f"the log is damaged{past}: {self} — writes are refused; {self.fix}"
+
 
 class LogCorrupt(LogDamage):
     """A bad frame followed by good ones, or a verified frame whose body is not a record."""
@@ -326,6 +332,10 @@ class FileLog:
 
     def size(self) -> int:
         return os.fstat(self._handle()).st_size
+
+    def stat(self) -> os.stat_result:
+        """The open file's stat (what `crewlet` remembers of a log it verified)."""
+        return os.fstat(self._handle())
 
     def replaced(self) -> bool:
         """Does the path name another file than the one this process reads (a repair wrote the log anew, or

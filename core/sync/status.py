@@ -51,14 +51,19 @@ class SyncStatus:
     locks: locks.LockCheck | None
     logs: list[LogLine] = field(default_factory=list)
     peers: list[PeerLine] = field(default_factory=list)
+    damage: Any = None          # the node's LogDamage: then no log is "current"
 
     @property
     def behind(self) -> int:
         return sum(line.behind for line in self.logs)
 
     def to_json(self) -> dict[str, Any]:
+        damage = None
+        if self.damage is not None:
+            damage = {"kind": self.damage.kind, "good_through": self.damage.good_through, "offset": self.damage.offset,
+                      "path": str(self.damage.path), "message": self.damage.line()}
         return {"home": self.home, "node_id": self.node_id, "operator": self.operator, "shared": self.shared,
-                "locks": self.locks.to_json() if self.locks else None, "behind": self.behind,
+                "locks": self.locks.to_json() if self.locks else None, "behind": self.behind, "log_damage": damage,
                 "logs": [line.to_json() for line in self.logs], "peers": [p.to_json() for p in self.peers]}
 
 
@@ -66,6 +71,7 @@ def status(node: Any) -> SyncStatus:
     home = node.home
     out = SyncStatus(str(home.root), node.node_id, node.company.operator, str(home.shared) if home.shared else None,
                      locks.check(home.shared) if home.shared else None)
+    out.damage = node.damage
     with node.lock:
         for spec in home_logs(home):
             applied = applier.applied_position(node.conn, spec.position)

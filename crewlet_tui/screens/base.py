@@ -130,6 +130,9 @@ class CrewletScreen(Screen[Any]):
     @on(CallFailed)
     def _call_failed(self, message: CallFailed) -> None:
         message.stop()
+        show = getattr(self.app, "show_log_damage", None)
+        if callable(show):  # a write refused over a damaged log: the status line says so from now on
+            show()
         handler = getattr(self, f"failed_{message.tag}", None)
         if handler is not None:
             handler(message.error)
