@@ -23,7 +23,7 @@ from typing import Any
 
 from . import config as config_mod
 from .errors import CrewletError
-from .log import FileLog, LogDamage, LogMoved, Record, RecordTooLarge
+from .log import FileLog, LogBusy, LogDamage, LogMoved, Record, RecordTooLarge
 from .log.check import locate_applied, verify_sound
 from .log.framing import Frame
 from .pages import applier
@@ -244,6 +244,12 @@ class Node:
             + f"){more}, which this node applied: this database holds a change no log has — `crewlet log repair` "
             "rebuilds it from the log, naming what it loses", kind="diverged"))
 
+    def on_lock_wait(self, notice: Any) -> None:
+        """Who hears, once, that a write waits for a log's lock (another process holds it): `notice(text)`.
+        Without one the log says it as a warning on its logger (the CLI prints it)."""
+        self._lock_notice = notice
+        self.log.on_lock_wait = self.vlog.on_lock_wait = notice
+
     def follow_repair(self) -> bool:
         """If a repair wrote a log anew since this process opened it (another process, or another node of the
         shared directory), open the new file and check the position against it again. Returns whether it did."""
@@ -257,7 +263,9 @@ class Node:
                 except (OSError, ValueError):
                     continue
                 flog.close()
-                setattr(self, attr, _open_log(flog.path))
+                fresh = _open_log(flog.path)
+                fresh.on_lock_wait = getattr(self, "_lock_notice", None)
+                setattr(self, attr, fresh)
                 changed = True
             if changed:
                 self.damage = None
@@ -408,6 +416,8 @@ class Node:
             raise
         except RecordTooLarge as exc:
             raise CrewletError(str(exc), code="record_too_large", size=exc.size) from None
+        except LogBusy as exc:
+            raise WriteFailed(str(exc), code="busy") from None
         except OSError as exc:
             code, words = storage_problem(exc, flog.path)
             raise WriteFailed(f"{words} — {nothing}", code=code) from exc

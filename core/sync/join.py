@@ -19,7 +19,6 @@ A DIR whose filesystem does not carry flock between machines is refused before a
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
@@ -62,19 +61,19 @@ class JoinResult:
 
 
 def running_here(home: Home) -> str | None:
-    """Who runs duties on this home right now (the app, a `crewlet worker`), from their unexpired leases."""
-    now = time.time_ns() // 1_000_000
+    """Who runs duties on this home right now (the app, a `crewlet worker`), from their unexpired leases whose
+    holder still runs (a killed process holds nothing)."""
+    from ..worker import Lease
+
     try:
         files = list(home.node_lease_dir.glob("*.lease"))
     except OSError:
         return None
+    now = time.time_ns() // 1_000_000
     for path in files:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            if int(data["expires_at"]) > now:
-                return str(data.get("label", data.get("owner", "another process")))
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
+        held = Lease(home.node_lease_dir, path.stem, "", "").holder()
+        if held is not None and held.expires_at > now and not held.dead():
+            return held.label
     return None
 
 
