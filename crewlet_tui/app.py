@@ -34,7 +34,7 @@ from core.paths import Home
 from .commands import CrewletCommands
 from .fmt import Clock, system_clock
 from .sanitize import clean_line
-from .screens.base import CrewletScreen
+from .screens.base import CrewletScreen, LateAnswer
 from .screens.spaces import SpacesScreen
 from .widgets.status import IndexState, MeaningState
 
@@ -355,6 +355,13 @@ class CrewletApp(App[None]):
         """Run every duty now (after a write in the app): the new text is searchable at once."""
         self._duty_wake.set()
 
+    @on(LateAnswer)
+    def _late_answer(self, message: LateAnswer) -> None:
+        """A screen's background call answered after the screen was dismissed: say the answer here."""
+        words = message.screen.gone_words(message.answer)
+        if words:
+            self.notify(clean_line(words[0]), severity=words[1], markup=False, timeout=8)  # type: ignore[arg-type]
+
     @on(DutyProgressed)
     def _duty_progressed(self, message: DutyProgressed) -> None:
         if message.duty == KEYWORD_INDEX_DUTY:
@@ -450,6 +457,8 @@ class CrewletApp(App[None]):
 
         if self.screen is screen:
             self.pop_screen()
+        elif screen in self.screen_stack:
+            return  # covered: the screen asks again once it is shown (CrewletScreen.when_shown)
         self.push_screen(PageScreen(page_id))
 
     def open_history(self, page: Page) -> None:
