@@ -393,6 +393,10 @@ class Node:
         if self.damage is not None:
             raise self.damage
         if self.readonly:
+            reason = getattr(self.conn, "readonly_reason", "")
+            if reason:  # opened read-only because the disk was full when this process opened it
+                raise WriteFailed(f"{reason} — {nothing}; free some space there and retry (reading works as it is)",
+                                  code="disk_full")
             raise WriteFailed(f"{self.home.db_file} is read-only for this process — {nothing}; make the home "
                               "writable to change it (reading works as it is)", code="read_only")
         keep = applier.position(self.conn, position)[1]
