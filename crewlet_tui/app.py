@@ -442,8 +442,12 @@ class CrewletApp(App[None]):
         self.push_screen(PageScreen(ref))
 
     def open_editor(self, page: Page) -> None:
-        from .screens.edit import EditScreen
+        from .screens.edit import EditScreen, too_long_to_edit
 
+        why = too_long_to_edit(page.body)
+        if why:  # the editor would take many seconds to open (and each key after): say so rather than hang
+            self.notify(why, title="not opened in the editor", severity="warning", markup=False, timeout=12)
+            return
         self.push_screen(EditScreen(page))
 
     def open_new_page(self, container: str, title: str, parent: Page | None) -> None:

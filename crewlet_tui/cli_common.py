@@ -8,6 +8,7 @@ holds `--help` and `page show` to that).
 """
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -63,6 +64,26 @@ def fail(message: str, *, as_json: bool = False, payload: dict[str, Any] | None 
 def warn(message: str) -> None:
     """One line on stderr that does not fail the command."""
     err_console.print(f"[yellow]warning:[/] {markup_safe(message)}", soft_wrap=True)
+
+
+class _SaidSafely(logging.Handler):
+    """What the engine logs at WARNING and above — an embedding endpoint's error text among it — reaches
+    stderr through the one sanitiser, one line each, whether stderr is a terminal or not (Python's last-resort
+    handler wrote it raw: ESC, OSC, BEL and all)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = self.format(record)
+        except Exception:  # noqa: BLE001 - a record that does not format says nothing rather than crash
+            return
+        warn(text)
+
+
+def say_warnings_safely() -> None:
+    """Route the engine's warnings through `_SaidSafely` (once per process)."""
+    root = logging.getLogger()
+    if not any(isinstance(h, _SaidSafely) for h in root.handlers):
+        root.addHandler(_SaidSafely(level=logging.WARNING))
 
 
 def damage_line(exc: LogDamage) -> str:

@@ -60,17 +60,17 @@ def _catch_up(node: Any, *, show_progress: bool) -> IndexPass | None:
 @contextmanager
 def _outcome_speaks() -> Iterator[None]:
     """The search's own warning (the reason it could not run) is what its outcome says, and the CLI
-    prints the outcome: while nothing configured logging, the warning does not reach stderr twice."""
+    prints the outcome: meanwhile the warning does not reach stderr a second time through the log."""
     logger = logging.getLogger("crewlet.search")
-    if logger.hasHandlers():
-        yield
-        return
+    propagate = logger.propagate
+    logger.propagate = False
     quiet = logging.NullHandler()
     logger.addHandler(quiet)
     try:
         yield
     finally:
         logger.removeHandler(quiet)
+        logger.propagate = propagate
 
 
 def _highlighted(snippet: str, finder: TermFinder | None) -> Text:
