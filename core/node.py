@@ -302,6 +302,30 @@ class Node:
         except OSError as exc:
             log.info("could not say where this node is in %s: %s", self.home.peers_dir, exc)
 
+    def publish_digest(self, *, force: bool = False) -> dict[str, Any] | None:
+        """Compute this node's content digest and say it, with the positions it stands for, beside the shared
+        logs: nodes at the same positions must hold the same content, and `crewlet sync status` names any that
+        do not. Not computed again while the positions are those of the last digest (unless `force`)."""
+        if self.home.shared is None:
+            return None
+        from .sync.digest import content_digest
+
+        with self.lock:
+            positions = self.positions()
+            at = {name: seq for name, (seq, _end) in positions.items()}
+            last = self.publisher.digest
+            if last is not None and last.get("positions") == at and not force:
+                return last
+            digest = {"content": content_digest(self.conn).content, "positions": at, "at": int(time.time() * 1000)}
+        if not self.readonly:
+            try:
+                self.publisher.publish(positions, digest=digest)
+            except OSError as exc:
+                log.info("could not say this node's digest in %s: %s", self.home.peers_dir, exc)
+        else:
+            self.publisher.digest = digest
+        return digest
+
     def _peers_guard(self, position: str) -> Callable[[], tuple[int, str]] | None:
         """For a node of a shared directory: who else applied the log furthest (asked before a torn
         tail is cut, so no node ever cuts bytes another node's database applied)."""

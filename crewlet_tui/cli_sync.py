@@ -114,6 +114,8 @@ def sync_status_cmd(
         dig = content_digest(node.conn) if digest else None
     if st.damage is not None:
         warn(damage_line(st.damage))
+    for d in st.disagree:
+        warn(d.line())
     if as_json:
         emit_json(st.to_json() | ({"digest": dig.to_json()} if dig else {}))
         return
@@ -145,6 +147,12 @@ def _render_status(st: SyncStatus) -> None:
     if not st.peers:
         console.print("peers     none has said where it is yet")
         return
+    for d in st.disagree:
+        console.print(f"[red]digests   {markup_safe(d.line())}[/] — a node that applied the same records holds other "
+                      "content: check it (`crewlet sync status --digest` there), or start it over from a snapshot of "
+                      "a node that agrees", soft_wrap=True)
+    if st.digest is not None and not st.disagree:
+        console.print(f"digests   {st.agree} peer(s) at this node's position hold the same content", soft_wrap=True)
     console.print(f"peers     {len(st.peers)} seen:")
     for p in st.peers:
         behind = ", ".join(f"{name} {n:,} behind" if n else f"{name} current" for name, n in p.behind.items())
