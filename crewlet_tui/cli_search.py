@@ -267,6 +267,11 @@ def _render_semantic(m: dict[str, Any]) -> None:
         lines.append(("coverage", share))
         if m["held"]:
             lines.append(("held back", f"[yellow]{m['held']:,} page(s) the provider refused[/] — offered again hourly"))
+            for held in m.get("held_pages", []):
+                lines.append(("", f"  {escape(held['container'])}/{escape(held['title'])}: {escape(held['reason'])} "
+                                  f"[dim](offered again {when(held['held_until'])})[/]"))
+            if m["held"] > len(m.get("held_pages", [])):
+                lines.append(("", f"  … and {m['held'] - len(m.get('held_pages', [])):,} more"))
     others = {s: n for s, n in m["spaces"].items() if s != m.get("space")}
     if others:
         lines.append(("other spaces", escape(", ".join(f"{s} ({n:,})" for s, n in others.items()))
