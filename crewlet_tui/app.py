@@ -251,6 +251,10 @@ class CrewletApp(App[None]):
     def _home_opened(self, message: HomeOpened, spaces: list[dict[str, Any]] | None = None) -> None:
         self.session = message.session
         self.show_log_damage()
+        # a save waiting for the log's lock (another process holds it) says so, once, naming the holder
+        # (notify posts a message: safe from the worker thread the save runs in)
+        self.session.node.on_lock_wait(lambda text: self.notify(clean_line(text), severity="warning", markup=False,
+                                                                timeout=8))
         who = self.session.who()
         handle = self.session.handle or "nobody"
         role = ("admin" if who and who.admin else who.kind if who else "unknown actor") if handle != "nobody" else ""

@@ -281,3 +281,25 @@ async def test_a_rename_that_lands_after_the_outline_was_left_is_said_and_pops_n
         await _leave_while_it_waits(pilot, app, home, holder, rename, leave_to="SpacesScreen",
                                     said="renamed to ENG/Renamed Later")
     assert app.return_code in (None, 0)
+
+
+async def test_a_save_waiting_for_the_lock_says_who_holds_it(tmp_path, holder, monkeypatch):
+    from core.log import filelog
+
+    monkeypatch.setattr(filelog, "LOCK_NOTICE_S", 0.05)
+    home = new_home(tmp_path)
+    with open_kb(home) as kb:
+        page = kb.create_page("ENG", "Waiting", "first\n", actor="alex")
+    app = app_for(home, "alex")
+    async with app.run_test(size=SIZE) as pilot:
+        editing = await open_editor(pilot, app, page.id)
+        editing.editor.text = "second\n"
+        lock = holder(home.log_file)
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, lambda: app.screen.id == "save-note", what="the note prompt")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: any("waiting for the lock" in n.message and f"pid {lock.proc.pid}" in n.message
+                                            for n in app._notifications), what="the wait to be said")
+        lock.release()
+        await wait_screen(pilot, "PageScreen")
+    assert revision(home, page.id) == 2
