@@ -183,7 +183,7 @@ class Node:
                 except LogDamage as exc:
                     frame = self._relocated(flog, applied, name) if repaired else None
                     if frame is None:
-                        self._damaged(exc)
+                        self._damaged(_earlier_damage(flog, exc))
                         return
                     log.info("%s was repaired: this database's position moves to byte offset %d", flog.path, frame.end)
                     applied = dataclasses.replace(applied, start=None)  # stored below
@@ -516,6 +516,17 @@ class Node:
                 }))
         self.submit(records)
         return len(records)
+
+
+def _earlier_damage(flog: FileLog, found: LogDamage) -> LogDamage:
+    """The position's frame is not where it should be: damage earlier in the log (a duplicated frame, a flipped
+    length) moves every frame after it, and is what to name. Otherwise the position's own problem."""
+    try:
+        verify_sound(flog, None)
+    except LogDamage as first:
+        if first.offset <= found.offset:
+            return first
+    return found
 
 
 def _not_applied(pending: list[Record], cause: str) -> NotApplied:

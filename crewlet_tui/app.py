@@ -243,7 +243,7 @@ class CrewletApp(App[None]):
         else:
             good = getattr(damage, "good_through", None)
             text = ("log damaged" + (f" past record {good:,}" if good is not None else "")
-                    + " — writes refused; run `crewlet log check`")
+                    + ": crewlet log check")
         if text != self.log_state:
             self.log_state = text
 

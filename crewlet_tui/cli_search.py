@@ -247,7 +247,7 @@ def _render_status(st: IndexStatus, damage: Any = None) -> None:
         # never "up to date" over a damaged log: what was applied stops at the damage
         good = damage.good_through
         behind += (f" — [red]the log is damaged past record {good:,}[/]" if good is not None else
-                   " — [red]the log is damaged[/]") + ": records after it are not applied (`crewlet log check`)"
+                   " — [red]the log is damaged[/]") + ": `crewlet log check` names it"
     elif not st.behind:
         behind = "up to date"
     lines.append(("covers", f"log seq {st.indexed_seq:,} of {st.applied_seq:,} applied — {behind}"))

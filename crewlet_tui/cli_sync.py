@@ -128,7 +128,8 @@ def _render_status(st: SyncStatus) -> None:
     console.print(f"node      {st.node_id or '(no id yet)'} — {markup_safe(st.home)}"
                   + (f", operator {markup_safe(st.operator)}" if st.operator else ""), soft_wrap=True)
     if st.shared is None:
-        console.print("shared    not joined: this home's logs are its own (`crewlet sync join DIR` shares them)")
+        console.print("shared    not joined: this home's logs are its own (`crewlet sync join DIR` shares them)",
+                      soft_wrap=True)
     else:
         lock = st.locks
         verdict = f"[green]{markup_safe(lock.why)}[/]" if lock and lock.ok else f"[red]{markup_safe(lock.why if lock else '?')}[/]"

@@ -115,7 +115,9 @@ class StatusLine(Horizontal):
         else:
             self.query_one("#status-index", Static).update(Text(clean_line(index.describe()), style=style))
         mstyle = "bold red" if meaning.phase == "failed" else "yellow" if meaning.warning else "dim"
-        self.query_one("#status-meaning", Static).update(Text(clean_line(meaning.describe()), style=mstyle))
+        # over a damaged log the duties' failures are that damage again: the one line says it
+        said = "" if damaged and meaning.phase == "failed" else meaning.describe()
+        self.query_one("#status-meaning", Static).update(Text(clean_line(said), style=mstyle))
         # a bar for the two long works: the keyword index's build, the semantic index's training
         if index.phase == "indexing" and index.total > 0:
             self._bar().update(total=index.total, progress=index.done)
