@@ -268,7 +268,7 @@ def check_home(home: Home, *, conn: Connection | None = None, verify: bool = Tru
                 if health.spots:
                     report.rewrites = _plan(spec, flog, health, sources, elsewhere)
                     if verify:
-                        _verify(spec, flog, health, report.rewrites, sources)
+                        _verify(spec, flog, health, report.rewrites, sources, scratch_in=home.root)
                     report.others = _others_losing(home, spec, report.rewrites, sources, elsewhere)
             if conn is not None:
                 report.lost = _lost_changes(conn, health, spec, report.rewrites)
@@ -407,7 +407,7 @@ def _table_digests(conn: Connection, tables: tuple[str, ...]) -> dict[str, str]:
 
 
 def _verify(spec: LogSpec, flog: FileLog, health: LogHealth, rewrites: dict[int, Rewrite],
-            sources: list[Source]) -> None:
+            sources: list[Source], *, scratch_in: Path) -> None:
     """A record rebuilt from a database's rows is kept only if the repaired log, replayed up to that
     database's position, gives its rows exactly; otherwise it becomes a tombstone that says so."""
     by_source: dict[str, list[Rewrite]] = {}
@@ -416,26 +416,31 @@ def _verify(spec: LogSpec, flog: FileLog, health: LogHealth, rewrites: dict[int,
             by_source.setdefault(rw.source, []).append(rw)
     if not by_source:
         return
-    with tempfile.TemporaryDirectory(prefix=".crewlet-repair-", dir=spec.path.parent) as scratch:
+    # the replays are this node's own work: in its home (never the shared directory), removed after
+    with tempfile.TemporaryDirectory(prefix=".crewlet-repair-", dir=scratch_in if scratch_in.is_dir() else None) as scratch:
         for n, (label, given) in enumerate(sorted(by_source.items())):
             src = next(s for s in sources if s.label == label)
             assert src.conn is not None
             at = src.positions[spec.name].seq
             prefix = Path(scratch) / f"upto-{n}.log"
-            write_repaired(flog, health, rewrites, prefix, through=at)
-            replay = connect(Path(scratch) / f"replay-{n}.db")
             try:
-                with FileLog(prefix, readonly=True) as plog:
-                    spec.apply(replay, plog, None)
-                theirs = _table_digests(src.conn, TABLES[spec.name])
-                mine = _table_digests(replay, TABLES[spec.name])
-            finally:
-                replay.close()
-            differ = [t for t in theirs if theirs[t] != mine[t]]
-            if not differ:
-                continue
-            why = (f"rebuilt from the rows of {label}, but a replay of the repaired log with it differs from them "
-                   f"(in {', '.join(differ)})")
+                write_repaired(flog, health, rewrites, prefix, through=at)
+                replay = connect(Path(scratch) / f"replay-{n}.db")
+                try:
+                    with FileLog(prefix, readonly=True) as plog:
+                        spec.apply(replay, plog, None)
+                    theirs = _table_digests(src.conn, TABLES[spec.name])
+                    mine = _table_digests(replay, TABLES[spec.name])
+                finally:
+                    replay.close()
+            except (OSError, sqlite3.Error) as exc:   # a full disk: nothing is given back unproved
+                why = f"rebuilt from the rows of {label}, but the replay that proves it could not run ({exc})"
+            else:
+                differ = [t for t in theirs if theirs[t] != mine[t]]
+                if not differ:
+                    continue
+                why = (f"rebuilt from the rows of {label}, but a replay of the repaired log with it differs from "
+                       f"them (in {', '.join(differ)})")
             for rw in given:
                 rewrites[rw.seq] = Rewrite(rw.seq, "lost", tombstone(rw.seq, spec.name, why, was=rw.what).at_seq(rw.seq),
                                            rw.what, why=why)
