@@ -399,8 +399,27 @@ def _handlers_for(conn: Connection, records: Sequence[Record]) -> dict[str, Call
 _ANY_PURGED = "SELECT EXISTS(SELECT 1 FROM deleted_pages)"
 
 
-# the pages log as it registers with the engine: its records decide, each outcome stored in applied_ops
-PAGES = DecidingApplier(APPLIER, HANDLERS, batch=engine.TXN_RECORDS, select=_handlers_for)
+LOST = "log.lost"   # a repair's tombstone (core/recover.py)
+
+
+def _lost(rec: Record) -> Decision:
+    """A tombstone a repair wrote where record `seq` was: "record N was lost" — or, when a database that
+    applied a refused or no-op record gave back the outcome it was given, that very outcome (every node then
+    stores the same row as the node that applied the original)."""
+    p = rec.payload
+    kept = p.get("outcome")
+    if isinstance(kept, dict):
+        result = kept.get("result")
+        return Decision(rec.op_id, rec.seq, str(kept["type"]), str(kept["status"]), kept.get("code"), kept.get("reason"),
+                        dict(result) if isinstance(result, dict) else {})
+    why = str(p.get("why") or "damaged in the log")
+    was = f" ({p['was']})" if p.get("was") else ""
+    return Decision(rec.op_id, rec.seq, LOST, "lost", "lost", f"record {rec.seq} was lost from the log{was}: {why}")
+
+
+# the pages log as it registers with the engine: its records decide, each outcome stored in applied_ops; a
+# repair's tombstone carries its own outcome
+PAGES = DecidingApplier(APPLIER, HANDLERS, batch=engine.TXN_RECORDS, select=_handlers_for, verdicts={LOST: _lost})
 
 
 def catch_up(conn: Connection, flog: FileLog, *, batch: int | None = None,
