@@ -8,6 +8,7 @@ holds `--help` and `page show` to that).
 """
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -136,6 +137,9 @@ def _fail_for(exc: Exception, as_json: bool) -> None:
         code, message = database_problem(exc)
         message = _with_fix(code, message)
         fail(message, as_json=as_json, payload={"error": code, "message": message})
+    elif isinstance(exc, IsADirectoryError):
+        message = f"{exc.filename} is a directory — give a file"
+        fail(message, as_json=as_json, payload={"error": "io", "message": message})
     elif isinstance(exc, FileNotFoundError):
         message = f"{exc.filename}: no such file — check the path"
         fail(message, as_json=as_json, payload={"error": "io", "message": message})
@@ -151,6 +155,7 @@ def _fail_for(exc: Exception, as_json: bool) -> None:
 def existing_home() -> Home:
     """The home this command names, refused with the fix when there is none there."""
     home = STATE.home
+    home.require_directory()
     if not home.exists():
         raise CrewletError(f"no crewlet home at {home.root} — run `crewlet init --example` (or pass --home DIR)",
                            code="no_home")
@@ -205,6 +210,9 @@ def read_body(body_file: str | None) -> str:
         data = sys.stdin.buffer.read()
         name = "standard input"
     else:
+        if os.path.isdir(body_file):
+            raise CrewletError(f"--body-file {body_file} is a directory — give a file holding the body (or - to "
+                               "read standard input)", code="invalid_body")
         with open(body_file, "rb") as fh:
             data = fh.read()
         name = body_file

@@ -30,6 +30,7 @@ UNAVAILABLE = "unavailable"                  # the search could not run at all
 NO_TERMS = "no_terms"                        # the query has no word the index could hold (hybrid: ranked by
                                              # meaning alone; keyword: nothing was searched)
 OUT_OF_SCOPE = "out_of_scope"                # every container asked for is outside knowledge.scope
+UNKNOWN_CONTAINER = "unknown_container"      # a container asked for is neither declared nor holds a page (a typo)
 
 NOT_SEARCHABLE_MESSAGE = ("the knowledge base is not searchable from this node yet — ask a colleague rather than "
                           "concluding nothing has been written down")

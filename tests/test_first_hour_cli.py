@@ -1,0 +1,177 @@
+"""What a new user trips on in the CLI (issue 21): wrong answers, words a newcomer reads at once, help
+that reads well, and plain output that a pipe or a file gets whole. Each test failed before its fix."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+from typer.testing import CliRunner
+
+from core import config as config_mod
+from core.node import Node
+from core.pages.service import KnowledgeBase
+from core.paths import Home
+from crewlet_tui.cli import app
+
+CLEAN_ENV = {"CREWLET_HOME": None, "CREWLET_AS": None, "COLUMNS": "120"}
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+@pytest.fixture
+def chome(tmp_path, runner) -> Home:
+    root = tmp_path / "home"
+    res = runner.invoke(app, ["--home", str(root), "init", "--operator", "alex"], env=CLEAN_ENV)
+    assert res.exit_code == 0, res.output
+    home = Home(root)
+    config_mod.write(home.config_file, config_mod.example_config())
+    return home
+
+
+@pytest.fixture
+def cli(runner, chome):
+    def run(*args: str, env: dict | None = None, input: str | None = None):
+        return runner.invoke(app, ["--home", str(chome.root), *args], env={**CLEAN_ENV, **(env or {})}, input=input)
+    return run
+
+
+def refused(res, *words: str) -> str:
+    """Exit 1 and exactly one line on stderr, holding every one of `words`."""
+    assert res.exit_code == 1, (res.exit_code, res.stdout, res.stderr)
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    assert lines[0].startswith("crewlet: ")
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+    return lines[0]
+
+
+def log_size(home: Home) -> int:
+    return home.log_file.stat().st_size
+
+
+def pages(home: Home, *specs: tuple[str, str, str]) -> dict[str, str]:
+    """Create (container, title, body) pages; their ids by title."""
+    with Node.open(home) as node:
+        kb = KnowledgeBase(node)
+        return {title: kb.create_page(container, title, body).id for container, title, body in specs}
+
+
+# -- 1. a diff names the revision asked for -------------------------------------------------------------
+
+def test_a_diff_of_a_revision_that_is_not_there_names_that_revision(cli, chome):
+    pages(chome, ("ENG", "Onboarding", "# Welcome\n"))
+    line = refused(cli("page", "diff", "ENG/Onboarding", "99"), "has no revision 99", "(it is at 1)")
+    assert "98" not in line
+    refused(cli("page", "diff", "ENG/Onboarding", "1", "7"), "has no revision 7")
+    refused(cli("page", "diff", "ENG/Onboarding", "7", "1"), "has no revision 7")
+
+
+# -- 2. restoring a page that is not in the trash ---------------------------------------------------------
+
+def test_restoring_a_live_page_is_refused_and_appends_nothing(cli, chome):
+    pages(chome, ("ENG", "Rollback", "Roll back first."))
+    before = log_size(chome)
+    refused(cli("page", "restore", "ENG/Rollback"), "ENG/Rollback is not in the trash")
+    res = cli("page", "restore", "ENG/Rollback", "--json")
+    assert res.exit_code == 1 and json.loads(res.stdout)["error"] == "not_trashed"
+    assert log_size(chome) == before            # nothing was appended to the log
+    # and the purge of a live page (refused before) now appends nothing either
+    refused(cli("page", "purge", "ENG/Rollback"), "is not in the trash")
+    assert log_size(chome) == before
+
+
+# -- 3. an unknown, undeclared container is refused alike everywhere -------------------------------------------
+
+def test_an_unknown_container_is_refused_alike_by_search_and_pages(cli, chome):
+    pages(chome, ("ENG", "Rollback", "Roll back first."))
+    by_pages = refused(cli("pages", "NOPE"), "no space 'NOPE'")
+    by_search = refused(cli("search", "rollback", "--mode", "keyword", "--container", "NOPE"), "no space 'NOPE'")
+    assert by_pages == by_search
+    res = cli("search", "rollback", "--mode", "keyword", "--container", "NOPE", "--json")
+    assert res.exit_code == 1 and json.loads(res.stdout)["outcome"]["degraded"] == "unknown_container"
+    # one unknown among known ones is refused too: a typo must not pass for "nothing matched"
+    refused(cli("search", "rollback", "--mode", "keyword", "-c", "ENG", "-c", "NOPE"), "no space 'NOPE'")
+    # a declared space that holds nothing is a fact, not a mistake: searched, and said
+    empty = cli("search", "rollback", "--mode", "keyword", "--container", "PROD")
+    assert empty.exit_code == 0 and "nothing matched" in empty.stdout.lower()
+
+
+def test_an_undeclared_container_that_holds_pages_is_searched(cli, chome):
+    """Undeclared but holding pages (reachable by address and search): not unknown."""
+    with Node.open(chome) as node:
+        from conftest import create_rec
+        node.submit([create_rec("OLD", "Archive", "rollback notes from the old wiki")])
+    assert cli("pages", "OLD").exit_code == 0
+    found = cli("search", "rollback", "--mode", "keyword", "--container", "OLD")
+    assert found.exit_code == 0 and "Archive" in found.stdout
+
+
+# -- 4. a home that is a file ---------------------------------------------------------------------------
+
+def test_a_home_that_is_a_regular_file_is_said_to_be_a_file(runner, tmp_path):
+    f = tmp_path / "not-a-home"
+    f.write_text("hello")
+    env = {**CLEAN_ENV, "CREWLET_HOME": str(f)}
+    for args in (["spaces"], ["init", "--example"], ["page", "show", "ENG/x"], ["log", "check"]):
+        line = refused(runner.invoke(app, args, env=env), f"{f} is a file, not a crewlet home")
+        assert "crewlet init" not in line and "File exists" not in line, line
+    line = refused(runner.invoke(app, ["--home", str(f / "below"), "init"], env=CLEAN_ENV), "is a file")
+    assert "Errno" not in line
+    assert f.read_text() == "hello"
+
+
+# -- 5. sync join FILE -----------------------------------------------------------------------------------
+
+def test_sync_join_of_a_regular_file_says_it_is_a_file(cli, tmp_path):
+    f = tmp_path / "shared.txt"
+    f.write_text("x")
+    line = refused(cli("sync", "join", str(f)), f"{f} is a file, not a directory")
+    assert "holds files" not in line
+
+
+# -- 6. a move that would make a cycle names both pages ---------------------------------------------------------
+
+def test_a_move_beneath_itself_names_both_pages_by_address(cli, chome):
+    ids = pages(chome, ("ENG", "Deploy Runbook", "How a change reaches production."))
+    with Node.open(chome) as node:
+        KnowledgeBase(node).create_page("ENG", "Rollback", "Roll back first.", parent=ids["Deploy Runbook"])
+    line = refused(cli("page", "move", "ENG/Deploy Runbook", "--parent", "ENG/Rollback"),
+                   "ENG/Rollback", "ENG/Deploy Runbook", "cycle")
+    assert ids["Deploy Runbook"] not in line                  # named by address, not by id
+    refused(cli("page", "move", "ENG/Rollback", "--parent", "ENG/Rollback"), "ENG/Rollback", "itself")
+
+
+# -- 7. a title holding a line break ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("brk, name", [("\n", "U+000A"), ("\r", "U+000D"), ("\u2028", "U+2028")])
+def test_a_title_with_a_line_break_is_refused_naming_it(cli, chome, brk, name):
+    before = log_size(chome)
+    refused(cli("page", "create", "ENG", f"line1{brk}line2"), name, "remove it")
+    pages(chome, ("ENG", "Rollback", "x"))
+    after_create = log_size(chome)
+    refused(cli("page", "rename", "ENG/Rollback", f"Roll{brk}back"), name)
+    assert log_size(chome) == after_create > before
+
+
+def test_a_title_with_a_trailing_newline_is_still_trimmed(cli):
+    """A shell's `$(…)` or a pasted line end around a title is not inside it."""
+    res = cli("page", "create", "ENG", "Rollback\n", "--json")
+    assert res.exit_code == 0 and json.loads(res.stdout)["title"] == "Rollback"
+
+
+# -- 8. --body-file naming a directory --------------------------------------------------------------------------
+
+def test_a_body_file_that_is_a_directory_says_a_file_is_needed(cli, tmp_path):
+    line = refused(cli("page", "create", "ENG", "Foo", "--body-file", str(tmp_path)),
+                   f"--body-file {tmp_path} is a directory", "a file")
+    assert "Is a directory" not in line
