@@ -100,8 +100,7 @@ def _render(report: LogReport) -> None:
 def log_check(as_json: bool = JSON_OPT) -> None:
     """Read every frame of the log and set it against what the database applied.
 
-    Names the first damage (its byte offset and seq) and what a repair would lose. Exit 0 when
-    sound, 1 when damaged."""
+    Names the first damage (its byte offset and seq) and what a repair would lose. Exit 0 when sound, 1 when damaged."""
     from core.repair import check_home
 
     home = existing_home()
@@ -128,9 +127,7 @@ def log_repair(
 ) -> None:
     """Keep the log's longest valid prefix and move the damaged rest into a file beside it.
 
-    Where the database applied something the kept log does not hold, it is rebuilt from the kept
-    log (the old file is kept beside it) after saying what is lost. Stop the app and any
-    `crewlet worker` on this home first."""
+    Where the database applied something the kept log does not hold, it is rebuilt from the kept log (the old file is kept beside it) after saying what is lost. Stop the app and any `crewlet worker` on this home first."""
     from core.repair import check_home, repair_home
 
     home = existing_home()

@@ -175,3 +175,88 @@ def test_a_body_file_that_is_a_directory_says_a_file_is_needed(cli, tmp_path):
     line = refused(cli("page", "create", "ENG", "Foo", "--body-file", str(tmp_path)),
                    f"--body-file {tmp_path} is a directory", "a file")
     assert "Is a directory" not in line
+
+
+# -- help ----------------------------------------------------------------------------------------------------
+
+def _help_pages(runner: CliRunner, columns: int) -> list[tuple[str, str]]:
+    """Every command's --help (the search eval dispatch included), at a terminal `columns` wide."""
+    import typer
+
+    def walk(cmd, path):
+        yield path
+        for name, sub in sorted(getattr(cmd, "commands", {}).items()):
+            yield from walk(sub, [*path, name])
+
+    paths = [*walk(typer.main.get_command(app), []), ["search", "eval"]]
+    out = []
+    for path in paths:
+        res = runner.invoke(app, [*path, "--help"], env={**CLEAN_ENV, "COLUMNS": str(columns)})
+        assert res.exit_code == 0, (path, res.output)
+        out.append((" ".join(path) or "crewlet", res.stdout))
+    return out
+
+
+TYPE_HINT = re.compile(r"<(?:str|int|float|path|directory|file|text)(?: range)?>")
+
+
+def test_help_placeholders_are_in_one_style(runner):
+    """QUERY, DIR, REF, TEXT: an option's value and an argument are named in capitals, never `<str>` or
+    `{directory}`."""
+    for name, text in _help_pages(runner, 200):
+        usage = next(line for line in text.splitlines() if "Usage:" in line)
+        after = usage.split("[OPTIONS]", 1)[-1]
+        assert not re.search(r"[{\[][a-z]", after), (name, usage)
+        for line in text.splitlines():
+            if re.match(r"\s*│\s*\*?\s*--[a-z]", line):           # an option's row
+                assert not TYPE_HINT.search(line), (name, line.strip())
+
+
+def test_help_paragraphs_are_not_hard_wrapped(runner):
+    """At 1,000 columns every paragraph of a command's description fits one line: a line break inside one
+    is a ragged edge at every other width."""
+    for name, text in _help_pages(runner, 1000):
+        description = text.split("╭", 1)[0]
+        paragraphs = [p for p in re.split(r"\n\s*\n", description) if p.strip() and "Usage:" not in p]
+        assert paragraphs, name
+        for p in paragraphs:
+            lines = [line.strip() for line in p.splitlines() if line.strip()]
+            assert len(lines) == 1, (name, lines)
+
+
+def test_index_help_says_it_covers_meaning_too(runner):
+    root = runner.invoke(app, ["--help"], env={**CLEAN_ENV, "COLUMNS": "200"}).stdout
+    listed = next(line for line in root.splitlines() if re.match(r"\s*│ index\s", line))
+    assert "meaning" in listed, listed
+    own = runner.invoke(app, ["index", "--help"], env={**CLEAN_ENV, "COLUMNS": "200"}).stdout
+    assert "meaning" in own.split("╭", 1)[0], own
+
+
+def test_mode_meaning_is_accepted_as_semantic_and_help_names_the_alias(runner, cli, chome):
+    pages(chome, ("ENG", "Rollback", "Roll back first."))
+    res = cli("search", "rollback", "--mode", "meaning", "--json")
+    # served or not (no vectors here), it is the semantic mode, never a usage error
+    assert res.exit_code in (0, 1), res.output
+    assert res.exit_code != 2 and "not one of" not in res.stderr
+    help_text = runner.invoke(app, ["search", "--help"], env={**CLEAN_ENV, "COLUMNS": "200"}).stdout
+    assert re.search(r"semantic \(also: meaning\)", help_text), help_text
+    bad = cli("search", "rollback", "--mode", "vibes")
+    assert bad.exit_code == 2 and "hybrid, keyword or semantic (also: meaning)" in bad.output
+
+
+# -- plain output through a pipe -------------------------------------------------------------------------------
+
+def test_plain_output_through_a_pipe_is_not_wrapped_at_80_columns(chome):
+    """A script or a file gets each line whole: piped output does not take Rich's 80-column default."""
+    sentence = ("Roll back first, investigate second: the runbook says so because a rollback is always allowed, "
+                "by anyone on call, without asking anybody first.")
+    pages(chome, ("ENG", "A rather long title for the rollback page", sentence + "\n"))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "CREWLET_HOME", "CREWLET_AS")}
+    out = subprocess.run([sys.executable, "-m", "crewlet_tui.cli", "--home", str(chome.root), "page", "show",
+                          "ENG/A rather long title for the rollback page"], capture_output=True, text=True,
+                         env=env, cwd=ROOT, timeout=120, stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert sentence in lines, lines                                  # the body's line, whole
+    meta = next(line for line in lines if line.startswith("id "))
+    assert "last saved by alex" in meta, lines                       # the metadata line, whole

@@ -20,7 +20,7 @@ from typing import Any
 from ..config import AUTO_DRAFT_TITLE_PREFIX, AUTO_DRAFTED_PARENT, Actor
 from ..pages.containers import unknown_container
 from ..pages.model import normalise_title
-from .seam import MODES, OUT_OF_SCOPE, UNAVAILABLE, UNKNOWN_CONTAINER, Query
+from .seam import OUT_OF_SCOPE, UNAVAILABLE, UNKNOWN_CONTAINER, Query, canonical_mode, modes_in_words
 
 
 @dataclass(frozen=True)
@@ -72,9 +72,9 @@ class AccessPolicy:
 
     def decide(self, query: Query, backend: str) -> Access | Denial:
         company = self.node.company
-        mode = (query.mode or "hybrid").strip().lower()
-        if mode not in MODES:
-            return Denial(UNAVAILABLE, f"mode '{query.mode}' is not one of: {', '.join(MODES)}")
+        mode = canonical_mode(query.mode)
+        if mode is None:
+            return Denial(UNAVAILABLE, f"mode '{query.mode}' is not one of: {modes_in_words()}")
         handle = query.actor or company.operator
         who = company.actors.get(handle) if handle else None
         if handle and who is None:

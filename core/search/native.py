@@ -249,8 +249,11 @@ class NativeSearcher:
                                 f"{other:,} page{'s are' if other != 1 else ' is'} still on the previous model until "
                                 "the refill reaches them")
             else:
+                waiting = embeddable - embedded
                 half.degraded = PARTIAL_COVERAGE
-                half.message = f"ranked by meaning over {share}: the rest wait for the embedding duty"
+                half.message = (f"ranked by meaning over {embedded:,} of {embeddable:,} pages ({waiting:,} not embedded "
+                                "yet — `crewlet worker`, or the app while it runs, embeds "
+                                f"{'it' if waiting == 1 else 'them'})")
         return half
 
     def _coverage(self, space: str) -> tuple[int, int, dict[str, int]]:
