@@ -228,7 +228,7 @@ def _render_status(st: IndexStatus) -> None:
         lines.append(("building", f"{b.done:,} of {b.total:,} pages (derivation {b.derivation}, since {when(b.started_at)})"))
     lines.append(("pages indexed", f"{st.pages_indexed:,}"))
     behind = f"[yellow]{st.behind:,} behind[/]" if st.behind else "up to date"
-    lines.append(("covers", f"log seq {st.indexed_seq:,} of {st.applied_seq:,} applied — {behind}"))
+    lines.append(("covers", f"{st.indexed_seq:,} of the {st.applied_seq:,} changes this node applied — {behind}"))
     deriv = f"{st.derivation if st.derivation is not None else '—'} (this crewlet derives {st.current_derivation})"
     if st.rebuild_pending:
         deriv += " — [yellow]a re-derivation is due[/]: the next `crewlet worker` pass runs it"
@@ -278,7 +278,7 @@ def _render_index(ix: dict[str, Any]) -> None:
     if ix["installed"]:
         m = ix.get("measured") or {}
         lines.append(("first stage", f"the semantic index: {ix['probes']} of {ix['lists']:,} lists probed "
-                                     f"(generation {ix['generation']}, trained on {ix['trained_sources']:,} sources)"))
+                                     f"(generation {ix['generation']}, trained on {ix['trained_sources']:,} pages)"))
         if m:
             lines.append(("measured", escape(f"{m.get('worst_recall', 0):.4f} against a {m.get('worst_floor', 0):.4f} "
                                              f"floor in its worst shape ({m.get('worst_shape', '—')}), "
@@ -287,9 +287,9 @@ def _render_index(ix: dict[str, Any]) -> None:
             lines.append(("re-filing", f"[yellow]{ix['refiled']} of {ix['batches']} batches applied[/] — searches read "
                                        "the rows not yet re-filed in full"))
     elif ix["sources"] < ix["min_sources"]:
-        lines.append(("first stage", f"the full scan: {ix['sources']:,} sources, an index needs {ix['min_sources']:,}"))
+        lines.append(("first stage", f"the full scan: {ix['sources']:,} pages, an index needs {ix['min_sources']:,}"))
     else:
-        why = (f"the training at {ix['declined_at']:,} sources needed more than half its lists"
+        why = (f"the training at {ix['declined_at']:,} pages needed more than half its lists"
                if ix.get("declined_at") else "not trained yet — `crewlet worker` trains it")
         lines.append(("first stage", f"the full scan: {escape(why)}"))
     running = ix.get("running")

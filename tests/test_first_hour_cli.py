@@ -260,3 +260,30 @@ def test_plain_output_through_a_pipe_is_not_wrapped_at_80_columns(chome):
     assert sentence in lines, lines                                  # the body's line, whole
     meta = next(line for line in lines if line.startswith("id "))
     assert "last saved by alex" in meta, lines                       # the metadata line, whole
+
+
+# -- search eval in a newcomer's words ---------------------------------------------------------------------------
+
+def test_search_eval_on_a_small_corpus_says_what_to_do_next(runner, tmp_path):
+    from test_ivf import make_home, topical
+
+    home = make_home(tmp_path / "few", topical(10))
+    res = runner.invoke(app, ["--home", str(home.root), "search", "eval"], env=CLEAN_ENV)
+    line = refused(res, "10 embedded pages", "at least 175")
+    assert "sources" not in line
+    assert "thousands of pages" in line          # what it is a tool for
+    assert "crewlet import" in line and "crewlet worker" in line   # and what to do next
+
+
+def test_search_eval_counts_pages_as_pages():
+    from core.evaluate import render
+    from test_ivf import make_home, topical
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        home = make_home(Path(tmp) / "h", topical(300))
+        from core.evaluate import evaluate
+
+        lines = render(evaluate(home.db_file))
+    assert lines[0].startswith("corpus       300 pages, "), lines[0]
+    assert not any("sources" in line for line in lines), lines

@@ -48,7 +48,14 @@ class CallFailed(Message):
         self.tag, self.error = tag, error
 
 
-# the keys every screen has; each screen lists them after its own, so a narrow footer drops these first
+def footer() -> Footer:
+    """The keys of the screen on show, compact, without the command palette's key: docked on the right it was
+    drawn over the last keys of a full footer ("▏^p palettee" at 80 columns). ctrl+p still opens it, and
+    the help screen says so."""
+    return Footer(compact=True, show_command_palette=False)
+
+
+# the keys every screen has; each screen lists them after its own
 COMMON_BINDINGS = [
     Binding("escape", "back", "Back"),
     Binding("slash", "app.search", "Search"),
@@ -82,7 +89,7 @@ class CrewletScreen(Screen[Any]):
 
     def compose_footer(self) -> ComposeResult:
         yield StatusLine(classes="status-line")
-        yield Footer(compact=True)
+        yield footer()
 
     def action_back(self) -> None:
         if len(self.app.screen_stack) > 2:
@@ -134,4 +141,4 @@ class CrewletScreen(Screen[Any]):
         if handler is not None:
             handler(message.error)
         else:
-            self.notify(error_text(message.error), title="refused", severity="error", markup=False, timeout=8)
+            self.notify(f"refused: {error_text(message.error)}", severity="error", markup=False, timeout=8)

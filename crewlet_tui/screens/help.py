@@ -42,6 +42,7 @@ SECTIONS: list[tuple[str, tuple[str, ...], list[tuple[str, str]]]] = [
         ("c", "comment"),
         ("n", "new page under this one"),
         ("r  m  d", "rename / move / trash"),
+        ("u", "restore it, when it is in the trash (t: the whole trash)"),
         ("o", "the space's outline"),
         ("tab", "the side panel: children and “Linked from” (enter opens)"),
         ("j k g G", "scroll"),

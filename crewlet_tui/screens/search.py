@@ -1,9 +1,10 @@
 """Search over the Searcher seam, reading this node's own copy.
 
-The screen always says what it served (served_mode, degraded, the message) and how current the copy
-is ("searching this node's copy, indexed through record N of M"), and it keeps "not searchable yet"
-(the first index build has not finished: ask a colleague, do not conclude nothing was written) and
-"nothing matched" apart, because they send a reader to different places.
+The screen always says what it served and why less than asked, in words (search_words.py, shared with
+the CLI: no internal codes), and how current the copy is ("searching this copy: 1,204 pages indexed, up
+to date"), and it keeps "not searchable yet" (the first index build has not finished: ask a colleague,
+do not conclude nothing was written) and "nothing matched" apart, because they send a reader to
+different places.
 """
 from __future__ import annotations
 
@@ -15,12 +16,13 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Input, OptionList, RadioButton, RadioSet, Static
 from textual.widgets.option_list import Option
 
-from core.search.seam import MODES, NOT_SEARCHABLE_MESSAGE, NOT_SEARCHABLE_YET, UNAVAILABLE, Query, Result
+from core.search.seam import MODES, NOT_SEARCHABLE_YET, Query, Result
 
 from ..sanitize import clean_line
+from ..search_words import index_words, search_words
 from ..session import safe_search
 from ..widgets.status import IndexState
-from .base import COMMON_BINDINGS, CrewletScreen
+from .base import CrewletScreen
 
 SEARCH_LIMIT = 20
 # what a person reads for each mode: semantic search is labelled by what it ranks by
@@ -47,11 +49,14 @@ def hit_prompt(hit: object) -> Text:
 
 class SearchScreen(CrewletScreen):
     CSS_PATH = "search.tcss"
+    # the box takes every printable key (/ and ? are typed, not keys here): help is f1, as in the editor
     BINDINGS = [
         Binding("f2", "next_mode", "Mode"),
+        Binding("down", "focus_results", "Results"),
+        Binding("escape", "back", "Back"),
+        Binding("f1", "app.help", "Help"),
+        Binding("question_mark", "app.help", "Help", key_display="?", show=False),
         Binding("ctrl+l", "focus_query", "Query", show=False),
-        Binding("down", "focus_results", "Results", show=False),
-        *COMMON_BINDINGS,
     ]
 
     def __init__(self, query: str = "", mode: str = "hybrid") -> None:
@@ -94,17 +99,14 @@ class SearchScreen(CrewletScreen):
 
     def _show_copy(self) -> None:
         state = self._index_state()
-        line = Text("searching this node's copy", style="bold")
+        line = Text("searching this copy: ", style="bold")
         coverage = self.last.outcome.coverage if self.last is not None else None
         if coverage is not None and (coverage.indexed_seq or coverage.applied_seq):
-            line.append(f", indexed through record {coverage.indexed_seq:,} of {coverage.applied_seq:,}")
-            if coverage.pages_indexed:
-                line.append(f" ({coverage.pages_indexed:,} pages)", style="dim")
+            line.append(index_words(coverage))
         elif state.phase == "current":
-            line.append(f", indexed through record {state.indexed_seq:,} of {state.applied_seq:,}")
+            line.append(index_words(indexed_seq=state.indexed_seq, applied_seq=state.applied_seq, pages=state.total))
         else:
-            line.append(f" — {state.describe()}", style="dim")
-        line.append(" — as current as this node's place on the log", style="dim")
+            line.append(state.describe(), style="dim")
         self.query_one("#search-copy", Static).update(line)
 
     def _index_changed(self, state: IndexState) -> None:
@@ -162,40 +164,19 @@ class SearchScreen(CrewletScreen):
     def got_searched(self, result: Result) -> None:
         self.last = result
         outcome = result.outcome
-        text = Text()
         results = self.query_one("#search-results", OptionList)
         results.clear_options()
-        if outcome.degraded == NOT_SEARCHABLE_YET:
-            text.append("Not searchable yet. ", style="bold yellow")
-            text.append(clean_line(outcome.message or NOT_SEARCHABLE_MESSAGE))
-        elif outcome.served_mode is None and outcome.degraded == UNAVAILABLE:
-            text.append("Could not search. ", style="bold red")
-            text.append(clean_line(outcome.message or UNAVAILABLE))
-        elif outcome.served_mode is None:
-            text.append(f"Nothing served in {mode_label(self.mode)} mode ", style="bold yellow")
-            text.append(f"({clean_line(outcome.degraded or 'not served')}): ", style="yellow")
-            text.append(clean_line(outcome.message))
-            if outcome.modes:
-                text.append(f"  · this node serves: {', '.join(mode_label(m) for m in outcome.modes)}", style="dim")
-        else:
-            if result.hits:
-                text.append(f"{len(result.hits)} result{'s' if len(result.hits) != 1 else ''}", style="bold green")
-            else:
-                text.append("Nothing matched", style="bold")
-                text.append(f" “{clean_line(self.last_text)}” — the index is current enough to say so; "
-                            "try other words or another mode.")
-            text.append(f"  · served {mode_label(outcome.served_mode)}", style="dim")
-            if outcome.served_mode != self.mode:
-                text.append(f" (asked {mode_label(self.mode)})", style="yellow")
-            cov = outcome.coverage
-            if outcome.served_mode in ("hybrid", "semantic") and cov.embeddable:
-                text.append(f" · meaning over {cov.embedded:,} of {cov.embeddable:,} pages", style="dim")
-            if outcome.degraded:
-                text.append(f" · degraded: {clean_line(outcome.degraded)}", style="yellow")
-                if outcome.message:
-                    text.append(f" — {clean_line(outcome.message)}", style="yellow")
-            elif outcome.message:
-                text.append(f" · {clean_line(outcome.message)}", style="dim")
+        words = search_words(result, asked=self.mode, limit=SEARCH_LIMIT, more="more words narrow it")
+        style = {"ok": "bold green", "warning": "bold yellow", "error": "bold red"}[words.tone]
+        if words.tone == "ok" and not result.hits:
+            style = "bold"            # nothing matched: a fact, not a fault
+        text = Text(clean_line(words.headline[:1].upper() + words.headline[1:]), style=style)
+        if outcome.served_mode is not None and not result.hits:
+            text.append(f" for “{clean_line(self.last_text)}” — try other words or another mode (f2)")
+        if words.facts:
+            text.append("  · " + " · ".join(clean_line(f) for f in words.facts), style="dim")
+        for warning in words.warnings:
+            text.append("\n" + clean_line(warning), style="yellow")
         self.query_one("#search-outcome", Static).update(text)
         options: list[Option | None] = []
         for i, hit in enumerate(result.hits):
