@@ -31,3 +31,59 @@ async def test_a_home_that_is_a_file_is_told_and_nothing_offers_to_create_it(tmp
     told = " ".join(said)
     assert f"{f} is a file, not a crewlet home" in told and "Errno" not in told
     assert f.read_text() == "x"
+
+
+# -- the footer on a trashed page ------------------------------------------------------------------------
+
+async def test_a_trashed_page_offers_restore_and_not_edit_or_trash(tmp_path):
+    home = new_home(tmp_path)
+    with open_kb(home) as kb:
+        page = kb.create_page("ENG", "Rollback", "Roll back first.\n", actor="alex")
+        kb.trash_page(page.id, actor="alex")
+    app = app_for(home)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_screen(pilot, "SpacesScreen")
+        app.open_page(page.id)
+        await wait_screen(pilot, "PageScreen")
+        await wait_until(pilot, lambda: app.screen.page is not None)
+        await wait_until(pilot, lambda: "Restore" in footer_keys(app).values(), what="u Restore in the footer")
+        keys = footer_keys(app)
+        assert keys.get("u") == "Restore" and "Edit" not in keys.values() and "Trash" not in keys.values()
+        assert "u restores it" in rendered_text(app)              # the banner names a key the footer shows
+        await pilot.press("e")                                    # not offered, and not done
+        await pilot.pause(0.2)
+        assert screen_name(app) == "PageScreen"
+        await pilot.press("u")
+        await wait_until(pilot, lambda: app.screen.page is not None and not app.screen.page.trashed_at,
+                         what="the page restored")
+        await wait_until(pilot, lambda: "Edit" in footer_keys(app).values(), what="e Edit back in the footer")
+        assert "Restore" not in footer_keys(app).values() and footer_keys(app).get("d") == "Trash"
+    with open_kb(home) as kb:
+        assert kb.resolve(page.id).trashed_at is None
+
+
+# -- toasts ----------------------------------------------------------------------------------------------
+
+async def test_a_toast_covers_neither_the_status_line_nor_what_is_being_read(tmp_path):
+    from textual.widgets._toast import Toast
+
+    home = new_home(tmp_path)
+    with open_kb(home) as kb:
+        page = kb.create_page("ENG", "Deploy Runbook", "How a change reaches production.\n" * 30, actor="alex")
+    app = app_for(home)
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:   # run_test leaves toasts off unless asked
+        await wait_screen(pilot, "SpacesScreen")
+        app.open_page(page.id)
+        await wait_screen(pilot, "PageScreen")
+        await wait_until(pilot, lambda: app.screen.page is not None)
+        app.screen.notify("saved revision 2")
+        await wait_until(pilot, lambda: app.screen.query(Toast) and app.screen.query_one(Toast).region.area,
+                         what="the toast shown")
+        toast = app.screen.query_one(Toast).region
+        title = app.screen.query_one("TitleBar")
+        status = app.screen.query_one("StatusLine").region
+        body = app.screen.query_one("#page-main").region
+        assert not toast.overlaps(status), (toast, status)
+        assert not toast.overlaps(body), (toast, body)            # one line: on the title bar, over nothing
+        assert toast.y == title.region.y and toast.height == 1, toast
+        assert toast.x >= len(str(title.render())), (toast, str(title.render()))

@@ -52,7 +52,7 @@ class SearchScreen(CrewletScreen):
     # the box takes every printable key (/ and ? are typed, not keys here): help is f1, as in the editor
     BINDINGS = [
         Binding("f2", "next_mode", "Mode"),
-        Binding("down", "focus_results", "Results"),
+        Binding("down", "focus_results", "Results", show=False),   # the box scrolls on ↓ first: said below
         Binding("escape", "back", "Back"),
         Binding("f1", "app.help", "Help"),
         Binding("question_mark", "app.help", "Help", key_display="?", show=False),
@@ -175,6 +175,8 @@ class SearchScreen(CrewletScreen):
             text.append(f" for “{clean_line(self.last_text)}” — try other words or another mode (f2)")
         if words.facts:
             text.append("  · " + " · ".join(clean_line(f) for f in words.facts), style="dim")
+        if result.hits:
+            text.append(" · ↓ the results, enter opens one", style="dim")
         for warning in words.warnings:
             text.append("\n" + clean_line(warning), style="yellow")
         self.query_one("#search-outcome", Static).update(text)
