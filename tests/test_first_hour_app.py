@@ -87,3 +87,61 @@ async def test_a_toast_covers_neither_the_status_line_nor_what_is_being_read(tmp
         assert not toast.overlaps(body), (toast, body)            # one line: on the title bar, over nothing
         assert toast.y == title.region.y and toast.height == 1, toast
         assert toast.x >= len(str(title.render())), (toast, str(title.render()))
+
+
+# -- search as you type ---------------------------------------------------------------------------------------
+
+class GatedSearcher:
+    """The real searcher, except that a search for `held` waits until the test opens the gate: a slow
+    search still running when the person types on."""
+
+    def __init__(self, node, held: str) -> None:
+        import threading
+
+        from core.search.native import NativeSearcher
+
+        self.inner, self.held = NativeSearcher(node), held
+        self.gate, self.started = threading.Event(), threading.Event()
+        self.asked: list[str] = []
+
+    def search(self, query):
+        self.asked.append(query.text)
+        if query.text == self.held:
+            self.started.set()
+            assert self.gate.wait(60), "the test never opened the gate"
+        return self.inner.search(query)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+async def test_search_runs_as_you_type_and_a_newer_search_cancels_the_older(tmp_path):
+    from test_app_support import build_index
+
+    home = new_home(tmp_path)
+    with open_kb(home) as kb:
+        kb.create_page("ENG", "Deploy Runbook", "How to deploy the service.\n", actor="alex")
+        kb.create_page("ENG", "Rollback", "Roll back a bad release.\n", actor="alex")
+    build_index(home)
+    made: list[GatedSearcher] = []
+    app = app_for(home, searcher_factory=lambda node: made.append(GatedSearcher(node, "deploy")) or made[-1])
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_screen(pilot, "SpacesScreen")
+        await pilot.press("slash")
+        await wait_screen(pilot, "SearchScreen")
+        screen = app.screen
+        assert "as you type" in screen.query_one("#search-input").placeholder
+        shown: list[str] = []
+        got = screen.got_searched
+        screen.got_searched = lambda result: (shown.append(screen.last_text), got(result))[1]  # type: ignore[method-assign]
+        await pilot.press(*"deploy")                   # no Enter: the search runs when the typing pauses
+        await wait_until(pilot, lambda: made and made[0].started.is_set(), what="the search for 'deploy' running")
+        await pilot.press(*["backspace"] * 6, *"rollback")
+        await wait_until(pilot, lambda: "rollback" in made[0].asked, what="the search for 'rollback' asked")
+        # (a busy machine may also search a prefix of it, typed slower than the pause that runs a search)
+        await wait_until(pilot, lambda: shown and shown[-1] == "rollback", what="the answer for 'rollback' shown")
+        made[0].gate.set()                              # the older search finishes now: its answer is dropped
+        await pilot.pause(0.3)
+        assert "deploy" not in shown and shown[-1] == "rollback" and screen.last_text == "rollback"
+        assert [h.title for h in screen.last.hits] == ["Rollback"]
+        assert "Rollback" in rendered_text(app)

@@ -287,3 +287,22 @@ def test_search_eval_counts_pages_as_pages():
         lines = render(evaluate(home.db_file))
     assert lines[0].startswith("corpus       300 pages, "), lines[0]
     assert not any("sources" in line for line in lines), lines
+
+
+# -- a search's answer in words ------------------------------------------------------------------------------------
+
+def test_search_says_in_words_what_it_served_and_how_to_see_more(cli, chome):
+    """No internal codes in plain output (`--json` keeps them), and an answer cut at --limit says so."""
+    pages(chome, *[("ENG", f"Rollback step {i}", f"roll back the deploy, step {i}") for i in range(10)])
+    res = cli("search", "rollback")            # no vectors yet: hybrid serves its keyword half, and says why
+    assert res.exit_code == 0, res.output
+    text = res.stdout
+    assert "8 results · ranked by words (by words and meaning was asked) · over 10 pages" in text, text
+    assert "the first 8 — `--limit 20` shows more" in text
+    assert "no page has a vector" in text
+    for code in ("served ", "no_embeddings", "degraded", "hits ·"):
+        assert code not in text, (code, text)
+    data = json.loads(cli("search", "rollback", "--json").stdout)
+    assert data["outcome"]["degraded"] == "no_embeddings" and data["outcome"]["served_mode"] == "keyword"
+    few = cli("search", "rollback", "--limit", "20").stdout
+    assert "10 results" in few and "the first" not in few

@@ -10,6 +10,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from .base import footer
+
 INTRO = ("A local-first knowledge base: pages in spaces, every change a record on an ordered log, applied "
          "into this node's SQLite copy. Everything here reads and writes this node's own copy.")
 
@@ -106,6 +108,7 @@ class HelpScreen(ModalScreen[None]):
             yield Static(Text("crewlet — keys   (escape closes)", style="bold"), classes="dialog-title")
             with VerticalScroll(id="help-scroll"):
                 yield Static(help_renderable(self.current), id="help-text")
+        yield footer()
 
     def on_mount(self) -> None:
         self.query_one("#help-scroll").focus()

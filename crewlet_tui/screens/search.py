@@ -8,13 +8,16 @@ different places.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Input, OptionList, RadioButton, RadioSet, Static
 from textual.widgets.option_list import Option
+from textual.worker import get_current_worker
 
 from core.search.seam import MODES, NOT_SEARCHABLE_YET, Query, Result
 
@@ -22,9 +25,11 @@ from ..sanitize import clean_line
 from ..search_words import index_words, search_words
 from ..session import safe_search
 from ..widgets.status import IndexState
-from .base import CrewletScreen
+from .base import CallFinished, CrewletScreen
 
 SEARCH_LIMIT = 20
+# run as you type: this long after the last key, the search runs; a newer one cancels the one before
+LIVE_DELAY_S = 0.25
 # what a person reads for each mode: semantic search is labelled by what it ranks by
 MODE_LABELS = {"hybrid": "Hybrid", "keyword": "Keyword", "semantic": "Meaning"}
 
@@ -59,8 +64,11 @@ class SearchScreen(CrewletScreen):
         Binding("ctrl+l", "focus_query", "Query", show=False),
     ]
 
+    live = True     # search as the words are typed (bench/search_typing.py measured it against Enter)
+
     def __init__(self, query: str = "", mode: str = "hybrid") -> None:
         super().__init__(classes="search-screen")
+        self._live_timer: Any = None
         self.initial_query = query
         self.mode = mode if mode in MODES else "hybrid"
         self.last: Result | None = None
@@ -74,8 +82,8 @@ class SearchScreen(CrewletScreen):
         yield from self.compose_header()
         with Vertical(classes="main"):
             with Horizontal(id="search-bar"):
-                yield Input(value=self.initial_query, placeholder="search this node's copy — plain words",
-                            id="search-input")
+                yield Input(value=self.initial_query, placeholder="words — results as you type" if self.live else
+                            "words, then Enter", id="search-input")
                 with RadioSet(id="search-mode"):
                     for mode in MODES:
                         yield RadioButton(MODE_LABELS[mode], value=mode == self.mode, id=f"mode-{mode}")
@@ -132,13 +140,46 @@ class SearchScreen(CrewletScreen):
         self._asked_state = self._index_state()
         self.query_one("#search-outcome", Static).update(Text(f"searching for “{clean_line(text)}”…", style="dim"))
         query = Query(text=text, actor=self.session.handle, limit=SEARCH_LIMIT, mode=self.mode)
-        self.call_in_background("searched", safe_search, self.session.searcher, query)
+        self._search(query)
+
+    @work(thread=True, exclusive=True, group="search", exit_on_error=False)
+    def _search(self, query: Query) -> None:
+        """One search in a thread. exclusive: a newer search cancels this one — it is skipped if it has not
+        started (the searcher runs one search at a time), and its answer is dropped if it has."""
+        worker = get_current_worker()
+        if worker.is_cancelled:
+            return
+        result = safe_search(self.session.searcher, query)
+        if not worker.is_cancelled:
+            self.post_message(CallFinished("searched", result))
 
     @on(Input.Submitted, "#search-input")
     def _submitted(self, event: Input.Submitted) -> None:
         event.stop()
-        if event.value.strip():
+        self._stop_live_timer()
+        if event.value.strip() and (event.value != self.last_text or self.last is None):
             self.run_search(event.value)
+
+    @on(Input.Changed, "#search-input")
+    def _typed(self, event: Input.Changed) -> None:
+        """Run as you type: the search runs LIVE_DELAY_S after the last key (a key meanwhile starts the wait
+        again), so a word typed at speed is searched once, when the hand pauses."""
+        event.stop()
+        if not self.live:
+            return
+        self._stop_live_timer()
+        if event.value.strip() and event.value != self.last_text:
+            self._live_timer = self.set_timer(LIVE_DELAY_S, lambda: self._run_typed(event.value))
+
+    def _run_typed(self, text: str) -> None:
+        self._live_timer = None
+        if self.query_one("#search-input", Input).value == text and text != self.last_text:
+            self.run_search(text)
+
+    def _stop_live_timer(self) -> None:
+        if self._live_timer is not None:
+            self._live_timer.stop()
+            self._live_timer = None
 
     @on(RadioSet.Changed, "#search-mode")
     def _mode_changed(self, event: RadioSet.Changed) -> None:

@@ -132,10 +132,11 @@ class StatusLine(Horizontal):
                 bar.display = False
 
     def _too_long(self, texts: tuple[str, str, str]) -> bool:
-        """Would the three texts (with their margins, the padding and a bar that may show) overflow the line?"""
-        width = self.size.width or self.app.size.width
+        """Would the three texts (with the margins between them and a bar that may show) overflow the line's
+        content width?"""
+        width = self.size.width or self.app.size.width - 2
         bar = 14 if any(b.display for b in self.query("#status-progress")) else 0
-        return sum(len(t) for t in texts) + 2 * 2 + 2 + bar > width
+        return sum(len(t) for t in texts) + 2 * 2 + bar > width
 
     def _bar(self) -> Any:
         """The progress bar, shown (mounted on first use)."""
