@@ -7,7 +7,8 @@ Copies --home (a fully imported, indexed and embedded home: windows-driver-docs 
 alternates app sessions on the copy — enter, live, enter, live… — each the real app (`make_app`,
 `run_test()` headless at 120x36, its background worker off: the home has nothing left to do), its
 searcher warmed by one search first. In each session a person types --queries queries into the search
-box, letter by letter (60–160 ms between letters, 200–450 ms between words), then:
+box, letter by letter (60–160 ms between letters, 200–450 ms between words — or, at a --think share of the
+word breaks, 0.7–1.5 s), then:
 
 * enter — presses Enter (the search runs on Enter only, as the app shipped before);
 * live  — waits (the screen searches LIVE_DELAY_S after the last key, a newer search cancelling the one
@@ -53,6 +54,7 @@ from crewlet_tui.app import CrewletApp, make_app  # noqa: E402
 from crewlet_tui.screens import search as search_screen  # noqa: E402
 
 SIZE = (120, 36)
+THINK = 0.0      # the share of word breaks with a pause of 0.7–1.5 s (--think)
 QUERIES = ["irp cancellation", "power management callbacks", "kmdf queue", "usb descriptor",
            "interrupt service routine", "device installation inf", "wdf request completion", "pnp manager",
            "driver verifier", "dma adapter", "bluetooth pairing", "print spooler filter", "storage miniport",
@@ -142,7 +144,11 @@ async def session(home: Home, live: bool, queries: list[str], seed: int) -> dict
                 out["keys"].append(await press(app, watch, key, ch, lambda v=typed: box.value == v))
                 last_key_at = watch.at           # the query's last letter painted: the wait for results starts
                 if i < len(query) - 1:
-                    await asyncio.sleep(rng.uniform(0.2, 0.45) if ch == " " else rng.uniform(0.06, 0.16))
+                    if ch == " ":   # between words; now and then a longer pause, to think of the next one
+                        pause = rng.uniform(0.7, 1.5) if rng.random() < THINK else rng.uniform(0.2, 0.45)
+                    else:
+                        pause = rng.uniform(0.06, 0.16)
+                    await asyncio.sleep(pause)
 
             def answered(q: str = query) -> bool:
                 return screen.last is not None and screen.last_text == q and "searching for" not in str(
@@ -175,7 +181,15 @@ def main() -> None:
     ap.add_argument("--home", default="/work/cache/wdd", help="a home to copy (never written)")
     ap.add_argument("--rounds", type=int, default=2, help="rounds of the two sessions, alternated")
     ap.add_argument("--queries", type=int, default=8, help="queries typed a session")
+    ap.add_argument("--delay", type=float, default=None, help="the live variant's wait after the last key, in "
+                                                              "seconds (default: the app's LIVE_DELAY_S)")
+    ap.add_argument("--think", type=float, default=0.0, help="the share of word breaks where the typist pauses "
+                                                             "0.7–1.5 s to think (default 0)")
     args = ap.parse_args()
+    global THINK
+    THINK = args.think
+    if args.delay is not None:
+        search_screen.LIVE_DELAY_S = args.delay
     source = Path(args.home)
     if not (source / "company.toml").is_file():
         sys.exit(f"bench: {source} is not a crewlet home")

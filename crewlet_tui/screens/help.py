@@ -62,8 +62,10 @@ SECTIONS: list[tuple[str, tuple[str, ...], list[tuple[str, str]]]] = [
         ("b", "toggle its body / what its save changed (+ green, - red)"),
     ]),
     ("Search", ("SearchScreen",), [
-        ("enter", "search (in the box) / open the result (in the list)"),
-        ("f2", "next mode: hybrid, keyword, semantic"),
+        ("", "it searches as you type, when you pause (0.6 s)"),
+        ("enter", "search now (in the box) / open the result (in the list)"),
+        ("f2", "next mode: hybrid, keyword, meaning"),
+        ("f1", "this help (the box types ? and /)"),
         ("↓", "from the box to the results"),
     ]),
     ("Trash", ("TrashScreen",), [
