@@ -86,19 +86,21 @@ def _highlighted(snippet: str, finder: TermFinder | None) -> Text:
 def _render(result: Result, finder: TermFinder | None, *, asked: str, limit: int) -> None:
     words = search_words(result, asked=asked, limit=limit, more=f"`--limit {max(2 * limit, 20)}` shows more")
     for i, h in enumerate(result.hits, 1):
-        _render_hit(i, h, finder)
+        _render_hit(i, h, finder, remote=result.outcome.source is not None)
     console.print(f"[dim]{escape(words.line())}[/]", soft_wrap=True)
     for warning in words.warnings:
         console.print(f"[yellow]{escape(warning)}[/]", soft_wrap=True)
 
 
-def _render_hit(i: int, h: Hit, finder: TermFinder | None) -> None:
+def _render_hit(i: int, h: Hit, finder: TermFinder | None, *, remote: bool = False) -> None:
     console.print(f"[bold]{i}. {escape(h.title)}[/]  [cyan]{escape(h.container)}/{escape(h.title)}[/]", soft_wrap=True)
     if h.ancestors:
         console.print(f"   [dim]in {escape(' › '.join(h.ancestors))}[/]", soft_wrap=True)
     if h.snippet:
         console.print(Text("   ") + _highlighted(clean_line(h.snippet), finder), soft_wrap=True)
     console.print(f"   [dim]id {escape(h.page_id)} · score {h.score:.3f}[/]")
+    if h.url and remote:   # a remote hit: where to open it
+        console.print(f"   [dim]{escape(h.url)}[/]", soft_wrap=True)
 
 
 def _not_served_line(result: Result, caught: IndexPass | None) -> str:
@@ -142,7 +144,7 @@ def register(app: typer.Typer) -> None:
         if asked is None:
             raise typer.BadParameter(f"'{mode}' is not one of: {modes_in_words()}", param_hint="--mode")
         mode = asked
-        from core.search.native import NativeSearcher
+        from core.search.factory import is_remote, make_searcher
         from core.search.seam import Query
 
         text = " ".join(query)
@@ -151,14 +153,16 @@ def register(app: typer.Typer) -> None:
                  as_json=as_json, payload={"error": "usage", "message": "the query is empty"}, code=2)
         with open_node() as node:
             caught = None
-            if not no_catch_up and not node.readonly:  # a read-only home is searched as its index stands
+            searcher = make_searcher(node)   # knowledge.backend decides: this node's copy, or the site, live
+            remote = is_remote(searcher)
+            if not remote and not no_catch_up and not node.readonly:  # a read-only home: its index as it stands
                 caught = _catch_up(node, show_progress=not as_json and sys.stderr.isatty())
-            searcher = NativeSearcher(node)
             try:
                 with _outcome_speaks():
                     result = searcher.search(Query(text, actor=actor(), limit=limit, mode=mode,
                                                    containers=list(container) if container else None))
-                finder = searcher.last_finder if result.hits else None  # the search's own: no second analysis
+                # the search's own term finder (no second analysis); a remote backend has none
+                finder = getattr(searcher, "last_finder", None) if result.hits else None
             finally:
                 searcher.close()
         if result.outcome.served_mode is None:

@@ -55,17 +55,22 @@ def search_words(result: Result, *, asked: str, limit: int, more: str = "") -> S
         return SearchWords(NOTHING_SEARCHED_HEADLINE, "warning", facts, (message,) if message else ())
     n = len(result.hits)
     headline = plural(n, "result") if n else "nothing matched"
-    facts = [f"ranked by {ranked_by(out.served_mode)}"]
-    if out.served_mode != asked:
-        facts[0] += f" (by {ranked_by(asked)} was asked)"
     cov = out.coverage
-    pages = cov.embedded if out.served_mode == "semantic" else cov.pages_indexed
-    if pages:
-        facts.append(f"over {plural(pages, 'page')}")
+    if out.source is not None:      # a remote backend: the site searched live, ranked its own way
+        requests = int(out.source.get("requests") or 0)
+        facts = [f"{out.source.get('backend')} live, no local copy", plural(requests, "request"),
+                 f"ranked by {out.source.get('ranking') or 'the site'}"]
+    else:
+        facts = [f"ranked by {ranked_by(out.served_mode)}"]
+        if out.served_mode != asked:
+            facts[0] += f" (by {ranked_by(asked)} was asked)"
+        pages = cov.embedded if out.served_mode == "semantic" else cov.pages_indexed
+        if pages:
+            facts.append(f"over {plural(pages, 'page')}")
     if n and n >= limit and more:
         facts.append(f"the first {n:,} — {more}")
     warnings = [message] if message else []
-    if cov.behind and out.served_mode != "semantic":
+    if cov.behind and out.served_mode != "semantic" and out.source is None:
         warnings.append(f"{plural(cov.behind, 'change')} not in the keyword index yet (the background worker adds "
                         f"{'it' if cov.behind == 1 else 'them'})")
     tone = "warning" if out.degraded or cov.behind else "ok"

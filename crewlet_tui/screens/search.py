@@ -86,8 +86,11 @@ class SearchScreen(CrewletScreen):
         yield from self.compose_header()
         with Vertical(classes="main"):
             with Horizontal(id="search-bar"):
-                yield Input(value=self.initial_query, placeholder="words — results as you type"
-                            if self.live else "words, then Enter", id="search-input")
+                # a remote site is asked live on Enter alone: as-you-type would send it a request per pause
+                yield Input(value=self.initial_query, id="search-input",
+                            placeholder=(f"search {self.session.remote_label}, live — words, then Enter"
+                                         if self.session.remote else "words — results as you type"
+                                         if self.live else "words, then Enter"))
                 with RadioSet(id="search-mode"):
                     for mode in MODES:
                         yield RadioButton(MODE_LABELS[mode], value=mode == self.mode, id=f"mode-{mode}")
@@ -110,6 +113,12 @@ class SearchScreen(CrewletScreen):
         return getattr(self.app, APP_INDEX_STATE)
 
     def _show_copy(self) -> None:
+        if self.session.remote:   # no copy here: the site is asked live, as current as it is
+            line = Text(f"searching {self.session.where()} live", style="bold")
+            line.append(" — no local copy: as current as the site, your own credential if you have one",
+                        style="dim")
+            self.query_one("#search-copy", Static).update(line)
+            return
         state = self._index_state()
         line = Text("searching this copy: ", style="bold")
         coverage = self.last.outcome.coverage if self.last is not None else None
@@ -169,7 +178,7 @@ class SearchScreen(CrewletScreen):
         """Run as you type: the search runs LIVE_DELAY_S after the last key (a key meanwhile starts the wait
         again), so a word typed at speed is searched once, when the hand pauses."""
         event.stop()
-        if not self.live:
+        if not self.live or self.session.remote:
             return
         self._stop_live_timer()
         if event.value.strip() and event.value != self.last_text:
@@ -217,7 +226,9 @@ class SearchScreen(CrewletScreen):
             style = "bold"            # nothing matched: a fact, not a fault
         text = Text(clean_line(words.headline[:1].upper() + words.headline[1:]), style=style)
         if outcome.served_mode is not None and not result.hits:
-            text.append(f" for “{clean_line(self.last_text)}” — try other words or another mode (f2)")
+            text.append(f" for “{clean_line(self.last_text)}” — " + (
+                "the site found nothing this credential can read; try other words" if self.session.remote else
+                "try other words or another mode (f2)"))
         if words.facts:
             text.append("  · " + " · ".join(clean_line(f) for f in words.facts), style="dim")
         if result.hits:
