@@ -115,8 +115,8 @@ class StatusLine(Horizontal):
         who = clean_line(getattr(self.app, "actor_line", ""))
         texts = (who, clean_line(index.describe()), clean_line(meaning.describe()))
         if self._too_long(texts):   # a narrow terminal: the short forms, never a line cut to nonsense
-            texts = (who.split(" · ", 1)[0].removeprefix("as "), clean_line(index.describe(short=True)),
-                     clean_line(meaning.describe(short=True)))
+            texts = (who.replace(" · this node's copy", "").removeprefix("as "),
+                     clean_line(index.describe(short=True)), clean_line(meaning.describe(short=True)))
         self.query_one("#status-who", Static).update(Text(texts[0], style="dim"))
         style = {"failed": "bold red", "indexing": "yellow", "waiting": "yellow", "current": "dim"}.get(index.phase, "dim")
         self.query_one("#status-index", Static).update(Text(texts[1], style=style, no_wrap=True, overflow="ellipsis"))
