@@ -1,7 +1,8 @@
-"""The status line every screen shows above its footer: who you act as, how far this node's keyword index
-is ("index up to date", "indexing… 40 of 120" with a bar while it builds) and how much can be searched by
-meaning ("meaning: 812 of 1,000 pages", "embedding… 40 of 120" while the embedding duty fills it; a
-warning below 95%). On a narrow terminal each says it shortly rather than be cut off."""
+"""The status line every screen shows above its footer: who you act as, that the log is damaged (while it
+is, in place of the index), how far this node's keyword index is ("index up to date", "indexing… 40 of
+120" with a bar while it builds) and how much can be searched by meaning ("meaning: 812 of 1,000 pages",
+"embedding… 40 of 120" while the embedding duty fills it; a warning below 95%). On a narrow terminal
+each says it shortly rather than be cut off."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -102,6 +103,7 @@ class StatusLine(Horizontal):
     def on_mount(self) -> None:
         self.watch(self.app, "index_state", self._show)
         self.watch(self.app, "meaning_state", self._show)
+        self.watch(self.app, "log_state", self._show)
 
     def on_resize(self) -> None:
         self._show()
@@ -119,9 +121,17 @@ class StatusLine(Horizontal):
                      clean_line(index.describe(short=True)), clean_line(meaning.describe(short=True)))
         self.query_one("#status-who", Static).update(Text(texts[0], style="dim"))
         style = {"failed": "bold red", "indexing": "yellow", "waiting": "yellow", "current": "dim"}.get(index.phase, "dim")
-        self.query_one("#status-index", Static).update(Text(texts[1], style=style, no_wrap=True, overflow="ellipsis"))
+        damaged = getattr(self.app, "log_state", "")
+        if damaged:  # over a damaged log the index is never "current": say the damage instead
+            self.query_one("#status-index", Static).update(Text(clean_line(damaged), style="bold red", no_wrap=True,
+                                                                overflow="ellipsis"))
+        else:
+            self.query_one("#status-index", Static).update(Text(texts[1], style=style, no_wrap=True,
+                                                                overflow="ellipsis"))
         mstyle = "bold red" if meaning.phase == "failed" else "yellow" if meaning.warning else "dim"
-        self.query_one("#status-meaning", Static).update(Text(texts[2], style=mstyle))
+        # over a damaged log the duties' failures are that damage again: the one line says it
+        said = "" if damaged and meaning.phase == "failed" else texts[2]
+        self.query_one("#status-meaning", Static).update(Text(said, style=mstyle))
         # a bar for the two long works: the keyword index's build, the semantic index's training
         if index.phase == "indexing" and index.total > 0:
             self._bar().update(total=index.total, progress=index.done)
