@@ -39,6 +39,7 @@ class Session:
         self.handle = self.kb.actor(handle).handle
         self._searcher: NativeSearcher | None = None
         self._index_dirty = True          # a search catches the keyword index up before its first answer
+        self._pages_version: int | None = None   # the newest page change this session has seen
         self.lock = threading.RLock()     # one call at a time over the one connection
 
     @property
@@ -48,27 +49,31 @@ class Session:
 
     # -- freshness ---------------------------------------------------------------------------------
     def catch_up(self) -> None:
-        """Apply what others appended since this process last looked: two stats when nothing did."""
+        """Apply what others appended since this process last looked (two stats when nothing was), and
+        notice pages others changed: processes on one home share its database, so a page the CLI wrote
+        is already applied here, and only the newest page version (one indexed lookup) says so."""
         node = self.node
-        if node.damage is not None or node.readonly:
-            return
-        ends = node.applied_ends()
-        grown = False
-        for path, applied in ends.items():
-            try:
-                grown = grown or os.stat(path).st_size > applied
-            except OSError:
-                continue
-        if not grown and node.apply_error is None:
-            return
-        try:
-            if node.catch_up():
-                self._index_dirty = True
-        except LogDamage:
-            return  # node.damage holds it: reads go on, every write is refused with it
-        except Exception as exc:  # a full disk, a locked file: reads go on from what is applied
-            node.apply_error = str(exc)
-            log.warning("records on the log could not be applied: %s", exc)
+        if node.damage is None and not node.readonly:
+            grown = False
+            for path, applied in node.applied_ends().items():
+                try:
+                    grown = grown or os.stat(path).st_size > applied
+                except OSError:
+                    continue
+            if grown or node.apply_error is not None:
+                try:
+                    node.catch_up()
+                    node.apply_error = None
+                except LogDamage:
+                    pass  # node.damage holds it: reads go on, every write is refused with it
+                except Exception as exc:  # a full disk, a locked file: reads go on from what is applied
+                    node.apply_error = str(exc)
+                    log.warning("records on the log could not be applied: %s", exc)
+        with node.lock:
+            version = node.conn.execute("SELECT max(version) FROM pages").fetchone()[0]
+        if version != self._pages_version:
+            self._pages_version = version
+            self._index_dirty = True
 
     def wrote(self) -> None:
         """This process changed a page: the next search catches the keyword index up first."""

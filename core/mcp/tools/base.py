@@ -75,6 +75,6 @@ def page_brief(page: Page) -> dict[str, Any]:
     """A page in a listing or a write's reply: where it is and how to link it, without the body."""
     return {"id": page.id, "title": page.title, "container": page.container,
             "address": f"{page.container}/{page.address}", "revision": page.revision,
-            "is_folder": page.is_folder, "children": page.child_count, "labels": list(page.labels),
+            "is_folder": page.is_folder, "child_count": page.child_count, "labels": list(page.labels),
             "parent_id": page.parent_id, "saved_by": page.saved_by, "saved_at": page.saved_at,
             "link": link_to(page.id, page.title)}
