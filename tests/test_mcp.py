@@ -4,8 +4,12 @@ server's functions behind the protocol."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
+import time
+from pathlib import Path
 
 import pytest
 from mcp_client import CREWLET, ENV, ROOT, call, connect, crewlet, crewlet_json, refused
@@ -342,38 +346,52 @@ async def test_two_servers_and_the_cli_write_to_one_home_at_once(home):
     assert crewlet(home.root, "log", "check").returncode == 0
 
 
-def _children(pid: int) -> list[int]:
-    out = []
-    for task in (ROOT.anchor and __import__("pathlib").Path(f"/proc/{pid}/task")).iterdir():
-        out += [int(c) for c in (task / "children").read_text().split()]
-    return out
+def _server_pid() -> int:
+    """The `crewlet mcp` process this test's client spawned (a child of this process)."""
+    children = []
+    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+        children += [int(c) for c in (task / "children").read_text().split()]
+    (pid,) = [p for p in children if b"mcp" in Path(f"/proc/{p}/cmdline").read_bytes()]
+    return pid
+
+
+async def _until(condition, what: str, bound_s: float = 60.0) -> None:
+    """Poll a condition (never a fixed wait), failing past the bound."""
+    import anyio
+
+    deadline = time.monotonic() + bound_s
+    while not condition():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        await anyio.sleep(0.002)
 
 
 async def test_a_server_killed_mid_write_loses_nothing_it_acknowledged(home):
-    import os
-    import signal
+    import anyio
 
     acknowledged = []
-    with pytest.raises(BaseException):  # the client's session ends with the process
+    log_file = home.root / "log" / "pages.log"
+    try:
         async with connect(home.root, "eng-bot") as client:
-            (server,) = [p for p in _children(os.getpid())
-                         if b"mcp" in open(f"/proc/{p}/cmdline", "rb").read()]
+            server = _server_pid()
             for i in range(20):
                 _, page = await call(client, "write_page", container="ENG", title=f"Kept {i}", body="x" * 4096)
                 acknowledged.append(page["id"])
-            # one more write in flight, and the process killed while it runs
-            import anyio
-
+            size = log_file.stat().st_size
             async with anyio.create_task_group() as tg:
+                # one more write in flight: killed once its record reached the log, before it answers
                 tg.start_soon(client.call_tool, "write_page", {"container": "ENG", "title": "In flight",
                                                                "body": "y" * 100_000})
+                await _until(lambda: log_file.stat().st_size > size, "the in-flight write's record")
                 os.kill(server, signal.SIGKILL)
+    except* Exception:
+        pass  # the session ends with the process it talked to
     assert crewlet(home.root, "log", "check").returncode == 0
-    listed = crewlet_json(home.root, "pages", "ENG")
-    titles = {p["title"] for p in listed["pages"]}
-    assert {f"Kept {i}" for i in range(20)} <= titles
     for pid in acknowledged:
         assert crewlet_json(home.root, "page", "show", pid)["body"] == "x" * 4096
+    # the write that was in flight is all there or not there at all
+    in_flight = crewlet(home.root, "page", "show", "ENG/In flight", "--json")
+    if in_flight.returncode == 0:
+        assert json.loads(in_flight.stdout)["body"] == "y" * 100_000
     # the home is whole for the next writer
     async with connect(home.root, "eng-bot") as client:
         await call(client, "write_page", container="ENG", title="After the kill", body="fine")
