@@ -233,6 +233,16 @@ def test_an_unknown_actor_refuses_to_start_in_one_line(home):
     assert len(res.stderr.strip().splitlines()) == 1 and "no actor 'nobody'" in res.stderr
 
 
+def test_a_person_without_the_knowledge_app_refuses_to_start_in_one_line(home):
+    data = config_mod.load(home.config_file).raw
+    data["actors"]["kim"] = {"kind": "person", "knowledge": False}
+    config_mod.write(home.config_file, data)
+    res = subprocess.run([*CREWLET, "--home", str(home.root), "--as", "kim", "mcp"], env=ENV, cwd=ROOT,
+                         input="", capture_output=True, text=True, timeout=120)
+    assert res.returncode == 1 and res.stdout == ""
+    assert len(res.stderr.strip().splitlines()) == 1 and "kim does not hold the knowledge app" in res.stderr
+
+
 def test_stdout_carries_only_the_protocol(home):
     """A raw session: every line the server writes to stdout is a JSON-RPC message, a refusal and a
     logged warning included (--verbose logs every refusal to stderr)."""

@@ -8,20 +8,21 @@ answered as a one-line tool error, and the server goes on serving.
 
 stdout carries only the protocol: the SDK's stdio transport points file descriptor 1 at stderr while
 it serves, and logging goes to stderr.
+
+The SDK is imported when a server is built, not when this module is: it brings its HTTP transports'
+dependencies (starlette, uvicorn and with it click), which `import core` must not (a library's users
+who never serve MCP pay nothing, and tests/test_core_isolation.py holds core to no CLI framework).
 """
 from __future__ import annotations
 
 import logging
 import threading
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
-import mcp_types as types
-from mcp.server.lowlevel.server import Server
-from mcp.server.stdio import stdio_server
-from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from ..errors import CrewletError, NotFound
@@ -66,12 +67,23 @@ def instructions(session: Session) -> str:
     return "\n".join(lines)
 
 
+def _sdk() -> SimpleNamespace:
+    """The MCP SDK's pieces this server uses (imported on first use: see the module's docstring)."""
+    import mcp_types
+    from mcp.server.lowlevel.server import Server
+    from mcp.server.stdio import stdio_server
+    from mcp.shared.exceptions import MCPError
+
+    return SimpleNamespace(types=mcp_types, Server=Server, stdio_server=stdio_server, MCPError=MCPError)
+
+
 class CrewletServer:
     def __init__(self, session: Session, tools: list[Tool] | None = None) -> None:
+        sdk = self.sdk = _sdk()
         self.session = session
         self.tools = {t.name: t for t in (tools if tools is not None else TOOLS)}
         self._warm_started = False
-        self.server: Server[Any] = Server(
+        self.server = sdk.Server(
             SERVER_NAME, version=_version(), title="crewlet knowledge base",
             instructions=instructions(session),
             on_list_tools=self.list_tools, on_call_tool=self.call_tool,
@@ -102,15 +114,15 @@ class CrewletServer:
         return [t for t in self.tools.values() if t.offered_to(is_agent)]
 
     # -- tools ---------------------------------------------------------------------------------------
-    async def list_tools(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    async def list_tools(self, ctx: Any, params: Any) -> Any:
         offered = await self._run(self._offered)
-        return types.ListToolsResult(tools=[
-            types.Tool(name=t.name, title=t.title, description=t.description, input_schema=t.input_schema(),
-                       annotations=types.ToolAnnotations(title=t.title, read_only_hint=t.read_only,
-                                                         destructive_hint=False, open_world_hint=False))
+        return self.sdk.types.ListToolsResult(tools=[
+            self.sdk.types.Tool(name=t.name, title=t.title, description=t.description, input_schema=t.input_schema(),
+                                annotations=self.sdk.types.ToolAnnotations(title=t.title, read_only_hint=t.read_only,
+                                                                           destructive_hint=False, open_world_hint=False))
             for t in offered])
 
-    async def call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(self, ctx: Any, params: Any) -> Any:
         offered = {t.name: t for t in await self._run(self._offered)}
         tool = offered.get(params.name)
         if tool is None:
@@ -129,52 +141,53 @@ class CrewletServer:
             else:
                 log.exception("%s failed", tool.name)
             return _error(message, data)
-        return types.CallToolResult(content=[types.TextContent(type="text", text=reply.text)],
+        return self.sdk.types.CallToolResult(content=[self.sdk.types.TextContent(type="text", text=reply.text)],
                                     structured_content=reply.data)
 
     # -- resources ------------------------------------------------------------------------------------
-    async def list_resources(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
+    async def list_resources(self, ctx: Any, params: Any) -> Any:
         cursor = params.cursor if params is not None else None
         try:
             listed, next_cursor = await self._run(lambda: resources.listing(self.session, cursor))
         except Exception as exc:
             raise self._protocol_error(exc) from None
-        return types.ListResourcesResult(
-            resources=[types.Resource(uri=r.uri, name=r.name, title=r.title, description=r.description,
+        return self.sdk.types.ListResourcesResult(
+            resources=[self.sdk.types.Resource(uri=r.uri, name=r.name, title=r.title, description=r.description,
                                       mime_type=resources.MIME) for r in listed],
             next_cursor=next_cursor)
 
-    async def list_templates(self, ctx: Any,
-                             params: types.PaginatedRequestParams | None) -> types.ListResourceTemplatesResult:
-        return types.ListResourceTemplatesResult(resource_templates=[types.ResourceTemplate(
+    async def list_templates(self, ctx: Any, params: Any) -> Any:
+        return self.sdk.types.ListResourceTemplatesResult(resource_templates=[self.sdk.types.ResourceTemplate(
             uri_template=resources.TEMPLATE, name="page", title="A page of the knowledge base",
             description="One page in full (Markdown), by its id: what get_page returns.", mime_type=resources.MIME)])
 
-    async def read_resource(self, ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+    async def read_resource(self, ctx: Any, params: Any) -> Any:
         uri = str(params.uri)
         try:
             text, _ = await self._run(lambda: resources.read(self.session, uri))
         except Exception as exc:
             raise self._protocol_error(exc, uri) from None
-        return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, text=text,
+        return self.sdk.types.ReadResourceResult(contents=[self.sdk.types.TextResourceContents(uri=uri, text=text,
                                                                              mime_type=resources.MIME)])
 
-    def _protocol_error(self, exc: Exception, uri: str | None = None) -> MCPError:
+    def _protocol_error(self, exc: Exception, uri: str | None = None) -> Exception:
         """Resources have no tool errors: a refusal is a JSON-RPC error carrying the same one line."""
         message, data = describe_error(exc, self.session.node.home.db_file)
         if not isinstance(exc, CrewletError):
             log.exception("resource request failed")
-        code = RESOURCE_NOT_FOUND if isinstance(exc, NotFound) else types.INVALID_PARAMS if isinstance(
-            exc, CrewletError) else types.INTERNAL_ERROR
-        return MCPError(code=code, message=message, data=data | ({"uri": uri} if uri else {}))
+        code = RESOURCE_NOT_FOUND if isinstance(exc, NotFound) else self.sdk.types.INVALID_PARAMS if isinstance(
+            exc, CrewletError) else self.sdk.types.INTERNAL_ERROR
+        return self.sdk.MCPError(code=code, message=message, data=data | ({"uri": uri} if uri else {}))
 
     # -- serving -------------------------------------------------------------------------------------
     async def serve_stdio(self) -> None:
-        async with stdio_server() as (read_stream, write_stream):
+        async with self.sdk.stdio_server() as (read_stream, write_stream):
             await self.server.run(read_stream, write_stream, self.server.create_initialization_options())
 
 
-def _error(message: str, data: dict[str, Any]) -> types.CallToolResult:
+def _error(message: str, data: dict[str, Any]) -> Any:
+    import mcp_types as types
+
     return types.CallToolResult(content=[types.TextContent(type="text", text=message)],
                                 structured_content=data | {"message": message}, is_error=True)
 

@@ -35,8 +35,9 @@ class Session:
     def __init__(self, node: Node, handle: str | None) -> None:
         self.node = node
         self.kb = KnowledgeBase(node)
-        # refused here, before the server answers anything, when the handle names no actor
-        self.handle = self.kb.actor(handle).handle
+        # refused here, before the server answers anything: a handle that names no actor, or one without
+        # the knowledge app (every tool here is the knowledge app's)
+        self.handle = self.kb.reader(handle).handle
         self._searcher: NativeSearcher | None = None
         self._index_dirty = True          # a search catches the keyword index up before its first answer
         self._pages_version: int | None = None   # the newest page change this session has seen

@@ -7,7 +7,7 @@ from pydantic import Field
 
 from ...pages.links import link_to
 from ...pages.model import normalise_title
-from ...search.seam import DEFAULT_LIMIT, Query, Result
+from ...search.seam import DEFAULT_LIMIT, PARTIAL_COVERAGE, Query, Result
 from ..session import Session
 from .base import Args, Reply, Tool
 
@@ -41,13 +41,16 @@ def outcome_words(result: Result) -> str:
               "semantic": "by meaning only"}[out.served_mode]
     cov = out.coverage
     sentences = [f"{_plural(n, 'page')} matched, ranked {served}" if n else f"nothing matched (searched {served})"]
+    notes = [n for n in out.message.split("; ") if n]
     if out.served_mode != "keyword" and cov.embeddable and cov.embedded < cov.embeddable:
-        sentences.append(f"searched {cov.embedded:,} of {_plural(cov.embeddable, 'page')} by meaning: the rest are "
-                         "not embedded yet")
+        searched = f"searched {cov.embedded:,} of {_plural(cov.embeddable, 'page')} by meaning"
+        if out.degraded == PARTIAL_COVERAGE:  # the searcher's own note says the same: said once
+            searched += ": the rest are not embedded yet"
+            notes = [n for n in notes if not n.startswith("ranked by meaning over")]
+        sentences.append(searched)
     if cov.behind:
         sentences.append(f"the keyword index is {_plural(cov.behind, 'change')} behind this node's pages")
-    if out.message:
-        sentences.append(out.message)
+    sentences += notes
     return ". ".join(s[0].upper() + s[1:] for s in sentences) + "."
 
 
