@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -109,7 +110,15 @@ async def search_through_mcp(home: Path, actor: str, queries: list[str], cli_n: 
     return times
 
 
-def time_initialize(home: Path, actor: str) -> float:
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def time_initialize(home: Path, actor: str, cpu: list[float]) -> float:
+    """Spawn to the initialize answer (wall); `cpu` gets the whole process's CPU time (it exits at once
+    after the answer, when its stdin closes: the CPU a start costs, whatever the machine's load)."""
+    before = children_cpu()
     started = time.perf_counter()
     proc = subprocess.Popen([*CREWLET, "--home", str(home), "--as", actor, "mcp"], env=ENV, cwd=ROOT,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -122,13 +131,17 @@ def time_initialize(home: Path, actor: str) -> float:
     assert answer.get("id") == 1 and "result" in answer, answer
     proc.stdin.close()
     proc.wait(timeout=60)
+    cpu.append(children_cpu() - before)
     return took
 
 
-def time_process(argv: list[str]) -> float:
+def time_process(argv: list[str], cpu: list[float]) -> float:
+    before = children_cpu()
     started = time.perf_counter()
     subprocess.run(argv, env=ENV, cwd=ROOT, capture_output=True, check=True)
-    return time.perf_counter() - started
+    took = time.perf_counter() - started
+    cpu.append(children_cpu() - before)
+    return took
 
 
 def main() -> None:
@@ -149,13 +162,18 @@ def main() -> None:
     mcp95, floor95, cli95 = (percentile(times[k], 95) for k in ("mcp", "in-process", "cli"))
     print(f"ratios (p95): mcp / in-process {mcp95 / floor95:.2f}x, cli process / mcp {cli95 / mcp95:.1f}x")
     print(f"after searches: {machine_load()}")
-    starts: dict[str, list[float]] = {"crewlet mcp → initialize": [], "crewlet --help": [], "python -c pass": []}
+    names = ("crewlet mcp → initialize", "crewlet --help", "python -c pass")
+    wall: dict[str, list[float]] = {n: [] for n in names}
+    cpu: dict[str, list[float]] = {n: [] for n in names}
     for _ in range(args.starts):
-        starts["crewlet mcp → initialize"].append(time_initialize(home, args.actor))
-        starts["crewlet --help"].append(time_process([*CREWLET, "--help"]))
-        starts["python -c pass"].append(time_process([sys.executable, "-c", "pass"]))
-    for name, values in starts.items():
-        print(f"{name:>26}  median {statistics.median(values):.3f} s  best {min(values):.3f} s  worst {max(values):.3f} s")
+        wall[names[0]].append(time_initialize(home, args.actor, cpu[names[0]]))
+        wall[names[1]].append(time_process([*CREWLET, "--help"], cpu[names[1]]))
+        wall[names[2]].append(time_process([sys.executable, "-c", "pass"], cpu[names[2]]))
+    for name in names:
+        w, c = wall[name], cpu[name]
+        print(f"{name:>26}  wall median {statistics.median(w):.3f} s  best {min(w):.3f} s  worst {max(w):.3f} s;"
+              f"  CPU median {statistics.median(c):.3f} s")
+    print(f"initialize / crewlet --help (median wall): {statistics.median(wall[names[0]]) / statistics.median(wall[names[1]]):.2f}x")
     print(f"after starts: {machine_load()}")
 
 
