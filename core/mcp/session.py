@@ -1,7 +1,8 @@
 """Who the server acts as, over which node, and keeping that node current between calls.
 
 One Session per server process: one Node (one SQLite connection), one KnowledgeBase and, on the first
-search, one NativeSearcher, so the embedding model loads once per process rather than per call.
+search, one searcher (the one core.search.factory chooses by knowledge.backend), so the embedding model
+loads once per process rather than per call.
 
 Before each call the session applies what other processes and nodes appended to the logs (the app, a
 `crewlet worker`, the CLI, another `crewlet mcp`): two stats when nothing changed. A search first runs a
@@ -22,7 +23,6 @@ from ..pages.service import KnowledgeBase
 
 if TYPE_CHECKING:
     from ..node import Node
-    from ..search.native import NativeSearcher
 
 log = logging.getLogger("crewlet.mcp")
 
@@ -38,7 +38,8 @@ class Session:
         # refused here, before the server answers anything: a handle that names no actor, or one without
         # the knowledge app (every tool here is the knowledge app's)
         self.handle = self.kb.reader(handle).handle
-        self._searcher: NativeSearcher | None = None
+        self._searcher: Any = None
+        self._backend: str | None = None
         self._index_dirty = True          # a search catches the keyword index up before its first answer
         self._pages_version: int | None = None   # the newest page change this session has seen
         self.lock = threading.RLock()     # one call at a time over the one connection
@@ -82,16 +83,28 @@ class Session:
 
     # -- search --------------------------------------------------------------------------------------
     @property
-    def searcher(self) -> NativeSearcher:
-        if self._searcher is None:
-            from ..search.native import NativeSearcher
+    def searcher(self) -> Any:
+        """The searcher knowledge.backend names (core.search.factory): this node's copy, or a remote site
+        searched live. Chosen again when an edit of company.toml moves the backend."""
+        from ..search.factory import make_searcher
 
-            self._searcher = NativeSearcher(self.node)
+        self.node.refresh_config()
+        backend = self.node.company.knowledge.backend
+        if self._searcher is None or self._backend != backend:
+            if self._searcher is not None:
+                self._searcher.close()
+            self._searcher, self._backend = make_searcher(self.node), backend
         return self._searcher
+
+    @property
+    def remote(self) -> bool:
+        from ..search.factory import is_remote
+
+        return is_remote(self.searcher)
 
     def index_catch_up(self) -> None:
         """The small pass `crewlet search` runs before it answers, when this process saw a change."""
-        if not self._index_dirty:
+        if not self._index_dirty or self.node.company.knowledge.backend in ("confluence", "plane"):
             return
         from ..search.indexer import Indexer
 
@@ -111,9 +124,10 @@ class Session:
             with self.lock:
                 searcher = self.searcher
                 company = self.node.company
-                if not company.knowledge.vectors:
+                embedder = getattr(searcher, "embedder", None)   # a remote searcher embeds nothing here
+                if embedder is None or not company.knowledge.vectors:
                     return
-            searcher.embedder.vector(company, "warm")
+            embedder.vector(company, "warm")
         except Exception as exc:  # the first search will say what is wrong
             log.info("could not warm the embedding model: %s", exc)
 

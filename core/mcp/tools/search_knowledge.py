@@ -58,9 +58,11 @@ def run(session: Session, args: SearchArgs) -> Reply:
     session.index_catch_up()
     result = session.searcher.search(Query(args.query, actor=session.handle, limit=args.limit, mode=args.mode,
                                            containers=[args.container] if args.container else None))
+    remote = session.remote  # a Confluence or Plane page is linked by its own URL, and read there
     hits = [{"id": h.page_id, "title": h.title, "container": h.container,
              "address": f"{h.container}/{normalise_title(h.title)}", "snippet": h.snippet, "score": h.score,
-             "ancestors": h.ancestors, "link": link_to(h.page_id, h.title)} for h in result.hits]
+             "ancestors": h.ancestors, "link": f"[{h.title}]({h.url})" if remote else link_to(h.page_id, h.title),
+             **({"url": h.url} if remote else {})} for h in result.hits]
     words = outcome_words(result)
     lines = [words]
     for i, h in enumerate(hits, 1):
@@ -69,7 +71,8 @@ def run(session: Session, args: SearchArgs) -> Reply:
         if h["snippet"]:
             lines.append(f"   {h['snippet']}")
     if hits:
-        lines.append("Read a page in full with get_page and its id.")
+        lines.append("Open a hit at its url: this company's pages live on its own site." if remote
+                     else "Read a page in full with get_page and its id.")
     out = result.outcome
     return Reply("\n".join(lines), {"hits": hits, "outcome": words, "served_mode": out.served_mode,
                                     "degraded": out.degraded, "coverage": out.coverage.to_json()})
