@@ -26,6 +26,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Serve the knowledge base to an MCP client over stdio (the knowledge app's six tools, pages as resources)."""
         import logging
+        import os
         import sys
 
         if home:
@@ -42,3 +43,8 @@ def register(app: typer.Typer) -> None:
                 serve(session)
             finally:
                 session.close()
+        # the client closed standard input and everything is closed: leave now rather than wait for a query
+        # embedding still running in the background (the model's first load), which a client would
+        # otherwise see as a server that does not exit and end with SIGTERM
+        sys.stderr.flush()
+        os._exit(0)
