@@ -351,7 +351,7 @@ def page_backlinks(ref: str = typer.Argument(..., metavar="REF", help="Page id o
 @page_app.command("reads")
 @handle_errors
 def page_reads(ref: str = typer.Argument(..., metavar="REF", help="Page id or CONTAINER/Title."),
-               limit: int = typer.Option(100, "--limit", min=1, max=10_000, help="The latest N reads at most."),
+               limit: int = typer.Option(100, "--limit", min=1, max=10_000, metavar="N", help="The latest N reads at most."),
                as_json: bool = JSON_OPT) -> None:
     """Who read a page, how (get_page or a search, at what rank) and when: agents' knowledge_read events."""
     with open_kb() as kb:
