@@ -24,6 +24,7 @@ FLOORS = [
     {"repair", "search"},
     {"sync", "importer", "evaluate", "remote"},
     {"duties", "knowledge"},
+    {"mcp"},
 ]
 # the arrows that run up a floor, each named and justified in docs/architecture.md (at most two)
 UPWARD: dict[tuple[str, str], str] = {}

@@ -21,8 +21,9 @@ from . import reads, records, rules
 from .records import REAPER, new_id
 from ..replica.appliers import Decision
 from .applier import live_children, parent_problem
-from .model import (MAX_BODY_BYTES, MAX_TITLE, WINDOW_MAX, Comment, Page, Revision, Window, clean_title, line_diff,
-                    normalise_title, title_problem)
+from .containers import unknown_container
+from .model import (LINE_BREAK_RE, MAX_BODY_BYTES, MAX_TITLE, WINDOW_MAX, Comment, Page, Revision, Window, clean_title,
+                    line_diff, normalise_title, title_problem)
 
 TRASH_TERM_MS = 30 * 24 * 3600 * 1000
 REAP_PASS_MAX = 1000
@@ -33,7 +34,10 @@ REVISION_SQL = ("SELECT r.page_id, r.revision, r.title, COALESCE(r.body, p.body)
 
 def check_title(title: str) -> str:
     """The title a page will have (cleaned), or the one-line refusal of one no page may have: empty, too
-    long, or holding a character no title may hold. The importer plans by this same rule."""
+    long, holding a line break, or holding a character no title may hold. The importer plans by this same rule."""
+    inner = title.strip()
+    if LINE_BREAK_RE.search(inner):    # cleaning would fold it into a space: said, not silently changed
+        raise Invalid(title_problem(inner) or "a title is one line — remove the line break", code="invalid_title")
     cleaned = clean_title(title)
     if not cleaned:
         raise Invalid("a page needs a title — give it one", code="invalid_title")
@@ -51,6 +55,13 @@ def _check_body(body: str) -> None:
     if size > MAX_BODY_BYTES:
         raise Invalid(f"a body is at most {MAX_BODY_BYTES // (1024 * 1024)} MiB (this one is "
                       f"{size / (1024 * 1024):.1f} MiB) — split it into several pages", code="body_too_large")
+
+
+def _require_trashed(row: Any, fix: str) -> None:
+    """Restore and purge act on a page in the trash: refused before anything is appended otherwise (the
+    applier decides again from the log, for a trash or restore that lands in between)."""
+    if row["trashed_at"] is None:
+        raise Refused(f"{row['container']}/{row['title']} is not in the trash — {fix}", code="not_trashed")
 
 
 def _encode_cursor(address: str, page_id: str) -> str:
@@ -356,6 +367,7 @@ class KnowledgeBase:
         who = self.actor(actor)
         row = self._row(ref)
         rules.may_trash(self.company, who, row, "restore")
+        _require_trashed(row, "nothing to restore")
         self._submit(records.page_restore(who.handle, page_id=row["id"]))
         return self._resolve(row["id"])
 
@@ -363,6 +375,7 @@ class KnowledgeBase:
         who = self.actor(actor)
         row = self._row(ref)
         rules.may_purge(self.company, who, row)
+        _require_trashed(row, "trash it first")
         self._submit(records.page_purge(who.handle, page_id=row["id"], reason=reason or "purged by an admin"))
         return {"page_id": row["id"], "container": row["container"], "title": row["title"], "purged": True}
 
@@ -453,9 +466,9 @@ class KnowledgeBase:
         args: list[Any] = [container, parent_id]
         with self.node.lock:
             total = self.conn.execute(f"SELECT count(*) FROM pages WHERE {where}", args).fetchone()[0]
-            if total == 0 and parent_id is None and not self.company.is_declared(container):
-                raise NotFound(f"no space '{container}': it is not declared and holds no pages — "
-                               "`crewlet spaces` lists them", code="no_space")
+            unknown = unknown_container(self.conn, self.company, container) if total == 0 else None
+            if unknown:
+                raise NotFound(unknown, code="no_space")
             if after:
                 address, page_id = _decode_cursor(after)
                 where += " AND (address, id) > (?, ?)"
@@ -505,9 +518,12 @@ class KnowledgeBase:
         self.reader(actor)
         if b is None:
             a, b = a - 1, a
+        # the revision asked for is read first, so one that is not there is the one named (`diff REF 99`
+        # asks what save 99 changed: "no revision 99", never the 98 it would be compared with)
+        new = self._revision(ref, b)
         if a < 1:
-            return line_diff("", self._revision(ref, b).body, "(nothing)", f"revision {b}")
-        old, new = self._revision(ref, a), self._revision(ref, b)
+            return line_diff("", new.body, "(nothing)", f"revision {b}")
+        old = self._revision(ref, a)
         lines = line_diff(old.body, new.body, f"revision {a}", f"revision {b}")
         if old.title != new.title:
             lines = [f"title: {old.title!r} → {new.title!r}", *lines]
@@ -566,3 +582,44 @@ class KnowledgeBase:
         return [{"op_id": r["op_id"], "actor": r["actor"], "at": r["at"], "via": r["via"], "query": r["query"],
                  "pages": json.loads(r["pages"]), "backend": r["backend"], "turn": r["turn"], "phase": r["phase"]}
                 for r in rows]
+
+    # -- who read a page, and every page at once -----------------------------------------------------
+    def page_reads(self, ref: str, *, limit: int = 100, actor: str | None = None) -> list[dict[str, Any]]:
+        """The knowledge_read events that listed this page, newest first: who, how (`via`), when, the
+        page's rank in that act and the search's query."""
+        self.reader(actor)
+        row = self._row(ref)
+        needle = json.dumps(row["id"])
+        with self.node.lock:
+            rows = self.conn.execute(
+                "SELECT k.*, json_extract(j.value, '$.rank') AS page_rank FROM knowledge_reads k, json_each(k.pages) j "
+                "WHERE instr(k.pages, ?) > 0 AND json_extract(j.value, '$.id') = ? ORDER BY k.at DESC, k.op_id LIMIT ?",
+                (needle, row["id"], limit)).fetchall()
+        return [{"op_id": r["op_id"], "actor": r["actor"], "at": r["at"], "via": r["via"], "query": r["query"],
+                 "rank": r["page_rank"], "of": len(json.loads(r["pages"])), "backend": r["backend"],
+                 "turn": r["turn"], "phase": r["phase"]} for r in rows]
+
+    def catalogue(self, *, after: str | None = None, limit: int = WINDOW_MAX,
+                  actor: str | None = None) -> tuple[list[Page], str | None]:
+        """Every live page, space by space (ordered by container, then address), without bodies, in
+        windows of at most 500 with a cursor: what a browser of every page (MCP resources) reads."""
+        self.reader(actor)
+        if not 1 <= limit <= WINDOW_MAX:
+            raise Invalid(f"limit must be between 1 and {WINDOW_MAX} (got {limit})", code="invalid_limit")
+        where, args = "trashed_at IS NULL", []
+        if after:
+            address, page_id = _decode_cursor(after)
+            container, _, address = address.partition("/")
+            where += " AND (container, address, id) > (?, ?, ?)"
+            args = [container, address, page_id]
+        with self.node.lock:
+            rows = self.conn.execute(
+                "SELECT id, container, address, title, '' AS body, revision, parent_id, created_by, created_at, "
+                "saved_by, saved_at, updated_at, trashed_at, trashed_by, version, labels, "
+                "(length(trim(body, char(9,10,13,32))) = 0) AS is_folder "
+                f"FROM pages WHERE {where} ORDER BY container, address, id LIMIT ?", [*args, limit + 1]).fetchall()
+        more = len(rows) > limit
+        rows = rows[:limit]
+        cursor = (_encode_cursor(f"{rows[-1]['container']}/{rows[-1]['address']}", rows[-1]["id"])
+                  if more and rows else None)
+        return [Page.from_row(r) for r in rows], cursor
