@@ -154,3 +154,40 @@ def test_the_reads_a_search_starts_with_say_what_the_scans_said(kb: KnowledgeBas
     assert reads.trashed_or_titled(conn, "[Auto-draft]") == scanned and draft.id in scanned and len(scanned) == 3
     assert len(reads.beneath(conn, ["secret"])) == 2
     assert reads.containers_holding(conn, ["ENG", "PROD", "NOPE"]) == {"ENG", "PROD"}
+
+
+def test_sync_status_on_a_big_home_says_the_published_digest_instead_of_reading_every_row(tmp_path: Path,
+                                                                                         monkeypatch: Any) -> None:
+    """Past DIGEST_NOW_MAX live pages `sync status` does not read every row for the content digest: it says
+    the digest published at these positions, or that none was; `--digest` computes it."""
+    import json as json_mod
+
+    from typer.testing import CliRunner
+
+    from conftest import new_home
+    from core.store import digest as digest_mod
+    from core.sync import status as status_mod
+    from crewlet_tui.cli import app
+
+    env = {"CREWLET_HOME": None, "CREWLET_AS": None, "COLUMNS": "250"}
+
+    def cli(*args: str) -> Any:
+        res = CliRunner().invoke(app, ["--home", str(tmp_path / "A"), *args], env=env)
+        assert res.exit_code == 0, (res.stdout, res.stderr)
+        return res
+
+    new_home(tmp_path / "A")
+    cli("sync", "join", str(tmp_path / "shared"))
+    cli("page", "create", "ENG", "One")
+    monkeypatch.setattr(status_mod, "DIGEST_NOW_MAX", 0)
+    computed: list[int] = []
+    real = digest_mod.content_digest
+    monkeypatch.setattr(digest_mod, "content_digest", lambda conn: computed.append(1) or real(conn))
+    out = json_mod.loads(cli("sync", "status", "--json").stdout)
+    assert out["digest"] is None and "--digest" in out["digest_note"] and not computed
+    assert "not computed at this position" in cli("sync", "status").stdout
+    out = json_mod.loads(cli("sync", "status", "--json", "--digest").stdout)
+    assert out["digest"]["content"] and computed                        # asked for: computed, and published
+    computed.clear()
+    out = json_mod.loads(cli("sync", "status", "--json").stdout)        # the one published at this position
+    assert out["digest"]["content"] and out["digest_note"] is None and not computed
