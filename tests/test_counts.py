@@ -191,3 +191,88 @@ def test_sync_status_on_a_big_home_says_the_published_digest_instead_of_reading_
     computed.clear()
     out = json_mod.loads(cli("sync", "status", "--json").stdout)        # the one published at this position
     assert out["digest"]["content"] and out["digest_note"] is None and not computed
+
+
+def test_counts_follow_an_import_and_a_second_one_over_it(kb: KnowledgeBase, tmp_path: Path) -> None:
+    """The importer writes in bulk (its own batches, a rollback journal while alone): the triggers count
+    those rows as they count any other; a second import over the first (pages saved, new folders made)
+    and changes made by hand between them keep the counts right."""
+    from core.importer import import_directory
+
+    root = tmp_path / "docs"
+    for i in range(60):
+        path = root / f"part-{i % 3}" / f"dir-{i % 4}" / f"page-{i:03d}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"# Page {i}\n\nbody {i}\n", encoding="utf-8")
+    first = import_directory(kb, root, actor="alex", into="DOCS", declare_spaces=True)
+    first.close()
+    assert first.created == 60 + 3 + 12 and not first.failures
+    assert kept(kb.conn) == recount(kb.conn), "after the first import"
+    assert kb.list_pages("DOCS").total == 3
+
+    kb.trash_page("DOCS/Page 7", actor="alex")
+    kb.move_page("DOCS/Page 8", None, actor="alex")
+    assert kept(kb.conn) == recount(kb.conn), "after a trash and a move by hand"
+    (root / "part-0" / "dir-0" / "page-000.md").write_text("# Page 0\n\nedited\n", encoding="utf-8")
+    for i in range(60, 70):
+        path = root / "part-9" / f"page-{i:03d}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"# Page {i}\n\nbody {i}\n", encoding="utf-8")
+    kb.restore_page("DOCS/Page 7", actor="alex")       # an import refuses a file whose page is in the trash
+    assert kept(kb.conn) == recount(kb.conn), "after a restore by hand"
+    second = import_directory(kb, root, actor="alex", into="DOCS")
+    second.close()
+    assert second.created >= 11 and not second.failures
+    assert kept(kb.conn) == recount(kb.conn), "after the second import"
+    assert kb.list_pages("DOCS").total == count_top(kb.conn, "DOCS")
+
+
+def count_top(conn: Any, container: str) -> int:
+    return conn.execute("SELECT count(*) FROM pages WHERE container = ? AND parent_id IS NULL "
+                        "AND trashed_at IS NULL", (container,)).fetchone()[0]
+
+
+def test_counts_follow_records_replicated_from_another_node(tmp_path: Path) -> None:
+    """Two nodes sharing one directory of logs, each writing, each applying what the other wrote — creates,
+    moves, trashes, restores and purges, one page moved by both: every node's counts agree with its rows,
+    and the two nodes' rows agree."""
+    from typer.testing import CliRunner
+
+    from conftest import new_home
+    from crewlet_tui.cli import app
+
+    env = {"CREWLET_HOME": None, "CREWLET_AS": None, "COLUMNS": "200"}
+    a_home = new_home(tmp_path / "A")
+    shared = tmp_path / "shared"
+    for root in (a_home.root, tmp_path / "B"):
+        res = CliRunner().invoke(app, ["--home", str(root), "sync", "join", str(shared)], env=env)
+        assert res.exit_code == 0, (res.stdout, res.stderr)
+    from core.paths import Home
+
+    with Node.open(Home(a_home.root)) as na, Node.open(Home(tmp_path / "B")) as nb:
+        a, b = KnowledgeBase(na), KnowledgeBase(nb)
+
+        def both(step: str) -> None:
+            na.catch_up()
+            nb.catch_up()
+            assert kept(na.conn) == recount(na.conn), f"A after {step}"
+            assert kept(nb.conn) == recount(nb.conn), f"B after {step}"
+            assert recount(na.conn) == recount(nb.conn), f"A and B after {step}"
+
+        top = a.create_page("ENG", "Counted Top", "t", actor="alex")
+        kids = [a.create_page("ENG", f"Counted Kid {i}", "k", actor="alex", parent=top.id) for i in range(4)]
+        other = b.create_page("ENG", "Counted Other", "o", actor="alex")
+        b.create_page("PROD", "Counted Elsewhere", "e", actor="alex")
+        both("creates on both")
+        b.move_page(kids[0].id, other.id, actor="alex")
+        a.trash_page(kids[1].id, actor="alex")
+        both("a move on B, a trash on A")
+        b.restore_page(kids[1].id, actor="alex")
+        both("a restore on B of A's trash")
+        a.trash_page(kids[2].id, actor="alex")
+        a.purge_page(kids[2].id, actor="alex")
+        both("a purge")
+        a.move_page(kids[3].id, other.id, actor="alex")
+        b.move_page(kids[3].id, None, actor="alex")       # B applies A's move as it appends its own
+        b.create_page("ENG", "Counted Late", "l", actor="alex", parent=top.id)
+        both("one page moved on both nodes")

@@ -142,6 +142,24 @@ def test_a_topical_corpus_installs_an_index_that_keeps_recall(topical_home):
             result.probes - 1, min_rows=0).passed
 
 
+def test_a_measurement_reusing_its_cases_says_what_fresh_cases_say(topical_home):
+    """measure() keeps what does not change between probe counts on each case (the rows each shape admits,
+    the exact cuts, the list order under an index): the probe ladder reuses the cases, and each count must
+    measure as if its cases were new — in every shape, the scan's floor per query included."""
+    with Node.open(topical_home) as node:
+        result = training.train(node.conn, node.lock, SPACE, threads=2)
+        assert result is not None
+        rows = training.held_out(result.table)
+        reused = training.cases_for(node.conn, node.lock, result.table, rows)
+        for p in (1, 3, 2, 5):                             # up and down the ladder, as smallest_passing goes
+            again = measure.measure(result.table, reused, p, min_rows=0)
+            fresh = measure.measure(result.table, training.cases_for(node.conn, node.lock, result.table, rows),
+                                    p, min_rows=0)
+            assert again.to_json() == fresh.to_json(), p
+        assert measure.measure(result.table, reused, None).to_json() == measure.measure(
+            result.table, training.cases_for(node.conn, node.lock, result.table, rows), None).to_json()
+
+
 def test_an_index_that_would_need_more_than_half_its_lists_is_not_installed(tmp_path):
     rng = np.random.default_rng(9)
     noise = rng.standard_normal((1300, DIMS)).astype(np.float32)   # no topics: nothing an index can find

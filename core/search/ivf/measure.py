@@ -56,6 +56,11 @@ class Case:
     container: int
     dist: np.ndarray | None = None      # its Hamming distance to every row (computed once)
     scan: dict[str, float] = field(default_factory=dict)   # its recall with the full scan, per shape
+    # what does not change from one probe count to the next, worked out once: the rows each shape admits,
+    # the exact scores at the depth and at the head, the list order of its code under an index
+    admitted: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    cuts: dict[str, tuple[int, float, int, float, int]] = field(default_factory=dict, repr=False)
+    order: tuple[Any, np.ndarray] | None = field(default=None, repr=False)   # (the index it was taken under, it)
 
     def floor(self, shape: str) -> float:
         """The least this query may recall through the index in `shape` (see WORST_FLOOR)."""
@@ -106,17 +111,25 @@ class Measurement:
                 "shapes": {k: v.to_json() for k, v in self.shapes.items()}}
 
 
-def _score(case: Case, cands: np.ndarray, pool: np.ndarray) -> tuple[float, int]:
-    """(recall@150, head misses) of candidate rows against the exact ranking of `pool` (rows)."""
+def _cut(case: Case, pool: np.ndarray) -> tuple[int, float, int, float, int]:
+    """(depth, the exact score at it, head, the exact score at it, pool size) of `pool` (rows)."""
     depth = min(DEPTH, len(pool))
     if depth == 0:
-        return 1.0, 0
+        return 0, 0.0, 0, 0.0, 0
     truth = case.scores[pool]
-    kth = np.partition(truth, len(truth) - depth)[len(truth) - depth]
+    kth = float(np.partition(truth, len(truth) - depth)[len(truth) - depth])
+    head = min(HEAD, len(pool))
+    tenth = float(np.partition(truth, len(truth) - head)[len(truth) - head])
+    return depth, kth, head, tenth, len(pool)
+
+
+def _score(case: Case, cands: np.ndarray, cut: tuple[int, float, int, float, int]) -> tuple[float, int]:
+    """(recall@150, head misses) of candidate rows against the exact ranking the `cut` was taken of."""
+    depth, kth, head, tenth, _ = cut
+    if depth == 0:
+        return 1.0, 0
     got = case.scores[cands]
     recall = min(depth, int(np.count_nonzero(got >= kth))) / depth
-    head = min(HEAD, len(pool))
-    tenth = np.partition(truth, len(truth) - head)[len(truth) - head]
     misses = max(0, head - int(np.count_nonzero(got >= tenth)))
     return recall, misses
 
@@ -132,22 +145,33 @@ def measure(table: semantic.CodeTable, cases: list[Case], probes: int | None, *,
     for case in cases:
         if case.dist is None:
             case.dist = table.distances(case.code)
-        admitted_all = alive.copy()
-        admitted_all[case.row] = False
-        own = admitted_all & (table.containers[:table.n] == case.container)
+        if not case.admitted:
+            admitted_all = alive.copy()
+            admitted_all[case.row] = False
+            case.admitted = {"all": admitted_all,
+                             "own": admitted_all & (table.containers[:table.n] == case.container)}
+        order = None
+        if probes is not None and table.index is not None:
+            if case.order is None or case.order[0] is not table.index:
+                case.order = (table.index, semantic.list_order(table.index, case.code))
+            order = case.order[1]
         for shape in SHAPES:
             narrowed = shape.startswith("container:")
-            admitted = own if narrowed else admitted_all
-            pool = np.flatnonzero(admitted)
-            if shape not in case.scan:            # what the sign codes alone recall for it
-                case.scan[shape] = _score(case, semantic.nearest(case.dist[pool], pool, table.ids, stage_one), pool)[0]
+            admitted = case.admitted["own" if narrowed else "all"]
+            if shape not in case.cuts:
+                pool = np.flatnonzero(admitted)
+                case.cuts[shape] = _cut(case, pool)
+                if shape not in case.scan:        # what the sign codes alone recall for it
+                    case.scan[shape] = _score(case, semantic.nearest(case.dist[pool], pool, table.ids, stage_one),
+                                              case.cuts[shape])[0]
+            cut = case.cuts[shape]
             rows, lists_read = (None, 0) if probes is None else semantic.rows_to_read(
-                table, case.code, admitted if narrowed else None, probes, min_rows=min_rows)
+                table, case.code, admitted if narrowed else None, probes, order=order, min_rows=min_rows)
             scanned = rows is None
-            rows = pool if rows is None else rows[admitted[rows]]
+            rows = np.flatnonzero(admitted) if rows is None else rows[admitted[rows]]
             cands = semantic.nearest(case.dist[rows], rows, table.ids, stage_one)
-            recall, misses = _score(case, cands, pool)
-            per[shape].append((recall, misses, scanned, len(pool) + 1, lists_read,
+            recall, misses = _score(case, cands, cut)
+            per[shape].append((recall, misses, scanned, cut[4] + 1, lists_read,
                                recall < case.floor(shape) - 1e-9, len(rows)))
     for shape, results in per.items():
         if not results:
