@@ -3,12 +3,14 @@
 `default_duties(node)` is what `crewlet worker` and the app's background worker hand to the one
 `DutyRunner` (core/worker.py): applying the log first (so every later duty sees what other writers
 appended), then the keyword index, then the trash reaper, then the embedding duty (the one that waits on
-a provider, so the cheap duties never wait on it), then the semantic index over what it embedded.
+a provider, so the cheap duties never wait on it), then the semantic index over what it embedded, then the
+diary fill (agents' notes left without a vector of the current model: core/agents/fill.py).
 """
 from __future__ import annotations
 
 from typing import Any
 
+from .agents.fill import DiaryFillDuty
 from .embed.duty import EmbeddingDuty
 from .node import now_ms
 from .pages.service import KnowledgeBase
@@ -57,4 +59,4 @@ def default_duties(node: Any, *, index_interval_s: float = 2.0, embed_threads: i
     """`embed_threads`: the local model's compute threads (default half the cores; the app gives it one,
     so a key press still paints promptly while a first fill runs)."""
     return [ApplyDuty(node), KeywordIndexDuty(node.home, interval_s=index_interval_s), TrashReaperDuty(node),
-            EmbeddingDuty(node, threads=embed_threads), IndexTrainingDuty(node)]
+            EmbeddingDuty(node, threads=embed_threads), IndexTrainingDuty(node), DiaryFillDuty(node, threads=embed_threads)]

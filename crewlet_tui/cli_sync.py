@@ -117,6 +117,7 @@ def sync_status_cmd(
     _render_status(st)
     if dig is not None:
         console.print(f"content digest  {dig.content}  (positions {dig.positions})")
+        console.print("                (agents' diaries are not in it: they are this node's own, on no log)")
 
 
 def _render_status(st: SyncStatus) -> None:
@@ -131,6 +132,7 @@ def _render_status(st: SyncStatus) -> None:
     for line in st.logs:
         lag = "current" if not line.behind else f"[yellow]{line.behind:,} behind[/]"
         console.print(f"{line.name:<9} applied through seq {line.applied_seq:,} of {line.log_seq:,} — {lag}")
+    console.print(f"diaries   {markup_safe(st.diary_line())}", soft_wrap=True)
     if st.shared is None:
         return
     if not st.peers:

@@ -234,8 +234,29 @@ def m007_semantic_index(conn: Any) -> None:
         """)
 
 
+def m009_agent_diary(conn: Any) -> None:
+    """Each agent's diary: one row per declarative fact it kept for itself, with its vector under the
+    embedding space that computed it. This node's own rows (never on a log: docs/architecture.md, "An
+    agent's own memory"), scanned per agent — there is no vector index."""
+    _run_script(conn, """
+        CREATE TABLE agent_diary (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: an old id can never forget a newer note
+            agent TEXT NOT NULL,
+            text TEXT NOT NULL,
+            created_at INTEGER NOT NULL,
+            space TEXT,                    -- the embedding space of `vector`; NULL: not embedded yet
+            held TEXT,                     -- the provider configuration that refused to embed it (skipped
+                                           -- by the fill until that configuration changes)
+            vector BLOB                    -- float32 little-endian, unit length; the last column
+        );
+        CREATE INDEX agent_diary_recent ON agent_diary(agent, created_at, id);
+        CREATE INDEX agent_diary_space ON agent_diary(agent, space);
+        CREATE INDEX agent_diary_fill ON agent_diary(space)
+        """)
+
+
 MIGRATIONS: list[Migration] = [m001_pages, m002_read_context, m003_duties, m004_vectors, m005_log_position_digest,
-                               m006_vector_reads, m007_semantic_index]
+                               m006_vector_reads, m007_semantic_index, m009_agent_diary]
 
 
 def migrate(conn: Any) -> list[str]:

@@ -51,6 +51,13 @@ class SyncStatus:
     locks: locks.LockCheck | None
     logs: list[LogLine] = field(default_factory=list)
     peers: list[PeerLine] = field(default_factory=list)
+    # agents' diaries on this node: never on a log, so nothing here lags or converges (`diary_line`)
+    diaries: dict[str, int] = field(default_factory=dict)
+
+    def diary_line(self) -> str:
+        notes, agents = sum(self.diaries.values()), len(self.diaries)
+        held = f"{notes:,} note(s) of {agents} agent(s)" if notes else "none"
+        return f"{held}, kept on this node only — a diary is on no log, and is read where its agent runs"
 
     @property
     def behind(self) -> int:
@@ -59,7 +66,9 @@ class SyncStatus:
     def to_json(self) -> dict[str, Any]:
         return {"home": self.home, "node_id": self.node_id, "operator": self.operator, "shared": self.shared,
                 "locks": self.locks.to_json() if self.locks else None, "behind": self.behind,
-                "logs": [line.to_json() for line in self.logs], "peers": [p.to_json() for p in self.peers]}
+                "logs": [line.to_json() for line in self.logs], "peers": [p.to_json() for p in self.peers],
+                "diaries": {"replicated": False, "notes": sum(self.diaries.values()), "by_agent": self.diaries,
+                            "message": self.diary_line()}}
 
 
 def status(node: Any) -> SyncStatus:
@@ -74,6 +83,7 @@ def status(node: Any) -> SyncStatus:
                 with FileLog(spec.path, readonly=True) as flog:
                     log_seq, log_end = flog.tail(applied.seq, applied.end)
             out.logs.append(LogLine(spec.name, spec.position, str(spec.path), applied.seq, applied.end, log_seq, log_end))
+        out.diaries = {r[0]: int(r[1]) for r in node.conn.execute("SELECT agent, count(*) FROM agent_diary GROUP BY agent")}
     if home.shared is not None:
         now = peers.now_ms()
         ends = {line.position: line.log_seq for line in out.logs}
