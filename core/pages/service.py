@@ -529,3 +529,44 @@ class KnowledgeBase:
         return [{"op_id": r["op_id"], "actor": r["actor"], "at": r["at"], "via": r["via"], "query": r["query"],
                  "pages": json.loads(r["pages"]), "backend": r["backend"], "turn": r["turn"], "phase": r["phase"]}
                 for r in rows]
+
+    # -- who read a page, and every page at once -----------------------------------------------------
+    def page_reads(self, ref: str, *, limit: int = 100, actor: str | None = None) -> list[dict[str, Any]]:
+        """The knowledge_read events that listed this page, newest first: who, how (`via`), when, the
+        page's rank in that act and the search's query."""
+        self.reader(actor)
+        row = self._row(ref)
+        needle = json.dumps(row["id"])
+        with self.node.lock:
+            rows = self.conn.execute(
+                "SELECT k.*, json_extract(j.value, '$.rank') AS page_rank FROM knowledge_reads k, json_each(k.pages) j "
+                "WHERE instr(k.pages, ?) > 0 AND json_extract(j.value, '$.id') = ? ORDER BY k.at DESC, k.op_id LIMIT ?",
+                (needle, row["id"], limit)).fetchall()
+        return [{"op_id": r["op_id"], "actor": r["actor"], "at": r["at"], "via": r["via"], "query": r["query"],
+                 "rank": r["page_rank"], "of": len(json.loads(r["pages"])), "backend": r["backend"],
+                 "turn": r["turn"], "phase": r["phase"]} for r in rows]
+
+    def catalogue(self, *, after: str | None = None, limit: int = WINDOW_MAX,
+                  actor: str | None = None) -> tuple[list[Page], str | None]:
+        """Every live page, space by space (ordered by container, then address), without bodies, in
+        windows of at most 500 with a cursor: what a browser of every page (MCP resources) reads."""
+        self.reader(actor)
+        if not 1 <= limit <= WINDOW_MAX:
+            raise Invalid(f"limit must be between 1 and {WINDOW_MAX} (got {limit})", code="invalid_limit")
+        where, args = "trashed_at IS NULL", []
+        if after:
+            address, page_id = _decode_cursor(after)
+            container, _, address = address.partition("/")
+            where += " AND (container, address, id) > (?, ?, ?)"
+            args = [container, address, page_id]
+        with self.node.lock:
+            rows = self.conn.execute(
+                "SELECT id, container, address, title, '' AS body, revision, parent_id, created_by, created_at, "
+                "saved_by, saved_at, updated_at, trashed_at, trashed_by, version, labels, "
+                "(length(trim(body, char(9,10,13,32))) = 0) AS is_folder "
+                f"FROM pages WHERE {where} ORDER BY container, address, id LIMIT ?", [*args, limit + 1]).fetchall()
+        more = len(rows) > limit
+        rows = rows[:limit]
+        cursor = (_encode_cursor(f"{rows[-1]['container']}/{rows[-1]['address']}", rows[-1]["id"])
+                  if more and rows else None)
+        return [Page.from_row(r) for r in rows], cursor
