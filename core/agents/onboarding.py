@@ -156,6 +156,15 @@ class Onboarding:
     def lease(self, agent: str) -> Lease:
         return Lease(self.node.home.fleet_lease_dir / "onboarding", agent, self.owner, self.label, ttl_s=LEASE_S)
 
+    def release_all(self) -> None:
+        """Give back every pass this session took (a session that ends without marking)."""
+        for agent in list(self.handed_out):
+            try:
+                self.lease(agent).release()
+            except OSError:
+                pass
+        self.handed_out.clear()
+
     def peek(self, agent: str) -> OnboardingStatus:
         """The state without taking the pass (for `crewlet agents` and people): never 'to_read' for a
         session, only whether the agent is onboarded and who is onboarding it."""
