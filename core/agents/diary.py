@@ -190,6 +190,9 @@ class Diary:
 
     @property
     def company(self) -> Company:
+        """The configuration as company.toml says now (one stat): a model or a space changed in the file
+        applies to the next call of a long-running server or app."""
+        self.node.refresh_config()
         return self.node.company
 
     @property

@@ -105,13 +105,16 @@ class OnboardingStatus:
 
 
 def chain_spaces(company: Company, agent: str) -> list[str]:
+    """The chain's spaces, root first."""
     actor = company.actor(agent)
     root = company.knowledge.root_space
     return [root] + ([actor.space] if actor.space and actor.space != root else [])
 
 
 def chain_of(node: Any, agent: str) -> Chain:
-    """The agent's chain as the configuration and the rows say now: two indexed lookups."""
+    """The agent's chain as the configuration (re-read when company.toml changed: one stat) and the rows
+    say now: one indexed lookup a space."""
+    node.refresh_config()
     spaces = chain_spaces(node.company, agent)
     address = normalise_title(ONBOARDING_TITLE)
     pages: list[ChainPage] = []
@@ -183,6 +186,7 @@ class Onboarding:
     def status(self, actor: str | None) -> OnboardingStatus:
         """The calling agent's onboarding: onboarded, or the pages to read in order (root first) with this
         session holding the pass, or the pass under way in another session."""
+        self.node.refresh_config()
         agent = _agent(self.node.company, actor)
         chain, marker = chain_of(self.node, agent), marker_of(self.node, agent)
         if marker is not None and marker.chain_hash == chain.hash:
@@ -210,6 +214,7 @@ class Onboarding:
 
     def mark(self, actor: str | None) -> OnboardingStatus:
         """Record that the calling agent has read its chain's Onboarding pages (UPSERT on the log)."""
+        self.node.refresh_config()
         agent = _agent(self.node.company, actor)
         chain = chain_of(self.node, agent)
         told = self.handed_out.get(agent)

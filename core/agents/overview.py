@@ -17,6 +17,7 @@ class AgentLine:
     notes: int
     embedded: int
     last_note_at: int | None
+    has_provider: bool = True          # without one, no note is embedded and none needs to be
 
     def to_json(self) -> dict[str, Any]:
         ob = self.onboarding
@@ -24,7 +25,7 @@ class AgentLine:
                 "stale_marker": ob.stale, "marked_at": ob.marker.marked_at if ob.marker else None,
                 "onboarding_pages": [p.to_json() for p in ob.chain.pages], "chain": ob.chain.spaces,
                 "onboarding_message": ob.message, "diary_notes": self.notes, "diary_embedded": self.embedded,
-                "last_note_at": self.last_note_at}
+                "last_note_at": self.last_note_at, "embeddings_provider": self.has_provider}
 
 
 def agents(node: Any, diary: Diary | None = None) -> list[AgentLine]:
@@ -38,5 +39,5 @@ def agents(node: Any, diary: Diary | None = None) -> list[AgentLine]:
         notes, embedded = diary.counts(handle, space)
         with node.lock:
             last = node.conn.execute("SELECT max(created_at) FROM agent_diary WHERE agent = ?", (handle,)).fetchone()[0]
-        out.append(AgentLine(handle, actor.space, onboarding.peek(handle), notes, embedded, last))
+        out.append(AgentLine(handle, actor.space, onboarding.peek(handle), notes, embedded, last, space is not None))
     return out
