@@ -13,13 +13,16 @@ and every recall says so.
 
 Recall (`recall`) is the spec's hybrid selection: the union of the vector top-50 (exact cosine of the
 query against every note of the agent embedded under the current model — a per-agent scan, no index)
-and the recency top-50, deduplicated by note id, so at most 100 notes. The union is ordered by
-reciprocal rank fusion of the two rankings (core/search/fusion.py, k = 10): a note both halves hold
-comes first, then the two halves alternate, best of each first. Not by similarity alone, because the
-recency half exists for broadly applicable rules that are not a topical match — sorted by similarity
-they would always sink to the end and be the first cut by a limit; not by recency alone, because then a
-limit would cut the best topical matches. Each note carries its age, which half found it, and its
-cosine when it has a vector. (The spec's auxiliary-LLM relevance filter over the union is not here yet:
+and the recency top-50, deduplicated by note id, so at most 100 notes. The order: the notes the vector
+half found keep their order by cosine, and the recent notes it did not find take every other place,
+newest first — the two lists fused by reciprocal rank (core/search/fusion.py), which for two disjoint
+lists is exactly that alternation, the closest note first. Why: the recency half exists for broadly
+applicable rules that are not a topical match, so ordered by similarity they would always sink to the
+end and be the first cut by a limit; ordered by recency (or by fusing the two full rankings, which we
+tried first) a small diary — where every note is in both halves — put the newest note above the one the
+query is about. So a diary of at most 50 notes is ordered purely by meaning, and a larger one gives each
+half an equal share of any limit. Each note carries its age, which half found it (both, when it is in
+both), and its cosine when it has a vector. (The spec's auxiliary-LLM relevance filter over the union is not here yet:
 crewlet has no chat-model provider on main; README "Agents' own memory" says so.)
 """
 from __future__ import annotations
@@ -342,7 +345,7 @@ class Diary:
     def recall(self, query: str, *, actor: str | None = None, agent: str | None = None,
                limit: int = DEFAULT_RECALL) -> Recall:
         """The notes to hand an agent for `query`: the union of the vector top-50 and the recency top-50,
-        fused by rank, cut to `limit` (at most 100). An agent recalls its own diary; a person may ask as
+        in the order the module's docstring gives, cut to `limit` (at most 100). An agent recalls its own diary; a person may ask as
         any agent (`agent`)."""
         who = self._actor(actor)
         agent = agent or who.handle
@@ -356,7 +359,8 @@ class Diary:
                 "SELECT id FROM agent_diary WHERE agent = ? ORDER BY created_at DESC, id DESC LIMIT ?", (agent, HALF))]
         by_meaning, similarity, space, degraded, why = self._meaning_half(agent, query)
         total, embedded = self.counts(agent, space)
-        fused = reciprocal_rank_fusion([[str(i) for i in by_meaning], [str(i) for i in recent]])
+        found = set(by_meaning)
+        fused = reciprocal_rank_fusion([[str(i) for i in by_meaning], [str(i) for i in recent if i not in found]])
         union = len(fused)
         chosen = [int(i) for i, _ in fused[:limit]]
         with self.node.lock:

@@ -101,7 +101,9 @@ class OnboardingStatus:
         return {"agent": self.agent, "state": self.state, "onboarded": self.onboarded, "stale_marker": self.stale,
                 "marked_at": self.marker.marked_at if self.marker else None, "message": self.message,
                 "to_read": [p.to_json() for p in self.chain.pages] if self.state == "to_read" else [],
-                "lease_holder": self.lease_holder or None, "lease_until": self.lease_until} | self.chain.to_json()
+                "lease_holder": self.lease_holder or None, "lease_until": self.lease_until,
+                "chain": self.chain.spaces, "chain_pages": [p.to_json() for p in self.chain.pages],
+                "chain_hash": self.chain.hash}
 
 
 def chain_spaces(company: Company, agent: str) -> list[str]:
