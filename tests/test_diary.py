@@ -219,6 +219,22 @@ def test_recall_is_the_union_of_the_exact_vector_top_50_and_the_50_newest_fused_
             diary.recall("x", actor="eng-bot", limit=101)
 
 
+def test_the_vectors_a_recall_keeps_in_memory_follow_what_other_processes_write_and_forget(tmp_path, server):
+    with open_home(tmp_path, company_data(server.url)) as node:
+        ids = seed(node, "eng-bot", 80)
+        diary = Diary(node)
+        first = diary.recall("the query", actor="eng-bot", limit=100)
+        top = [n.note.id for n in first.notes if "meaning" in n.via][0]
+        with Node.open(node.home) as other:          # another process's connection to the same home
+            theirs = Diary(other)
+            theirs.forget(top, actor="eng-bot")
+            exact = theirs.remember("the query", actor="eng-bot").note   # its vector is the query's own
+        again = diary.recall("the query", actor="eng-bot", limit=100)
+        got = [n.note.id for n in again.notes]
+        assert got[0] == exact.id and again.notes[0].similarity == pytest.approx(1.0, abs=1e-5)
+        assert top not in got and again.total == len(ids)
+
+
 def test_without_a_provider_the_diary_writes_and_recalls_by_recency_and_says_so(tmp_path):
     with open_home(tmp_path, company_data(provider="none")) as node:
         assert node.company.knowledge.vectors is False          # derived: no provider, nothing to embed with

@@ -33,7 +33,7 @@ from ..store.migrations import MIGRATIONS
 
 # each node's own: never carried by a snapshot (agents' diaries are private to the node they run on, and
 # follow its own database instead: core/agents/carry.py)
-NODE_LOCAL_TABLES = ("duties", "page_links", "embed_holds", "agent_diary")
+NODE_LOCAL_TABLES = ("duties", "page_links", "embed_holds", "agent_diary", "agent_diary_versions")
 
 
 @dataclass
