@@ -124,7 +124,8 @@ def run(dims: int, notes: int, queries: int, root: Path) -> None:
         with node.lock:
             ids = np.array([r[0] for r in node.conn.execute(
                 "SELECT id FROM agent_diary WHERE agent = ? ORDER BY id", (AGENT,))], dtype=np.int64)
-        db_mb = home.db_file.stat().st_size / 2**20
+        wal = home.db_file.with_name(home.db_file.name + "-wal")
+        db_mb = (home.db_file.stat().st_size + (wal.stat().st_size if wal.exists() else 0)) / 2**20
         print(f"\n{notes:,} notes for {AGENT} (+{notes:,} for {OTHER}) × {dims} dims — loaded in {loaded_s:.1f} s, "
               f"database {db_mb:.0f} MB; {queries} queries; load {machine_load()}")
         recall_t, scan_t, floor_t = [], [], []
