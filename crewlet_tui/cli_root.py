@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 
 from . import cli_agents, cli_app, cli_import, cli_log, cli_mcp, cli_pages, cli_remote, cli_search, cli_sync, cli_worker
-from .cli_common import STATE, handle_errors
+from .cli_common import STATE, handle_errors, say_warnings_safely
 
 app = typer.Typer(
     name="crewlet",
@@ -33,6 +33,7 @@ def main_callback(
 ) -> None:
     STATE.home_arg = home
     STATE.actor = as_
+    say_warnings_safely()
     if ctx.invoked_subcommand is None:
         _open_app()
 
