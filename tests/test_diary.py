@@ -367,21 +367,33 @@ def test_a_snapshot_carries_no_diary_and_adopting_one_keeps_this_node_s_own(tmp_
 
 
 def test_a_repair_that_rebuilds_the_database_keeps_the_diaries(tmp_path, server):
-    with open_home(tmp_path, company_data(server.url)) as node:
-        kb_note = Diary(node).remember("The repair keeps this note", actor="eng-bot").note
-        from core.pages.service import KnowledgeBase
+    """As tests/test_log_repair.py's lost record: node B (on "another machine" for A's repair) applied a record
+    the shared log then lost; B's own repair rebuilds B's database from the log — and B's diary comes along."""
+    from test_log_repair import HEADER_SIZE, flip, middle_page_create
 
-        KnowledgeBase(node).create_page("ENG", "Kept page", "body", actor="alex")
-        KnowledgeBase(node).create_page("ENG", "Lost page", "body", actor="alex")
-        home = node.home
-    # cut the log under the last record the database applied: a repair must rebuild the database
-    os.truncate(home.log_file, home.log_file.stat().st_size - 5)
-    res = cli(home.root, "log", "repair", "--yes", "--json")
+    shared = tmp_path / "shared"
+    a = Home(tmp_path / "A")
+    init_home(a, company_data(server.url))
+    assert cli(a.root, "sync", "join", str(shared)).exit_code == 0
+    assert cli(tmp_path / "B", "sync", "join", str(shared), "--operator", "sam").exit_code == 0
+    b = Home(tmp_path / "B")
+    from core.pages.service import KnowledgeBase
+
+    with Node.open(b) as node:
+        kept = Diary(node).remember("The repair keeps this note", actor="eng-bot").note
+        for i in range(12):
+            KnowledgeBase(node).create_page("ENG", f"From B {i}", f"written on B, {i}\n")
+    peer_file = next(p for p in (shared / "nodes").glob("*.json") if json.loads(p.read_text())["home"] == str(b.root))
+    peer_file.write_text(json.dumps(json.loads(peer_file.read_text()) | {"host": "another-machine"}))
+    start, _, _ = middle_page_create(shared / "pages.log")
+    flip(shared / "pages.log", start + HEADER_SIZE + 40)
+    assert cli(a.root, "log", "repair", "--yes").exit_code == 0
+    res = cli(b.root, "log", "repair", "--yes", "--json")
     assert res.exit_code == 0, res.stderr
     assert json.loads(res.stdout)["rebuilt"] is True
-    with Node.open(home) as node:
+    with Node.open(b) as node:
         notes = Diary(node).notes("eng-bot", actor="alex").notes
-        assert [(n.id, n.text) for n in notes] == [(kb_note.id, kb_note.text)]
+        assert [(n.id, n.text) for n in notes] == [(kept.id, kept.text)]
 
 
 # -- the CLI ------------------------------------------------------------------------------------------------------
