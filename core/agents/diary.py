@@ -152,8 +152,8 @@ class RecalledNote:
     rank: int                   # its place in the answer, from 1
     similarity: float | None    # the exact cosine to the query, when the note has a current vector
 
-    def to_json(self, now: int) -> dict[str, Any]:
-        return self.note.to_json(now=now) | {"rank": self.rank, "via": self.via,
+    def to_json(self, now: int, space: str | None = None) -> dict[str, Any]:
+        return self.note.to_json(now=now, current_space=space) | {"rank": self.rank, "via": self.via,
                                              "similarity": None if self.similarity is None else round(self.similarity, 4)}
 
 
@@ -170,13 +170,14 @@ class Recall:
     embedded: int               # of them, with a vector under the current model
     degraded: str = ""          # "" | "no_provider" | "provider_failed" | "no_query" | "partly_embedded"
     message: str = ""           # the outcome in words
+    space: str | None = None    # the embedding space notes are compared in (None: no provider)
     now: int = field(default_factory=now_ms)
 
     def to_json(self) -> dict[str, Any]:
         return {"agent": self.agent, "query": self.query, "mode": self.mode, "union": self.union,
                 "by_meaning": self.by_meaning, "by_recency": self.by_recency, "total": self.total,
                 "embedded": self.embedded, "degraded": self.degraded or None, "message": self.message,
-                "notes": [n.to_json(self.now) for n in self.notes]}
+                "notes": [n.to_json(self.now, self.space) for n in self.notes]}
 
 
 # -- the diary -------------------------------------------------------------------------------------------
@@ -399,10 +400,12 @@ class Diary:
             message = (f"{shown}: the union of {len(by_meaning)} closest in meaning and {len(recent)} most recent, "
                        f"of {total:,} in {agent}'s diary")
         else:
-            message = f"{shown}: the {len(recent)} most recent of {total:,} in {agent}'s diary, by recency alone"
+            message = f"{shown}: the {len(recent)} most recent of {total:,} in {agent}'s diary" + (
+                "" if why else ", by recency alone")
         if why:
             message += f" — {why}"
-        return Recall(agent, query, out, mode, union, len(by_meaning), len(recent), total, embedded, degraded, message)
+        return Recall(agent, query, out, mode, union, len(by_meaning), len(recent), total, embedded, degraded, message,
+                      space=space)
 
     def _meaning_half(self, agent: str, query: str
                       ) -> tuple[list[int], _Scores | dict[int, float], str | None, str, str, int | None]:

@@ -15,6 +15,12 @@ from ..session import Session
 from .base import Args, Reply, Tool
 
 
+def sentence(message: str, handle: str) -> str:
+    """A message as a sentence: capitalised, unless it opens with a handle (eng-bot stays eng-bot)."""
+    opens_with_handle = message.startswith(handle)
+    return (message if opens_with_handle else message[:1].upper() + message[1:]) + "."
+
+
 class RememberArgs(Args):
     fact: str = Field(description=(
         f"One declarative fact, in a sentence or two (at most {MAX_NOTE_CHARS} characters), written so it still "
@@ -43,7 +49,7 @@ def _note_line(n: dict[str, Any]) -> str:
     if n["similarity"] is not None:
         parts.append(f"similarity {n['similarity']:.2f}")
     if n["via"] == ["recent"]:
-        parts.append("among your most recent" + ("" if n["similarity"] is not None else ", not embedded yet"))
+        parts.append("among your most recent" + ("" if n["embedded"] else ", not embedded yet"))
     return "[" + " · ".join(parts) + "]"
 
 
@@ -63,7 +69,7 @@ def remember(session: Session, args: RememberArgs) -> Reply:
 def recall(session: Session, args: RecallArgs) -> Reply:
     result: Recall = session.diary.recall(args.query, actor=session.handle, limit=args.limit)
     data = result.to_json()
-    lines = [result.message[0].upper() + result.message[1:] + "."]
+    lines = [sentence(result.message, session.handle)]
     for n in data["notes"]:
         lines.append(f"{n['rank']}. {_note_line(n)} {n['text']}")
     if data["notes"]:

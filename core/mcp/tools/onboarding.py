@@ -4,6 +4,7 @@ from __future__ import annotations
 from ...agents.onboarding import OnboardingStatus
 from ..session import Session
 from .base import Args, Reply, Tool
+from .diary import sentence
 
 
 class NoArgs(Args):
@@ -11,7 +12,7 @@ class NoArgs(Args):
 
 
 def _reply(status: OnboardingStatus) -> Reply:
-    lines = [status.message[0].upper() + status.message[1:] + "."]
+    lines = [sentence(status.message, status.agent)]
     if status.state == "to_read":
         for i, page in enumerate(status.chain.pages, 1):
             lines.append(f"{i}. {page.space}/{page.title} — get_page with ref {page.id}")
