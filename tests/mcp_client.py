@@ -19,16 +19,18 @@ CREWLET = [sys.executable, "-c", "from crewlet_tui.cli import main; main()"]
 ENV = {k: v for k, v in os.environ.items() if not k.startswith("CREWLET_")}
 
 
-def server_params(home: Path, actor: str | None = None, *extra: str) -> StdioServerParameters:
+def server_params(home: Path, actor: str | None = None, *extra: str,
+                  env: dict[str, str] | None = None) -> StdioServerParameters:
     args = [*CREWLET[1:], "--home", str(home), *(["--as", actor] if actor else []), "mcp", *extra]
-    return StdioServerParameters(command=CREWLET[0], args=args, env=ENV, cwd=str(ROOT))
+    return StdioServerParameters(command=CREWLET[0], args=args, env={**ENV, **(env or {})}, cwd=str(ROOT))
 
 
 @asynccontextmanager
-async def connect(home: Path, actor: str | None = None, *extra: str) -> AsyncIterator[Client]:
+async def connect(home: Path, actor: str | None = None, *extra: str,
+                  env: dict[str, str] | None = None) -> AsyncIterator[Client]:
     """A client session on a fresh `crewlet mcp` process (closed, and the process reaped, at exit).
     The client's response cache is off: every call reaches the server, as the tests mean it to."""
-    async with Client(server_params(home, actor, *extra), cache=None, read_timeout_seconds=120) as client:
+    async with Client(server_params(home, actor, *extra, env=env), cache=None, read_timeout_seconds=120) as client:
         yield client
 
 

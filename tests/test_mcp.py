@@ -177,6 +177,26 @@ async def test_search_outcomes_are_different_sentences(home, tmp_path):
     assert text.startswith("the knowledge base could not be searched just now"), text
 
 
+async def test_a_company_on_confluence_is_searched_live_through_the_same_tool(tmp_path):
+    from tests.remote_servers import ConfluenceServer
+
+    with ConfluenceServer() as cf:
+        cf.user("company-token", "svc")
+        cf.space("ENG", "Engineering")
+        cf.page("ENG", "Deploy Runbook", "<p>To <strong>roll back</strong> a deploy, run the rollback job.</p>")
+        root = tmp_path / "home"
+        assert crewlet(root, "init", "--operator", "alex").returncode == 0
+        data = config_mod.example_config()
+        data["knowledge"] = {"backend": "confluence", "confluence_spaces": ["ENG"]}
+        data["integrations"] = {"confluence": {"url": cf.url, "token_env": "CF_TOKEN"}}
+        config_mod.write(root / "company.toml", data)
+        async with connect(root, "eng-bot", env={"CF_TOKEN": "company-token"}) as client:
+            text, out = await call(client, "search_knowledge", query="roll back", mode="keyword")
+    assert [h["title"] for h in out["hits"]] == ["Deploy Runbook"]
+    assert out["hits"][0]["url"].startswith(cf.url) and out["hits"][0]["link"].endswith(f"({out['hits'][0]['url']})")
+    assert "Open a hit at its url" in text
+
+
 # -- refusals: the store's one line, as a tool error, and the server serves on -------------------------
 
 async def test_refusals_are_tool_errors_in_the_stores_words(home):

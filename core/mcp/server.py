@@ -126,26 +126,31 @@ class CrewletServer:
             for t in offered])
 
     async def call_tool(self, ctx: Any, params: Any) -> Any:
-        offered = {t.name: t for t in await self._run(self._offered)}
-        tool = offered.get(params.name)
-        if tool is None:
-            return _error(f"no tool named '{params.name}' — tools/list names the tools: {', '.join(sorted(offered))}",
-                          {"error": "unknown_tool"})
+        types = self.sdk.types
+
+        def answer() -> Any:  # one trip to the worker thread: look the tool up, check, run
+            offered = {t.name: t for t in self._offered()}
+            tool = offered.get(params.name)
+            if tool is None:
+                return _error(f"no tool named '{params.name}' — tools/list names the tools: "
+                              f"{', '.join(sorted(offered))}", {"error": "unknown_tool"})
+            try:
+                args = tool.args.model_validate(params.arguments or {})
+            except ValidationError as exc:
+                return _error(_arguments_line(tool.name, exc), {"error": "invalid_arguments"})
+            reply = tool.run(self.session, args)
+            return types.CallToolResult(content=[types.TextContent(type="text", text=reply.text)],
+                                        structured_content=reply.data)
+
         try:
-            args = tool.args.model_validate(params.arguments or {})
-        except ValidationError as exc:
-            return _error(_arguments_line(tool.name, exc), {"error": "invalid_arguments"})
-        try:
-            reply = await self._run(lambda: tool.run(self.session, args))
+            return await self._run(answer)
         except Exception as exc:
             message, data = describe_error(exc, self.session.node.home.db_file)
             if isinstance(exc, CrewletError):
-                log.info("%s refused: %s", tool.name, message)
+                log.info("%s refused: %s", params.name, message)
             else:
-                log.exception("%s failed", tool.name)
+                log.exception("%s failed", params.name)
             return _error(message, data)
-        return self.sdk.types.CallToolResult(content=[self.sdk.types.TextContent(type="text", text=reply.text)],
-                                    structured_content=reply.data)
 
     # -- resources ------------------------------------------------------------------------------------
     async def list_resources(self, ctx: Any, params: Any) -> Any:
