@@ -111,7 +111,8 @@ class DiaryFillDuty(Duty):
             behind = conn.execute("SELECT count(*) FROM agent_diary WHERE (space IS NULL OR space != ?) "
                                   "AND (held IS NULL OR held != ?)", (space, fingerprint)).fetchone()[0]
             total = conn.execute("SELECT count(*) FROM agent_diary").fetchone()[0]
-        summary = f"{filled} note(s) embedded in {requests} request(s); {total - behind:,} of {total:,} notes current"
+        summary = (f"{filled} note(s) embedded in {requests} request(s); {total - behind:,} of {total:,} notes have a vector "
+                   "of the configured model")
         if held:
             summary += f", {held} held back (the provider refused them)"
         if failure:
