@@ -426,3 +426,16 @@ def test_crewlet_diary_and_agents_for_a_person_and_refusals_for_an_agent(tmp_pat
     assert agents["ops-bot"]["diary_notes"] == 1 and agents["eng-bot"]["chain"] == ["HOME", "ENG"]
     table = cli(home.root, "agents").stdout
     assert "eng-bot" in table and "ops-bot" in table and "3 note(s)" in table
+
+
+def test_provider_none_derives_vectors_off_and_refuses_an_explicit_vectors_true(tmp_path):
+    data = company_data(provider="none")
+    assert config_mod.parse(data, tmp_path / "company.toml").knowledge.vectors is False
+    data["knowledge"]["vectors"] = True
+    with pytest.raises(config_mod.ConfigError) as err:
+        config_mod.parse(data, tmp_path / "company.toml")
+    assert err.value.key == "knowledge.vectors" and 'provider = "none"' in str(err.value)
+    with pytest.raises(config_mod.ConfigError) as err:
+        config_mod.parse(company_data(provider="none") | {"providers": {"embeddings": {"provider": "none", "model": "x"}}},
+                         tmp_path / "company.toml")
+    assert err.value.key == "providers.embeddings.model"
