@@ -12,7 +12,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
-from ..fmt import when_ago
+from ..fmt import ago, when
 from ..sanitize import clean_line
 from .base import COMMON_BINDINGS, CrewletScreen
 
@@ -89,7 +89,8 @@ class DiariesScreen(CrewletScreen):
             table.add_row(Text(clean_line(line.handle), style="bold"), Text(clean_line(line.space or "—")),
                           Text(state, style="green" if ob.state == "onboarded" else "yellow" if ob.state == "to_read"
                                else ""),
-                          Text(f"{line.notes:,}", justify="right"), Text(when_ago(line.last_note_at, clock)),
+                          Text(f"{line.notes:,}", justify="right"),
+                          Text(ago(line.last_note_at, clock) or when(line.last_note_at)),
                           key=line.handle)
         notes = sum(line.notes for line in lines)
         title = Text(f"Diaries — {len(lines)} agent{'s' if len(lines) != 1 else ''}, {notes:,} note"
@@ -130,7 +131,9 @@ class DiariesScreen(CrewletScreen):
             text = Text(clean_line(n.text))
             if page.space is not None and n.space != page.space:
                 text.append("  not embedded", style="dim italic")
-            table.add_row(Text(str(n.id), style="dim"), Text(when_ago(n.created_at, clock)), text, key=str(n.id))
+            # how long ago, short, so the note keeps the width at 80 columns (the date is `crewlet diary`'s)
+            table.add_row(Text(str(n.id), style="dim"), Text(ago(n.created_at, clock) or when(n.created_at)), text,
+                          key=str(n.id))
         shown = (f"the {len(page.notes):,} newest of {page.total:,} notes" if page.total > len(page.notes)
                  else f"{page.total:,} note{'s' if page.total != 1 else ''}, newest first")
         title = Text(f"{clean_line(page.agent)}'s diary — {shown}", style="bold")
