@@ -19,14 +19,14 @@ from typer.testing import CliRunner
 
 from core import config as config_mod
 from core.agents.diary import HALF, Diary
-from core.agents.fill import DiaryFillDuty
+from core.duties.diary_fill import DiaryFillDuty
 from core.agents.notes import MAX_NOTE_CHARS, check_note, credential_in
 from core.errors import Invalid, NotFound, Refused
 from core.node import Node, init_home
 from core.paths import Home
 from core.search.fusion import reciprocal_rank_fusion
-from core.sync.digest import content_digest
-from core.worker import DutyRunner
+from core.store.digest import content_digest
+from core.duties.runner import DutyRunner
 from crewlet_tui.cli import app
 
 DIMS = 16

@@ -3,8 +3,8 @@
 - `notes.py`: what a note may be — one declarative fact, within a bound, holding no credential.
 - `diary.py`: `Diary` — remember, forget, read (the agent its own; a person any agent's), and recall:
   the union of the vector top-50 and the recency top-50, fused by rank.
-- `fill.py`: the diary-fill duty — notes written without a vector, or under another model, embedded
-  on the one duty runner.
+- `core/duties/diary_fill.py`: the diary-fill duty — notes written without a vector, or under another
+  model, embedded on the one duty runner.
 - `onboarding.py`: the chain an agent's onboarding depends on, its hash, the marker, and the pass lease
   that keeps two sessions from onboarding one agent at once.
 - `overview.py`: every configured agent with its space, onboarding state and diary size (`crewlet agents`).

@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import Actor, Company
 from ..errors import Invalid, NotFound, Refused
-from ..node import WriteFailed, now_ms, storage_problem
+from ..clock import now_ms
+from ..node import WriteFailed, storage_problem
 from ..search.fusion import reciprocal_rank_fusion
 from ..store import sqlite3
 from .notes import check_note
@@ -71,7 +72,7 @@ def has_provider(company: Company) -> bool:
 
 def diary_provider(company: Company, *, threads: int | None = None) -> Provider | None:
     """The provider the diary embeds with, or None when the company has none."""
-    from ..embed.provider import make_provider
+    from ..embed.registry import make_provider
 
     if not has_provider(company):
         return None
@@ -206,7 +207,7 @@ class Diary:
     @property
     def embedder(self) -> QueryEmbedder:
         if self._embedder is None:
-            from ..embed.provider import make_provider
+            from ..embed.registry import make_provider
             from ..search.query_vectors import QueryEmbedder
 
             self._embedder = QueryEmbedder(self._provider_factory or make_provider)

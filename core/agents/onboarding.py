@@ -37,10 +37,10 @@ from typing import Any
 from ..config import Company
 from ..errors import Invalid, Refused
 from ..log import Record
-from ..node import now_ms
+from ..clock import now_ms
 from ..pages.links import link_to
 from ..pages.model import normalise_title
-from ..worker import Lease, new_owner
+from ..leases import Lease, new_owner
 
 ONBOARDING_TITLE = "Onboarding"
 LEASE_S = 15 * 60.0

@@ -16,8 +16,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ..worker import Duty, DutyPass, PassContext
-from .diary import diary_provider, has_provider, unit_vector
+from ..agents.diary import diary_provider, has_provider, unit_vector
+from . import DIARY_FILL
+from .runner import Duty, DutyPass, PassContext
 
 log = logging.getLogger("crewlet.diary")
 
@@ -26,7 +27,7 @@ REQUEST_TIMEOUT_S = 60.0
 
 
 class DiaryFillDuty(Duty):
-    name = "diary-fill"
+    name = DIARY_FILL
     scope = "node"
 
     def __init__(self, node: Any, *, threads: int | None = None, interval_s: float = 60.0,
