@@ -77,6 +77,13 @@ class SyncStatus:
     disagree: list[Disagreement] = field(default_factory=list)  # nodes at the same positions, other content
     agree: int = 0                                              # peers whose digest at our positions is ours
     digest_note: str | None = None                              # why there is no digest at these positions
+    # agents' diaries on this node: never on a log, so nothing here lags or converges (`diary_line`)
+    diaries: dict[str, int] = field(default_factory=dict)
+
+    def diary_line(self) -> str:
+        notes, agents = sum(self.diaries.values()), len(self.diaries)
+        held = f"{notes:,} note(s) of {agents} agent(s)" if notes else "none"
+        return f"{held}, kept on this node only — a diary is on no log, and is read where its agent runs"
 
     @property
     def behind(self) -> int:
@@ -89,8 +96,11 @@ class SyncStatus:
                       "path": str(self.damage.path), "message": self.damage.line()}
         return {"home": self.home, "node_id": self.node_id, "operator": self.operator, "shared": self.shared,
                 "locks": self.locks.to_json() if self.locks else None, "behind": self.behind, "log_damage": damage,
-                "digest": self.digest, "digest_note": self.digest_note, "digests_disagree": [d.to_json() for d in self.disagree], "digests_agree": self.agree,
-                "logs": [line.to_json() for line in self.logs], "peers": [p.to_json() for p in self.peers]}
+                "digest": self.digest, "digest_note": self.digest_note,
+                "digests_disagree": [d.to_json() for d in self.disagree], "digests_agree": self.agree,
+                "logs": [line.to_json() for line in self.logs], "peers": [p.to_json() for p in self.peers],
+                "diaries": {"replicated": False, "notes": sum(self.diaries.values()), "by_agent": self.diaries,
+                            "message": self.diary_line()}}
 
 
 # Up to this many live pages `sync status` computes the content digest as it answers (rows can change behind
@@ -112,6 +122,7 @@ def status(node: Any, *, digest_now: bool | None = None) -> SyncStatus:
                 with FileLog(spec.path, readonly=True) as flog:
                     log_seq, log_end = flog.tail(applied.seq, applied.end)
             out.logs.append(LogLine(spec.name, spec.position, str(spec.path), applied.seq, applied.end, log_seq, log_end))
+        out.diaries = {r[0]: int(r[1]) for r in node.conn.execute("SELECT agent, count(*) FROM agent_diary GROUP BY agent")}
     if home.shared is not None:
         if digest_now is None:
             with node.lock:
