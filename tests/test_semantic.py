@@ -341,3 +341,37 @@ def test_a_paraphrase_with_no_shared_word_is_found_by_meaning(tmp_path):
         hybrid = s.search(Query("rate limits"))
         assert hybrid.outcome.served_mode == "hybrid" and target in [h.title for h in hybrid.hits[:3]]
         s.close()
+
+
+def _mapped_kb(path) -> int:
+    """Resident kilobytes of `path` mapped into this process (/proc/self/smaps)."""
+    total, inside = 0, False
+    for line in open("/proc/self/smaps", encoding="utf-8"):
+        if "-" in line.split(" ", 1)[0]:
+            inside = line.rstrip().endswith(str(path))
+        elif inside and line.startswith("Rss:"):
+            total += int(line.split()[1])
+    return total
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/self/smaps"), reason="needs Linux's /proc/self/smaps")
+def test_loading_the_codes_maps_none_of_the_database_into_the_process(node):
+    """A serving process holds the codes, not the file: the load reads through SQLite's page cache rather
+    than the memory map stage two uses, where every page faulted in brought its neighbours — the wide
+    rows' — into the process (1.7 GB of RSS at a million 384-dimension vectors for ~150 MB read)."""
+    from core.search import semantic
+
+    space = "local:test-model:8:x"
+    rng = np.random.default_rng(5)
+    recs = []
+    for i in range(4000):
+        v = rng.standard_normal(8).astype(np.float32)
+        recs.append(vectors.put_record(f"p{i:015d}", space, "ENG", 1, f"d{i}", 10, 0, v / np.linalg.norm(v)))
+    for start in range(0, len(recs), 500):
+        node.submit_vectors(recs[start:start + 500])
+    retriever = semantic.SemanticRetriever(node)          # sets the node's connection's memory map
+    assert int(node.conn.execute("PRAGMA mmap_size").fetchone()[0]) > 0
+    table = retriever.table(space)
+    assert table.n == 4000
+    assert _mapped_kb(node.home.db_file) <= 8, "the load mapped the database into the process"   # 64 KB before
+    assert int(node.conn.execute("PRAGMA mmap_size").fetchone()[0]) > 0   # stage two still reads through it
