@@ -48,7 +48,12 @@ from .access import Access
 from .stages import STAGE_ONE, STAGE_TWO
 from .stamp import Stamp, read_stamp
 
-MMAP_BYTES = 1 << 40  # SQLite caps it at its compiled maximum
+# No memory map of the database (it was set here for stage two): every page faulted in through it brought
+# its neighbours in the page cache into the process, and the narrow index's and the codes' pages lie between
+# the wide rows' (written together, row by row). At 1,000,000 × 384 the code table's load left 1.7 GB of the
+# file resident for ~150 MB read, and each search's 1,200 candidates ~70 MB more, until RSS was the file's
+# size. Read through SQLite's page cache instead, stage two was no slower (docs/search.md, "Memory").
+MMAP_BYTES = 1 << 40  # what a peer read in bench/semantic.py maps (SQLite caps it at its compiled maximum)
 # A search through the index reads at least this many times stage one's depth in codes (READ_FACTOR ×
 # STAGE_ONE), however few lists its measurement asked for: at a million sources 4 of 4,096 lists held
 # about 1,084 codes — fewer than the 1,200 candidates stage one keeps — and the worst fresh query recalled
@@ -375,22 +380,7 @@ def load_table(conn: Any, space: str, seq: int) -> CodeTable:
     """The space's codes read whole, through the covering index (never the wide rows), with the semantic
     index when one is installed — a chunk of rows at a time, straight into the table's arrays (fetching a
     million rows as Python objects first held ~300 MB the allocator kept after)."""
-    # Read, not mapped: the narrow index's pages and the codes' pages lie between the wide rows' (written
-    # together, row by row), and each page faulted in through the memory map brings its neighbours in the
-    # page cache into the process with it — at 1,000,000 × 384 a load left 1.7 GB of the file mapped for
-    # ~150 MB it needed (RSS 1.78 GB, its own memory 105 MB).
-    mapped = conn.execute("PRAGMA mmap_size").fetchone()[0]
-    if mapped:
-        conn.execute("PRAGMA mmap_size = 0")
-    try:
-        return _load_table(conn, space, seq)
-    finally:
-        if mapped:
-            conn.execute(f"PRAGMA mmap_size = {int(mapped)}")
-
-
-def _load_table(conn: Any, space: str, seq: int) -> CodeTable:
-    from ..vectors.index import index_key, read_index
+    from ..vectors.index import index_key, read_index  # loads numpy: the semantic engine has it already
 
     row = read_index(conn, space)
     generation = row.generation if row is not None else None
@@ -502,9 +492,6 @@ class SemanticRetriever:
         self._table: CodeTable | None = None
         self._unlisted_key: int | None = None
         self._unlisted: frozenset[str] = frozenset()
-        with node.lock:
-            # stage two reads ~14 MB of vectors at 3,072 dims: through the memory map, not read() calls
-            node.conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
 
     def table(self, space: str, seq: int | None = None) -> CodeTable:
         """The space's codes, brought to the vector log's position `seq` (this node's now when not given),
