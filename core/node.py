@@ -34,6 +34,7 @@ from .replica import engine
 from .replica.appliers import Decision, outcome_of
 from .replica.engine import Applier, Stream, gc_paused
 from .store import Connection, connect, sqlite3
+from .store.db import FULL_BELOW, files_stamp, room_left
 from .store.digest import content_digest
 from .vectors import records as vectors
 
@@ -193,6 +194,45 @@ class Node:
     @property
     def writable(self) -> bool:
         return self.damage is None and not self.readonly and self.apply_error is None
+
+    def follow_storage(self) -> bool:
+        """A database opened read-only because its disk was full (a read needs nothing written) is opened again
+        once that changes: for writing when there is room again — then what others appended meanwhile is
+        applied —, or read-only again when another writer changed its files while the disk stays full (the
+        first connection may be an immutable snapshot, which never sees them). A process that lives long (the
+        app, `crewlet mcp`, a worker) asks before it serves, and a write asks before it refuses; otherwise it
+        would be stale and refuse every write for its whole life. A statvfs and two stats while the disk is
+        full; nothing at all otherwise. Returns whether the connection was opened again."""
+        with self.lock:
+            old = self.conn
+            if not getattr(old, "readonly_reason", ""):
+                return False   # writable, or read-only by choice or permission: nothing to follow
+            db = self.home.db_file
+            if room_left(db.parent) < FULL_BELOW and files_stamp(db) == getattr(old, "opened_on", None):
+                return False
+            try:
+                fresh = connect(db)
+            except (sqlite3.Error, OSError) as exc:
+                log.info("the database could not be opened again: %s", exc)
+                return False
+            self.conn = fresh
+            old.close()
+            if self.readonly:
+                return True
+            log.info("%s has room again: it is open for writing", db)
+            if not self.settings.node_id:
+                self.settings = _give_node_id(self.home, self.settings)
+                self.publisher = peers.Publisher(self.home, self.settings.node_id, self.settings.operator)
+            self.verify_log()
+            if self.damage is None:
+                try:
+                    self.catch_up()
+                    self.apply_error = None
+                except LogDamage:
+                    pass   # self.damage holds it: reads go on, writes are refused with it
+                except (sqlite3.Error, OSError) as exc:
+                    self.apply_error = storage_problem(exc, db)[1]
+            return True
 
     def verify_log(self, *, whole: bool = True) -> None:
         """The database's position against each log: on a frame boundary, not past the end, and
@@ -402,6 +442,7 @@ class Node:
         """Apply what the log holds past this node's position. Refused once damage is known: a log
         that disagrees with the database must be repaired before anything more is applied from it."""
         with self.lock:
+            self.follow_storage()
             self.follow_repair()
             if self.damage is not None:
                 raise self.damage
@@ -433,6 +474,8 @@ class Node:
         """Append to one of the node's logs, or refuse before a byte is written: a damaged log, a
         database this process cannot write, a record over the size limit, a log it cannot write."""
         if self.damage is not None:
+            raise self.damage
+        if self.readonly and self.follow_storage() and self.damage is not None:
             raise self.damage
         if self.readonly:
             reason = getattr(self.conn, "readonly_reason", "")
