@@ -130,6 +130,7 @@ class Node:
         self.damage: LogDamage | None = None
         # why records on the log could not be applied at open (a full disk): retried by each write
         self.apply_error: str | None = None
+        self.last_digest: Any = None   # the content digest this process computed last (publish_digest)
 
     # -- opening ---------------------------------------------------------------------------
     @classmethod
@@ -366,19 +367,26 @@ class Node:
     def publish_digest(self, *, force: bool = False) -> dict[str, Any] | None:
         """Compute this node's content digest and say it, with the positions it stands for, beside the shared
         logs: nodes at the same positions must hold the same content, and `crewlet sync status` names any that
-        do not. Not computed again while the positions are those of the last digest (unless `force`)."""
+        do not. Not computed again while the positions are those of the last digest (unless `force`).
+
+        Computed on a read connection of its own (`content_digest(db_file)`), never under the node's lock: it
+        reads every row (seconds on a large home) while the app's reads and writes go on. The full digest
+        (tables, rows) stays in `last_digest` for whoever asked for it (`sync status --digest`)."""
         if self.home.shared is None:
             return None
-        with self.lock:
-            positions = self.positions()
-            at = {name: seq for name, (seq, _end) in positions.items()}
-            last = self.publisher.digest
-            if last is not None and last.get("positions") == at and not force:
+        last = self.publisher.digest
+        if last is not None and not force:
+            at = {name: seq for name, (seq, _end) in self.positions().items()}   # the lock for a moment
+            if last.get("positions") == at:
                 return last
-            digest = {"content": content_digest(self.conn).content, "positions": at, "at": now_ms()}
+        full = content_digest(self.home.db_file)
+        # every log this node has, a log it never applied at seq 0 (it has no position row yet)
+        full.logs = {s.position_name: full.logs.get(s.position_name, (0, 0)) for s in self.streams}
+        self.last_digest = full
+        digest = full.published(now_ms())
         if not self.readonly:
             try:
-                self.publisher.publish(positions, digest=digest)
+                self.publisher.publish(full.logs, digest=digest)
             except OSError as exc:
                 log.info("could not say this node's digest in %s: %s", self.home.peers_dir, exc)
         else:
