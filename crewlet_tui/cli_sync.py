@@ -48,8 +48,8 @@ class _Applying:
 @sync_app.command("join")
 @handle_errors
 def sync_join(
-    directory: Path = typer.Argument(..., help="The shared directory: empty (this home becomes its first node) or "
-                                               "one other nodes share."),
+    target: str = typer.Argument(..., metavar="DIR|URL", help="The shared directory: empty (this home becomes its "
+                                 "first node) or one other nodes share; or NATS servers, nats://HOST:4222."),
     snapshot: Optional[Path] = typer.Option(None, "--snapshot", help="Start a NEW node from this snapshot "
                                                                       "(`crewlet sync snapshot` on a current node)."),
     operator: Optional[str] = typer.Option(None, "--operator", help="A new node's operator (who it acts as by "
@@ -67,7 +67,7 @@ def sync_join(
     applying = _Applying(enabled=not as_json and sys.stderr.isatty())
     started = time.perf_counter()
     try:
-        result = join_mod.join(home, directory, snapshot=snapshot, operator=operator, progress=applying)
+        result = join_mod.join(home, target, snapshot=snapshot, operator=operator, progress=applying)
     finally:
         applying.close()
     seconds = time.perf_counter() - started

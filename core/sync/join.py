@@ -41,6 +41,7 @@ from ..paths import Home
 from ..repair import aside_stamp, home_logs, move_database_aside
 from ..store import connect
 from . import locks, snapshot as snapshot_mod
+from .target import LogUrl, parse_target
 
 SHARED_MARKERS = ("pages.log", "company.toml")
 
@@ -107,9 +108,15 @@ def _is_empty_dir(path: Path) -> bool:
     return path.is_dir() and not any(path.iterdir())
 
 
-def join(home: Home, directory: Path, *, snapshot: Path | None = None, operator: str | None = None,
+def join(home: Home, target: str | Path, *, snapshot: Path | None = None, operator: str | None = None,
          progress: Callable[[int], None] | None = None) -> JoinResult:
-    directory = Path(directory).expanduser().resolve()
+    """`target`: a shared directory, or NATS servers as `nats://HOST:4222` (a `scheme://` argument is never
+    taken for a directory; an unknown scheme is refused)."""
+    parsed = parse_target(target)
+    if isinstance(parsed, LogUrl):
+        raise Refused(f"{parsed.shown()}: the JetStream log backend is not built yet — give a shared directory",
+                      code="unknown_scheme")
+    directory = Path(parsed).expanduser().resolve()
     settings = config_mod.load_node(home.node_file)
     if home.shared is not None:
         if home.shared.resolve() != directory:
