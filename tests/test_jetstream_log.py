@@ -1,0 +1,153 @@
+"""The log on NATS JetStream (core/log/jetstream.py) against a real nats-server (tests/nats_server.py):
+order and exactly-once through Nats-Msg-Id and Nats-Expected-Last-Sequence, gaps as damage, stream
+settings checked, refusals before anything is published."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from core.config import LogSettings
+from core.log import LogGap, Record
+from core.log.jetstream import (Connection, JetStreamLog, LogUnreachable, PayloadTooLarge, StreamRefused, StreamWant,
+                                stream_name, subject_of)
+
+
+def settings(url: str, **kw) -> LogSettings:
+    return LogSettings(backend="jetstream", url=tuple(url.split(",")), **kw)
+
+
+def open_log(url: str, *, log: str = "pages", create: bool = True, want: StreamWant | None = None) -> JetStreamLog:
+    conn = Connection(settings(url))
+    conn.connect()
+    conn.ensure_stream(want or StreamWant(stream_name("crewlet", log), subject_of("crewlet", log), 1, 600), create=create)
+    return JetStreamLog(conn, "crewlet", log)
+
+
+def recs(n: int, tag: str = "w") -> list[Record]:
+    return [Record.new("comment.add", "alex", {"body": f"{tag} {i}"}) for i in range(n)]
+
+
+def test_records_land_in_order_as_one_message_each_and_read_back(nats_server):
+    with open_log(nats_server.url) as flog:
+        written = flog.append_frames(recs(5))
+        assert [r.seq for r, _ in written] == [1, 2, 3, 4, 5]
+        assert [(f.seq, f.offset, f.end) for _, f in written] == [(s, s - 1, s) for s in range(1, 6)]
+        more = flog.append_frames(recs(3, "x"))
+        assert [r.seq for r, _ in more] == [6, 7, 8]
+        got = list(flog.read_frames(after=2, start_offset=2, exact=True))
+        assert [r.seq for r, _ in got] == [3, 4, 5, 6, 7, 8]
+        assert [r.payload["body"] for r, _ in got] == ["w 2", "w 3", "w 4", "x 0", "x 1", "x 2"]
+        assert [f.body for _, f in got] == [r.body() for r, _ in written[2:] + more]
+        assert list(flog.read_frames(after=8, start_offset=8, exact=True)) == []
+        assert flog.last_seq() == 8 and flog.frame_at(4).seq == 5
+
+
+def test_a_retried_append_stores_nothing_twice(nats_server):
+    with open_log(nats_server.url) as flog:
+        batch = recs(4)
+        first = [r.seq for r, _ in flog.append_frames(batch)]
+        flog.append_frames(recs(2, "other"))
+        flog._last = 1          # the retry believes the stream is shorter than it is (as after a lost ack)
+        again = [r.seq for r, _ in flog.append_frames(batch)]
+        assert again == first
+        assert flog.last_seq() == 6
+
+
+def test_writers_racing_on_two_connections_lose_nothing_and_keep_their_own_order(nats_server):
+    logs = [open_log(nats_server.url) for _ in range(3)]
+    errors: list[BaseException] = []
+
+    def write(i: int) -> None:
+        try:
+            for k in range(15):
+                logs[i].append_frames([Record.new("comment.add", "alex", {"w": i, "k": k, "j": j}) for j in range(4)])
+        except BaseException as exc:  # pragma: no cover - the assertion below says it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    got = [r for r, _ in logs[0].read_frames(exact=True)]
+    assert [r.seq for r in got] == list(range(1, 181))
+    assert len({r.op_id for r in got}) == 180
+    for i in range(3):
+        mine = [(r.payload["k"], r.payload["j"]) for r in got if r.payload["w"] == i]
+        assert mine == sorted(mine) and len(mine) == 60
+    for flog in logs:
+        flog.close()
+
+
+def test_a_gap_in_the_stream_is_damage(nats_server):
+    # a stream that allows deletes (crewlet's own refuses them), to make the hole a consumer skips silently
+    want = StreamWant("crewlet-pages", "crewlet.pages", 1, 600)
+    loose = Connection(settings(nats_server.url))
+    loose.connect()
+    cfg = want.config()
+    cfg.deny_delete = False
+    cfg.deny_purge = False
+
+    async def add():
+        await loose.js.add_stream(cfg)
+        return True
+
+    loose.run(add())
+    with JetStreamLog(loose, "crewlet", "pages") as flog:
+        flog.append_frames(recs(6))
+
+        async def delete():
+            await loose.js.delete_msg("crewlet-pages", 4)
+
+        loose.run(delete())
+        with pytest.raises(LogGap) as err:
+            list(flog.read_frames(after=2, start_offset=2, exact=True))
+        assert "expected seq 4, found 5" in str(err.value)
+
+        async def purge():
+            await loose.js.purge_stream("crewlet-pages", seq=3)   # removes 1 and 2
+
+        loose.run(purge())
+        with pytest.raises(LogGap):
+            list(flog.read_frames(after=0, start_offset=0, exact=True))
+
+
+def test_an_existing_stream_with_other_settings_is_refused_naming_the_setting(nats_server):
+    conn = Connection(settings(nats_server.url))
+    conn.connect()
+    want = StreamWant("crewlet-pages", "crewlet.pages", 1, 600)
+    cfg = want.config()
+    cfg.discard = "old"
+    cfg.max_age = 3600.0
+
+    async def add():
+        await conn.js.add_stream(cfg)
+
+    conn.run(add())
+    with pytest.raises(StreamRefused) as err:
+        conn.ensure_stream(want, create=True)
+    assert "discard is 'old'" in str(err.value) and "max_age" in str(err.value)
+    conn.close()
+
+
+def test_a_record_over_the_servers_message_limit_is_refused_before_anything_is_published(nats_server):
+    with open_log(nats_server.url) as flog:
+        big = Record.new("page.create", "alex", {"body": "x" * (flog.conn.max_payload + 10)})
+        with pytest.raises(PayloadTooLarge) as err:
+            flog.append_frames(recs(2) + [big])
+        assert "max_payload" in str(err.value)
+        assert flog.last_seq() == 0
+
+
+def test_servers_that_cannot_be_reached_refuse_at_once():
+    from nats_server import free_port
+
+    conn = Connection(settings(f"nats://127.0.0.1:{free_port()}"))
+    assert conn.connect() is False
+    flog = JetStreamLog(conn, "crewlet", "pages")
+    with pytest.raises(LogUnreachable) as err:
+        flog.append_frames(recs(1))
+    assert "cannot be reached" in str(err.value)
+    flog.close()
