@@ -21,7 +21,7 @@ from pathlib import Path
 
 from . import config as config_mod
 from .errors import CrewletError
-from .log import FileLog, LogDamage, Record, RecordTooLarge
+from .log import FileLog, LogDamage, LogFailed, Record, RecordTooLarge
 from .log.check import locate_applied
 from .log.framing import Frame
 from .pages import applier
@@ -116,6 +116,8 @@ class Node:
         self.damage: LogDamage | None = None
         # why records on the log could not be applied at open (a full disk): retried by each write
         self.apply_error: str | None = None
+        # the log's servers cannot be reached (a JetStream log): reads serve this database, writes refuse
+        self.offline: Offline | None = None
 
     # -- opening ---------------------------------------------------------------------------
     @classmethod
@@ -127,19 +129,37 @@ class Node:
         settings = config_mod.load_node(home.node_file)
         if home.shared is not None:
             _require_shared(home)
+            if config_mod.load(home.config_file).log.backend == "jetstream":
+                # the company moved from the shared directory onto JetStream: this node follows
+                from .sync import nats_join
+
+                nats_join.follow(home)
+                settings = config_mod.load_node(home.node_file)
         company = config_mod.with_operator(config_mod.load(home.config_file), settings, home.node_file)
         conn = connect(home.db_file)
         if not settings.node_id and not getattr(conn, "readonly", False):
             settings = _give_node_id(home, settings)
-        # read-only until the first append: a command that only reads works on a home it cannot write
-        flog = _open_log(home.log_file)
-        node = cls(home, company, conn, flog, _open_log(home.vectors_log_file), settings)
+        if company.log.backend == "jetstream":
+            from .log import jetstream
+
+            try:
+                flog, vlog = jetstream.open_logs(company.log, name=f"crewlet {settings.node_id or home.root.name}")
+            except BaseException:
+                conn.close()
+                raise
+        else:
+            # read-only until the first append: a command that only reads works on a home it cannot write
+            flog, vlog = _open_log(home.log_file), _open_log(home.vectors_log_file)
+        node = cls(home, company, conn, flog, vlog, settings)
         node.verify_log()
-        if catch_up and node.damage is None and not node.readonly:
+        if catch_up and node.damage is None and node.offline is None and not node.readonly:
             try:
                 node.catch_up(progress=progress)
             except LogDamage as exc:
                 node._damaged(exc)
+            except LogFailed as exc:
+                if not node._unreachable(exc):
+                    raise
             except (sqlite3.OperationalError, OSError) as exc:
                 node.apply_error = storage_problem(exc, home.db_file)[1]
                 log.info("records on the log could not be applied: %s", node.apply_error)  # the CLI says it
@@ -157,7 +177,17 @@ class Node:
 
     @property
     def writable(self) -> bool:
-        return self.damage is None and not self.readonly and self.apply_error is None
+        return self.damage is None and not self.readonly and self.apply_error is None and self.offline is None
+
+    def _unreachable(self, exc: BaseException) -> bool:
+        """Note that the log's servers cannot be reached (True), or say it is another failure (False)."""
+        from .log.jetstream import LogUnreachable
+
+        if not isinstance(exc, LogUnreachable):
+            return False
+        self.offline = Offline.of(self, exc)
+        log.info("%s", self.offline.line())   # the CLI and the app say it, once
+        return True
 
     def verify_log(self) -> None:
         """The database's position against each log: on a frame boundary, not past the end, and
@@ -171,6 +201,10 @@ class Node:
                 except LogDamage as exc:
                     self._damaged(exc)
                     return
+                except LogFailed as exc:
+                    if self._unreachable(exc):
+                        return
+                    raise
                 if frame is not None and applied.start is None and not self.readonly:
                     applier.store_position(self.conn, applied.seq, frame, name)  # autocommit: one statement
 
@@ -196,7 +230,13 @@ class Node:
 
     def publish_position(self) -> None:
         """Say, beside the shared logs, how far this node applied them (a node of a shared directory
-        only; best effort: a peer file that cannot be written never fails the write that moved it)."""
+        only; best effort: a peer file that cannot be written never fails the write that moved it). A node
+        on JetStream notes instead when it was last in contact with the servers (what "behind since" says)."""
+        if self.company.log.backend == "jetstream" and not self.readonly:
+            from .log import jetstream
+
+            jetstream.note_contact(self.home)
+            return
         if self.home.shared is None or self.readonly:
             return
         try:
@@ -269,6 +309,7 @@ class Node:
             except LogDamage as exc:
                 self._damaged(exc)
                 raise
+            self.offline = None
             self.publish_position()
             return applied
 
@@ -303,6 +344,12 @@ class Node:
         except LogDamage as exc:
             self._damaged(exc)
             raise
+        except LogFailed as exc:
+            if self._unreachable(exc):
+                # a local write that was not ordered is not a write: refused, never queued
+                assert self.offline is not None
+                raise WriteFailed(f"{self.offline.line()} — {nothing}", code="offline") from None
+            raise
         except RecordTooLarge as exc:
             raise CrewletError(str(exc), code="record_too_large", size=exc.size) from None
         except OSError as exc:
@@ -324,9 +371,12 @@ class Node:
             try:
                 # our own records are applied from the frames in memory, not read back from the file
                 applier.catch_up(self.conn, self.log, outcomes=decided, appended=written)
-            except (LogDamage, sqlite3.Error, OSError) as exc:
+            except (LogDamage, LogFailed, sqlite3.Error, OSError) as exc:
                 if isinstance(exc, LogDamage):
                     self._damaged(exc)
+                    cause = str(exc)
+                elif isinstance(exc, LogFailed):
+                    self._unreachable(exc)
                     cause = str(exc)
                 else:
                     cause = storage_problem(exc, self.home.db_file)[1]
@@ -375,6 +425,47 @@ class Node:
                 }))
         self.submit(records)
         return len(records)
+
+
+@dataclasses.dataclass(frozen=True)
+class Offline:
+    """This node cannot reach its log's servers: how far its own copy is, and since when it is behind."""
+
+    servers: str
+    why: str
+    applied_seq: int
+    last_contact_ms: int | None
+
+    @classmethod
+    def of(cls, node: "Node", exc: BaseException) -> "Offline":
+        from .log import jetstream
+
+        contact = jetstream.last_contact(node.home) or getattr(exc, "since_ms", None)
+        return cls(getattr(exc, "servers", ""), getattr(exc, "why", str(exc)), node.applied_seq(), contact)
+
+    def line(self) -> str:
+        since = "never in contact from this home"
+        if self.last_contact_ms:
+            ago = max(0, (time.time_ns() // 1_000_000 - self.last_contact_ms) // 1000)
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.last_contact_ms / 1000))
+            since = f"behind since {when} ({_ago(ago)} ago), the last contact"
+        return (f"offline: the log's NATS servers ({self.servers}) cannot be reached ({self.why}); this node serves "
+                f"its own copy, applied through seq {self.applied_seq:,}, {since} — writes are refused until they "
+                "can be reached")
+
+    def to_json(self) -> dict:
+        return {"servers": self.servers, "why": self.why, "applied_seq": self.applied_seq,
+                "last_contact_ms": self.last_contact_ms}
+
+
+def _ago(seconds: int) -> str:
+    if seconds < 90:
+        return f"{seconds} s"
+    if seconds < 5400:
+        return f"{seconds // 60} min"
+    if seconds < 48 * 3600:
+        return f"{seconds // 3600} h"
+    return f"{seconds // 86400} days"
 
 
 def _not_applied(pending: list[Record], cause: str) -> NotApplied:

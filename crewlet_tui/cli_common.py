@@ -173,6 +173,8 @@ def open_node(*, sync_containers: bool = True) -> Iterator[Node]:
             warn(damage_line(node.damage))
         elif node.apply_error is not None:
             warn(f"records on the log are not applied yet: {node.apply_error}")
+        elif node.offline is not None:
+            warn(node.offline.line())
     finally:
         node.close()
 

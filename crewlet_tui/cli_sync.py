@@ -54,9 +54,16 @@ def sync_join(
                                                                       "(`crewlet sync snapshot` on a current node)."),
     operator: Optional[str] = typer.Option(None, "--operator", help="A new node's operator (who it acts as by "
                                                                      "default); else company.toml's."),
+    replicas: Optional[int] = typer.Option(None, "--replicas", min=1, max=5, help="JetStream: copies of each stream "
+                                           "(default 1 for one server, 3 for a cluster)."),
+    prefix: Optional[str] = typer.Option(None, "--prefix", help="JetStream: the streams' name prefix (default "
+                                                                 "crewlet: crewlet-pages, crewlet-vectors)."),
     as_json: bool = JSON_OPT,
 ) -> None:
-    """Make this home a node of a shared directory of logs, or create a new node from one.
+    """Make this home a node of a shared directory of logs or of NATS JetStream, or create a new node.
+
+    NATS: an existing home moves its company onto JetStream (the streams are created, its records copied and
+    checked there, then company.toml switched); a new --home is made from the servers alone.
 
     An existing home and an empty DIR: its logs and company.toml move into DIR. An existing home and a
     DIR that holds a log: it joins if it has written nothing of its own. A new --home: a node is made
@@ -67,12 +74,16 @@ def sync_join(
     applying = _Applying(enabled=not as_json and sys.stderr.isatty())
     started = time.perf_counter()
     try:
-        result = join_mod.join(home, target, snapshot=snapshot, operator=operator, progress=applying)
+        result = join_mod.join(home, target, snapshot=snapshot, operator=operator, progress=applying,
+                               replicas=replicas, prefix=prefix)
     finally:
         applying.close()
     seconds = time.perf_counter() - started
     if as_json:
         emit_json(result.to_json() | {"home": str(home.root), "seconds": round(seconds, 3)})
+        return
+    if not hasattr(result, "shared"):
+        _render_nats_join(home, result, seconds)
         return
     shared = markup_safe(str(result.shared))
     if result.kind == "first":
@@ -91,6 +102,26 @@ def sync_join(
     rate = f" in {seconds:.1f} s" if result.applied else ""
     console.print(f"applied {result.applied:,} record(s) of the shared log{rate}; `crewlet sync status` shows where "
                   "every node is")
+
+
+def _render_nats_join(home, result, seconds: float) -> None:
+    root, servers = markup_safe(str(home.root)), markup_safe(result.servers)
+    if result.kind == "first":
+        copied = ", ".join(f"{n:,} {log} record(s)" for log, n in result.copied.items())
+        console.print(f"{root} moved its company onto NATS JetStream at {servers} (node {result.node_id}): copied "
+                      f"{copied}; a node applied from the streams holds the same content (digest {result.digest})",
+                      soft_wrap=True)
+    elif result.kind == "new":
+        console.print(f"new node {result.node_id} at {root}, on NATS JetStream at {servers}", soft_wrap=True)
+    else:
+        console.print(f"{root} is already node {result.node_id} of the company on {servers}", soft_wrap=True)
+    if result.snapshot is not None:
+        console.print(f"started from the snapshot {markup_safe(result.snapshot.line())}", soft_wrap=True)
+    for kept in result.kept_aside:
+        console.print(f"kept aside: {markup_safe(kept)}", soft_wrap=True)
+    rate = f" in {seconds:.1f} s" if result.applied else ""
+    console.print(f"applied {result.applied:,} record(s) from the streams{rate}; `crewlet sync status` shows where "
+                  "this node is and what the servers promise")
 
 
 @sync_app.command("status")

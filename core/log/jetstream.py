@@ -702,3 +702,50 @@ def _gap(log: JetStreamLog, expected: int, found: int, why: str) -> LogDamage:
     exc.fix = ("the stream lost records nodes need: start this node from a snapshot of a node that applied them "
                "(`crewlet sync snapshot FILE` there, `crewlet sync adopt FILE` here)")
     return exc
+
+
+# -- a node's two logs ---------------------------------------------------------------------------------------
+
+def open_logs(settings: Any, *, name: str = "crewlet") -> tuple[JetStreamLog, JetStreamLog]:
+    """The pages log and the vector log of a company on JetStream, sharing one connection. Servers that
+    cannot be reached leave both logs offline (every call raises LogUnreachable until they answer), so
+    a node opens for reading whatever the network does; bad credentials are refused here."""
+    conn = Connection(settings, name=name)
+    try:
+        conn.connect()
+    except LogUnreachable:
+        conn.close()
+        raise
+    return JetStreamLog(conn, settings.stream_prefix, "pages"), JetStreamLog(conn, settings.stream_prefix, "vectors")
+
+
+CONTACT_FILE = "log-contact.json"
+CONTACT_EVERY_MS = 10_000
+_noted: dict[Path, int] = {}
+
+
+def note_contact(home: Any) -> None:
+    """This node applied from the servers just now: kept (at most every 10 s) in its home, so a node that
+    later cannot reach them says how long it has been behind."""
+    import json
+
+    from ..durable import write_atomic
+
+    now = time.time_ns() // 1_000_000
+    path = home.root / CONTACT_FILE
+    if now - _noted.get(path, 0) < CONTACT_EVERY_MS:
+        return
+    try:
+        write_atomic(path, json.dumps({"last_contact_ms": now}).encode(), durable=False)
+    except OSError:
+        return
+    _noted[path] = now
+
+
+def last_contact(home: Any) -> int | None:
+    import json
+
+    try:
+        return int(json.loads((home.root / CONTACT_FILE).read_text(encoding="utf-8"))["last_contact_ms"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

@@ -109,14 +109,23 @@ def _is_empty_dir(path: Path) -> bool:
 
 
 def join(home: Home, target: str | Path, *, snapshot: Path | None = None, operator: str | None = None,
-         progress: Callable[[int], None] | None = None) -> JoinResult:
+         progress: Callable[[int], None] | None = None, replicas: int | None = None,
+         prefix: str | None = None) -> Any:
     """`target`: a shared directory, or NATS servers as `nats://HOST:4222` (a `scheme://` argument is never
     taken for a directory; an unknown scheme is refused)."""
     parsed = parse_target(target)
     if isinstance(parsed, LogUrl):
-        raise Refused(f"{parsed.shown()}: the JetStream log backend is not built yet — give a shared directory",
-                      code="unknown_scheme")
+        from . import nats_join
+
+        return nats_join.join(home, parsed, snapshot=snapshot, operator=operator, replicas=replicas, prefix=prefix,
+                              progress=progress)
+    if replicas is not None or prefix is not None:
+        raise Refused("--replicas and --prefix are settings of a log on NATS JetStream, not of a shared directory",
+                      code="usage")
     directory = Path(parsed).expanduser().resolve()
+    if home.config_file.is_file() and config_mod.load(home.config_file).log.backend == "jetstream":
+        raise Refused(f"{home.root}'s company is on NATS JetStream ({','.join(config_mod.load(home.config_file).log.url)}) "
+                      f"— a home's logs are in one place; join {directory} with a new home", code="already_joined")
     settings = config_mod.load_node(home.node_file)
     if home.shared is not None:
         if home.shared.resolve() != directory:
