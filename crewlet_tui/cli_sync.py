@@ -153,7 +153,16 @@ def sync_status_cmd(
 def _render_status(st: SyncStatus) -> None:
     console.print(f"node      {st.node_id or '(no id yet)'} — {markup_safe(st.home)}"
                   + (f", operator {markup_safe(st.operator)}" if st.operator else ""), soft_wrap=True)
-    if st.shared is None:
+    if st.jetstream is not None:
+        js = st.jetstream
+        console.print(f"log       NATS JetStream at {markup_safe(', '.join(js['servers']))} (streams {markup_safe(js['stream_prefix'])}-*, "
+                      f"{js['replicas']} replica(s))", soft_wrap=True)
+        if js["offline"]:
+            console.print(f"[yellow]{markup_safe(js['offline'])}[/]", soft_wrap=True)
+        for line, d in zip(js["durability_lines"], js["durability"]):
+            style = "green" if not d["lazy"] and not d["error"] else "yellow"
+            console.print(f"durability [{style}]{markup_safe(line)}[/]", soft_wrap=True)
+    elif st.shared is None:
         console.print("shared    not joined: this home's logs are its own (`crewlet sync join DIR` shares them)")
     else:
         lock = st.locks
@@ -163,6 +172,9 @@ def _render_status(st: SyncStatus) -> None:
         lag = "current" if not line.behind else f"[yellow]{line.behind:,} behind[/]"
         console.print(f"{line.name:<9} applied through seq {line.applied_seq:,} of {line.log_seq:,} — {lag}")
     if st.shared is None:
+        if st.jetstream is not None and st.jetstream["lazy"]:
+            err_console.print("crewlet: warning: a server of this company's log does not fsync every write (or does not "
+                              "say): an acknowledged write can be lost with its machine — see `durability` above", soft_wrap=True)
         return
     if not st.peers:
         console.print("peers     none has said where it is yet")

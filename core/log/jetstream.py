@@ -749,3 +749,77 @@ def last_contact(home: Any) -> int | None:
         return int(json.loads((home.root / CONTACT_FILE).read_text(encoding="utf-8"))["last_contact_ms"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+# -- what the servers promise ----------------------------------------------------------------------------------
+
+LAZY_DEFAULT_S = 120.0
+MONITOR_PORT = 8222
+
+
+@dataclass
+class ServerDurability:
+    """What one server says of its fsync: `always` (every write synced before it is acknowledged) or an
+    interval (acknowledged writes wait up to that long in the page cache: the lazy default is 2 min)."""
+
+    where: str                      # the monitor URL it was read from
+    server: str = ""
+    version: str = ""
+    sync_always: bool = False
+    sync_interval_s: float | None = None
+    error: str | None = None        # why it could not be read
+
+    @property
+    def lazy(self) -> bool:
+        return self.error is None and not self.sync_always
+
+    def line(self) -> str:
+        if self.error is not None:
+            return (f"{self.where}: sync_interval unknown ({self.error}) — set [log] monitor to the servers' "
+                    "monitoring URLs; a server left at its default fsyncs every 2 min")
+        who = f"{self.server} ({self.version})" if self.server else self.where
+        if self.sync_always:
+            return f"{who}: sync_interval always — every acknowledged write is on disk"
+        lazy = ("the lazy default: acknowledged writes can be lost by a power loss or a crash of the machine "
+                "(Jepsen, NATS 2.12.1, Dec 2025)" if self.sync_interval_s == LAZY_DEFAULT_S else
+                "acknowledged writes can be lost by a power loss or a crash of the machine within that window")
+        return f"{who}: sync_interval {self.sync_interval_s:g} s — {lazy}; set `sync_interval: always` in its jetstream block"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"monitor": self.where, "server": self.server, "version": self.version, "sync_always": self.sync_always,
+                "sync_interval_s": self.sync_interval_s, "lazy": self.lazy, "error": self.error}
+
+
+def monitor_urls(settings: Any) -> list[str]:
+    """Where the servers' /varz is: [log] monitor, else the NATS default monitoring port on each server's host."""
+    if settings.monitor:
+        return list(settings.monitor)
+    from urllib.parse import urlsplit
+
+    hosts = []
+    for url in settings.url:
+        host = urlsplit(url).hostname or ""
+        if host and host not in hosts:
+            hosts.append(host)
+    return [f"http://{h}:{MONITOR_PORT}" for h in hosts]
+
+
+def durability(settings: Any, *, timeout: float = 1.0) -> list[ServerDurability]:
+    import json
+    import urllib.request
+
+    out = []
+    for where in monitor_urls(settings):
+        d = ServerDurability(where)
+        try:
+            with urllib.request.urlopen(f"{where.rstrip('/')}/varz", timeout=timeout) as resp:
+                varz = json.loads(resp.read())
+            cfg = (varz.get("jetstream") or {}).get("config") or {}
+            d.server, d.version = str(varz.get("server_name") or ""), str(varz.get("version") or "")
+            d.sync_always = bool(cfg.get("sync_always"))
+            interval = cfg.get("sync_interval")
+            d.sync_interval_s = interval / 1e9 if isinstance(interval, (int, float)) else LAZY_DEFAULT_S
+        except (OSError, ValueError) as exc:
+            d.error = f"no /varz at {where}: {getattr(exc, 'reason', exc)}"
+        out.append(d)
+    return out

@@ -51,6 +51,7 @@ class SyncStatus:
     locks: locks.LockCheck | None
     logs: list[LogLine] = field(default_factory=list)
     peers: list[PeerLine] = field(default_factory=list)
+    jetstream: dict[str, Any] | None = None      # servers, offline, durability: a company on NATS JetStream
 
     @property
     def behind(self) -> int:
@@ -59,10 +60,13 @@ class SyncStatus:
     def to_json(self) -> dict[str, Any]:
         return {"home": self.home, "node_id": self.node_id, "operator": self.operator, "shared": self.shared,
                 "locks": self.locks.to_json() if self.locks else None, "behind": self.behind,
-                "logs": [line.to_json() for line in self.logs], "peers": [p.to_json() for p in self.peers]}
+                "logs": [line.to_json() for line in self.logs], "peers": [p.to_json() for p in self.peers],
+                "jetstream": self.jetstream}
 
 
 def status(node: Any) -> SyncStatus:
+    if node.company.log.backend == "jetstream":
+        return _jetstream_status(node)
     home = node.home
     out = SyncStatus(str(home.root), node.node_id, node.company.operator, str(home.shared) if home.shared else None,
                      locks.check(home.shared) if home.shared else None)
@@ -80,4 +84,32 @@ def status(node: Any) -> SyncStatus:
         for peer in peers.read_peers(home):
             behind = {line.name: max(0, ends[line.position] - peer.seq(line.position)) for line in out.logs}
             out.peers.append(PeerLine(peer, behind, max(0.0, (now - peer.seen_at) / 1000), peer.node_id == node.node_id))
+    return out
+
+
+def _jetstream_status(node: Any) -> SyncStatus:
+    """A node on NATS JetStream: each stream's end beside this node's position, and what the servers promise
+    of an acknowledged write (their sync_interval)."""
+    from ..log import LogFailed, jetstream
+
+    s = node.company.log
+    out = SyncStatus(str(node.home.root), node.node_id, node.company.operator, None, None)
+    offline = node.offline.line() if node.offline is not None else None
+    for name, position, flog in (("pages", applier.APPLIER, node.log), ("vectors", "vectors", node.vlog)):
+        with node.lock:
+            applied = applier.applied_position(node.conn, position)
+        log_seq = applied.seq
+        if offline is None:
+            try:
+                log_seq = flog.last_seq()
+            except LogFailed as exc:
+                node._unreachable(exc)
+                offline = node.offline.line() if node.offline is not None else str(exc)
+        out.logs.append(LogLine(name, position, f"{flog.stream} on {flog.conn.servers}", applied.seq, applied.end,
+                                log_seq, log_seq))
+    promises = jetstream.durability(s)
+    out.jetstream = {"servers": list(s.url), "stream_prefix": s.stream_prefix, "replicas": s.replicas,
+                     "offline": offline, "durability": [d.to_json() for d in promises],
+                     "durability_lines": [d.line() for d in promises],
+                     "lazy": any(d.lazy or d.error is not None for d in promises)}
     return out

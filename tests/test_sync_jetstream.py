@@ -1,0 +1,160 @@
+"""A company on NATS JetStream (issue 26): real nats-servers (tests/nats_server.py), real homes, every command
+through the CLI where a person would use it."""
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import tomli_w
+from conftest import new_home
+from test_sync import cli, ok, refused
+
+from core import config as config_mod
+from core.log.jetstream import Connection, StreamWant
+from core.node import Node
+from core.pages.service import KnowledgeBase
+from core.paths import Home
+from core.sync.digest import content_digest
+from core.sync.nats_join import read_company
+
+
+def digest(home: Home) -> str:
+    with Node.open(home) as node:
+        return content_digest(node.conn).content
+
+
+def first_node(tmp_path: Path, url: str, *extra: str) -> Home:
+    a = new_home(tmp_path / "A")
+    with Node.open(a) as node:
+        KnowledgeBase(node).create_page("ENG", "Before Moving", "written before the move")
+    out = json.loads(ok(cli(a.root, "sync", "join", url, "--json", *extra)))
+    assert out["joined"] == "first", out
+    return Home(a.root)
+
+
+def test_an_existing_home_moves_its_company_onto_jetstream_and_a_rerun_is_a_no_op(tmp_path, nats_server):
+    a = new_home(tmp_path / "A")
+    with Node.open(a) as node:
+        KnowledgeBase(node).create_page("ENG", "Before Moving", "written before the move")
+        records = node.log.last_seq()
+    before = digest(a)
+    out = json.loads(ok(cli(a.root, "sync", "join", nats_server.url, "--json")))
+    assert out["joined"] == "first" and out["copied"] == {"pages": records, "vectors": 0}
+    assert out["digest"] == before and sorted(out["created"]) == ["crewlet-pages", "crewlet-vectors"]
+    a = Home(a.root)
+    company = config_mod.load(a.config_file)
+    assert company.log.backend == "jetstream" and company.log.url == (nats_server.url,)
+    assert all(Path(p).is_file() and ".before-jetstream-" in p for p in out["kept_aside"])   # nothing deleted
+    assert not a.log_file.exists()
+    assert digest(a) == before
+    # the configuration travelled: the company bucket holds the switched company.toml
+    conn = Connection(company.log)
+    conn.connect()
+    text, activated = read_company(conn.retain(), company.log)
+    conn.release()
+    assert tomllib.loads(text)["log"]["backend"] == "jetstream" and activated == company.activated_at
+    again = json.loads(ok(cli(a.root, "sync", "join", nats_server.url, "--json")))
+    assert again["joined"] == "already" and again["applied"] == 0 and digest(a) == before
+    assert "Before Moving" in ok(cli(a.root, "page", "show", "ENG/before moving"))
+
+
+def test_a_new_node_needs_only_the_url_and_both_nodes_see_each_others_writes(tmp_path, nats_server):
+    a = first_node(tmp_path, nats_server.url)
+    out = json.loads(ok(cli(tmp_path / "B", "sync", "join", nats_server.url, "--operator", "sam", "--json")))
+    assert out["joined"] == "new" and out["applied"] > 0
+    b = Home(tmp_path / "B")
+    assert config_mod.load(b.config_file).log.backend == "jetstream"
+    assert config_mod.load_node(b.node_file).operator == "sam"
+    assert "Before Moving" in ok(cli(b.root, "page", "show", "ENG/before moving"))
+    ok(cli(b.root, "page", "create", "ENG", "Written On B"))
+    assert "Written On B" in ok(cli(a.root, "page", "show", "ENG/written on b"))
+    ok(cli(a.root, "page", "create", "ENG", "Written On A"))
+    assert "Written On A" in ok(cli(b.root, "page", "show", "ENG/written on a"))
+    assert digest(a) == digest(b)
+    # a title claimed on both: the applier decides the same on both nodes
+    first = cli(a.root, "page", "create", "ENG", "Rota", "--json")
+    second = cli(b.root, "page", "create", "ENG", "Rota", "--json")
+    assert first.exit_code == 0 and second.exit_code == 1
+    assert digest(a) == digest(b)
+
+
+def test_a_new_home_on_servers_with_no_company_is_refused(tmp_path, nats_server):
+    line = refused(cli(tmp_path / "B", "sync", "join", nats_server.url))
+    assert "no company" in line and "first node" in line
+    assert not (tmp_path / "B").exists()
+
+
+def test_existing_streams_with_other_settings_are_refused_naming_the_setting(tmp_path, nats_server):
+    conn = Connection(config_mod.LogSettings("jetstream", (nats_server.url,)))
+    conn.connect()
+    cfg = StreamWant("crewlet-pages", "crewlet.pages", 1, 600).config()
+    cfg.max_age = 86400.0
+
+    async def add():
+        await conn.js.add_stream(cfg)
+
+    conn.run(add())
+    conn.close()
+    a = new_home(tmp_path / "A")
+    line = refused(cli(a.root, "sync", "join", nats_server.url))
+    assert "crewlet-pages" in line and "max_age" in line
+    assert config_mod.load(a.config_file).log.backend == "file" and a.log_file.is_file()   # nothing switched
+
+
+def test_a_company_on_a_shared_directory_moves_and_its_other_nodes_follow_at_their_next_open(tmp_path, nats_server):
+    a = new_home(tmp_path / "A")
+    shared = tmp_path / "shared"
+    ok(cli(a.root, "sync", "join", str(shared)))
+    ok(cli(tmp_path / "B", "sync", "join", str(shared)))
+    b = Home(tmp_path / "B")
+    ok(cli(b.root, "page", "create", "ENG", "Written On The Directory"))
+    ok(cli(a.root, "sync", "join", nats_server.url))
+    a = Home(a.root)
+    assert a.shared is None and config_mod.load(a.config_file).log.backend == "jetstream"
+    assert config_mod.load(shared / "company.toml").log.backend == "jetstream"   # where B reads the switch
+    # B follows when it next opens: its next command reads and writes on JetStream
+    ok(cli(b.root, "page", "create", "ENG", "Written After The Move"))
+    b = Home(b.root)
+    assert b.shared is None and config_mod.load(b.config_file).log.backend == "jetstream"
+    assert "Written After The Move" in ok(cli(a.root, "page", "show", "ENG/written after the move"))
+    assert digest(a) == digest(b)
+
+
+def test_a_node_that_cannot_reach_the_servers_reads_says_since_when_and_refuses_writes(tmp_path, nats_server):
+    a = first_node(tmp_path, nats_server.url)
+    nats_server.kill()
+    res = cli(a.root, "page", "create", "ENG", "Offline Write")
+    line = refused(res)
+    assert "cannot be reached" in line and "behind since" in line and "nothing was written" in line
+    shown = cli(a.root, "page", "show", "ENG/before moving")
+    assert shown.exit_code == 0 and "Before Moving" in shown.stdout
+    assert "offline" in shown.stderr and "applied through seq" in shown.stderr
+    nats_server.start()
+    ok(cli(a.root, "page", "create", "ENG", "Back Online"))
+    assert "Offline Write" not in ok(cli(a.root, "pages", "ENG"))
+
+
+def _with_monitor(home: Home, monitor: str) -> None:
+    data = tomllib.loads(home.config_file.read_text())
+    data["log"]["monitor"] = monitor
+    home.config_file.write_text(tomli_w.dumps(data))
+
+
+def test_sync_status_says_what_the_servers_promise_and_warns_at_the_lazy_default(tmp_path):
+    from nats_server import NatsServer
+
+    for sync, lazy in (("default", True), ("always", False)):
+        with NatsServer(tmp_path / f"nats-{sync}", sync=sync) as server:
+            a = first_node(tmp_path / sync, server.url)
+            _with_monitor(a, server.monitor)
+            res = cli(a.root, "sync", "status")
+            assert res.exit_code == 0, res.stderr
+            if lazy:
+                assert "sync_interval 120 s" in res.stdout and "Jepsen" in res.stdout
+                assert "warning" in res.stderr
+            else:
+                assert "sync_interval always" in res.stdout and "warning" not in res.stderr
+            st = json.loads(ok(cli(a.root, "sync", "status", "--json")))
+            assert st["jetstream"]["lazy"] is lazy and st["behind"] == 0
+            assert st["logs"][0]["log_seq"] == st["logs"][0]["applied_seq"] > 0
