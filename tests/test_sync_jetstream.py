@@ -158,3 +158,35 @@ def test_sync_status_says_what_the_servers_promise_and_warns_at_the_lazy_default
             st = json.loads(ok(cli(a.root, "sync", "status", "--json")))
             assert st["jetstream"]["lazy"] is lazy and st["behind"] == 0
             assert st["logs"][0]["log_seq"] == st["logs"][0]["applied_seq"] > 0
+
+
+def test_a_new_node_starts_from_a_snapshot_of_stream_positions_and_adopt_works_there(tmp_path, nats_server):
+    a = first_node(tmp_path, nats_server.url)
+    for i in range(5):
+        ok(cli(a.root, "page", "create", "ENG", f"Early {i}"))
+    snap = tmp_path / "snap.db"
+    info = json.loads(ok(cli(a.root, "sync", "snapshot", str(snap), "--json")))
+    pos = info["positions"]["pages"]
+    assert pos["byte_offset"] == pos["seq"] and pos["frame_offset"] == pos["seq"] - 1   # a stream position
+    ok(cli(a.root, "page", "create", "ENG", "After The Snapshot"))
+    out = json.loads(ok(cli(tmp_path / "B", "sync", "join", nats_server.url, "--snapshot", str(snap), "--json")))
+    assert out["joined"] == "new" and out["applied"] == 1          # only the record after the snapshot
+    b = Home(tmp_path / "B")
+    assert "After The Snapshot" in ok(cli(b.root, "page", "show", "ENG/after the snapshot"))
+    assert digest(a) == digest(b)
+    adopted = json.loads(ok(cli(b.root, "sync", "adopt", str(snap), "--yes", "--json")))
+    assert adopted["applied"] == 1 and digest(a) == digest(b)
+
+
+def test_a_snapshot_of_another_company_is_refused_against_the_streams(tmp_path, nats_server):
+    from nats_server import NatsServer
+
+    first_node(tmp_path, nats_server.url)
+    with NatsServer(tmp_path / "other-nats") as other:
+        o = first_node(tmp_path / "other", other.url)
+        ok(cli(o.root, "page", "create", "ENG", "Elsewhere"))
+        snap = tmp_path / "other.db"
+        ok(cli(o.root, "sync", "snapshot", str(snap)))
+    line = refused(cli(tmp_path / "B", "sync", "join", nats_server.url, "--snapshot", str(snap)))
+    assert "does not match crewlet-pages" in line
+    assert not (tmp_path / "B").exists()
