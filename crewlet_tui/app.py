@@ -330,7 +330,7 @@ class CrewletApp(App[None]):
             self.post_message(DutyPassed(report, status))
 
         # another process or node appending wakes the duties at once (the apply duty alone polls every 2 s)
-        watch.start(node.home, self._duty_wake, self._stopping, applied=node.applied_ends)
+        watch.start_node(node, self._duty_wake, self._stopping)
         try:
             runner.run_forever(stop=self._stopping, wake=self._duty_wake, progress=progress, on_report=passed)
         finally:

@@ -102,7 +102,7 @@ def _loop(runner: DutyRunner, bars: ProgressBars, as_json: bool) -> None:
     from core.sync import watch
 
     wake = threading.Event()
-    watch.start(runner.node.home, wake, stop, applied=runner.node.applied_ends)  # another process or node appending wakes the duties at once
+    watch.start_node(runner.node, wake, stop)  # another process or node appending wakes the duties at once
     try:
         runner.run_forever(stop=stop, wake=wake, progress=bars, on_report=show)
     except KeyboardInterrupt:

@@ -190,3 +190,28 @@ def test_a_snapshot_of_another_company_is_refused_against_the_streams(tmp_path, 
     line = refused(cli(tmp_path / "B", "sync", "join", nats_server.url, "--snapshot", str(snap)))
     assert "does not match crewlet-pages" in line
     assert not (tmp_path / "B").exists()
+
+
+def test_a_live_watch_wakes_a_node_when_another_writes_and_after_the_server_comes_back(tmp_path, nats_server):
+    import threading
+
+    from core.sync import watch
+
+    a = first_node(tmp_path, nats_server.url)
+    ok(cli(tmp_path / "B", "sync", "join", nats_server.url))
+    wake, stop = threading.Event(), threading.Event()
+    with Node.open(Home(tmp_path / "B")) as b:
+        watch.start_node(b, wake, stop)
+        assert wake.wait(10)              # the consumer says once it is listening
+        wake.clear()
+        ok(cli(a.root, "page", "create", "ENG", "Heard On B"))
+        assert wake.wait(10), "a write on A did not wake B"
+        assert b.catch_up() >= 1
+        nats_server.kill()
+        nats_server.start()
+        wake.clear()
+        ok(cli(a.root, "page", "create", "ENG", "Heard After A Restart"))
+        assert wake.wait(20), "a write after the server restarted did not wake B"
+        b.catch_up()
+        assert KnowledgeBase(b).resolve("ENG/heard after a restart").title == "Heard After A Restart"
+        stop.set()

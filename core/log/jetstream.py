@@ -334,6 +334,80 @@ class Connection:
                 pass
         self.loop.close()
 
+    # -- a live watch ----------------------------------------------------------------------------------
+    WATCH_HEARTBEAT_S = 1.0
+    WATCH_SILENT_S = 4.0
+
+    def watch(self, streams: list[str], wake: Any, stop: Any) -> None:
+        """Call `wake()` whenever a record lands on one of `streams` (or the connection comes back), until
+        `stop` (a threading.Event) is set: a push consumer per stream, headers only, from the next message
+        on — no polling loop. A consumer that falls silent (no message and no heartbeat: a server restarted
+        and forgot it) is made again, with a wake in case a record landed meanwhile."""
+        if not self.loop.alive:
+            return
+        import threading
+
+        async def one(stream: str) -> None:
+            from nats.js import api
+
+            while not stop.is_set():
+                if not self.up:
+                    if self.nc is None:
+                        try:
+                            await self._connect()
+                            self._mark_up()
+                        except Exception as exc:  # unreachable: try again shortly
+                            self._mark_down(_why(exc))
+                            await asyncio.sleep(RETRY_CONNECT_S)
+                            continue
+                    else:
+                        await asyncio.sleep(0.2)
+                        continue
+                    wake()
+                heard = [time.monotonic()]
+                nc = self.nc
+
+                async def on_msg(msg: Any) -> None:
+                    heard[0] = time.monotonic()
+                    headers = msg.headers or {}
+                    if not msg.data and headers.get("Status") == "100":
+                        if msg.reply:
+                            await nc.publish(msg.reply, b"")
+                        return
+                    wake()
+
+                sub = None
+                try:
+                    inbox = nc.new_inbox()
+                    sub = await nc.subscribe(inbox, cb=on_msg)
+                    await self.js._jsm.add_consumer(stream, config=api.ConsumerConfig(
+                        deliver_subject=inbox, deliver_policy=api.DeliverPolicy.NEW, ack_policy=api.AckPolicy.NONE,
+                        headers_only=True, flow_control=True, idle_heartbeat=self.WATCH_HEARTBEAT_S,
+                        mem_storage=True, inactive_threshold=30.0, num_replicas=1))
+                    wake()   # anything that landed before the consumer existed
+                    while not stop.is_set() and self.nc is nc and time.monotonic() - heard[0] < self.WATCH_SILENT_S:
+                        await asyncio.sleep(0.25)
+                except Exception as exc:  # the stream or the server went away: made again below
+                    logger.info("watching %s: %s", stream, exc)
+                    await asyncio.sleep(0.5)
+                finally:
+                    if sub is not None:
+                        try:
+                            await sub.unsubscribe()
+                        except Exception:
+                            pass
+
+        async def all_of() -> None:
+            await asyncio.gather(*(one(s) for s in streams))
+
+        fut = asyncio.run_coroutine_threadsafe(all_of(), self.loop.loop)
+
+        def stopper() -> None:
+            stop.wait()
+            fut.cancel()
+
+        threading.Thread(target=stopper, name="crewlet-nats-watch-stop", daemon=True).start()
+
     # -- streams ---------------------------------------------------------------------------------------
     def stream_config(self, name: str) -> dict[str, Any] | None:
         """The stream's configuration as the server answers it (None when there is no such stream)."""
