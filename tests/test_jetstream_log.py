@@ -151,3 +151,16 @@ def test_servers_that_cannot_be_reached_refuse_at_once():
         flog.append_frames(recs(1))
     assert "cannot be reached" in str(err.value)
     flog.close()
+
+
+def test_a_read_far_behind_streams_through_a_consumer_in_order(nats_server):
+    from core.log import jetstream
+
+    with open_log(nats_server.url) as flog:
+        n = jetstream.DIRECT_BATCH * 2 + 500        # past one direct-get batch: the rest through a consumer
+        for i in range(0, n, 500):
+            flog.append_frames(recs(500, f"b{i}"))
+        got = [r.seq for r, _ in flog.read_frames(after=0, start_offset=0, exact=True)]
+        assert got == list(range(1, n + 1))
+        assert [r.seq for r, _ in flog.read_frames(after=10, start_offset=10, exact=True, limit=1500)] == \
+            list(range(11, 1511))

@@ -47,6 +47,7 @@ ACK_S = 15.0             # a round of pipelined publishes, all acknowledged
 READ_IDLE_S = 10.0       # a read that hears nothing for this long gives up (the server went away)
 RETRY_CONNECT_S = 5.0    # an unreachable server is tried again at most this often
 APPEND_ROUNDS = 200      # rounds of an append contending with other writers before it gives up
+DIRECT_BATCH = 1000      # a read this far behind is one direct-get request; further, a consumer streams it
 HEADER_ROOM = 512        # bytes of headers a message carries beside its payload (max_payload counts both)
 
 MSG_ID = "Nats-Msg-Id"
@@ -539,6 +540,7 @@ class JetStreamLog:
         # how damage and refusals name this log (LogDamage keeps a Path)
         self.path = Path(f"jetstream:{self.stream}")
         self._last: int | None = None    # the stream's last seq as this process last knew it
+        self._direct_ok = True
         self._closed = False
 
     def __repr__(self) -> str:
@@ -676,11 +678,48 @@ class JetStreamLog:
                               f"the database's position (seq {after}, byte offset {start_offset}) is a file log's, not "
                               f"a position on {self.stream}: the node moved to JetStream without converting it — "
                               "`crewlet sync join` converts it", kind="mismatch")
+        start = after + 1
+        want = DIRECT_BATCH if limit is None else min(limit, DIRECT_BATCH)
+        got = self.conn.run(self._direct(start, want)) if self._direct_ok else None
+        if got is None:
+            self._direct_ok = False   # a stream made without allow_direct: a consumer reads it all
+            yield from self._read_by_consumer(after, limit, exact)
+            return
+        messages, pending = got
+        if not messages:
+            if exact and after > (self._last or 0):
+                first, last = self.state()
+                if after > last:
+                    raise self._cut(after, last)
+            return
+        n = 0
+        from_body = Record.from_body
+        expect = start
+        for seq, body in messages:
+            if seq != expect:
+                raise _gap(self, expect, seq, "the stream no longer holds them (removed by a limit, a purge or a "
+                           "delete)")
+            try:
+                record = from_body(body, seq)
+            except ValueError as exc:
+                raise LogCorrupt(self.path, seq - 1, seq, f"undecodable record body: {exc}") from exc
+            yield record, Frame(seq, body, seq - 1, seq)
+            expect += 1
+            n += 1
+        self._last = max(self._last or 0, expect - 1)
+        if pending and (limit is None or n < limit):
+            # a long way behind: the rest through a consumer, which streams faster than batches of requests
+            yield from self._read_by_consumer(expect - 1, None if limit is None else limit - n, True)
+
+    def _cut(self, after: int, last: int) -> LogMismatch:
+        return LogMismatch(self.path, last, after,
+                           f"the stream {self.stream} ends at seq {last}, but the database applied it through seq "
+                           f"{after}: records it applied are missing from the stream", kind="cut")
+
+    def _read_by_consumer(self, after: int, limit: int | None, exact: bool) -> Iterator[tuple[Record, Frame]]:
         first, last = self.state()
         if exact and after > last:
-            raise LogMismatch(self.path, last, after,
-                              f"the stream {self.stream} ends at seq {last}, but the database applied it through seq "
-                              f"{after}: records it applied are missing from the stream", kind="cut")
+            raise self._cut(after, last)
         if last <= after:
             return
         if first > after + 1:
@@ -688,22 +727,58 @@ class JetStreamLog:
         target = last if limit is None else min(last, after + limit)
         yield from self._consume(after + 1, target)
 
+    async def _direct(self, start: int, batch: int) -> tuple[list[tuple[int, bytes]], int] | None:
+        """Up to `batch` messages from seq `start` in one direct-get request (the records a node a little
+        behind needs, without making a consumer), and how many more the stream holds past them. None when
+        the stream does not answer direct gets."""
+        import json
+
+        nc = self.conn.nc
+        inbox = nc.new_inbox()
+        out: list[tuple[int, bytes]] = []
+        done: asyncio.Future = asyncio.get_running_loop().create_future()
+
+        async def on_msg(msg: Any) -> None:
+            headers = msg.headers or {}
+            status = headers.get("Status")
+            if status is not None and not msg.data:
+                if not done.done():
+                    done.set_result((status, int(headers.get("Nats-Num-Pending") or 0)))
+                return
+            out.append((int(headers["Nats-Sequence"]), msg.data))
+
+        sub = await nc.subscribe(inbox, cb=on_msg, pending_msgs_limit=-1, pending_bytes_limit=-1)
+        try:
+            await nc.publish(f"$JS.API.DIRECT.GET.{self.stream}", json.dumps({"seq": start, "batch": batch}).encode(),
+                             reply=inbox)
+            status, pending = await asyncio.wait_for(done, REQUEST_S)
+        finally:
+            await sub.unsubscribe()
+        if status == "503":
+            return None   # no responders: the stream does not allow direct gets
+        if status not in ("204", "404"):
+            raise LogFailed(f"{self.path}: reading from seq {start} was answered {status}")
+        return out, pending
+
     def _consume(self, start: int, target: int) -> Iterator[tuple[Record, Frame]]:
         q: queue.SimpleQueue = queue.SimpleQueue()
-        sub = self.conn.run(self._subscribe(start, q))
+        sub = self.conn.run(self._subscribe(start, target, q))
         expect = start
         from_body = Record.from_body
+        items: list[tuple[int, bytes]] = []
+        at = 0
         try:
             while expect <= target:
-                try:
-                    item = q.get(timeout=READ_IDLE_S)
-                except queue.Empty:
-                    self.conn._mark_down("a read heard nothing")
-                    raise LogUnreachable(self.conn.servers, f"reading {self.stream} from seq {expect} heard nothing "
-                                         f"for {READ_IDLE_S:g} s") from None
-                if isinstance(item, BaseException):
-                    raise item
-                seq, body = item
+                if at >= len(items):
+                    try:
+                        items, at = q.get(timeout=READ_IDLE_S), 0
+                    except queue.Empty:
+                        self.conn._mark_down("a read heard nothing")
+                        raise LogUnreachable(self.conn.servers, f"reading {self.stream} from seq {expect} heard nothing "
+                                             f"for {READ_IDLE_S:g} s") from None
+                    continue
+                seq, body = items[at]
+                at += 1
                 if seq < expect:
                     continue  # a redelivery after a reconnect: already yielded
                 if seq > expect:
@@ -723,21 +798,38 @@ class JetStreamLog:
             except Exception:  # the consumer is ephemeral: the server drops it after its inactive threshold
                 pass
 
-    async def _subscribe(self, start: int, q: queue.SimpleQueue) -> Any:
+    async def _subscribe(self, start: int, target: int, q: queue.SimpleQueue) -> Any:
         from nats.js import api
 
         nc = self.conn.nc
         inbox = nc.new_inbox()
         put = q.put
+        buf: list[tuple[int, bytes]] = []
+        loop = asyncio.get_running_loop()
+        flush_soon: list[Any] = [None]
+
+        def flush() -> None:
+            flush_soon[0] = None
+            if buf:
+                put(buf[:])
+                buf.clear()
 
         async def on_msg(msg: Any) -> None:
+            # handed to the reading thread a few hundred at a time (a hand-off per record cost more than the
+            # record), and at once at the target or when the server pauses
             data = msg.data
             if not data:
                 headers = msg.headers or {}
                 if headers.get("Status") == "100" and msg.reply:
                     await nc.publish(msg.reply, b"")   # flow control: ask for more
+                flush()
                 return
-            put((_stream_seq(msg.reply), data))
+            seq = _stream_seq(msg.reply)
+            buf.append((seq, data))
+            if len(buf) >= 256 or seq >= target:
+                flush()
+            elif flush_soon[0] is None:
+                flush_soon[0] = loop.call_later(0.005, flush)
 
         sub = await nc.subscribe(inbox, cb=on_msg, pending_msgs_limit=-1, pending_bytes_limit=-1)
         cfg = api.ConsumerConfig(
