@@ -215,3 +215,33 @@ def test_a_live_watch_wakes_a_node_when_another_writes_and_after_the_server_come
         b.catch_up()
         assert KnowledgeBase(b).resolve("ENG/heard after a restart").title == "Heard After A Restart"
         stop.set()
+
+
+def test_a_fleet_duty_runs_on_one_node_of_the_company_whatever_machine_each_is_on(tmp_path, nats_server):
+    import threading
+
+    from core.worker import Duty, DutyPass, DutyRunner
+
+    class Reaper(Duty):
+        name, scope, interval_s = "fleet-probe", "fleet", 1.0
+
+        def run_pass(self, ctx):
+            return DutyPass("probed")
+
+    class Indexer(Duty):
+        name, scope, interval_s = "node-probe", "node", 1.0
+
+        def run_pass(self, ctx):
+            return DutyPass("indexed")
+
+    first_node(tmp_path, nats_server.url)
+    ok(cli(tmp_path / "B", "sync", "join", nats_server.url))
+    stop = threading.Event()
+    with Node.open(Home(tmp_path / "A")) as a, Node.open(Home(tmp_path / "B")) as b:
+        ra, rb = DutyRunner(a, [Reaper(), Indexer()], label="A"), DutyRunner(b, [Reaper(), Indexer()], label="B")
+        assert ra.run_one(ra.duties[0], stop=stop).ran
+        other = rb.run_one(rb.duties[0], stop=stop)
+        assert not other.ran and "run by A" in other.skipped     # the lease is a key both nodes read
+        assert rb.run_one(rb.duties[1], stop=stop).ran            # a node duty is each node's own
+        ra.leases["fleet-probe"].release()
+        assert rb.run_one(rb.duties[0], stop=stop).ran
