@@ -209,7 +209,12 @@ class Node:
                     applier.store_position(self.conn, applied.seq, frame, name)  # autocommit: one statement
 
     def _damaged(self, exc: LogDamage) -> None:
-        if self.home.shared is not None and SNAPSHOT_HINT not in exc.fix:
+        if self.company.log.backend == "jetstream":
+            # a stream is not cut from a node (core/sync/nats_check.py): this node starts over from a snapshot
+            exc.fix = ("`crewlet log check` says where the streams and this database disagree; start this node over "
+                       "from a snapshot of a node that is current: `crewlet sync snapshot FILE` there, then "
+                       "`crewlet sync adopt FILE` here")
+        elif self.home.shared is not None and SNAPSHOT_HINT not in exc.fix:
             exc.fix = f"{exc.fix}, {SNAPSHOT_HINT}"
         self.damage = exc
         log.info("%s — writes are refused", exc)  # the CLI and the app say it, once

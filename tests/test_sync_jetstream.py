@@ -245,3 +245,23 @@ def test_a_fleet_duty_runs_on_one_node_of_the_company_whatever_machine_each_is_o
         assert rb.run_one(rb.duties[1], stop=stop).ran            # a node duty is each node's own
         ra.leases["fleet-probe"].release()
         assert rb.run_one(rb.duties[0], stop=stop).ran
+
+
+def test_log_check_reads_the_streams_back_and_a_stream_that_lost_what_a_node_applied_is_damage(tmp_path, nats_server):
+    from nats_server import NatsServer
+
+    a = first_node(tmp_path, nats_server.url)
+    out = json.loads(ok(cli(a.root, "log", "check", "--json")))
+    assert out["ok"] and out["logs"][0]["records"] == out["logs"][0]["applied_seq"] > 0
+    line = refused(cli(a.root, "log", "repair", "--yes"))
+    assert "not cut from a node" in line and "sync adopt" in line
+    # the servers lose the stream's records (a restored backup, storage wiped): A applied more than they hold
+    with NatsServer(tmp_path / "other") as other:
+        first_node(tmp_path / "elsewhere", other.url)        # another company's shorter streams there
+        data = tomllib.loads(a.config_file.read_text())
+        data["log"]["url"] = [other.url]
+        a.config_file.write_text(tomli_w.dumps(data))
+        res = cli(a.root, "log", "check")
+        assert res.exit_code == 1 and "disagrees" in res.stderr
+        line = refused(cli(a.root, "page", "create", "ENG", "Must Not Land"))
+        assert "damaged" in line and "sync adopt" in line
