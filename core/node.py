@@ -147,6 +147,14 @@ class Node:
             except BaseException:
                 conn.close()
                 raise
+            if flog.conn.up and not getattr(conn, "readonly", False):
+                from .sync import nats_join
+
+                try:
+                    if nats_join.sync_company(home, flog.conn, company.log) == "pulled":
+                        company = config_mod.with_operator(config_mod.load(home.config_file), settings, home.node_file)
+                except (LogFailed, OSError, config_mod.ConfigError) as exc:
+                    log.info("company.toml not compared with the company bucket: %s", exc)
         else:
             # read-only until the first append: a command that only reads works on a home it cannot write
             flog, vlog = _open_log(home.log_file), _open_log(home.vectors_log_file)

@@ -265,3 +265,21 @@ def test_log_check_reads_the_streams_back_and_a_stream_that_lost_what_a_node_app
         assert res.exit_code == 1 and "disagrees" in res.stderr
         line = refused(cli(a.root, "page", "create", "ENG", "Must Not Land"))
         assert "damaged" in line and "sync adopt" in line
+
+
+def test_an_edit_of_company_toml_on_one_node_reaches_the_others_when_they_next_open(tmp_path, nats_server):
+    from conftest import bump_mtime
+
+    a = first_node(tmp_path, nats_server.url)
+    ok(cli(tmp_path / "B", "sync", "join", nats_server.url))
+    b = Home(tmp_path / "B")
+    data = tomllib.loads(a.config_file.read_text())
+    data["spaces"]["OPS"] = {"name": "Operations", "purpose": "Keeps it running", "lead": "sam"}
+    a.config_file.write_text(tomli_w.dumps(data))
+    bump_mtime(a.config_file, 1000)        # a later activation than the one the bucket holds
+    ok(cli(a.root, "spaces"))              # A opens: its edit goes to the bucket
+    assert "OPS" in ok(cli(b.root, "spaces"))   # B opens: it takes the newer configuration
+    assert config_mod.load(b.config_file).activated_at == config_mod.load(a.config_file).activated_at
+    ok(cli(b.root, "page", "create", "OPS", "Runbook"))
+    assert "Runbook" in ok(cli(a.root, "page", "show", "OPS/runbook"))
+    assert digest(a) == digest(b)

@@ -315,6 +315,44 @@ def read_company(conn: Connection, s: config_mod.LogSettings) -> tuple[str, int]
     return str(data["toml"]), int(data.get("activated_at") or 0)
 
 
+def sync_company(home: Home, conn: Connection, s: config_mod.LogSettings) -> str | None:
+    """Bring this node's company.toml and the bucket's in step, the newer activation winning: an edit made on
+    any node reaches the others when they next open. Returns "pulled" or "pushed" when one side changed."""
+    from nats.js.errors import KeyWrongLastSequenceError
+
+    local = home.config_file
+    try:
+        text = local.read_text(encoding="utf-8")
+        activated = local.stat().st_mtime_ns // 1_000_000
+    except OSError:
+        return None
+    bucket = company_bucket(s.stream_prefix)
+    for _ in range(3):
+        got = conn.kv_get(bucket, COMPANY_KEY)
+        if got is None:
+            return None
+        data = json.loads(got[0])
+        theirs, their_at = str(data.get("toml", "")), int(data.get("activated_at") or 0)
+        if theirs == text:
+            return None
+        if their_at >= activated:
+            config_mod.parse(__import__("tomllib").loads(theirs), local)   # never take a file that would not load
+            write_atomic(local, theirs.encode("utf-8"))
+            _set_activation(local, their_at)
+            return "pulled"
+        try:
+            config_mod.parse(__import__("tomllib").loads(text), local)
+        except Exception:
+            return None   # a local edit that does not load is not published (the node says so as it reads it)
+        value = json.dumps({"toml": text, "activated_at": activated}).encode("utf-8")
+        try:
+            conn.kv_put(bucket, COMPANY_KEY, value, last=got[1])
+            return "pushed"
+        except KeyWrongLastSequenceError:
+            continue
+    return None
+
+
 # -- a new node -------------------------------------------------------------------------------------------------
 
 def _new_node(home: Home, url: LogUrl, snapshot: Path | None, operator: str | None, replicas: int | None,
