@@ -138,6 +138,9 @@ class StreamWant:
         need("persist_mode", have.get("persist_mode") in (None, "", "default"), have.get("persist_mode"),
              '"default" (async acknowledges before the write is stored)')
         need("sealed", not have.get("sealed"), have.get("sealed"), "false")
+        need("deny_delete", bool(have.get("deny_delete")), have.get("deny_delete", False),
+             "true (a deleted record is a hole every node would meet as damage)")
+        need("deny_purge", bool(have.get("deny_purge")), have.get("deny_purge", False), "true (a purge empties the log)")
         return out
 
 
