@@ -58,6 +58,10 @@ def sync_join(
                                            "(default 1 for one server, 3 for a cluster)."),
     prefix: Optional[str] = typer.Option(None, "--prefix", help="JetStream: the streams' name prefix (default "
                                                                  "crewlet: crewlet-pages, crewlet-vectors)."),
+    creds: Optional[str] = typer.Option(None, "--creds", help="JetStream: a NATS credentials file, kept in [log] "
+                                                               "creds (each node reads its own copy at that path)."),
+    token_env: Optional[str] = typer.Option(None, "--token-env", help="JetStream: the NAME of the environment "
+                                                                       "variable holding the server's token."),
     as_json: bool = JSON_OPT,
 ) -> None:
     """Make this home a node of a shared directory of logs or of NATS JetStream, or create a new node.
@@ -75,7 +79,7 @@ def sync_join(
     started = time.perf_counter()
     try:
         result = join_mod.join(home, target, snapshot=snapshot, operator=operator, progress=applying,
-                               replicas=replicas, prefix=prefix)
+                               replicas=replicas, prefix=prefix, creds=creds, token_env=token_env)
     finally:
         applying.close()
     seconds = time.perf_counter() - started

@@ -283,3 +283,24 @@ def test_an_edit_of_company_toml_on_one_node_reaches_the_others_when_they_next_o
     ok(cli(b.root, "page", "create", "OPS", "Runbook"))
     assert "Runbook" in ok(cli(a.root, "page", "show", "OPS/runbook"))
     assert digest(a) == digest(b)
+
+
+def test_a_server_that_asks_for_a_token_gets_it_from_the_variable_named_never_from_the_file(tmp_path):
+    from nats_server import NatsServer
+
+    env = {"CREWLET_TEST_NATS_TOKEN": "s3cret-token"}
+    with NatsServer(tmp_path / "nats", token="s3cret-token") as server:
+        a = new_home(tmp_path / "A")
+        line = refused(cli(a.root, "sync", "join", server.url))            # no credentials: refused, nothing moved
+        assert "cannot be reached" in line and config_mod.load(a.config_file).log.backend == "file"
+        line = refused(cli(a.root, "sync", "join", server.url, "--token-env", "CREWLET_TEST_NATS_TOKEN"))
+        assert "CREWLET_TEST_NATS_TOKEN" in line and "not set" in line
+        ok(cli(a.root, "sync", "join", server.url, "--token-env", "CREWLET_TEST_NATS_TOKEN", env=env))
+        a = Home(a.root)
+        assert config_mod.load(a.config_file).log.token_env == "CREWLET_TEST_NATS_TOKEN"
+        assert "s3cret-token" not in a.config_file.read_text()
+        ok(cli(tmp_path / "B", "sync", "join", server.url, "--token-env", "CREWLET_TEST_NATS_TOKEN", env=env))
+        ok(cli(tmp_path / "B", "page", "create", "ENG", "Behind A Token", env=env))
+        assert "Behind A Token" in ok(cli(a.root, "page", "show", "ENG/behind a token", env=env))
+        line = refused(cli(a.root, "page", "create", "ENG", "No Token Here"))   # the variable unset: refused
+        assert "CREWLET_TEST_NATS_TOKEN" in line

@@ -173,6 +173,7 @@ class Connection:
         self.down_why: str | None = None
         self._tried_at = 0.0
         self._users = 0
+        self._last_error: str | None = None     # what the servers last said went wrong (auth, TLS…)
         self._acks: dict[str, asyncio.Future] = {}
         self._ack_prefix = ""
         self._ack_count = 0
@@ -209,6 +210,7 @@ class Connection:
 
     async def _on_error(self, exc: Exception) -> None:
         logger.info("NATS: %s", exc)
+        self._last_error = _why(exc)
 
     async def _on_disconnected(self) -> None:
         self._mark_down("the connection was lost")
@@ -284,7 +286,10 @@ class Connection:
             self._mark_down(exc.why)
             raise
         except Exception as exc:  # nats-py raises its own errors, OSError and TimeoutError alike
-            self._mark_down(_why(exc))
+            why = _why(exc)
+            if self._last_error and self._last_error not in why:
+                why = f"{self._last_error} ({why})"   # "no servers available" hides the reason they gave
+            self._mark_down(why)
             return False
         self._mark_up()
         return True

@@ -110,7 +110,7 @@ def _is_empty_dir(path: Path) -> bool:
 
 def join(home: Home, target: str | Path, *, snapshot: Path | None = None, operator: str | None = None,
          progress: Callable[[int], None] | None = None, replicas: int | None = None,
-         prefix: str | None = None) -> Any:
+         prefix: str | None = None, creds: str | None = None, token_env: str | None = None) -> Any:
     """`target`: a shared directory, or NATS servers as `nats://HOST:4222` (a `scheme://` argument is never
     taken for a directory; an unknown scheme is refused)."""
     parsed = parse_target(target)
@@ -118,10 +118,10 @@ def join(home: Home, target: str | Path, *, snapshot: Path | None = None, operat
         from . import nats_join
 
         return nats_join.join(home, parsed, snapshot=snapshot, operator=operator, replicas=replicas, prefix=prefix,
-                              progress=progress)
-    if replicas is not None or prefix is not None:
-        raise Refused("--replicas and --prefix are settings of a log on NATS JetStream, not of a shared directory",
-                      code="usage")
+                              creds=creds, token_env=token_env, progress=progress)
+    if replicas is not None or prefix is not None or creds is not None or token_env is not None:
+        raise Refused("--replicas, --prefix, --creds and --token-env are settings of a log on NATS JetStream, not of a "
+                      "shared directory", code="usage")
     directory = Path(parsed).expanduser().resolve()
     if home.config_file.is_file() and config_mod.load(home.config_file).log.backend == "jetstream":
         raise Refused(f"{home.root}'s company is on NATS JetStream ({','.join(config_mod.load(home.config_file).log.url)}) "

@@ -66,14 +66,20 @@ class NatsJoinResult:
 
 
 def settings_for(url: LogUrl, company: config_mod.Company | None, *, replicas: int | None,
-                 prefix: str | None) -> config_mod.LogSettings:
+                 prefix: str | None, creds: str | None = None, token_env: str | None = None) -> config_mod.LogSettings:
     """The [log] table a join writes: the servers given, the rest from the company's own [log] when it has a
     JetStream one, else the defaults (one replica for one server, three for a cluster)."""
     base = company.log if company is not None and company.log.backend == "jetstream" else config_mod.LogSettings()
     n = replicas if replicas is not None else (base.replicas if base.backend == "jetstream"
                                                else (3 if len(url.servers) >= 3 else 1))
-    return replace(base, backend="jetstream", url=url.servers, replicas=n,
-                   stream_prefix=prefix or base.stream_prefix)
+    out = replace(base, backend="jetstream", url=url.servers, replicas=n, stream_prefix=prefix or base.stream_prefix,
+                  creds=creds if creds is not None else base.creds,
+                  token_env=token_env if token_env is not None else base.token_env)
+    table = {"log": log_table(out)}   # checked as company.toml will check it, before anything is written
+    try:
+        return config_mod.parse(table | config_mod.empty_config(), Path("--options")).log
+    except config_mod.ConfigError as exc:
+        raise Refused(f"{exc}", code="usage") from None
 
 
 def log_table(s: config_mod.LogSettings) -> dict[str, Any]:
@@ -94,8 +100,8 @@ def wants(s: config_mod.LogSettings) -> list[StreamWant]:
 
 
 def join(home: Home, url: LogUrl, *, snapshot: Path | None = None, operator: str | None = None,
-         replicas: int | None = None, prefix: str | None = None,
-         progress: Callable[[int], None] | None = None) -> NatsJoinResult:
+         replicas: int | None = None, prefix: str | None = None, creds: str | None = None,
+         token_env: str | None = None, progress: Callable[[int], None] | None = None) -> NatsJoinResult:
     from .join import running_here
 
     if home.config_file.is_file() or home.shared is not None:
@@ -114,8 +120,10 @@ def join(home: Home, url: LogUrl, *, snapshot: Path | None = None, operator: str
         if busy:
             raise Refused(f"{busy} is running on {home.root} — stop it (quit the app, stop `crewlet worker`) and join "
                           "again", code="busy")
-        return _first(home, url, company, settings_for(url, company, replicas=replicas, prefix=prefix), progress)
-    return _new_node(home, url, snapshot, operator, replicas, prefix, progress)
+        return _first(home, url, company, settings_for(url, company, replicas=replicas, prefix=prefix, creds=creds,
+                                                       token_env=token_env), progress)
+    return _new_node(home, url, snapshot, operator, settings_for(url, None, replicas=replicas, prefix=prefix,
+                                                                 creds=creds, token_env=token_env), progress)
 
 
 def _connect(s: config_mod.LogSettings, name: str) -> Connection:
@@ -355,12 +363,11 @@ def sync_company(home: Home, conn: Connection, s: config_mod.LogSettings) -> str
 
 # -- a new node -------------------------------------------------------------------------------------------------
 
-def _new_node(home: Home, url: LogUrl, snapshot: Path | None, operator: str | None, replicas: int | None,
-              prefix: str | None, progress: Callable[[int], None] | None) -> NatsJoinResult:
+def _new_node(home: Home, url: LogUrl, snapshot: Path | None, operator: str | None, s: config_mod.LogSettings,
+              progress: Callable[[int], None] | None) -> NatsJoinResult:
     if home.root.exists() and any(home.root.iterdir()):
         raise Refused(f"{home.root} is not a crewlet home and not empty — give a new (or empty) directory as --home",
                       code="invalid_home")
-    s = settings_for(url, None, replicas=replicas, prefix=prefix)
     conn = _connect(s, "crewlet join")
     try:
         got = read_company(conn, s)
