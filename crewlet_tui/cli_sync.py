@@ -62,6 +62,8 @@ def sync_join(
                                                                "creds (each node reads its own copy at that path)."),
     token_env: Optional[str] = typer.Option(None, "--token-env", help="JetStream: the NAME of the environment "
                                                                        "variable holding the server's token."),
+    tls_ca: Optional[str] = typer.Option(None, "--tls-ca", help="JetStream: a CA file for tls:// servers whose "
+                                                                 "certificate a private CA signed."),
     as_json: bool = JSON_OPT,
 ) -> None:
     """Make this home a node of a shared directory of logs or of NATS JetStream, or create a new node.
@@ -79,7 +81,8 @@ def sync_join(
     started = time.perf_counter()
     try:
         result = join_mod.join(home, target, snapshot=snapshot, operator=operator, progress=applying,
-                               replicas=replicas, prefix=prefix, creds=creds, token_env=token_env)
+                               replicas=replicas, prefix=prefix, creds=creds, token_env=token_env,
+                               tls_ca=tls_ca)
     finally:
         applying.close()
     seconds = time.perf_counter() - started

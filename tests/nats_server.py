@@ -44,8 +44,9 @@ def free_port() -> int:
 class NatsServer:
     def __init__(self, base: Path, *, name: str = "s0", sync: str = "default", token: str | None = None,
                  cluster: str | None = None, routes: list[int] | None = None, cluster_port: int | None = None,
-                 port: int | None = None) -> None:
+                 port: int | None = None, tls: tuple[Path, Path] | None = None) -> None:
         self.base = Path(base)
+        self.tls = tls          # (certificate, key): clients must speak TLS (tls://)
         self.name = name
         self.sync = sync
         self.token = token
@@ -59,7 +60,7 @@ class NatsServer:
 
     @property
     def url(self) -> str:
-        return f"nats://127.0.0.1:{self.port}"
+        return f"{'tls' if self.tls else 'nats'}://127.0.0.1:{self.port}"
 
     @property
     def monitor(self) -> str:
@@ -77,6 +78,8 @@ class NatsServer:
                  "jetstream {" + ", ".join(js) + "}"]
         if self.token:
             lines.append(f'authorization {{ token: "{self.token}" }}')
+        if self.tls:
+            lines.append(f'tls {{ cert_file: "{self.tls[0]}", key_file: "{self.tls[1]}" }}')
         if self.cluster:
             routes = ", ".join(f"nats-route://127.0.0.1:{p}" for p in self.routes)
             lines.append(f"cluster {{ name: {self.cluster}, listen: 127.0.0.1:{self.cluster_port}, routes: [{routes}] }}")
@@ -186,3 +189,21 @@ class NatsCluster:
     def __exit__(self, *exc: object) -> None:
         for s in self.servers:
             s.kill()
+
+
+def make_tls(base: Path) -> tuple[Path, Path, Path]:
+    """A private CA and a certificate it signed for 127.0.0.1, made with the openssl command: (ca, cert, key)."""
+    base.mkdir(parents=True, exist_ok=True)
+    ca_key, ca, key, csr, cert = (base / n for n in ("ca.key", "ca.pem", "server.key", "server.csr", "server.pem"))
+    ext = base / "san.ext"
+    ext.write_text("subjectAltName=IP:127.0.0.1\n")
+
+    def run(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(ca_key), "-out", str(ca), "-days", "2",
+        "-subj", "/CN=crewlet test CA")
+    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr), "-subj", "/CN=127.0.0.1")
+    run("x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key), "-CAcreateserial", "-out", str(cert),
+        "-days", "2", "-extfile", str(ext))
+    return ca, cert, key

@@ -304,3 +304,18 @@ def test_a_server_that_asks_for_a_token_gets_it_from_the_variable_named_never_fr
         assert "Behind A Token" in ok(cli(a.root, "page", "show", "ENG/behind a token", env=env))
         line = refused(cli(a.root, "page", "create", "ENG", "No Token Here"))   # the variable unset: refused
         assert "CREWLET_TEST_NATS_TOKEN" in line
+
+
+def test_tls_servers_signed_by_a_private_ca(tmp_path):
+    from nats_server import NatsServer, make_tls
+
+    ca, cert, key = make_tls(tmp_path / "tls")
+    with NatsServer(tmp_path / "nats", tls=(cert, key)) as server:
+        assert server.url.startswith("tls://")
+        a = new_home(tmp_path / "A")
+        line = refused(cli(a.root, "sync", "join", server.url))          # the CA is not one the system trusts
+        assert "CERTIFICATE_VERIFY_FAILED" in line or "certificate" in line.lower()
+        ok(cli(a.root, "sync", "join", server.url, "--tls-ca", str(ca)))
+        ok(cli(tmp_path / "B", "sync", "join", server.url, "--tls-ca", str(ca)))
+        ok(cli(tmp_path / "B", "page", "create", "ENG", "Over TLS"))
+        assert "Over TLS" in ok(cli(a.root, "page", "show", "ENG/over tls"))

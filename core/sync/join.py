@@ -110,7 +110,8 @@ def _is_empty_dir(path: Path) -> bool:
 
 def join(home: Home, target: str | Path, *, snapshot: Path | None = None, operator: str | None = None,
          progress: Callable[[int], None] | None = None, replicas: int | None = None,
-         prefix: str | None = None, creds: str | None = None, token_env: str | None = None) -> Any:
+         prefix: str | None = None, creds: str | None = None, token_env: str | None = None,
+         tls_ca: str | None = None) -> Any:
     """`target`: a shared directory, or NATS servers as `nats://HOST:4222` (a `scheme://` argument is never
     taken for a directory; an unknown scheme is refused)."""
     parsed = parse_target(target)
@@ -118,9 +119,9 @@ def join(home: Home, target: str | Path, *, snapshot: Path | None = None, operat
         from . import nats_join
 
         return nats_join.join(home, parsed, snapshot=snapshot, operator=operator, replicas=replicas, prefix=prefix,
-                              creds=creds, token_env=token_env, progress=progress)
-    if replicas is not None or prefix is not None or creds is not None or token_env is not None:
-        raise Refused("--replicas, --prefix, --creds and --token-env are settings of a log on NATS JetStream, not of a "
+                              creds=creds, token_env=token_env, tls_ca=tls_ca, progress=progress)
+    if replicas is not None or prefix is not None or creds is not None or token_env is not None or tls_ca is not None:
+        raise Refused("--replicas, --prefix, --creds, --token-env and --tls-ca are settings of a log on NATS JetStream, not of a "
                       "shared directory", code="usage")
     directory = Path(parsed).expanduser().resolve()
     if home.config_file.is_file() and config_mod.load(home.config_file).log.backend == "jetstream":

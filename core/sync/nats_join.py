@@ -66,7 +66,8 @@ class NatsJoinResult:
 
 
 def settings_for(url: LogUrl, company: config_mod.Company | None, *, replicas: int | None,
-                 prefix: str | None, creds: str | None = None, token_env: str | None = None) -> config_mod.LogSettings:
+                 prefix: str | None, creds: str | None = None, token_env: str | None = None,
+                 tls_ca: str | None = None) -> config_mod.LogSettings:
     """The [log] table a join writes: the servers given, the rest from the company's own [log] when it has a
     JetStream one, else the defaults (one replica for one server, three for a cluster)."""
     base = company.log if company is not None and company.log.backend == "jetstream" else config_mod.LogSettings()
@@ -74,7 +75,8 @@ def settings_for(url: LogUrl, company: config_mod.Company | None, *, replicas: i
                                                else (3 if len(url.servers) >= 3 else 1))
     out = replace(base, backend="jetstream", url=url.servers, replicas=n, stream_prefix=prefix or base.stream_prefix,
                   creds=creds if creds is not None else base.creds,
-                  token_env=token_env if token_env is not None else base.token_env)
+                  token_env=token_env if token_env is not None else base.token_env,
+                  tls_ca=tls_ca if tls_ca is not None else base.tls_ca)
     table = {"log": log_table(out)}   # checked as company.toml will check it, before anything is written
     try:
         return config_mod.parse(table | config_mod.empty_config(), Path("--options")).log
@@ -101,7 +103,8 @@ def wants(s: config_mod.LogSettings) -> list[StreamWant]:
 
 def join(home: Home, url: LogUrl, *, snapshot: Path | None = None, operator: str | None = None,
          replicas: int | None = None, prefix: str | None = None, creds: str | None = None,
-         token_env: str | None = None, progress: Callable[[int], None] | None = None) -> NatsJoinResult:
+         token_env: str | None = None, tls_ca: str | None = None,
+         progress: Callable[[int], None] | None = None) -> NatsJoinResult:
     from .join import running_here
 
     if home.config_file.is_file() or home.shared is not None:
@@ -121,9 +124,9 @@ def join(home: Home, url: LogUrl, *, snapshot: Path | None = None, operator: str
             raise Refused(f"{busy} is running on {home.root} — stop it (quit the app, stop `crewlet worker`) and join "
                           "again", code="busy")
         return _first(home, url, company, settings_for(url, company, replicas=replicas, prefix=prefix, creds=creds,
-                                                       token_env=token_env), progress)
+                                                       token_env=token_env, tls_ca=tls_ca), progress)
     return _new_node(home, url, snapshot, operator, settings_for(url, None, replicas=replicas, prefix=prefix,
-                                                                 creds=creds, token_env=token_env), progress)
+                                                                 creds=creds, token_env=token_env, tls_ca=tls_ca), progress)
 
 
 def _connect(s: config_mod.LogSettings, name: str) -> Connection:
