@@ -322,6 +322,9 @@ class Node:
             except LogDamage as exc:
                 self._damaged(exc)
                 raise
+            except LogFailed as exc:
+                self._unreachable(exc)   # said by whoever shows the node (the app's status line, the CLI)
+                raise
             self.offline = None
             self.publish_position()
             return applied
