@@ -164,3 +164,23 @@ def test_a_read_far_behind_streams_through_a_consumer_in_order(nats_server):
         assert got == list(range(1, n + 1))
         assert [r.seq for r, _ in flog.read_frames(after=10, start_offset=10, exact=True, limit=1500)] == \
             list(range(11, 1511))
+
+
+def test_a_reader_that_stops_early_carries_on_with_the_same_consumer(nats_server):
+    from core.log import jetstream
+
+    with open_log(nats_server.url) as flog:
+        n = jetstream.DIRECT_BATCH + 3000
+        for i in range(0, n, 1000):
+            flog.append_frames(recs(1000, f"c{i}"))
+        seen, after = [], 0
+        while after < n:                      # as the applier reads: a transaction's worth, then a commit
+            taken = 0
+            for rec, frame in flog.read_frames(after=after, start_offset=after, exact=True):
+                seen.append(rec.seq)
+                taken += 1
+                if taken == 700:
+                    break
+            after = seen[-1]
+        assert seen == list(range(1, n + 1))
+        assert flog._ahead is None             # the last read reached its end: nothing left running

@@ -30,7 +30,7 @@ import re
 import ssl
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -549,6 +549,7 @@ class JetStreamLog:
         self.path = Path(f"jetstream:{self.stream}")
         self._last: int | None = None    # the stream's last seq as this process last knew it
         self._direct_ok = True
+        self._ahead: _Ahead | None = None   # a consumer a reader stopped taking from, still running
         self._closed = False
 
     def __repr__(self) -> str:
@@ -557,6 +558,9 @@ class JetStreamLog:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            ahead, self._ahead = self._ahead, None
+            if ahead is not None and self.conn.up:
+                self._stop_consumer(ahead)
             self.conn.release()
 
     def __enter__(self) -> "JetStreamLog":
@@ -687,6 +691,9 @@ class JetStreamLog:
                               f"a position on {self.stream}: the node moved to JetStream without converting it — "
                               "`crewlet sync join` converts it", kind="mismatch")
         start = after + 1
+        if self._ahead is not None and self._ahead.next == start and limit is None:
+            yield from self._consume(start, self._ahead.target)   # carry on where the last read stopped
+            return
         want = DIRECT_BATCH if limit is None else min(limit, DIRECT_BATCH)
         got = self.conn.run(self._direct(start, want)) if self._direct_ok else None
         if got is None:
@@ -769,42 +776,57 @@ class JetStreamLog:
         return out, pending
 
     def _consume(self, start: int, target: int) -> Iterator[tuple[Record, Frame]]:
-        q: queue.SimpleQueue = queue.SimpleQueue()
-        sub = self.conn.run(self._subscribe(start, target, q))
-        expect = start
-        from_body = Record.from_body
-        items: list[tuple[int, bytes]] = []
-        at = 0
+        """Stream seqs start..target through a push consumer. A reader that stops taking records early (the
+        applier ends a transaction every 20,000 records or second) leaves the consumer running: the next read
+        from where it stopped carries on with it, and what the loop thread received during the commit is
+        already waiting (`_ahead`)."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead.next != start:
+            self._stop_consumer(ahead)
+            ahead = None
+        if ahead is None:
+            q: queue.SimpleQueue = queue.SimpleQueue()
+            ahead = _Ahead(start, target, q, self.conn.run(self._subscribe(start, target, q)))
+        kept = False
         try:
-            while expect <= target:
-                if at >= len(items):
+            while ahead.next <= ahead.target:
+                if ahead.at >= len(ahead.items):
                     try:
-                        items, at = q.get(timeout=READ_IDLE_S), 0
+                        ahead.items, ahead.at = ahead.q.get(timeout=READ_IDLE_S), 0
                     except queue.Empty:
                         self.conn._mark_down("a read heard nothing")
-                        raise LogUnreachable(self.conn.servers, f"reading {self.stream} from seq {expect} heard nothing "
-                                             f"for {READ_IDLE_S:g} s") from None
+                        raise LogUnreachable(self.conn.servers, f"reading {self.stream} from seq {ahead.next} heard "
+                                             f"nothing for {READ_IDLE_S:g} s") from None
                     continue
-                seq, body = items[at]
-                at += 1
+                seq, body, record = ahead.items[ahead.at]
+                expect = ahead.next
                 if seq < expect:
+                    ahead.at += 1
                     continue  # a redelivery after a reconnect: already yielded
                 if seq > expect:
                     if self.conn.message(self.stream, expect) is None:
                         raise _gap(self, expect, seq, "the stream no longer holds them")
                     raise LogFailed(f"{self.path}: the consumer skipped from seq {expect - 1} to {seq} although the "
                                     "stream holds them — run the command again")
-                try:
-                    record = from_body(body, seq)
-                except ValueError as exc:
-                    raise LogCorrupt(self.path, seq - 1, seq, f"undecodable record body: {exc}") from exc
+                if isinstance(record, ValueError):
+                    raise LogCorrupt(self.path, seq - 1, seq, f"undecodable record body: {record}") from record
+                # moved past before yielding: a reader that stops here has taken this record
+                ahead.at += 1
+                ahead.next = expect + 1
                 yield record, Frame(seq, body, seq - 1, seq)
-                expect += 1
+        except GeneratorExit:
+            if ahead.next <= ahead.target and not self._closed:
+                self._ahead, kept = ahead, True
+            raise
         finally:
-            try:
-                self.conn.run(self._unsubscribe(sub), timeout=REQUEST_S)
-            except Exception:  # the consumer is ephemeral: the server drops it after its inactive threshold
-                pass
+            if not kept:
+                self._stop_consumer(ahead)
+
+    def _stop_consumer(self, ahead: "_Ahead") -> None:
+        try:
+            self.conn.run(self._unsubscribe(ahead.sub), timeout=REQUEST_S)
+        except Exception:  # the consumer is ephemeral: the server drops it after its inactive threshold
+            pass
 
     async def _subscribe(self, start: int, target: int, q: queue.SimpleQueue) -> Any:
         from nats.js import api
@@ -812,7 +834,8 @@ class JetStreamLog:
         nc = self.conn.nc
         inbox = nc.new_inbox()
         put = q.put
-        buf: list[tuple[int, bytes]] = []
+        from_body = Record.from_body
+        buf: list[tuple[int, bytes, Any]] = []
         loop = asyncio.get_running_loop()
         flush_soon: list[Any] = [None]
 
@@ -833,7 +856,13 @@ class JetStreamLog:
                 flush()
                 return
             seq = _stream_seq(msg.reply)
-            buf.append((seq, data))
+            # decoded here, on the loop's thread: it runs while the applier's thread is inside SQLite (which
+            # lets go of the GIL), so on two cores the decoding overlaps the applying
+            try:
+                record: Any = from_body(data, seq)
+            except ValueError as exc:
+                record = exc
+            buf.append((seq, data, record))
             if len(buf) >= 256 or seq >= target:
                 flush()
             elif flush_soon[0] is None:
@@ -858,6 +887,18 @@ class JetStreamLog:
             await self.conn.js._jsm.delete_consumer(self.stream, name)
         except Exception:
             pass
+
+
+@dataclass
+class _Ahead:
+    """A consumer streaming seqs `next`..`target` into `q` (lists of (seq, body, record or the ValueError its
+    body raised)); `items[at:]` taken off it and not yielded yet."""
+    next: int
+    target: int
+    q: queue.SimpleQueue
+    sub: Any
+    items: list = field(default_factory=list)
+    at: int = 0
 
 
 def _stream_seq(reply: str) -> int:
