@@ -54,7 +54,7 @@ from textual import events  # noqa: E402
 from textual.widgets import Input  # noqa: E402
 
 from _common import machine_load, percentile  # noqa: E402
-from core.duties import ApplyDuty  # noqa: E402
+from core.duties.roster import ApplyDuty  # noqa: E402
 from core.embed.duty import EmbeddingDuty  # noqa: E402
 from core.node import Node  # noqa: E402
 from core.paths import Home  # noqa: E402

@@ -299,7 +299,7 @@ class CrewletApp(App[None]):
                     self._close_session()
 
     def _duties(self, session: Session) -> None:
-        from core.duties import default_duties
+        from core.duties.roster import default_duties
         from core.embed.duty import EmbeddingDuty
         from core.sync import watch
         from core.worker import DutyRunner, read_duty_records

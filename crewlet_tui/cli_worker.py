@@ -36,7 +36,7 @@ def register(app: typer.Typer) -> None:
 
         One process runs each duty at a time (a lease): while the app is open on this home, its own
         background worker holds them and this command says so."""
-        from core.duties import default_duties
+        from core.duties.roster import default_duties
         from core.worker import DutyRunner
 
         from .progress_bars import ProgressBars

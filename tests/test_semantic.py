@@ -327,7 +327,7 @@ def test_a_paraphrase_with_no_shared_word_is_found_by_meaning(tmp_path):
     init_home(home, config_mod.example_config())
     with Node.open(home) as node:
         import_directory(KnowledgeBase(node), examples_dir(), actor="alex")
-        from core.duties import default_duties
+        from core.duties.roster import default_duties
         from core.worker import DutyRunner
 
         runner = DutyRunner(node, default_duties(node, embed_threads=1))

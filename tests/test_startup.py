@@ -141,7 +141,7 @@ def test_command_lines_are_told_apart():
 
 
 def test_the_apps_duty_names_are_cores():
-    from core.duties import ApplyDuty
+    from core.duties.roster import ApplyDuty
     from core.embed.duty import EmbeddingDuty
     from core.search.indexer import KeywordIndexDuty
     from core.search.ivf.duty import IndexTrainingDuty

@@ -377,7 +377,7 @@ def test_the_flock_probe_sees_a_lock_that_excludes(tmp_path):
 
 def test_the_watcher_sees_another_node_append_and_the_apply_duty_applies_it(fleet):
     a, b, _ = fleet
-    from core.duties import ApplyDuty
+    from core.duties.roster import ApplyDuty
     from core.worker import PassContext
     with Node.open(b) as node:
         watcher = LogWatcher(b, node.applied_ends)
@@ -402,7 +402,7 @@ def test_peer_files_say_where_each_node_is(fleet):
 
 
 def test_fleet_duties_stay_singletons_across_nodes_because_their_leases_live_with_the_log(fleet):
-    from core.duties import TrashReaperDuty
+    from core.duties.roster import TrashReaperDuty
     from core.worker import DutyRunner
     a, b, shared = fleet
     with Node.open(a) as na, Node.open(b) as nb:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from core.duties import default_duties
+from core.duties.roster import default_duties
 from core.node import Node
 from core.worker import Duty, DutyPass, DutyRunner, Lease, PassContext, read_duty_records
 
