@@ -52,7 +52,7 @@ from core.node import Node, init_home  # noqa: E402
 from core.pages.service import KnowledgeBase  # noqa: E402
 from core.paths import Home  # noqa: E402
 from core.store.driver import sqlite3  # noqa: E402
-from core.worker import DutyRunner  # noqa: E402
+from core.duties.runner import DutyRunner  # noqa: E402
 
 DEFAULT_CORPUS = ROOT.parent / "shared" / "corpora" / "windows-driver-docs" / "windows-driver-docs-pr"
 SPACE = "WDD"

@@ -26,7 +26,7 @@ from core.embed.duty import EmbeddingDuty, coverage
 from core.node import Node
 from core.paths import Home
 from core.search.indexer import read_state
-from core.worker import DutyRunner
+from core.duties.runner import DutyRunner
 
 DIMS = 16
 SPACE = f"openai:test-embed:{DIMS}"

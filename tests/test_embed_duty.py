@@ -23,7 +23,7 @@ from core.log import Record
 from core.node import Node, init_home
 from core.pages.service import KnowledgeBase, new_id
 from core.paths import Home
-from core.worker import DutyRunner, read_duty_records
+from core.duties.runner import DutyRunner, read_duty_records
 
 DIMS = 16
 

@@ -23,7 +23,7 @@ from core.search.access import Access
 from core.search.ivf import kmeans, measure, training
 from core.vectors import index as store
 from core.search.ivf.duty import IndexTrainingDuty
-from core.worker import DutyRunner, PassContext
+from core.duties.runner import DutyRunner, PassContext
 
 ROOT = Path(__file__).resolve().parent.parent
 DIMS = 128

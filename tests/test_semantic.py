@@ -328,7 +328,7 @@ def test_a_paraphrase_with_no_shared_word_is_found_by_meaning(tmp_path):
     with Node.open(home) as node:
         import_directory(KnowledgeBase(node), examples_dir(), actor="alex")
         from core.duties.roster import default_duties
-        from core.worker import DutyRunner
+        from core.duties.runner import DutyRunner
 
         runner = DutyRunner(node, default_duties(node, embed_threads=1))
         runner.run_until_idle(stop=threading.Event())

@@ -14,7 +14,7 @@ import pytest
 
 from core.duties.roster import default_duties
 from core.node import Node
-from core.worker import Duty, DutyPass, DutyRunner, Lease, PassContext, read_duty_records
+from core.duties.runner import Duty, DutyPass, DutyRunner, Lease, PassContext, read_duty_records
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -14,7 +14,7 @@ from ..clock import now_ms
 from ..pages.service import KnowledgeBase
 from ..search.indexer import KeywordIndexDuty
 from ..search.ivf.duty import IndexTrainingDuty
-from ..worker import Duty, DutyPass, PassContext
+from .runner import Duty, DutyPass, PassContext
 
 
 class ApplyDuty(Duty):

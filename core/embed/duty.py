@@ -40,7 +40,7 @@ import numpy as np
 from ..diagnostics import Diagnostics
 from ..clock import now_ms
 from ..vectors import records as vectors
-from ..worker import Duty, DutyPass, PassContext, read_duty_records
+from ..duties.runner import Duty, DutyPass, PassContext, read_duty_records
 from .provider import InputRefused, Provider, ProviderError, ResponseRefused, default_threads
 from .registry import make_provider
 from .text import BODY_READ_CHARS, bucket, embed_text

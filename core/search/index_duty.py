@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..paths import Home
-from ..worker import Duty, DutyPass, PassContext
+from ..duties.runner import Duty, DutyPass, PassContext
 from .indexer import Indexer
 
 

@@ -32,8 +32,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from .clock import now_ms
-from .durable import write_atomic
+from ..clock import now_ms
+from ..durable import write_atomic
 
 log = logging.getLogger("crewlet.worker")
 
