@@ -586,7 +586,7 @@ class Indexer:
 def __getattr__(name: str) -> Any:
     # the duty (index_duty.py) imports the duty runner, which a search that only reads never needs
     if name == "KeywordIndexDuty":
-        from .index_duty import KeywordIndexDuty
+        from ..duties.keyword_index import KeywordIndexDuty
 
         return KeywordIndexDuty
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
