@@ -55,7 +55,7 @@ from textual.widgets import Input  # noqa: E402
 
 from _common import machine_load, percentile  # noqa: E402
 from core.duties.roster import ApplyDuty  # noqa: E402
-from core.embed.duty import EmbeddingDuty  # noqa: E402
+from core.duties.embedding import EmbeddingDuty  # noqa: E402
 from core.node import Node  # noqa: E402
 from core.paths import Home  # noqa: E402
 from core.search.indexer import KeywordIndexDuty, read_state  # noqa: E402

@@ -43,7 +43,7 @@ if str(ROOT) not in sys.path:
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine_load  # noqa: E402
 from core import config as config_mod  # noqa: E402
-from core.embed.duty import REQUEST_TIMEOUT_S, EmbeddingDuty, Item, coverage, pack  # noqa: E402
+from core.duties.embedding import REQUEST_TIMEOUT_S, EmbeddingDuty, Item, coverage, pack  # noqa: E402
 from core.embed.local import LocalProvider  # noqa: E402
 from core.embed.registry import make_provider  # noqa: E402
 from core.embed.text import BODY_READ_CHARS, embed_text  # noqa: E402

@@ -300,7 +300,7 @@ class CrewletApp(App[None]):
 
     def _duties(self, session: Session) -> None:
         from core.duties.roster import default_duties
-        from core.embed.duty import EmbeddingDuty
+        from core.duties.embedding import EmbeddingDuty
         from core.sync import watch
         from core.duties.runner import DutyRunner, read_duty_records
 

@@ -289,7 +289,7 @@ class TopicalModel(Model):
 
 
 def test_worker_once_embeds_then_trains_over_what_it_embedded(tmp_path):
-    from core.embed.duty import EmbeddingDuty
+    from core.duties.embedding import EmbeddingDuty
 
     home = Home(tmp_path / "h")
     init_home(home, config_mod.example_config())

@@ -142,7 +142,7 @@ def test_command_lines_are_told_apart():
 
 def test_the_apps_duty_names_are_cores():
     from core.duties.roster import ApplyDuty
-    from core.embed.duty import EmbeddingDuty
+    from core.duties.embedding import EmbeddingDuty
     from core.search.indexer import KeywordIndexDuty
     from core.search.ivf.duty import IndexTrainingDuty
     from crewlet_tui import app

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..embed.duty import EmbeddingDuty
+from .embedding import EmbeddingDuty
 from ..clock import now_ms
 from ..pages.service import KnowledgeBase
 from ..search.indexer import KeywordIndexDuty

@@ -40,10 +40,10 @@ import numpy as np
 from ..diagnostics import Diagnostics
 from ..clock import now_ms
 from ..vectors import records as vectors
-from ..duties.runner import Duty, DutyPass, PassContext, read_duty_records
-from .provider import InputRefused, Provider, ProviderError, ResponseRefused, default_threads
-from .registry import make_provider
-from .text import BODY_READ_CHARS, bucket, embed_text
+from ..embed.provider import InputRefused, Provider, ProviderError, ResponseRefused, default_threads
+from ..embed.registry import make_provider
+from ..embed.text import BODY_READ_CHARS, bucket, embed_text
+from .runner import Duty, DutyPass, PassContext, read_duty_records
 
 log = logging.getLogger("crewlet.embed")
 
