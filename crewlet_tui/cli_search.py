@@ -178,7 +178,7 @@ def register(app: typer.Typer) -> None:
         How far behind the rows the keyword index is; the embedding duty's coverage and latest events; whether the semantic index is installed, how many lists a search reads, and a training in progress."""
         from core.duties.embedding import semantic_status
         from core.search.indexer import Indexer
-        from core.search.ivf.duty import index_status as semantic_index_status
+        from core.duties.semantic_index import index_status as semantic_index_status
 
         with open_node() as node, Indexer(node.home) as indexer:
             st = indexer.status()

@@ -22,7 +22,7 @@ from core.vectors import records as vectors
 from core.search.access import Access
 from core.search.ivf import kmeans, measure, training
 from core.vectors import index as store
-from core.search.ivf.duty import IndexTrainingDuty
+from core.duties.semantic_index import IndexTrainingDuty
 from core.duties.runner import DutyRunner, PassContext
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -144,7 +144,7 @@ def test_the_apps_duty_names_are_cores():
     from core.duties.roster import ApplyDuty
     from core.duties.embedding import EmbeddingDuty
     from core.search.indexer import KeywordIndexDuty
-    from core.search.ivf.duty import IndexTrainingDuty
+    from core.duties.semantic_index import IndexTrainingDuty
     from crewlet_tui import app
 
     assert (app.APPLY_DUTY, app.KEYWORD_INDEX_DUTY, app.EMBEDDING_DUTY, app.INDEX_TRAINING_DUTY) == \

@@ -13,7 +13,7 @@ from .embedding import EmbeddingDuty
 from ..clock import now_ms
 from ..pages.service import KnowledgeBase
 from ..search.indexer import KeywordIndexDuty
-from ..search.ivf.duty import IndexTrainingDuty
+from .semantic_index import IndexTrainingDuty
 from .runner import Duty, DutyPass, PassContext
 
 

@@ -28,16 +28,16 @@ from collections.abc import Callable
 from typing import Any
 
 
-from ...clock import half_the_cores, now_ms
-from ...diagnostics import Diagnostics
-from ...embed.provider import Provider
-from ...embed.registry import make_provider
-from ...pages import applier
-from ...duties.runner import Duty, DutyPass, PassContext
-from ...vectors import records as vectors
-from .. import semantic
-from ...vectors import index as store
-from . import kmeans, measure, training
+from ..clock import half_the_cores, now_ms
+from ..diagnostics import Diagnostics
+from ..embed.provider import Provider
+from ..embed.registry import make_provider
+from ..pages import applier
+from ..search import semantic
+from ..search.ivf import kmeans, measure, training
+from ..vectors import index as store
+from ..vectors import records as vectors
+from .runner import Duty, DutyPass, PassContext
 
 log = logging.getLogger("crewlet.search")
 
@@ -293,7 +293,7 @@ class IndexTrainingDuty(Duty):
 def index_status(node: Any, space: str | None) -> dict[str, Any]:
     """The semantic index for `crewlet index status` and the app: what is installed, the duty's last pass,
     and a training or re-measurement in progress (written by the duty about once a second)."""
-    from ...duties.runner import read_duty_records
+    from .runner import read_duty_records
 
     with node.lock:
         row = store.read_index(node.conn, space) if space else None
