@@ -261,8 +261,8 @@ def run_worker_once(node: Node, *, embed_threads: int | None = None, label: str 
     """What `crewlet worker --once` does: the node's default duties (apply, keyword index, trash reaper,
     embedding duty with the configured provider — the local model by default) until none has work left.
     Returns the embedding duty's totals; raises when a duty failed or left pages unembedded."""
-    from core.duties import default_duties
-    from core.worker import DutyRunner
+    from core.duties.roster import default_duties
+    from core.duties.runner import DutyRunner
 
     totals = {"embedded": 0, "restamped": 0, "refused": 0, "requests": 0, "passes": 0}
     show = Progress(f"{label}: embedding pages")

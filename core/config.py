@@ -17,7 +17,8 @@ import tomli_w
 
 from core.durable import write_atomic
 
-from core.embed import LOCAL_DIMENSIONS, LOCAL_MODEL, MAX_BATCH_INPUTS
+from core.embed import LOCAL_DIMENSIONS, LOCAL_MODEL, MAX_BATCH_INPUTS, EmbeddingsSettings
+from core.paths import read_node_file
 
 ACTOR_KINDS = ("person", "agent")
 KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -68,20 +69,6 @@ _EMBEDDINGS_KEYS = {
     "openai": ("provider", "base_url", "model", "dimensions", "api_key_env",
                "max_input_tokens", "max_batch_tokens", "max_batch_inputs"),
 }
-
-
-@dataclass(frozen=True)
-class EmbeddingsSettings:
-    """[providers.embeddings]: which model turns text into vectors. The default is the local model,
-    which needs no network and no key."""
-    provider: str = "local"       # "local" (embedded, offline) or "openai" (any OpenAI-compatible endpoint)
-    base_url: str = ""            # e.g. "http://127.0.0.1:8089/v1"; POST {base_url}/embeddings
-    model: str = LOCAL_MODEL      # the local model's name, or the endpoint's model
-    dimensions: int = LOCAL_DIMENSIONS   # the stored width (an endpoint is sent it as `dimensions`)
-    api_key_env: str = ""         # the NAME of the environment variable holding the key; never the key
-    max_input_tokens: int = 8192
-    max_batch_tokens: int = 300_000
-    max_batch_inputs: int | None = None   # None: the provider's own (128 for an endpoint)
 
 
 LOG_BACKENDS = ("file", "jetstream")
@@ -430,13 +417,9 @@ def new_node_id() -> str:
 def load_node(file: Path) -> NodeSettings:
     """node.toml, strictly (a home without one has no id yet: see `ensure_node_id`)."""
     try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return NodeSettings()
+        data = read_node_file(file, cached=False)
     except UnicodeDecodeError:
         raise ConfigError(file, "(file)", "is not UTF-8 text", "save it as UTF-8") from None
-    try:
-        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(file, "(syntax)", str(exc), "fix the TOML syntax at that line") from None
     for key in data:

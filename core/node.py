@@ -21,15 +21,14 @@ from pathlib import Path
 
 from . import config as config_mod
 from .errors import CrewletError
-from .log import FileLog, LogDamage, LogFailed, Record, RecordTooLarge
-from .log.check import locate_applied
+from .log import FileLog, LogDamage, LogFailed, Record, RecordTooLarge, locks, peers
 from .log.framing import Frame
 from .pages import applier
-from .pages.applier import Decision
 from .paths import Home
-from .search import vectors
+from .replica.appliers import Decision, outcome_of
+from .replica.engine import Applier, Stream, gc_paused
 from .store import Connection, connect, sqlite3
-from .sync import locks, peers
+from .vectors import records as vectors
 
 SYSTEM_ACTOR = "crewlet"
 log = logging.getLogger("crewlet.node")
@@ -96,6 +95,12 @@ def _no_space_left(path: Path) -> bool:
     return st.f_bavail * st.f_frsize < 64 * 1024
 
 
+def home_streams(home: Home) -> list[tuple[str, Path, Applier]]:
+    """A home's logs, in the order they are opened, checked and applied: each with the applier its records
+    registered (a third log is one more line here)."""
+    return [("pages", home.log_file, applier.PAGES), ("vectors", home.vectors_log_file, vectors.VECTORS)]
+
+
 class Node:
     def __init__(self, home: Home, company: config_mod.Company, conn: Connection, flog: FileLog,
                  vlog: FileLog | None = None, settings: config_mod.NodeSettings | None = None) -> None:
@@ -108,6 +113,9 @@ class Node:
         self.log = flog
         # the vector log: vectors the fleet's embedding duty published, applied like the pages log
         self.vlog = vlog if vlog is not None else _open_log(home.vectors_log_file)
+        self.pages = Stream("pages", self.log, applier.PAGES)
+        self.vectors = Stream("vectors", self.vlog, vectors.VECTORS)
+        self.streams = (self.pages, self.vectors)
         # one connection per node object; the Textual app's workers share it, so serialise use
         self.lock = threading.RLock()
         self._config_stamp = self._stamp()
@@ -202,10 +210,9 @@ class Node:
         the frame there is the record the database applied (its digest). A position stored before
         digests were kept is checked by a scan, and given its digest once."""
         with self.lock:
-            for name, flog in ((applier.APPLIER, self.log), (vectors.POSITION, self.vlog)):
-                applied = applier.applied_position(self.conn, name)
+            for stream in self.streams:
                 try:
-                    frame = locate_applied(flog, applied)
+                    stream.verify(self.conn, stamp=not self.readonly)
                 except LogDamage as exc:
                     self._damaged(exc)
                     return
@@ -213,8 +220,6 @@ class Node:
                     if self._unreachable(exc):
                         return
                     raise
-                if frame is not None and applied.start is None and not self.readonly:
-                    applier.store_position(self.conn, applied.seq, frame, name)  # autocommit: one statement
 
     def _damaged(self, exc: LogDamage) -> None:
         if self.company.log.backend == "jetstream":
@@ -234,12 +239,12 @@ class Node:
     def positions(self) -> dict[str, tuple[int, int]]:
         """Where this database is on each log: position name -> (seq, end offset)."""
         with self.lock:
-            return {applier.APPLIER: applier.position(self.conn), vectors.POSITION: vectors.position(self.conn)}
+            return {stream.position_name: stream.position(self.conn) for stream in self.streams}
 
     def applied_ends(self) -> dict[Path, int]:
         """Log file -> the byte offset this database applied it through (the log watcher's question)."""
-        positions = self.positions()
-        return {self.home.log_file: positions[applier.APPLIER][1], self.home.vectors_log_file: positions[vectors.POSITION][1]}
+        with self.lock:
+            return {stream.backend.path: stream.position(self.conn)[1] for stream in self.streams}
 
     def publish_position(self) -> None:
         """Say, beside the shared logs, how far this node applied them (a node of a shared directory
@@ -317,8 +322,7 @@ class Node:
             if self.damage is not None:
                 raise self.damage
             try:
-                applied = applier.catch_up(self.conn, self.log, progress=progress)
-                applied += vectors.catch_up(self.conn, self.vlog, progress=progress)
+                applied = sum(stream.catch_up(self.conn, progress=progress) for stream in self.streams)
             except LogDamage as exc:
                 self._damaged(exc)
                 raise
@@ -335,16 +339,16 @@ class Node:
         if not records:
             return 0
         with self.lock:
-            written = self._append(self.vlog, vectors.POSITION, records, sync=sync, nothing="no vector was written")
+            written = self._append(self.vectors, records, sync=sync, nothing="no vector was written")
             try:
-                applied = vectors.catch_up(self.conn, self.vlog, appended=written)
+                applied = self.vectors.catch_up(self.conn, appended=written)
             except LogDamage as exc:
                 self._damaged(exc)
                 raise
             self.publish_position()
             return applied
 
-    def _append(self, flog: FileLog, position: str, records: Sequence[Record], *, sync: bool,
+    def _append(self, stream: Stream, records: Sequence[Record], *, sync: bool,
                 nothing: str) -> list[tuple[Record, Frame]]:
         """Append to one of the node's logs, or refuse before a byte is written: a damaged log, a
         database this process cannot write, a record over the size limit, a log it cannot write."""
@@ -353,10 +357,9 @@ class Node:
         if self.readonly:
             raise WriteFailed(f"{self.home.db_file} is read-only for this process — {nothing}; make the home "
                               "writable to change it (reading works as it is)", code="read_only")
-        keep = applier.position(self.conn, position)[1]
         try:
-            return flog.append_frames(self._stamped(records), sync=sync, keep_through=keep,
-                                      guard=self._peers_guard(position))
+            return stream.append(self.conn, self._stamped(records), sync=sync,
+                                 guard=self._peers_guard(stream.position_name))
         except LogDamage as exc:
             self._damaged(exc)
             raise
@@ -369,7 +372,7 @@ class Node:
         except RecordTooLarge as exc:
             raise CrewletError(str(exc), code="record_too_large", size=exc.size) from None
         except OSError as exc:
-            code, words = storage_problem(exc, flog.path)
+            code, words = storage_problem(exc, stream.backend.path)
             raise WriteFailed(f"{words} — {nothing}", code=code) from exc
 
     def submit(self, records: Sequence[Record], *, sync: bool = True) -> list[Decision]:
@@ -380,13 +383,13 @@ class Node:
         Records that reached the log but could not be applied raise NotApplied, naming them."""
         if not records:
             return []
-        with self.lock, applier.gc_paused():
-            written = self._append(self.log, applier.APPLIER, records, sync=sync, nothing="nothing was written")
+        with self.lock, gc_paused():
+            written = self._append(self.pages, records, sync=sync, nothing="nothing was written")
             appended = [rec for rec, _ in written]
             decided: dict[str, Decision] = {}
             try:
                 # our own records are applied from the frames in memory, not read back from the file
-                applier.catch_up(self.conn, self.log, outcomes=decided, appended=written)
+                self.pages.catch_up(self.conn, outcomes=decided, appended=written)
             except (LogDamage, LogFailed, sqlite3.Error, OSError) as exc:
                 if isinstance(exc, LogDamage):
                     self._damaged(exc)
@@ -398,7 +401,7 @@ class Node:
                     cause = storage_problem(exc, self.home.db_file)[1]
                 self.apply_error = cause
                 pending = [r for r in appended if r.op_id not in decided
-                           and applier.outcome_of(self.conn, r.op_id) is None]
+                           and outcome_of(self.conn, r.op_id) is None]
                 if pending:
                     raise _not_applied(pending, cause) from exc
                 raise
@@ -407,7 +410,7 @@ class Node:
             outcomes = []
             for rec in appended:
                 # another process may have applied our record first: then its outcome is in the table
-                out = decided.get(rec.op_id) or applier.outcome_of(self.conn, rec.op_id)
+                out = decided.get(rec.op_id) or outcome_of(self.conn, rec.op_id)
                 if out is None:  # pragma: no cover - would mean the applier skipped a record
                     raise CrewletError(f"record {rec.seq} ({rec.op_id}) was appended but not applied")
                 outcomes.append(out)
@@ -418,7 +421,7 @@ class Node:
 
     def applied_seq(self) -> int:
         with self.lock:
-            return applier.position(self.conn)[0]
+            return self.pages.position(self.conn)[0]
 
     # -- container documents ---------------------------------------------------------------
     def sync_containers(self) -> int:
@@ -515,10 +518,6 @@ def _open_log(path: Path) -> FileLog:
     """Read-only until the first append: a command that only reads works on a home it cannot write
     (a log this home never wrote yet is created, as `init` creates it)."""
     return FileLog(path, readonly=path.exists())
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def init_home(home: Home, data: dict, *, force: bool = False) -> Path:

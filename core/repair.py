@@ -22,35 +22,34 @@ from pathlib import Path
 from typing import Any
 
 from .log import FileLog
-from .log.check import Applied, LogHealth, cut_aside, inspect
-from .pages import applier
+from .log.check import LogHealth, inspect
+from .log.framing import Applied
+from .node import Node, home_streams
 from .paths import Home
-from .search import vectors
+from .replica import engine
+from .replica.engine import Applier
 from .store import Connection, connect, sqlite3
-
-
-Apply = Callable[[Connection, FileLog, "Callable[[int], None] | None"], int]
+from .vectors import records as vectors
 
 
 @dataclass(frozen=True)
 class LogSpec:
     name: str        # how a person calls it: "pages"
     path: Path
-    position: str    # the log_position row where the database keeps its place on this log
-    apply: Apply     # applies this log past the database's position (a rebuild replays every log)
+    applier: Applier  # what its records registered with the engine
 
+    @property
+    def position(self) -> str:
+        """The log_position row where the database keeps its place on this log."""
+        return self.applier.position
 
-def _apply_pages(conn: Connection, flog: FileLog, progress: Callable[[int], None] | None) -> int:
-    return applier.catch_up(conn, flog, progress=progress)
-
-
-def _apply_vectors(conn: Connection, flog: FileLog, progress: Callable[[int], None] | None) -> int:
-    return vectors.catch_up(conn, flog, progress=progress)
+    def apply(self, conn: Connection, flog: FileLog, progress: Callable[[int], None] | None) -> int:
+        """Apply this log past the database's position (a rebuild replays every log)."""
+        return engine.catch_up(conn, flog, self.applier, progress=progress)
 
 
 def home_logs(home: Home) -> list[LogSpec]:
-    return [LogSpec("pages", home.log_file, applier.APPLIER, _apply_pages),
-            LogSpec("vectors", home.vectors_log_file, vectors.POSITION, _apply_vectors)]
+    return [LogSpec(name, path, applier) for name, path, applier in home_streams(home)]
 
 
 @dataclass
@@ -118,7 +117,7 @@ def check_home(home: Home, *, conn: Connection | None = None) -> list[LogReport]
     try:
         reports = []
         for spec in home_logs(home):
-            applied = applier.applied_position(conn, spec.position) if conn is not None else Applied()
+            applied = engine.applied_position(conn, spec.position) if conn is not None else Applied()
             if not spec.path.exists() and applied.seq == 0:
                 continue  # a log this home never wrote (a home older than the vector log)
             with FileLog(spec.path, readonly=True) as flog:
@@ -209,7 +208,7 @@ def repair_home(home: Home, reports: list[LogReport], *,
             continue
         dest = aside_path(report.spec, report)
         with FileLog(report.spec.path, readonly=True) as flog:
-            moved = cut_aside(flog, report.health.end, dest, expect_size=report.health.size)
+            moved = flog.move_aside(report.health.end, dest, expect_size=report.health.size)
         result.moved[report.spec.name] = (str(dest), moved)
     if any(r.needs_rebuild for r in reports):
         result.lost = [c for r in reports for c in r.lost]
@@ -222,9 +221,7 @@ def repair_home(home: Home, reports: list[LogReport], *,
                         result.applied += spec.apply(conn, flog, progress)
         finally:
             conn.close()
-        from .node import Node  # opening checks the rebuilt position against the log once more
-
-        with Node.open(home, sync_containers=False) as node:
+        with Node.open(home, sync_containers=False) as node:   # checks the rebuilt position against the log
             if node.damage is not None:
                 raise node.damage
         result.rebuilt = True

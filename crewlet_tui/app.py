@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     from .opening import Opening
     from core.pages.model import Page
-    from core.worker import DutyReport
+    from core.duties.runner import DutyReport
 
     from .screens.edit import EditScreen
     from .session import Session
@@ -317,10 +317,10 @@ class CrewletApp(App[None]):
                     self._close_session()
 
     def _duties(self, session: Session) -> None:
-        from core.duties import default_duties
-        from core.embed.duty import EmbeddingDuty
+        from core.duties.roster import default_duties
+        from core.duties.embedding import EmbeddingDuty
         from core.sync import watch
-        from core.worker import DutyRunner, read_duty_records
+        from core.duties.runner import DutyRunner, read_duty_records
 
         node = session.node
         _yield_cpu_to_interface()

@@ -17,7 +17,7 @@ from .cli_common import JSON_OPT, console, emit_json, fail, handle_errors, open_
 from .sanitize import markup_safe as escape
 
 if TYPE_CHECKING:
-    from core.worker import DutyReport, DutyRunner
+    from core.duties.runner import DutyReport, DutyRunner
 
     from .progress_bars import ProgressBars
 # the duties and the runner are imported when the command runs (start-up: every command imports this module)
@@ -36,8 +36,8 @@ def register(app: typer.Typer) -> None:
 
         One process runs each duty at a time (a lease): while the app is open on this home, its own
         background worker holds them and this command says so."""
-        from core.duties import default_duties
-        from core.worker import DutyRunner
+        from core.duties.roster import default_duties
+        from core.duties.runner import DutyRunner
 
         from .progress_bars import ProgressBars
 
@@ -111,7 +111,7 @@ def _loop(runner: DutyRunner, bars: ProgressBars, as_json: bool) -> None:
 
 
 def _show_status(node: object, as_json: bool) -> None:
-    from core.worker import read_duty_records
+    from core.duties.runner import read_duty_records
 
     with node.lock:  # type: ignore[attr-defined]
         records = read_duty_records(node.conn)  # type: ignore[attr-defined]

@@ -71,9 +71,8 @@ class Session:
              searcher_factory: Callable[[Node], Any] | None = None) -> "Session":
         node = Node.open(home)
         try:
-            handle = actor or node.company.operator
-            if handle:  # an unknown actor, or one without the knowledge app, is told so before any page shows
-                rules.require_knowledge(node.company, node.company.actor(handle))
+            if actor or node.company.operator:  # an unknown actor, or one without the knowledge app, is told
+                rules.acting(node.company, actor, knowledge=True)   # so before any page shows
             return cls(home, node, actor, searcher_factory)
         except Exception:
             node.close()
@@ -85,11 +84,10 @@ class Session:
         return self.actor_handle or self.node.company.operator
 
     def who(self) -> Actor | None:
-        handle = self.handle
-        if not handle:
+        if not self.handle:
             return None
         try:
-            return self.node.company.actor(handle)
+            return rules.acting(self.node.company, self.handle)
         except Exception:  # an unknown --as: the engine refuses each write with the reason
             return None
 

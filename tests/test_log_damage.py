@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 
 from core.config import load_node
 from core.log import FileLog, LogCorrupt, LogDamage, LogGap, Record
-from core.log.check import Applied, cut_aside, inspect, locate_applied
+from core.log.check import inspect
+from core.log.framing import Applied
 from core.log.framing import HEADER_SIZE, encode_frame
 from core.node import Node
 from core.pages import applier
@@ -321,14 +322,14 @@ def test_check_and_cut_work_on_any_log_and_the_position_stored_for_it(tmp_path):
         from core.log.framing import frame_digest
 
         applied = Applied(seq, end, start, frame_digest(frame.body))
-        assert locate_applied(flog, applied).seq == seq
+        assert flog.locate(applied).seq == seq
         assert inspect(flog, applied).sound
     flip(path, fs[4][0] + HEADER_SIZE + 2)  # past the position: damage, but nothing applied is lost
     damaged = path.read_bytes()
     with FileLog(path, readonly=True) as flog:
         health = inspect(flog, applied)
         assert health.damage is not None and health.end == fs[4][0] and not health.applied_past_cut
-        moved = cut_aside(flog, health.end, tmp_path / "aside", expect_size=health.size)
+        moved = flog.move_aside(health.end, tmp_path / "aside", expect_size=health.size)
     assert moved == len(damaged) - fs[4][0]
     assert path.read_bytes() + (tmp_path / "aside").read_bytes() == damaged
     with FileLog(path) as flog:  # the kept prefix is a log that takes appends again

@@ -220,7 +220,7 @@ def test_a_live_watch_wakes_a_node_when_another_writes_and_after_the_server_come
 def test_a_fleet_duty_runs_on_one_node_of_the_company_whatever_machine_each_is_on(tmp_path, nats_server):
     import threading
 
-    from core.worker import Duty, DutyPass, DutyRunner
+    from core.duties.runner import Duty, DutyPass, DutyRunner
 
     class Reaper(Duty):
         name, scope, interval_s = "fleet-probe", "fleet", 1.0

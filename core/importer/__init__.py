@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .. import config as config_mod
 from ..errors import Invalid
-from ..pages.applier import gc_paused
+from ..replica.engine import gc_paused
 from ..pages.service import KnowledgeBase
 from .model import ImportFailure, ImportNote, ImportProblem, ImportProblems, ImportReport, PlannedPage
 from .plan import Planner

@@ -24,10 +24,12 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from contextlib import contextmanager
 from typing import Callable, Iterator, Sequence
 
 from ..durable import fsync_dir
-from .framing import HEADER_SIZE, MAX_BODY, Frame, FrameScanner, FrameStatus, Stop, frame_header, read_frame
+from .framing import (HEADER_SIZE, MAX_BODY, Applied, Frame, FrameScanner, FrameStatus, Stop, find_frame_fd, frame_digest,
+                      frame_header, read_frame)
 from .record import Record
 
 logger = logging.getLogger(__name__)
@@ -289,6 +291,19 @@ class FileLog:
     def size(self) -> int:
         return os.fstat(self._handle()).st_size
 
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        """The writers' lock, held: no append of any process (nor thread of this one) lands while it is
+        held. The log is opened for writing first (a home that cannot be written says so here)."""
+        with self._mutex:
+            self._make_writable()
+            fd = self._handle()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+
     # --- writing ---------------------------------------------------------------------------------
 
     def append(
@@ -479,6 +494,90 @@ class FileLog:
     def frame_at(self, offset: int) -> Frame | Stop:
         """The verified frame starting at `offset`, or why there is none (straight from the file)."""
         return read_frame(self._handle(), offset)
+
+    def frames(self, start_offset: int = 0) -> FrameScanner:
+        """Every verified frame from `start_offset` (a frame boundary) to the first thing that is not one;
+        the scanner's `stop` then says what that was (the end, a torn tail, damage). Seqs are not checked."""
+        return FrameScanner(self._handle(), start_offset)
+
+    def next_frame(self, offset: int) -> int | None:
+        """The offset of the first verified frame at or past `offset` (past damage), or None."""
+        return find_frame_fd(self._handle(), offset)
+
+    def locate(self, applied: Applied) -> Frame | None:
+        """The quick check a node makes when it opens: the database's position is on a frame boundary,
+        not past the end of the log, and the frame there is the record the database applied (same seq,
+        same digest). Returns that frame (None when nothing was applied); raises LogMismatch.
+
+        A position stored before digests has no frame start: then the log is scanned up to it once."""
+        if applied.nothing:
+            return None
+        size = self.size()
+        where = f"the database applied the log through seq {applied.seq}, ending at byte offset {applied.end}"
+        if size < applied.end:
+            raise LogMismatch(self.path, size, applied.seq,
+                              f"the log is {size:,} bytes long, but {where}: records it applied are missing "
+                              "from the log", kind="cut")
+        if applied.start is None:
+            return self._locate_by_scan(applied, where)
+        got = self.frame_at(applied.start)
+        if isinstance(got, Stop):
+            raise LogMismatch(self.path, applied.start, applied.seq,
+                              f"the frame of the last record the database applied (seq {applied.seq}, from byte "
+                              f"offset {applied.start}) is damaged: {got.reason}", kind="cut")
+        if got.end != applied.end or got.seq != applied.seq or (
+                applied.digest is not None and frame_digest(got.body) != applied.digest):
+            raise LogMismatch(self.path, applied.start, applied.seq,
+                              f"the log holds another record where {where} (found seq {got.seq} ending at byte "
+                              f"offset {got.end}): the log was cut and written again, or replaced")
+        return got
+
+    def _locate_by_scan(self, applied: Applied, where: str) -> Frame:
+        for frame in self.frames(0):
+            if frame.end == applied.end:
+                if frame.seq != applied.seq:
+                    break
+                return frame
+            if frame.end > applied.end:
+                break
+        raise LogMismatch(self.path, applied.end, applied.seq,
+                          f"{where}, but no frame of seq {applied.seq} ends there in the log", kind="mismatch")
+
+    def move_aside(self, cut: int, dest: Path, *, expect_size: int) -> int:
+        """Copy the bytes from `cut` to the end of the log into `dest` (a new file, synced), then truncate
+        the log to `cut` — a repair's cut, which never deletes a byte. Holds the writers' lock throughout,
+        and refuses if the file is no longer `expect_size` bytes (it changed since it was inspected).
+        Returns the bytes moved."""
+        with self.lock():
+            fd = self._handle()
+            size = os.fstat(fd).st_size
+            if size != expect_size:
+                raise LogMismatch(self.path, cut, None,
+                                  f"the log changed while the repair was being decided ({expect_size:,} bytes, now "
+                                  f"{size:,}): nothing was moved — run the repair again", kind="changed")
+            moved = 0
+            out = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+            try:
+                pos = cut
+                while pos < size:
+                    chunk = os.pread(fd, min(1 << 20, size - pos), pos)
+                    if not chunk:
+                        break
+                    view = memoryview(chunk)
+                    while view:
+                        n = os.write(out, view)
+                        view = view[n:]
+                    pos += len(chunk)
+                    moved += len(chunk)
+                _sync_fd(out)
+            finally:
+                os.close(out)
+            fsync_dir(dest.parent)
+            # Only once the copy is durable does the log give the bytes up.
+            os.ftruncate(fd, cut)
+            _sync_fd(fd)
+            self._end, self._last = 0, 0  # rescanned from the start on the next use
+            return moved
 
     def read(
         self, after: int = 0, *, start_offset: int = 0, limit: int | None = None, exact: bool = False

@@ -30,12 +30,13 @@ import re
 import ssl
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .filelog import LogCorrupt, LogDamage, LogFailed, LogGap, LogMismatch, RecordTooLarge
-from .framing import MAX_BODY, Frame, FrameStatus, Stop
+from .framing import MAX_BODY, Applied, Frame, FrameStatus, Stop, frame_digest
 from .nats_loop import LoopThread
 from .record import Record
 
@@ -586,6 +587,40 @@ class JetStreamLog:
         last = self.last_seq()
         return last, last
 
+    def locate(self, applied: Applied) -> Frame | None:
+        """The record the database applied last, checked against its position (seq, end = seq, offset =
+        seq - 1, digest): None when nothing was applied; LogMismatch when the stream no longer holds that
+        very record at that seq (it ends before it, or another record is there)."""
+        if applied.nothing:
+            return None
+        if applied.end != applied.seq or (applied.start is not None and applied.start != applied.seq - 1):
+            raise LogMismatch(self.path, applied.end, applied.seq,
+                              f"the database's position (seq {applied.seq}, byte offset {applied.end}) is a file log's, "
+                              f"not a position on {self.stream}: the node moved to JetStream without converting it",
+                              kind="mismatch")
+        body = self.conn.message(self.stream, applied.seq)
+        if body is None:
+            first, last = self.state()
+            why = (f"the stream ends at seq {last}" if last < applied.seq
+                   else f"the stream no longer holds seq {applied.seq} (it starts at {first})")
+            raise LogMismatch(self.path, last, applied.seq,
+                              f"the database applied {self.stream} through seq {applied.seq}, but {why}: records it "
+                              "applied are missing from the stream", kind="cut")
+        if applied.digest is not None and frame_digest(body) != applied.digest:
+            raise LogMismatch(self.path, applied.seq - 1, applied.seq,
+                              f"the stream {self.stream} holds another record at seq {applied.seq} than the one the "
+                              "database applied there: the stream was replaced, or is another company's")
+        return Frame(applied.seq, body, applied.seq - 1, applied.seq)
+
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        """A stream has no lock to hold its writers off: each append is ordered by the server against the end
+        its writer expects (Nats-Expected-Last-Sequence). Nothing that takes this lock (moving a file log,
+        cutting one in a repair) is done to a stream, so taking it is refused rather than pretended."""
+        raise LogFailed(f"{self.path}: a stream's writers are ordered by its servers, not held off by a lock — "
+                        "a stream is neither moved nor cut from a node")
+        yield  # pragma: no cover - a generator for contextmanager
+
     def frame_at(self, offset: int) -> Frame | Stop:
         """The record whose frame "starts" at `offset` (seq offset + 1)."""
         seq = offset + 1
@@ -613,6 +648,11 @@ class JetStreamLog:
             if len(body) > limit:
                 raise PayloadTooLarge(rec, len(body), self.conn.max_payload)
         self.conn.require()
+        if keep_through and (self._last or 0) < keep_through and self.last_seq() < keep_through:
+            # the database applied records the stream no longer holds: appending would give their seqs to others
+            raise LogMismatch(self.path, self._last or 0, keep_through,
+                              f"the stream {self.stream} ends at seq {self._last}, but the database applied it through "
+                              f"seq {keep_through}: records it applied are missing — nothing was appended", kind="cut")
         seqs = self.conn.run(self._append(bodies, [r.op_id for r in records]), timeout=ACK_S * 4 + 30)
         out = []
         for rec, body, seq in zip(records, bodies, seqs):
@@ -701,11 +741,18 @@ class JetStreamLog:
             yield from self._read_by_consumer(after, limit, exact)
             return
         messages, pending = got
+        known = self._last or 0   # the stream holds at least this much (this process's acks and questions)
         if not messages:
-            if exact and after > (self._last or 0):
+            if known > after:
+                # a follower answered the direct get before it stored what the leader acknowledged: the leader's
+                # consumer reads it (a writer must read its own appends back)
+                yield from self._read_by_consumer(after, limit, exact)
+            elif exact and after > known:
                 first, last = self.state()
                 if after > last:
                     raise self._cut(after, last)
+                if last > after:
+                    yield from self._read_by_consumer(after, limit, exact)
             return
         n = 0
         from_body = Record.from_body
@@ -721,8 +768,9 @@ class JetStreamLog:
             yield record, Frame(seq, body, seq - 1, seq)
             expect += 1
             n += 1
+        behind = known > expect - 1      # a follower that had not stored all the leader acknowledged
         self._last = max(self._last or 0, expect - 1)
-        if pending and (limit is None or n < limit):
+        if (pending or behind) and (limit is None or n < limit):
             # a long way behind: the rest through a consumer, which streams faster than batches of requests
             yield from self._read_by_consumer(expect - 1, None if limit is None else limit - n, True)
 

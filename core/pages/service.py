@@ -10,14 +10,16 @@ import json
 import re
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from ..config import Actor
 from ..errors import CrewletError, Invalid, NotFound, Refused, StaleRevision
 from ..log import LogDamage, Record
-from ..node import Node, now_ms
+from ..clock import now_ms
 from . import records, rules
-from .applier import Decision, live_children, parent_problem
+from ..replica.appliers import Decision
+from .applier import live_children, parent_problem
 from .model import (MAX_BODY_BYTES, MAX_TITLE, WINDOW_MAX, Comment, Page, Revision, Window, clean_title, line_diff,
                     normalise_title, title_problem)
 
@@ -74,8 +76,25 @@ class ReapReport:
     passes: int
 
 
+class Writer(Protocol):
+    """What the knowledge base needs of a node (core.node.Node is the one): its home (for rescued texts),
+    its configuration, its database under its lock, and `submit`, which appends records to the pages log
+    and returns what the applier decided for each."""
+
+    home: Any
+    company: Any
+    conn: Any
+    lock: Any
+
+    def refresh_config(self) -> None: ...
+
+    def submit(self, records: Sequence[Record], *, sync: bool = True) -> list[Decision]: ...
+
+    def submit_one(self, record: Record) -> Decision: ...
+
+
 class KnowledgeBase:
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: Writer) -> None:
         self.node = node
 
     @property
@@ -89,18 +108,13 @@ class KnowledgeBase:
         return self.node.company
 
     def actor(self, handle: str | None) -> Actor:
-        handle = handle or self.company.operator
-        if not handle:
-            raise Refused(f"no actor to act as: set `operator = \"…\"` in {self.company.file}, or pass --as HANDLE",
-                          code="no_actor")
-        return self.company.actor(handle)
+        """Who writes (`handle`, else the operator): `rules.acting`, against the configuration current now."""
+        return rules.acting(self.company, handle)
 
     def reader(self, handle: str | None) -> Actor:
         """Who reads (`handle`, else the operator), refused unless they hold the knowledge app. Every
         read of pages asks this itself, so no caller (CLI, app, agent runtime) can forget to."""
-        who = self.actor(handle)
-        rules.require_knowledge(self.company, who)
-        return who
+        return rules.acting(self.company, handle, knowledge=True)
 
     # -- resolving pages ---------------------------------------------------------------------
     def _row(self, ref: str, *, allow_trashed: bool = True) -> Any:

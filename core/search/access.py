@@ -17,7 +17,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import AUTO_DRAFT_TITLE_PREFIX, AUTO_DRAFTED_PARENT, Actor
+from ..config import AUTO_DRAFT_TITLE_PREFIX, AUTO_DRAFTED_PARENT, Actor, ConfigError
+from ..errors import Refused
+from ..pages import rules
 from ..pages.model import normalise_title
 from .seam import MODES, OUT_OF_SCOPE, UNAVAILABLE, Query
 
@@ -74,13 +76,12 @@ class AccessPolicy:
         mode = (query.mode or "hybrid").strip().lower()
         if mode not in MODES:
             return Denial(UNAVAILABLE, f"mode '{query.mode}' is not one of: {', '.join(MODES)}")
-        handle = query.actor or company.operator
-        who = company.actors.get(handle) if handle else None
-        if handle and who is None:
-            return Denial(UNAVAILABLE, f"no actor '{handle}' is configured in {company.file}")
-        if who is not None and not who.holds_knowledge:
-            return Denial(UNAVAILABLE, f"{handle} does not hold the knowledge app — an admin sets `knowledge = true` "
-                                       f"under [actors.{handle}] in {company.file}")
+        try:   # a search on nobody's behalf (no --as and no operator) runs as nobody
+            who = rules.acting(company, query.actor, knowledge=True) if query.actor or company.operator else None
+        except ConfigError as exc:
+            return Denial(UNAVAILABLE, f"{exc.problem} in {exc.file}")
+        except Refused as exc:
+            return Denial(UNAVAILABLE, str(exc))
         if company.knowledge.backend != backend:
             return Denial(UNAVAILABLE, f"this company does not search: knowledge.backend is "
                                        f"'{company.knowledge.backend}' in {company.file}", modes_known=False)

@@ -28,9 +28,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..embed.provider import Provider, make_provider
+from ..embed.provider import Provider
+from ..embed.registry import make_provider
 from ..pages.applier import position
-from . import lexical, vectors
+from ..vectors import records as vectors
+from . import lexical
 from .access import Access, AccessPolicy, Denial
 from .fusion import reciprocal_rank_fusion
 from .hits import Accepted, HitAssembler, page_url

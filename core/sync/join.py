@@ -19,11 +19,9 @@ A DIR whose filesystem does not carry flock between machines is refused before a
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
-import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -31,16 +29,17 @@ from pathlib import Path
 from typing import Any
 
 from .. import config as config_mod
+from ..clock import now_ms
 from ..durable import fsync_dir, fsync_file
 from ..errors import CrewletError, Refused
 from ..log import FileLog, Record
-from ..log.check import locate_applied
 from ..log.filelog import LogMismatch
-from ..pages import applier
+from ..replica import engine
 from ..paths import Home
 from ..repair import aside_stamp, home_logs, move_database_aside
 from ..store import connect
-from . import locks, snapshot as snapshot_mod
+from ..log import locks
+from . import snapshot as snapshot_mod
 from .target import LogUrl, parse_target
 
 SHARED_MARKERS = ("pages.log", "company.toml")
@@ -65,7 +64,7 @@ class JoinResult:
 
 def running_here(home: Home) -> str | None:
     """Who runs duties on this home right now (the app, a `crewlet worker`), from their unexpired leases."""
-    now = time.time_ns() // 1_000_000
+    now = now_ms()
     try:
         files = list(home.node_lease_dir.glob("*.lease"))
     except OSError:
@@ -87,11 +86,7 @@ def _logs_held(home: Home) -> Iterator[None]:
         for spec in home_logs(home):
             if spec.path.exists():
                 flog = stack.enter_context(FileLog(spec.path))
-                flog._mutex.acquire()
-                stack.callback(flog._mutex.release)
-                fd = flog._handle()
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                stack.callback(fcntl.flock, fd, fcntl.LOCK_UN)
+                stack.enter_context(flog.lock())
         yield
 
 
@@ -243,10 +238,10 @@ def _join_existing(home: Home, directory: Path, settings: config_mod.NodeSetting
         conn = connect(home.db_file)
         try:
             for spec in specs:
-                applied = applier.applied_position(conn, spec.position)
+                applied = engine.applied_position(conn, spec.position)
                 with FileLog(directory / spec.path.relative_to(own_logs), readonly=True) as flog:
                     try:
-                        locate_applied(flog, applied)
+                        flog.locate(applied)
                     except LogMismatch:
                         prefix = False  # the database is ahead of its own log: not a prefix after all
         finally:

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..log import LogDamage, LogFailed
-from ..pages import applier
 
 REPAIR_REFUSED = ("a stream on NATS JetStream is not cut from a node: its records are the servers' — a node whose "
                   "database disagrees with the streams starts over from a snapshot of a current node (`crewlet sync "
@@ -50,12 +49,11 @@ class StreamReport:
 
 def check_streams(node: Any) -> list[StreamReport]:
     """Raises LogUnreachable (a LogFailed) when the servers cannot be reached: nothing can be said then."""
-    from ..log.check import locate_applied
-
     out = []
-    for name, position, flog in (("pages", applier.APPLIER, node.log), ("vectors", "vectors", node.vlog)):
+    for stream in node.streams:
+        name, flog = stream.name, stream.backend
         with node.lock:
-            applied = applier.applied_position(node.conn, position)
+            applied = stream.applied(node.conn)
         report = StreamReport(name, flog.stream, flog.conn.servers, applied_seq=applied.seq)
         report.first_seq, report.last_seq = flog.state()
         try:
@@ -64,7 +62,7 @@ def check_streams(node: Any) -> list[StreamReport]:
         except LogDamage as exc:
             report.damage = str(exc)
         try:
-            locate_applied(flog, applied)
+            flog.locate(applied)
         except LogDamage as exc:
             report.disagrees = exc.reason if hasattr(exc, "reason") else str(exc)
         except LogFailed:

@@ -31,7 +31,7 @@ from .. import config as config_mod
 from ..durable import fsync_dir, write_atomic
 from ..errors import CrewletError, Refused
 from ..log import FileLog, Record
-from ..log.check import Applied, locate_applied
+from ..log.framing import Applied
 from ..log.framing import frame_digest
 from ..log.jetstream import (Connection, JetStreamLog, LogUnreachable, StreamRefused, StreamWant, company_bucket,
                              stream_name, subject_of)
@@ -248,7 +248,7 @@ def _verify_other_side(home: Home, conn: Connection, s: config_mod.LogSettings) 
         try:
             with JetStreamLog(conn, s.stream_prefix, "pages") as pages, \
                     JetStreamLog(conn, s.stream_prefix, "vectors") as vectors:
-                from ..search import vectors as vectors_mod
+                from ..vectors import records as vectors_mod
 
                 applier.catch_up(fresh, pages)
                 vectors_mod.catch_up(fresh, vectors)
@@ -443,7 +443,7 @@ def follow(home: Home) -> bool:
                     if applied.nothing:
                         continue
                     with JetStreamLog(conn, company.log.stream_prefix, spec.name) as stream:
-                        locate_applied(stream, Applied(applied.seq, applied.seq, applied.seq - 1, applied.digest))
+                        stream.locate(Applied(applied.seq, applied.seq, applied.seq - 1, applied.digest))
             finally:
                 db.close()
         finally:

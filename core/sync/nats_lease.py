@@ -23,14 +23,12 @@ def lease_bucket(prefix: str) -> str:
 
 class KvLease:
     def __init__(self, conn: Any, prefix: str, name: str, owner: str, label: str, ttl_s: float) -> None:
-        from ..worker import LeaseHolder   # noqa: F401  (the holder type the runner reads)
-
         self.conn, self.bucket, self.name = conn, lease_bucket(prefix), name
         self.owner, self.label = owner, label
         self.ttl_ms = int(ttl_s * 1000)
 
     def _read(self) -> tuple[Any, int | None]:
-        from ..worker import LeaseHolder
+        from ..duties.runner import LeaseHolder
 
         got = self.conn.kv_get(self.bucket, self.name)
         if got is None:

@@ -24,8 +24,8 @@ from .. import config as config_mod
 from ..durable import fsync_dir, fsync_file
 from ..errors import CrewletError
 from ..log import FileLog, LogMismatch
-from ..log.check import Applied, locate_applied
-from ..pages import applier
+from ..log.framing import Applied
+from ..replica import engine
 from ..paths import Home
 from ..repair import home_logs, move_database_aside
 from ..store import connect, sqlite3
@@ -68,7 +68,7 @@ def _single_file(conn: Any) -> None:
 
 
 def _positions(conn: Any, home: Home) -> dict[str, Applied]:
-    return {spec.name: applier.applied_position(conn, spec.position) for spec in home_logs(home)}
+    return {spec.name: engine.applied_position(conn, spec.position) for spec in home_logs(home)}
 
 
 def take(node: Any, out: Path) -> SnapshotInfo:
@@ -169,7 +169,7 @@ def _check_on_streams(file: Path, settings: Any, first_op: str | None, positions
                 raise SnapshotRefused(f"{file} holds a file log's position (seq {applied.seq:,} at byte offset "
                                       f"{applied.end:,}), not a stream's — take the snapshot on a node on JetStream")
             try:
-                locate_applied(stream, applied)
+                stream.locate(applied)
             except LogMismatch as exc:
                 why = "a gap" if exc.kind == "cut" else "another log"
                 raise SnapshotRefused(f"{file} does not match {stream.stream}: {why} — the snapshot applied it through "
@@ -199,7 +199,7 @@ def _check_position(file: Path, name: str, path: Path, applied: Applied) -> None
                               "exist: a gap — the snapshot is not of this log")
     with FileLog(path, readonly=True) as flog:
         try:
-            locate_applied(flog, applied)
+            flog.locate(applied)
         except LogMismatch as exc:
             if exc.kind == "cut":
                 raise SnapshotRefused(

@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..clock import now_ms
 from ..log import FileLog
-from ..pages import applier
+from ..replica import engine
 from ..repair import home_logs
-from . import locks, peers
+from ..log import locks, peers
 
 
 @dataclass
@@ -72,14 +73,14 @@ def status(node: Any) -> SyncStatus:
                      locks.check(home.shared) if home.shared else None)
     with node.lock:
         for spec in home_logs(home):
-            applied = applier.applied_position(node.conn, spec.position)
+            applied = engine.applied_position(node.conn, spec.position)
             log_seq, log_end = applied.seq, applied.end
             if spec.path.exists():
                 with FileLog(spec.path, readonly=True) as flog:
                     log_seq, log_end = flog.tail(applied.seq, applied.end)
             out.logs.append(LogLine(spec.name, spec.position, str(spec.path), applied.seq, applied.end, log_seq, log_end))
     if home.shared is not None:
-        now = peers.now_ms()
+        now = now_ms()
         ends = {line.position: line.log_seq for line in out.logs}
         for peer in peers.read_peers(home):
             behind = {line.name: max(0, ends[line.position] - peer.seq(line.position)) for line in out.logs}
@@ -95,9 +96,10 @@ def _jetstream_status(node: Any) -> SyncStatus:
     s = node.company.log
     out = SyncStatus(str(node.home.root), node.node_id, node.company.operator, None, None)
     offline = node.offline.line() if node.offline is not None else None
-    for name, position, flog in (("pages", applier.APPLIER, node.log), ("vectors", "vectors", node.vlog)):
+    for stream in node.streams:
+        name, position, flog = stream.name, stream.position_name, stream.backend
         with node.lock:
-            applied = applier.applied_position(node.conn, position)
+            applied = stream.applied(node.conn)
         log_seq = applied.seq
         if offline is None:
             try:

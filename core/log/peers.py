@@ -7,20 +7,16 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..clock import now_ms
 from ..durable import write_atomic
 
 from ..paths import Home
 
 HEARTBEAT_MS = 60_000
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from ..paths import Home
-from ..worker import Duty, DutyPass, PassContext
-from .indexer import Indexer
+from .runner import Duty, DutyPass, PassContext
+from ..search.indexer import Indexer
 
 
 class KeywordIndexDuty(Duty):

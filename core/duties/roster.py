@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from .embed.duty import EmbeddingDuty
-from .node import now_ms
-from .pages.service import KnowledgeBase
-from .search.indexer import KeywordIndexDuty
-from .search.ivf.duty import IndexTrainingDuty
-from .worker import Duty, DutyPass, PassContext
+from .embedding import EmbeddingDuty
+from ..clock import now_ms
+from ..pages.service import KnowledgeBase
+from ..search.indexer import KeywordIndexDuty
+from .semantic_index import IndexTrainingDuty
+from .runner import Duty, DutyPass, PassContext
 
 
 class ApplyDuty(Duty):

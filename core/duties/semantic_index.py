@@ -23,18 +23,21 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from collections.abc import Callable
 from typing import Any
 
 
-from ...diagnostics import Diagnostics
-from ...embed.provider import Provider, make_provider
-from ...pages import applier
-from ...worker import Duty, DutyPass, PassContext
-from .. import semantic, vectors
-from . import kmeans, measure, store, training
+from ..clock import half_the_cores, now_ms
+from ..diagnostics import Diagnostics
+from ..embed.provider import Provider
+from ..embed.registry import make_provider
+from ..pages import applier
+from ..search import semantic
+from ..search.ivf import kmeans, measure, training
+from ..vectors import index as store
+from ..vectors import records as vectors
+from .runner import Duty, DutyPass, PassContext
 
 log = logging.getLogger("crewlet.search")
 
@@ -44,12 +47,7 @@ PROGRESS_EVERY_S = 1.0
 
 def training_threads() -> int:
     """Half the node's cores, never fewer than two (a single core trains on it)."""
-    cores = os.cpu_count() or 1
-    return 1 if cores == 1 else max(2, cores // 2)
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
+    return half_the_cores(at_least=2)
 
 
 class IndexTrainingDuty(Duty):
@@ -124,7 +122,7 @@ class IndexTrainingDuty(Duty):
                               cursor, space, more=moving)
 
         reason = self._why_train(row, sources, cursor, space)
-        if reason is None and row is not None and _now_ms() - row.measured_at >= DAY_MS:
+        if reason is None and row is not None and now_ms() - row.measured_at >= DAY_MS:
             return self._remeasure(ctx, row, cursor, space)
         if reason is None:
             return self._done(self._idle_line(row, sources, cursor, space), cursor, space, more=moving)
@@ -182,7 +180,7 @@ class IndexTrainingDuty(Duty):
             # looked at again at once: cheap when nothing moved, and a corpus being filled trains on doubling
             return self._done(line, cursor, space, worked=True, more=True, extra={"training": summary})
         record = store.install_record(space, result.centroids, result.probes, result.ranges, result.sources,
-                                      result.fullest, summary, _now_ms())
+                                      result.fullest, summary, now_ms())
         self._publish([record])
         with self.node.lock:
             installed = store.read_index(self.node.conn, space)
@@ -230,7 +228,7 @@ class IndexTrainingDuty(Duty):
         if result.probes is None:
             return self._train(ctx, row, "the daily measurement found no count within half the lists that meets "
                                          "the floor", cursor, space, result.sources)
-        self._publish([store.measure_record(space, row.generation, result.probes, result.summary(), _now_ms())])
+        self._publish([store.measure_record(space, row.generation, result.probes, result.summary(), now_ms())])
         return self._done(f"re-measured: {result.probes} of {row.lists} lists probed (was {row.probes})", cursor, space,
                           worked=result.probes != row.probes, extra={"measurement": result.summary()})
 
@@ -273,7 +271,7 @@ class IndexTrainingDuty(Duty):
     def _progress_fn(self, ctx: PassContext, phase: str) -> training.ProgressFn:
         """Progress to the runner (the app's bar) and, about once a second, into this duty's status row so
         `crewlet index status` in another process shows the training as it runs."""
-        started = _now_ms()
+        started = now_ms()
         last = [0.0]
 
         def progress(done: int, total: int, label: str) -> None:
@@ -295,7 +293,7 @@ class IndexTrainingDuty(Duty):
 def index_status(node: Any, space: str | None) -> dict[str, Any]:
     """The semantic index for `crewlet index status` and the app: what is installed, the duty's last pass,
     and a training or re-measurement in progress (written by the duty about once a second)."""
-    from ...worker import read_duty_records
+    from .runner import read_duty_records
 
     with node.lock:
         row = store.read_index(node.conn, space) if space else None

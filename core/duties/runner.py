@@ -32,7 +32,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from .durable import write_atomic
+from ..clock import now_ms
+from ..durable import write_atomic
 
 log = logging.getLogger("crewlet.worker")
 
@@ -41,10 +42,6 @@ Scope = Literal["node", "fleet"]
 ProgressFn = Callable[[str, int, int, str], None]
 
 DEFAULT_LEASE_S = 90.0
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 # -- what a pass says --------------------------------------------------------------------------------
@@ -184,13 +181,13 @@ class Lease:
 
     def _write(self) -> None:
         write_atomic(self.path, json.dumps({"owner": self.owner, "label": self.label, "pid": os.getpid(),
-                                            "expires_at": _now_ms() + self.ttl_ms}).encode("utf-8"), durable=False)
+                                            "expires_at": now_ms() + self.ttl_ms}).encode("utf-8"), durable=False)
 
     def acquire(self) -> LeaseHolder | None:
         """Take or renew the lease. Returns None when this owner holds it now, else who does."""
         with self._locked():
             held = self.holder()
-            if held is not None and held.owner != self.owner and held.expires_at > _now_ms():
+            if held is not None and held.owner != self.owner and held.expires_at > now_ms():
                 return held
             if held is not None and held.owner != self.owner:
                 log.info("taking over the %s lease from %s (it expired)", self.name, held.label)
@@ -264,7 +261,7 @@ class DutyRunner:
         """A fleet duty's lease on a company on NATS JetStream is a key every node shares (core/sync/nats_lease.py)."""
         company = getattr(self.node, "company", None)
         if scope == "fleet" and company is not None and company.log.backend == "jetstream":
-            from .sync.nats_lease import KvLease
+            from ..sync.nats_lease import KvLease
 
             return KvLease(self.node.log.conn, company.log.stream_prefix, name, self.owner, self.label, ttl_s)
         return Lease(self._lease_dir(scope), name, self.owner, self.label, ttl_s)
@@ -288,7 +285,7 @@ class DutyRunner:
                 "cursor = COALESCE(excluded.cursor, duties.cursor), last_run_at = excluded.last_run_at, "
                 "last_summary = excluded.last_summary, last_error = excluded.last_error, holder = excluded.holder, "
                 "status = COALESCE(excluded.status, duties.status)",
-                (report.duty, result.cursor if result else None, _now_ms(), result.summary if result else "",
+                (report.duty, result.cursor if result else None, now_ms(), result.summary if result else "",
                  report.error, self.label, json.dumps(result.status, default=str) if result and result.status else None))
 
     def run_one(self, duty: Duty, *, stop: threading.Event, progress: ProgressFn | None = None,

@@ -1,0 +1,1 @@
+"""The node's background duties and the one runner that runs them."""
