@@ -139,10 +139,7 @@ class Node:
             _require_shared(home)
             if config_mod.load(home.config_file).log.backend == "jetstream":
                 # the company moved from the shared directory onto JetStream: this node follows
-                from .sync import nats_join
-
-                nats_join.follow(home)
-                settings = config_mod.load_node(home.node_file)
+                settings = _follow(home, settings)
         company = config_mod.with_operator(config_mod.load(home.config_file), settings, home.node_file)
         conn = connect(home.db_file)
         if not settings.node_id and not getattr(conn, "readonly", False):
@@ -156,10 +153,11 @@ class Node:
                 conn.close()
                 raise
             if flog.conn.up and not getattr(conn, "readonly", False):
-                from .sync import nats_join
+                from .log import jetstream_company
 
                 try:
-                    if nats_join.sync_company(home, flog.conn, company.log) == "pulled":
+                    if jetstream_company.sync_company(home.config_file, flog.conn, company.log.stream_prefix,
+                                                      _valid_company(home.config_file)) == "pulled":
                         company = config_mod.with_operator(config_mod.load(home.config_file), settings, home.node_file)
                 except (LogFailed, OSError, config_mod.ConfigError) as exc:
                     log.info("company.toml not compared with the company bucket: %s", exc)
@@ -492,6 +490,39 @@ def _not_applied(pending: list[Record], cause: str) -> NotApplied:
     which = f"record {first}" if first == last else f"records {first}-{last}"
     return NotApplied(f"written to the log as {which}, not yet applied: {cause} — it will apply at the next open",
                       seqs=[r.seq for r in pending], op_ids=[r.op_id for r in pending])
+
+
+def _valid_company(file: Path) -> Callable[[str], object]:
+    import tomllib
+
+    return lambda text: config_mod.parse(tomllib.loads(text), file)
+
+
+def _follow(home: Home, settings: config_mod.NodeSettings) -> config_mod.NodeSettings:
+    """A node of a shared directory whose company.toml there now says `backend = "jetstream"` follows: once the
+    streams hold, at each of its database's positions, the very record it applied there, those positions become
+    stream positions, its company.toml becomes a copy of the directory's, and node.toml forgets the directory."""
+    import shutil
+
+    from .log import jetstream, jetstream_company
+
+    company = config_mod.load(home.config_file)
+    if home.db_file.exists():
+        conn = jetstream.Connection(company.log, name=f"crewlet follow {settings.node_id}").retain()
+        try:
+            if not conn.connect():
+                raise CrewletError(f"the company moved to NATS JetStream ({','.join(company.log.url)}), which cannot "
+                                   f"be reached from here ({conn.down_why}) — this node follows once it can",
+                                   code="unreachable")
+            jetstream_company.check_positions(home.db_file, conn, company.log.stream_prefix,
+                                              {stream_applier.position: name for name, _, stream_applier in home_streams(home)})
+        finally:
+            conn.release()
+        jetstream_company.convert_positions(home.db_file)
+    shutil.copy2(home.config_file, home.root / "company.toml")
+    followed = dataclasses.replace(settings, shared=None)
+    config_mod.write_node(home.node_file, followed)
+    return followed
 
 
 def _require_shared(home: Home) -> None:

@@ -184,3 +184,42 @@ def test_a_reader_that_stops_early_carries_on_with_the_same_consumer(nats_server
             after = seen[-1]
         assert seen == list(range(1, n + 1))
         assert flog._ahead is None             # the last read reached its end: nothing left running
+
+
+def test_the_jetstream_log_is_a_backend_the_same_engine_applies_into_the_same_rows_as_the_file_log(nats_server, tmp_path):
+    from dataclasses import replace
+
+    from conftest import REPLAYED_TABLES, table_rows
+    from test_replica import _records
+
+    from core.log import FileLog, LogMismatch
+    from core.pages import applier
+    from core.replica import engine
+    from core.replica.backend import LogBackend
+    from core.store import connect
+
+    records = _records()
+    with open_log(nats_server.url) as jlog, FileLog(tmp_path / "pages.log") as flog:
+        assert isinstance(jlog, LogBackend)
+        flog.append([replace(r, seq=0) for r in records], sync=False)
+        jlog.append_frames([replace(r, seq=0) for r in records])
+        by_file, by_stream = connect(tmp_path / "file.db"), connect(tmp_path / "stream.db")
+        decided_file: dict = {}
+        decided_stream: dict = {}
+        assert applier.catch_up(by_file, flog, batch=4, outcomes=decided_file) == len(records)
+        assert engine.catch_up(by_stream, jlog, applier.PAGES, batch=4, outcomes=decided_stream) == len(records)
+        for table in REPLAYED_TABLES:
+            if table != "log_position":
+                assert table_rows(by_file, table) == table_rows(by_stream, table), table
+        assert {k: (d.status, d.code) for k, d in decided_file.items()} == \
+            {k: (d.status, d.code) for k, d in decided_stream.items()}
+        assert engine.position(by_stream, applier.APPLIER) == (len(records), len(records))
+        stream = engine.Stream("pages", jlog, applier.PAGES)
+        stream.verify(by_stream, stamp=True)
+        assert stream.catch_up(by_stream) == 0
+        # a database past the stream's end: the append is refused before anything is published
+        ahead = engine.Stream("pages", jlog, applier.PAGES)
+        by_stream.execute("UPDATE log_position SET seq = seq + 5, byte_offset = byte_offset + 5")
+        with pytest.raises(LogMismatch):
+            ahead.append(by_stream, recs(1))
+        assert jlog.last_seq() == len(records)

@@ -16,7 +16,7 @@ from core.node import Node
 from core.pages.service import KnowledgeBase
 from core.paths import Home
 from core.sync.digest import content_digest
-from core.sync.nats_join import read_company
+from core.log.jetstream_company import read_company
 
 
 def digest(home: Home) -> str:
@@ -51,7 +51,7 @@ def test_an_existing_home_moves_its_company_onto_jetstream_and_a_rerun_is_a_no_o
     # the configuration travelled: the company bucket holds the switched company.toml
     conn = Connection(company.log)
     conn.connect()
-    text, activated = read_company(conn.retain(), company.log)
+    text, activated = read_company(conn.retain(), company.log.stream_prefix)
     conn.release()
     assert tomllib.loads(text)["log"]["backend"] == "jetstream" and activated == company.activated_at
     again = json.loads(ok(cli(a.root, "sync", "join", nats_server.url, "--json")))

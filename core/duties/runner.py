@@ -258,10 +258,10 @@ class DutyRunner:
         self.last: dict[str, DutyReport] = {}
 
     def _lease(self, scope: Scope, name: str, ttl_s: float) -> Any:
-        """A fleet duty's lease on a company on NATS JetStream is a key every node shares (core/sync/nats_lease.py)."""
+        """A fleet duty's lease on a company on NATS JetStream is a key every node shares (kv_lease.py)."""
         company = getattr(self.node, "company", None)
         if scope == "fleet" and company is not None and company.log.backend == "jetstream":
-            from ..sync.nats_lease import KvLease
+            from .kv_lease import KvLease
 
             return KvLease(self.node.log.conn, company.log.stream_prefix, name, self.owner, self.label, ttl_s)
         return Lease(self._lease_dir(scope), name, self.owner, self.label, ttl_s)

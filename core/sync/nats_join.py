@@ -17,7 +17,6 @@
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -31,8 +30,6 @@ from .. import config as config_mod
 from ..durable import fsync_dir, write_atomic
 from ..errors import CrewletError, Refused
 from ..log import FileLog, Record
-from ..log.framing import Applied
-from ..log.framing import frame_digest
 from ..log.jetstream import (Connection, JetStreamLog, LogUnreachable, StreamRefused, StreamWant, company_bucket,
                              stream_name, subject_of)
 from ..pages import applier
@@ -42,8 +39,8 @@ from ..store import connect
 from . import snapshot as snapshot_mod
 from .digest import content_digest
 from .target import LogUrl
+from ..log.jetstream_company import convert_positions, publish_company, read_company, set_activation
 
-COMPANY_KEY = "company.toml"
 COPY_BATCH = 1000
 
 
@@ -165,21 +162,21 @@ def _first(home: Home, url: LogUrl, company: config_mod.Company, s: config_mod.L
                 with JetStreamLog(conn, s.stream_prefix, log) as stream:
                     result.copied[log] = _copy(logs[log].path, stream, progress)
             result.digest = _verify_other_side(home, conn, s)
-            _convert_positions(home.db_file)
+            convert_positions(home.db_file)
             # the company's configuration travels through NATS: a new node needs only the URL
             data = dict(company.raw)
             data["log"] = log_table(s)
             text = _toml(data, home.config_file)
-            publish_company(conn, s, text, company.activated_at or _now_ms())
+            publish_company(conn, s.stream_prefix, text, company.activated_at or _now_ms())
             stamp = aside_stamp()
             shared = home.shared
             own_config = home.root / "company.toml"
             write_atomic(own_config, text.encode("utf-8"))
-            _set_activation(own_config, company.activated_at)
+            set_activation(own_config, company.activated_at)
             if shared is not None:
                 # the other nodes of the directory read the switch there and follow at their next open
                 write_atomic(shared / "company.toml", text.encode("utf-8"))
-                _set_activation(shared / "company.toml", company.activated_at)
+                set_activation(shared / "company.toml", company.activated_at)
                 config_mod.write_node(home.node_file, replace(node_settings, node_id=result.node_id, shared=None))
             elif not node_settings.node_id:
                 config_mod.write_node(home.node_file, replace(node_settings, node_id=result.node_id))
@@ -267,18 +264,6 @@ def _verify_other_side(home: Home, conn: Connection, s: config_mod.LogSettings) 
     return mine
 
 
-def _convert_positions(db: Path) -> None:
-    """The database's positions as stream positions: a record's position on a stream ends at its seq and
-    starts at seq - 1 (the digest of its body is the same bytes on both)."""
-    conn = connect(db)
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute("UPDATE log_position SET byte_offset = seq, frame_offset = seq - 1")
-        conn.execute("COMMIT")
-    finally:
-        conn.close()
-
-
 def _toml(data: dict[str, Any], file: Path) -> str:
     import tomli_w
 
@@ -291,79 +276,6 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _set_activation(path: Path, activated_at: int) -> None:
-    """company.toml's modification time is its activation instant: a copy keeps the original's."""
-    if activated_at:
-        ns = activated_at * 1_000_000
-        os.utime(path, ns=(ns, ns))
-
-
-# -- the company's configuration in the key-value bucket -----------------------------------------------------
-
-def publish_company(conn: Connection, s: config_mod.LogSettings, text: str, activated_at: int) -> None:
-    from nats.js.errors import KeyWrongLastSequenceError
-
-    bucket = company_bucket(s.stream_prefix)
-    value = json.dumps({"toml": text, "activated_at": activated_at}).encode("utf-8")
-    for _ in range(5):
-        got = conn.kv_get(bucket, COMPANY_KEY)
-        if got is not None and json.loads(got[0]).get("toml") == text:
-            return
-        try:
-            conn.kv_put(bucket, COMPANY_KEY, value, last=got[1] if got else None)
-            return
-        except KeyWrongLastSequenceError:
-            continue
-    raise CrewletError(f"the company's configuration could not be written to {bucket} on {conn.servers}: others "
-                       "kept writing it — run the command again", code="busy")
-
-
-def read_company(conn: Connection, s: config_mod.LogSettings) -> tuple[str, int] | None:
-    got = conn.kv_get(company_bucket(s.stream_prefix), COMPANY_KEY)
-    if got is None:
-        return None
-    data = json.loads(got[0])
-    return str(data["toml"]), int(data.get("activated_at") or 0)
-
-
-def sync_company(home: Home, conn: Connection, s: config_mod.LogSettings) -> str | None:
-    """Bring this node's company.toml and the bucket's in step, the newer activation winning: an edit made on
-    any node reaches the others when they next open. Returns "pulled" or "pushed" when one side changed."""
-    from nats.js.errors import KeyWrongLastSequenceError
-
-    local = home.config_file
-    try:
-        text = local.read_text(encoding="utf-8")
-        activated = local.stat().st_mtime_ns // 1_000_000
-    except OSError:
-        return None
-    bucket = company_bucket(s.stream_prefix)
-    for _ in range(3):
-        got = conn.kv_get(bucket, COMPANY_KEY)
-        if got is None:
-            return None
-        data = json.loads(got[0])
-        theirs, their_at = str(data.get("toml", "")), int(data.get("activated_at") or 0)
-        if theirs == text:
-            return None
-        if their_at >= activated:
-            config_mod.parse(__import__("tomllib").loads(theirs), local)   # never take a file that would not load
-            write_atomic(local, theirs.encode("utf-8"))
-            _set_activation(local, their_at)
-            return "pulled"
-        try:
-            config_mod.parse(__import__("tomllib").loads(text), local)
-        except Exception:
-            return None   # a local edit that does not load is not published (the node says so as it reads it)
-        value = json.dumps({"toml": text, "activated_at": activated}).encode("utf-8")
-        try:
-            conn.kv_put(bucket, COMPANY_KEY, value, last=got[1])
-            return "pushed"
-        except KeyWrongLastSequenceError:
-            continue
-    return None
-
-
 # -- a new node -------------------------------------------------------------------------------------------------
 
 def _new_node(home: Home, url: LogUrl, snapshot: Path | None, operator: str | None, s: config_mod.LogSettings,
@@ -373,7 +285,7 @@ def _new_node(home: Home, url: LogUrl, snapshot: Path | None, operator: str | No
                       code="invalid_home")
     conn = _connect(s, "crewlet join")
     try:
-        got = read_company(conn, s)
+        got = read_company(conn, s.stream_prefix)
         if got is None:
             raise Refused(f"there is no company on {url} (no {company_bucket(s.stream_prefix)} bucket): join it from the "
                           f"company's first node first (`crewlet --home HOME sync join {url}`)", code="no_company")
@@ -394,7 +306,7 @@ def _new_node(home: Home, url: LogUrl, snapshot: Path | None, operator: str | No
     home.root.mkdir(parents=True, exist_ok=True)
     try:
         write_atomic(home.config_file, text.encode("utf-8"))
-        _set_activation(home.config_file, activated_at)
+        set_activation(home.config_file, activated_at)
         config_mod.write_node(home.node_file, config_mod.NodeSettings(result.node_id, operator, None))
         if snapshot is not None:
             result.snapshot = snapshot_mod.check(Home(home.root), snapshot)
@@ -414,42 +326,3 @@ def _open_and_apply(home: Home, progress: Callable[[int], None] | None) -> int:
     from .join import _open_and_apply as apply_all
 
     return apply_all(home, progress)
-
-
-# -- a node of a shared directory whose company moved ----------------------------------------------------------
-
-def follow(home: Home) -> bool:
-    """A node of a shared directory whose company.toml there now says `backend = "jetstream"` follows: its
-    company.toml becomes a copy of that one, node.toml forgets the directory, and its database's positions
-    become stream positions once the streams hold, at each, the very record it applied. True when it moved."""
-    shared = home.shared
-    if shared is None:
-        return False
-    company = config_mod.load(home.config_file)
-    if company.log.backend != "jetstream":
-        return False
-    settings = config_mod.load_node(home.node_file)
-    if home.db_file.exists():
-        conn = Connection(company.log, name=f"crewlet follow {settings.node_id}").retain()
-        try:
-            if not conn.connect():
-                raise CrewletError(f"the company moved to JetStream ({','.join(company.log.url)}), which cannot be "
-                                   f"reached from here ({conn.down_why}) — this node follows once it can",
-                                   code="unreachable")
-            db = connect(home.db_file)
-            try:
-                for spec in home_logs(home):
-                    applied = applier.applied_position(db, spec.position)
-                    if applied.nothing:
-                        continue
-                    with JetStreamLog(conn, company.log.stream_prefix, spec.name) as stream:
-                        stream.locate(Applied(applied.seq, applied.seq, applied.seq - 1, applied.digest))
-            finally:
-                db.close()
-        finally:
-            conn.release()
-        _convert_positions(home.db_file)
-    own = home.root / "company.toml"
-    shutil.copy2(home.config_file, own)
-    config_mod.write_node(home.node_file, replace(settings, shared=None))
-    return True

@@ -28,7 +28,7 @@ class KvLease:
         self.ttl_ms = int(ttl_s * 1000)
 
     def _read(self) -> tuple[Any, int | None]:
-        from ..duties.runner import LeaseHolder
+        from .runner import LeaseHolder
 
         got = self.conn.kv_get(self.bucket, self.name)
         if got is None:
