@@ -143,7 +143,7 @@ def test_command_lines_are_told_apart():
 def test_the_apps_duty_names_are_cores():
     from core.duties.roster import ApplyDuty
     from core.duties.embedding import EmbeddingDuty
-    from core.search.indexer import KeywordIndexDuty
+    from core.duties.keyword_index import KeywordIndexDuty
     from core.duties.semantic_index import IndexTrainingDuty
     from crewlet_tui import app
 

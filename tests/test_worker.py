@@ -1,4 +1,4 @@
-"""The one duty runner (core/worker.py): passes, cursors kept in SQLite, leases across processes."""
+"""The one duty runner (core/duties/runner.py): passes, cursors kept in SQLite, leases across processes."""
 from __future__ import annotations
 
 import json

@@ -1,26 +1,31 @@
-"""The node's duties, in the order a tick runs them, and the small ones that need no module of their own.
+"""The node's duties, in the order a tick runs them, the small ones that need no module of their own, and
+`run_duties`: the one way they are run, by `crewlet worker` and by the app's background worker alike.
 
-`default_duties(node)` is what `crewlet worker` and the app's background worker hand to the one
-`DutyRunner` (core/worker.py): applying the log first (so every later duty sees what other writers
-appended), then the keyword index, then the trash reaper, then the embedding duty (the one that waits on
-a provider, so the cheap duties never wait on it), then the semantic index over what it embedded.
+`default_duties(node)` is what the one `DutyRunner` (runner.py) runs: applying the log first (so every
+later duty sees what other writers appended), then the keyword index, then the trash reaper, then the
+embedding duty (the one that waits on a provider, so the cheap duties never wait on it), then the
+semantic index over what it embedded.
 """
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from typing import Any
 
-from .embedding import EmbeddingDuty
 from ..clock import now_ms
 from ..pages.service import KnowledgeBase
-from ..search.indexer import KeywordIndexDuty
+from ..sync import watch
+from . import APPLY, TRASH_REAPER
+from .embedding import EmbeddingDuty
+from .keyword_index import KeywordIndexDuty
+from .runner import Duty, DutyPass, DutyReport, DutyRunner, PassContext, ProgressFn
 from .semantic_index import IndexTrainingDuty
-from .runner import Duty, DutyPass, PassContext
 
 
 class ApplyDuty(Duty):
     """Apply what other processes appended to the log since this node last looked."""
 
-    name = "apply"
+    name = APPLY
     scope = "node"
 
     def __init__(self, node: Any, *, interval_s: float = 2.0) -> None:
@@ -39,7 +44,7 @@ class TrashReaperDuty(Duty):
     """Purge pages trashed more than thirty days ago, through the purge record an admin's purge writes.
     One node of the fleet runs it for all (its records replicate), hourly."""
 
-    name = "trash-reaper"
+    name = TRASH_REAPER
     scope = "fleet"
 
     def __init__(self, node: Any, *, interval_s: float = 3600.0) -> None:
@@ -58,3 +63,35 @@ def default_duties(node: Any, *, index_interval_s: float = 2.0, embed_threads: i
     so a key press still paints promptly while a first fill runs)."""
     return [ApplyDuty(node), KeywordIndexDuty(node.home, interval_s=index_interval_s), TrashReaperDuty(node),
             EmbeddingDuty(node, threads=embed_threads), IndexTrainingDuty(node)]
+
+
+def run_duties(node: Any, *, label: str, once: bool = False, stop: threading.Event | None = None,
+               wake: threading.Event | None = None, progress: ProgressFn | None = None,
+               on_report: Callable[[DutyReport], None] | None = None, index_interval_s: float = 2.0,
+               embed_threads: int | None = None, embed_pass_budget_s: float | None = None) -> list[DutyReport]:
+    """Build the node's runner and run it: with `once`, every duty pass after pass until none has work
+    left (returns every report); else tick until `stop` is set, every duty at once when `wake` is set or
+    another process or node appends to the logs (the log watcher sets it), and return nothing. Either
+    way every lease is given back and every duty closed at the end.
+
+    `embed_threads`: the local model's compute threads (default half the cores). `embed_pass_budget_s`: an
+    embedding pass hands the thread back after that long, and at once when `wake` is set — for a caller
+    whose one thread runs every duty in turn (the app: a first fill would otherwise keep a page just saved
+    out of the keyword index until it ended)."""
+    duties = default_duties(node, index_interval_s=index_interval_s, embed_threads=embed_threads)
+    stop = stop or threading.Event()
+    wake = wake or threading.Event()
+    if embed_pass_budget_s is not None:
+        for duty in duties:
+            if isinstance(duty, EmbeddingDuty):
+                duty.pass_budget_s = embed_pass_budget_s
+                duty.yield_to = wake
+    runner = DutyRunner(node, duties, label=label)
+    try:
+        if once:
+            return runner.run_until_idle(stop=stop, progress=progress, on_report=on_report)
+        watch.start_node(node, wake, stop)   # a stat watcher on log files, a consumer on JetStream streams
+        runner.run_forever(stop=stop, wake=wake, progress=progress, on_report=on_report)
+        return []
+    finally:
+        runner.close()

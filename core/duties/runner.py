@@ -109,10 +109,18 @@ class PassContext:
     _progress: ProgressFn | None = None
     _renew: Callable[[], bool] | None = None
     duty: str = ""
+    _status: Callable[[dict[str, Any]], None] | None = None
 
     def progress(self, done: int, total: int, label: str = "") -> None:
         if self._progress is not None:
             self._progress(self.duty, done, total, label)
+
+    def note_status(self, status: dict[str, Any]) -> None:
+        """Merge `status` into the duty's status row now, mid-pass (a long pass says where it is to any
+        process that reads the row: `crewlet index status` while the index trains); the pass's own
+        status, when it ends, is written over it as usual."""
+        if self._status is not None:
+            self._status(status)
 
     def renew(self) -> None:
         """Long passes call this as they make progress; raises LeaseLost when another holder took over."""
@@ -226,6 +234,12 @@ class DutyRecord:
         return asdict(self)
 
 
+def duty_records(node: Any) -> dict[str, DutyRecord]:
+    """Every duty's row (under the node's lock): what its last pass left, and who ran it."""
+    with node.lock:
+        return read_duty_records(node.conn)
+
+
 def read_duty_records(conn: Any) -> dict[str, DutyRecord]:
     rows = conn.execute("SELECT name, cursor, last_run_at, last_summary, last_error, holder, status FROM duties")
     out = {}
@@ -288,6 +302,12 @@ class DutyRunner:
                 (report.duty, result.cursor if result else None, now_ms(), result.summary if result else "",
                  report.error, self.label, json.dumps(result.status, default=str) if result and result.status else None))
 
+    def _note_status(self, name: str, status: dict[str, Any]) -> None:
+        with self.node.lock:
+            self.node.conn.execute(
+                "INSERT INTO duties (name, status) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET status = "
+                "json_patch(COALESCE(duties.status, '{}'), excluded.status)", (name, json.dumps(status, default=str)))
+
     def run_one(self, duty: Duty, *, stop: threading.Event, progress: ProgressFn | None = None,
                 budget_s: float | None = None) -> DutyReport:
         lease = self.leases[duty.name]
@@ -302,7 +322,8 @@ class DutyRunner:
             return lease.acquire() is None
 
         ctx = PassContext(cursor=self._cursor(duty.name), stop=stop, duty=duty.name, _progress=progress,
-                          _renew=renew, deadline=(time.monotonic() + budget_s) if budget_s else None)
+                          _renew=renew, deadline=(time.monotonic() + budget_s) if budget_s else None,
+                          _status=lambda status: self._note_status(duty.name, status))
         started = time.perf_counter()
         try:
             result = duty.run_pass(ctx)

@@ -32,12 +32,11 @@ from ..clock import half_the_cores, now_ms
 from ..diagnostics import Diagnostics
 from ..embed.provider import Provider
 from ..embed.registry import make_provider
-from ..pages import applier
 from ..search import semantic
 from ..search.ivf import kmeans, measure, training
 from ..vectors import index as store
-from ..vectors import records as vectors
-from .runner import Duty, DutyPass, PassContext
+from . import SEMANTIC_INDEX
+from .runner import Duty, DutyPass, PassContext, read_duty_records
 
 log = logging.getLogger("crewlet.search")
 
@@ -51,7 +50,7 @@ def training_threads() -> int:
 
 
 class IndexTrainingDuty(Duty):
-    name = "semantic-index"
+    name = SEMANTIC_INDEX
     scope = "fleet"
 
     def __init__(self, node: Any, *, interval_s: float = 60.0, threads: int | None = None,
@@ -80,9 +79,8 @@ class IndexTrainingDuty(Duty):
 
     def _behind_log(self) -> tuple[int, int] | None:
         """(applied, on the logs) when this node has not applied the whole of its logs, else None."""
-        with self.node.lock:
-            applied = applier.position(self.node.conn)[0] + vectors.position(self.node.conn)[0]
-        on_log = self.node.log.last_seq() + self.node.vlog.last_seq()
+        applied = sum(seq for seq, _ in self.node.positions().values())
+        on_log = sum(stream.backend.last_seq() for stream in self.node.streams)
         return (applied, on_log) if applied < on_log else None
 
     # -- one tick --------------------------------------------------------------------------------------------
@@ -280,12 +278,7 @@ class IndexTrainingDuty(Duty):
             if now - last[0] < PROGRESS_EVERY_S and done < total:
                 return
             last[0] = now
-            status = json.dumps({"running": {"phase": phase, "label": label, "done": done, "total": total,
-                                             "since": started}})
-            with self.node.lock:
-                self.node.conn.execute(
-                    "INSERT INTO duties (name, status) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET status = "
-                    "json_patch(COALESCE(duties.status, '{}'), excluded.status)", (self.name, status))
+            ctx.note_status({"running": {"phase": phase, "label": label, "done": done, "total": total, "since": started}})
 
         return progress
 
@@ -293,8 +286,6 @@ class IndexTrainingDuty(Duty):
 def index_status(node: Any, space: str | None) -> dict[str, Any]:
     """The semantic index for `crewlet index status` and the app: what is installed, the duty's last pass,
     and a training or re-measurement in progress (written by the duty about once a second)."""
-    from .runner import read_duty_records
-
     with node.lock:
         row = store.read_index(node.conn, space) if space else None
         record = read_duty_records(node.conn).get(IndexTrainingDuty.name)

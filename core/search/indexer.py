@@ -581,12 +581,3 @@ class Indexer:
         keeps none); returns the rows whose links are stored."""
         with transaction(self.conn) as conn:
             return store_range_links(conn, lo, hi, links)
-
-
-def __getattr__(name: str) -> Any:
-    # the duty (index_duty.py) imports the duty runner, which a search that only reads never needs
-    if name == "KeywordIndexDuty":
-        from ..duties.keyword_index import KeywordIndexDuty
-
-        return KeywordIndexDuty
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
