@@ -24,13 +24,14 @@ from .errors import CrewletError
 from .log import FileLog, LogDamage, LogFailed, Record, RecordTooLarge, locks, peers
 from .log.framing import Frame
 from .pages import applier
+from .pages import records as page_records
 from .paths import Home
 from .replica.appliers import Decision, outcome_of
 from .replica.engine import Applier, Stream, gc_paused
 from .store import Connection, connect, sqlite3
 from .vectors import records as vectors
 
-SYSTEM_ACTOR = "crewlet"
+SYSTEM_ACTOR = page_records.SYSTEM_ACTOR
 log = logging.getLogger("crewlet.node")
 SNAPSHOT_HINT = ("or, on a node of a shared directory, adopt a snapshot of a node that is current: "
                  "`crewlet sync snapshot FILE` there, then `crewlet sync adopt FILE` here")
@@ -437,9 +438,8 @@ class Node:
                         continue
                     if same and epoch == 0:
                         continue  # no activation instant: stamp nothing
-                records.append(Record.new("container.declare", SYSTEM_ACTOR, {
-                    "key": key, "name": space.name, "purpose": space.purpose, "lead": space.lead, "chart_epoch": epoch,
-                }))
+                records.append(page_records.container_declare(key=key, name=space.name, purpose=space.purpose,
+                                                              lead=space.lead, chart_epoch=epoch))
         self.submit(records)
         return len(records)
 

@@ -25,6 +25,7 @@ from .log import FileLog
 from .log.check import LogHealth, inspect
 from .log.framing import Applied
 from .node import Node, home_streams
+from .pages import reads
 from .paths import Home
 from .replica import engine
 from .replica.engine import Applier
@@ -153,8 +154,7 @@ def _what(conn: Connection, result: str | None) -> str:
         return ""
     if not page_id:
         return ""
-    row = conn.execute("SELECT container, title FROM pages WHERE id = ?", (page_id,)).fetchone()
-    return f"{row['container']}/{row['title']}" if row else f"page {page_id}"
+    return reads.where_is(conn, page_id)
 
 
 # -- repairing ----------------------------------------------------------------------------------------

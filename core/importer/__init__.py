@@ -70,7 +70,7 @@ def _import(kb: KnowledgeBase, root: Path, who: config_mod.Actor, started: float
         node.reload_config()
         node.sync_containers()
     write_started = time.perf_counter()
-    write_plan(node, report, who, progress=progress, batch=batch)
+    write_plan(kb, report, who, progress=progress, batch=batch)
     report.timings["write"] = time.perf_counter() - write_started
     report.seconds = time.perf_counter() - started
     return report

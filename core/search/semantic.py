@@ -40,11 +40,13 @@ from typing import Any
 import numpy as np
 
 from ..config import AUTO_DRAFT_TITLE_PREFIX
+from ..pages import reads
+from ..vectors import records as vectors
 from ..vectors.hamming import hamming, sign_code
 from ..vectors.read import read_vectors
-from ..vectors import records as vectors
 from .access import Access
 from .stages import STAGE_ONE, STAGE_TWO
+from .stamp import Stamp, read_stamp
 
 MMAP_BYTES = 1 << 40  # SQLite caps it at its compiled maximum
 
@@ -344,10 +346,12 @@ class SemanticRetriever:
             # stage two reads ~14 MB of vectors at 3,072 dims: through the memory map, not read() calls
             node.conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
 
-    def table(self, space: str) -> CodeTable:
-        """The space's codes, brought to the vector log's position (incrementally where it can)."""
+    def table(self, space: str, seq: int | None = None) -> CodeTable:
+        """The space's codes, brought to the vector log's position `seq` (this node's now when not given),
+        incrementally where it can."""
         with self.node.lock:
-            seq = vectors.position(self.node.conn)[0]
+            if seq is None:
+                seq = vectors.position(self.node.conn)[0]
             table = self._table
             if table is None or table.space != space:
                 table = self._table = load_table(self.node.conn, space, seq)
@@ -355,25 +359,26 @@ class SemanticRetriever:
                 table = self._table = refresh_table(self.node.conn, table, seq)
         return table
 
-    def _unlisted_pages(self) -> frozenset[str]:
-        """Pages whose vectors a search must pass over: trashed, or auto-drafts by title (re-read when a
-        page changes)."""
+    def _unlisted_pages(self, version: int) -> frozenset[str]:
+        """Pages whose vectors a search must pass over: trashed, or auto-drafts by title (re-read when the
+        pages' version moves)."""
         with self.node.lock:
-            version = self.node.conn.execute("SELECT max(version) FROM pages").fetchone()[0] or 0
             if version != self._unlisted_key:
-                self._unlisted = frozenset(r[0] for r in self.node.conn.execute(
-                    "SELECT id FROM pages WHERE trashed_at IS NOT NULL OR title LIKE ?",
-                    (AUTO_DRAFT_TITLE_PREFIX + "%",)))
+                self._unlisted = reads.trashed_or_titled(self.node.conn, AUTO_DRAFT_TITLE_PREFIX)
                 self._unlisted_key = version
             return self._unlisted
 
-    def mask(self, table: CodeTable, access: Access) -> np.ndarray:
-        """The rows a search may rank: everything no hit may be is out before stage one's cut."""
+    def mask(self, table: CodeTable, access: Access, version: int | None = None) -> np.ndarray:
+        """The rows a search may rank: everything no hit may be is out before stage one's cut (`version`:
+        the pages' version the search stands at, this node's now when not given)."""
         mask = table.alive[:table.n].copy()
         if access.allowed is not None or access.skills in table.container_names:
             keep = [i for i, name in enumerate(table.container_names) if access.admits_container(name)]
             mask &= np.isin(table.containers[:table.n], np.asarray(keep, dtype=np.int32))
-        drop = set(self._unlisted_pages())
+        if version is None:
+            with self.node.lock:
+                version = reads.version(self.node.conn)
+        drop = set(self._unlisted_pages(version))
         drop |= access.excluded_ids
         rows = [table.row_of[s] for s in drop if s in table.row_of]
         if rows:
@@ -404,10 +409,13 @@ class SemanticRetriever:
         return kept[mask[kept]]
 
     def rank(self, query: np.ndarray, space: str, access: Access, *, stage_one: int = STAGE_ONE,
-             depth: int = STAGE_TWO) -> SemanticRanking:
+             depth: int = STAGE_TWO, stamp: Stamp | None = None) -> SemanticRanking:
+        """`stamp`: where the search stands (the vector log's position the codes are brought to, the pages'
+        version the passed-over pages are read at); this node's now when not given."""
         with self._lock:
-            table = self.table(space)
-            mask = self.mask(table, access) if table.n else np.zeros(0, dtype=bool)
+            stamp = stamp or read_stamp(self.node)
+            table = self.table(space, stamp.vectors)
+            mask = self.mask(table, access, stamp.version) if table.n else np.zeros(0, dtype=bool)
             pool = int(np.count_nonzero(mask))
             if not pool:
                 return SemanticRanking([], 0, 0)
