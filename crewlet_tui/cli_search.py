@@ -151,7 +151,7 @@ def register(app: typer.Typer) -> None:
         mode = mode.strip().lower()
         if mode not in MODES:
             raise typer.BadParameter(f"'{mode}' is not one of: {', '.join(MODES)}", param_hint="--mode")
-        from core.search.factory import is_remote, make_searcher
+        from core.knowledge import is_remote, make_searcher
         from core.search.seam import Query
 
         text = " ".join(query)

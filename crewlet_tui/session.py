@@ -27,7 +27,7 @@ __all__ = ["Session", "make_searcher", "safe_search", "is_not_searchable_yet"]
 
 def make_searcher(node: Node) -> Any:
     """The searcher knowledge.backend names: this node's own copy, or a remote site searched live."""
-    from core.search.factory import make_searcher as choose
+    from core.knowledge import make_searcher as choose
 
     return choose(node)
 

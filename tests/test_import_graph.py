@@ -22,8 +22,8 @@ FLOORS = [
     {"pages", "vectors"},
     {"node"},
     {"repair", "search"},
-    {"sync", "importer", "evaluate"},
-    {"duties"},
+    {"sync", "importer", "evaluate", "remote"},
+    {"duties", "knowledge"},
 ]
 # the arrows that run up a floor, each named and justified in docs/architecture.md (at most two)
 UPWARD: dict[tuple[str, str], str] = {}
