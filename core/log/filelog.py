@@ -444,15 +444,7 @@ class FileLog:
             end, last = 0, 0
         if size == end and end >= keep_through:
             return end, last
-        scanner = FrameScanner(fd, end)
-        for frame in scanner:
-            if frame.seq != last + 1:
-                raise LogGap(self.path, frame.offset, last + 1, frame.seq)
-            last, end = frame.seq, frame.end
-        stop = scanner.stop
-        assert stop is not None
-        if stop.status is FrameStatus.CORRUPT:
-            raise self._corrupt(stop, last + 1)
+        end, last, stop = self._verified(fd, end, last)
         if end < keep_through:
             # The database applied bytes this file no longer holds intact: cutting here would
             # make the next seq name a second record. Damage, not an interrupted append.
@@ -483,6 +475,21 @@ class FileLog:
             os.ftruncate(fd, stop.offset)
         self._end, self._last = end, last
         return end, last
+
+    def _verified(self, fd: int, end: int, last: int) -> tuple[int, int, Stop]:
+        """Every verified frame from `end` (a frame boundary, the end of seq `last`): each seq the one after
+        (else LogGap), no bad frame with good ones after it (else LogCorrupt). Returns the new (end, last)
+        and what the scan stopped at (the end, or a torn tail)."""
+        scanner = FrameScanner(fd, end)
+        for frame in scanner:
+            if frame.seq != last + 1:
+                raise LogGap(self.path, frame.offset, last + 1, frame.seq)
+            last, end = frame.seq, frame.end
+        stop = scanner.stop
+        assert stop is not None
+        if stop.status is FrameStatus.CORRUPT:
+            raise self._corrupt(stop, last + 1)
+        return end, last, stop
 
     def _corrupt(self, stop: Stop, seq: int | None) -> LogCorrupt:
         return LogCorrupt(
@@ -666,18 +673,7 @@ class FileLog:
     def scan(self) -> ReadReport:
         """Verify the whole file: last good seq and offset, and whether a torn tail follows.
         Raises LogCorrupt / LogGap like read()."""
-        fd = self._handle()
-        scanner = FrameScanner(fd, 0)
-        last = 0
-        end = 0
-        for frame in scanner:
-            if frame.seq != last + 1:
-                raise LogGap(self.path, frame.offset, last + 1, frame.seq)
-            last, end = frame.seq, frame.end
-        stop = scanner.stop
-        assert stop is not None
-        if stop.status is FrameStatus.CORRUPT:
-            raise self._corrupt(stop, last + 1)
+        end, last, stop = self._verified(self._handle(), 0, 0)
         with self._mutex:
             # Authoritative: replaces the cache even if the file shrank.
             self._end, self._last = end, last

@@ -17,7 +17,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import AUTO_DRAFT_TITLE_PREFIX, AUTO_DRAFTED_PARENT, Actor, ConfigError
+from ..config import AUTO_DRAFT_TITLE_PREFIX, AUTO_DRAFTED_PARENT, Actor, Company, ConfigError
 from ..errors import Refused
 from ..pages import reads, rules
 from ..pages.model import normalise_title
@@ -63,6 +63,22 @@ class Access:
         return not (self.exclusions and any(normalise_title(t) in self.exclusions for t in ancestors))
 
 
+def who_searches(company: Company, query: Query) -> tuple[str, Actor | None] | Denial:
+    """The mode a search asks for and who searches (`rules.acting`: the query's actor, else the operator;
+    nobody when there is neither), or why no search runs: an unknown mode, an unknown actor, one without
+    the knowledge app. Every backend's access policy starts here."""
+    mode = (query.mode or "hybrid").strip().lower()
+    if mode not in MODES:
+        return Denial(UNAVAILABLE, f"mode '{query.mode}' is not one of: {', '.join(MODES)}")
+    try:
+        who = rules.acting(company, query.actor, knowledge=True) if query.actor or company.operator else None
+    except ConfigError as exc:
+        return Denial(UNAVAILABLE, f"{exc.problem} in {exc.file}")
+    except Refused as exc:
+        return Denial(UNAVAILABLE, str(exc))
+    return mode, who
+
+
 class AccessPolicy:
     """Decides each search's Access over one node. Thread-safe; caches the pages beneath excluded
     ancestors until a page changes."""
@@ -76,15 +92,10 @@ class AccessPolicy:
         """`stamp`: where the search stands (read here when not given): the excluded pages are kept for
         its pages' version."""
         company = self.node.company
-        mode = (query.mode or "hybrid").strip().lower()
-        if mode not in MODES:
-            return Denial(UNAVAILABLE, f"mode '{query.mode}' is not one of: {', '.join(MODES)}")
-        try:   # a search on nobody's behalf (no --as and no operator) runs as nobody
-            who = rules.acting(company, query.actor, knowledge=True) if query.actor or company.operator else None
-        except ConfigError as exc:
-            return Denial(UNAVAILABLE, f"{exc.problem} in {exc.file}")
-        except Refused as exc:
-            return Denial(UNAVAILABLE, str(exc))
+        asked = who_searches(company, query)
+        if isinstance(asked, Denial):
+            return asked
+        mode, who = asked
         if company.knowledge.backend != backend:
             return Denial(UNAVAILABLE, f"this company does not search: knowledge.backend is "
                                        f"'{company.knowledge.backend}' in {company.file}", modes_known=False)
