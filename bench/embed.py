@@ -14,7 +14,7 @@ fresh processes (peak RSS is a process's high-water mark), duty, peer, duty, pee
   and applied into SQLite, coverage counted after each tick. Also reports the seconds it spent inside
   `provider.embed`, so the remainder is the duty's own cost.
 * peer — `LocalProvider.embed` called directly on exactly the texts the duty sends, in the duty's
-  order and requests (`core.embed.duty.pack`), the texts prepared before the clock starts.
+  order and requests (`core.duties.embedding.pack`), the texts prepared before the clock starts.
 
 Both load the model before their clock starts (a cold load is ~1 s in either). Both check what they
 embedded: the duty's stored digests must equal the peer's, or the bench stops. The ratio is the

@@ -12,23 +12,30 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import json
 import logging
 import os
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from . import config as config_mod
+from .clock import now_ms
 from .errors import CrewletError
-from .log import FileLog, LogDamage, LogFailed, Record, RecordTooLarge, locks, peers
+from .log import FileLog, LogBusy, LogDamage, LogFailed, LogMismatch, LogMoved, Record, RecordTooLarge, locks, peers
+from .log.check import verify_sound
 from .log.framing import Frame
 from .pages import applier
 from .pages import records as page_records
 from .paths import Home
+from .repaired import REPAIR_NOTES, held_lost, relocate
+from .replica import engine
 from .replica.appliers import Decision, outcome_of
 from .replica.engine import Applier, Stream, gc_paused
 from .store import Connection, connect, sqlite3
+from .store.digest import content_digest
 from .vectors import records as vectors
 
 SYSTEM_ACTOR = page_records.SYSTEM_ACTOR
@@ -111,11 +118,9 @@ class Node:
         self.settings = settings if settings is not None else config_mod.NodeSettings()
         self.publisher = peers.Publisher(home, self.settings.node_id, self.settings.operator)
         self.conn = conn
-        self.log = flog
-        # the vector log: vectors the fleet's embedding duty published, applied like the pages log
-        self.vlog = vlog if vlog is not None else _open_log(home.vectors_log_file)
-        self.pages = Stream("pages", self.log, applier.PAGES)
-        self.vectors = Stream("vectors", self.vlog, vectors.VECTORS)
+        # the pages log, and the vector log (vectors the fleet's embedding duty published, applied like it)
+        self.pages = Stream("pages", flog, applier.PAGES)
+        self.vectors = Stream("vectors", vlog if vlog is not None else _open_log(home.vectors_log_file), vectors.VECTORS)
         self.streams = (self.pages, self.vectors)
         # one connection per node object; the Textual app's workers share it, so serialise use
         self.lock = threading.RLock()
@@ -166,7 +171,7 @@ class Node:
             # read-only until the first append: a command that only reads works on a home it cannot write
             flog, vlog = _open_log(home.log_file), _open_log(home.vectors_log_file)
         node = cls(home, company, conn, flog, vlog, settings)
-        node.verify_log()
+        node.verify_log(whole=False)
         if catch_up and node.damage is None and node.offline is None and not node.readonly:
             try:
                 node.catch_up(progress=progress)
@@ -178,12 +183,34 @@ class Node:
             except (sqlite3.OperationalError, OSError) as exc:
                 node.apply_error = storage_problem(exc, home.db_file)[1]
                 log.info("records on the log could not be applied: %s", node.apply_error)  # the CLI says it
+        if node.damage is None:
+            # damage anywhere else in the logs (behind the position too): after what could be applied was
+            with node.lock:
+                node._verify_whole_logs()
         if sync_containers and node.writable:
             try:
                 node.sync_containers()
             except WriteFailed as exc:  # a log this process cannot write: reads still work
                 log.info("container documents not written: %s", exc)
         return node
+
+    @property
+    def log(self) -> FileLog:
+        """The pages log's backend."""
+        return self.pages.backend  # type: ignore[return-value]
+
+    @log.setter
+    def log(self, flog: FileLog) -> None:
+        self.pages.backend = flog
+
+    @property
+    def vlog(self) -> FileLog:
+        """The vector log's backend."""
+        return self.vectors.backend  # type: ignore[return-value]
+
+    @vlog.setter
+    def vlog(self, flog: FileLog) -> None:
+        self.vectors.backend = flog
 
     @property
     def readonly(self) -> bool:
@@ -204,21 +231,112 @@ class Node:
         log.info("%s", self.offline.line())   # the CLI and the app say it, once
         return True
 
-    def verify_log(self) -> None:
+    def verify_log(self, *, whole: bool = True) -> None:
         """The database's position against each log: on a frame boundary, not past the end, and
         the frame there is the record the database applied (its digest). A position stored before
-        digests were kept is checked by a scan, and given its digest once."""
+        digests were kept is checked by a scan, and given its digest once.
+
+        After a repair wrote a log anew (noted in `repairs.jsonl` beside the logs) the record may stand at
+        another offset: the position moves to it. A database that applied a record the repair could not give
+        back holds a change the log no longer has: that is damage, named."""
         with self.lock:
+            repaired = isinstance(self.log, FileLog) and self.log.path.with_name(REPAIR_NOTES).exists()
             for stream in self.streams:
+                flog, name = stream.backend, stream.position_name
+                applied = stream.applied(self.conn)
                 try:
-                    stream.verify(self.conn, stamp=not self.readonly)
+                    frame = flog.locate(applied)
                 except LogDamage as exc:
-                    self._damaged(exc)
-                    return
+                    frame = relocate(flog, applied, self.conn, stream.name) if repaired else None
+                    if frame is None:
+                        self._damaged(_earlier_damage(flog, exc))
+                        return
+                    log.info("%s was repaired: this database's position moves to byte offset %d", flog.path, frame.end)
+                    applied = dataclasses.replace(applied, start=None)  # stored below
                 except LogFailed as exc:
                     if self._unreachable(exc):
                         return
                     raise
+                if frame is not None and applied.start is None and not self.readonly:
+                    engine.store_position(self.conn, applied.seq, frame, name)  # autocommit: one statement
+            if repaired:
+                self._check_held_lost()
+            if whole and self.damage is None:
+                self._verify_whole_logs()
+
+    def _verify_whole_logs(self) -> None:
+        """Damage anywhere in a log — behind this database's position too — is said by every command, not only
+        by the next write (core/log/check.py `verify_sound`; an unchanged log is not read again)."""
+        path = self.home.verified_file
+        try:
+            marks = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(marks, dict):
+                marks = {}
+        except (OSError, ValueError):
+            marks = {}
+        changed = False
+        for flog in (self.log, self.vlog):
+            if not isinstance(flog, FileLog):
+                continue
+            key = flog.path.name
+            try:
+                mark = verify_sound(flog, marks.get(key))
+            except LogDamage as exc:
+                self._damaged(exc)
+                return
+            if mark != marks.get(key):
+                marks[key], changed = mark, True
+        if changed and not self.readonly:
+            try:  # best effort, written in place (a read makes no temporary file): a torn mark reads as none
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
+                try:
+                    os.write(fd, json.dumps(marks, sort_keys=True).encode("utf-8"))
+                finally:
+                    os.close(fd)
+            except OSError:
+                pass
+
+    def _check_held_lost(self) -> None:
+        held = held_lost(self.conn, self.log.path)
+        if not held:
+            return
+        first = held[0]
+        more = f" and {len(held) - 1} more" if len(held) > 1 else ""
+        self._damaged(LogMismatch(
+            self.log.path, 0, first.seq,
+            f"the log was repaired and no longer holds record {first.seq} ({first.type} {first.what}".rstrip()
+            + f"){more}, which this node applied: this database holds a change no log has — `crewlet log repair` "
+            "rebuilds it from the log, naming what it loses", kind="diverged"))
+
+    def on_lock_wait(self, notice: Any) -> None:
+        """Who hears, once, that a write waits for a log's lock (another process holds it): `notice(text)`.
+        Without one the log says it as a warning on its logger (the CLI prints it)."""
+        self._lock_notice = notice
+        self.log.on_lock_wait = self.vlog.on_lock_wait = notice
+
+    def follow_repair(self) -> bool:
+        """If a repair wrote a log anew since this process opened it (another process, or another node of the
+        shared directory), open the new file and check the position against it again. Returns whether it did."""
+        changed = False
+        with self.lock:
+            for attr in ("log", "vlog"):
+                flog: FileLog = getattr(self, attr)
+                if not isinstance(flog, FileLog):
+                    continue
+                try:
+                    if not flog.path.exists() or not flog.replaced():
+                        continue
+                except (OSError, ValueError):
+                    continue
+                flog.close()
+                fresh = _open_log(flog.path)
+                fresh.on_lock_wait = getattr(self, "_lock_notice", None)
+                setattr(self, attr, fresh)
+                changed = True
+            if changed:
+                self.damage = None
+                self.verify_log()
+        return changed
 
     def _damaged(self, exc: LogDamage) -> None:
         if self.company.log.backend == "jetstream":
@@ -260,6 +378,28 @@ class Node:
             self.publisher.publish(self.positions())
         except OSError as exc:
             log.info("could not say where this node is in %s: %s", self.home.peers_dir, exc)
+
+    def publish_digest(self, *, force: bool = False) -> dict[str, Any] | None:
+        """Compute this node's content digest and say it, with the positions it stands for, beside the shared
+        logs: nodes at the same positions must hold the same content, and `crewlet sync status` names any that
+        do not. Not computed again while the positions are those of the last digest (unless `force`)."""
+        if self.home.shared is None:
+            return None
+        with self.lock:
+            positions = self.positions()
+            at = {name: seq for name, (seq, _end) in positions.items()}
+            last = self.publisher.digest
+            if last is not None and last.get("positions") == at and not force:
+                return last
+            digest = {"content": content_digest(self.conn).content, "positions": at, "at": now_ms()}
+        if not self.readonly:
+            try:
+                self.publisher.publish(positions, digest=digest)
+            except OSError as exc:
+                log.info("could not say this node's digest in %s: %s", self.home.peers_dir, exc)
+        else:
+            self.publisher.digest = digest
+        return digest
 
     def _peers_guard(self, position: str) -> Callable[[], tuple[int, str]] | None:
         """For a node of a shared directory: who else applied the log furthest (asked before a torn
@@ -318,6 +458,7 @@ class Node:
         """Apply what the log holds past this node's position. Refused once damage is known: a log
         that disagrees with the database must be repaired before anything more is applied from it."""
         with self.lock:
+            self.follow_repair()
             if self.damage is not None:
                 raise self.damage
             try:
@@ -354,11 +495,24 @@ class Node:
         if self.damage is not None:
             raise self.damage
         if self.readonly:
+            reason = getattr(self.conn, "readonly_reason", "")
+            if reason:  # opened read-only because the disk was full when this process opened it
+                raise WriteFailed(f"{reason} — {nothing}; free some space there and retry (reading works as it is)",
+                                  code="disk_full")
             raise WriteFailed(f"{self.home.db_file} is read-only for this process — {nothing}; make the home "
                               "writable to change it (reading works as it is)", code="read_only")
+        guard = self._peers_guard(stream.position_name)
         try:
-            return stream.append(self.conn, self._stamped(records), sync=sync,
-                                 guard=self._peers_guard(stream.position_name))
+            try:
+                return stream.append(self.conn, self._stamped(records), sync=sync, guard=guard)
+            except LogMoved:
+                # a repair wrote the log anew since this process opened it: follow it, then append once more
+                if not self.follow_repair():
+                    raise
+                if self.damage is not None:
+                    raise self.damage from None
+                self.catch_up()
+                return stream.append(self.conn, self._stamped(records), sync=sync, guard=guard)
         except LogDamage as exc:
             self._damaged(exc)
             raise
@@ -370,6 +524,8 @@ class Node:
             raise
         except RecordTooLarge as exc:
             raise CrewletError(str(exc), code="record_too_large", size=exc.size) from None
+        except LogBusy as exc:
+            raise WriteFailed(str(exc), code="busy") from None
         except OSError as exc:
             code, words = storage_problem(exc, stream.backend.path)
             raise WriteFailed(f"{words} — {nothing}", code=code) from exc
@@ -485,6 +641,19 @@ def _ago(seconds: int) -> str:
     return f"{seconds // 86400} days"
 
 
+def _earlier_damage(flog: FileLog, found: LogDamage) -> LogDamage:
+    """The position's frame is not where it should be: damage earlier in the log (a duplicated frame, a flipped
+    length) moves every frame after it, and is what to name. Otherwise the position's own problem."""
+    if not isinstance(flog, FileLog):
+        return found
+    try:
+        verify_sound(flog, None)
+    except LogDamage as first:
+        if first.offset <= found.offset:
+            return first
+    return found
+
+
 def _not_applied(pending: list[Record], cause: str) -> NotApplied:
     first, last = pending[0].seq, pending[-1].seq
     which = f"record {first}" if first == last else f"records {first}-{last}"
@@ -553,6 +722,7 @@ def _open_log(path: Path) -> FileLog:
 
 def init_home(home: Home, data: dict, *, force: bool = False) -> Path:
     """Create a home: company.toml, the SQLite file and the log file."""
+    home.require_directory()
     if home.config_file.exists() and not force:
         raise CrewletError(f"{home.config_file} already exists — this home is initialised; use it, or pick another --home",
                            code="exists")

@@ -8,6 +8,8 @@ holds `--help` and `page show` to that).
 """
 from __future__ import annotations
 
+import logging
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,7 +18,7 @@ from functools import wraps
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from typer.exceptions import TyperException
 
 from core.errors import CrewletError, StaleRevision
@@ -30,8 +32,30 @@ if TYPE_CHECKING:
     from core.node import Node
     from core.pages.service import KnowledgeBase
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+# how wide plain output is where nothing sets a width: a line, whatever its length, stays one line
+UNWRAPPED_WIDTH = 100_000
+
+
+class PlainConsole(Console):
+    """Rich's console, except that output going to a pipe or a file (not a terminal) is not wrapped: Rich
+    would take 80 columns (or the width of whichever terminal it finds on another stream), and cut every
+    longer sentence, title or table row into pieces a script or a reader of the file has to join again.
+    COLUMNS, when set, still decides."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        size = super().size
+        if self._width is None and not self.is_terminal and not (self._environ.get("COLUMNS") or "").isdigit():
+            return ConsoleDimensions(UNWRAPPED_WIDTH, size.height)
+        return size
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
+
+console = PlainConsole(highlight=False)
+err_console = PlainConsole(stderr=True, highlight=False)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -65,11 +89,38 @@ def warn(message: str) -> None:
     err_console.print(f"[yellow]warning:[/] {markup_safe(message)}", soft_wrap=True)
 
 
-def damage_line(exc: LogDamage) -> str:
-    from core.log import REPAIR_HINT
+class _SaidSafely(logging.Handler):
+    """What the engine logs at WARNING and above — an embedding endpoint's error text among it — reaches
+    stderr through the one sanitiser, one line each, whether stderr is a terminal or not (Python's last-resort
+    handler wrote it raw: ESC, OSC, BEL and all)."""
 
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = self.format(record)
+        except Exception:  # noqa: BLE001 - a record that does not format says nothing rather than crash
+            return
+        warn(text)
+
+
+def say_warnings_safely() -> None:
+    """Route the engine's warnings through `_SaidSafely` (once per process)."""
+    root = logging.getLogger()
+    if not any(isinstance(h, _SaidSafely) for h in root.handlers):
+        root.addHandler(_SaidSafely(level=logging.WARNING))
+
+
+def damage_line(exc: LogDamage) -> str:
+    """The one line every command says over a damaged log: past which record, what, and what to run."""
     kept = f" (your text is kept in {exc.rescued_to})" if exc.rescued_to else ""
-    return f"the log is damaged: {exc} — writes are refused; {getattr(exc, 'fix', REPAIR_HINT)}{kept}"
+    return exc.line() + kept
+
+
+def damage_json(exc: LogDamage | None) -> dict[str, Any] | None:
+    """What `--json` answers carry of a damaged log (None when it is sound)."""
+    if exc is None:
+        return None
+    return {"kind": exc.kind, "good_through": getattr(exc, "good_through", None), "offset": exc.offset,
+            "seq": exc.seq, "path": str(exc.path), "message": damage_line(exc)}
 
 
 FIXES = {"disk_full": "free some space there and retry", "read_only": "make it writable to change anything",
@@ -94,6 +145,16 @@ def database_problem(exc: Exception) -> tuple[str, str]:
     return code, words
 
 
+def print_kept_nowhere(body: str) -> None:
+    """A refused text that could not be kept under rescued/ (a full disk): it goes to stdout, so nothing typed
+    is lost (made inert like every output; `--json` carries it exactly, as `your_body`)."""
+    from .sanitize import clean_text
+
+    text = clean_text(body)
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    sys.stdout.flush()
+
+
 def handle_errors(fn: F) -> F:
     """Turn the engine's refusals into exit code 1 with one line, never a traceback."""
 
@@ -104,8 +165,12 @@ def handle_errors(fn: F) -> F:
             return fn(*args, **kwargs)
         except StaleRevision as exc:
             payload = exc.to_json() | {"your_body": exc.your_body, "rescued_to": exc.rescued_to}
+            if exc.details.get("kept_nowhere") and not as_json:
+                print_kept_nowhere(exc.your_body)
             fail(str(exc), as_json=as_json, payload=payload)
         except CrewletError as exc:
+            if exc.details.get("kept_nowhere") and not as_json:
+                print_kept_nowhere(str(exc.details.get("your_body", "")))
             fail(str(exc), as_json=as_json, payload=exc.to_json())
         except (typer.Exit, typer.Abort, TyperException):
             raise
@@ -128,14 +193,28 @@ def _fail_for(exc: Exception, as_json: bool) -> None:
         fail(str(exc), as_json=as_json, payload={"error": "config", "message": str(exc), "file": exc.file, "key": exc.key})
     elif isinstance(exc, LogDamage):
         message = damage_line(exc)
-        fail(message, as_json=as_json, payload={"error": "log_damaged", "kind": exc.kind, "offset": exc.offset,
-                                                "seq": exc.seq, "message": message, "rescued_to": exc.rescued_to})
+        kept_nowhere = getattr(exc, "kept_nowhere", None)
+        if kept_nowhere is not None:
+            message += " (your text was kept nowhere — the rescue could not be written; it is printed instead)"
+            if not as_json:
+                print_kept_nowhere(kept_nowhere)
+        payload = {"error": "log_damaged", "kind": exc.kind, "offset": exc.offset, "seq": exc.seq,
+                   "good_through": exc.good_through, "message": message, "rescued_to": exc.rescued_to}
+        if kept_nowhere is not None:
+            payload |= {"kept_nowhere": True, "your_body": kept_nowhere}
+        fail(message, as_json=as_json, payload=payload)
     elif isinstance(exc, LogFailed):
         fail(f"the log cannot be written: {exc}", as_json=as_json, payload={"error": "log", "message": str(exc)})
     elif isinstance(exc, sqlite3.Error):
         code, message = database_problem(exc)
         message = _with_fix(code, message)
         fail(message, as_json=as_json, payload={"error": code, "message": message})
+    elif isinstance(exc, IsADirectoryError):
+        message = f"{exc.filename} is a directory — give a file"
+        fail(message, as_json=as_json, payload={"error": "io", "message": message})
+    elif isinstance(exc, IsADirectoryError):
+        message = f"{exc.filename} is a directory — give a file"
+        fail(message, as_json=as_json, payload={"error": "io", "message": message})
     elif isinstance(exc, FileNotFoundError):
         message = f"{exc.filename}: no such file — check the path"
         fail(message, as_json=as_json, payload={"error": "io", "message": message})
@@ -151,6 +230,7 @@ def _fail_for(exc: Exception, as_json: bool) -> None:
 def existing_home() -> Home:
     """The home this command names, refused with the fix when there is none there."""
     home = STATE.home
+    home.require_directory()
     if not home.exists():
         raise CrewletError(f"no crewlet home at {home.root} — run `crewlet init --example` (or pass --home DIR)",
                            code="no_home")
@@ -175,6 +255,9 @@ def open_node(*, sync_containers: bool = True) -> Iterator[Node]:
             warn(f"records on the log are not applied yet: {node.apply_error}")
         elif node.offline is not None:
             warn(node.offline.line())
+        elif getattr(node.conn, "readonly_reason", ""):
+            warn(f"{node.conn.readonly_reason}: this command read the home as it stands; writes are refused until "
+                 "there is room again")
     finally:
         node.close()
 
@@ -207,6 +290,9 @@ def read_body(body_file: str | None) -> str:
         data = sys.stdin.buffer.read()
         name = "standard input"
     else:
+        if os.path.isdir(body_file):
+            raise CrewletError(f"--body-file {body_file} is a directory — give a file holding the body (or - to "
+                               "read standard input)", code="invalid_body")
         with open(body_file, "rb") as fh:
             data = fh.read()
         name = body_file

@@ -18,10 +18,12 @@ from typing import TYPE_CHECKING, Any, Optional
 import typer
 from rich.text import Text
 
-from core.search.seam import DEFAULT_LIMIT, MODES, NOT_SEARCHABLE_YET, Hit, Result
+from core.search.seam import DEFAULT_LIMIT, NOT_SEARCHABLE_YET, Hit, Result, canonical_mode, modes_in_words
 
 from .cli_eval import SearchCommand
-from .cli_common import JSON_OPT, actor, console, emit_json, err_console, fail, handle_errors, open_node, when
+from .search_words import search_words
+from .cli_common import (JSON_OPT, actor, console, damage_json, emit_json, err_console, fail, handle_errors, open_node,
+                         when)
 # every string printed here is one line: made inert (controls, bidi) and markup-escaped by the one sanitiser
 from .sanitize import clean_line, markup_safe as escape
 
@@ -33,7 +35,9 @@ if TYPE_CHECKING:
 INLINE_BUILD_MAX_PAGES = 2000     # `crewlet search` builds a first index this small itself (a few seconds)
 CATCH_UP_MAX_ROWS = 5000          # and catches up at most this many changed pages before answering
 
-index_app = typer.Typer(help="The keyword index: what it covers, and building it.", no_args_is_help=True)
+index_app = typer.Typer(help="The search indexes: the keyword index and how much is embedded for search by meaning "
+                                 "(and the semantic index): what they cover, and building the keyword index.",
+                         no_args_is_help=True)
 
 
 # -- search ------------------------------------------------------------------------------------------
@@ -59,17 +63,17 @@ def _catch_up(node: Any, *, show_progress: bool) -> IndexPass | None:
 @contextmanager
 def _outcome_speaks() -> Iterator[None]:
     """The search's own warning (the reason it could not run) is what its outcome says, and the CLI
-    prints the outcome: while nothing configured logging, the warning does not reach stderr twice."""
+    prints the outcome: meanwhile the warning does not reach stderr a second time through the log."""
     logger = logging.getLogger("crewlet.search")
-    if logger.hasHandlers():
-        yield
-        return
+    propagate = logger.propagate
+    logger.propagate = False
     quiet = logging.NullHandler()
     logger.addHandler(quiet)
     try:
         yield
     finally:
         logger.removeHandler(quiet)
+        logger.propagate = propagate
 
 
 def _highlighted(snippet: str, finder: TermFinder | None) -> Text:
@@ -80,27 +84,13 @@ def _highlighted(snippet: str, finder: TermFinder | None) -> Text:
     return text
 
 
-def _render(result: Result, finder: TermFinder | None) -> None:
-    out = result.outcome
-    if not result.hits:
-        console.print("nothing matched")
+def _render(result: Result, finder: TermFinder | None, *, asked: str, limit: int) -> None:
+    words = search_words(result, asked=asked, limit=limit, more=f"`--limit {max(2 * limit, 20)}` shows more")
     for i, h in enumerate(result.hits, 1):
-        _render_hit(i, h, finder, remote=out.source is not None)
-    cov = out.coverage
-    facts = [f"{len(result.hits)} hit{'s' if len(result.hits) != 1 else ''}", f"served {out.served_mode}"]
-    if out.source is not None:     # a remote backend: searched live, nothing indexed here
-        requests = int(out.source.get("requests") or 0)
-        facts += [f"{out.source.get('backend')} live, no local copy",
-                  f"{requests} request{'s' if requests != 1 else ''}", f"ranked by {out.source.get('ranking')}"]
-    else:
-        facts.append(f"{cov.pages_indexed} pages indexed")
-    if out.served_mode in ("hybrid", "semantic"):
-        facts.append(f"{cov.embedded} of {cov.embeddable} embedded")
-    if cov.behind:
-        facts.append(f"index {cov.behind} record{'s' if cov.behind != 1 else ''} behind")
-    console.print(f"[dim]{escape(' · '.join(facts))}[/]")
-    if out.message:
-        console.print(f"[yellow]{escape(out.message)}[/]", soft_wrap=True)
+        _render_hit(i, h, finder, remote=result.outcome.source is not None)
+    console.print(f"[dim]{escape(words.line())}[/]", soft_wrap=True)
+    for warning in words.warnings:
+        console.print(f"[yellow]{escape(warning)}[/]", soft_wrap=True)
 
 
 def _render_hit(i: int, h: Hit, finder: TermFinder | None, *, remote: bool = False) -> None:
@@ -135,9 +125,12 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def search(
         query: list[str] = typer.Argument(..., metavar="QUERY", help="Plain words; no query language."),
-        mode: str = typer.Option("hybrid", "--mode", "-m", help=f"One of: {', '.join(MODES)}."),
-        limit: int = typer.Option(DEFAULT_LIMIT, "--limit", "-n", min=1, max=1000, help="At most this many hits."),
-        container: Optional[list[str]] = typer.Option(None, "--container", "-c",
+        mode: str = typer.Option("hybrid", "--mode", "-m", metavar="MODE",
+                                 help=f"What to rank by: {modes_in_words()} — words and meaning fused, words "
+                                      "alone (BM25), or meaning alone."),
+        limit: int = typer.Option(DEFAULT_LIMIT, "--limit", "-n", min=1, max=1000, metavar="N",
+                                  help="At most this many hits (the app shows 20)."),
+        container: Optional[list[str]] = typer.Option(None, "--container", "-c", metavar="KEY",
                                                       help="Only this container (repeatable), inside knowledge.scope."),
         no_catch_up: bool = typer.Option(False, "--no-catch-up",
                                          help="Read the index as it is: no catch-up pass before answering."),
@@ -148,9 +141,10 @@ def register(app: typer.Typer) -> None:
         A query with no word that can be searched (only punctuation or common words) exits 1 too.
 
         `crewlet search eval [--store FILE] [--probes N] [--window BYTES] [--json]` measures instead whether search by meaning recovers the exact ranking on this corpus (`crewlet search eval --help`); to search for the word "eval" alone, put an option first."""
-        mode = mode.strip().lower()
-        if mode not in MODES:
-            raise typer.BadParameter(f"'{mode}' is not one of: {', '.join(MODES)}", param_hint="--mode")
+        asked = canonical_mode(mode)
+        if asked is None:
+            raise typer.BadParameter(f"'{mode}' is not one of: {modes_in_words()}", param_hint="--mode")
+        mode = asked
         from core.knowledge import is_remote, make_searcher
         from core.search.seam import Query
 
@@ -159,6 +153,7 @@ def register(app: typer.Typer) -> None:
             fail("the query is empty: give the words to search for, e.g. `crewlet search deploy runbook`",
                  as_json=as_json, payload={"error": "usage", "message": "the query is empty"}, code=2)
         with open_node() as node:
+            damage = node.damage
             caught = None
             searcher = make_searcher(node)   # knowledge.backend decides: this node's copy, or the site, live
             remote = is_remote(searcher)
@@ -172,12 +167,14 @@ def register(app: typer.Typer) -> None:
                 finder = getattr(searcher, "last_finder", None) if result.hits else None
             finally:
                 searcher.close()
+        # a damaged log is carried in the answer (the key is there only then: the answer's shape stays as it was)
+        said = {"log_damage": damage_json(damage)} if damage is not None else {}
         if result.outcome.served_mode is None:
-            fail(_not_served_line(result, caught), as_json=as_json, payload=result.to_json())
+            fail(_not_served_line(result, caught), as_json=as_json, payload=result.to_json() | said)
         if as_json:
-            emit_json(result.to_json())
+            emit_json(result.to_json() | said)
             return
-        _render(result, finder)
+        _render(result, finder, asked=mode, limit=limit)
 
     @index_app.command("status")
     @handle_errors
@@ -193,10 +190,11 @@ def register(app: typer.Typer) -> None:
             st = indexer.status()
             meaning = semantic_status(node)
             ivf = semantic_index_status(node, meaning.get("space"))
+            damage = node.damage
         if as_json:
-            emit_json(st.to_json() | {"semantic": meaning, "semantic_index": ivf})
+            emit_json(st.to_json() | {"semantic": meaning, "semantic_index": ivf, "log_damage": damage_json(damage)})
             return
-        _render_status(st)
+        _render_status(st, damage)
         _render_semantic(meaning)
         _render_index(ivf)
 
@@ -206,12 +204,15 @@ def register(app: typer.Typer) -> None:
         rebuild: bool = typer.Option(False, "--rebuild", help="Derive every page again into a new index."),
         as_json: bool = JSON_OPT,
     ) -> None:
-        """Build the index now (the first build, a due re-derivation, or --rebuild), then catch up."""
+        """Build the keyword index now (the first build, a due re-derivation, or --rebuild), then catch up.
+
+        Embedding for search by meaning is the background worker's (`crewlet worker`, or the app while it runs)."""
         from core.search.indexer import Indexer
 
         from .progress_bars import ProgressBars
 
         with open_node() as node, Indexer(node.home) as indexer:
+            damage = node.damage
             progress = ProgressBars(console, enabled=not as_json)
             try:
                 report = indexer.run_pass(force_rebuild=rebuild, progress=progress.bar("indexing pages"), wait=True)
@@ -219,13 +220,13 @@ def register(app: typer.Typer) -> None:
                 progress.close()
             st = indexer.status()
         if as_json:
-            emit_json({"pass": report.to_json(), "status": st.to_json()})
+            emit_json({"pass": report.to_json(), "status": st.to_json(), "log_damage": damage_json(damage)})
             return
         console.print(escape("index " + report.describe()) + f" in {report.seconds:.1f}s")
-        _render_status(st)
+        _render_status(st, damage)
 
 
-def _render_status(st: IndexStatus) -> None:
+def _render_status(st: IndexStatus, damage: Any = None) -> None:
     console.print("[bold]keyword index[/]")
     if st.first_build_done:
         first = f"done {when(st.first_build_at)}"
@@ -236,8 +237,15 @@ def _render_status(st: IndexStatus) -> None:
         b = st.building
         lines.append(("building", f"{b.done:,} of {b.total:,} pages (derivation {b.derivation}, since {when(b.started_at)})"))
     lines.append(("pages indexed", f"{st.pages_indexed:,}"))
-    behind = f"[yellow]{st.behind:,} behind[/]" if st.behind else "up to date"
-    lines.append(("covers", f"log seq {st.indexed_seq:,} of {st.applied_seq:,} applied — {behind}"))
+    behind = f"[yellow]{st.behind:,} behind[/]" if st.behind else "all of it"
+    if damage is not None:
+        # never "up to date" over a damaged log: what was applied stops at the damage
+        good = damage.good_through
+        behind += (f" — [red]the log is damaged past record {good:,}[/]" if good is not None else
+                   " — [red]the log is damaged[/]") + ": `crewlet log check` names it"
+    elif not st.behind:
+        behind = "up to date"
+    lines.append(("covers", f"{st.indexed_seq:,} of the {st.applied_seq:,} changes this node applied — {behind}"))
     deriv = f"{st.derivation if st.derivation is not None else '—'} (this crewlet derives {st.current_derivation})"
     if st.rebuild_pending:
         deriv += " — [yellow]a re-derivation is due[/]: the next `crewlet worker` pass runs it"
@@ -263,6 +271,11 @@ def _render_semantic(m: dict[str, Any]) -> None:
         lines.append(("coverage", share))
         if m["held"]:
             lines.append(("held back", f"[yellow]{m['held']:,} page(s) the provider refused[/] — offered again hourly"))
+            for held in m.get("held_pages", []):
+                lines.append(("", f"  {escape(held['container'])}/{escape(held['title'])}: {escape(held['reason'])} "
+                                  f"[dim](offered again {when(held['held_until'])})[/]"))
+            if m["held"] > len(m.get("held_pages", [])):
+                lines.append(("", f"  … and {m['held'] - len(m.get('held_pages', [])):,} more"))
     others = {s: n for s, n in m["spaces"].items() if s != m.get("space")}
     if others:
         lines.append(("other spaces", escape(", ".join(f"{s} ({n:,})" for s, n in others.items()))
@@ -287,7 +300,7 @@ def _render_index(ix: dict[str, Any]) -> None:
     if ix["installed"]:
         m = ix.get("measured") or {}
         lines.append(("first stage", f"the semantic index: {ix['probes']} of {ix['lists']:,} lists probed "
-                                     f"(generation {ix['generation']}, trained on {ix['trained_sources']:,} sources)"))
+                                     f"(generation {ix['generation']}, trained on {ix['trained_sources']:,} pages)"))
         if m:
             lines.append(("measured", escape(f"{m.get('worst_recall', 0):.4f} against a {m.get('worst_floor', 0):.4f} "
                                              f"floor in its worst shape ({m.get('worst_shape', '—')}), "
@@ -296,9 +309,9 @@ def _render_index(ix: dict[str, Any]) -> None:
             lines.append(("re-filing", f"[yellow]{ix['refiled']} of {ix['batches']} batches applied[/] — searches read "
                                        "the rows not yet re-filed in full"))
     elif ix["sources"] < ix["min_sources"]:
-        lines.append(("first stage", f"the full scan: {ix['sources']:,} sources, an index needs {ix['min_sources']:,}"))
+        lines.append(("first stage", f"the full scan: {ix['sources']:,} pages, an index needs {ix['min_sources']:,}"))
     else:
-        why = (f"the training at {ix['declined_at']:,} sources needed more than half its lists"
+        why = (f"the training at {ix['declined_at']:,} pages needed more than half its lists"
                if ix.get("declined_at") else "not trained yet — `crewlet worker` trains it")
         lines.append(("first stage", f"the full scan: {escape(why)}"))
     running = ix.get("running")

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Optional
 import typer
 
 
-from .cli_common import JSON_OPT, STATE, console, emit_json, err_console, existing_home, fail, handle_errors
+from .cli_common import (JSON_OPT, STATE, console, damage_line, emit_json, err_console, existing_home, fail,
+                         handle_errors, warn)
 from .sanitize import markup_safe
 
 if TYPE_CHECKING:
@@ -50,30 +51,27 @@ class _Applying:
 def sync_join(
     target: str = typer.Argument(..., metavar="DIR|URL", help="The shared directory: empty (this home becomes its "
                                  "first node) or one other nodes share; or NATS servers, nats://HOST:4222."),
-    snapshot: Optional[Path] = typer.Option(None, "--snapshot", help="Start a NEW node from this snapshot "
+    snapshot: Optional[Path] = typer.Option(None, "--snapshot", metavar="FILE", help="Start a NEW node from this snapshot "
                                                                       "(`crewlet sync snapshot` on a current node)."),
-    operator: Optional[str] = typer.Option(None, "--operator", help="A new node's operator (who it acts as by "
+    operator: Optional[str] = typer.Option(None, "--operator", metavar="HANDLE", help="A new node's operator (who it acts as by "
                                                                      "default); else company.toml's."),
-    replicas: Optional[int] = typer.Option(None, "--replicas", min=1, max=5, help="JetStream: copies of each stream "
+    replicas: Optional[int] = typer.Option(None, "--replicas", min=1, max=5, metavar="N", help="JetStream: copies of each stream "
                                            "(default 1 for one server, 3 for a cluster)."),
-    prefix: Optional[str] = typer.Option(None, "--prefix", help="JetStream: the streams' name prefix (default "
+    prefix: Optional[str] = typer.Option(None, "--prefix", metavar="PREFIX", help="JetStream: the streams' name prefix (default "
                                                                  "crewlet: crewlet-pages, crewlet-vectors)."),
-    creds: Optional[str] = typer.Option(None, "--creds", help="JetStream: a NATS credentials file, kept in [log] "
+    creds: Optional[str] = typer.Option(None, "--creds", metavar="FILE", help="JetStream: a NATS credentials file, kept in [log] "
                                                                "creds (each node reads its own copy at that path)."),
-    token_env: Optional[str] = typer.Option(None, "--token-env", help="JetStream: the NAME of the environment "
+    token_env: Optional[str] = typer.Option(None, "--token-env", metavar="NAME", help="JetStream: the NAME of the environment "
                                                                        "variable holding the server's token."),
-    tls_ca: Optional[str] = typer.Option(None, "--tls-ca", help="JetStream: a CA file for tls:// servers whose "
+    tls_ca: Optional[str] = typer.Option(None, "--tls-ca", metavar="FILE", help="JetStream: a CA file for tls:// servers whose "
                                                                  "certificate a private CA signed."),
     as_json: bool = JSON_OPT,
 ) -> None:
     """Make this home a node of a shared directory of logs or of NATS JetStream, or create a new node.
 
-    NATS: an existing home moves its company onto JetStream (the streams are created, its records copied and
-    checked there, then company.toml switched); a new --home is made from the servers alone.
+    NATS: an existing home moves its company onto JetStream (the streams are created, its records copied and checked there, then company.toml switched); a new --home is made from the servers alone.
 
-    An existing home and an empty DIR: its logs and company.toml move into DIR. An existing home and a
-    DIR that holds a log: it joins if it has written nothing of its own. A new --home: a node is made
-    from DIR (or from --snapshot) and applies the log. Stop the app and any worker on the home first."""
+    An existing home and an empty DIR: its logs and company.toml move into DIR. An existing home and a DIR that holds a log: it joins if it has written nothing of its own. A new --home: a node is made from DIR (or from --snapshot) and applies the log. Stop the app and any worker on the home first."""
     from core.sync import join as join_mod
 
     home = STATE.home
@@ -142,13 +140,17 @@ def sync_status_cmd(
 
     Read as it is: nothing is applied first, so the lag shown is the lag there was."""
     from core.node import Node
-    from core.sync.digest import content_digest
+    from core.store.digest import content_digest
     from core.sync.status import status as sync_status
 
     home = existing_home()
     with Node.open(home, sync_containers=False, catch_up=False) as node:
         st = sync_status(node)
         dig = content_digest(node.conn) if digest else None
+    if st.damage is not None:
+        warn(damage_line(st.damage))
+    for d in st.disagree:
+        warn(d.line())
     if as_json:
         emit_json(st.to_json() | ({"digest": dig.to_json()} if dig else {}))
         return
@@ -170,14 +172,21 @@ def _render_status(st: SyncStatus) -> None:
             style = "green" if not d["lazy"] and not d["error"] else "yellow"
             console.print(f"durability [{style}]{markup_safe(line)}[/]", soft_wrap=True)
     elif st.shared is None:
-        console.print("shared    not joined: this home's logs are its own (`crewlet sync join DIR` shares them)")
+        console.print("shared    not joined: this home's logs are its own (`crewlet sync join DIR` shares them)",
+                      soft_wrap=True)
     else:
         lock = st.locks
         verdict = f"[green]{markup_safe(lock.why)}[/]" if lock and lock.ok else f"[red]{markup_safe(lock.why if lock else '?')}[/]"
         console.print(f"shared    {markup_safe(st.shared)} — {verdict}", soft_wrap=True)
+    damaged_log = str(st.damage.path) if st.damage is not None else None
     for line in st.logs:
         lag = "current" if not line.behind else f"[yellow]{line.behind:,} behind[/]"
-        console.print(f"{line.name:<9} applied through seq {line.applied_seq:,} of {line.log_seq:,} — {lag}")
+        if damaged_log is not None and not line.behind:
+            lag = "nothing behind it"   # this log is whole, but the node is not current while another is damaged
+        if damaged_log == line.path:
+            good = st.damage.good_through
+            lag = "[red]damaged" + (f" past record {good:,}" if good is not None else "") + "[/] — `crewlet log check`"
+        console.print(f"{line.name:<9} applied through seq {line.applied_seq:,} of {line.log_seq:,} — {lag}", soft_wrap=True)
     if st.shared is None:
         if st.jetstream is not None and st.jetstream["lazy"]:
             err_console.print("crewlet: warning: a server of this company's log does not fsync every write (or does not "
@@ -186,6 +195,12 @@ def _render_status(st: SyncStatus) -> None:
     if not st.peers:
         console.print("peers     none has said where it is yet")
         return
+    for d in st.disagree:
+        console.print(f"[red]digests   {markup_safe(d.line())}[/] — a node that applied the same records holds other "
+                      "content: check it (`crewlet sync status --digest` there), or start it over from a snapshot of "
+                      "a node that agrees", soft_wrap=True)
+    if st.digest is not None and not st.disagree:
+        console.print(f"digests   {st.agree} peer(s) at this node's position hold the same content", soft_wrap=True)
     console.print(f"peers     {len(st.peers)} seen:")
     for p in st.peers:
         behind = ", ".join(f"{name} {n:,} behind" if n else f"{name} current" for name, n in p.behind.items())
@@ -207,13 +222,12 @@ def _ago(seconds: float) -> str:
 @sync_app.command("snapshot")
 @handle_errors
 def sync_snapshot(
-    out: Path = typer.Argument(..., help="The file to write (must not exist)."),
+    out: Path = typer.Argument(..., metavar="FILE", help="The file to write (must not exist)."),
     as_json: bool = JSON_OPT,
 ) -> None:
     """Write a consistent copy of this node's database, with the log positions it holds.
 
-    A new node starts from it (`crewlet --home NEW sync join DIR --snapshot FILE`) and applies only the
-    log after those positions."""
+    A new node starts from it (`crewlet --home NEW sync join DIR --snapshot FILE`) and applies only the log after those positions."""
     from core.node import Node
     from core.sync import snapshot as snapshot_mod
 
@@ -229,15 +243,13 @@ def sync_snapshot(
 @sync_app.command("adopt")
 @handle_errors
 def sync_adopt(
-    file: Path = typer.Argument(..., help="A snapshot `crewlet sync snapshot` wrote on a node of the same log."),
+    file: Path = typer.Argument(..., metavar="FILE", help="A snapshot `crewlet sync snapshot` wrote on a node of the same log."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Adopt without asking (for scripts)."),
     as_json: bool = JSON_OPT,
 ) -> None:
     """Start this node over from a snapshot of the same log.
 
-    Its database is replaced (the old one kept aside) and the log after the snapshot's position is
-    applied: the fix when this node's log no longer holds the position it needs. Stop the app and any
-    worker on this home first."""
+    Its database is replaced (the old one kept aside) and the log after the snapshot's position is applied: the fix when this node's log no longer holds the position it needs. Stop the app and any worker on this home first."""
     from core.sync import join as join_mod, snapshot as snapshot_mod
 
     home = existing_home()

@@ -15,15 +15,16 @@ CORE = ROOT / "core"
 
 # the floors, lowest first: a package imports packages on its own floor or below
 FLOORS = [
-    {"errors", "durable", "clock", "text", "store"},
-    {"paths", "log", "embed", "diagnostics"},
+    {"errors", "durable", "clock", "text", "store", "process"},
+    {"paths", "log", "embed", "diagnostics", "leases"},
     {"config"},
     {"replica"},
-    {"pages", "vectors"},
+    {"pages", "vectors", "recover", "repaired"},
     {"node"},
     {"repair", "search"},
     {"sync", "importer", "evaluate", "remote"},
     {"duties", "knowledge"},
+    {"mcp"},
 ]
 # the arrows that run up a floor, each named and justified in docs/architecture.md (at most two)
 UPWARD: dict[tuple[str, str], str] = {}

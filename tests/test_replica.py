@@ -59,7 +59,7 @@ class MessageLog:
         return len(self.frames)
 
     @contextmanager
-    def lock(self) -> Iterator[None]:
+    def locked(self) -> Iterator[None]:
         yield
 
     def close(self) -> None:

@@ -20,7 +20,7 @@ from core.node import Node
 from core.pages.service import KnowledgeBase
 from core.paths import Home
 from core.log import locks, peers
-from core.sync.digest import content_digest
+from core.store.digest import content_digest
 from core.sync.watch import LogWatcher
 from crewlet_tui.cli import app
 

@@ -15,7 +15,7 @@ from core.log.jetstream import Connection, StreamWant
 from core.node import Node
 from core.pages.service import KnowledgeBase
 from core.paths import Home
-from core.sync.digest import content_digest
+from core.store.digest import content_digest
 from core.log.jetstream_company import read_company
 
 

@@ -13,27 +13,27 @@ One **lease** per duty decides who runs it. A node duty's lease lives with the h
 worker open on the same home must not both run the indexer); a fleet duty's lives with the log (every
 node that shares the log shares it: one embedding duty for the company). A lease is a small file
 holding its owner and an expiry, rewritten under an flock; the holder renews it at every pass, and a
-lease whose holder stopped renewing (a killed process) is taken over once it has expired.
+lease whose holder stopped renewing is taken over once it has expired — and at once when its holder is on this
+machine and no longer runs (killed: the lease records the holder's pid and process start time, so a pid the
+kernel gave to another program does not pass for it).
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
-import socket
 import threading
 import time
-import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from ..clock import now_ms
-from ..durable import write_atomic
+from ..errors import CrewletError
+from ..leases import DEFAULT_LEASE_S, Lease, LeaseHolder, new_owner  # noqa: F401 - the runner's leases
+from ..log import LogDamage
 
 log = logging.getLogger("crewlet.worker")
 
@@ -41,7 +41,6 @@ Scope = Literal["node", "fleet"]
 # (duty name, done, total, label): a duty's progress through its current pass
 ProgressFn = Callable[[str, int, int, str], None]
 
-DEFAULT_LEASE_S = 90.0
 
 
 # -- what a pass says --------------------------------------------------------------------------------
@@ -144,76 +143,6 @@ class Duty(ABC):
 
     def close(self) -> None:
         """Release what the duty holds (connections, models)."""
-
-
-# -- leases --------------------------------------------------------------------------------------------
-
-@dataclass
-class LeaseHolder:
-    owner: str
-    label: str
-    expires_at: int                           # ms since the epoch
-
-    def describe(self) -> str:
-        return f"run by {self.label}"
-
-
-class Lease:
-    """A lease on one duty, in a directory: `<name>.lease` (JSON: owner, label, expiry), updated under
-    an flock of `<name>.lock` so two processes never both believe they hold it."""
-
-    def __init__(self, directory: Path, name: str, owner: str, label: str, ttl_s: float = DEFAULT_LEASE_S) -> None:
-        self.dir = directory
-        self.name = name
-        self.owner = owner
-        self.label = label
-        self.ttl_ms = int(ttl_s * 1000)
-        self.path = directory / f"{name}.lease"
-
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.dir / f"{self.name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)  # closing releases the flock
-
-    def holder(self) -> LeaseHolder | None:
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-            return LeaseHolder(str(data["owner"]), str(data.get("label", data["owner"])), int(data["expires_at"]))
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-
-    def _write(self) -> None:
-        write_atomic(self.path, json.dumps({"owner": self.owner, "label": self.label, "pid": os.getpid(),
-                                            "expires_at": now_ms() + self.ttl_ms}).encode("utf-8"), durable=False)
-
-    def acquire(self) -> LeaseHolder | None:
-        """Take or renew the lease. Returns None when this owner holds it now, else who does."""
-        with self._locked():
-            held = self.holder()
-            if held is not None and held.owner != self.owner and held.expires_at > now_ms():
-                return held
-            if held is not None and held.owner != self.owner:
-                log.info("taking over the %s lease from %s (it expired)", self.name, held.label)
-            self._write()
-            return None
-
-    def release(self) -> None:
-        with self._locked():
-            held = self.holder()
-            if held is not None and held.owner == self.owner:
-                try:
-                    self.path.unlink()
-                except FileNotFoundError:
-                    pass
-
-
-def new_owner(label: str) -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{label}:{uuid.uuid4().hex[:8]}"
 
 
 # -- the runner ----------------------------------------------------------------------------------------
@@ -330,6 +259,10 @@ class DutyRunner:
             report = DutyReport(duty.name, ran=True, result=result)
         except LeaseLost as exc:
             report = DutyReport(duty.name, ran=False, skipped=str(exc))
+        except (LogDamage, CrewletError) as exc:
+            # a refusal the node already knows and says (a damaged log, a home it cannot write): no traceback
+            log.info("%s pass refused: %s", duty.name, exc)
+            report = DutyReport(duty.name, ran=True, error=str(exc) or type(exc).__name__)
         except Exception as exc:  # the loop outlives one bad pass; the error is recorded and shown
             log.exception("%s pass failed", duty.name)
             report = DutyReport(duty.name, ran=True, error=str(exc) or type(exc).__name__)

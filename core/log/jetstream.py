@@ -613,7 +613,7 @@ class JetStreamLog:
         return Frame(applied.seq, body, applied.seq - 1, applied.seq)
 
     @contextmanager
-    def lock(self) -> Iterator[None]:
+    def locked(self) -> Iterator[None]:
         """A stream has no lock to hold its writers off: each append is ordered by the server against the end
         its writer expects (Nats-Expected-Last-Sequence). Nothing that takes this lock (moving a file log,
         cutting one in a repair) is done to a stream, so taking it is refused rather than pretended."""

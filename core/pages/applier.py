@@ -76,12 +76,18 @@ def parent_problem(conn: Connection, container: str, parent_id: str | None, page
     row = conn.execute(_PARENT, (parent_id,)).fetchone()
     if row is None:
         return f"parent_id {parent_id} names no page"
+    # the field is named (the spec), the pages by their addresses as a person typed them (ids are the log's)
+    parent = f"{row['container']}/{row['title']}"
     if row["container"] != container:
-        return f"parent_id {parent_id} is in {row['container']}, not {container}"
+        return f"parent_id names {parent}, which is in {row['container']}, not {container}"
     if row["trashed_at"] is not None:
-        return f"parent_id {parent_id} ('{row['title']}') is in the trash"
+        return f"parent_id names {parent}, which is in the trash"
     if page_id is not None and _is_descendant_or_self(conn, parent_id, page_id):
-        return f"parent_id {parent_id} is the page itself or beneath it (that would make a cycle)"
+        if parent_id == page_id:
+            return f"parent_id names {parent} itself: a page filed under itself would make a cycle"
+        page = conn.execute(_PARENT, (page_id,)).fetchone()
+        moved = f"{page['container']}/{page['title']}" if page is not None else page_id
+        return f"parent_id names {parent}, which is beneath {moved}: filing {moved} there would make a cycle"
     return None
 
 
@@ -399,8 +405,27 @@ def _handlers_for(conn: Connection, records: Sequence[Record]) -> dict[str, Call
 _ANY_PURGED = "SELECT EXISTS(SELECT 1 FROM deleted_pages)"
 
 
-# the pages log as it registers with the engine: its records decide, each outcome stored in applied_ops
-PAGES = DecidingApplier(APPLIER, HANDLERS, batch=engine.TXN_RECORDS, select=_handlers_for)
+LOST = "log.lost"   # a repair's tombstone (core/recover.py)
+
+
+def _lost(rec: Record) -> Decision:
+    """A tombstone a repair wrote where record `seq` was: "record N was lost" — or, when a database that
+    applied a refused or no-op record gave back the outcome it was given, that very outcome (every node then
+    stores the same row as the node that applied the original)."""
+    p = rec.payload
+    kept = p.get("outcome")
+    if isinstance(kept, dict):
+        result = kept.get("result")
+        return Decision(rec.op_id, rec.seq, str(kept["type"]), str(kept["status"]), kept.get("code"), kept.get("reason"),
+                        dict(result) if isinstance(result, dict) else {})
+    why = str(p.get("why") or "damaged in the log")
+    was = f" ({p['was']})" if p.get("was") else ""
+    return Decision(rec.op_id, rec.seq, LOST, "lost", "lost", f"record {rec.seq} was lost from the log{was}: {why}")
+
+
+# the pages log as it registers with the engine: its records decide, each outcome stored in applied_ops; a
+# repair's tombstone carries its own outcome
+PAGES = DecidingApplier(APPLIER, HANDLERS, batch=engine.TXN_RECORDS, select=_handlers_for, verdicts={LOST: _lost})
 
 
 def catch_up(conn: Connection, flog: FileLog, *, batch: int | None = None,

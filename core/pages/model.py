@@ -7,7 +7,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..text.titles import clean_title, normalise_title, title_problem  # noqa: F401 - the page's rules
+from ..text.titles import LINE_BREAK_RE, clean_title, normalise_title, title_problem  # noqa: F401 - the page's rules
 
 MAX_TITLE = 255
 # half the log's 64 MiB frame limit: JSON escaping can grow a body

@@ -83,3 +83,9 @@ def where_is(conn: Any, page_id: str) -> str:
     """CONTAINER/Title of a page, `page <id>` for one no row has."""
     row = conn.execute("SELECT container, title FROM pages WHERE id = ?", (page_id,)).fetchone()
     return f"{row['container']}/{row['title']}" if row else f"page {page_id}"
+
+
+def held_back(conn: Any) -> int:
+    """Live pages whose present revision the embedding provider refused (held back, then offered again)."""
+    return int(conn.execute("SELECT count(*) FROM embed_holds h JOIN pages p ON p.id = h.source_id "
+                            "WHERE p.trashed_at IS NULL AND h.revision = p.revision").fetchone()[0])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass
 from collections.abc import Sequence
@@ -20,8 +21,9 @@ from . import reads, records, rules
 from .records import REAPER, new_id
 from ..replica.appliers import Decision
 from .applier import live_children, parent_problem
-from .model import (MAX_BODY_BYTES, MAX_TITLE, WINDOW_MAX, Comment, Page, Revision, Window, clean_title, line_diff,
-                    normalise_title, title_problem)
+from .containers import unknown_container
+from .model import (LINE_BREAK_RE, MAX_BODY_BYTES, MAX_TITLE, WINDOW_MAX, Comment, Page, Revision, Window, clean_title,
+                    line_diff, normalise_title, title_problem)
 
 TRASH_TERM_MS = 30 * 24 * 3600 * 1000
 REAP_PASS_MAX = 1000
@@ -32,7 +34,10 @@ REVISION_SQL = ("SELECT r.page_id, r.revision, r.title, COALESCE(r.body, p.body)
 
 def check_title(title: str) -> str:
     """The title a page will have (cleaned), or the one-line refusal of one no page may have: empty, too
-    long, or holding a character no title may hold. The importer plans by this same rule."""
+    long, holding a line break, or holding a character no title may hold. The importer plans by this same rule."""
+    inner = title.strip()
+    if LINE_BREAK_RE.search(inner):    # cleaning would fold it into a space: said, not silently changed
+        raise Invalid(title_problem(inner) or "a title is one line — remove the line break", code="invalid_title")
     cleaned = clean_title(title)
     if not cleaned:
         raise Invalid("a page needs a title — give it one", code="invalid_title")
@@ -50,6 +55,13 @@ def _check_body(body: str) -> None:
     if size > MAX_BODY_BYTES:
         raise Invalid(f"a body is at most {MAX_BODY_BYTES // (1024 * 1024)} MiB (this one is "
                       f"{size / (1024 * 1024):.1f} MiB) — split it into several pages", code="body_too_large")
+
+
+def _require_trashed(row: Any, fix: str) -> None:
+    """Restore and purge act on a page in the trash: refused before anything is appended otherwise (the
+    applier decides again from the log, for a trash or restore that lands in between)."""
+    if row["trashed_at"] is None:
+        raise Refused(f"{row['container']}/{row['title']} is not in the trash — {fix}", code="not_trashed")
 
 
 def _encode_cursor(address: str, page_id: str) -> str:
@@ -245,8 +257,15 @@ class KnowledgeBase:
             self._fail_keeping(exc, row["id"], int(base_revision), body)
         if out.status == "refused":
             if out.code == "stale_revision":
-                rescued = self._rescue(row["id"], int(base_revision), body)
                 current = self._row(row["id"])["revision"]
+                try:
+                    rescued = self._rescue(row["id"], int(base_revision), body)
+                except (OSError, Refused) as why:
+                    refused = StaleRevision(f"{out.reason} (your text was kept nowhere — {self.node.home.rescue_dir} "
+                                            f"could not take it: {why}; it is printed instead)",
+                                            base_revision=int(base_revision), current_revision=current, your_body=body)
+                    refused.details["kept_nowhere"] = True
+                    raise refused from None
                 raise StaleRevision(f"{out.reason} (your text is kept in {rescued})", base_revision=int(base_revision),
                                     current_revision=current, your_body=body, rescued_to=str(rescued))
             cls = NotFound if out.code in ("not_found", "purged") else Refused
@@ -254,7 +273,12 @@ class KnowledgeBase:
         return self._resolve(row["id"])
 
     def _refuse_keeping(self, exc: Refused | NotFound, ref: str, base: int, body: str) -> None:
-        rescued = self._rescue(ref, base, body)
+        try:
+            rescued = self._rescue(ref, base, body)
+        except (OSError, Refused) as why:
+            raise type(exc)(f"{exc} (your text was kept nowhere — {self.node.home.rescue_dir} could not take it: "
+                            f"{why}; it is printed instead)", code=exc.code,
+                            **(exc.details | {"kept_nowhere": True, "your_body": body})) from None
         exc.details["rescued_to"] = str(rescued)
         raise type(exc)(f"{exc} (your text is kept in {rescued})", code=exc.code, **exc.details) from None
 
@@ -263,9 +287,12 @@ class KnowledgeBase:
             rescued = self._rescue(page_id, base, body)
         except (OSError, Refused) as why:  # a full or read-only disk may refuse the rescue too
             if isinstance(exc, LogDamage):
+                exc.kept_nowhere = body  # type: ignore[attr-defined]  (the CLI prints it, the app keeps it)
                 raise exc
-            raise type(exc)(f"{exc} (your text could not be kept under {self.node.home.rescue_dir}: {why})",
-                            code=exc.code, **exc.details) from None
+            # nothing half-written is left under rescued/: the text goes back to the caller whole, to print
+            raise type(exc)(f"{exc} (your text was kept nowhere — {self.node.home.rescue_dir} could not take it: "
+                            f"{why}; it is printed instead)", code=exc.code,
+                            **(exc.details | {"kept_nowhere": True, "your_body": body})) from None
         if isinstance(exc, LogDamage):
             exc.rescued_to = str(rescued)  # the damage is what is said; the text is kept all the same
             raise exc
@@ -273,20 +300,36 @@ class KnowledgeBase:
                         **(exc.details | {"rescued_to": str(rescued)})) from None
 
     def _rescue(self, page_id: str, base: int, body: str) -> Any:
+        """Keep a refused text under rescued/, whole or not at all: it is written under a hidden name, synced,
+        and only then given its own (a full disk used to leave 0-byte or cut-off copies that looked kept).
+        Raises OSError when the text could not be kept."""
         rescue = self.node.home.rescue_dir
         rescue.mkdir(parents=True, exist_ok=True)
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", page_id)[:80]
+        data = body.encode("utf-8")
         # a file per refusal: two writers refused in the same millisecond must not share one, so the
-        # name carries the text's digest, and an exclusive create counts up past any name already taken
-        stem = f"{safe}-from-r{base}-{now_ms()}-{hashlib.sha256(body.encode('utf-8')).hexdigest()[:8]}"
-        for n in range(1, 1000):
-            path = rescue / (f"{stem}.md" if n == 1 else f"{stem}-{n}.md")
-            try:
-                with open(path, "x", encoding="utf-8") as fh:
-                    fh.write(body)
-                return path
-            except FileExistsError:
-                continue
+        # name carries the text's digest, and a link that must not replace counts up past any name taken
+        stem = f"{safe}-from-r{base}-{now_ms()}-{hashlib.sha256(data).hexdigest()[:8]}"
+        partial = rescue / f".{stem}.{os.getpid()}.{os.urandom(4).hex()}.partial"
+        try:
+            with open(partial, "xb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            for n in range(1, 1000):
+                path = rescue / (f"{stem}.md" if n == 1 else f"{stem}-{n}.md")
+                try:
+                    os.link(partial, path)   # never over another rescued text
+                    return path
+                except FileExistsError:
+                    continue
+                except OSError:              # a filesystem without hard links
+                    if path.exists():
+                        continue
+                    os.rename(partial, path)
+                    return path
+        finally:
+            partial.unlink(missing_ok=True)
         raise Refused(f"could not keep the text under {rescue}: too many rescued files share one name", code="io")
 
     def rename_page(self, ref: str, new_title: str, *, actor: str | None = None) -> Page:
@@ -324,6 +367,7 @@ class KnowledgeBase:
         who = self.actor(actor)
         row = self._row(ref)
         rules.may_trash(self.company, who, row, "restore")
+        _require_trashed(row, "nothing to restore")
         self._submit(records.page_restore(who.handle, page_id=row["id"]))
         return self._resolve(row["id"])
 
@@ -331,6 +375,7 @@ class KnowledgeBase:
         who = self.actor(actor)
         row = self._row(ref)
         rules.may_purge(self.company, who, row)
+        _require_trashed(row, "trash it first")
         self._submit(records.page_purge(who.handle, page_id=row["id"], reason=reason or "purged by an admin"))
         return {"page_id": row["id"], "container": row["container"], "title": row["title"], "purged": True}
 
@@ -421,9 +466,9 @@ class KnowledgeBase:
         args: list[Any] = [container, parent_id]
         with self.node.lock:
             total = self.conn.execute(f"SELECT count(*) FROM pages WHERE {where}", args).fetchone()[0]
-            if total == 0 and parent_id is None and not self.company.is_declared(container):
-                raise NotFound(f"no space '{container}': it is not declared and holds no pages — "
-                               "`crewlet spaces` lists them", code="no_space")
+            unknown = unknown_container(self.conn, self.company, container) if total == 0 else None
+            if unknown:
+                raise NotFound(unknown, code="no_space")
             if after:
                 address, page_id = _decode_cursor(after)
                 where += " AND (address, id) > (?, ?)"
@@ -473,9 +518,12 @@ class KnowledgeBase:
         self.reader(actor)
         if b is None:
             a, b = a - 1, a
+        # the revision asked for is read first, so one that is not there is the one named (`diff REF 99`
+        # asks what save 99 changed: "no revision 99", never the 98 it would be compared with)
+        new = self._revision(ref, b)
         if a < 1:
-            return line_diff("", self._revision(ref, b).body, "(nothing)", f"revision {b}")
-        old, new = self._revision(ref, a), self._revision(ref, b)
+            return line_diff("", new.body, "(nothing)", f"revision {b}")
+        old = self._revision(ref, a)
         lines = line_diff(old.body, new.body, f"revision {a}", f"revision {b}")
         if old.title != new.title:
             lines = [f"title: {old.title!r} → {new.title!r}", *lines]
@@ -534,3 +582,44 @@ class KnowledgeBase:
         return [{"op_id": r["op_id"], "actor": r["actor"], "at": r["at"], "via": r["via"], "query": r["query"],
                  "pages": json.loads(r["pages"]), "backend": r["backend"], "turn": r["turn"], "phase": r["phase"]}
                 for r in rows]
+
+    # -- who read a page, and every page at once -----------------------------------------------------
+    def page_reads(self, ref: str, *, limit: int = 100, actor: str | None = None) -> list[dict[str, Any]]:
+        """The knowledge_read events that listed this page, newest first: who, how (`via`), when, the
+        page's rank in that act and the search's query."""
+        self.reader(actor)
+        row = self._row(ref)
+        needle = json.dumps(row["id"])
+        with self.node.lock:
+            rows = self.conn.execute(
+                "SELECT k.*, json_extract(j.value, '$.rank') AS page_rank FROM knowledge_reads k, json_each(k.pages) j "
+                "WHERE instr(k.pages, ?) > 0 AND json_extract(j.value, '$.id') = ? ORDER BY k.at DESC, k.op_id LIMIT ?",
+                (needle, row["id"], limit)).fetchall()
+        return [{"op_id": r["op_id"], "actor": r["actor"], "at": r["at"], "via": r["via"], "query": r["query"],
+                 "rank": r["page_rank"], "of": len(json.loads(r["pages"])), "backend": r["backend"],
+                 "turn": r["turn"], "phase": r["phase"]} for r in rows]
+
+    def catalogue(self, *, after: str | None = None, limit: int = WINDOW_MAX,
+                  actor: str | None = None) -> tuple[list[Page], str | None]:
+        """Every live page, space by space (ordered by container, then address), without bodies, in
+        windows of at most 500 with a cursor: what a browser of every page (MCP resources) reads."""
+        self.reader(actor)
+        if not 1 <= limit <= WINDOW_MAX:
+            raise Invalid(f"limit must be between 1 and {WINDOW_MAX} (got {limit})", code="invalid_limit")
+        where, args = "trashed_at IS NULL", []
+        if after:
+            address, page_id = _decode_cursor(after)
+            container, _, address = address.partition("/")
+            where += " AND (container, address, id) > (?, ?, ?)"
+            args = [container, address, page_id]
+        with self.node.lock:
+            rows = self.conn.execute(
+                "SELECT id, container, address, title, '' AS body, revision, parent_id, created_by, created_at, "
+                "saved_by, saved_at, updated_at, trashed_at, trashed_by, version, labels, "
+                "(length(trim(body, char(9,10,13,32))) = 0) AS is_folder "
+                f"FROM pages WHERE {where} ORDER BY container, address, id LIMIT ?", [*args, limit + 1]).fetchall()
+        more = len(rows) > limit
+        rows = rows[:limit]
+        cursor = (_encode_cursor(f"{rows[-1]['container']}/{rows[-1]['address']}", rows[-1]["id"])
+                  if more and rows else None)
+        return [Page.from_row(r) for r in rows], cursor

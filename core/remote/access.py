@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from ..config import AUTO_DRAFT_TITLE_PREFIX, AUTO_DRAFTED_PARENT, SCOPE_KEYS, Actor, Company
 from ..pages.model import normalise_title
 from ..search.access import Denial, who_searches
-from ..search.seam import OUT_OF_SCOPE, UNAVAILABLE, Query
+from ..search.seam import MODES, OUT_OF_SCOPE, UNAVAILABLE, Query
 from .credentials import Credential, credential_for
 
 NO_CREDENTIAL = "no_credential"        # neither the actor nor the company has a credential that is set
@@ -56,10 +56,12 @@ def skills_container(company: Company, backend: str) -> str:
 
 def decide(company: Company, query: Query, backend: str, label: str,
            env: Mapping[str, str] | None = None) -> RemoteAccess | Denial:
-    asked = who_searches(company, query)
-    if isinstance(asked, Denial):
-        return asked
-    mode, who = asked
+    mode = (query.mode or "hybrid").strip().lower()
+    if mode not in MODES:
+        return Denial(UNAVAILABLE, f"mode '{query.mode}' is not one of: {', '.join(MODES)}")
+    who = who_searches(company, query)
+    if isinstance(who, Denial):
+        return who
     handle = query.actor or company.operator
     if company.knowledge.backend != backend:
         return Denial(UNAVAILABLE, f"this company does not search {label}: knowledge.backend is "

@@ -26,6 +26,7 @@ from ..log import Record
 from ..store import Connection, sqlite3
 
 Handler = Callable[[Connection, Record], Any]
+Verdict = Callable[[Record], "Decision"]     # a record that carries its own outcome (a repair's tombstone)
 
 
 @dataclass
@@ -119,9 +120,13 @@ def applied_already(conn: Connection, records: Sequence[Record]) -> set[str]:
         "SELECT op_id FROM applied_ops WHERE op_id IN (SELECT value FROM json_each(?))", (ids,))}
 
 
-def decide(conn: Connection, rec: Record, handlers: Mapping[str, Handler]) -> Decision:
+def decide(conn: Connection, rec: Record, handlers: Mapping[str, Handler],
+           verdicts: Mapping[str, Verdict] | None = None) -> Decision:
     """Run a record's handler. A handler refuses (or finds nothing to do) BEFORE its first write, so a
-    Refuse or Noop leaves no row behind and needs no savepoint; anything else propagates."""
+    Refuse or Noop leaves no row behind and needs no savepoint; anything else propagates. A record of a
+    type in `verdicts` writes no row and carries its own outcome (a repair's tombstone)."""
+    if verdicts and rec.type in verdicts:
+        return verdicts[rec.type](rec)
     handler = handlers.get(rec.type)
     try:
         if handler is None:
@@ -133,11 +138,12 @@ def decide(conn: Connection, rec: Record, handlers: Mapping[str, Handler]) -> De
         return Decision(rec.op_id, rec.seq, rec.type, "noop", None, n.reason, n.result)
 
 
-def decide_carefully(conn: Connection, rec: Record, handlers: Mapping[str, Handler]) -> Decision:
+def decide_carefully(conn: Connection, rec: Record, handlers: Mapping[str, Handler],
+                     verdicts: Mapping[str, Verdict] | None = None) -> Decision:
     """As `decide`, inside a savepoint of its own, so a malformed record's partial writes are undone."""
     conn.execute("SAVEPOINT rec")
     try:
-        outcome = decide(conn, rec, handlers)
+        outcome = decide(conn, rec, handlers, verdicts)
     except MALFORMED as exc:
         conn.execute("ROLLBACK TO rec")
         outcome = Decision(rec.op_id, rec.seq, rec.type, "refused", "malformed", f"malformed {rec.type} record: {exc!r}")
@@ -162,11 +168,13 @@ class DecidingApplier:
     the careful path always runs `handlers`."""
 
     def __init__(self, position: str, handlers: Mapping[str, Handler], *, batch: int,
-                 select: Callable[[Connection, Sequence[Record]], Mapping[str, Handler]] | None = None) -> None:
+                 select: Callable[[Connection, Sequence[Record]], Mapping[str, Handler]] | None = None,
+                 verdicts: Mapping[str, Verdict] | None = None) -> None:
         self.position = position        # this log's row in log_position
         self.handlers = handlers
         self.batch = batch              # records one transaction holds at most
         self.select = select
+        self.verdicts = verdicts or {}
 
     def apply(self, conn: Connection, records: Sequence[Record], *, careful: bool = False) -> list[Decision]:
         """Apply `records` in order inside the caller's transaction; returns the outcome of each record
@@ -178,14 +186,14 @@ class DecidingApplier:
         if not records:
             return []
         done = applied_already(conn, records)
-        handlers = self.handlers
+        handlers, verdicts = self.handlers, self.verdicts
         if careful:
-            outcomes = _apply_each(conn, records, set(done), lambda c, rec: decide_carefully(c, rec, handlers))
+            outcomes = _apply_each(conn, records, set(done), lambda c, rec: decide_carefully(c, rec, handlers, verdicts))
         else:
             if self.select is not None:
                 handlers = self.select(conn, records)
             try:
-                outcomes = _apply_each(conn, records, set(done), lambda c, rec: decide(c, rec, handlers))
+                outcomes = _apply_each(conn, records, set(done), lambda c, rec: decide(c, rec, handlers, verdicts))
             except MALFORMED as exc:
                 raise Malformed(str(exc)) from exc
         conn.executemany(_INSERT_OUTCOME, [_outcome_row(o) for o in outcomes])
@@ -195,7 +203,7 @@ class DecidingApplier:
         """Apply one record inside the caller's transaction, carefully. None when its op_id was applied."""
         if conn.execute("SELECT 1 FROM applied_ops WHERE op_id = ?", (rec.op_id,)).fetchone():
             return None
-        outcome = decide_carefully(conn, rec, self.handlers)
+        outcome = decide_carefully(conn, rec, self.handlers, self.verdicts)
         conn.execute(_INSERT_OUTCOME, _outcome_row(outcome))
         return outcome
 

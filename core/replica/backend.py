@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ..log import Record
 from ..log.framing import Applied, Frame
@@ -61,9 +61,9 @@ class LogBackend(Protocol):
         """The last seq the log holds now, other writers' appends included."""
         ...
 
-    def lock(self) -> AbstractContextManager[None]:
+    def locked(self) -> AbstractContextManager[Any]:
         """Hold off every writer of the log (every process) while the block runs: a join that moves the
-        log, a repair that cuts it."""
+        log, a repair that writes it anew. What it yields is the backend's own (the file log: its descriptor)."""
         ...
 
     def close(self) -> None:

@@ -20,8 +20,9 @@ from typing import Any
 from ..config import AUTO_DRAFT_TITLE_PREFIX, AUTO_DRAFTED_PARENT, Actor, Company, ConfigError
 from ..errors import Refused
 from ..pages import reads, rules
+from ..pages.containers import unknown_container
 from ..pages.model import normalise_title
-from .seam import MODES, OUT_OF_SCOPE, UNAVAILABLE, Query
+from .seam import OUT_OF_SCOPE, UNAVAILABLE, UNKNOWN_CONTAINER, Query, canonical_mode, modes_in_words
 from .stamp import Stamp, read_stamp
 
 
@@ -63,20 +64,16 @@ class Access:
         return not (self.exclusions and any(normalise_title(t) in self.exclusions for t in ancestors))
 
 
-def who_searches(company: Company, query: Query) -> tuple[str, Actor | None] | Denial:
-    """The mode a search asks for and who searches (`rules.acting`: the query's actor, else the operator;
-    nobody when there is neither), or why no search runs: an unknown mode, an unknown actor, one without
-    the knowledge app. Every backend's access policy starts here."""
-    mode = (query.mode or "hybrid").strip().lower()
-    if mode not in MODES:
-        return Denial(UNAVAILABLE, f"mode '{query.mode}' is not one of: {', '.join(MODES)}")
+def who_searches(company: Company, query: Query) -> Actor | None | Denial:
+    """Who searches (`rules.acting`: the query's actor, else the operator; nobody when there is neither), or
+    why no search runs: an unknown actor, one without the knowledge app. Every backend's access policy asks
+    this."""
     try:
-        who = rules.acting(company, query.actor, knowledge=True) if query.actor or company.operator else None
+        return rules.acting(company, query.actor, knowledge=True) if query.actor or company.operator else None
     except ConfigError as exc:
         return Denial(UNAVAILABLE, f"{exc.problem} in {exc.file}")
     except Refused as exc:
         return Denial(UNAVAILABLE, str(exc))
-    return mode, who
 
 
 class AccessPolicy:
@@ -92,13 +89,18 @@ class AccessPolicy:
         """`stamp`: where the search stands (read here when not given): the excluded pages are kept for
         its pages' version."""
         company = self.node.company
-        asked = who_searches(company, query)
-        if isinstance(asked, Denial):
-            return asked
-        mode, who = asked
+        mode = canonical_mode(query.mode)
+        if mode is None:
+            return Denial(UNAVAILABLE, f"mode '{query.mode}' is not one of: {modes_in_words()}")
+        who = who_searches(company, query)
+        if isinstance(who, Denial):
+            return who
         if company.knowledge.backend != backend:
             return Denial(UNAVAILABLE, f"this company does not search: knowledge.backend is "
                                        f"'{company.knowledge.backend}' in {company.file}", modes_known=False)
+        unknown = self._unknown(query)
+        if unknown:
+            return Denial(UNKNOWN_CONTAINER, unknown)
         allowed, notes, nothing_allowed = self._containers(query)
         if nothing_allowed:
             return Denial(OUT_OF_SCOPE, "nothing searched: " + "; ".join(notes))
@@ -106,6 +108,18 @@ class AccessPolicy:
         return Access(actor=who, mode=mode, allowed=allowed, skills=company.knowledge.skills_container,
                       exclusions=exclusions, draft_backstop=normalise_title(AUTO_DRAFTED_PARENT) in exclusions,
                       excluded_ids=self._excluded_pages(exclusions, stamp) if exclusions else frozenset(), notes=notes)
+
+    def _unknown(self, query: Query) -> str | None:
+        """Why a container asked for names none (a typo is refused, as `crewlet pages` refuses it)."""
+        wanted = sorted({c.strip() for c in (query.containers or []) if c and c.strip()})
+        if not wanted:
+            return None
+        with self.node.lock:
+            for name in wanted:
+                why = unknown_container(self.node.conn, self.node.company, name)
+                if why:
+                    return why
+        return None
 
     def _containers(self, query: Query) -> tuple[set[str] | None, list[str], bool]:
         """The containers a search may return (None: every one), from knowledge.scope and the caller's

@@ -19,7 +19,6 @@ A DIR whose filesystem does not carry flock between machines is refused before a
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Callable, Iterator
@@ -33,7 +32,8 @@ from ..clock import now_ms
 from ..durable import fsync_dir, fsync_file
 from ..errors import CrewletError, Refused
 from ..log import FileLog, Record
-from ..log.filelog import LogMismatch
+from ..leases import Lease
+from ..log.filelog import HOLDER_SUFFIX, LogMismatch
 from ..replica import engine
 from ..paths import Home
 from ..repair import aside_stamp, home_logs, move_database_aside
@@ -63,19 +63,17 @@ class JoinResult:
 
 
 def running_here(home: Home) -> str | None:
-    """Who runs duties on this home right now (the app, a `crewlet worker`), from their unexpired leases."""
-    now = now_ms()
+    """Who runs duties on this home right now (the app, a `crewlet worker`), from their unexpired leases whose
+    holder still runs (a killed process holds nothing)."""
     try:
         files = list(home.node_lease_dir.glob("*.lease"))
     except OSError:
         return None
+    now = now_ms()
     for path in files:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            if int(data["expires_at"]) > now:
-                return str(data.get("label", data.get("owner", "another process")))
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
+        held = Lease(home.node_lease_dir, path.stem, "", "").holder()
+        if held is not None and held.expires_at > now and not held.dead():
+            return held.label
     return None
 
 
@@ -86,7 +84,7 @@ def _logs_held(home: Home) -> Iterator[None]:
         for spec in home_logs(home):
             if spec.path.exists():
                 flog = stack.enter_context(FileLog(spec.path))
-                stack.enter_context(flog.lock())
+                stack.enter_context(flog.locked())
         yield
 
 
@@ -110,6 +108,7 @@ def join(home: Home, target: str | Path, *, snapshot: Path | None = None, operat
     """`target`: a shared directory, or NATS servers as `nats://HOST:4222` (a `scheme://` argument is never
     taken for a directory; an unknown scheme is refused)."""
     parsed = parse_target(target)
+    home.require_directory()
     if isinstance(parsed, LogUrl):
         from . import nats_join
 
@@ -119,6 +118,9 @@ def join(home: Home, target: str | Path, *, snapshot: Path | None = None, operat
         raise Refused("--replicas, --prefix, --creds, --token-env and --tls-ca are settings of a log on NATS JetStream, not of a "
                       "shared directory", code="usage")
     directory = Path(parsed).expanduser().resolve()
+    if directory.exists() and not directory.is_dir():
+        raise Refused(f"{directory} is a file, not a directory — give the shared directory: an empty one (this "
+                      "home becomes its first node) or one other nodes share", code="invalid_directory")
     if home.config_file.is_file() and config_mod.load(home.config_file).log.backend == "jetstream":
         raise Refused(f"{home.root}'s company is on NATS JetStream ({','.join(config_mod.load(home.config_file).log.url)}) "
                       f"— a home's logs are in one place; join {directory} with a new home", code="already_joined")
@@ -164,7 +166,8 @@ def _first(home: Home, directory: Path, settings: config_mod.NodeSettings,
     company = config_mod.load(own_config)
     result = JoinResult("first", directory, settings.node_id or config_mod.new_node_id())
     with _logs_held(home):
-        sources = sorted(p for p in own_logs.rglob("*") if p.is_file()) if own_logs.is_dir() else []
+        sources = sorted(p for p in own_logs.rglob("*") if p.is_file() and not p.name.endswith(HOLDER_SUFFIX)
+                         ) if own_logs.is_dir() else []
         for src in sources:
             dest = directory / src.relative_to(own_logs)
             dest.parent.mkdir(parents=True, exist_ok=True)

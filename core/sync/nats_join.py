@@ -37,7 +37,7 @@ from ..paths import Home
 from ..repair import aside_stamp, home_logs
 from ..store import connect
 from . import snapshot as snapshot_mod
-from .digest import content_digest
+from ..store.digest import content_digest
 from .target import LogUrl
 from ..log.jetstream_company import convert_positions, publish_company, read_company, set_activation
 
