@@ -4,6 +4,7 @@ settings checked, refusals before anything is published."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -223,3 +224,48 @@ def test_the_jetstream_log_is_a_backend_the_same_engine_applies_into_the_same_ro
         with pytest.raises(LogMismatch):
             ahead.append(by_stream, recs(1))
         assert jlog.last_seq() == len(records)
+
+
+def test_a_streaming_read_answers_the_servers_flow_control_and_a_stalled_consumers_heartbeat(nats_server, monkeypatch):
+    """The streaming read takes messages as bytes (Connection.subscribe_raw), so it answers the consumer's flow
+    control itself: a read of many megabytes is paced by flow-control requests, and one left unanswered would
+    stall the consumer until the read gave up. The heartbeat of a stalled consumer names where to answer."""
+    from core.log import jetstream
+
+    answered: list[bytes] = []
+    control = jetstream._control
+
+    def spy(nc, reply, headers):
+        answered.append(headers or b"")
+        control(nc, reply, headers)
+
+    monkeypatch.setattr(jetstream, "_control", spy)
+    big = "x" * 60_000
+    with open_log(nats_server.url) as flog:
+        n = 400                                           # 24 MB: well past a flow-control window
+        for i in range(0, n, 50):
+            flog.append_frames([Record.new("comment.add", "alex", {"body": f"{i + k} {big}"}) for k in range(50)])
+        flog._direct_ok = False                           # every record through the consumer
+        got = [r.seq for r, _ in flog.read_frames(after=0, start_offset=0, exact=True)]
+        assert got == list(range(1, n + 1))
+        assert any(h.startswith(b"NATS/1.0 100 FlowControl") for h in answered), answered[:3]
+
+        conn = flog.conn
+        heard: list[bytes] = []
+
+        async def listen() -> None:
+            async def on(msg):
+                heard.append(msg.subject.encode())
+            await conn.nc.subscribe("fc.stalled", cb=on)
+            await conn.nc.subscribe("fc.asked", cb=on)
+            jetstream._control(conn.nc, b"", b"NATS/1.0 100 Idle Heartbeat\r\nNats-Last-Consumer: 3\r\n"
+                                             b"Nats-Consumer-Stalled: fc.stalled\r\n\r\n")
+            jetstream._control(conn.nc, b"fc.asked", b"NATS/1.0 100 FlowControl Request\r\n\r\n")
+            jetstream._control(conn.nc, b"", b"NATS/1.0 100 Idle Heartbeat\r\nNats-Last-Consumer: 3\r\n\r\n")
+            await conn.nc.flush()
+
+        conn.run(listen())
+        deadline = time.monotonic() + 5
+        while len(heard) < 2 and time.monotonic() < deadline:
+            conn.run(conn.nc.flush())
+        assert sorted(heard) == [b"fc.asked", b"fc.stalled"]

@@ -49,6 +49,7 @@ READ_IDLE_S = 10.0       # a read that hears nothing for this long gives up (the
 RETRY_CONNECT_S = 5.0    # an unreachable server is tried again at most this often
 APPEND_ROUNDS = 200      # rounds of an append contending with other writers before it gives up
 DIRECT_BATCH = 1000      # a read this far behind is one direct-get request; further, a consumer streams it
+FLUSH_RECORDS = 256      # a streaming read hands records to the reading thread this many at a time
 HEADER_ROOM = 512        # bytes of headers a message carries beside its payload (max_payload counts both)
 
 MSG_ID = "Nats-Msg-Id"
@@ -178,6 +179,7 @@ class Connection:
         self._acks: dict[str, asyncio.Future] = {}
         self._ack_prefix = ""
         self._ack_count = 0
+        self._raw: dict[int, Any] = {}      # subscription id -> handler(reply, data, headers) of raw deliveries
 
     # -- connecting ------------------------------------------------------------------------------------
     def _options(self) -> dict[str, Any]:
@@ -237,12 +239,43 @@ class Connection:
 
         nc = await nats.connect(**self._options())
         nc.options["max_reconnect_attempts"] = -1
+        self._deliver_raw(nc)
         self.nc, self.js = nc, nc.jetstream(timeout=REQUEST_S)
         self.max_payload = int(nc.max_payload or self.max_payload)
         # acknowledgements of pipelined publishes, on an inbox of our own: nats-py's publish_async never
         # settles a publish the server refused (its reply handler raises the APIError instead of setting it)
         self._ack_prefix = nc.new_inbox()
         await nc.subscribe(f"{self._ack_prefix}.*", cb=self._on_ack, pending_msgs_limit=-1, pending_bytes_limit=-1)
+
+    def _deliver_raw(self, nc: Any) -> None:
+        """Messages of the subscriptions made by `subscribe_raw` go straight to their handler as bytes. nats-py
+        makes of every message a `Msg` with its headers parsed into a dict, queues it and wakes a task per
+        subscription to run its callback: for a reader streaming a log that was most of the loop thread's work,
+        and that thread shares the GIL with the applier (bench/sync.py). Other subscriptions are untouched.
+        `_process_msg` is the one call nats-py's protocol parser makes per message (nats/protocol/parser.py)."""
+        raw = self._raw
+        process = nc._process_msg
+
+        async def dispatch(sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
+            handler = raw.get(sid)
+            if handler is None:
+                await process(sid, subject, reply, data, headers)
+            else:
+                handler(subject, reply, data, headers)
+
+        nc._process_msg = dispatch
+
+    async def subscribe_raw(self, subject: str, handler: Any) -> Any:
+        """Subscribe `handler(subject, reply, data, headers)` (bytes; headers None when there are none), called on
+        the loop thread for each message as the server sent it (no `Msg`, no parsed headers); `unsubscribe_raw`
+        ends it."""
+        sub = await self.nc.subscribe(subject, pending_msgs_limit=-1, pending_bytes_limit=-1)
+        self._raw[sub._id] = handler
+        return sub
+
+    async def unsubscribe_raw(self, sub: Any) -> None:
+        self._raw.pop(sub._id, None)
+        await sub.unsubscribe()
 
     async def _on_ack(self, msg: Any) -> None:
         import json
@@ -893,17 +926,14 @@ class JetStreamLog:
                 put(buf[:])
                 buf.clear()
 
-        async def on_msg(msg: Any) -> None:
+        def on_raw(_subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> None:
             # handed to the reading thread a few hundred at a time (a hand-off per record cost more than the
             # record), and at once at the target or when the server pauses
-            data = msg.data
             if not data:
-                headers = msg.headers or {}
-                if headers.get("Status") == "100" and msg.reply:
-                    await nc.publish(msg.reply, b"")   # flow control: ask for more
+                _control(nc, reply, headers)   # flow control and heartbeats
                 flush()
                 return
-            seq = _stream_seq(msg.reply)
+            seq = _stream_seq(reply)
             # decoded here, on the loop's thread: it runs while the applier's thread is inside SQLite (which
             # lets go of the GIL), so on two cores the decoding overlaps the applying
             try:
@@ -911,12 +941,12 @@ class JetStreamLog:
             except ValueError as exc:
                 record = exc
             buf.append((seq, data, record))
-            if len(buf) >= 256 or seq >= target:
+            if len(buf) >= FLUSH_RECORDS or seq >= target:
                 flush()
             elif flush_soon[0] is None:
                 flush_soon[0] = loop.call_later(0.005, flush)
 
-        sub = await nc.subscribe(inbox, cb=on_msg, pending_msgs_limit=-1, pending_bytes_limit=-1)
+        sub = await self.conn.subscribe_raw(inbox, on_raw)
         cfg = api.ConsumerConfig(
             deliver_subject=inbox, deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start,
             ack_policy=api.AckPolicy.NONE, flow_control=True, idle_heartbeat=5.0, mem_storage=True,
@@ -924,13 +954,13 @@ class JetStreamLog:
         try:
             info = await self.conn.js._jsm.add_consumer(self.stream, config=cfg)
         except BaseException:
-            await sub.unsubscribe()
+            await self.conn.unsubscribe_raw(sub)
             raise
         return sub, info.name
 
     async def _unsubscribe(self, handle: Any) -> None:
         sub, name = handle
-        await sub.unsubscribe()
+        await self.conn.unsubscribe_raw(sub)
         try:
             await self.conn.js._jsm.delete_consumer(self.stream, name)
         except Exception:
@@ -949,11 +979,29 @@ class _Ahead:
     at: int = 0
 
 
-def _stream_seq(reply: str) -> int:
+def _stream_seq(reply: bytes) -> int:
     """The stream sequence in a JetStream delivery's reply subject ($JS.ACK.<stream>.<consumer>.<delivered>.
     <stream seq>.<consumer seq>.<ts>.<pending>, or the v2 form with a domain and an account hash)."""
-    tokens = reply.split(".")
+    tokens = reply.split(b".")
     return int(tokens[5] if len(tokens) == 9 else tokens[7])
+
+
+_STALLED = b"Nats-Consumer-Stalled:"
+
+
+def _control(nc: Any, reply: bytes, headers: bytes | None) -> None:
+    """A push consumer's control message (status 100): a flow-control request is answered on its reply subject;
+    a heartbeat that says the consumer stalled names where to answer (the Nats-Consumer-Stalled header)."""
+    if not headers or not headers.startswith(b"NATS/1.0 100"):
+        return
+    to = reply
+    if not to:
+        at = headers.find(_STALLED)
+        if at < 0:
+            return
+        to = headers[at + len(_STALLED):].split(b"\r\n", 1)[0].strip()
+    if to:
+        asyncio.ensure_future(nc.publish(to.decode(), b""))
 
 
 def _gap(log: JetStreamLog, expected: int, found: int, why: str) -> LogDamage:
