@@ -76,6 +76,13 @@ class SyncStatus:
     disagree: list[Disagreement] = field(default_factory=list)  # nodes at the same positions, other content
     agree: int = 0                                              # peers whose digest at our positions is ours
     jetstream: dict[str, Any] | None = None      # servers, offline, durability: a company on NATS JetStream
+    # agents' diaries on this node: never on a log, so nothing here lags or converges (`diary_line`)
+    diaries: dict[str, int] = field(default_factory=dict)
+
+    def diary_line(self) -> str:
+        notes, agents = sum(self.diaries.values()), len(self.diaries)
+        held = f"{notes:,} note(s) of {agents} agent(s)" if notes else "none"
+        return f"{held}, kept on this node only — a diary is on no log, and is read where its agent runs"
 
     @property
     def behind(self) -> int:
@@ -90,7 +97,9 @@ class SyncStatus:
                 "locks": self.locks.to_json() if self.locks else None, "behind": self.behind, "log_damage": damage,
                 "digest": self.digest, "digests_disagree": [d.to_json() for d in self.disagree], "digests_agree": self.agree,
                 "logs": [line.to_json() for line in self.logs], "peers": [p.to_json() for p in self.peers],
-                "jetstream": self.jetstream}
+                "jetstream": self.jetstream,
+                "diaries": {"replicated": False, "notes": sum(self.diaries.values()), "by_agent": self.diaries,
+                            "message": self.diary_line()}}
 
 
 def status(node: Any) -> SyncStatus:
@@ -108,6 +117,7 @@ def status(node: Any) -> SyncStatus:
                 with FileLog(spec.path, readonly=True) as flog:
                     log_seq, log_end = flog.tail(applied.seq, applied.end)
             out.logs.append(LogLine(spec.name, spec.position, str(spec.path), applied.seq, applied.end, log_seq, log_end))
+        out.diaries = {r[0]: int(r[1]) for r in node.conn.execute("SELECT agent, count(*) FROM agent_diary GROUP BY agent")}
     if home.shared is not None:
         out.digest = node.publish_digest(force=True)   # asked now: computed now (rows can change behind the log)
     if home.shared is not None:
@@ -142,6 +152,8 @@ def _jetstream_status(node: Any) -> SyncStatus:
                 offline = node.offline.line() if node.offline is not None else str(exc)
         out.logs.append(LogLine(name, position, f"{flog.stream} on {flog.conn.servers}", applied.seq, applied.end,
                                 log_seq, log_seq))
+    with node.lock:
+        out.diaries = {r[0]: int(r[1]) for r in node.conn.execute("SELECT agent, count(*) FROM agent_diary GROUP BY agent")}
     promises = jetstream.durability(s)
     out.jetstream = {"servers": list(s.url), "stream_prefix": s.stream_prefix, "replicas": s.replicas,
                      "offline": offline, "durability": [d.to_json() for d in promises],
