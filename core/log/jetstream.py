@@ -703,6 +703,17 @@ class JetStreamLog:
             start = next((i for i, s in enumerate(seqs) if s is None), None)
             if start is None:
                 break
+            if _round:
+                # A retry: records of an earlier round may have been stored although their acks were refused
+                # behind a lost one, or came too late. The server checks the expected end before the msg-id,
+                # so a stored record answers "duplicate" only when expected at the stream's true end, and a
+                # duplicate does not move that end: one record at a time until one is stored anew.
+                start, expected, stored = await self._resume(bodies, op_ids, seqs, start, expected)
+                if not stored:
+                    continue
+                start = next((i for i, s in enumerate(seqs) if s is None), None)
+                if start is None:
+                    break
             futs, idx = [], []
             for j in range(start, n):
                 if seqs[j] is not None:
@@ -712,12 +723,18 @@ class JetStreamLog:
                     headers[EXPECTED_LAST_MSG_ID] = op_ids[idx[-1]]
                 futs.append(await self.conn.publish_acked(self.subject, bodies[j], headers))
                 idx.append(j)
-            await asyncio.wait(futs, timeout=ACK_S)
+            # a slow server (one fsync a record) answers late but answers: wait while acks keep coming
+            pending = set(futs)
+            while pending:
+                done, pending = await asyncio.wait(pending, timeout=ACK_S)
+                if not done:
+                    break       # nothing in ACK_S: what is left is lost (the next round finds out)
             refused_last: int | None = None
             for j, fut in zip(idx, futs):
                 ack = fut.result() if fut.done() else Ack(None, False, None, "no acknowledgement in time")
                 if ack.seq is not None:
                     seqs[j] = ack.seq
+                    expected = max(expected, ack.seq)
                 elif refused_last is None:
                     if ack.code not in (WRONG_LAST_SEQ, WRONG_LAST_MSG_ID, None):
                         raise LogFailed(f"{self.path}: appending record {op_ids[j]} was refused: {ack.error}")
@@ -739,6 +756,32 @@ class JetStreamLog:
             # cannot happen with the chained expectations; said loudly rather than applied out of order
             raise LogFailed(f"{self.path}: the records of one append landed out of order ({got[:8]}…)")
         return got
+
+    async def _resume(self, bodies: list[bytes], op_ids: list[str], seqs: list[int | None], start: int,
+                      expected: int) -> tuple[int, int, bool]:
+        """Publish from `start` one record at a time, each expected at the stream's end: a duplicate is a record
+        an earlier round stored (its seq taken, the end unmoved), a wrong end is taken from the refusal and the
+        record sent again. Returns (where it stopped, the stream's end, whether a record was stored anew: then
+        the rest are pipelined from there)."""
+        j = start
+        while j < len(bodies):
+            fut = await self.conn.publish_acked(self.subject, bodies[j],
+                                                {MSG_ID: op_ids[j], EXPECTED_LAST_SEQ: str(expected)})
+            try:
+                ack = await asyncio.wait_for(fut, ACK_S)
+            except asyncio.TimeoutError:
+                return j, await self._stream_last(), False
+            if ack.seq is not None:
+                seqs[j] = ack.seq
+                if not ack.duplicate:
+                    return j + 1, ack.seq, True
+                j += 1
+                continue
+            if ack.code not in (WRONG_LAST_SEQ, WRONG_LAST_MSG_ID, None):
+                raise LogFailed(f"{self.path}: appending record {op_ids[j]} was refused: {ack.error}")
+            m = _WRONG_LAST.search(ack.error or "")
+            return j, int(m.group(1)) if m else await self._stream_last(), False
+        return j, expected, True
 
     async def _stream_last(self) -> int:
         info = await self.conn.js.stream_info(self.stream)
