@@ -23,6 +23,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 READY_S = 20.0
 
@@ -44,8 +45,9 @@ def free_port() -> int:
 class NatsServer:
     def __init__(self, base: Path, *, name: str = "s0", sync: str = "default", token: str | None = None,
                  cluster: str | None = None, routes: list[int] | None = None, cluster_port: int | None = None,
-                 port: int | None = None, tls: tuple[Path, Path] | None = None) -> None:
+                 port: int | None = None, tls: tuple[Path, Path] | None = None, auth: str | None = None) -> None:
         self.base = Path(base)
+        self.auth = auth        # configuration lines of the server's own (make_creds: operator mode)
         self.tls = tls          # (certificate, key): clients must speak TLS (tls://)
         self.name = name
         self.sync = sync
@@ -78,6 +80,8 @@ class NatsServer:
                  "jetstream {" + ", ".join(js) + "}"]
         if self.token:
             lines.append(f'authorization {{ token: "{self.token}" }}')
+        if self.auth:
+            lines.append(self.auth)
         if self.tls:
             lines.append(f'tls {{ cert_file: "{self.tls[0]}", key_file: "{self.tls[1]}" }}')
         if self.cluster:
@@ -207,3 +211,58 @@ def make_tls(base: Path) -> tuple[Path, Path, Path]:
     run("x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key), "-CAcreateserial", "-out", str(cert),
         "-days", "2", "-extfile", str(ext))
     return ca, cert, key
+
+
+def _b64(data: bytes) -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _nkey(prefix: int) -> "Any":
+    import nkeys
+
+    return nkeys.from_seed(nkeys.encode_seed(os.urandom(32), prefix))
+
+
+def _jwt(issuer: "Any", subject: str, name: str, nats: dict) -> str:
+    """A NATS JWT (header, claims, ed25519 signature by the issuer's nkey), as `nsc` writes one."""
+    import hashlib
+
+    header = _b64(json.dumps({"typ": "JWT", "alg": "ed25519-nkey"}).encode())
+    claims = {"iat": int(time.time()), "iss": issuer.public_key.decode(), "name": name, "sub": subject, "nats": nats}
+    claims["jti"] = _b64(hashlib.sha256(json.dumps(claims, sort_keys=True).encode()).digest())
+    body = _b64(json.dumps(claims).encode())
+    return f"{header}.{body}.{_b64(issuer.sign(f'{header}.{body}'.encode()))}"
+
+
+def make_creds(base: Path) -> tuple[str, Path]:
+    """Decentralised auth as a company runs it: an operator, an account with JetStream and a user of it, made with
+    the nkeys library. Returns (the server's configuration lines: operator mode with the account preloaded,
+    the path of the user's .creds file: its JWT and its seed, as `nsc generate creds` writes them)."""
+    import nkeys
+
+    base.mkdir(parents=True, exist_ok=True)
+    operator, account, system = _nkey(nkeys.PREFIX_BYTE_OPERATOR), _nkey(nkeys.PREFIX_BYTE_ACCOUNT), \
+        _nkey(nkeys.PREFIX_BYTE_ACCOUNT)
+    user = _nkey(nkeys.PREFIX_BYTE_USER)
+    op_jwt = _jwt(operator, operator.public_key.decode(), "crewlet-test",
+                  {"type": "operator", "version": 2, "system_account": system.public_key.decode()})
+    unlimited = {"subs": -1, "conn": -1, "leaf": -1, "imports": -1, "exports": -1, "data": -1, "payload": -1,
+                 "wildcards": True}
+    acct_jwt = _jwt(operator, account.public_key.decode(), "crewlet",
+                    {"type": "account", "version": 2, "limits": unlimited | {
+                        "mem_storage": -1, "disk_storage": -1, "streams": -1, "consumer": -1}})
+    sys_jwt = _jwt(operator, system.public_key.decode(), "SYS", {"type": "account", "version": 2, "limits": unlimited})
+    user_jwt = _jwt(account, user.public_key.decode(), "crewlet-node",
+                    {"type": "user", "version": 2, "pub": {}, "sub": {}, "subs": -1, "data": -1, "payload": -1,
+                     "issuer_account": account.public_key.decode()})
+    creds = base / "crewlet.creds"
+    creds.write_text("-----BEGIN NATS USER JWT-----\n" + user_jwt + "\n------END NATS USER JWT------\n\n"
+                     "************************* IMPORTANT *************************\n"
+                     "NKEY Seed printed below can be used to sign and prove identity.\n\n"
+                     "-----BEGIN USER NKEY SEED-----\n" + user.seed.decode() + "\n------END USER NKEY SEED------\n")
+    creds.chmod(0o600)
+    conf = (f'operator: "{op_jwt}"\nsystem_account: {system.public_key.decode()}\nresolver: MEMORY\n'
+            f'resolver_preload: {{ {account.public_key.decode()}: "{acct_jwt}", {system.public_key.decode()}: "{sys_jwt}" }}')
+    return conf, creds

@@ -306,6 +306,33 @@ def test_a_server_that_asks_for_a_token_gets_it_from_the_variable_named_never_fr
         assert "CREWLET_TEST_NATS_TOKEN" in line
 
 
+def test_a_server_in_operator_mode_is_joined_with_a_creds_file_named_never_copied(tmp_path):
+    """A company's servers as `nsc` sets them up (operator, account with JetStream, user): a node reaches them
+    with the user's .creds file (its JWT signed by the account, its seed signing the server's nonce)."""
+    from nats_server import NatsServer, make_creds
+
+    auth, creds = make_creds(tmp_path / "auth")
+    _, stranger = make_creds(tmp_path / "other")          # a user of another operator: the server knows no such account
+    with NatsServer(tmp_path / "nats", auth=auth) as server:
+        a = new_home(tmp_path / "A")
+        line = refused(cli(a.root, "sync", "join", server.url))            # no credentials: refused, nothing moved
+        assert "cannot be reached" in line and "uthorization" in line
+        assert config_mod.load(a.config_file).log.backend == "file"
+        line = refused(cli(a.root, "sync", "join", server.url, "--creds", str(tmp_path / "missing.creds")))
+        assert "missing.creds" in line and "does not exist" in line
+        line = refused(cli(a.root, "sync", "join", server.url, "--creds", str(stranger)))
+        assert "uthorization" in line and config_mod.load(a.config_file).log.backend == "file"
+        ok(cli(a.root, "sync", "join", server.url, "--creds", str(creds)))
+        a = Home(a.root)
+        assert config_mod.load(a.config_file).log.creds == str(creds)
+        secret = creds.read_text().split("-----BEGIN USER NKEY SEED-----")[1].split()[0]
+        assert secret not in a.config_file.read_text()                     # the path is kept, never the seed
+        ok(cli(tmp_path / "B", "sync", "join", server.url, "--creds", str(creds)))
+        ok(cli(tmp_path / "B", "page", "create", "ENG", "Behind A Creds File"))
+        assert "Behind A Creds File" in ok(cli(a.root, "page", "show", "ENG/behind a creds file"))
+        assert json.loads(ok(cli(a.root, "sync", "status", "--json")))["behind"] == 0
+
+
 def test_tls_servers_signed_by_a_private_ca(tmp_path):
     from nats_server import NatsServer, make_tls
 
