@@ -116,8 +116,15 @@ class Node:
         self.company = company
         # node.toml: this node's id (stamped on every record it writes) and operator
         self.settings = settings if settings is not None else config_mod.NodeSettings()
-        self.publisher = peers.Publisher(home, self.settings.node_id, self.settings.operator)
         self.conn = conn
+        board, every_ms = None, 0
+        if company.log.backend == "jetstream" and hasattr(flog, "conn"):
+            # nodes that share nothing but the servers say where they are in the company's nodes bucket
+            from .log.jetstream_company import KvBoard
+
+            board, every_ms = KvBoard(flog.conn, company.log.stream_prefix), 1_000
+        self.publisher = peers.Publisher(home, self.settings.node_id, self.settings.operator, board=board,
+                                         every_ms=every_ms)
         # the pages log, and the vector log (vectors the fleet's embedding duty published, applied like it)
         self.pages = Stream("pages", flog, applier.PAGES)
         self.vectors = Stream("vectors", vlog if vlog is not None else _open_log(home.vectors_log_file), vectors.VECTORS)
@@ -371,19 +378,25 @@ class Node:
             from .log import jetstream
 
             jetstream.note_contact(self.home)
-            return
-        if self.home.shared is None or self.readonly:
+            if self.offline is not None:
+                return
+        if not self.shares_peers or self.readonly:
             return
         try:
             self.publisher.publish(self.positions())
         except OSError as exc:
-            log.info("could not say where this node is in %s: %s", self.home.peers_dir, exc)
+            log.info("could not say where this node is in %s: %s", self.publisher.board.where, exc)
+
+    @property
+    def shares_peers(self) -> bool:
+        """Do other nodes hear where this one is (a shared directory's nodes/, a company's nodes bucket on NATS)?"""
+        return self.home.shared is not None or self.company.log.backend == "jetstream"
 
     def publish_digest(self, *, force: bool = False) -> dict[str, Any] | None:
         """Compute this node's content digest and say it, with the positions it stands for, beside the shared
         logs: nodes at the same positions must hold the same content, and `crewlet sync status` names any that
         do not. Not computed again while the positions are those of the last digest (unless `force`)."""
-        if self.home.shared is None:
+        if not self.shares_peers:
             return None
         with self.lock:
             positions = self.positions()
@@ -396,7 +409,7 @@ class Node:
             try:
                 self.publisher.publish(positions, digest=digest)
             except OSError as exc:
-                log.info("could not say this node's digest in %s: %s", self.home.peers_dir, exc)
+                log.info("could not say this node's digest in %s: %s", self.publisher.board.where, exc)
         else:
             self.publisher.digest = digest
         return digest
@@ -417,6 +430,11 @@ class Node:
 
     def close(self) -> None:
         with self.lock:
+            if self.publisher.every_ms and self.shares_peers and not self.readonly and self.offline is None:
+                try:   # a position the throttle held back is said before the process lets the node go
+                    self.publisher.publish(self.positions(), final=True)
+                except (OSError, sqlite3.Error) as exc:
+                    log.info("could not say where this node is in %s: %s", self.publisher.board.where, exc)
             self.conn.close()
             self.log.close()
             self.vlog.close()

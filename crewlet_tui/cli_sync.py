@@ -189,10 +189,10 @@ def _render_status(st: SyncStatus) -> None:
             lag = "[red]damaged" + (f" past record {good:,}" if good is not None else "") + "[/] — `crewlet log check`"
         console.print(f"{line.name:<9} applied through seq {line.applied_seq:,} of {line.log_seq:,} — {lag}", soft_wrap=True)
     console.print(f"diaries   {markup_safe(st.diary_line())}", soft_wrap=True)
-    if st.shared is None:
-        if st.jetstream is not None and st.jetstream["lazy"]:
-            err_console.print("crewlet: warning: a server of this company's log does not fsync every write (or does not "
-                              "say): an acknowledged write can be lost with its machine — see `durability` above", soft_wrap=True)
+    if st.jetstream is not None and st.jetstream["lazy"]:
+        err_console.print("crewlet: warning: a server of this company's log does not fsync every write (or does not "
+                          "say): an acknowledged write can be lost with its machine — see `durability` above", soft_wrap=True)
+    if st.shared is None and (st.jetstream is None or st.jetstream["offline"]):
         return
     if not st.peers:
         console.print("peers     none has said where it is yet")

@@ -160,6 +160,35 @@ def test_sync_status_says_what_the_servers_promise_and_warns_at_the_lazy_default
             assert st["logs"][0]["log_seq"] == st["logs"][0]["applied_seq"] > 0
 
 
+def test_sync_status_lists_the_peers_and_their_digests_from_the_nodes_bucket(tmp_path, nats_server):
+    """Nodes that share nothing but the servers say where they are in the company's nodes bucket: sync status
+    lists them with their lag, and names a node whose content differs at the same positions."""
+    import sqlite3
+
+    a = first_node(tmp_path, nats_server.url)
+    b = Home(tmp_path / "B")
+    ok(cli(b.root, "sync", "join", nats_server.url))
+    a_id, b_id = (config_mod.load_node(h.node_file).node_id for h in (a, b))
+    ok(cli(b.root, "page", "create", "ENG", "Written On B"))
+    st = json.loads(ok(cli(a.root, "sync", "status", "--json")))     # read as it is: A has not applied B's page
+    peers = {p["node_id"]: p for p in st["peers"]}
+    assert set(peers) == {a_id, b_id}
+    assert st["behind"] == 1 and peers[b_id]["logs"]["applier"]["seq"] == st["logs"][0]["log_seq"]
+    ok(cli(a.root, "spaces"))                                        # A applies it
+    ok(cli(a.root, "sync", "status"))                                # and says its digest there
+    st = json.loads(ok(cli(b.root, "sync", "status", "--json")))
+    assert st["digests_disagree"] == [] and st["digests_agree"] == 1 and st["behind"] == 0
+    text = ok(cli(b.root, "sync", "status"))
+    assert "peers     2 seen" in text and a_id in text and "1 peer(s) at this node's position hold the same content" in text
+    conn = sqlite3.connect(a.db_file)                                # A's rows changed behind the log's back
+    conn.execute("UPDATE pages SET body = 'changed by hand' WHERE title = 'Written On B'")
+    conn.commit()
+    conn.close()
+    res = cli(a.root, "sync", "status", "--json")
+    [d] = json.loads(res.stdout)["digests_disagree"]
+    assert set(d["digests"]) == {a_id, b_id} and "disagree" in res.stderr
+
+
 def test_a_new_node_starts_from_a_snapshot_of_stream_positions_and_adopt_works_there(tmp_path, nats_server):
     a = first_node(tmp_path, nats_server.url)
     for i in range(5):

@@ -41,7 +41,7 @@ class ApplyDuty(Duty):
 
     def run_pass(self, ctx: PassContext) -> DutyPass:
         applied = self.node.catch_up(progress=lambda n: ctx.progress(n, 0, "applying the log"))
-        if not applied and self.node.home.shared is not None and time.monotonic() - self._digested_at >= self.DIGEST_EVERY_S:
+        if not applied and self.node.shares_peers and time.monotonic() - self._digested_at >= self.DIGEST_EVERY_S:
             self._digested_at = time.monotonic()
             self.node.publish_digest()
         seq = self.node.applied_seq()

@@ -531,23 +531,52 @@ class Connection:
         """Put `value` at `key` (bucket created when absent), only if the key's revision is still `last`
         (None: only if the key does not exist yet). Returns the new revision; raises KeyWrongLastSequence
         (nats.js.errors) when someone else wrote first."""
-        from nats.js.errors import BucketNotFoundError, NotFoundError
-
-        replicas = self.settings.replicas
-
         async def put() -> int:
-            try:
-                kv = await self.js.key_value(bucket)
-            except (BucketNotFoundError, NotFoundError):
-                from nats.js import api
-
-                kv = await self.js.create_key_value(api.KeyValueConfig(
-                    bucket=bucket, history=8, storage=api.StorageType.FILE, replicas=replicas))
+            kv = await self._bucket(bucket)
             if last is None:
                 return int(await kv.create(key, value))
             return int(await kv.update(key, value, last=last))
 
         return self.run(put())
+
+    def kv_set(self, bucket: str, key: str, value: bytes, *, history: int = 1) -> int:
+        """Put `value` at `key` whoever wrote it before (bucket created when absent, keeping `history` values a
+        key): for a key only one writer writes, such as a node's own word in the nodes' bucket."""
+        async def put() -> int:
+            return int(await (await self._bucket(bucket, history=history)).put(key, value))
+
+        return self.run(put())
+
+    def kv_values(self, bucket: str) -> list[bytes]:
+        """Every key's current value (none when the bucket or its keys are absent)."""
+        from nats.js.errors import BucketNotFoundError, KeyNotFoundError, NoKeysError, NotFoundError
+
+        async def values() -> list[bytes]:
+            try:
+                kv = await self.js.key_value(bucket)
+                keys = await kv.keys()
+            except (BucketNotFoundError, NoKeysError, NotFoundError):
+                return []
+            out = []
+            for key in sorted(keys):
+                try:
+                    out.append(bytes((await kv.get(key)).value or b""))
+                except (KeyNotFoundError, NotFoundError):
+                    continue        # deleted since it was listed
+            return out
+
+        return self.run(values())
+
+    async def _bucket(self, bucket: str, *, history: int = 8) -> Any:
+        from nats.js.errors import BucketNotFoundError, NotFoundError
+
+        try:
+            return await self.js.key_value(bucket)
+        except (BucketNotFoundError, NotFoundError):
+            from nats.js import api
+
+            return await self.js.create_key_value(api.KeyValueConfig(
+                bucket=bucket, history=history, storage=api.StorageType.FILE, replicas=self.settings.replicas))
 
 
 def _why(exc: BaseException) -> str:

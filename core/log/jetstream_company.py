@@ -2,7 +2,8 @@
 the company's key-value bucket (with its activation instant, so a new node needs only the URL and an edit on
 any node reaches the others), and the positions of a database moved from a file log rewritten as stream
 positions (a record's position on a stream ends at its seq and starts at seq - 1; the digest of its body is
-the same bytes on both). Below the configuration's floor: what a configuration is (`config.parse`) is the
+the same bytes on both), and each node's word of where it is (`KvBoard`: the nodes' bucket, one key per node, what
+a shared directory's `nodes/` holds). Below the configuration's floor: what a configuration is (`config.parse`) is the
 caller's, handed in as `valid`."""
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from .framing import Applied
 from .jetstream import Connection, JetStreamLog, company_bucket
 
 COMPANY_KEY = "company.toml"
+NODES = "nodes"
 Valid = Callable[[str], object]   # raises when a company.toml text does not load
 
 
@@ -93,6 +95,45 @@ def sync_company(config_file: Path, conn: Connection, prefix: str, valid: Valid)
     return None
 
 
+def nodes_bucket(prefix: str) -> str:
+    return f"{prefix}-{NODES}"
+
+
+class KvBoard:
+    """Where the nodes of a company on JetStream say where they are (core/log/peers.py `Board`): a key per node in
+    the nodes' bucket. A node that cannot reach the servers says nothing (OSError, as a full disk would) and
+    reads no peers."""
+
+    def __init__(self, conn: Connection, prefix: str) -> None:
+        self.conn, self.bucket = conn, nodes_bucket(prefix)
+        self.where = f"{self.bucket} on {conn.servers}"
+
+    def read_all(self) -> list[bytes]:
+        if not self.conn.up:
+            return []
+        try:
+            return self.conn.kv_values(self.bucket)
+        except LogFailed:
+            return []
+
+    def read(self, node_id: str) -> bytes | None:
+        if not self.conn.up:
+            return None
+        try:
+            got = self.conn.kv_get(self.bucket, node_id)
+        except LogFailed:
+            return None
+        return got[0] if got is not None else None
+
+    def write(self, node_id: str, data: bytes) -> None:
+        if not self.conn.up:
+            raise OSError(f"the log's servers ({self.conn.servers}) cannot be reached")
+        try:
+            self.conn.kv_set(self.bucket, node_id, data)
+        except LogFailed as exc:
+            raise OSError(str(exc)) from exc
+
+
 def convert_positions(db: Path) -> None:
     """The database's positions as stream positions (seq, seq - 1), the digests unchanged."""
     conn = connect(db)
@@ -119,5 +160,5 @@ def check_positions(db: Path, conn: Connection, prefix: str, logs: dict[str, str
                 stream.locate(Applied(seq, seq, seq - 1, digest))
 
 
-__all__ = ["COMPANY_KEY", "set_activation", "publish_company", "read_company", "sync_company", "convert_positions",
+__all__ = ["COMPANY_KEY", "NODES", "nodes_bucket", "KvBoard", "set_activation", "publish_company", "read_company", "sync_company", "convert_positions",
            "check_positions", "Any"]

@@ -119,15 +119,20 @@ def status(node: Any) -> SyncStatus:
             out.logs.append(LogLine(spec.name, spec.position, str(spec.path), applied.seq, applied.end, log_seq, log_end))
         out.diaries = {r[0]: int(r[1]) for r in node.conn.execute("SELECT agent, count(*) FROM agent_diary GROUP BY agent")}
     if home.shared is not None:
-        out.digest = node.publish_digest(force=True)   # asked now: computed now (rows can change behind the log)
-    if home.shared is not None:
-        now = now_ms()
-        ends = {line.position: line.log_seq for line in out.logs}
-        for peer in peers.read_peers(home):
-            behind = {line.name: max(0, ends[line.position] - peer.seq(line.position)) for line in out.logs}
-            out.peers.append(PeerLine(peer, behind, max(0.0, (now - peer.seen_at) / 1000), peer.node_id == node.node_id))
-        out.disagree, out.agree = compare_digests(node.node_id, out.digest, [p.peer for p in out.peers])
+        _peers(node, out)
     return out
+
+
+def _peers(node: Any, out: SyncStatus) -> None:
+    """The nodes that said where they are (a shared directory's nodes/, a company's nodes bucket on NATS), each
+    one's lag behind where the logs end, and whose content differs at the same positions."""
+    out.digest = node.publish_digest(force=True)   # asked now: computed now (rows can change behind the log)
+    now = now_ms()
+    ends = {line.position: line.log_seq for line in out.logs}
+    for peer in peers.read_peers(node.home, node.publisher.board):
+        behind = {line.name: max(0, ends[line.position] - peer.seq(line.position)) for line in out.logs}
+        out.peers.append(PeerLine(peer, behind, max(0.0, (now - peer.seen_at) / 1000), peer.node_id == node.node_id))
+    out.disagree, out.agree = compare_digests(node.node_id, out.digest, [p.peer for p in out.peers])
 
 
 def _jetstream_status(node: Any) -> SyncStatus:
@@ -159,6 +164,8 @@ def _jetstream_status(node: Any) -> SyncStatus:
                      "offline": offline, "durability": [d.to_json() for d in promises],
                      "durability_lines": [d.line() for d in promises],
                      "lazy": any(d.lazy or d.error is not None for d in promises)}
+    if offline is None:
+        _peers(node, out)
     return out
 
 
