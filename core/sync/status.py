@@ -77,6 +77,7 @@ class SyncStatus:
     disagree: list[Disagreement] = field(default_factory=list)  # nodes at the same positions, other content
     agree: int = 0                                              # peers whose digest at our positions is ours
     digest_note: str | None = None                              # why there is no digest at these positions
+    jetstream: dict[str, Any] | None = None      # servers, offline, durability: a company on NATS JetStream
     # agents' diaries on this node: never on a log, so nothing here lags or converges (`diary_line`)
     diaries: dict[str, int] = field(default_factory=dict)
 
@@ -99,6 +100,7 @@ class SyncStatus:
                 "digest": self.digest, "digest_note": self.digest_note,
                 "digests_disagree": [d.to_json() for d in self.disagree], "digests_agree": self.agree,
                 "logs": [line.to_json() for line in self.logs], "peers": [p.to_json() for p in self.peers],
+                "jetstream": self.jetstream,
                 "diaries": {"replicated": False, "notes": sum(self.diaries.values()), "by_agent": self.diaries,
                             "message": self.diary_line()}}
 
@@ -110,6 +112,8 @@ DIGEST_NOW_MAX = 100_000
 
 
 def status(node: Any, *, digest_now: bool | None = None) -> SyncStatus:
+    if node.company.log.backend == "jetstream":
+        return _jetstream_status(node, digest_now)
     home = node.home
     out = SyncStatus(str(home.root), node.node_id, node.company.operator, str(home.shared) if home.shared else None,
                      locks.check(home.shared) if home.shared else None)
@@ -124,24 +128,63 @@ def status(node: Any, *, digest_now: bool | None = None) -> SyncStatus:
             out.logs.append(LogLine(spec.name, spec.position, str(spec.path), applied.seq, applied.end, log_seq, log_end))
         out.diaries = {r[0]: int(r[1]) for r in node.conn.execute("SELECT agent, count(*) FROM agent_diary GROUP BY agent")}
     if home.shared is not None:
-        if digest_now is None:
-            with node.lock:
-                digest_now = reads.live_pages(node.conn) <= DIGEST_NOW_MAX
-        if digest_now:
-            out.digest = node.publish_digest(force=True)   # asked now: computed now (rows can change behind the log)
-        else:
-            out.digest = node.published_digest()
-            if out.digest is None:
-                out.digest_note = ("not computed at this position: a digest reads every row (this home holds more "
-                                   f"than {DIGEST_NOW_MAX:,} pages) — `crewlet sync status --digest` computes it, "
-                                   "and `crewlet worker` publishes it")
-    if home.shared is not None:
-        now = now_ms()
-        ends = {line.position: line.log_seq for line in out.logs}
-        for peer in peers.read_peers(home):
-            behind = {line.name: max(0, ends[line.position] - peer.seq(line.position)) for line in out.logs}
-            out.peers.append(PeerLine(peer, behind, max(0.0, (now - peer.seen_at) / 1000), peer.node_id == node.node_id))
-        out.disagree, out.agree = compare_digests(node.node_id, out.digest, [p.peer for p in out.peers])
+        _peers(node, out, digest_now)
+    return out
+
+
+def _peers(node: Any, out: SyncStatus, digest_now: bool | None) -> None:
+    """The nodes that said where they are (a shared directory's nodes/, a company's nodes bucket on NATS), each
+    one's lag behind where the logs end, and whose content differs at the same positions."""
+    if digest_now is None:
+        with node.lock:
+            digest_now = reads.live_pages(node.conn) <= DIGEST_NOW_MAX
+    if digest_now:
+        out.digest = node.publish_digest(force=True)   # asked now: computed now (rows can change behind the log)
+    else:
+        out.digest = node.published_digest()
+        if out.digest is None:
+            out.digest_note = ("not computed at this position: a digest reads every row (this home holds more "
+                               f"than {DIGEST_NOW_MAX:,} pages) — `crewlet sync status --digest` computes it, "
+                               "and `crewlet worker` publishes it")
+    now = now_ms()
+    ends = {line.position: line.log_seq for line in out.logs}
+    for peer in peers.read_peers(node.home, node.publisher.board):
+        behind = {line.name: max(0, ends[line.position] - peer.seq(line.position)) for line in out.logs}
+        out.peers.append(PeerLine(peer, behind, max(0.0, (now - peer.seen_at) / 1000), peer.node_id == node.node_id))
+    out.disagree, out.agree = compare_digests(node.node_id, out.digest, [p.peer for p in out.peers])
+
+
+def _jetstream_status(node: Any, digest_now: bool | None = None) -> SyncStatus:
+    """A node on NATS JetStream: each stream's end beside this node's position, and what the servers promise
+    of an acknowledged write (their sync_interval)."""
+    from ..log import LogFailed, jetstream
+
+    s = node.company.log
+    out = SyncStatus(str(node.home.root), node.node_id, node.company.operator, None, None)
+    out.damage = node.damage
+    offline = node.offline.line() if node.offline is not None else None
+    for stream in node.streams:
+        name, position, flog = stream.name, stream.position_name, stream.backend
+        with node.lock:
+            applied = stream.applied(node.conn)
+        log_seq = applied.seq
+        if offline is None:
+            try:
+                log_seq = flog.last_seq()
+            except LogFailed as exc:
+                node._unreachable(exc)
+                offline = node.offline.line() if node.offline is not None else str(exc)
+        out.logs.append(LogLine(name, position, f"{flog.stream} on {flog.conn.servers}", applied.seq, applied.end,
+                                log_seq, log_seq))
+    with node.lock:
+        out.diaries = {r[0]: int(r[1]) for r in node.conn.execute("SELECT agent, count(*) FROM agent_diary GROUP BY agent")}
+    promises = jetstream.durability(s)
+    out.jetstream = {"servers": list(s.url), "stream_prefix": s.stream_prefix, "replicas": s.replicas,
+                     "offline": offline, "durability": [d.to_json() for d in promises],
+                     "durability_lines": [d.line() for d in promises],
+                     "lazy": any(d.lazy or d.error is not None for d in promises)}
+    if offline is None:
+        _peers(node, out, digest_now)
     return out
 
 
