@@ -227,3 +227,32 @@ def test_a_page_opens_as_markdown(tmp_path, pl):
     assert s.get_page(hit.page_id, actor="alex").id == hit.page_id      # a hit opens by its id alone
     with pytest.raises(NotFound):
         s.get_page(f"PRIV/{pid}", actor="alex")
+
+
+def test_a_page_read_stays_inside_the_read_floor(tmp_path, pl):
+    """Review finding 2 on Plane: eng-bot's own key sees PRIV, but plane_projects is ENG: a search never
+    returns PRIV, and neither does a page read; the skills project never, an auto-draft never."""
+    private = pl.page(pl.priv, "Salaries", "<p>pay</p>")
+    drafts = pl.page(pl.eng, "Auto-Drafted Skills", "<p>x</p>")
+    draft = pl.page(pl.eng, "Rollout Draft", "<p>rollout</p>", parent=drafts)
+    titled = pl.page(pl.eng, "[Auto-draft] Rollout", "<p>rollout</p>")
+    skill = pl.page(pl.skills, "Rotate keys", "<p>trigger: rotate</p>")
+    s = searcher(tmp_path, pl)
+    assert s.search(Query("salaries", actor="eng-bot", mode="keyword")).hits == []
+    for ref, why in ((f"PRIV/{private}", "outside knowledge.plane_projects"), (f"SKILLS/{skill}", "tool skills"),
+                     (f"ENG/{draft}", "auto-draft"), (f"ENG/{titled}", "auto-draft")):
+        with pytest.raises(NotFound, match=why):
+            s.get_page(ref, actor="eng-bot")
+    with pytest.raises(NotFound):
+        searcher(tmp_path, pl, projects=[]).get_page(f"ENG/{draft}", actor="eng-bot")   # unscoped: drafts still out
+    assert searcher(tmp_path, pl, projects=[]).get_page(f"PRIV/{private}", actor="eng-bot").title == "Salaries"
+
+
+def test_a_page_id_is_one_path_segment(tmp_path, pl):
+    """A ref of ENG/.. would GET the project's own endpoint once httpx resolves the dot segment."""
+    s = searcher(tmp_path, pl)
+    for ref in ("ENG/..", "ENG/.", "ENG/x/../..", f"ENG/{pl.eng}#x"):
+        with pytest.raises(NotFound):
+            s.get_page(ref, actor="alex")
+    reached = {path.rstrip("/") for _, path, _ in pl.requests}
+    assert not any(p.endswith(f"/projects/{pl.eng}") or p.endswith(f"/projects/{pl.eng}/pages") for p in reached), reached
