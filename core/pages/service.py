@@ -183,9 +183,10 @@ class KnowledgeBase:
         return page
 
     def record_read(self, handle: str, via: str, pages: list[Any], query: str | None, *,
-                    turn: str | None = None, phase: str | None = None) -> None:
+                    turn: str | None = None, phase: str | None = None, backend: str = "native") -> None:
         """One event per act, listing its pages; nothing recorded for nothing. `turn` and `phase` are the
-        agent runtime's, when it has them (a read before the first phase has none)."""
+        agent runtime's, when it has them (a read before the first phase has none); `backend` the one the
+        pages' ids are addresses in (a remote site's, when the company's knowledge lives there)."""
         if not pages:
             return
         listed = [{"id": p.id if hasattr(p, "id") else p["id"],
@@ -197,7 +198,8 @@ class KnowledgeBase:
             encoded = query.encode("utf-8")
             if len(encoded) > 200:
                 query = encoded[:197].decode("utf-8", errors="ignore") + "…"
-        self.node.submit_one(records.knowledge_read(handle, via=via, query=query, pages=listed, turn=turn, phase=phase))
+        self.node.submit_one(records.knowledge_read(handle, via=via, query=query, pages=listed, backend=backend,
+                                                    turn=turn, phase=phase))
 
     # -- commands ---------------------------------------------------------------------------
     def submit_batch(self, batch: Sequence[Record], *, sync: bool = True) -> list[Decision]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..config import Company, ConfluenceSettings
+from ..config import REMOTE_LABELS, Company, ConfluenceSettings
 from ..search.seam import Hit
 from .access import RemoteAccess
 from .convert import storage_to_markdown
@@ -151,7 +151,7 @@ def read_hit(result: Any, base: str) -> tuple[Hit, str] | None:
 
 class ConfluenceSearcher(RemoteSearcher):
     BACKEND = "confluence"
-    LABEL = "Confluence"
+    LABEL = REMOTE_LABELS[BACKEND]
     RANKING = "relevance"
 
     def _settings(self, company: Company) -> ConfluenceSettings:

@@ -28,7 +28,7 @@ import threading
 import time
 from typing import Any
 
-from ..config import Company, PlaneSettings
+from ..config import REMOTE_LABELS, Company, PlaneSettings
 from ..pages.model import normalise_title
 from ..search.seam import OUT_OF_SCOPE, Hit
 from .access import RemoteAccess
@@ -136,7 +136,7 @@ class Projects:
 
 class PlaneSearcher(RemoteSearcher):
     BACKEND = "plane"
-    LABEL = "Plane"
+    LABEL = REMOTE_LABELS[BACKEND]
     RANKING = "recency"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

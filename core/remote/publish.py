@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config import KEY_RE, Company
+from ..config import KEY_RE, REMOTE_LABELS, Company
 from ..errors import CrewletError, Invalid
 from ..importer.docs import DocPlanner, _Node
 from ..importer.model import ImportFailure, ImportNote, ImportProblem, ImportProblems, ImportReport, PlannedPage
@@ -269,7 +269,7 @@ class Publisher:
 
 class ConfluencePublisher(Publisher):
     BACKEND = "confluence"
-    LABEL = "Confluence"
+    LABEL = REMOTE_LABELS[BACKEND]
     CONTAINER = "space"
 
     def __init__(self, *args: Any, create_space: bool = False, **kwargs: Any) -> None:
@@ -366,7 +366,7 @@ class ConfluencePublisher(Publisher):
 
 class PlanePublisher(Publisher):
     BACKEND = "plane"
-    LABEL = "Plane"
+    LABEL = REMOTE_LABELS[BACKEND]
     CONTAINER = "project"
 
     def settings(self) -> Any:
