@@ -28,25 +28,22 @@ class NotFound(CrewletError):
 
 
 class NoPage(NotFound):
-    """A reference that names no page. The fact alone: each surface adds its own advice (the CLI names
-    `crewlet pages`, MCP its list_pages tool), since a model cannot run a command."""
+    """A reference that names no page: the fact alone (details: ref, and the container an address names).
+    Each surface adds its own advice — the CLI names `crewlet pages`, MCP its list_pages tool — since the
+    words of one are no use on the other (a model cannot run a command)."""
 
-    def __init__(self, ref: str) -> None:
+    @classmethod
+    def of(cls, ref: str) -> "NoPage":
         container = ref.split("/", 1)[0].strip() if "/" in ref else None
-        super().__init__(f"no page '{ref}'", ref=ref, container=container)
-        self.ref, self.container = ref, container
+        return cls(f"no page '{ref}'", ref=ref, container=container)
 
 
 class KnowledgeElsewhere(Refused):
-    """The company's knowledge lives on a remote site (knowledge.backend): this node keeps no copy of it
-    to write to or to list. The fact (where, and whether a write was refused) in the core's words; each
-    surface adds how to reach it there."""
+    """The company's knowledge lives on a remote site (knowledge.backend): this node keeps no copy of it to
+    write to or to list. The fact in the core's words (details: backend, url, and whether a write was
+    refused); each surface adds how to reach it there (config.RemoteSite.refusal builds it)."""
 
     code = "knowledge_elsewhere"
-
-    def __init__(self, message: str, *, backend: str, url: str, write: bool) -> None:
-        super().__init__(message, backend=backend, url=url, write=write)
-        self.backend, self.url, self.write = backend, url, write
 
 
 class StaleRevision(Refused):

@@ -24,7 +24,7 @@ from core.search.seam import DEFAULT_LIMIT, NOT_SEARCHABLE_YET, Hit, Result, can
 from .cli_eval import SearchCommand
 from .search_words import search_words
 from .cli_common import (JSON_OPT, actor, console, damage_json, emit_json, err_console, fail, handle_errors, open_node,
-                         when)
+                         refuse_elsewhere, when)
 # every string printed here is one line: made inert (controls, bidi) and markup-escaped by the one sanitiser
 from .sanitize import clean_line, markup_safe as escape
 
@@ -180,8 +180,10 @@ def register(app: typer.Typer) -> None:
         from core.search.indexer import Indexer
         from core.duties.semantic_index import index_status as semantic_index_status
 
-        with open_node() as node, Indexer(node.home) as indexer:
-            st = indexer.status()
+        with open_node() as node:
+            refuse_elsewhere(node, "index")
+            with Indexer(node.home) as indexer:
+                st = indexer.status()
             meaning = semantic_status(node)
             ivf = semantic_index_status(node, meaning.get("space"))
             damage = node.damage
@@ -205,14 +207,16 @@ def register(app: typer.Typer) -> None:
 
         from .progress_bars import ProgressBars
 
-        with open_node() as node, Indexer(node.home) as indexer:
-            damage = node.damage
-            progress = ProgressBars(console, enabled=not as_json)
-            try:
-                report = indexer.run_pass(force_rebuild=rebuild, progress=progress.bar("indexing pages"), wait=True)
-            finally:
-                progress.close()
-            st = indexer.status()
+        with open_node() as node:
+            refuse_elsewhere(node, "index")
+            with Indexer(node.home) as indexer:
+                damage = node.damage
+                progress = ProgressBars(console, enabled=not as_json)
+                try:
+                    report = indexer.run_pass(force_rebuild=rebuild, progress=progress.bar("indexing pages"), wait=True)
+                finally:
+                    progress.close()
+                st = indexer.status()
         if as_json:
             emit_json({"pass": report.to_json(), "status": st.to_json(), "log_damage": damage_json(damage)})
             return

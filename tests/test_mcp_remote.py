@@ -114,11 +114,11 @@ async def test_the_write_tools_and_list_pages_refuse_in_one_line_saying_where_th
             assert f"this company's knowledge lives in Confluence at {cf.url}" in text, text
             assert "write it there" in text and data["error"] == "knowledge_elsewhere"
             assert data["backend"] == "confluence" and data["url"] == cf.url
-            assert "crewlet " not in text and "`" not in text         # no CLI command in a model's words
+            assert "`" not in text and "import" not in text         # no CLI command in a model's words
         for args in ({"container": "ENG"}, {}):
             text, data = await refused(client, "list_pages", **args)
             assert f"lives in Confluence at {cf.url}" in text and data["error"] == "knowledge_elsewhere"
-            assert "search_knowledge" in text and "get_page" in text and "crewlet " not in text
+            assert "search_knowledge" in text and "get_page" in text and "`" not in text
         listed = await client.list_resources()
         assert listed.resources == []
     with Node.open(Home(root)) as node:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..clock import now_ms
+from ..config import remote_site
 from ..pages.service import KnowledgeBase
 from ..sync import watch
 from . import APPLY, TRASH_REAPER
@@ -68,7 +69,11 @@ class TrashReaperDuty(Duty):
 
 def default_duties(node: Any, *, index_interval_s: float = 2.0, embed_threads: int | None = None) -> list[Duty]:
     """`embed_threads`: the local model's compute threads (default half the cores; the app gives it one,
-    so a key press still paints promptly while a first fill runs)."""
+    so a key press still paints promptly while a first fill runs). On a company whose knowledge lives on a
+    remote site only the log is applied (it carries the agents' reads): there is no local copy to index,
+    embed or reap."""
+    if remote_site(node.company) is not None:
+        return [ApplyDuty(node)]
     return [ApplyDuty(node), KeywordIndexDuty(node.home, interval_s=index_interval_s), TrashReaperDuty(node),
             EmbeddingDuty(node, threads=embed_threads), IndexTrainingDuty(node)]
 

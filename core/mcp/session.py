@@ -137,6 +137,24 @@ class Session:
             self._follow.close()
 
 
+def advice(exc: Any) -> str:
+    """This surface's own next step, after a refusal whose core words state the fact alone: a model is
+    pointed at the tools it has (the CLI points a person at its commands)."""
+    from ..errors import KnowledgeElsewhere, NoPage
+
+    details = getattr(exc, "details", {})
+    if isinstance(exc, KnowledgeElsewhere):
+        return ("; search_knowledge and get_page read it here" if details.get("write")
+                else " — search_knowledge searches it and get_page reads a hit")
+    if isinstance(exc, NoPage):
+        container = details.get("container")
+        return (f" — check the space and title (list_pages with container '{container}' lists its pages)" if container
+                else " — give a page id as search_knowledge or list_pages gave it, or the address SPACE/Title")
+    if getattr(exc, "code", "") == "invalid_parent" and details.get("parent_container"):
+        return f" — call list_pages with container '{details['parent_container']}' to list under it"
+    return ""
+
+
 def describe_error(exc: BaseException, db_file: Path) -> tuple[str, dict[str, Any]]:
     """A refusal or failure in the one line a model reads, and its facts for structured content."""
     from ..errors import CrewletError, StaleRevision
@@ -144,7 +162,8 @@ def describe_error(exc: BaseException, db_file: Path) -> tuple[str, dict[str, An
     if isinstance(exc, StaleRevision):
         return str(exc), exc.to_json() | {"rescued_to": exc.rescued_to}
     if isinstance(exc, CrewletError):
-        return str(exc), exc.to_json()
+        message = str(exc) + advice(exc)
+        return message, exc.to_json() | {"message": message}
     if isinstance(exc, LogDamage):
         from ..log import REPAIR_HINT
 
