@@ -192,7 +192,7 @@ async def test_a_company_on_confluence_is_searched_live_through_the_same_tool(tm
             text, out = await call(client, "search_knowledge", query="roll back", mode="keyword")
     assert [h["title"] for h in out["hits"]] == ["Deploy Runbook"]
     assert out["hits"][0]["url"].startswith(cf.url) and out["hits"][0]["link"].endswith(f"({out['hits'][0]['url']})")
-    assert "Open a hit at its url" in text
+    assert "get_page" in text and "each at its url" in text
 
 
 # -- refusals: the store's one line, as a tool error, and the server serves on -------------------------

@@ -9,7 +9,9 @@ unreachable host, an answer that is not JSON), which is a different answer from 
 `Outcome.source` says where the answer came from and whose credential asked.
 
 `get_page(ref)` opens one page through the backend's page API, as the same actor, and reads its body
-as Markdown.
+as Markdown — only a page a search could return (the same access decision: read floor, empty-scope rule,
+skills container, auto-drafts). An agent's search and page read are each one knowledge_read, through the
+recorder core.knowledge gives (the node's), naming this backend.
 """
 from __future__ import annotations
 
