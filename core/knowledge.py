@@ -21,7 +21,7 @@ from .config import REMOTE_LABELS, Company, RemoteSite, remote_site
 from .errors import KnowledgeElsewhere
 
 __all__ = ["make_searcher", "FollowingSearcher", "remote_site", "RemoteSite", "is_remote", "label", "where",
-           "elsewhere", "company_of"]
+           "elsewhere", "company_of", "onboarding_pages"]
 
 LOCAL = "this node's copy"
 
@@ -129,3 +129,21 @@ def _close(searcher: Any) -> None:
     closer = getattr(searcher, "close", None)
     if callable(closer):
         closer()
+
+
+def onboarding_pages(node: Any, searcher: Callable[[], Any]) -> Callable[[str, str], Any]:
+    """Where an agent's Onboarding pages are found (core.agents.onboarding's page_of): in this node's
+    copy, or, when the company's knowledge lives on a Confluence or Plane site, on that site as the agent
+    may read it (`searcher()`: the searcher that follows the backend) — the page get_page then opens. A
+    site that cannot say raises, so a chain is never taken to be empty because the site was down."""
+    from .agents.onboarding import ONBOARDING_TITLE, ChainPage, local_onboarding_page
+
+    def page_of(space: str, agent: str) -> ChainPage | None:
+        node.refresh_config()
+        current = searcher() if remote_site(node.company) is not None else None
+        if current is None or not is_remote(current):
+            return local_onboarding_page(node, space)
+        page = current.titled(space, ONBOARDING_TITLE, agent)
+        return None if page is None else ChainPage(space, page.id, page.title, int(page.version or 0))
+
+    return page_of

@@ -50,10 +50,10 @@ def register(app: typer.Typer) -> None:
                 return
             site = remote_site(node.company)
             knowledge = {"backend": site.backend, "url": site.url} if site is not None else None
-            if site is not None and not as_json:   # default_duties runs the apply duty alone there
+            if site is not None and not as_json:   # default_duties runs the apply and diary-fill duties there
                 console.print(escape(f"this company's knowledge lives in {site.where}, read live: the worker applies "
-                                     "the log (it carries agents' reads) and keeps no local copy to index, embed or "
-                                     "reap"), soft_wrap=True)
+                                     "the log (it carries agents' reads) and fills the agents' diaries, and keeps no "
+                                     "local copy of the knowledge to index, embed or reap"), soft_wrap=True)
             bars = ProgressBars(console, enabled=not as_json and sys.stdout.isatty())
             try:
                 if once:

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from mcp_client import call, connect, crewlet, refused
+from mcp_client import call, connect, crewlet, crewlet_json, refused
 
 from core import config as config_mod
 from core.node import Node
@@ -33,6 +33,7 @@ def cf():
     with ConfluenceServer() as server:
         server.user("company-token", "svc")
         server.user("eng-token", "eng")
+        server.space("HOME", "Company")
         server.space("ENG", "Engineering")
         server.space("HR")
         server.space("SKILLS")
@@ -157,3 +158,64 @@ async def test_an_agents_remote_reads_are_knowledge_reads_naming_the_backend(roo
         p["id"] for p in searched}
     assert [p["rank"] for p in searched] == [1, 2] and rows[0]["query"] == "roll back"
     assert got == [{"id": runbook, "container": "ENG", "title": "Deploy Runbook", "rank": 1}]
+
+
+# -- an agent's own memory on a remote company (main's h-diary) -------------------------------------------------
+# The diary is this node's own (agent_diary rows, never on a log, never on the site): it works wherever the
+# knowledge lives. Onboarding reads the Onboarding pages where the knowledge lives — here, on the site — so an
+# agent is never told "nothing to read" because this node keeps no copy of them.
+
+async def test_an_agents_diary_works_on_a_remote_company_and_stays_on_this_node(root, cf):
+    async with connect(root, "eng-bot", env=ENV) as client:
+        _, kept = await call(client, "remember", fact="Deploys to staging need the VPN on first")
+        await call(client, "remember", fact="The rollback job takes about ten minutes")
+        text, got = await call(client, "recall_memory", query="deploying to staging")
+        assert {n["text"] for n in got["notes"]} == {"Deploys to staging need the VPN on first",
+                                                      "The rollback job takes about ten minutes"}
+        _, gone = await call(client, "forget", note_id=kept["note"]["id"])
+        _, after = await call(client, "recall_memory", query="")
+    assert gone["forgotten"]["id"] == kept["note"]["id"]
+    assert [n["text"] for n in after["notes"]] == ["The rollback job takes about ten minutes"]
+    assert cf.writes() == []                                  # nothing of a diary reaches the site
+    with Node.open(Home(root)) as node:
+        assert node.conn.execute("SELECT count(*) FROM agent_diary WHERE agent = 'eng-bot'").fetchone()[0] == 1
+        assert node.conn.execute("SELECT count(*) FROM knowledge_reads").fetchone()[0] == 0
+
+
+async def test_onboarding_reads_the_chain_s_onboarding_pages_from_the_site(root, cf):
+    config_mod.write(root / "company.toml", cf_company(cf, ["HOME", "ENG"]))
+    home_page = cf.page("HOME", "Onboarding", "<p>what is true of the whole company</p>")
+    eng_page = cf.page("ENG", "Onboarding", "<p>how ENG ships</p>")
+    cf.page("HR", "Onboarding", "<p>pay day</p>")                        # outside the read floor
+    async with connect(root, "eng-bot", env=ENV) as client:
+        text, st = await call(client, "onboarding_status")
+        assert st["state"] == "to_read" and st["chain"] == ["HOME", "ENG"], text
+        assert [(p["space"], p["id"]) for p in st["to_read"]] == [("HOME", home_page), ("ENG", eng_page)]
+        assert text.index(f"HOME/Onboarding (id {home_page})") < text.index(f"ENG/Onboarding (id {eng_page})")
+        for p in st["to_read"]:                                           # the ids it names open on the site
+            _, page = await call(client, "get_page", ref=p["id"])
+            assert page["backend"] == "confluence"
+        _, marked = await call(client, "mark_onboarded")
+        assert marked["state"] == "onboarded"
+        _, st = await call(client, "onboarding_status")
+        assert st["state"] == "onboarded"
+        assert crewlet_json(root, "agents", env=ENV)[0]["onboarding"] == "onboarded"   # the overview reads the site
+        cf.page("ENG", "Onboarding 2", "<p>not the page</p>")
+        data = cf_company(cf, ["HOME", "ENG", "HR"])
+        data["actors"]["eng-bot"]["space"] = "HR"                        # moved: HR's page is in the floor now
+        config_mod.write(root / "company.toml", data)
+        _, st = await call(client, "onboarding_status")
+    assert st["state"] == "to_read" and st["stale_marker"] and st["chain"] == ["HOME", "HR"]
+    assert [p["space"] for p in st["to_read"]] == ["HOME", "HR"]
+    with Node.open(Home(root)) as node:              # finding the pages is not reading them: two get_page reads
+        reads = node.conn.execute("SELECT via FROM knowledge_reads").fetchall()
+    assert [r["via"] for r in reads] == ["get_page", "get_page"]
+
+
+async def test_onboarding_on_a_site_that_cannot_be_read_refuses_rather_than_says_nothing_to_read(root, cf):
+    cf.page("HOME", "Onboarding", "<p>welcome</p>")
+    async with connect(root, "eng-bot", env={"CF_TOKEN": ""}) as client:       # no credential to read the site
+        text, data = await refused(client, "onboarding_status")
+    assert "no credential" in text and data["error"] != "nothing_to_read"
+    res = crewlet(root, "agents")                   # and the agents' overview says so in one line
+    assert res.returncode == 1 and "no credential" in res.stderr and len(res.stderr.strip().splitlines()) == 1

@@ -351,3 +351,21 @@ def test_a_page_id_cannot_reach_another_path_on_the_site(tmp_path, cf):
             s.get_page(ref, actor="alex")
     api = f"{cf.context}/rest/api"
     assert not {path.rstrip("/") for _, path, _ in cf.requests} & {api, f"{api}/content", f"{api}/content/{pid}"}
+
+
+def test_a_title_is_looked_up_in_one_space_inside_the_read_floor(tmp_path, cf):
+    """How onboarding finds a space's Onboarding page on Confluence: one address lookup, inside the read
+    floor (an address outside it is not asked for), and not an agent's knowledge_read."""
+    eng = cf.page("ENG", "Onboarding", "<p>welcome to ENG</p>")
+    cf.page("HR", "Onboarding", "<p>pay day</p>")
+    read: list[tuple] = []
+    c = company(tmp_path, cf)
+    s = ConfluenceSearcher(lambda: c, env=ENV, recorder=lambda *a: read.append(a))
+    page = s.titled("ENG", "Onboarding", actor="eng-bot")
+    assert page is not None and (page.id, page.container) == (eng, "ENG") and "welcome to ENG" in page.body
+    before = len(cf.requests)
+    assert s.titled("HR", "Onboarding", actor="eng-bot") is None and len(cf.requests) == before
+    assert s.titled("ENG", "Offboarding", actor="eng-bot") is None
+    assert read == []
+    with pytest.raises(CrewletError, match="no credential"):
+        ConfluenceSearcher(lambda: c, env={}).titled("ENG", "Onboarding", actor="eng-bot")

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from core import config as config_mod
-from core.errors import NotFound
+from core.errors import CrewletError, NotFound
 from core.remote.plane import PlaneSearcher, distinct_tokens, relaxation
 from core.search.seam import OUT_OF_SCOPE, UNAVAILABLE, Query
 from tests.remote_servers import PlaneServer
@@ -256,3 +256,22 @@ def test_a_page_id_is_one_path_segment(tmp_path, pl):
             s.get_page(ref, actor="alex")
     reached = {path.rstrip("/") for _, path, _ in pl.requests}
     assert not any(p.endswith(f"/projects/{pl.eng}") or p.endswith(f"/projects/{pl.eng}/pages") for p in reached), reached
+
+
+def test_a_title_is_found_in_one_project_as_a_search_would_return_it(tmp_path, pl):
+    """How onboarding finds a space's Onboarding page on a Plane site (core.knowledge.onboarding_pages):
+    the exact title, in that project, inside the read floor, not an auto-draft — and no knowledge_read."""
+    eng = pl.page(pl.eng, "Onboarding", "<p>welcome to ENG</p>")
+    pl.page(pl.eng, "Onboarding notes", "<p>not the page</p>")
+    pl.page(pl.priv, "Onboarding", "<p>private</p>")
+    drafts = pl.page(pl.eng, "Auto-Drafted Skills", "<p>x</p>")
+    s = searcher(tmp_path, pl)
+    page = s.titled("ENG", "Onboarding", actor="eng-bot")
+    assert page is not None and (page.id, page.container, page.title) == (eng, "ENG", "Onboarding")
+    assert "welcome to ENG" in page.body
+    assert s.titled("PRIV", "Onboarding", actor="eng-bot") is None          # outside plane_projects
+    assert s.titled("ENG", "Onboarding notes x", actor="eng-bot") is None
+    pl.page(pl.eng, "Runbook", "<p>x</p>", parent=drafts)
+    assert s.titled("ENG", "Runbook", actor="eng-bot") is None               # an auto-draft
+    with pytest.raises(CrewletError, match="no credential"):
+        searcher(tmp_path, pl, env={}).titled("ENG", "Onboarding", actor="eng-bot")

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import Actor
-from ..knowledge import FollowingSearcher, RemoteSite, elsewhere, remote_site, where
+from ..knowledge import FollowingSearcher, RemoteSite, elsewhere, onboarding_pages, remote_site, where
 from ..log import LogDamage
 from ..pages.service import KnowledgeBase
 
@@ -59,7 +59,8 @@ class Session:
         if self._onboarding is None:
             from ..agents.onboarding import Onboarding
 
-            self._onboarding = Onboarding(self.node, label=f"crewlet mcp as {self.handle} (pid {os.getpid()})")
+            self._onboarding = Onboarding(self.node, label=f"crewlet mcp as {self.handle} (pid {os.getpid()})",
+                                          page_of=onboarding_pages(self.node, lambda: self.searcher))
         return self._onboarding
 
     @property

@@ -19,6 +19,8 @@ import re
 from typing import Any
 
 from ..config import REMOTE_LABELS, Company, ConfluenceSettings
+from ..errors import NotFound
+from ..pages.model import normalise_title
 from ..search.seam import Hit
 from .access import RemoteAccess
 from .convert import storage_to_markdown
@@ -194,6 +196,14 @@ class ConfluenceSearcher(RemoteSearcher):
 
     def _container_of(self, ref: str) -> str | None:
         return ref.partition("/")[0].strip() if _is_address(ref) else None
+
+    def titled(self, container: str, title: str, actor: str | None = None) -> RemotePage | None:
+        """Confluence looks a title up in a space directly: one request (SPACE/Title through get_page)."""
+        try:
+            page = self.get_page(f"{container}/{title}", actor, record_read=False)
+        except NotFound:
+            return None
+        return page if normalise_title(page.title) == normalise_title(title) else None
 
     def _page(self, company: Company, credential: Credential, ref: str) -> RemotePage:
         api = self.api(company)

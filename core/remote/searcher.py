@@ -20,11 +20,12 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ..config import SCOPE_KEYS, Company
 from ..errors import CrewletError, NotFound
+from ..pages.model import normalise_title
 from ..search.access import Denial
 from ..search.seam import NO_EMBEDDINGS, NO_TERMS, UNAVAILABLE, Coverage, Hit, Outcome, Query, Result
 from .access import RemoteAccess, decide
@@ -236,6 +237,35 @@ class RemoteSearcher:
         if record_read and access.actor is not None and access.actor.is_agent:
             self._record(access.actor.handle, "get_page", [page], None)
         return page
+
+    def titled(self, container: str, title: str, actor: str | None = None) -> RemotePage | None:
+        """The page titled exactly `title` in `container` that `actor` may read (as get_page would give
+        it), or None when there is none such — outside the read floor counts as none. Not an agent's
+        read: it is how onboarding finds its pages, not what the agent read. Raises CrewletError when
+        the site cannot say (no credential, an empty floor, the site failing), which is not "none".
+        This finds it by the backend's search (one request, at most three on Plane) and one page read;
+        a backend that looks a title up directly overrides it."""
+        company = self._company()
+        access = decide(company, Query(title, actor=actor, mode="keyword"), self.BACKEND, self.LABEL, self.env,
+                        reading=True)
+        if isinstance(access, Denial):
+            raise CrewletError(access.message, code=access.degraded)
+        if not access.admits_container(container):
+            return None
+        try:
+            answer = self._ask(company, replace(access, containers=[container]), title, 25)
+        except NotSearched as exc:
+            raise CrewletError(exc.message, code=exc.degraded) from None
+        except RemoteFailure as failure:
+            raise CrewletError(failure.words, code=failure.kind) from None
+        wanted = normalise_title(title)
+        for hit in answer.hits:
+            if hit.container == container and normalise_title(hit.title) == wanted:
+                try:
+                    return self.get_page(f"{container}/{hit.page_id}", actor, record_read=False)
+                except NotFound:
+                    continue
+        return None
 
     def _withheld(self, access: RemoteAccess, container: str, title: str = "",
                   ancestors: list[str] | None = None) -> str:
