@@ -81,6 +81,7 @@ async def test_get_page_by_id_or_address_says_where_the_page_lives(root, cf):
     assert page["id"] == by_id["id"] == pid and page["title"] == "Deploy Runbook" and page["container"] == "ENG"
     assert page["body"] == "## Steps\n\nRoll back with the **rollback** job.\n"
     assert page["ancestors"] == ["Operations"] and page["backend"] == "confluence"
+    assert page["address"] == "ENG/Deploy Runbook"              # as get_page opens it again
     assert page["url"].startswith(cf.url + "/spaces/ENG/pages/") and page["link"] == f"[Deploy Runbook]({page['url']})"
     assert text.startswith("# Deploy Runbook") and "ENG › Operations › Deploy Runbook" in text
     assert f"lives in Confluence at {cf.url}" in text and "save_page" not in text

@@ -269,9 +269,20 @@ def test_a_title_is_found_in_one_project_as_a_search_would_return_it(tmp_path, p
     page = s.titled("ENG", "Onboarding", actor="eng-bot")
     assert page is not None and (page.id, page.container, page.title) == (eng, "ENG", "Onboarding")
     assert "welcome to ENG" in page.body
+    assert page.ref == f"ENG/{eng}" and s.get_page(page.ref, actor="eng-bot").id == eng   # what get_page opens
     assert s.titled("PRIV", "Onboarding", actor="eng-bot") is None          # outside plane_projects
     assert s.titled("ENG", "Onboarding notes x", actor="eng-bot") is None
     pl.page(pl.eng, "Runbook", "<p>x</p>", parent=drafts)
     assert s.titled("ENG", "Runbook", actor="eng-bot") is None               # an auto-draft
     with pytest.raises(CrewletError, match="no credential"):
         searcher(tmp_path, pl, env={}).titled("ENG", "Onboarding", actor="eng-bot")
+
+
+def test_a_title_among_hits_withheld_as_unverifiable_is_not_taken_to_be_missing(tmp_path, pl):
+    """Without a resolvable tool-skills project a Plane search withholds its hits (none can be checked
+    against it): onboarding must hear "could not say", not "there is no Onboarding page"."""
+    pl.page(pl.eng, "Onboarding", "<p>welcome to ENG</p>")
+    s = searcher(tmp_path, pl, skills_project="NOPE")
+    with pytest.raises(CrewletError, match=r"could not say whether ENG has a page titled 'Onboarding': 1 hit\(s\) withheld"):
+        s.titled("ENG", "Onboarding", actor="eng-bot")
+    assert s.titled("ENG", "Offboarding", actor="eng-bot") is None    # nothing matched, so nothing was withheld

@@ -211,8 +211,7 @@ class ConfluenceSearcher(RemoteSearcher):
             space, _, title = ref.partition("/")
             content = api.find_page(credential, space.strip(), title.strip())
             if content is None:
-                raise RemoteFailure("not_found", f"Confluence at {api.settings.url} has no page titled {title!r} in "
-                                                 f"space {space}")
+                raise RemoteFailure("not_found", f"space {space} has no page titled {title!r}")
         else:
             content = api.content(credential, ref)
         return read_page(content, api.settings.url)

@@ -80,7 +80,9 @@ class RemotePage:
 
     @property
     def ref(self) -> str:
-        return f"{self.container}/{self.title}"
+        """The address get_page opens it by: SPACE/Title on Confluence, PROJECT/PAGE-ID on Plane (a Plane
+        page is found by id in its project, never by title)."""
+        return f"{self.container}/{self.id}" if self.backend == "plane" else f"{self.container}/{self.title}"
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self) | {"ref": self.ref}
@@ -265,6 +267,10 @@ class RemoteSearcher:
                     return self.get_page(f"{container}/{hit.page_id}", actor, record_read=False)
                 except NotFound:
                     continue
+        if answer.degraded:     # hits were withheld (unverifiable): the page may be among them
+            why = "; ".join(n for n in answer.notes if "withheld" in n) or answer.degraded
+            raise CrewletError(f"{self.LABEL} could not say whether {container} has a page titled {title!r}: {why}",
+                               code=answer.degraded)
         return None
 
     def _withheld(self, access: RemoteAccess, container: str, title: str = "",

@@ -6,7 +6,7 @@ from typing import Any
 from pydantic import Field
 
 from ...pages.links import link_to
-from ...pages.model import WINDOW_MAX, normalise_title
+from ...pages.model import WINDOW_MAX
 from ..session import Session
 from .base import REF_HELP, Args, Reply, Tool, page_brief
 
@@ -57,7 +57,7 @@ def page_reply(session: Session, page: Any) -> Reply:
 def remote_page_reply(where: str, page: Any) -> Reply:
     """A page of a remote site (core.remote.searcher.RemotePage) as get_page gives it: its body and where
     it lives. No revision to save against, no children or backlinks: the site keeps those."""
-    address = f"{page.container}/{normalise_title(page.title)}"
+    address = page.ref            # what get_page opens it by again (on Plane PROJECT/PAGE-ID)
     data = {"id": page.id, "title": page.title, "container": page.container, "address": address,
             "url": page.url, "link": f"[{page.title}]({page.url})", "ancestors": list(page.ancestors),
             "version": page.version, "updated_at": page.updated_at, "backend": page.backend, "body": page.body,
