@@ -109,6 +109,11 @@ class Home:
         return self.root / "index"
 
     @property
+    def query_cache_file(self) -> Path:
+        """The last query vectors this node embedded (a cache: core/search/query_cache.py)."""
+        return self.root / "query-vectors.db"
+
+    @property
     def rescue_dir(self) -> Path:
         """Text a refused save would otherwise lose is kept here (lost edits are the worst wiki bug)."""
         return self.root / "rescued"

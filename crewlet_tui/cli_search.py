@@ -153,13 +153,14 @@ def register(app: typer.Typer) -> None:
                  as_json=as_json, payload={"error": "usage", "message": "the query is empty"}, code=2)
         with open_node() as node:
             caught = None
-            if not no_catch_up and not node.readonly:  # a read-only home is searched as its index stands
-                caught = _catch_up(node, show_progress=not as_json and sys.stderr.isatty())
             searcher = NativeSearcher(node)
+            asked = Query(text, actor=actor(), limit=limit, mode=mode, containers=list(container) if container else None)
             try:
+                searcher.prefetch(asked)   # the query's vector is embedded while the index catches up
+                if not no_catch_up and not node.readonly:  # a read-only home is searched as its index stands
+                    caught = _catch_up(node, show_progress=not as_json and sys.stderr.isatty())
                 with _outcome_speaks():
-                    result = searcher.search(Query(text, actor=actor(), limit=limit, mode=mode,
-                                                   containers=list(container) if container else None))
+                    result = searcher.search(asked)
                 finder = searcher.last_finder if result.hits else None  # the search's own: no second analysis
             finally:
                 searcher.close()

