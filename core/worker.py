@@ -360,10 +360,11 @@ class DutyRunner:
             if stop.is_set():
                 break
             first = len(reports)
-            # a settling tick's pass that found nothing to do leaves the duty's last record as it was
-            # (what its working pass said is still true, and `crewlet worker --status` shows that)
+            # a settling tick's pass that found nothing to do is neither recorded nor reported: the duty's
+            # working pass said what is still true (`crewlet worker --status`, `--once --json`)
             for r in self.tick(stop=stop, progress=progress, force=True, record_idle=not settling):
-                note(r)
+                if not settling or r.error or not r.ran or (r.result is not None and (r.result.worked or r.result.more)):
+                    note(r)
             while self.pending() and not stop.is_set():
                 for duty in [d for d in self.duties if self._more[d.name]]:
                     report = self.run_one(duty, stop=stop, progress=progress)

@@ -69,18 +69,12 @@ def register(app: typer.Typer) -> None:
 
 
 def _summary(reports: list[DutyReport]) -> list[str]:
-    """One line per duty and how many passes it took: its last report when that failed or did not run,
-    else its last report that did something (a closing pass that found nothing to do says less), else
-    its last."""
+    """One line per duty: its last report, and how many passes it took."""
     last: dict[str, DutyReport] = {}
-    worked: dict[str, DutyReport] = {}
     passes: dict[str, int] = {}
     for r in reports:
         last[r.duty] = r
-        if r.result is not None and r.result.worked:
-            worked[r.duty] = r
         passes[r.duty] = passes.get(r.duty, 0) + (1 if r.ran else 0)
-    last = {name: r if (r.error or not r.ran) else worked.get(name, r) for name, r in last.items()}
     out = []
     for name, r in last.items():
         line = r.line()
