@@ -6,6 +6,7 @@ included) without running anything.
 """
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from datetime import datetime
@@ -45,7 +46,11 @@ def register(app: typer.Typer) -> None:
             if status:
                 _show_status(node, as_json)
                 return
-            runner = DutyRunner(node, default_duties(node, index_interval_s=interval), label="crewlet worker")
+            # --once is waited for: the local model embeds on every core (core/embed/local.py runs a
+            # request's runs side by side, the same vectors as one thread); the loop keeps half for the rest
+            threads = (os.cpu_count() or 1) if once else None
+            runner = DutyRunner(node, default_duties(node, index_interval_s=interval, embed_threads=threads),
+                                label="crewlet worker")
             bars = ProgressBars(console, enabled=not as_json and sys.stdout.isatty())
             try:
                 if once:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,7 +61,11 @@ class _Loaded:
 
 
 _lock = threading.Lock()
-_loaded: dict[int, _Loaded] = {}     # by thread count: one session per process and width of compute
+# by (threads a session, which session): one session per process, width of compute and parallel lane
+_loaded: dict[tuple[int, int], _Loaded] = {}
+# At most this many sessions run runs side by side; past it, each session gets more threads. A session
+# holds its own prepacked weights (~45 MB), so 16 cores are 4 sessions of 4 threads, not 16 of one.
+MAX_SESSIONS = 4
 
 
 def _sha256_of(path: Path) -> str:
@@ -101,10 +106,10 @@ def _verify(what: str, file: Path, pinned: str, fix: str) -> None:
         raise ProviderUnavailable(f"local embeddings: the {what} file {file} does not match its pinned sha256 — {fix}")
 
 
-def _load(threads: int) -> _Loaded:
+def _load(threads: int, lane: int = 0) -> _Loaded:
     with _lock:
-        if threads in _loaded:
-            return _loaded[threads]
+        if (threads, lane) in _loaded:
+            return _loaded[(threads, lane)]
         started = time.perf_counter()
         try:
             import onnxruntime as ort
@@ -133,7 +138,7 @@ def _load(threads: int) -> _Loaded:
         session = ort.InferenceSession(str(graph or path), sess_options=options, providers=["CPUExecutionProvider"])
         loaded = _Loaded(session, tokenizer, tuple(i.name for i in session.get_inputs()),
                          time.perf_counter() - started)
-        _loaded[threads] = loaded
+        _loaded[(threads, lane)] = loaded
         return loaded
 
 
@@ -170,15 +175,31 @@ def _run(loaded: _Loaded, ids: list[list[int]], deadline: float) -> np.ndarray:
     return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
 
 
+def lanes_for(threads: int) -> tuple[int, int]:
+    """How `threads` of compute are spent: (sessions running runs side by side, threads a session).
+
+    Measured by bench/embed.py on this 2-core machine: two one-thread sessions each taking whole runs
+    embed faster than one session with two threads, whose threads meet at every operator of a run of a
+    few short matrices. Either way the vectors are the same bytes (each run is computed whole by one
+    session; tests/test_embed_parallel.py checks it)."""
+    sessions = max(1, min(threads, MAX_SESSIONS))
+    return sessions, max(1, threads // sessions)
+
+
 class LocalProvider:
-    """The embedded default. `threads` bounds onnxruntime's compute threads; `batch_inputs` overrides
-    how many inputs the duty packs into one request (`providers.embeddings.max_batch_inputs`)."""
+    """The embedded default. `threads` is the compute it may use: that many one-thread onnxruntime
+    sessions (up to four; past that each gets more threads) embedding a request's runs side by side —
+    a single query is one run, so it loads one session. `batch_inputs` overrides how many inputs the
+    duty packs into one request (`providers.embeddings.max_batch_inputs`)."""
 
     def __init__(self, *, threads: int = 1, batch_inputs: int | None = None, run_batch: int = RUN_BATCH,
-                 run_tokens: int = RUN_TOKENS) -> None:
+                 run_tokens: int = RUN_TOKENS, sessions: int | None = None) -> None:
         if threads < 1:
             raise ValueError(f"threads must be at least 1, got {threads}")
         self.threads = threads
+        # `sessions` overrides the arrangement (bench/embed.py --sessions measures one against the other)
+        self.sessions, self.session_threads = lanes_for(threads) if sessions is None else (
+            max(1, sessions), max(1, threads // max(1, sessions)))
         self.run_batch = max(1, run_batch)
         self.run_tokens = max(1, run_tokens)
         self.space = SPACE
@@ -188,23 +209,62 @@ class LocalProvider:
         self.limits = Limits(max_input_bytes=MAX_INPUT_BYTES, max_batch_bytes=inputs * MAX_INPUT_BYTES,
                              max_batch_inputs=inputs)
         self.fingerprint = fingerprint_of(self.space, self.limits, endpoint="local")
+        self._pool: ThreadPoolExecutor | None = None
 
     def load(self) -> float:
         """Load the model now (it loads on first use otherwise); the seconds the first load took."""
-        return _load(self.threads).load_seconds
+        return _load(self.session_threads).load_seconds
 
     def embed(self, texts: list[str], *, timeout: float) -> list[np.ndarray]:
         if not texts:
             return []
         deadline = time.monotonic() + timeout
-        loaded = _load(self.threads)
-        ids = [e.ids for e in loaded.tokenizer.encode_batch(list(texts))]
+        first = _load(self.session_threads)
+        ids = [e.ids for e in first.tokenizer.encode_batch(list(texts))]
         out: list[np.ndarray | None] = [None] * len(ids)
-        for run in self._runs(ids):
-            vectors = _run(loaded, [ids[i] for i in run], deadline)
-            for i, vector in zip(run, vectors):
-                out[i] = vector
+        runs = self._runs(ids)
+        lanes = min(self.sessions, len(runs))
+        if lanes <= 1:
+            for run in runs:
+                self._fill(first, run, ids, out, deadline)
+        else:
+            self._side_by_side([first] + [_load(self.session_threads, k) for k in range(1, lanes)], runs, ids, out,
+                               deadline)
         return [v for v in out if v is not None]
+
+    @staticmethod
+    def _fill(loaded: _Loaded, run: list[int], ids: list[list[int]], out: list[np.ndarray | None],
+              deadline: float) -> None:
+        for i, vector in zip(run, _run(loaded, [ids[i] for i in run], deadline)):
+            out[i] = vector
+
+    def _side_by_side(self, sessions: list[_Loaded], runs: list[list[int]], ids: list[list[int]],
+                      out: list[np.ndarray | None], deadline: float) -> None:
+        """Each session takes the next run until none is left, the costliest (padded tokens) first so
+        the lanes finish together. onnxruntime releases the GIL while a run computes."""
+        queue = sorted(runs, key=lambda run: -len(run) * max(len(ids[i]) for i in run))
+        lock = threading.Lock()
+        failed = threading.Event()
+
+        def lane(loaded: _Loaded) -> None:
+            while not failed.is_set():
+                with lock:
+                    if not queue:
+                        return
+                    run = queue.pop(0)
+                try:
+                    self._fill(loaded, run, ids, out, deadline)
+                except BaseException:
+                    failed.set()
+                    raise
+
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self.sessions, thread_name_prefix="crewlet-embed")
+        futures = [self._pool.submit(lane, loaded) for loaded in sessions]
+        errors = [f.exception() for f in futures]
+        for error in errors:
+            if error is not None:
+                raise error
 
     def _runs(self, ids: list[list[int]]) -> list[list[int]]:
         """Input positions grouped into runs: shortest first, so a run pads little, and each run
@@ -222,4 +282,7 @@ class LocalProvider:
         return runs
 
     def close(self) -> None:
-        """Nothing to release: the session is the process's, shared by every LocalProvider."""
+        """The sessions are the process's, shared by every LocalProvider; only the lanes' threads go."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
