@@ -109,6 +109,12 @@ class Home:
         return self.root / "index"
 
     @property
+    def floors_file(self) -> Path:
+        """Relevance floors measured on this company's corpus, by embedding space (core/search/floor.py):
+        beside the logs, so every node sharing them reads the same."""
+        return self.log_dir / "relevance-floors.json"
+
+    @property
     def query_cache_file(self) -> Path:
         """The last query vectors this node embedded (a cache: core/search/query_cache.py)."""
         return self.root / "query-vectors.db"

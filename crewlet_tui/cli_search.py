@@ -82,8 +82,10 @@ def _highlighted(snippet: str, finder: TermFinder | None) -> Text:
 
 def _render(result: Result, finder: TermFinder | None) -> None:
     out = result.outcome
+    floor = out.floor
     if not result.hits:
-        console.print("nothing matched")
+        # "nothing close enough" is a different answer: pages were ranked by meaning, none near enough
+        console.print("nothing close enough" if floor is not None and (floor.cut or floor.folders) else "nothing matched")
     for i, h in enumerate(result.hits, 1):
         _render_hit(i, h, finder)
     cov = out.coverage
@@ -93,6 +95,10 @@ def _render(result: Result, finder: TermFinder | None) -> None:
         facts.append(f"{cov.embedded} of {cov.embeddable} embedded")
     if cov.behind:
         facts.append(f"index {cov.behind} record{'s' if cov.behind != 1 else ''} behind")
+    if floor is not None and result.hits and floor.left_out():
+        facts.append(floor.left_out())
+    if floor is not None and floor.source == "none" and out.served_mode in ("hybrid", "semantic"):
+        facts.append("no relevance floor for this model")
     console.print(f"[dim]{escape(' · '.join(facts))}[/]")
     if out.message:
         console.print(f"[yellow]{escape(out.message)}[/]", soft_wrap=True)
@@ -136,11 +142,11 @@ def register(app: typer.Typer) -> None:
                                          help="Read the index as it is: no catch-up pass before answering."),
         as_json: bool = JSON_OPT,
     ) -> None:
-        """Search the knowledge base (hybrid by default: keyword BM25 and meaning, fused). Exit 1 when it could not run, 2 for no query.
+        """Search the knowledge base (hybrid by default: keyword BM25 and meaning, fused). Exit 0 when it ran, hits or none; 1 when it could not run; 2 for no query.
 
-        A query with no word that can be searched (only punctuation or common words) exits 1 too.
+        An answer with no hits says "nothing matched", or "nothing close enough" when pages were ranked by meaning but none reached the relevance floor (`crewlet search floor`). A query of only punctuation or common words cannot run in keyword mode, nor with nothing to rank it by meaning, and exits 1; hybrid and semantic rank it by meaning, under the floor.
 
-        `crewlet search eval [--store FILE] [--probes N] [--window BYTES] [--json]` measures instead whether search by meaning recovers the exact ranking on this corpus (`crewlet search eval --help`); to search for the word "eval" alone, put an option first."""
+        `crewlet search eval [--store FILE] [--probes N] [--window BYTES] [--json]` measures instead whether search by meaning recovers the exact ranking on this corpus (`crewlet search eval --help`); `crewlet search floor [--measure] [--json]` shows (or measures) the relevance floor. To search for the word "eval" or "floor" alone, put an option first."""
         mode = mode.strip().lower()
         if mode not in MODES:
             raise typer.BadParameter(f"'{mode}' is not one of: {', '.join(MODES)}", param_hint="--mode")

@@ -22,6 +22,8 @@ event listing the hits it was shown; a person's never is.
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -32,6 +34,7 @@ from ..embed.provider import Provider, make_provider
 from ..pages.applier import position
 from . import lexical, vectors
 from .access import Access, AccessPolicy, Denial
+from . import floor as relevance
 from .fusion import reciprocal_rank_fusion
 from .hits import Accepted, HitAssembler, page_url
 from .keyword import KeywordRanking, KeywordRetriever
@@ -52,6 +55,7 @@ __all__ = ["NativeSearcher", "page_url", "NO_TERMS", "OUT_OF_SCOPE", "BACKEND"]
 log = logging.getLogger("crewlet.search")
 
 BACKEND = "native"
+CONFIGURED = object()          # NativeSearcher(relevance_floor=…): the space's own floor (floor.py)
 KEYWORD_DEPTH = STAGE_TWO      # how deep each half is read before fusion (deeper when the walk runs short)
 
 UNAVAILABLE_MESSAGE = "the knowledge base could not be searched just now"
@@ -60,6 +64,12 @@ NOT_BY_MEANING = ("a page that shares no word with the question can be missing, 
                   "by meaning")
 KEYWORD_CANNOT = ("a keyword ranking cannot find a page that shares no word with the question — search in "
                   "keyword or hybrid mode for pages that share the question's words")
+
+
+@functools.cache
+def _analyzer() -> Any:
+    """The keyword index's own analyser (stop words out, stems), for a folder's title against the question."""
+    return lexical.make_analyzer()
 
 
 def _cause(exc: BaseException) -> str:
@@ -84,6 +94,9 @@ class MeaningHalf:
     message: str = ""
     embedded: int = 0
     embeddable: int = 0
+    floor: relevance.Floor | None = None   # the relevance floor of the space it ranked in
+    model: str = ""
+    known_words: bool | None = None        # the corpus holds a word of the question (read when first needed)
 
 
 class NativeSearcher:
@@ -91,8 +104,13 @@ class NativeSearcher:
 
     def __init__(self, node: Any, *, ranking: Ranking = DEFAULT_RANKING,
                  provider_factory: Callable[..., Provider | None] = make_provider,
-                 embed_threads: int | None = None, query_timeout_s: float | None = None) -> None:
+                 embed_threads: int | None = None, query_timeout_s: float | None = None,
+                 relevance_floor: tuple[float | None, float | None] | None | object = CONFIGURED) -> None:
+        """`relevance_floor`: the floors of the configured space (floor.py) by default; (known-word floor,
+        unknown-word floor), or None for none, puts others in their place for every space
+        (bench/relevance.py measures with and without)."""
         self.node = node
+        self.relevance_floor = relevance_floor
         self.policy = AccessPolicy(node)
         self.keyword = KeywordRetriever(node.home.index_dir, ranking)
         self._semantic: SemanticRetriever | None = None
@@ -106,6 +124,7 @@ class NativeSearcher:
         # the term finder of this searcher's latest search that returned hits, for a caller that owns
         # the searcher and highlights those hits (the CLI) without analysing the query again
         self.last_finder: TermFinder | None = None
+        self._floor_report: relevance.FloorReport | None = None   # what the floor did to the current search
 
     # -- the seam -----------------------------------------------------------------------------------
     def backend(self) -> str:
@@ -192,6 +211,7 @@ class NativeSearcher:
             return _unserved(access.degraded, access.message, coverage, modes)
 
         limit = query.effective_limit()
+        self._floor_report = None
         words = self.keyword.rank(snapshot, text, access) if snapshot is not None and mode != "semantic" else None
         meaning = self._meaning(text, access) if mode != "keyword" else MeaningHalf()
         if mode != "semantic" and words is None and meaning.ranking is None:
@@ -210,18 +230,18 @@ class NativeSearcher:
                                  + KEYWORD_CANNOT, coverage, modes)
             served, degraded = "semantic", meaning.degraded
             notes.insert(0, meaning.message) if meaning.message else None
-            accepted = self._walk_semantic(meaning.ranking, text, access, limit)
+            accepted = self._walk_semantic(meaning, None, text, access, limit)
         elif mode == "hybrid" and meaning.ranking is not None and words is not None:
             served, degraded = "hybrid", meaning.degraded
             notes.insert(0, meaning.message) if meaning.message else None
-            accepted = self._walk_fused(words, meaning.ranking, text, access, limit)
+            accepted = self._walk_fused(words, meaning, text, access, limit)
         elif mode == "hybrid" and meaning.ranking is not None:  # the keyword half had no word to search
             served, degraded = "semantic", NO_TERMS
             notes.insert(0, "ranked by meaning alone: the query holds only punctuation or common words "
                             "(the, and, of …) that the keyword index leaves out")
             if meaning.message:
                 notes.append(meaning.message)
-            accepted = self._walk_semantic(meaning.ranking, text, access, limit)
+            accepted = self._walk_semantic(meaning, None, text, access, limit)
         else:
             assert words is not None  # every other case returned above
             served = "keyword"
@@ -231,10 +251,13 @@ class NativeSearcher:
             accepted = self._walk_keyword(words, access, limit)
         if degraded in (PARTIAL_COVERAGE, REFILLING):
             coverage.complete = False
+        floor = self._floor_report
+        if floor is not None and not accepted and (floor.cut or floor.folders):
+            notes.insert(0, floor.nothing_close(meaning.model))
         finder = words.finder if words is not None else None
         hits = self.assembler.hits(accepted, finder)
         self.last_finder = finder
-        outcome = Outcome(served, modes, degraded, "; ".join(n for n in notes if n), coverage)
+        outcome = Outcome(served, modes, degraded, "; ".join(n for n in notes if n), coverage, floor)
         if hits and access.is_agent:
             self._record_read(access, hits, text)
         return Result(hits, outcome)
@@ -249,7 +272,8 @@ class NativeSearcher:
         assert provider is not None
         space = provider.space.key()
         embedded, embeddable, stored = self._coverage(space)
-        half = MeaningHalf(embedded=embedded, embeddable=embeddable)
+        half = MeaningHalf(embedded=embedded, embeddable=embeddable, floor=self._floor(space),
+                           model=provider.space.model)
         if not stored.get(space):
             waiting = f"{embeddable:,} page{'s' if embeddable != 1 else ''}" if embeddable else "no page"
             half.degraded, half.message = NO_EMBEDDINGS, (
@@ -274,6 +298,57 @@ class NativeSearcher:
                 half.degraded = PARTIAL_COVERAGE
                 half.message = f"ranked by meaning over {share}: the rest wait for the embedding duty"
         return half
+
+    def _floor(self, space: str) -> relevance.Floor:
+        if self.relevance_floor is CONFIGURED:
+            return relevance.floor_for(space, self.node.home.floors_file)
+        if self.relevance_floor is None:
+            return relevance.Floor(space, None, None, "none")
+        known, unknown = self.relevance_floor  # type: ignore[misc]
+        return relevance.Floor(space, known, unknown, "given")
+
+    def _floored(self, meaning: MeaningHalf, ranking: SemanticRanking, words: KeywordRanking | None,
+                 text: str) -> SemanticRanking:
+        """The semantic ranking without what may not enter on meaning alone (floor.py): candidates under
+        the relevance floor the keyword half did not also match, and pages with no body whose title
+        shares no word with the question. Records what it cut for the outcome."""
+        assert meaning.floor is not None
+        terms: set[str] | None = None
+
+        def title_matches(title: str) -> bool:
+            nonlocal terms
+            analyzer = _analyzer()
+            if terms is None:
+                terms = set(lexical.analyze(analyzer, text, None))
+            return bool(terms & set(lexical.analyze(analyzer, title, None)))
+
+        def folders(pages: list[str]) -> dict[str, str]:
+            found: dict[str, str] = {}
+            with self.node.lock:
+                for start in range(0, len(pages), 500):
+                    chunk = pages[start:start + 500]
+                    found.update((r[0], r[1]) for r in self.node.conn.execute(
+                        f"SELECT id, title FROM pages WHERE id IN ({','.join('?' * len(chunk))}) AND trim(body) = ''",
+                        chunk))
+            return found
+
+        if meaning.known_words is None:
+            meaning.known_words = self._known_words(words, text)
+        cut = relevance.apply(ranking.ranked, meaning.floor, known_words=meaning.known_words,
+                              found_by_words=words.matches if words is not None else (lambda _pid: False),
+                              folders=folders, title_matches=title_matches)
+        self._floor_report = cut.report     # a deeper read of the same search covers the first one's pool
+        return dataclasses.replace(ranking, ranked=cut.ranked)
+
+    def _known_words(self, words: KeywordRanking | None, text: str) -> bool:
+        """Does the corpus hold a word of the question? The keyword half's answer when it ran; else the
+        index read for it (a semantic search); a node without an index yet cannot say, and is answered
+        as for a question it holds none of (the stricter floor)."""
+        if words is not None:
+            return words.known()
+        manifest = self.keyword.manifest()
+        snapshot = self.keyword.snapshot(manifest) if manifest is not None else None
+        return snapshot is not None and self.keyword.knows(snapshot, text)
 
     def _coverage(self, space: str) -> tuple[int, int, dict[str, int]]:
         """(embedded, embeddable, sources per stored space): a join over every page and vector, so kept
@@ -306,28 +381,38 @@ class NativeSearcher:
             self._semantic = SemanticRetriever(self.node)
         return self._semantic
 
-    def _walk_semantic(self, ranking: SemanticRanking, text: str, access: Access, limit: int) -> list[Accepted]:
+    def _walk_semantic(self, meaning: MeaningHalf, words: KeywordRanking | None, text: str, access: Access,
+                       limit: int) -> list[Accepted]:
+        assert meaning.ranking is not None
+        ranking = self._floored(meaning, meaning.ranking, words, text)
         accepted = self.assembler.accept(ranking.ranked, access, limit)
-        if len(accepted) < limit and len(ranking.ranked) >= STAGE_TWO:
-            deeper = self._deeper(ranking, text, access)
+        # deeper only while the ranking is whole: one the floor cut has nothing closer left to find
+        if len(accepted) < limit and len(meaning.ranking.ranked) >= STAGE_TWO and len(ranking.ranked) == len(
+                meaning.ranking.ranked):
+            deeper = self._floored(meaning, self._deeper(meaning.ranking, text, access), words, text)
             self.assembler.accept(deeper.ranked, access, limit, accepted, {a.row["id"] for a in accepted})
         return accepted
 
-    def _walk_fused(self, words: KeywordRanking, ranking: SemanticRanking, text: str, access: Access,
+    def _walk_fused(self, words: KeywordRanking, meaning_half: MeaningHalf, text: str, access: Access,
                     limit: int) -> list[Accepted]:
         depth = max(KEYWORD_DEPTH, limit * 4)
-        meaning = ranking
+        ranking = meaning_half.ranking
+        assert ranking is not None
+        meaning = self._floored(meaning_half, ranking, words, text)
+        deeper = False
         while True:
             keyword_ids = [pid for pid, _ in words.take(depth)]
             fused = reciprocal_rank_fusion([keyword_ids, [pid for pid, _ in meaning.ranked]])
             accepted = self.assembler.accept(fused, access, limit)
             keyword_short = len(keyword_ids) < depth
-            meaning_short = len(meaning.ranked) < STAGE_TWO or meaning is not ranking
+            # a ranking the floor cut has nothing closer left to find deeper in the pool
+            meaning_short = deeper or len(ranking.ranked) < STAGE_TWO or len(meaning.ranked) < len(ranking.ranked)
             if len(accepted) >= limit or (keyword_short and meaning_short):
                 return accepted
             depth *= 4
-            if meaning is ranking:
-                meaning = self._deeper(ranking, text, access)
+            if not meaning_short:
+                meaning = self._floored(meaning_half, self._deeper(ranking, text, access), words, text)
+                deeper = True
 
     def _deeper(self, ranking: SemanticRanking, text: str, access: Access) -> SemanticRanking:
         """The same search's whole stage-one pool reranked: for a walk that ran out of accepted pages."""

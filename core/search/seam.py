@@ -75,10 +75,13 @@ class Outcome:
     degraded: str | None = None   # why less was served than asked; None when nothing was lost
     message: str = ""             # the same, in words for a person or a seat
     coverage: Coverage = field(default_factory=Coverage)
+    # what the relevance floor did (core/search/floor.py FloorReport); None when nothing was ranked by meaning
+    floor: Any = None
 
     def to_json(self) -> dict[str, Any]:
         return {"served_mode": self.served_mode, "modes": self.modes, "degraded": self.degraded,
-                "message": self.message, "coverage": self.coverage.to_json()}
+                "message": self.message, "coverage": self.coverage.to_json(),
+                "floor": self.floor.to_json() if self.floor is not None else None}
 
 
 @dataclass
