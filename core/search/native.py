@@ -280,6 +280,9 @@ class NativeSearcher:
                 f"no page has a vector in {provider.space.model} yet ({waiting} waiting for the embedding duty — "
                 "`crewlet worker --once` embeds them)")
             return half
+        # the codes are read while the query embeds (a process's first search loads the model meanwhile)
+        self.embedder.start(company, text)
+        self.semantic.table(space)
         qv = self.embedder.vector(company, text)
         if qv.vector is None:
             half.degraded = PROVIDER_SLOW if qv.failure == "slow" else PROVIDER_FAILED
