@@ -34,7 +34,7 @@ from core.paths import Home
 from .commands import CrewletCommands
 from .fmt import Clock, system_clock
 from .sanitize import clean_line
-from .screens.base import CrewletScreen
+from .screens.base import CrewletScreen, LateAnswer
 from .screens.spaces import SpacesScreen
 from .widgets.status import IndexState, MeaningState
 
@@ -119,6 +119,8 @@ class CrewletApp(App[None]):
 
     index_state: reactive[IndexState] = reactive(IndexState, always_update=True)
     meaning_state: reactive[MeaningState] = reactive(MeaningState, always_update=True)
+    # "the log is damaged past record N" while it is: the status line says it in place of the index's progress
+    log_state: reactive[str] = reactive("", always_update=True)
 
     def __init__(self, home: Home, actor: str | None = None, *, start_page: str | None = None,
                  start_search: str | None = None, clock: Clock | None = None, cursor_blink: bool = True,
@@ -233,13 +235,32 @@ class CrewletApp(App[None]):
         else:
             self.exit(return_code=1, message=Text(f"crewlet: {text}"))
 
+    def show_log_damage(self) -> None:
+        """The status line follows the node's damage (found at open, by a write, or by the apply duty)."""
+        damage = self.session.node.damage if self.session is not None else None
+        if damage is None:
+            text = ""
+        else:
+            good = getattr(damage, "good_through", None)
+            text = ("log damaged" + (f" past record {good:,}" if good is not None else "")
+                    + ": crewlet log check")
+        if text != self.log_state:
+            self.log_state = text
+
     @on(HomeOpened)
     def _home_opened(self, message: HomeOpened, spaces: list[dict[str, Any]] | None = None) -> None:
         self.session = message.session
+        self.show_log_damage()
+        # a save waiting for the log's lock (another process holds it) says so, once, naming the holder
+        # (notify posts a message: safe from the worker thread the save runs in)
+        self.session.node.on_lock_wait(lambda text: self.notify(clean_line(text), severity="warning", markup=False,
+                                                                timeout=8))
         who = self.session.who()
         handle = self.session.handle or "nobody"
         role = ("admin" if who and who.admin else who.kind if who else "unknown actor") if handle != "nobody" else ""
-        self.actor_line = f"as {handle}" + (f" ({role})" if role else "") + " · this node's copy"
+        remote = self.session.remote
+        self.actor_line = f"as {handle}" + (f" ({role})" if role else "") + (
+            f" · {self.session.remote_label}, live" if remote else " · this node's copy")
         if _screen_is(self.screen, "welcome", "WelcomeScreen"):
             self.pop_screen()
         self.push_screen(SpacesScreen(spaces))
@@ -249,10 +270,14 @@ class CrewletApp(App[None]):
             self.open_page(self.start_page)
         elif self.start_search is not None:
             self.open_search(self.start_search)
+        elif remote:   # the knowledge is not in this node's spaces: the search is where it is reached
+            self.open_search("")
         # the background work starts once the first screen has shown its rows (SpacesScreen says so), or
         # after BACKGROUND_AFTER_S: its imports and first passes would hold the GIL that paint waits on
         self.set_timer(BACKGROUND_AFTER_S, self.first_screen_shown)
-        if not self.start_indexer:
+        if remote:
+            self.index_state = IndexState("off", message=self.session.knowledge_home())
+        elif not self.start_indexer:
             self.index_state = IndexState("off", message="background worker off")
 
     def _resume_gc(self) -> None:
@@ -270,7 +295,7 @@ class CrewletApp(App[None]):
             return
         self._background_started = True
         self._warm_up_searcher()
-        if self.start_indexer:
+        if self.start_indexer and not self.session.remote:   # a remote backend has no local copy to keep
             self._run_duties()
 
     @work(thread=True, exclusive=True, group="warm-up", exit_on_error=False)
@@ -340,6 +365,13 @@ class CrewletApp(App[None]):
         """Run every duty now (after a write in the app): the new text is searchable at once."""
         self._duty_wake.set()
 
+    @on(LateAnswer)
+    def _late_answer(self, message: LateAnswer) -> None:
+        """A screen's background call answered after the screen was dismissed: say the answer here."""
+        words = message.screen.gone_words(message.answer)
+        if words:
+            self.notify(clean_line(words[0]), severity=words[1], markup=False, timeout=8)  # type: ignore[arg-type]
+
     @on(DutyProgressed)
     def _duty_progressed(self, message: DutyProgressed) -> None:
         if message.duty == KEYWORD_INDEX_DUTY:
@@ -357,6 +389,7 @@ class CrewletApp(App[None]):
     @on(DutyPassed)
     def _duty_passed(self, message: DutyPassed) -> None:
         report, status = message.report, message.status
+        self.show_log_damage()
         if report.duty == APPLY_DUTY and report.result is not None and report.result.counts.get("applied"):
             self._refresh_views()
             return
@@ -407,11 +440,20 @@ class CrewletApp(App[None]):
     def open_outline(self, container: str) -> None:
         from .screens.outline import OutlineScreen
 
+        if self.session is not None and self.session.remote:
+            self.notify(f"{clean_line(container)} lives in {self.session.remote_label}, which this app reads live: there is no "
+                        "local outline — search it with /", markup=False)
+            return
         self.push_screen(OutlineScreen(container))
 
     def open_page(self, ref: str) -> None:
         from .screens.page import PageScreen
 
+        if self.session is not None and self.session.remote:
+            from .screens.remote_page import RemotePageScreen
+
+            self.push_screen(RemotePageScreen(ref))
+            return
         screen = self.screen
         if isinstance(screen, PageScreen) and ref in (screen.ref, screen.page.id if screen.page else None):
             screen.reload()
@@ -419,8 +461,12 @@ class CrewletApp(App[None]):
         self.push_screen(PageScreen(ref))
 
     def open_editor(self, page: Page) -> None:
-        from .screens.edit import EditScreen
+        from .screens.edit import EditScreen, too_long_to_edit
 
+        why = too_long_to_edit(page.body)
+        if why:  # the editor would take many seconds to open (and each key after): say so rather than hang
+            self.notify(why, title="not opened in the editor", severity="warning", markup=False, timeout=12)
+            return
         self.push_screen(EditScreen(page))
 
     def open_new_page(self, container: str, title: str, parent: Page | None) -> None:
@@ -434,6 +480,8 @@ class CrewletApp(App[None]):
 
         if self.screen is screen:
             self.pop_screen()
+        elif screen in self.screen_stack:
+            return  # covered: the screen asks again once it is shown (CrewletScreen.when_shown)
         self.push_screen(PageScreen(page_id))
 
     def open_history(self, page: Page) -> None:
@@ -452,7 +500,8 @@ class CrewletApp(App[None]):
                 screen.run_search(query)
             field.focus()
             return
-        self.push_screen(SearchScreen(query))
+        self.push_screen(SearchScreen(query, mode="keyword") if self.session and self.session.remote
+                         else SearchScreen(query))
 
     def open_external(self, url: str) -> None:
         """http(s) and mailto only (see links.py). Tests and screenshots never open anything."""
