@@ -358,6 +358,9 @@ class NativeSearcher:
         self._floor_report = cut.report     # a deeper read of the same search covers the first one's pool
         return dataclasses.replace(ranking, ranked=cut.ranked)
 
+    def _under_floor(self) -> bool:
+        return self._floor_report is not None and self._floor_report.cut > 0
+
     def _known_words(self, words: KeywordRanking | None, text: str) -> bool:
         """Does the corpus hold a word of the question? The keyword half's answer when it ran; else the
         index read for it (a semantic search); a node without an index yet cannot say, and is answered
@@ -412,9 +415,8 @@ class NativeSearcher:
         assert meaning.ranking is not None
         ranking = self._floored(meaning, meaning.ranking, words, text)
         accepted = self.assembler.accept(ranking.ranked, access, limit)
-        # deeper only while the ranking is whole: one the floor cut has nothing closer left to find
-        if len(accepted) < limit and len(meaning.ranking.ranked) >= STAGE_TWO and len(ranking.ranked) == len(
-                meaning.ranking.ranked):
+        # deeper only while nothing was under the floor: past the first page under it, every deeper one is
+        if len(accepted) < limit and len(meaning.ranking.ranked) >= STAGE_TWO and not self._under_floor():
             deeper = self._floored(meaning, self._deeper(meaning.ranking, text, access), words, text)
             self.assembler.accept(deeper.ranked, access, limit, accepted, {a.row["id"] for a in accepted})
         return accepted
@@ -432,7 +434,7 @@ class NativeSearcher:
             accepted = self.assembler.accept(fused, access, limit)
             keyword_short = len(keyword_ids) < depth
             # a ranking the floor cut has nothing closer left to find deeper in the pool
-            meaning_short = deeper or len(ranking.ranked) < STAGE_TWO or len(meaning.ranked) < len(ranking.ranked)
+            meaning_short = deeper or len(ranking.ranked) < STAGE_TWO or self._under_floor()
             if len(accepted) >= limit or (keyword_short and meaning_short):
                 return accepted
             depth *= 4
