@@ -29,10 +29,10 @@ For keyword, SQLite FTS5 (porter + unicode61, bm25()) over the same rows is the 
 queried in the same run. Every phase's time is printed (load, index, embed, queries per mode) with
 the machine's load; a kept home reports the times measured when it was built.
 
-`--floor none|K,U` searches with no relevance floor, or with the floors K (a question the pages hold a
+`--floor none|K,U` searches with nothing cut (no relevance floor, no folder rule), or with the floors K (a question the pages hold a
 word of) and U (one whose words none holds) in place of the configured space's (core/search/floor.py);
-`--compare-floor` runs every mode with the configured floor and with none, side by side, and prints the
-change. `--nonsense` asks the nonsense questions (bench/questions/nonsense.jsonl) of every home in every
+`--compare-floor` runs every mode with the configured floor and with nothing cut (no floor, no folder
+rule), side by side, and prints the change. `--nonsense` asks the nonsense questions (bench/questions/nonsense.jsonl) of every home in every
 mode and counts the answers with no hit (`--wdd DIR` adds a windows-driver-docs home; the bundled example
 is built under --out); with `--cli-check N` the first N of them also run as `crewlet search` processes,
 whose exit must be what `crewlet search --help` says: 0 when the search ran, 1 when it could not.
@@ -166,11 +166,11 @@ class Run:
 
 
 def floor_arg(text: str | None) -> Any:
-    """--floor: None (the configured floors), 'none', or 'K,U'."""
+    """--floor: None (the configured floors), 'none' (nothing cut: no floor, no folder rule), or 'K,U'."""
     if text is None:
         return native.CONFIGURED
     if text == "none":
-        return None
+        return False
     known, unknown = (float(x) for x in text.split(","))
     return (known, unknown)
 
@@ -179,8 +179,8 @@ def searchers_for(node: Node, args: argparse.Namespace) -> dict[str, NativeSearc
     """The searcher(s) a run measures with: the configured (or --floor) floor, and with --compare-floor
     the same with no floor, first."""
     out = {}
-    if args.compare_floor:
-        out["no floor"] = NativeSearcher(node, query_timeout_s=QUERY_TIMEOUT_S, relevance_floor=None)
+    if args.compare_floor:   # the baseline cuts nothing: no floor, and folders found on their title alone stay
+        out["no floor"] = NativeSearcher(node, query_timeout_s=QUERY_TIMEOUT_S, relevance_floor=False)
     out["floor" if args.compare_floor else ""] = NativeSearcher(node, query_timeout_s=QUERY_TIMEOUT_S,
                                                                 relevance_floor=floor_arg(args.floor))
     return out

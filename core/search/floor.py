@@ -7,10 +7,11 @@ docs/relevance.md, "The relevance floor"), and it is two numbers, because one me
 both:
 
 - **a question the corpus holds none of the words of** (lone stop words, punctuation, strings it never
-  saw, another language): the nearest page reaches 0.21 over the example's 10 pages, 0.32 over SciFact,
-  0.35 over vaswani and 0.43 over windows-driver-docs, whose acronyms a keyboard mash's word pieces
-  resemble ("sdfsdf" is `sd ##fs ##df`, nearest a page on UMDF at 0.54). The floor for these is set
-  from questions that mean nothing (data/floor_probes.txt), at the level 97% of them stay under;
+  saw, another language): the level 97% of the questions that mean nothing (data/floor_probes.txt)
+  stay under is 0.21 over the example's 10 pages, 0.32 over SciFact, 0.35 over vaswani, 0.43 over
+  windows-driver-docs, whose acronyms a keyboard mash's word pieces resemble ("sdfsdf" is
+  `sd ##fs ##df`, nearest a page on UMDF at 0.54), and 0.45 over the four documentation trees together.
+  The shipped floor is the highest of these;
 - **a question it holds a word of**: a relevant page can be as far as 0.21 ("rate limits" and "429
   backoff in the GitLab client", the example's own case for search by meaning), and no relevant page
   of a judged question's semantic top ten is nearer the unknown-word floor than that; this floor only
@@ -52,7 +53,7 @@ from ..durable import write_atomic
 # The local default's space (core/embed/local.py SPACE.key(); a test keeps them equal): (the floor for a
 # question the corpus holds a word of, the floor for one it holds none of).
 LOCAL_SPACE = "local:all-MiniLM-L6-v2-int8:384:be50c3628f2bf5bb"
-SHIPPED: dict[str, tuple[float, float]] = {LOCAL_SPACE: (0.20, 0.43)}
+SHIPPED: dict[str, tuple[float, float]] = {LOCAL_SPACE: (0.20, 0.45)}
 
 PROBES_FILE = Path(__file__).parent / "data" / "floor_probes.txt"
 # a measured floor: the nearest page's cosine that this share of the probes stays under, rounded up to 0.01

@@ -112,8 +112,8 @@ class NativeSearcher:
                  embed_threads: int | None = None, query_timeout_s: float | None = None,
                  relevance_floor: tuple[float | None, float | None] | None | object = CONFIGURED) -> None:
         """`relevance_floor`: the floors of the configured space (floor.py) by default; (known-word floor,
-        unknown-word floor), or None for none, puts others in their place for every space
-        (bench/relevance.py measures with and without)."""
+        unknown-word floor), or None for none, puts others in their place for every space; False cuts
+        nothing at all, folders included (bench/relevance.py's baseline)."""
         self.node = node
         self.relevance_floor = relevance_floor
         self.policy = AccessPolicy(node)
@@ -320,7 +320,7 @@ class NativeSearcher:
     def _floor(self, space: str) -> relevance.Floor:
         if self.relevance_floor is CONFIGURED:
             return relevance.floor_for(space, self.node.home.floors_file)
-        if self.relevance_floor is None:
+        if self.relevance_floor is None or self.relevance_floor is False:
             return relevance.Floor(space, None, None, "none")
         known, unknown = self.relevance_floor  # type: ignore[misc]
         return relevance.Floor(space, known, unknown, "given")
@@ -331,6 +331,8 @@ class NativeSearcher:
         the relevance floor the keyword half did not also match, and pages with no body whose title
         shares no word with the question. Records what it cut for the outcome."""
         assert meaning.floor is not None
+        if self.relevance_floor is False:    # the bench's baseline: nothing cut, not even folders
+            return ranking
         terms: set[str] | None = None
 
         def title_matches(title: str) -> bool:
