@@ -6,7 +6,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import NotFound
+from .errors import Invalid, NotFound
 
 # importlib.resources and platformdirs are imported where they are used: a command given --home (the
 # app's launch, every benchmarked command) uses neither
@@ -16,6 +16,23 @@ ACTOR_ENV = "CREWLET_AS"
 NODE_FILE = "node.toml"
 # node.toml as last read, by path, with the stat it was read at
 _NODE_CACHE: dict[Path, tuple[tuple[int, int, int], dict]] = {}
+
+
+def read_node_file(file: Path, *, cached: bool = True) -> dict:
+    """node.toml's table, the one reader of it: {} when there is none; raises OSError, UnicodeDecodeError
+    or tomllib.TOMLDecodeError for a file that cannot be read as TOML (`core.config.load_node` names the
+    problem and checks each key). `cached`: parsed again only when the file's stat changed."""
+    try:
+        st = file.stat()
+    except FileNotFoundError:
+        return {}
+    stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+    held = _NODE_CACHE.get(file) if cached else None
+    if held is not None and held[0] == stamp:
+        return held[1]
+    data = tomllib.loads(file.read_text(encoding="utf-8"))
+    _NODE_CACHE[file] = (stamp, data)
+    return data
 
 
 @dataclass(frozen=True)
@@ -37,19 +54,9 @@ class Home:
         names the problem). Read again whenever the file changed: a home that joined a shared directory
         in this process finds its paths there at once."""
         try:
-            st = self.node_file.stat()
-        except OSError:
-            return {}
-        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
-        cached = _NODE_CACHE.get(self.node_file)
-        if cached is not None and cached[0] == stamp:
-            return cached[1]
-        try:
-            data = tomllib.loads(self.node_file.read_text(encoding="utf-8"))
+            return read_node_file(self.node_file)
         except (OSError, ValueError):
-            data = {}
-        _NODE_CACHE[self.node_file] = (stamp, data)
-        return data
+            return {}
 
     @property
     def shared(self) -> Path | None:
@@ -128,6 +135,26 @@ class Home:
     def rescue_dir(self) -> Path:
         """Text a refused save would otherwise lose is kept here (lost edits are the worst wiki bug)."""
         return self.root / "rescued"
+
+    def not_a_directory(self) -> str | None:
+        """Why this path cannot be a home at all (None when it can): it, or the nearest part of it that
+        exists, is a file. Said before anything offers to create a home there — `init` would fail with
+        "File exists", and "no crewlet home here" would send the reader to that `init`."""
+        path = self.root
+        while not path.exists() and path.parent != path:
+            path = path.parent
+        if not path.exists() or path.is_dir():
+            return None
+        fix = "give --home (or CREWLET_HOME) a directory: a home, or a new one to make"
+        if path == self.root:
+            return f"{path} is a file, not a crewlet home — {fix}"
+        return f"{path} is a file, so {self.root} cannot be a crewlet home — {fix}"
+
+    def require_directory(self) -> None:
+        """Refuse, with the reason and the fix, a home path that is (or lies beneath) a file."""
+        problem = self.not_a_directory()
+        if problem:
+            raise Invalid(problem, code="not_a_home")
 
     def exists(self) -> bool:
         """An initialised home — or a node of a shared directory, even one that cannot be reached

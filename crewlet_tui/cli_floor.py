@@ -40,7 +40,7 @@ def search_floor(
         if not company.knowledge.vectors:
             fail(f"vectors are off (knowledge.vectors = false in {company.file}): nothing is ranked by meaning, "
                  "so no floor applies", as_json=as_json, payload={"error": "vectors_off"})
-        from core.embed.provider import make_provider
+        from core.embed.registry import make_provider
 
         provider = make_provider(company)
         assert provider is not None

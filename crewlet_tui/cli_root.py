@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from . import cli_app, cli_import, cli_log, cli_pages, cli_remote, cli_search, cli_sync, cli_worker
+from . import cli_agents, cli_app, cli_import, cli_log, cli_mcp, cli_pages, cli_remote, cli_search, cli_sync, cli_worker
 from .cli_common import STATE, handle_errors, say_warnings_safely
 
 app = typer.Typer(
@@ -26,9 +26,9 @@ app = typer.Typer(
 @app.callback()
 def main_callback(
     ctx: typer.Context,
-    home: Optional[str] = typer.Option(None, "--home", envvar="CREWLET_HOME",
+    home: Optional[str] = typer.Option(None, "--home", envvar="CREWLET_HOME", metavar="DIR",
                                        help="The crewlet home (default: $CREWLET_HOME, else the user data directory)."),
-    as_: Optional[str] = typer.Option(None, "--as", envvar="CREWLET_AS",
+    as_: Optional[str] = typer.Option(None, "--as", envvar="CREWLET_AS", metavar="HANDLE",
                                       help="Act as this configured actor (default: the configured operator)."),
 ) -> None:
     STATE.home_arg = home
@@ -45,5 +45,6 @@ def _open_app() -> None:
     run_app(STATE.home, actor=STATE.actor)
 
 
-for _module in (cli_pages, cli_import, cli_search, cli_worker, cli_app, cli_log, cli_sync, cli_remote):
+for _module in (cli_pages, cli_import, cli_search, cli_worker, cli_app, cli_log, cli_sync, cli_remote, cli_mcp,
+                cli_agents):
     _module.register(app)

@@ -24,6 +24,7 @@ class CrewletCommands(Provider):
             ("Search the knowledge base", "open the search screen", app.action_search),
             ("Spaces", "the declared spaces with their page counts", app.action_spaces),
             ("Trash", "trashed pages: restore, or purge (admin)", app.action_trash),
+            ("Diaries", "agents' private diaries on this node, and their onboarding", app.action_diaries),
             ("Help", "what each screen is for, and its keys", app.action_help),
         ]
 

@@ -1,9 +1,12 @@
-"""Regenerate the app's screenshots: `python screenshots/make_screenshots.py [--size 100x32] [--out DIR]`.
+"""Regenerate the app's screenshots: `python screenshots/make_screenshots.py [--size 120x36] [--out DIR]`.
 
 Builds a temporary home with the bundled example knowledge base (or, in a build without the importer,
 a few pages made through KnowledgeBase), drives the app with Pilot at a fixed size with a fixed clock,
 fixed record times and page ids, and no cursor blink, and saves an SVG of each screen: spaces, outline,
-page, edit, conflict, history, search, trash, help. The same input gives the same SVGs.
+page, edit, conflict, history, search, trash, diaries, help. The same input gives the same SVGs.
+
+With no --size it shoots both sizes the app is laid out for: 120x36 (`page.svg`, …) and the smallest
+terminal it promises to be usable in, 80x24 (`page-80x24.svg`, …), each from a home of its own.
 """
 from __future__ import annotations
 
@@ -39,15 +42,30 @@ from core.paths import Home, examples_dir  # noqa: E402
 from crewlet_tui.app import make_app  # noqa: E402
 
 
+_RECORD_NEW = record_mod.Record.new.__func__  # type: ignore[attr-defined]
+
+
 def fix_the_clock() -> None:
     ticks = itertools.count()
     record_mod._now_ms = lambda: T0_MS + next(ticks) * 97_000  # type: ignore[attr-defined]
+    # the background worker's records (vectors, the semantic index) tick a clock of their own: how many it
+    # writes between two saves depends on timing, and must not move the times the screens show
+    background = itertools.count()
+
+    def new(cls, type: str, actor: str, payload: dict, *, at: int | None = None, **kw):  # type: ignore[no-untyped-def]
+        if at is None and type.startswith(("vector.", "index.")):
+            at = T0_MS + next(background) * 97_000
+        return _RECORD_NEW(cls, type, actor, payload, at=at, **kw)
+
+    record_mod.Record.new = classmethod(new)  # type: ignore[assignment]
     ids = itertools.count(1)
 
     def new_id() -> str:
         return hashlib.sha1(f"crewlet-screenshot-{next(ids)}".encode()).hexdigest()[:16]
 
     service_mod.new_id = new_id  # type: ignore[assignment]
+    from core.agents import diary as diary_mod
+    diary_mod.now_ms = lambda: T0_MS + next(ticks) * 97_000  # a note's written time  # type: ignore[assignment]
     service_mod.now_ms = lambda: T0_MS + next(ticks) * 97_000  # the rescued file's name  # type: ignore[assignment]
     try:
         from core.importer import plan as plan_mod
@@ -98,6 +116,12 @@ def build_home(root: Path) -> tuple[Home, dict[str, str]]:
         kb.trash_page(old.id, actor="sam")
         scratch = kb.create_page("PROD", "Scratch ideas", "- a dark mode\n", actor="alex")
         kb.trash_page(scratch.id, actor="alex")
+        from core.agents.diary import Diary   # eng-bot's diary: what the Diaries screen shows
+        diary = Diary(node)
+        for fact in ("Deploys to staging need the VPN turned on first",
+                     "The billing service restarts cleanly only after its queue drains",
+                     "Sam reviews runbook changes; ask in #deploys before editing one"):
+            diary.remember(fact, actor="eng-bot")
         return home, {"runbook": runbook.id, "rollback": rollback.id}
     finally:
         node.close()
@@ -113,15 +137,25 @@ async def wait_until(pilot, predicate: Callable[[], bool], timeout: float = 15.0
 
 
 async def settle(pilot) -> None:
+    """The background worker has caught up with every write (the status line says so the same way every
+    run), then the screen has painted."""
+    app = pilot.app
+
+    def caught_up() -> bool:
+        index, meaning = app.index_state, app.meaning_state
+        return (index.phase == "current" and index.indexed_seq == index.applied_seq
+                and meaning.phase == "current" and meaning.covered == meaning.total)
+
+    await wait_until(pilot, caught_up, 120)
     await pilot.pause(0.3)
 
 
-async def shoot(home: Home, ids: dict[str, str], out: Path, size: tuple[int, int]) -> list[Path]:
+async def shoot(home: Home, ids: dict[str, str], out: Path, size: tuple[int, int], suffix: str = "") -> list[Path]:
     app = make_app(home, clock=lambda: CLOCK_S, cursor_blink=False, allow_external=False, index_interval=3600)
     saved: list[Path] = []
 
     def save(name: str) -> None:
-        path = Path(app.save_screenshot(f"{name}.svg", path=str(out)))
+        path = Path(app.save_screenshot(f"{name}{suffix}.svg", path=str(out)))
         saved.append(path)
         print(f"  {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
 
@@ -190,9 +224,12 @@ async def shoot(home: Home, ids: dict[str, str], out: Path, size: tuple[int, int
         await pilot.press("slash")
         await wait_until(pilot, lambda: screen_is("SearchScreen"))
         await wait_until(pilot, lambda: app.index_state.phase in ("current", "failed", "off"), 60)
-        await pilot.press(*"how do we handle rate limits")
-        await pilot.press("enter")
-        await wait_until(pilot, lambda: app.screen.last is not None and app.screen.last.outcome.served_mode == "hybrid")
+        query = "how do we handle rate limits"
+        await pilot.press(*query)
+        await pilot.press("enter")   # searched as typed, or now: the answer shown is the whole query's
+        await wait_until(pilot, lambda: app.screen.last is not None and app.screen.last_text == query
+                         and app.screen.last.outcome.served_mode == "hybrid"
+                         and "searching for" not in str(app.screen.query_one("#search-outcome").render()))
         await settle(pilot)
         save("search")
 
@@ -201,6 +238,12 @@ async def shoot(home: Home, ids: dict[str, str], out: Path, size: tuple[int, int
         await settle(pilot)
         save("trash")
 
+        app.action_diaries()
+        await wait_until(pilot, lambda: screen_is("DiariesScreen") and app.screen.agents
+                         and app.screen.query_one("#notes-table").row_count)
+        await settle(pilot)
+        save("diaries")
+
         await pilot.press("question_mark")
         await wait_until(pilot, lambda: screen_is("HelpScreen"))
         await settle(pilot)
@@ -208,22 +251,31 @@ async def shoot(home: Home, ids: dict[str, str], out: Path, size: tuple[int, int
     return saved
 
 
+# (size, what each file's name ends with): the default run's two
+SIZES = [((120, 36), ""), ((80, 24), "-80x24")]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", default="100x32", help="terminal size, COLSxROWS (default 100x32)")
+    parser.add_argument("--size", default="", help="one terminal size, COLSxROWS, named <screen>-COLSxROWS.svg "
+                                                   "(default: 120x36 and 80x24)")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent), help="where the SVGs go")
     args = parser.parse_args()
-    cols, rows = (int(x) for x in args.size.lower().split("x"))
+    sizes = SIZES
+    if args.size:
+        cols, rows = (int(x) for x in args.size.lower().split("x"))
+        sizes = [((cols, rows), f"-{cols}x{rows}")]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    fix_the_clock()
-    tmp = Path(tempfile.mkdtemp(prefix="crewlet-shots-"))
-    try:
-        home, ids = build_home(tmp / "home")
-        print(f"screenshots at {cols}x{rows}:")
-        asyncio.run(shoot(home, ids, out, (cols, rows)))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    for size, suffix in sizes:
+        fix_the_clock()     # each size from the same start: the same ids and times, so its own run repeats
+        tmp = Path(tempfile.mkdtemp(prefix="crewlet-shots-"))
+        try:
+            home, ids = build_home(tmp / "home")
+            print(f"screenshots at {size[0]}x{size[1]}:")
+            asyncio.run(shoot(home, ids, out, size, suffix))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

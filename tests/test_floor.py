@@ -166,8 +166,8 @@ def test_the_cli_says_nothing_close_enough_and_exits_as_its_help_says(tmp_path):
     init_home(home, config_mod.example_config())
     with Node.open(home) as node:
         import_directory(KnowledgeBase(node), examples_dir(), actor="alex")
-        from core.duties import default_duties
-        from core.worker import DutyRunner
+        from core.duties.roster import default_duties
+        from core.duties.runner import DutyRunner
 
         runner = DutyRunner(node, default_duties(node, embed_threads=1))
         runner.run_until_idle()

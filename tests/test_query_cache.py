@@ -79,8 +79,8 @@ def embedded_example(tmp_path_factory) -> Home:
     init_home(home, config_mod.example_config())
     with Node.open(home) as node:
         import_directory(KnowledgeBase(node), examples_dir(), actor="alex")
-        from core.duties import default_duties
-        from core.worker import DutyRunner
+        from core.duties.roster import default_duties
+        from core.duties.runner import DutyRunner
 
         runner = DutyRunner(node, default_duties(node, embed_threads=1))
         runner.run_until_idle()

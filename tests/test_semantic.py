@@ -25,7 +25,7 @@ from core.search.native import NativeSearcher
 from core.search.seam import (NO_EMBEDDINGS, NO_TERMS, PARTIAL_COVERAGE, PROVIDER_FAILED, PROVIDER_SLOW, REFILLING,
                               Query)
 from core.search.semantic import sign_code
-from core.search import vectors
+from core.vectors import records as vectors
 
 DIMS = 64
 
@@ -282,7 +282,7 @@ def test_partial_coverage_is_said_with_how_much_and_follows_the_vector_log(node)
     s = searcher_for(node, model)
     res = s.search(Query("deploy"))
     assert (res.outcome.served_mode, res.outcome.degraded) == ("hybrid", PARTIAL_COVERAGE)
-    assert "1 of 2 pages (50%)" in res.outcome.message and not res.outcome.coverage.complete
+    assert "over 1 of 2 pages (1 not embedded yet" in res.outcome.message and not res.outcome.coverage.complete
     put(node, faq, unit(11))                       # the vector log moves: the same searcher sees it
     res = s.search(Query("deploy"))
     assert (res.outcome.degraded, res.outcome.coverage.embedded) == (None, 2)
@@ -339,8 +339,8 @@ def test_a_paraphrase_with_no_shared_word_is_found_by_meaning(tmp_path):
     init_home(home, config_mod.example_config())
     with Node.open(home) as node:
         import_directory(KnowledgeBase(node), examples_dir(), actor="alex")
-        from core.duties import default_duties
-        from core.worker import DutyRunner
+        from core.duties.roster import default_duties
+        from core.duties.runner import DutyRunner
 
         runner = DutyRunner(node, default_duties(node, embed_threads=1))
         runner.run_until_idle(stop=threading.Event())

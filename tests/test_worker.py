@@ -1,4 +1,4 @@
-"""The one duty runner (core/worker.py): passes, cursors kept in SQLite, leases across processes."""
+"""The one duty runner (core/duties/runner.py): passes, cursors kept in SQLite, leases across processes."""
 from __future__ import annotations
 
 import json
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from core.duties import default_duties
+from core.duties.roster import default_duties
 from core.node import Node
-from core.worker import Duty, DutyPass, DutyRunner, Lease, PassContext, read_duty_records
+from core.duties.runner import Duty, DutyPass, DutyRunner, Lease, PassContext, read_duty_records
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -96,7 +96,7 @@ def test_run_until_idle_asks_a_duty_again_after_another_made_it_work(node):
     forever = DutyRunner(node, [Consumer(shelf), Producer(shelf, batches=0, forever=True)])
     ran = forever.run_until_idle()            # a duty that works on every pass: bounded, not for ever
     forever.close()
-    from core.worker import SETTLE_TICKS
+    from core.duties.runner import SETTLE_TICKS
     assert sum(1 for r in ran if r.duty == "producer") == SETTLE_TICKS
 
 
@@ -172,7 +172,7 @@ def test_worker_status_reads_what_the_last_passes_left(home):
     out = _crewlet(home.root, "worker", "--status", "--json")
     assert out.returncode == 0, out.stderr
     names = {d["name"]: d for d in json.loads(out.stdout)["duties"]}
-    assert set(names) == {"apply", "keyword-index", "trash-reaper", "embedding", "semantic-index"}
+    assert set(names) == {"apply", "keyword-index", "trash-reaper", "embedding", "semantic-index", "diary-fill"}
     assert names["keyword-index"]["status"]["first_build_done"] is True
     human = _crewlet(home.root, "worker", "--status")
     assert "keyword-index" in human.stdout and "first build" in human.stdout

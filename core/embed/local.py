@@ -28,8 +28,10 @@ from core.embed.provider import (
     EmbeddingSpace,
     Limits,
     ProviderUnavailable,
+    default_threads,
     fingerprint_of,
 )
+from core.embed.registry import register
 
 MODEL = "all-MiniLM-L6-v2-int8"
 DIMENSIONS = 384
@@ -286,3 +288,7 @@ class LocalProvider:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
+
+
+register("local", lambda settings, threads: LocalProvider(threads=threads or default_threads(),
+                                                          batch_inputs=settings.max_batch_inputs))
