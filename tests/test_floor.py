@@ -114,6 +114,24 @@ def test_a_page_found_by_meaning_alone_enters_only_at_the_floor(node, corpus):
     s.close()
 
 
+def test_hybrid_cuts_a_page_found_by_meaning_alone_under_the_floor_and_keeps_what_words_found(node, corpus):
+    """The floor applies in hybrid as in semantic: a page only the semantic half brought, under the floor,
+    leaves the fused answer; the page the keyword half matched stays though its cosine (0.12) is lower."""
+    model, pages = corpus
+    s = searcher_for(node, model, relevance_floor=(0.35, 0.65))
+    res = s.search(Query("rollback plan"))
+    assert res.outcome.served_mode == "hybrid"
+    assert set(h.page_id for h in res.hits) == {pages["near"], pages["unrelated"]}   # "far" (0.3) is cut
+    f = res.outcome.floor
+    assert (f.value, f.known_words, f.cut, f.folders) == (0.35, True, 1, 1)
+    assert f.nearest_cut == pytest.approx(0.3, abs=1e-4)
+    assert f.left_out() == "1 under the relevance floor 0.35, 1 folder by title alone left out"
+    unfloored = searcher_for(node, model, relevance_floor=False)       # the bench's baseline: nothing cut
+    assert set(h.page_id for h in unfloored.search(Query("rollback plan")).hits) == set(pages.values())
+    unfloored.close()
+    s.close()
+
+
 def test_a_question_whose_words_no_page_holds_meets_the_other_floor_and_says_nothing_close(node, corpus):
     model, pages = corpus
     s = searcher_for(node, model, relevance_floor=(0.25, 0.65))
@@ -188,6 +206,9 @@ def test_the_cli_says_nothing_close_enough_and_exits_as_its_help_says(tmp_path):
     r = json.loads(run("search", "--json", "rate limits").stdout)
     titles = [h["title"] for h in r["hits"]]
     assert "429 backoff in the GitLab client" in titles and "Manager 1:1" not in titles
+    assert r["outcome"]["floor"]["known_words"] and r["outcome"]["floor"]["cut"] > 0
+    said = " ".join(run("search", "rate limits").stdout.split())      # the answer says what the floor left out
+    assert f"{r['outcome']['floor']['cut']} under the relevance floor 0.20" in said, said
     shown = run("search", "floor", "--json")
     assert shown.exit_code == 0 and json.loads(shown.stdout)["floor"]["source"] == "shipped"
     measured = run("search", "floor", "--measure", "--json")
