@@ -107,3 +107,36 @@ def test_a_query_asked_again_by_a_new_process_needs_no_model(embedded_example):
     assert (second["outcome"]["served_mode"], second["outcome"]["degraded"]) == ("hybrid", None)
     if first["outcome"]["served_mode"] == "hybrid":
         assert second["hits"] == first["hits"]
+
+
+def test_prefetch_embeds_the_query_once_while_the_caller_works_and_the_search_takes_that_vector(node):
+    """`crewlet search` starts the query's embedding before its index catch-up (NativeSearcher.prefetch);
+    the search then waits on that same embedding instead of asking the model a second time. A keyword
+    search, or a home with no vector stored yet, starts nothing."""
+    import threading
+    import time
+
+    from test_semantic import FakeModel, add_page, build_index, put, searcher_for, unit
+
+    from core.search.seam import Query
+
+    gate = threading.Event()
+    model = FakeModel(gate=gate)
+    pid = add_page(node, "ENG", "Rollback plan", "how to roll back a release")
+    s = searcher_for(node, model)
+    s.prefetch(Query("rollback"))
+    assert model.calls == 0                                  # nothing stored in the space yet: no model asked
+    put(node, pid, unit("rollback"))
+    build_index(node)
+    s.prefetch(Query("rollback", mode="keyword"))
+    assert model.calls == 0                                  # keyword mode never embeds
+    s.prefetch(Query("rollback"))
+    deadline = time.monotonic() + 30
+    while model.calls == 0 and time.monotonic() < deadline:  # the embedding runs on the searcher's own thread
+        time.sleep(0.01)
+    assert model.calls == 1
+    gate.set()
+    res = s.search(Query("rollback"))
+    assert [h.page_id for h in res.hits] == [pid] and res.outcome.served_mode == "hybrid"
+    assert model.calls == 1                                  # the search took the prefetched vector
+    s.close()
