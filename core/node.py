@@ -34,6 +34,7 @@ from .replica import engine
 from .replica.appliers import Decision, outcome_of
 from .replica.engine import Applier, Stream, gc_paused
 from .store import Connection, connect, sqlite3
+from .store.db import FULL_BELOW, files_stamp, room_left
 from .store.digest import content_digest
 from .vectors import records as vectors
 
@@ -129,6 +130,7 @@ class Node:
         self.damage: LogDamage | None = None
         # why records on the log could not be applied at open (a full disk): retried by each write
         self.apply_error: str | None = None
+        self.last_digest: Any = None   # the content digest this process computed last (publish_digest)
 
     # -- opening ---------------------------------------------------------------------------
     @classmethod
@@ -193,6 +195,45 @@ class Node:
     @property
     def writable(self) -> bool:
         return self.damage is None and not self.readonly and self.apply_error is None
+
+    def follow_storage(self) -> bool:
+        """A database opened read-only because its disk was full (a read needs nothing written) is opened again
+        once that changes: for writing when there is room again — then what others appended meanwhile is
+        applied —, or read-only again when another writer changed its files while the disk stays full (the
+        first connection may be an immutable snapshot, which never sees them). A process that lives long (the
+        app, `crewlet mcp`, a worker) asks before it serves, and a write asks before it refuses; otherwise it
+        would be stale and refuse every write for its whole life. A statvfs and two stats while the disk is
+        full; nothing at all otherwise. Returns whether the connection was opened again."""
+        with self.lock:
+            old = self.conn
+            if not getattr(old, "readonly_reason", ""):
+                return False   # writable, or read-only by choice or permission: nothing to follow
+            db = self.home.db_file
+            if room_left(db.parent) < FULL_BELOW and files_stamp(db) == getattr(old, "opened_on", None):
+                return False
+            try:
+                fresh = connect(db)
+            except (sqlite3.Error, OSError) as exc:
+                log.info("the database could not be opened again: %s", exc)
+                return False
+            self.conn = fresh
+            old.close()
+            if self.readonly:
+                return True
+            log.info("%s has room again: it is open for writing", db)
+            if not self.settings.node_id:
+                self.settings = _give_node_id(self.home, self.settings)
+                self.publisher = peers.Publisher(self.home, self.settings.node_id, self.settings.operator)
+            self.verify_log()
+            if self.damage is None:
+                try:
+                    self.catch_up()
+                    self.apply_error = None
+                except LogDamage:
+                    pass   # self.damage holds it: reads go on, writes are refused with it
+                except (sqlite3.Error, OSError) as exc:
+                    self.apply_error = storage_problem(exc, db)[1]
+            return True
 
     def verify_log(self, *, whole: bool = True) -> None:
         """The database's position against each log: on a frame boundary, not past the end, and
@@ -326,19 +367,26 @@ class Node:
     def publish_digest(self, *, force: bool = False) -> dict[str, Any] | None:
         """Compute this node's content digest and say it, with the positions it stands for, beside the shared
         logs: nodes at the same positions must hold the same content, and `crewlet sync status` names any that
-        do not. Not computed again while the positions are those of the last digest (unless `force`)."""
+        do not. Not computed again while the positions are those of the last digest (unless `force`).
+
+        Computed on a read connection of its own (`content_digest(db_file)`), never under the node's lock: it
+        reads every row (seconds on a large home) while the app's reads and writes go on. The full digest
+        (tables, rows) stays in `last_digest` for whoever asked for it (`sync status --digest`)."""
         if self.home.shared is None:
             return None
-        with self.lock:
-            positions = self.positions()
-            at = {name: seq for name, (seq, _end) in positions.items()}
-            last = self.publisher.digest
-            if last is not None and last.get("positions") == at and not force:
+        last = self.publisher.digest
+        if last is not None and not force:
+            at = {name: seq for name, (seq, _end) in self.positions().items()}   # the lock for a moment
+            if last.get("positions") == at:
                 return last
-            digest = {"content": content_digest(self.conn).content, "positions": at, "at": now_ms()}
+        full = content_digest(self.home.db_file)
+        # every log this node has, a log it never applied at seq 0 (it has no position row yet)
+        full.logs = {s.position_name: full.logs.get(s.position_name, (0, 0)) for s in self.streams}
+        self.last_digest = full
+        digest = full.published(now_ms())
         if not self.readonly:
             try:
-                self.publisher.publish(positions, digest=digest)
+                self.publisher.publish(full.logs, digest=digest)
             except OSError as exc:
                 log.info("could not say this node's digest in %s: %s", self.home.peers_dir, exc)
         else:
@@ -402,6 +450,7 @@ class Node:
         """Apply what the log holds past this node's position. Refused once damage is known: a log
         that disagrees with the database must be repaired before anything more is applied from it."""
         with self.lock:
+            self.follow_storage()
             self.follow_repair()
             if self.damage is not None:
                 raise self.damage
@@ -433,6 +482,8 @@ class Node:
         """Append to one of the node's logs, or refuse before a byte is written: a damaged log, a
         database this process cannot write, a record over the size limit, a log it cannot write."""
         if self.damage is not None:
+            raise self.damage
+        if self.readonly and self.follow_storage() and self.damage is not None:
             raise self.damage
         if self.readonly:
             reason = getattr(self.conn, "readonly_reason", "")

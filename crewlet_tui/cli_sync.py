@@ -109,7 +109,8 @@ def sync_status_cmd(
     home = existing_home()
     with Node.open(home, sync_containers=False, catch_up=False) as node:
         st = sync_status(node)
-        dig = content_digest(node.conn) if digest else None
+        # the digest status just computed (a node of a shared directory), else computed here: once either way
+        dig = (node.last_digest or content_digest(home.db_file)) if digest else None
     if st.damage is not None:
         warn(damage_line(st.damage))
     for d in st.disagree:

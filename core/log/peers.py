@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,8 @@ class Publisher:
 
     def __init__(self, home: Home, node_id: str, operator: str | None) -> None:
         self.home, self.node_id, self.operator = home, node_id, operator
+        # a writer says its position under the node's lock, the apply duty its digest off it: one at a time
+        self._lock = threading.Lock()
         self._last: dict[str, tuple[int, int]] | None = None
         self._written_at = 0
         # the last content digest this node published, with the positions it stands for — kept by every later
@@ -105,19 +108,23 @@ class Publisher:
         positions (kept and published with every later heartbeat). Returns whether the file was written."""
         if not self.node_id:
             return False
-        now = now_ms()
-        if digest is not None:
-            self.digest = digest
-        elif positions == self._last and now - self._written_at < HEARTBEAT_MS:
-            return False
-        peer = Peer(self.node_id, socket.gethostname(), str(self.home.root), self.operator, now,
-                    {name: {"seq": seq, "end": end} for name, (seq, end) in positions.items()}, self.digest)
-        directory = self.home.peers_dir
-        directory.mkdir(parents=True, exist_ok=True)
-        path = peer_file(self.home, self.node_id)
-        write_atomic(path, json.dumps(peer.to_json(), sort_keys=True).encode("utf-8"), durable=False)   # a heartbeat
-        self._last, self._written_at = dict(positions), now
-        return True
+        with self._lock:
+            now = now_ms()
+            if digest is not None:
+                self.digest = digest
+                # a digest computed off the node's lock may stand for positions older than a writer said since
+                if self._last is not None and all(positions.get(k, (0, 0))[0] <= v[0] for k, v in self._last.items()):
+                    positions = self._last
+            elif positions == self._last and now - self._written_at < HEARTBEAT_MS:
+                return False
+            peer = Peer(self.node_id, socket.gethostname(), str(self.home.root), self.operator, now,
+                        {name: {"seq": seq, "end": end} for name, (seq, end) in positions.items()}, self.digest)
+            directory = self.home.peers_dir
+            directory.mkdir(parents=True, exist_ok=True)
+            path = peer_file(self.home, self.node_id)
+            write_atomic(path, json.dumps(peer.to_json(), sort_keys=True).encode("utf-8"), durable=False)   # a heartbeat
+            self._last, self._written_at = dict(positions), now
+            return True
 
 
 def furthest(home: Home, position: str, *, other_than: str) -> tuple[int, str]:
