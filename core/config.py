@@ -16,6 +16,7 @@ from typing import Any
 import tomli_w
 
 from core.durable import write_atomic
+from core.errors import KnowledgeElsewhere
 
 from core.embed import LOCAL_DIMENSIONS, LOCAL_MODEL, MAX_BATCH_INPUTS, EmbeddingsSettings
 from core.paths import read_node_file
@@ -75,6 +76,27 @@ _EMBEDDINGS_KEYS = {
 }
 
 
+LOG_BACKENDS = ("file", "jetstream")
+STREAM_PREFIX_RE = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
+_LOG_KEYS = ("backend", "url", "stream_prefix", "replicas", "creds", "token_env", "tls_ca", "monitor",
+             "duplicate_window_s")
+
+
+@dataclass(frozen=True)
+class LogSettings:
+    """[log]: where the company's ordered logs live. "file": a file per log in the home (or the shared
+    directory it joined); "jetstream": a stream per log on NATS JetStream (core/log/jetstream.py)."""
+    backend: str = "file"
+    url: tuple[str, ...] = ()      # NATS servers, nats:// or tls:// (one, or a cluster's several)
+    stream_prefix: str = "crewlet"  # streams PREFIX-pages and PREFIX-vectors, key-value bucket PREFIX-company
+    replicas: int = 1             # 1 for a single server, 3 for a cluster
+    creds: str = ""               # a NATS credentials file (JWT + seed, or an nkey seed), read on each node
+    token_env: str = ""           # the NAME of the environment variable holding a token; never the token
+    tls_ca: str = ""              # a CA file for tls:// servers signed by a private CA
+    monitor: tuple[str, ...] = ()  # the servers' monitoring URLs (http://HOST:8222), where /varz says sync_interval
+    duplicate_window_s: int = 600  # how long a record's op_id is remembered against a retried append
+
+
 @dataclass(frozen=True)
 class Knowledge:
     backend: str = "native"       # native | confluence | plane | none (empty in the file: derived)
@@ -88,7 +110,9 @@ class Knowledge:
 
 # -- the remote knowledge backends: [integrations.*] and an actor's own credentials ---------------------
 BACKENDS = ("native", "confluence", "plane", "none")
-REMOTE_BACKENDS = ("confluence", "plane")
+# a remote backend and its name in words: the one list (core.knowledge asks it for every surface)
+REMOTE_LABELS = {"confluence": "Confluence", "plane": "Plane"}
+REMOTE_BACKENDS = tuple(REMOTE_LABELS)
 SCOPE_KEYS = {"native": "scope", "confluence": "confluence_spaces", "plane": "plane_projects"}
 DEFAULT_CONNECT_TIMEOUT_S = 3.0
 DEFAULT_READ_TIMEOUT_S = 10.0
@@ -152,6 +176,7 @@ class Company:
     activated_at: int = 0          # ms; the instant this configuration was activated (the file's mtime)
     integrations: Integrations = field(default_factory=Integrations)
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
+    log: LogSettings = field(default_factory=LogSettings)
 
     # -- declared containers -------------------------------------------------------------
     def declared_containers(self) -> dict[str, Space]:
@@ -194,6 +219,43 @@ class Company:
         k = self.knowledge
         listed = {"confluence": k.confluence_spaces, "plane": k.plane_projects}.get(k.backend, k.scope)
         return frozenset(s.strip() for s in listed if s.strip())
+
+
+@dataclass(frozen=True)
+class RemoteSite:
+    """Where a company whose knowledge.backend is remote keeps its knowledge: the backend, its name in
+    words and the site's url. It stands here, beside the configuration that says it, so the knowledge base
+    (which refuses a local write on such a company) and every surface read it alike (core.knowledge)."""
+
+    backend: str
+    label: str
+    url: str
+
+    @property
+    def where(self) -> str:
+        """"Confluence at https://…" (the label alone when no integration names a url)."""
+        return f"{self.label} at {self.url}" if self.url else self.label
+
+    def refusal(self, what: str = "", *, write: bool) -> KnowledgeElsewhere:
+        """The one line a local write (write=True) or a listing of this node's own copy is refused with:
+        where the knowledge lives and to write there. `what`: the copy's part that is not here ("spaces",
+        "outline", "history"…)."""
+        if write:
+            words = (f"this company's knowledge lives in {self.where}, not on this node, and crewlet does not "
+                     "write to it — write it there")
+        else:
+            words = (f"this company's knowledge lives in {self.where}, read live: this node keeps no copy of "
+                     f"{'its ' + what if what else 'it'}")
+        return KnowledgeElsewhere(words, backend=self.backend, url=self.url, write=write)
+
+
+def remote_site(company: Company) -> RemoteSite | None:
+    """Where the company's knowledge lives when knowledge.backend is remote; None for this node's own."""
+    backend = company.knowledge.backend
+    if backend not in REMOTE_LABELS:
+        return None
+    settings = getattr(company.integrations, backend, None)
+    return RemoteSite(backend, REMOTE_LABELS[backend], settings.url if settings is not None else "")
 
 
 def _expect(file: Path, key: str, value: Any, typ: type | tuple[type, ...], fix: str) -> Any:
@@ -281,6 +343,56 @@ def _parse_embeddings(file: Path, raw: Any) -> EmbeddingsSettings:
     )
 
 
+def _urls(file: Path, key: str, value: Any, schemes: tuple[str, ...], example: str) -> tuple[str, ...]:
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not items or not all(isinstance(u, str) for u in items):
+        raise ConfigError(file, key, "is not a URL or a list of URLs", f"e.g. {key.split('.')[-1]} = {example}")
+    out = []
+    for u in (part.strip() for item in items for part in item.split(",")):
+        if u and not re.match(rf"^({'|'.join(schemes)})://[^/\s]+/?$", u, re.IGNORECASE):
+            raise ConfigError(file, key, f"{u!r} is not a {' or '.join(s + '://' for s in schemes)} URL of a server",
+                              f"e.g. {key.split('.')[-1]} = {example}")
+        if u:
+            out.append(u.rstrip("/"))
+    return tuple(out)
+
+
+def _parse_log(file: Path, raw: Any) -> LogSettings:
+    """[log]; absent means the file backend."""
+    t = _expect(file, "log", raw, dict, "make [log] a table")
+    for key in t:
+        if key not in _LOG_KEYS:
+            raise ConfigError(file, f"log.{key}", "unknown setting", f"remove it, or use one of: {', '.join(_LOG_KEYS)}")
+    backend = t.get("backend", "file")
+    if backend not in LOG_BACKENDS:
+        raise ConfigError(file, "log.backend", f"{backend!r} is not a log backend", 'set it to "file" or "jetstream"')
+    if backend == "file":
+        extra = [k for k in t if k != "backend"]
+        if extra:
+            raise ConfigError(file, f"log.{extra[0]}", 'is a setting of backend = "jetstream"',
+                              'remove it, or set backend = "jetstream"')
+        return LogSettings()
+    if "url" not in t:
+        raise ConfigError(file, "log.url", 'backend = "jetstream" needs the NATS servers',
+                          'add url = "nats://HOST:4222" (a list for a cluster)')
+    url = _urls(file, "log.url", t["url"], ("nats", "tls"), '"nats://HOST:4222"')
+    prefix = _expect(file, "log.stream_prefix", t.get("stream_prefix", "crewlet"), str, 'stream_prefix = "crewlet"')
+    if not STREAM_PREFIX_RE.match(prefix):
+        raise ConfigError(file, "log.stream_prefix", f"{prefix!r} cannot name a stream",
+                          "use 1-32 letters, digits, '_' or '-'")
+    replicas = _whole(file, "log.replicas", t.get("replicas", 1), low=1, high=5, example="replicas = 3")
+    window = _whole(file, "log.duplicate_window_s", t.get("duplicate_window_s", 600), low=1, high=7 * 86400,
+                    example="duplicate_window_s = 600")
+    token_env = _expect(file, "log.token_env", t.get("token_env", ""), str, 'token_env = "NATS_TOKEN"')
+    if token_env and not ENV_NAME_RE.match(token_env):
+        raise ConfigError(file, "log.token_env", "is not an environment variable name",
+                          'put the token in an environment variable and name it here, e.g. token_env = "NATS_TOKEN"')
+    creds = _expect(file, "log.creds", t.get("creds", ""), str, 'creds = "~/.nats/crewlet.creds"')
+    tls_ca = _expect(file, "log.tls_ca", t.get("tls_ca", ""), str, 'tls_ca = "/etc/nats/ca.pem"')
+    monitor = _urls(file, "log.monitor", t["monitor"], ("http", "https"), '"http://HOST:8222"') if "monitor" in t else ()
+    return LogSettings("jetstream", url, prefix, replicas, creds, token_env, tls_ca, monitor, window)
+
+
 def _provider_named(data: dict[str, Any]) -> Any:
     """providers.embeddings.provider as written (validated with its table later)."""
     prov = data.get("providers")
@@ -289,7 +401,7 @@ def _provider_named(data: dict[str, Any]) -> Any:
 
 
 def parse(data: dict[str, Any], file: Path, activated_at: int = 0) -> Company:
-    known_top = {"operator", "knowledge", "spaces", "actors", "providers", "integrations", "company"}
+    known_top = {"operator", "knowledge", "spaces", "actors", "providers", "integrations", "company", "log"}
     for key in data:
         if key not in known_top:
             raise ConfigError(file, key, "unknown setting", f"remove it, or use one of: {', '.join(sorted(known_top))}")
@@ -394,7 +506,8 @@ def parse(data: dict[str, Any], file: Path, activated_at: int = 0) -> Company:
     embeddings = _parse_embeddings(file, prov.get("embeddings", {}))
 
     return Company(file=file, spaces=spaces, actors=actors, knowledge=knowledge, operator=operator,
-                   embeddings=embeddings, activated_at=activated_at, integrations=integrations, raw=data)
+                   embeddings=embeddings, activated_at=activated_at, integrations=integrations, raw=data,
+                   log=_parse_log(file, data.get("log", {})))
 
 
 # -- the knowledge home: one backend, its integration, and an actor's own credential ---------------------

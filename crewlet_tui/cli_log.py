@@ -137,6 +137,9 @@ def log_check(as_json: bool = JSON_OPT) -> None:
     from core.repair import check_home
 
     home = existing_home()
+    if _on_jetstream(home):
+        _check_streams(as_json)
+        return
     with err_console.status("reading the log…", spinner="dots") if sys.stderr.isatty() and not as_json else nullcontext():
         reports = check_home(home)
     bad = [r for r in reports if not r.ok]
@@ -164,6 +167,10 @@ def log_repair(
     from core.repair import check_home, repair_home
 
     home = existing_home()
+    if _on_jetstream(home):
+        from core.sync.nats_check import REPAIR_REFUSED
+
+        fail(REPAIR_REFUSED, as_json=as_json, payload={"error": "jetstream", "message": REPAIR_REFUSED})
     reports = check_home(home)
     bad = [r for r in reports if not r.ok]
     if not bad:
@@ -221,6 +228,35 @@ def log_repair(
             _render(report)
     if still:
         err_console.print(f"[bold red]crewlet:[/] {markup_safe(_summary(still[0]))}", soft_wrap=True)
+        raise typer.Exit(1)
+
+
+def _on_jetstream(home: object) -> bool:
+    from core import config as config_mod
+
+    cfg = getattr(home, "config_file")
+    return cfg.is_file() and config_mod.load(cfg).log.backend == "jetstream"
+
+
+def _check_streams(as_json: bool) -> None:
+    """`log check` for a company on NATS JetStream: each stream read back and set against the database."""
+    from core.node import Node
+    from core.sync.nats_check import check_streams
+
+    with Node.open(existing_home(), sync_containers=False, catch_up=False) as node:
+        if node.offline is not None:
+            fail(node.offline.line(), as_json=as_json, payload={"error": "offline", **node.offline.to_json()})
+        with err_console.status("reading the streams…", spinner="dots") if sys.stderr.isatty() and not as_json \
+                else nullcontext():
+            reports = check_streams(node)
+    bad = [r for r in reports if not r.ok]
+    if as_json:
+        emit_json({"home": str(node.home.root), "ok": not bad, "logs": [r.to_json() for r in reports]})
+    else:
+        for r in reports:
+            console.print(markup_safe(r.line()), soft_wrap=True)
+    if bad:
+        err_console.print(f"[bold red]crewlet:[/] {markup_safe(bad[0].line())}", soft_wrap=True)
         raise typer.Exit(1)
 
 
