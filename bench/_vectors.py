@@ -8,6 +8,7 @@ and reused: building 40,000 × 3,072 writes ~650 MB of log and ~500 MB of databa
 """
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import time
@@ -26,7 +27,7 @@ from core.node import Node, init_home  # noqa: E402
 from core.paths import Home  # noqa: E402
 from core.vectors import records as vectors  # noqa: E402
 
-OUT = ROOT / "bench" / ".out"
+OUT = Path(os.environ.get("CREWLET_BENCH_OUT") or ROOT / "bench" / ".out")   # big homes: set it to a disk with room
 SPACE_OF = {384: "local:all-MiniLM-L6-v2-int8:384:bench", 3072: "openai:text-embedding-3-large:3072"}
 CONTAINERS = 20
 BATCH = 1000

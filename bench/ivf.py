@@ -1,6 +1,7 @@
 """The semantic index against the full scan, side by side in one run (issue 12).
 
     .venv/bin/python bench/ivf.py [--sizes 40000 120000] [--dims 3072 384] [--queries 200] [--threads 2]
+                                  [--factors 0 1 2 4 8 16] [--serve-rss]
 
 For each corpus (synthetic, clustered: topics under subjects, bench/_vectors.py; a real home with the
 vectors applied through the vector log), it trains the index the way the duty does (core/search/ivf/
@@ -15,8 +16,15 @@ documents, the measured probe count) and prints:
   faiss-cpu`): the same number of lists, trained and searched with the same probe count for the same
   1,200 candidates.
 
-Searches run on one core (the process pins itself to one after training); the training uses `--threads`.
-Each figure carries the load average at that moment. Nothing is asserted.
+- `--factors`: recall (mean and worst query) and stage one's time with a search reading at least F × 1,200
+  codes (semantic.READ_FACTOR), for each F — how the factor crewlet ships was chosen (docs/search.md);
+- `--serve-rss`: a plain serving process (a fresh interpreter that opens the home and answers semantic
+  searches, stage two included) and its resident memory after 200 of them: peak, and how much is the
+  process's own (anonymous) against pages of the database file mapped in.
+
+Big corpora: set CREWLET_BENCH_OUT to a directory with room (1,000,000 × 1,536 is ~14 GB of log and
+database). Searches run on one core (the process pins itself to one after training); the training uses
+`--threads`. Each figure carries the load average at that moment. Nothing is asserted.
 """
 from __future__ import annotations
 
@@ -34,13 +42,15 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _vectors import SPACE_OF, cached_home, queries  # noqa: E402
-from semantic import line, load, timed  # noqa: E402
+from _common import machine_load as load  # noqa: E402
+from semantic import line, timed  # noqa: E402
 
 from core.node import Node  # noqa: E402
 from core.search import semantic  # noqa: E402
 from core.vectors import records as vectors  # noqa: E402
 from core.search.access import Access  # noqa: E402
 from core.search.ivf import training  # noqa: E402
+from core.vectors import index as store_mod  # noqa: E402
 
 EVERYONE = Access(actor=None, mode="semantic", allowed=None, skills="SKILLS", exclusions=(), draft_backstop=True)
 
@@ -50,7 +60,8 @@ def recall_of(cands: np.ndarray, scores: np.ndarray, ids_to_rows: np.ndarray) ->
     return min(150, int(np.count_nonzero(scores[ids_to_rows[cands]] >= kth))) / 150
 
 
-def run(n: int, dims: int, nq: int, threads: int) -> None:
+def run(n: int, dims: int, nq: int, threads: int, factors: list[int] | None = None,
+        serve_rss: bool = False) -> None:
     print(f"\n== {n:,} sources × {dims} dimensions ({dims} bits a code) ==")
     home, ids, corpus = cached_home(n, dims)
     space = SPACE_OF[dims]
@@ -107,6 +118,19 @@ def run(n: int, dims: int, nq: int, threads: int) -> None:
               f"measurement on its 25 held-out documents, unfiltered: "
               f"{result.measurement.shapes['unfiltered'].recall:.4f} (worst {result.measurement.shapes['unfiltered'].worst:.4f})")
 
+        if factors:
+            print("  the codes a search reads at least (READ_FACTOR × 1,200), recall@150 against the exact scan:")
+            shipped = semantic.READ_FACTOR
+            try:
+                for f in factors:
+                    semantic.READ_FACTOR = f
+                    rf = [recall_of(through(i), exact[i], rows_all) for i in range(nq)]
+                    codes = [len(semantic.rows_to_read(table, qcodes[i], None, probes)[0]) for i in range(min(nq, 50))]
+                    tf = timed(through, nq)
+                    print(f"    F = {f:>3}: mean {np.mean(rf):.4f}, worst {min(rf):.4f}, p5 {np.percentile(rf, 5):.4f}; "
+                          f"{np.mean(codes):,.0f} codes read; stage one p50 {tf[0]:.2f} ms p95 {tf[1]:.2f} ms   [{load()}]")
+            finally:
+                semantic.READ_FACTOR = shipped
         retriever._table = table                      # the retriever's own table, with this index in it
         whole_index = timed(lambda i: retriever.rank(qs[i], space, EVERYONE), nq)
         table.index = None
@@ -115,6 +139,16 @@ def run(n: int, dims: int, nq: int, threads: int) -> None:
         print("  the whole semantic query (stage two included, no query embedding):")
         line("through the index", whole_index, whole_scan, "with the full scan")
         line("with the full scan", whole_scan)
+        if serve_rss:                                  # installed and re-filed as the duty does it
+            node.submit_vectors([store_mod.install_record(space, result.centroids, result.probes or probes,
+                                                          result.ranges, result.sources, result.fullest,
+                                                          result.summary(), int(time.time() * 1000))])
+            row = store_mod.read_index(node.conn, space)
+            refiles = [store_mod.refile_record(space, row.generation, k, lo, hi, ids, lists)
+                       for k, (lo, hi, ids, lists) in enumerate(result.batches())]
+            for start in range(0, len(refiles), 50):
+                node.submit_vectors(refiles[start:start + 50], sync=False)
+            serving_rss(home, space)
 
         try:
             import faiss  # type: ignore[import-not-found]
@@ -140,17 +174,54 @@ def run(n: int, dims: int, nq: int, threads: int) -> None:
         print(f"  faiss recall@150 against the exact scan: {np.mean(r_faiss):.4f} (worst {min(r_faiss):.4f})")
 
 
+def serving_rss(home, space: str, queries: int = 200) -> None:
+    """A fresh interpreter that opens the home and answers `queries` semantic searches (stage two included),
+    then says its resident memory: what a serving process holds for this corpus."""
+    import subprocess
+
+    script = f"""
+import sys, numpy as np
+sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
+from pathlib import Path
+from core.node import Node
+from core.paths import Home
+from core.search import semantic
+from core.search.access import Access
+from core.vectors.read import read_vectors
+every = Access(actor=None, mode="semantic", allowed=None, skills="SKILLS", exclusions=(), draft_backstop=True)
+with Node.open(Home(Path({str(home.root)!r}))) as node:
+    retriever = semantic.SemanticRetriever(node)
+    table = retriever.table({space!r})
+    ids = [int(table.ids[r]) for r in np.random.default_rng(3).choice(table.n, {queries}, replace=False)]
+    found, matrix = read_vectors(node.conn, ids, None)
+    for q in matrix:
+        retriever.rank(q, {space!r}, every)
+    status = dict(line.split(":", 1) for line in open("/proc/self/status"))
+    print(*(status[k].split()[0] for k in ("VmHWM", "VmRSS", "RssAnon", "RssFile")), table.n, retriever.last_read[1])
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=3600)
+    if out.returncode != 0:
+        print(f"  serving process failed: {out.stderr[-500:]}")
+        return
+    hwm, rss, anon, file_, n, read = (int(x) for x in out.stdout.split())
+    print(f"  a serving process after {queries} semantic searches over {n:,} sources: peak RSS {hwm / 1024:.0f} MB, "
+          f"RSS {rss / 1024:.0f} MB ({anon / 1024:.0f} MB its own, {file_ / 1024:.0f} MB of mapped files); "
+          f"the last search read {read:,} codes   [{load()}]")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[40000, 120000])
     ap.add_argument("--dims", type=int, nargs="+", default=[3072, 384])
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--factors", type=int, nargs="*", help="READ_FACTOR values to compare (recall, codes read, time)")
+    ap.add_argument("--serve-rss", action="store_true", help="install the index and measure a serving process's memory")
     args = ap.parse_args()
     print(f"crewlet ivf bench: numpy {np.__version__}, {os.cpu_count()} cores on the machine   [{load()}]")
     for dims in args.dims:
         for n in args.sizes:
-            run(n, dims, args.queries, args.threads)
+            run(n, dims, args.queries, args.threads, args.factors, args.serve_rss)
 
 
 if __name__ == "__main__":

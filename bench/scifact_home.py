@@ -5,7 +5,7 @@
 """
 from __future__ import annotations
 
-import sys
+import argparse
 from pathlib import Path
 
 from _common import Doc, load_pages, new_home, read_jsonl
@@ -15,7 +15,9 @@ SPACES = ("SCIA", "SCIB", "SCIC", "SCID")
 
 
 def main() -> None:
-    root = Path(sys.argv[1] if len(sys.argv) > 1 else "bench/.out/scifact")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("dir", nargs="?", default="bench/.out/scifact", help="where the home goes (DIR/home)")
+    root = Path(ap.parse_args().dir)
     docs = [Doc(d["_id"], d.get("title") or d["_id"], d.get("text") or "", SPACES[int(d["_id"]) % len(SPACES)])
             for d in read_jsonl(CORPUS)]
     root.mkdir(parents=True, exist_ok=True)

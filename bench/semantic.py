@@ -143,7 +143,7 @@ def run(n: int, dims: int, nq: int) -> None:
         old_mm = timed(lambda i: old_stage_two(plain, cands[i], qs[i]), nq)
         plain.close()
         print(f"  stage two ({semantic.STAGE_ONE:,} vectors of {dims * 4:,} bytes by primary key, exact cosine):")
-        line("crewlet (one statement, key order, mmap)", new2, old2, "the previous read")
+        line("crewlet (one statement, key order)", new2, old2, "the previous read")
         line("previous (IN chunks of 500, page cache)", old2)
         line("previous read through mmap", old_mm)
 

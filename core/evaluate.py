@@ -56,6 +56,7 @@ class EvalReport:
     scan: measure.Measurement               # the same search, the full scan as its first stage
     window: int
     past_window: list[PastWindow] = field(default_factory=list)
+    lists_alone: bool = False               # --probes: those lists alone, without the codes a search reads at least
     index_served: bool = True               # searches read through the installed index now (see evaluate)
 
     @property
@@ -70,6 +71,9 @@ class EvalReport:
                 out.append(f"{name} recall {shape.recall:.4f} is below its {shape.floor:.4f} floor")
             if shape.head_misses:
                 out.append(f"{name} dropped {shape.head_misses} document(s) of the exact top ten")
+            if shape.below:
+                out.append(f"{name}: {shape.below} quer{'ies' if shape.below != 1 else 'y'} below the "
+                           f"{shape.worst_floor:.2f} worst-query floor (worst {shape.worst:.4f})")
         return out
 
     @property
@@ -159,13 +163,15 @@ def evaluate(path: Path, *, probes: int | None = None, window: int | None = None
         served = index is not None and store.serves(store.measured_sources(index), table.live)
         if table.index is not None and index is not None and (served or probes is not None):
             used = probes or index.probes
-            through = measure.measure(table, cases, used)
+            # --probes N: what N lists alone recall; else the search as it runs (at least READ_FACTOR ×
+            # STAGE_ONE codes, however few lists the index asks for)
+            through = measure.measure(table, cases, used, min_rows=0 if probes else None)
         scan = measure.measure(table, cases, None)
         bound = window or DEFAULT_WINDOW
         if progress:
             progress(table.live, table.live, "reading every body for the window")
         return EvalReport(str(path), spaces, space, table.live, len(cases), index, used, through, scan, bound,
-                          past_window(conn, space, bound), served)
+                          past_window(conn, space, bound), index_served=served, lists_alone=probes is not None)
     finally:
         conn.close()
 
@@ -187,8 +193,11 @@ def render(report: EvalReport) -> list[str]:
     ix = report.index
     if ix is not None and report.through is not None:
         probed = f"{report.probes} of {ix.lists} lists probed (generation {ix.generation})"
-        if report.probes != ix.probes:
-            probed += f" — --probes; the index reads {ix.probes}"
+        if report.lists_alone:
+            probed += f" — --probes, those lists alone; the index reads {ix.probes}"
+        else:
+            probed += (f", and at least {semantic.READ_FACTOR * semantic.STAGE_ONE:,} codes "
+                       f"({semantic.READ_FACTOR}× the {semantic.STAGE_ONE:,} candidates)")
         if ix.refiling:
             probed += f"; re-filing, {ix.refiled} of {ix.batches} batches applied"
         lines.append(("first stage", f"the semantic index: {probed}"))
@@ -212,7 +221,8 @@ def render(report: EvalReport) -> list[str]:
     main = measured.shapes["unfiltered"]
     scan_main = report.scan.shapes["unfiltered"]
     lines.append(("recall", f"{main.recall:.4f}  (floor {main.floor:.4f} for this corpus size)"))
-    lines.append(("worst query", f"{main.worst:.4f}"))
+    lines.append(("worst query", f"{main.worst:.4f}  (floor {main.worst_floor:.2f} — or the full scan's own recall for a "
+                                 f"query the codes cannot reach it on; {main.below} below; scan {scan_main.worst:.4f})"))
     lines.append(("head misses", f"{main.head_misses}  (documents dropped from the exact top ten)"))
     lines.append(("scan recall", f"{scan_main.recall:.4f} with {scan_main.head_misses} head miss(es) — the same "
                                  "search with the full scan as its first stage"))

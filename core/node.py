@@ -434,6 +434,16 @@ class Node:
         """Do other nodes hear where this one is (a shared directory's nodes/, a company's nodes bucket on NATS)?"""
         return self.home.shared is not None or self.company.log.backend == "jetstream"
 
+    def published_digest(self) -> dict[str, Any] | None:
+        """The digest this node last said, if it stands for the positions the database is at now (else None:
+        nothing is computed here)."""
+        if not self.shares_peers:
+            return None
+        with self.lock:
+            at = {name: seq for name, (seq, _end) in self.positions().items()}
+            last = self.publisher.digest
+        return last if last is not None and last.get("positions") == at else None
+
     def publish_digest(self, *, force: bool = False) -> dict[str, Any] | None:
         """Compute this node's content digest and say it, with the positions it stands for, beside the shared
         logs: nodes at the same positions must hold the same content, and `crewlet sync status` names any that
@@ -600,8 +610,16 @@ class Node:
             code, words = storage_problem(exc, stream.backend.path)
             raise WriteFailed(f"{words} — {nothing}", code=code) from exc
 
-    def submit(self, records: Sequence[Record], *, sync: bool = True) -> list[Decision]:
-        """Append records, apply the log through them, and return each record's outcome.
+    def bulk_writes(self) -> Any:
+        """A context for a bulk writer (the importer): this database written without the WAL while no other
+        connection has it open (see store.bulk_writes); yields whether it is."""
+        from .store import bulk_writes
+
+        return bulk_writes(self.conn, self.lock)
+
+    def submit(self, records: Sequence[Record], *, sync: bool = True, bulk: bool = False) -> list[Decision]:
+        """Append records, apply the log through them, and return each record's outcome. `bulk`: a writer's
+        bounded batch (the importer's), applied in one transaction however long it takes.
 
         Refused before anything is appended: a damaged log (LogDamage), a database this process
         cannot write, a record over the size limit, a log that cannot be written (WriteFailed).
@@ -614,7 +632,7 @@ class Node:
             decided: dict[str, Decision] = {}
             try:
                 # our own records are applied from the frames in memory, not read back from the file
-                self.pages.catch_up(self.conn, outcomes=decided, appended=written)
+                self.pages.catch_up(self.conn, outcomes=decided, appended=written, bulk=bulk)
             except (LogDamage, LogFailed, sqlite3.Error, OSError) as exc:
                 if isinstance(exc, LogDamage):
                     self._damaged(exc)

@@ -1,13 +1,14 @@
 """`crewlet import DIR`: publish a directory of Markdown files as pages (see core/importer)."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from .cli_common import JSON_OPT, actor, console, emit_json, err_console, fail, handle_errors, open_kb
-from .sanitize import markup_safe as escape  # titles, paths and notes made inert by the one sanitiser
+from .cli_common import JSON_OPT, actor, console, err_console, fail, handle_errors, open_kb
+from .sanitize import json_text, markup_safe as escape  # titles, paths and notes made inert by the one sanitiser
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -18,20 +19,40 @@ if TYPE_CHECKING:
 LISTED = 100          # lines per section of a printed plan; --json lists everything
 
 
+class Listing(list):
+    """The first LISTED lines of a section, and how many it has in all (a plan of a million pages is
+    counted, never turned into a million lines)."""
+
+    total: int = 0
+
+
 def _section(title: str, lines: list[str]) -> None:
-    if not lines:
+    total = getattr(lines, "total", len(lines))
+    if not total:
         return
-    console.print(f"[bold]{title}[/] ({len(lines)})")
+    console.print(f"[bold]{title}[/] ({total})")
     for line in lines[:LISTED]:
         console.print(f"  {line}", soft_wrap=True)
-    if len(lines) > LISTED:
-        console.print(f"  … and {len(lines) - LISTED} more (--json lists them all)")
+    if total > LISTED:
+        console.print(f"  … and {total - LISTED} more (--json lists them all)")
 
 
-def _page_lines(report: ImportReport, action: str) -> list[str]:
-    out = []
-    for p in report.pages:
-        if p.action != action:
+def _notes(report: ImportReport, skip: str | None = None) -> Listing:
+    out = Listing()
+    for n in report.notes:
+        if n.code == skip:
+            continue
+        out.total += 1
+        if len(out) < LISTED:
+            out.append(escape(str(n)))
+    return out
+
+
+def _page_lines(report: ImportReport, action: str) -> Listing:
+    out = Listing()
+    for p in report.iter_pages(action):
+        out.total += 1
+        if len(out) >= LISTED:
             continue
         mark = {"create": "[green]+[/]", "update": "[yellow]~[/]", "unchanged": "="}[action]
         line = f"{mark} {escape(p.ref)}"
@@ -50,9 +71,7 @@ def _page_lines(report: ImportReport, action: str) -> list[str]:
 def _containers_table(report: ImportReport) -> Table:
     from rich.table import Table
 
-    counts: dict[str, dict[str, int]] = {}
-    for p in report.pages:
-        counts.setdefault(p.container, {"create": 0, "update": 0, "unchanged": 0})[p.action] += 1
+    counts = report.container_counts()
     table = Table("space", "create", "update", "unchanged")
     for key in sorted(counts):
         c = counts[key]
@@ -65,12 +84,12 @@ def _print_plan(report: ImportReport) -> None:
     console.print(f"Plan for [bold]{escape(report.root)}[/] ({layout}): {report.files} file(s), nothing written")
     if report.declared:
         console.print("Would declare: " + ", ".join(escape(k) for k in report.declared))
-    if report.pages:
+    if report.created or report.updated or report.unchanged:
         console.print(_containers_table(report))
     _section("Creates", _page_lines(report, "create"))
     _section("Updates", _page_lines(report, "update"))
     _section("Unchanged", _page_lines(report, "unchanged"))
-    _section("Notes", [escape(str(n)) for n in report.notes])
+    _section("Notes", _notes(report))
     console.print(f"Would create {report.created}, update {report.updated}, leave {report.unchanged} unchanged; "
                   f"{len(report.notes)} note(s).")
 
@@ -78,7 +97,7 @@ def _print_plan(report: ImportReport) -> None:
 def _print_summary(report: ImportReport) -> None:
     if report.declared:
         console.print("Declared: " + ", ".join(escape(k) for k in report.declared))
-    _section("Notes", [escape(str(n)) for n in report.notes])
+    _section("Notes", _notes(report))
     console.print(f"Imported [bold]{escape(report.root)}[/]: created {report.created}, updated {report.updated}, "
                   f"unchanged {report.unchanged}, notes {len(report.notes)}, {report.seconds:.2f} s")
 
@@ -91,11 +110,11 @@ def _into_key(value: Optional[str]) -> Optional[str]:
 
 def _print_nothing(report: ImportReport) -> bool:
     """A tree with no .md files says so, rather than "created 0"."""
-    if report.files or report.pages:
+    if report.files or report.created or report.updated or report.unchanged:
         return False
     console.print(f"No .md files under [bold]{escape(report.root)}[/] (dot-directories are skipped): nothing to "
                   "import.")
-    _section("Notes", [escape(str(n)) for n in report.notes if n.code != "no_markdown"])
+    _section("Notes", _notes(report, skip="no_markdown"))
     return True
 
 
@@ -148,18 +167,17 @@ def register(app: typer.Typer) -> None:
                 else:
                     report = _run(kb, directory, into, dry_run, title_from_name, declare_spaces, None)
             except ImportProblems as exc:
-                if not as_json:
-                    for problem in exc.problems:
-                        err_console.print(f"[red]problem:[/] {escape(str(problem))}", soft_wrap=True)
+                try:
+                    if not as_json:
+                        for problem in exc.problems:
+                            err_console.print(f"[red]problem:[/] {escape(str(problem))}", soft_wrap=True)
+                finally:
+                    exc.report.close()
                 raise
-        if as_json:
-            emit_json(report.to_json())
-        elif _print_nothing(report):
-            pass
-        elif dry_run:
-            _print_plan(report)
-        else:
-            _print_summary(report)
+        try:
+            _output(report, as_json, dry_run)
+        finally:
+            report.close()
         if report.failures:
             if not as_json:
                 for f in report.failures:
@@ -167,6 +185,19 @@ def register(app: typer.Typer) -> None:
             n = len(report.failures)
             fail(f"import finished with {n} refused write{'s' if n != 1 else ''} "
                  f"(created {report.created}, updated {report.updated}) — fix them and run again")
+
+
+def _output(report: ImportReport, as_json: bool, dry_run: bool) -> None:
+    if as_json:
+        # written as the plan is read: a million pages' report never stands in memory at once
+        report.write_json(sys.stdout, lambda value, indent: json_text(value, indent=indent))
+        sys.stdout.flush()
+    elif _print_nothing(report):
+        pass
+    elif dry_run:
+        _print_plan(report)
+    else:
+        _print_summary(report)
 
 
 def _run(kb: Any, directory: Path, into: str | None, dry_run: bool, title_from_name: bool, declare_spaces: bool,

@@ -145,7 +145,7 @@ def sync_status_cmd(
 
     home = existing_home()
     with Node.open(home, sync_containers=False, catch_up=False) as node:
-        st = sync_status(node)
+        st = sync_status(node, digest_now=True if digest else None)
         # the digest status just computed (a node of a shared directory), else computed here: once either way
         dig = (node.last_digest or content_digest(home.db_file)) if digest else None
     if st.damage is not None:
@@ -204,6 +204,8 @@ def _render_status(st: SyncStatus) -> None:
                       "a node that agrees", soft_wrap=True)
     if st.digest is not None and not st.disagree:
         console.print(f"digests   {st.agree} peer(s) at this node's position hold the same content", soft_wrap=True)
+    elif st.digest_note:
+        console.print(f"digests   {markup_safe(st.digest_note)}", soft_wrap=True)
     console.print(f"peers     {len(st.peers)} seen:")
     for p in st.peers:
         behind = ", ".join(f"{name} {n:,} behind" if n else f"{name} current" for name, n in p.behind.items())

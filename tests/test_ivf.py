@@ -135,11 +135,29 @@ def test_a_topical_corpus_installs_an_index_that_keeps_recall(topical_home):
     assert result is not None and result.probes is not None
     assert result.probes <= len(result.centroids) // 2
     assert result.measurement.passed
-    # the smallest count: one fewer list fails somewhere (or it is the first)
+    # the smallest count by the lists alone: one fewer list fails somewhere (or it is the first)
     if result.probes > 1:
         assert not measure.measure(result.table, training.cases_for(
             Node.open(topical_home).conn, threading.RLock(), result.table, training.held_out(result.table)),
-            result.probes - 1).passed
+            result.probes - 1, min_rows=0).passed
+
+
+def test_a_measurement_reusing_its_cases_says_what_fresh_cases_say(topical_home):
+    """measure() keeps what does not change between probe counts on each case (the rows each shape admits,
+    the exact cuts, the list order under an index): the probe ladder reuses the cases, and each count must
+    measure as if its cases were new — in every shape, the scan's floor per query included."""
+    with Node.open(topical_home) as node:
+        result = training.train(node.conn, node.lock, SPACE, threads=2)
+        assert result is not None
+        rows = training.held_out(result.table)
+        reused = training.cases_for(node.conn, node.lock, result.table, rows)
+        for p in (1, 3, 2, 5):                             # up and down the ladder, as smallest_passing goes
+            again = measure.measure(result.table, reused, p, min_rows=0)
+            fresh = measure.measure(result.table, training.cases_for(node.conn, node.lock, result.table, rows),
+                                    p, min_rows=0)
+            assert again.to_json() == fresh.to_json(), p
+        assert measure.measure(result.table, reused, None).to_json() == measure.measure(
+            result.table, training.cases_for(node.conn, node.lock, result.table, rows), None).to_json()
 
 
 def test_an_index_that_would_need_more_than_half_its_lists_is_not_installed(tmp_path):
@@ -244,16 +262,20 @@ def test_a_narrowed_search_reads_more_lists_or_scans(topical_home):
         table = result.table
         table.index.probes = 4
         q = table.codes[0]
-        rows, read = semantic.rows_to_read(table, q, None, 4)
+        rows, read = semantic.rows_to_read(table, q, None, 4, min_rows=0)   # the lists asked for, no more
         assert read == 4 and rows is not None
         third = table.containers[:table.n] == table.containers[0]
-        rows_n, read_n = semantic.rows_to_read(table, q, third, 4)
+        rows_n, read_n = semantic.rows_to_read(table, q, third, 4, min_rows=0)
         if rows_n is not None:
             assert read_n > 4
             assert int(np.count_nonzero(third[rows_n])) >= len(rows)
         tiny = np.zeros(table.n, dtype=bool)
         tiny[:3] = True
-        assert semantic.rows_to_read(table, q, tiny, 4)[0] is None   # a few rows: the scan
+        assert semantic.rows_to_read(table, q, tiny, 4, min_rows=0)[0] is None   # a few rows: the scan
+        # however few lists are asked for, a search reads READ_FACTOR × STAGE_ONE codes (or every list)
+        floor_rows = semantic.READ_FACTOR * semantic.STAGE_ONE
+        rows_f, read_f = semantic.rows_to_read(table, q, None, 1)
+        assert len(rows_f) >= min(floor_rows, table.live) and read_f >= 1
 
 
 def test_codes_failing_even_the_full_scan_raise_the_alarm(tmp_path):

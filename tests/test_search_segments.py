@@ -95,7 +95,7 @@ def test_the_bulk_writer_writes_what_whooshs_writer_writes(tmp_path):
         got = rank_data.read(tmp_path / "bulk", seg.segment_id(), b.doc_count_all())
         want = rank_data.derive(b)
     assert got is not None
-    assert got["ids"] == want.ids and [got["containers"][c] for c in got["codes"]] == \
+    assert [i.decode() for i in got["ids"].tolist()] == want.ids and [got["containers"][c] for c in got["codes"]] == \
         [want.containers[c] for c in want.codes]
     assert list(got["auto_draft"]) == want.auto_draft and sum(want.auto_draft) == 13
     assert list(got["title"]) == want.title_lengths and list(got["body"]) == want.body_lengths

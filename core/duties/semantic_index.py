@@ -40,6 +40,7 @@ from ..embed.registry import make_provider
 from ..search import semantic
 from ..search.ivf import kmeans, measure, training
 from ..vectors import index as store
+from ..vectors import records as vectors
 from . import SEMANTIC_INDEX
 from .runner import Duty, DutyPass, PassContext, read_duty_records
 
@@ -111,7 +112,7 @@ class IndexTrainingDuty(Duty):
         conn = self.node.conn
         with self.node.lock:
             row = store.read_index(conn, space)
-            sources = conn.execute("SELECT count(*) FROM vectors WHERE space = ?", (space,)).fetchone()[0]
+            sources = vectors.sources(conn, space)
 
         # while the corpus is moving (the embedding duty filling it) look again right after its next batch, so
         # `crewlet worker --once` trains over what it embedded; a corpus at rest costs one pass an interval
@@ -319,7 +320,7 @@ def index_status(node: Any, space: str | None) -> dict[str, Any]:
     with node.lock:
         row = store.read_index(node.conn, space) if space else None
         record = read_duty_records(node.conn).get(IndexTrainingDuty.name)
-        sources = node.conn.execute("SELECT count(*) FROM vectors WHERE space = ?", (space,)).fetchone()[0] if space else 0
+        sources = vectors.sources(node.conn, space) if space else 0
     out: dict[str, Any] = {"space": space, "sources": sources, "installed": row is not None,
                            "min_sources": training.MIN_SOURCES}
     if row is not None:

@@ -1,9 +1,12 @@
 """`crewlet import DIR`: publish a directory of Markdown files as pages, idempotently.
 
-Plan everything in memory (read, parse, title, route, match against the pages that exist, check the
-rules), stop with every problem named if there is any, and only then write the plan whole, in
-batches of records. A re-run over an unchanged tree writes nothing; a run killed midway and run again
-finds the pages it created (by address) and creates only the rest.
+Plan everything first (read, parse, title, route, match against the pages that exist, check the rules) —
+in a plan kept on disk, so memory does not grow with the tree (store.py) —, stop with every problem named
+if there is any, and only then write the plan whole, in batches of records. A re-run over an unchanged
+tree writes nothing; a run killed midway and run again finds the pages it created (by address) and
+creates only the rest.
+
+The report (`ImportReport`) holds the plan's file until it is closed (`report.close()`) or collected.
 """
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from ..errors import Invalid
 from ..replica.engine import gc_paused
 from ..pages.service import KnowledgeBase
 from .model import ImportFailure, ImportNote, ImportProblem, ImportProblems, ImportReport, PlannedPage
-from .plan import Planner
+from .plan import Planner, body_digest
 from .write import BATCH, write_plan
 
 __all__ = ["import_directory", "ImportReport", "ImportProblem", "ImportProblems", "ImportNote",
@@ -53,7 +56,11 @@ def _import(kb: KnowledgeBase, root: Path, who: config_mod.Actor, started: float
             dry_run: bool, title_from_name: bool, declare_spaces: bool,
             progress: Callable[[int, int], None] | None, batch: int) -> ImportReport:
     planner = Planner(kb, root, who, into=into, title_from_name=title_from_name, declare_spaces=declare_spaces)
-    report = planner.plan()
+    try:
+        report = planner.plan()
+    except BaseException:
+        planner.report.close()
+        raise
     report.dry_run = dry_run
     report.timings["plan"] = time.perf_counter() - started
     if report.problems:
@@ -71,7 +78,9 @@ def _import(kb: KnowledgeBase, root: Path, who: config_mod.Actor, started: float
         node.reload_config()
         node.sync_containers()
     write_started = time.perf_counter()
-    write_plan(kb, report, who, progress=progress, batch=batch)
+    write_plan(kb, report, who, progress=progress, batch=batch, root=str(root),
+               body_of=lambda page, cut: "" if page.kind == "folder" else planner.reread(page.source or "", cut),
+               changed=lambda body, digest: body_digest(body) != digest)
     report.timings["write"] = time.perf_counter() - write_started
     report.seconds = time.perf_counter() - started
     return report

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -53,6 +53,7 @@ class _Node:
     row: Any = None                                # the existing page at its address
     page: PlannedPage | None = None
     notes: list[ImportNote] = field(default_factory=list)   # told when the page is created or updated
+    cut: tuple[int, int] | None = None             # the H1 line stripped from the file's body (its span there)
 
 
 # (node, the parent's address) -> (the existing parent's id, or None and why it cannot be the parent)
@@ -63,6 +64,7 @@ class DocPlanner:
     """The backend-independent half of an import plan (see the module's docstring)."""
 
     TREE_LAYOUT = True           # the importer offers --into KEY and --title-from-name (fixes a problem may name)
+    read_ahead = False           # ask the kernel for a directory's files before reading them one by one
 
     def __init__(self, company: Company, root: Path, who: Actor, *, into: str | None = None,
                  title_from_name: bool = False, skills: str | None = None, mode: str | None = None) -> None:
@@ -80,11 +82,14 @@ class DocPlanner:
 
     # -- 1. the files -------------------------------------------------------------------------
     def walk(self) -> list[tuple[str, str]]:
-        """(relative path, absolute path) of every .md file, dot-directories skipped, in path order.
+        """(relative path, absolute path) of every .md file, dot-directories skipped, in path order."""
+        return list(self.iter_files())
 
-        Nothing is skipped silently: a directory that cannot be listed is an `unreadable` problem, and a
-        symlinked directory is not followed (a link can loop, or lead out of the tree) but named in a note."""
-        found: list[tuple[str, str]] = []
+    def iter_files(self) -> Iterator[tuple[str, str]]:
+        """`walk()`'s files one at a time, as the directories are listed (a plan that streams never holds
+        the list). Nothing is skipped silently: a directory that cannot be listed is an `unreadable`
+        problem, and a symlinked directory is not followed (a link can loop, or lead out of the tree) but
+        named in a note."""
         root = str(self.root)
 
         def rel_of(path: str) -> str:
@@ -111,41 +116,53 @@ class DocPlanner:
                     continue
                 kept.append(d)
             dirnames[:] = kept
-            for name in sorted(filenames):
-                if name.lower().endswith(".md"):
-                    found.append((prefix + name, os.path.join(dirpath, name)))
-        return found
+            found = [name for name in sorted(filenames) if name.lower().endswith(".md")]
+            if self.read_ahead:
+                read_ahead(os.path.join(dirpath, name) for name in found)
+            for name in found:
+                yield prefix + name, os.path.join(dirpath, name)
 
     def read(self, files: list[tuple[str, str]]) -> list[Source]:
-        sources: list[Source] = []
-        for rel, path in files:
-            try:
-                data = _read_regular(path)
-                if data is None:
-                    self.problems.append(ImportProblem(
-                        "not_a_file", "is not a regular file (a FIFO, socket or device named .md)",
-                        "remove it from the tree, or rename it so it does not end in .md", [rel]))
-                    continue
-            except OSError as exc:
-                self.problems.append(ImportProblem("unreadable", f"cannot be read: {exc.strerror or exc}",
-                                                   "check the file's permissions, or remove it from the tree", [rel]))
-                continue
-            text, problem = decode(rel, data)
-            if problem is not None:
-                self.problems.append(problem)
-                continue
-            assert text is not None
-            src, problem = split(rel, text)
-            if problem is not None:
-                self.problems.append(problem)
-                continue
-            assert src is not None
-            sources.append(src)
+        sources = [src for src in (self.read_one(rel, path) for rel, path in files) if src is not None]
         self.report.files = len(files)
-        if not files and not self.problems:
+        self.no_markdown_note()
+        return sources
+
+    def no_markdown_note(self) -> None:
+        if not self.report.files and not self.problems:
             self.notes.append(ImportNote("no_markdown", f"no .md files under {self.root} (dot-directories are "
                                          "skipped): nothing to import"))
-        return sources
+
+    def read_one(self, rel: str, path: str) -> Source | None:
+        """One file read, decoded and its frontmatter split off; None (and the problem recorded) when it
+        cannot be."""
+        text = self.read_text(rel, path)
+        if text is None:
+            return None
+        src, problem = split(rel, text)
+        if problem is not None:
+            self.problems.append(problem)
+            return None
+        return src
+
+    def read_text(self, rel: str, path: str) -> str | None:
+        """One file's text (UTF-8, line endings normalised); None (and the problem recorded) when it is not."""
+        try:
+            data = _read_regular(path)
+            if data is None:
+                self.problems.append(ImportProblem(
+                    "not_a_file", "is not a regular file (a FIFO, socket or device named .md)",
+                    "remove it from the tree, or rename it so it does not end in .md", [rel]))
+                return None
+        except OSError as exc:
+            self.problems.append(ImportProblem("unreadable", f"cannot be read: {exc.strerror or exc}",
+                                               "check the file's permissions, or remove it from the tree", [rel]))
+            return None
+        text, problem = decode(rel, data)
+        if problem is not None:
+            self.problems.append(problem)
+            return None
+        return text
 
     # -- 2. one file: kind, title, body, labels, container ------------------------------------------
     def _scalar(self, src: Source, key: str) -> str | None:
@@ -197,11 +214,13 @@ class DocPlanner:
             if h1 is not None:
                 if _address(h1[0]) == _address(node.title):
                     body = titles.strip_line(body, h1[1], h1[2])     # it would repeat the title on the page
+                    node.cut = (h1[1], h1[2])
                 elif _address(titles.inline_to_plain(node.title)) == _address(h1[0]):
                     # the same title, the frontmatter's still holding Markdown escapes (`WM\_PALETTECHANGED`):
                     # they agree, and the page is titled as a reader sees it (find_h1's titles are clean)
                     node.title = h1[0]
                     body = titles.strip_line(body, h1[1], h1[2])
+                    node.cut = (h1[1], h1[2])
                 else:
                     node.notes.append(ImportNote(
                         "title_h1_differ", f"frontmatter title '{node.title}' and H1 '{h1[0]}' differ: the page is "
@@ -209,6 +228,7 @@ class DocPlanner:
         elif h1 is not None:
             node.title = h1[0]
             body = titles.strip_line(body, h1[1], h1[2])
+            node.cut = (h1[1], h1[2])
         elif self.title_from_name:
             node.title = clean_title(parts[-1][:-3])
         else:
@@ -337,6 +357,26 @@ class DocPlanner:
     def docs(self) -> list[_Node]:
         """Walk, read and interpret: every file that makes a page (each problem recorded on the way)."""
         return [n for n in (self.interpret(s) for s in self.read(self.walk())) if n is not None]
+
+
+def read_ahead(paths: Iterable[str]) -> None:
+    """Ask the kernel to start reading these files now (posix_fadvise WILLNEED: it queues the reads and
+    returns), so reading them one by one after finds them in memory: a tree on a disk that serves many
+    reads at once is read at its speed, not one file's latency at a time. Best effort."""
+    advise = getattr(os, "posix_fadvise", None)
+    if advise is None:
+        return
+    for path in paths:
+        try:
+            fd = os.open(path, _OPEN_FLAGS)
+        except OSError:
+            continue
+        try:
+            advise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
 
 
 # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then says what was opened

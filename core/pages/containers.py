@@ -14,6 +14,6 @@ def unknown_container(conn: Any, company: Company, key: str) -> str | None:
     it is reachable by address and by search. The caller holds the node's lock."""
     if company.is_declared(key):
         return None
-    if conn.execute("SELECT 1 FROM pages WHERE container = ? AND trashed_at IS NULL LIMIT 1", (key,)).fetchone():
+    if conn.execute("SELECT 1 FROM page_spaces WHERE container = ? AND live > 0", (key,)).fetchone():
         return None
     return f"no space '{key}': it is not declared and holds no pages — `crewlet spaces` lists them"

@@ -30,12 +30,16 @@ def new_id() -> str:
 
 
 def new_ids() -> Iterator[str]:
-    """Fresh ids shaped as `new_id`'s, drawn in bulk (the importer's thousands): one read of the system's
-    random source per thousand ids rather than one per id."""
+    """Fresh ids shaped as `new_id`'s, drawn in bulk (the importer's thousands) in ascending runs: a random
+    36-bit prefix and a 24-bit counter (16.7 million ids before the next prefix). A bulk of creates then
+    lands at the end of every index keyed by page id (the id's own, the revisions', a level's parent ids)
+    instead of all over it: at a million pages, random ids made each commit rewrite most of those indexes'
+    leaves. Two runs share a prefix once in 2^36 (an id drawn alone stays wholly random)."""
     while True:
-        raw = os.urandom(8 * 1024).hex()
-        for i in range(0, len(raw), 16):
-            yield raw[i:i + 12] + "4" + raw[i + 13:i + 16]
+        prefix = f"{int.from_bytes(os.urandom(5), 'big') >> 4:09x}"
+        for count in range(1 << 24):
+            raw = f"{prefix}{count:06x}"
+            yield raw[:12] + "4" + raw[12:]
 
 
 def normalise_labels(labels: Iterable[str]) -> list[str]:

@@ -174,7 +174,7 @@ class _GiveUp(Exception):
 
 def catch_up(conn: Connection, log: LogBackend, applier: Applier, *, batch: int | None = None,
              progress: Callable[[int], None] | None = None, outcomes: dict[str, Decision] | None = None,
-             appended: Sequence[tuple[Record, Frame]] | None = None) -> int:
+             appended: Sequence[tuple[Record, Frame]] | None = None, seconds: float | None | str = "default") -> int:
     """Apply every record past this database's position on `log`, at most `batch` records (the applier's
     own by default) a transaction, and TXN_SECONDS, storing the new position in the same transaction.
     Returns how many records were applied. `outcomes`, when given, collects what was decided for each
@@ -186,14 +186,18 @@ def catch_up(conn: Connection, log: LogBackend, applier: Applier, *, batch: int 
     every good record before it is applied and committed, then the damage is raised.
 
     A malformed record makes the fast path give up: the transaction is rolled back and run again with
-    the chunk that held it applied record by record (`careful`)."""
+    the chunk that held it applied record by record (`careful`).
+
+    `seconds` (TXN_SECONDS by default; None: no bound) ends a transaction early; a bulk writer that holds
+    its own records to a bound (the importer's batches) applies each batch in one transaction."""
     with gc_paused():
-        return _catch_up(conn, log, applier, applier.batch if batch is None else batch, progress, outcomes, appended)
+        return _catch_up(conn, log, applier, applier.batch if batch is None else batch, progress, outcomes, appended,
+                         TXN_SECONDS if seconds == "default" else seconds)  # type: ignore[arg-type]
 
 
 def _catch_up(conn: Connection, log: LogBackend, applier: Applier, batch: int,
               progress: Callable[[int], None] | None, outcomes: dict[str, Decision] | None,
-              appended: Sequence[tuple[Record, Frame]] | None) -> int:
+              appended: Sequence[tuple[Record, Frame]] | None, seconds: float | None) -> int:
     name = applier.position
     applied = 0
     careful: list[tuple[int, int]] = []  # seq ranges (first, last) of chunks that held a malformed record
@@ -222,7 +226,7 @@ def _catch_up(conn: Connection, log: LogBackend, applier: Applier, batch: int,
                         raise _GiveUp() from None
                     n += len(records)
                     last = end
-                    if ended or n >= batch or time.monotonic() - started >= TXN_SECONDS:
+                    if ended or n >= batch or (seconds is not None and time.monotonic() - started >= seconds):
                         break
                 if last is not None:
                     store_position(conn, last.seq, last, name)
@@ -278,6 +282,10 @@ class Stream:
 
     def catch_up(self, conn: Connection, *, progress: Callable[[int], None] | None = None,
                  outcomes: dict[str, Decision] | None = None,
-                 appended: Sequence[tuple[Record, Frame]] | None = None) -> int:
+                 appended: Sequence[tuple[Record, Frame]] | None = None, bulk: bool = False) -> int:
+        """`bulk`: the writer's own records (a bounded batch) in one transaction, however long it takes."""
+        if bulk:
+            return catch_up(conn, self.backend, self.applier, progress=progress, outcomes=outcomes, appended=appended,
+                            batch=max(self.applier.batch, len(appended or ())), seconds=None)
         return catch_up(conn, self.backend, self.applier, progress=progress, outcomes=outcomes, appended=appended)
 

@@ -39,6 +39,7 @@ from . import lexical, rank_data
 from ..clock import now_ms
 from ..durable import write_atomic
 from ..pages.applier import position
+from ..pages import reads
 from ..pages.links import drop_orphan_links, store_links, store_range_links
 from ..paths import Home
 from ..store import Connection, connect, transaction
@@ -288,7 +289,7 @@ class Indexer:
             directory=str(self.dir / st.dir) if st else None, building=self.build_progress())
 
     def live_pages(self) -> int:
-        return self.conn.execute("SELECT count(*) FROM pages WHERE trashed_at IS NULL").fetchone()[0]
+        return reads.live_pages(self.conn)
 
     def build_due(self) -> str | None:
         """'first' before the first build, 'derivation' when this crewlet derives differently, 'missing'

@@ -86,11 +86,48 @@ class QueryTerms:
 @dataclass
 class _Segment:
     count: int
-    ids: list[str]
+    ids: np.ndarray             # page ids, fixed-width UTF-8 bytes (rank_data)
     containers: list[str]       # the segment's distinct containers
     codes: np.ndarray           # each document's index into `containers`
     auto_draft: np.ndarray      # bool: the title carries the [Auto-draft] prefix
     lengths: dict[str, np.ndarray]
+
+
+class PageIds:
+    """Every document's page id, as one numpy array of fixed-width bytes (a Python list of a million str
+    was built at every CLI search's start): reads as that list (`ids[docnum]` is the str)."""
+
+    def __init__(self, data: np.ndarray) -> None:
+        self.data = data
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitem__(self, docnum: Any) -> str:
+        return self.data[docnum].decode("utf-8", "surrogatepass")
+
+
+class DocNums:
+    """Page id -> its live document's number, by a binary search of the live ids sorted once."""
+
+    def __init__(self, data: np.ndarray, live: np.ndarray) -> None:
+        docs = np.flatnonzero(live)
+        order = np.argsort(data[docs], kind="stable")
+        self.keys, self.docs = data[docs][order], docs[order]
+
+    def get(self, page_id: str) -> int | None:
+        key = page_id.encode("utf-8", "surrogatepass")
+        i = int(np.searchsorted(self.keys, key))
+        return int(self.docs[i]) if i < len(self.keys) and self.keys[i] == key else None
+
+    def __contains__(self, page_id: object) -> bool:
+        return isinstance(page_id, str) and self.get(page_id) is not None
+
+    def __getitem__(self, page_id: str) -> int:
+        got = self.get(page_id)
+        if got is None:
+            raise KeyError(page_id)
+        return got
 
 
 class SegmentCache:
@@ -237,10 +274,10 @@ class Snapshot:
             segs = [seg for *_, seg in self._leaves]
             self.container_names = sorted({c for seg in segs for c in seg.containers})
             code = {name: i for i, name in enumerate(self.container_names)}
-            ids: list[str] = []
+            id_parts: list[np.ndarray] = []
             codes, drafts, live, lengths = [], [], [], {TITLE: [], BODY: []}
             for _segid, sub, _offset, seg in self._leaves:
-                ids.extend(seg.ids)
+                id_parts.append(seg.ids)
                 # the segment's own container codes, mapped onto this generation's sorted names
                 remap = np.asarray([code[c] for c in seg.containers] or [0], dtype=np.int32)
                 codes.append(remap[seg.codes] if seg.count else np.zeros(0, dtype=np.int32))
@@ -252,8 +289,8 @@ class Snapshot:
                 live.append(mask)
                 for name in lengths:
                     lengths[name].append(seg.lengths[name])
-            self.size = len(ids)
-            self.ids = ids
+            self.ids = PageIds(np.concatenate(id_parts) if id_parts else np.zeros(0, "S1"))
+            self.size = len(self.ids)
             self.live = np.concatenate(live) if live else np.zeros(0, dtype=bool)
             self.auto_draft = np.concatenate(drafts) if drafts else np.zeros(0, dtype=bool)
             self.lengths = {k: (np.concatenate(v) if v else np.zeros(0)) for k, v in lengths.items()}
@@ -277,9 +314,9 @@ class Snapshot:
             pass
 
     @cached_property
-    def docnum(self) -> dict[str, int]:
-        """Page id -> document number, for live documents (built on first use)."""
-        return {self.ids[i]: int(i) for i in np.flatnonzero(self.live)}
+    def docnum(self) -> "DocNums":
+        """Page id -> document number, for live documents (sorted on first use)."""
+        return DocNums(self.ids.data, self.live)
 
     # -- reading -----------------------------------------------------------------------------------
     def terms(self, text: str) -> dict[str, int]:
@@ -373,7 +410,7 @@ class Snapshot:
         """Each document's place in page-id order (ties in a long ranking go by it), worked out once per
         snapshot, by the first ranking walked that far."""
         rank = np.empty(self.size, dtype=np.int64)
-        rank[np.argsort(np.asarray(self.ids, dtype=object), kind="stable")] = np.arange(self.size)
+        rank[np.argsort(self.ids.data, kind="stable")] = np.arange(self.size)   # UTF-8 bytes sort as the str
         return rank
 
     def ranked(self, scores: np.ndarray, mask: np.ndarray, first: int = 64) -> Iterator[tuple[int, float]]:

@@ -11,9 +11,12 @@ segment Whoosh wrote (an incremental pass, a merge), and Whoosh's own clean-up r
 segment (it matches Whoosh's segment file pattern). A missing, unreadable or foreign file is simply
 derived again from the segment.
 
-Layout: MAGIC, one JSON line {"count", "ids", "containers", "code"} and then, for `count` documents, the
-title lengths and body lengths (float32, as Whoosh's reader reports them), the auto-draft flags (uint8)
-and the container codes (`code`: uint16 or uint32), all little-endian.
+Layout: MAGIC, one JSON line {"count", "width", "containers", "code"} and then, for `count` documents, the
+page ids (UTF-8, NUL-padded to `width` bytes each), the title lengths and body lengths (float32, as Whoosh's
+reader reports them), the auto-draft flags (uint8) and the container codes (`code`: uint16 or uint32), all
+little-endian. The ids are read as one numpy array of fixed-width bytes: version 1 kept them as a JSON
+list, which a CLI search parsed into a Python list of every page id at every start (0.15 s at 250,000
+pages, and growing with them); a version-1 file is foreign here and derived again.
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ from ..config import AUTO_DRAFT_TITLE_PREFIX
 from ..durable import write_atomic
 from .index_files import BODY, TITLE
 
-MAGIC = b"crewlet-rank 1\n"
+MAGIC = b"crewlet-rank 2\n"
 EXT = ".rank"
 
 
@@ -121,7 +124,7 @@ def load(folder: Path | None, segment_id: str, reader: Any) -> dict[str, Any]:
             write(folder, segment_id, data)
         except OSError:
             pass
-    return {"ids": data.ids, "containers": data.containers, "codes": np.asarray(data.codes, dtype=np.int64),
+    return {"ids": id_array(data.ids), "containers": data.containers, "codes": np.asarray(data.codes, dtype=np.int64),
             "auto_draft": np.asarray(data.auto_draft, dtype=bool),
             "title": np.asarray(data.title_lengths, dtype=np.float64),
             "body": np.asarray(data.body_lengths, dtype=np.float64)}
@@ -131,17 +134,27 @@ def file_name(segment_id: str) -> str:
     return segment_id + EXT
 
 
+def id_array(ids: list[str]) -> Any:
+    """Page ids as one numpy array of fixed-width UTF-8 bytes (what a snapshot holds)."""
+    import numpy as np
+
+    return np.array([i.encode("utf-8", "surrogatepass") for i in ids], dtype=bytes) if ids else np.zeros(0, "S1")
+
+
 def encode(data: RankData) -> bytes:
     n = data.count
     code = "H" if len(data.containers) < 65536 else "I"
-    header = json.dumps({"count": n, "ids": data.ids, "containers": data.containers, "code": code},
+    ids = [i.encode("utf-8", "surrogatepass") for i in data.ids]
+    width = max((len(i) for i in ids), default=1) or 1
+    header = json.dumps({"count": n, "width": width, "containers": data.containers, "code": code},
                         ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     parts = [array("f", data.title_lengths), array("f", data.body_lengths),
              array("B", [1 if d else 0 for d in data.auto_draft]), array(code, data.codes)]
     if sys.byteorder != "little":  # pragma: no cover - big-endian machines
         for p in parts:
             p.byteswap()
-    return MAGIC + header + b"\n" + b"".join(p.tobytes() for p in parts)
+    return (MAGIC + header + b"\n" + b"".join(i.ljust(width, b"\0") for i in ids)
+            + b"".join(p.tobytes() for p in parts))
 
 
 def write(folder: Path, segment_id: str, data: RankData) -> None:
@@ -166,13 +179,16 @@ def read(folder: Path, segment_id: str, expected_count: int) -> dict[str, Any] |
         end = blob.index(b"\n", len(MAGIC))
         head = json.loads(blob[len(MAGIC):end])
         n = int(head["count"])
+        width = int(head["width"])
         code = np.dtype("<u2" if head["code"] == "H" else "<u4")
-        if n != expected_count or len(head["ids"]) != n:
+        if n != expected_count or width < 1:
             return None
         pos = end + 1
-        need = n * 4 * 2 + n + n * code.itemsize
+        need = n * width + n * 4 * 2 + n + n * code.itemsize
         if len(blob) - pos != need:
             return None
+        ids = np.frombuffer(blob, dtype=f"S{width}", count=n, offset=pos)
+        pos += n * width
         title = np.frombuffer(blob, dtype="<f4", count=n, offset=pos).astype(np.float64)
         pos += n * 4
         body = np.frombuffer(blob, dtype="<f4", count=n, offset=pos).astype(np.float64)
@@ -183,7 +199,7 @@ def read(folder: Path, segment_id: str, expected_count: int) -> dict[str, Any] |
         containers = [str(c) for c in head["containers"]]
         if n and (codes.max(initial=0) >= len(containers)):
             return None
-        return {"ids": head["ids"], "containers": containers, "codes": codes,
+        return {"ids": ids, "containers": containers, "codes": codes,
                 "auto_draft": draft, "title": title, "body": body}
     except (ValueError, KeyError, TypeError):
         return None

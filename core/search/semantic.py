@@ -50,7 +50,17 @@ from .access import Access
 from .stages import STAGE_ONE, STAGE_TWO
 from .stamp import Stamp, read_stamp
 
-MMAP_BYTES = 1 << 40  # SQLite caps it at its compiled maximum
+# No memory map of the database (it was set here for stage two): every page faulted in through it brought
+# its neighbours in the page cache into the process, and the narrow index's and the codes' pages lie between
+# the wide rows' (written together, row by row). At 1,000,000 × 384 the code table's load left 1.7 GB of the
+# file resident for ~150 MB read, and each search's 1,200 candidates ~70 MB more, until RSS was the file's
+# size. Read through SQLite's page cache instead, stage two was no slower (docs/search.md, "Memory").
+MMAP_BYTES = 1 << 40  # what a peer read in bench/semantic.py maps (SQLite caps it at its compiled maximum)
+# A search through the index reads at least this many times stage one's depth in codes (READ_FACTOR ×
+# STAGE_ONE), however few lists its measurement asked for: at a million sources 4 of 4,096 lists held
+# about 1,084 codes — fewer than the 1,200 candidates stage one keeps — and the worst fresh query recalled
+# 0.447. Measured (bench/ivf.py --factors, docs/search.md): the worst query stops improving past 8×.
+READ_FACTOR = 8
 
 def nearest(dist: np.ndarray, rows: np.ndarray, ids: np.ndarray, k: int) -> np.ndarray:
     """The `k` rows of `rows` with the smallest `dist` (aligned with `rows`); ties at the cut go to the
@@ -68,12 +78,119 @@ def nearest(dist: np.ndarray, rows: np.ndarray, ids: np.ndarray, k: int) -> np.n
     return rows[np.concatenate([below, at])]
 
 
+class Sources:
+    """Each row's source (page) id, as fixed-width bytes in one numpy array (a Python str a row was ~73 bytes
+    of the table's memory at a million sources, this is 16): reads as the list of str it stands for."""
+
+    def __init__(self, capacity: int = 0, width: int = 16) -> None:
+        self.data = np.zeros(capacity, dtype=f"S{width}")
+        self.n = 0
+
+    def _fit(self, need: int, width: int) -> None:
+        cap, w = len(self.data), self.data.dtype.itemsize
+        if need <= cap and width <= w:
+            return
+        new = np.zeros(max(need, cap * 2 if need > cap else cap, 1024), dtype=f"S{max(width, w)}")
+        new[:self.n] = self.data[:self.n]
+        self.data = new
+
+    def extend(self, sources: list[str]) -> None:
+        encoded = np.array([x.encode("utf-8", "surrogatepass") for x in sources], dtype=bytes) if sources else None
+        if encoded is None:
+            return
+        self._fit(self.n + len(encoded), encoded.dtype.itemsize)
+        self.data[self.n:self.n + len(encoded)] = encoded
+        self.n += len(encoded)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, at: Any) -> Any:
+        if isinstance(at, slice):
+            return [b.decode("utf-8", "surrogatepass") for b in self.data[:self.n][at].tolist()]
+        if at < 0:
+            at += self.n
+        if not 0 <= at < self.n:
+            raise IndexError(at)
+        return self.data[at].decode("utf-8", "surrogatepass")
+
+    def __iter__(self) -> Any:
+        return iter(self[:])
+
+
+class RowOf:
+    """Each live source's row: a sorted array of the sources and their rows (built when first asked, from
+    the table's live rows) and a dict of what changed since — what a dict of a million str keys was, in a
+    fifth of the memory. Reads as that dict (`get`, `in`, `[]`)."""
+
+    REBUILD = 65_536                                   # changes kept beside the sorted arrays before a rebuild
+
+    def __init__(self, table: "CodeTable") -> None:
+        self.table = table
+        self.keys: np.ndarray | None = None            # sorted sources (bytes) of the live rows when built
+        self.rows = np.zeros(0, dtype=np.int64)
+        self.changed: dict[bytes, int] = {}            # since: source -> row, or -1 for gone
+
+    def _base(self) -> None:
+        t = self.table
+        live = np.flatnonzero(t.alive[:t.n])
+        keys = t.source_data[live]
+        order = np.argsort(keys, kind="stable")
+        self.keys, self.rows, self.changed = keys[order], live[order], {}
+
+    @staticmethod
+    def _key(source: str) -> bytes:
+        return source.encode("utf-8", "surrogatepass")
+
+    def _lookup(self, key: bytes) -> int | None:
+        got = self.changed.get(key)
+        if got is not None:
+            return got if got >= 0 else None
+        if self.keys is None:
+            self._base()
+        assert self.keys is not None
+        i = int(np.searchsorted(self.keys, key))
+        if i < len(self.keys) and self.keys[i] == key:
+            row = int(self.rows[i])
+            return row if self.table.alive[row] else None
+        return None
+
+    def get(self, source: str, default: int | None = None) -> int | None:
+        found = self._lookup(self._key(source))
+        return default if found is None else found
+
+    def __contains__(self, source: object) -> bool:
+        return isinstance(source, str) and self._lookup(self._key(source)) is not None
+
+    def __getitem__(self, source: str) -> int:
+        found = self.get(source)
+        if found is None:
+            raise KeyError(source)
+        return found
+
+    def __bool__(self) -> bool:
+        return self.table.live > 0
+
+    def set(self, source: str, row: int) -> None:
+        if self.keys is None:                          # nothing built yet: built from the rows when first asked
+            return
+        self.changed[self._key(source)] = row
+        if len(self.changed) > max(self.REBUILD, self.table.n // 8):
+            self.keys = None
+
+    def drop(self, source: str) -> None:
+        if self.keys is not None:
+            self.changed[self._key(source)] = -1
+
+
 @dataclass
 class CodeTable:
     """One embedding space's codes, in memory (row-major bytes), growing in place as the log moves.
 
     Rows are never reordered while the table lives: a replaced or dropped source's row is marked dead.
-    `row_of` maps each live source to its row."""
+    `row_of` maps each live source to its row. What it holds is what stage one needs — a code (48 bytes a
+    source at 384 dimensions), its id, container, list and liveness, and its source id as fixed-width bytes
+    (about 80 bytes a row in all); the float vectors stay in the database, read by key for stage two."""
 
     space: str
     seq: int                                    # the vector-log position it reflects
@@ -83,24 +200,33 @@ class CodeTable:
     containers: np.ndarray                      # (capacity,) an index into container_names
     alive: np.ndarray                           # (capacity,) bool
     lists: np.ndarray                           # (capacity,) the row's list under `index`, -1: not filed by it
-    sources: list[str] = field(default_factory=list)
+    sources: Sources = field(default_factory=Sources)
     container_names: list[str] = field(default_factory=list)
-    row_of: dict[str, int] = field(default_factory=dict)
     n: int = 0                                  # rows used (live and dead)
     live: int = 0
     index: "IndexView | None" = None            # the installed semantic index, when there is one
     index_key: tuple[int, int, int, int] | None = None
     version: int = 0                            # moves whenever a row is added or killed
     _container_index: dict[str, int] = field(default_factory=dict, repr=False)
+    row_of: RowOf = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.row_of = RowOf(self)
 
     @classmethod
     def empty(cls, space: str, seq: int, width: int, capacity: int = 0) -> "CodeTable":
-        return cls(space, seq, width, np.zeros((capacity, width), dtype=np.uint8), np.zeros(capacity, np.int64),
-                   np.zeros(capacity, np.int32), np.zeros(capacity, bool), np.full(capacity, -1, np.int32))
+        table = cls(space, seq, width, np.zeros((capacity, width), dtype=np.uint8), np.zeros(capacity, np.int64),
+                    np.zeros(capacity, np.int32), np.zeros(capacity, bool), np.full(capacity, -1, np.int32))
+        table.sources = Sources(capacity)
+        return table
 
     @property
     def size(self) -> int:
         return self.n
+
+    @property
+    def source_data(self) -> np.ndarray:
+        return self.sources.data
 
     def container_id(self, name: str) -> int:
         index = self._container_index
@@ -126,14 +252,16 @@ class CodeTable:
             setattr(self, name, new)
 
     def append(self, ids: list[int], sources: list[str], containers: list[str], codes: bytes,
-               lists: list[int] | None = None) -> None:
+               lists: list[int] | None = None, *, fresh: bool = False) -> None:
         """Add rows (codes: the rows' code bytes concatenated, in order; lists: each row's list under the
-        table's index, -1 where it is not filed by it)."""
+        table's index, -1 where it is not filed by it). `fresh`: the caller knows no source is in the table
+        yet nor twice among these (a whole load), so nothing is looked up."""
         k = len(ids)
         if not k:
             return
         if len(codes) != k * self.width:
             raise ValueError(f"{len(codes)} code bytes for {k} rows of {self.width}-byte codes")
+        replaced = [] if fresh or not self.live else [self.row_of.get(s) for s in sources]
         self._reserve(k)
         lo, hi = self.n, self.n + k
         self.codes[lo:hi] = np.frombuffer(codes, dtype=np.uint8).reshape(k, self.width)
@@ -144,22 +272,24 @@ class CodeTable:
         self.version += 1
         self.sources.extend(sources)
         self.n, self.live = hi, self.live + k
-        if not self.row_of and len(set(sources)) == k:   # a whole load: nothing to replace
-            self.row_of = dict(zip(sources, range(lo, hi)))
+        if fresh:
             return
+        seen: dict[str, int] = {}
         for row, source in enumerate(sources, lo):
-            old = self.row_of.get(source)
+            old = seen.get(source)
+            if old is None and replaced:
+                old = replaced[row - lo]
             if old is not None:
                 self.kill(old)
-            self.row_of[source] = row
+            seen[source] = row
+            self.row_of.set(source, row)
 
     def kill(self, row: int) -> None:
         if self.alive[row]:
             self.alive[row] = False
             self.live -= 1
             self.version += 1
-            if self.row_of.get(self.sources[row]) == row:
-                del self.row_of[self.sources[row]]
+            self.row_of.drop(self.sources[row])
 
     def distances(self, q: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
         """Hamming distances from the code `q` to every row (rows=None) or to `rows`, in that order."""
@@ -208,11 +338,12 @@ def list_order(index: IndexView, q: np.ndarray) -> np.ndarray:
 
 
 def rows_to_read(table: CodeTable, q: np.ndarray, mask: np.ndarray | None, probes: int,
-                 order: np.ndarray | None = None) -> tuple[np.ndarray | None, int]:
+                 order: np.ndarray | None = None, min_rows: int | None = None) -> tuple[np.ndarray | None, int]:
     """Which rows stage one reads through the index: (rows, lists read), or (None, lists it would take)
     when the search must scan instead.
 
-    An unfiltered search (`mask` None) reads its `probes` nearest lists. A narrowed one reads lists
+    An unfiltered search (`mask` None) reads its `probes` nearest lists, and more, nearest first, until it
+    has read at least `min_rows` codes (READ_FACTOR × STAGE_ONE by default). A narrowed one reads lists
     nearest first until it has seen as many of its own rows (those `mask` admits) as the unfiltered
     search reads rows, and scans when that would take more than half the lists. Either way the rows
     no list holds yet (a re-filing in progress) are read in full beside the lists."""
@@ -221,10 +352,14 @@ def rows_to_read(table: CodeTable, q: np.ndarray, mask: np.ndarray | None, probe
     index.prepare(table)
     order = list_order(index, q) if order is None else order
     probes = max(1, min(probes, index.count))
+    floor_rows = READ_FACTOR * STAGE_ONE if min_rows is None else min_rows
+    sizes = index.sizes[order]
+    if floor_rows > 0:                                   # the lists that hold at least floor_rows codes
+        probes = max(probes, min(index.count, int(np.searchsorted(np.cumsum(sizes), floor_rows)) + 1))
     if mask is None:
         need = probes
     else:
-        target = int(index.sizes[order[:probes]].sum())
+        target = int(sizes[:probes].sum())
         own = np.bincount(table.lists[index.members[mask[index.members]]], minlength=index.count)
         seen = np.cumsum(own[order])
         if target == 0:
@@ -241,30 +376,45 @@ def rows_to_read(table: CodeTable, q: np.ndarray, mask: np.ndarray | None, probe
     return np.sort(np.concatenate(parts)), need     # in row order: the gather walks memory forwards
 
 
+LOAD_CHUNK = 65_536          # rows a whole load reads at once (memory: a chunk, not the table, of Python rows)
+
+
 def load_table(conn: Any, space: str, seq: int) -> CodeTable:
     """The space's codes read whole, through the covering index (never the wide rows), with the semantic
-    index when one is installed."""
+    index when one is installed — a chunk of rows at a time, straight into the table's arrays (fetching a
+    million rows as Python objects first held ~300 MB the allocator kept after)."""
     from ..vectors.index import index_key, measured_sources, read_index  # loads numpy: the semantic engine has it already
 
     row = read_index(conn, space)
     generation = row.generation if row is not None else None
     try:
-        rows = conn.execute(
+        expected = vectors.sources(conn, space)
+        cur = conn.execute(
             "SELECT v.id, v.source_id, v.container, c.code, CASE WHEN c.generation = ? THEN c.list END "
             "FROM vectors v INDEXED BY vectors_narrow JOIN vector_codes c ON c.id = v.id WHERE v.space = ? "
-            "ORDER BY v.id", (generation, space)).fetchall()
-    except Exception as exc:  # a store from before m005/m006, read as it is (`crewlet search eval` on a backup)
+            "ORDER BY v.id", (generation, space))
+    except Exception as exc:  # a store from before m005/m006/m008, read as it is (`crewlet search eval` on a backup)
         if "no such" not in str(exc):
             raise
-        rows = conn.execute(
+        expected = 0
+        cur = conn.execute(
             "SELECT v.id, v.source_id, v.container, c.code, NULL FROM vectors v JOIN vector_codes c ON c.id = v.id "
-            "WHERE v.space = ? ORDER BY v.id", (space,)).fetchall()
-    width = len(rows[0][3]) if rows else 0
-    # room for the embedding duty's next batches: a refresh appends in place instead of copying the table
-    table = CodeTable.empty(space, seq, width, len(rows) + max(4096, len(rows) // 8))
-    table.append([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], b"".join(r[3] for r in rows),
-                 [-1 if r[4] is None else r[4] for r in rows])
-    if row is not None and (not rows or row.width == width):
+            "WHERE v.space = ? ORDER BY v.id", (space,))
+    table: CodeTable | None = None
+    while True:
+        rows = cur.fetchmany(LOAD_CHUNK)
+        if not rows:
+            break
+        if table is None:
+            width = len(rows[0][3])
+            # room for the embedding duty's next batches: a refresh appends in place instead of copying the table
+            table = CodeTable.empty(space, seq, width, max(expected, len(rows)) + max(4096, expected // 8))
+        table.append([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], b"".join(r[3] for r in rows),
+                     [-1 if r[4] is None else r[4] for r in rows], fresh=True)
+        del rows
+    if table is None:
+        table = CodeTable.empty(space, seq, 0, 4096)
+    if row is not None and (not table.n or row.width == table.width):
         table.index = IndexView(row.generation, row.centroids, row.probes, measured_sources(row))
     table.index_key = index_key(conn, space)
     return table
@@ -308,7 +458,7 @@ def refresh_table(conn: Any, table: CodeTable, seq: int) -> CodeTable:
     if add_ids:
         table.append(add_ids, add_sources, add_containers, b"".join(add_codes), add_lists)
     table.seq = seq
-    stored = conn.execute("SELECT count(*) FROM vectors WHERE space = ?", (table.space,)).fetchone()[0]
+    stored = vectors.sources(conn, table.space)
     if stored != table.live:   # a source dropped with no successor: only a whole read can say which
         return load_table(conn, table.space, seq)
     return table
@@ -345,9 +495,6 @@ class SemanticRetriever:
         self._table: CodeTable | None = None
         self._unlisted_key: int | None = None
         self._unlisted: frozenset[str] = frozenset()
-        with node.lock:
-            # stage two reads ~14 MB of vectors at 3,072 dims: through the memory map, not read() calls
-            node.conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
 
     def table(self, space: str, seq: int | None = None) -> CodeTable:
         """The space's codes, brought to the vector log's position `seq` (this node's now when not given),

@@ -10,8 +10,11 @@ connection says so (`conn.readonly`) and a writer refuses before it appends anyt
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import logging
 import os
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -36,6 +39,10 @@ CACHE_KIB = 64 * 1024
 WAL_AUTOCHECKPOINT_PAGES = 16_384
 # After a checkpoint the WAL file is cut back to this size rather than kept at its largest.
 WAL_SIZE_LIMIT = 64 * 1024 * 1024
+# A bulk writer's page cache (the importer's): its batches touch every index of the page tables, and a
+# cache that holds their working set writes each index page once a transaction rather than at each spill.
+BULK_CACHE_KIB = 256 * 1024
+log = logging.getLogger("crewlet.store")
 
 
 class NodeConnection(sqlite3.Connection):  # type: ignore[misc, name-defined]
@@ -218,3 +225,43 @@ class transaction:
                 self.conn.execute("ROLLBACK")
             except sqlite3.OperationalError:
                 pass
+
+
+@contextlib.contextmanager
+def bulk_writes(conn: Connection, lock: object | None = None) -> Iterator[bool]:
+    """A bulk writer's batches (the importer's) written once, not twice: in WAL mode every page a commit
+    writes goes to the WAL and again into the database at the checkpoint, which for a bulk of new rows is
+    the whole database written twice (a million pages: 10 GB more). While no other connection has the
+    database open, this switches it to a rollback journal (TRUNCATE, synchronous=FULL): pages appended past
+    the file's end are not journaled, so new rows are written once, and only the index pages a transaction
+    changes are journaled first. Yields whether it switched; on the way out it is WAL again.
+
+    Safe with others: another connection's open makes the switch fail at once (then nothing changes), and
+    one opened during the bulk (`connect` asks for WAL) waits for the writer's current transaction, switches
+    the file back to WAL, and the writer's next transactions are WAL ones. A crash leaves a hot journal that
+    the next open rolls back, then sets WAL."""
+    guard = lock if lock is not None else contextlib.nullcontext()
+    switched = False
+    with guard:  # type: ignore[attr-defined]
+        if not getattr(conn, "readonly", False) and not conn.in_transaction:
+            conn.execute("PRAGMA busy_timeout = 0")            # another connection open: refused at once
+            try:
+                switched = conn.execute("PRAGMA journal_mode = TRUNCATE").fetchone()[0].lower() != "wal"
+            except sqlite3.OperationalError:
+                switched = False
+            finally:
+                conn.execute("PRAGMA busy_timeout = 30000")
+            if switched:
+                conn.execute("PRAGMA synchronous = FULL")
+        conn.execute(f"PRAGMA cache_size = -{BULK_CACHE_KIB}")
+    try:
+        yield switched
+    finally:
+        with guard:  # type: ignore[attr-defined]
+            conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
+            if switched and not conn.in_transaction:
+                try:
+                    conn.execute("PRAGMA journal_mode = WAL")
+                    conn.execute("PRAGMA synchronous = NORMAL")
+                except sqlite3.OperationalError as exc:   # the next open sets it (connect asks for WAL)
+                    log.info("the database stays in rollback-journal mode until its next open: %s", exc)

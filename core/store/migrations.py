@@ -235,6 +235,96 @@ def m007_semantic_index(conn: Any) -> None:
         """)
 
 
+# m008's statements (a trigger's body holds ';', so they are run one by one rather than split)
+_COUNTS = [
+    """CREATE TABLE page_levels (
+        parent TEXT NOT NULL,          -- the level's parent page id, '' for the container's top
+        container TEXT NOT NULL,
+        live INTEGER NOT NULL,         -- pages there not in the trash
+        PRIMARY KEY (parent, container)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE page_spaces (
+        container TEXT PRIMARY KEY,
+        live INTEGER NOT NULL
+    ) WITHOUT ROWID""",
+    """CREATE TABLE vector_counts (
+        space TEXT PRIMARY KEY,
+        sources INTEGER NOT NULL,      -- vectors stored in the space
+        current INTEGER NOT NULL       -- of those, the ones of a live page's present revision in its container
+    ) WITHOUT ROWID""",
+    """CREATE TRIGGER pages_count_insert AFTER INSERT ON pages BEGIN
+        INSERT INTO page_levels (parent, container, live) SELECT coalesce(NEW.parent_id, ''), NEW.container, 1
+            WHERE NEW.trashed_at IS NULL ON CONFLICT (parent, container) DO UPDATE SET live = live + 1;
+        INSERT INTO page_spaces (container, live) SELECT NEW.container, 1
+            WHERE NEW.trashed_at IS NULL ON CONFLICT (container) DO UPDATE SET live = live + 1;
+        UPDATE vector_counts SET current = current + 1 WHERE NEW.trashed_at IS NULL AND space IN (
+            SELECT space FROM vectors WHERE source_id = NEW.id AND revision = NEW.revision
+            AND container = NEW.container);
+    END""",
+    """CREATE TRIGGER pages_count_delete AFTER DELETE ON pages WHEN OLD.trashed_at IS NULL BEGIN
+        UPDATE page_levels SET live = live - 1 WHERE parent = coalesce(OLD.parent_id, '') AND container = OLD.container;
+        UPDATE page_spaces SET live = live - 1 WHERE container = OLD.container;
+        UPDATE vector_counts SET current = current - 1 WHERE space IN (
+            SELECT space FROM vectors WHERE source_id = OLD.id AND revision = OLD.revision
+            AND container = OLD.container);
+    END""",
+    """CREATE TRIGGER pages_count_update AFTER UPDATE OF container, parent_id, trashed_at, revision ON pages BEGIN
+        UPDATE page_levels SET live = live - 1 WHERE OLD.trashed_at IS NULL
+            AND parent = coalesce(OLD.parent_id, '') AND container = OLD.container;
+        UPDATE page_spaces SET live = live - 1 WHERE OLD.trashed_at IS NULL AND container = OLD.container;
+        INSERT INTO page_levels (parent, container, live) SELECT coalesce(NEW.parent_id, ''), NEW.container, 1
+            WHERE NEW.trashed_at IS NULL ON CONFLICT (parent, container) DO UPDATE SET live = live + 1;
+        INSERT INTO page_spaces (container, live) SELECT NEW.container, 1
+            WHERE NEW.trashed_at IS NULL ON CONFLICT (container) DO UPDATE SET live = live + 1;
+        UPDATE vector_counts SET current = current - 1 WHERE OLD.trashed_at IS NULL AND space IN (
+            SELECT space FROM vectors WHERE source_id = OLD.id AND revision = OLD.revision
+            AND container = OLD.container);
+        UPDATE vector_counts SET current = current + 1 WHERE NEW.trashed_at IS NULL AND space IN (
+            SELECT space FROM vectors WHERE source_id = NEW.id AND revision = NEW.revision
+            AND container = NEW.container);
+    END""",
+    """CREATE TRIGGER vectors_count_insert AFTER INSERT ON vectors BEGIN
+        INSERT INTO vector_counts (space, sources, current) SELECT NEW.space, 1, EXISTS(
+            SELECT 1 FROM pages WHERE id = NEW.source_id AND trashed_at IS NULL AND revision = NEW.revision
+            AND container = NEW.container) WHERE true
+            ON CONFLICT (space) DO UPDATE SET sources = sources + 1, current = current + excluded.current;
+    END""",
+    """CREATE TRIGGER vectors_count_delete AFTER DELETE ON vectors BEGIN
+        UPDATE vector_counts SET sources = sources - 1, current = current - EXISTS(
+            SELECT 1 FROM pages WHERE id = OLD.source_id AND trashed_at IS NULL AND revision = OLD.revision
+            AND container = OLD.container) WHERE space = OLD.space;
+    END""",
+    """CREATE TRIGGER vectors_count_update AFTER UPDATE OF source_id, space, revision, container ON vectors BEGIN
+        UPDATE vector_counts SET sources = sources - 1, current = current - EXISTS(
+            SELECT 1 FROM pages WHERE id = OLD.source_id AND trashed_at IS NULL AND revision = OLD.revision
+            AND container = OLD.container) WHERE space = OLD.space;
+        INSERT INTO vector_counts (space, sources, current) SELECT NEW.space, 1, EXISTS(
+            SELECT 1 FROM pages WHERE id = NEW.source_id AND trashed_at IS NULL AND revision = NEW.revision
+            AND container = NEW.container) WHERE true
+            ON CONFLICT (space) DO UPDATE SET sources = sources + 1, current = current + excluded.current;
+    END""",
+    """INSERT INTO page_levels (parent, container, live)
+        SELECT coalesce(parent_id, ''), container, count(*) FROM pages WHERE trashed_at IS NULL GROUP BY 1, 2""",
+    """INSERT INTO page_spaces (container, live)
+        SELECT container, count(*) FROM pages WHERE trashed_at IS NULL GROUP BY 1""",
+    """INSERT INTO vector_counts (space, sources, current)
+        SELECT v.space, count(*), count(p.id) FROM vectors v LEFT JOIN pages p ON p.id = v.source_id
+        AND p.trashed_at IS NULL AND p.revision = v.revision AND p.container = v.container GROUP BY v.space""",
+]
+
+
+def m008_counts(conn: Any) -> None:
+    """Counts kept as the rows change, so a command whose answer is small (`crewlet spaces`, `pages`, `index
+    status`, the app's first window of a level) reads a few rows instead of scanning a million: the live
+    pages of each level of each container (a page's children are the level whose parent is its id), of each
+    container, and each embedding space's vectors and how many of them stand for their page as it is now.
+
+    Kept by triggers, in the transaction that changed the rows — the applier's, a replay's, a repair's — so
+    they are right whoever wrote; the backfill below counts a database migrated with pages in it."""
+    for statement in _COUNTS:
+        conn.execute(statement)
+
+
 def m009_agent_diary(conn: Any) -> None:
     """Each agent's diary: one row per declarative fact it kept for itself, with its vector under the
     embedding space that computed it. This node's own rows (never on a log: docs/architecture.md, "An
@@ -270,7 +360,7 @@ def m009_agent_diary(conn: Any) -> None:
 
 
 MIGRATIONS: list[Migration] = [m001_pages, m002_read_context, m003_duties, m004_vectors, m005_log_position_digest,
-                               m006_vector_reads, m007_semantic_index, m009_agent_diary]
+                               m006_vector_reads, m007_semantic_index, m008_counts, m009_agent_diary]
 
 
 def migrate(conn: Any) -> list[str]:

@@ -7,6 +7,7 @@ from typing import Any
 
 from ..clock import now_ms
 from ..log import FileLog
+from ..pages import reads
 from ..replica import engine
 from ..repair import home_logs
 from ..log import locks, peers
@@ -75,6 +76,7 @@ class SyncStatus:
     digest: dict[str, Any] | None = None                        # this node's, at its positions
     disagree: list[Disagreement] = field(default_factory=list)  # nodes at the same positions, other content
     agree: int = 0                                              # peers whose digest at our positions is ours
+    digest_note: str | None = None                              # why there is no digest at these positions
     jetstream: dict[str, Any] | None = None      # servers, offline, durability: a company on NATS JetStream
     # agents' diaries on this node: never on a log, so nothing here lags or converges (`diary_line`)
     diaries: dict[str, int] = field(default_factory=dict)
@@ -95,16 +97,23 @@ class SyncStatus:
                       "path": str(self.damage.path), "message": self.damage.line()}
         return {"home": self.home, "node_id": self.node_id, "operator": self.operator, "shared": self.shared,
                 "locks": self.locks.to_json() if self.locks else None, "behind": self.behind, "log_damage": damage,
-                "digest": self.digest, "digests_disagree": [d.to_json() for d in self.disagree], "digests_agree": self.agree,
+                "digest": self.digest, "digest_note": self.digest_note,
+                "digests_disagree": [d.to_json() for d in self.disagree], "digests_agree": self.agree,
                 "logs": [line.to_json() for line in self.logs], "peers": [p.to_json() for p in self.peers],
                 "jetstream": self.jetstream,
                 "diaries": {"replicated": False, "notes": sum(self.diaries.values()), "by_agent": self.diaries,
                             "message": self.diary_line()}}
 
 
-def status(node: Any) -> SyncStatus:
+# Up to this many live pages `sync status` computes the content digest as it answers (rows can change behind
+# the log); past it, reading every row takes minutes (a million pages: ~10 GB), so it says the digest published
+# at these positions, or that none was, and `--digest` computes it.
+DIGEST_NOW_MAX = 100_000
+
+
+def status(node: Any, *, digest_now: bool | None = None) -> SyncStatus:
     if node.company.log.backend == "jetstream":
-        return _jetstream_status(node)
+        return _jetstream_status(node, digest_now)
     home = node.home
     out = SyncStatus(str(home.root), node.node_id, node.company.operator, str(home.shared) if home.shared else None,
                      locks.check(home.shared) if home.shared else None)
@@ -119,14 +128,24 @@ def status(node: Any) -> SyncStatus:
             out.logs.append(LogLine(spec.name, spec.position, str(spec.path), applied.seq, applied.end, log_seq, log_end))
         out.diaries = {r[0]: int(r[1]) for r in node.conn.execute("SELECT agent, count(*) FROM agent_diary GROUP BY agent")}
     if home.shared is not None:
-        _peers(node, out)
+        _peers(node, out, digest_now)
     return out
 
 
-def _peers(node: Any, out: SyncStatus) -> None:
+def _peers(node: Any, out: SyncStatus, digest_now: bool | None) -> None:
     """The nodes that said where they are (a shared directory's nodes/, a company's nodes bucket on NATS), each
     one's lag behind where the logs end, and whose content differs at the same positions."""
-    out.digest = node.publish_digest(force=True)   # asked now: computed now (rows can change behind the log)
+    if digest_now is None:
+        with node.lock:
+            digest_now = reads.live_pages(node.conn) <= DIGEST_NOW_MAX
+    if digest_now:
+        out.digest = node.publish_digest(force=True)   # asked now: computed now (rows can change behind the log)
+    else:
+        out.digest = node.published_digest()
+        if out.digest is None:
+            out.digest_note = ("not computed at this position: a digest reads every row (this home holds more "
+                               f"than {DIGEST_NOW_MAX:,} pages) — `crewlet sync status --digest` computes it, "
+                               "and `crewlet worker` publishes it")
     now = now_ms()
     ends = {line.position: line.log_seq for line in out.logs}
     for peer in peers.read_peers(node.home, node.publisher.board):
@@ -135,7 +154,7 @@ def _peers(node: Any, out: SyncStatus) -> None:
     out.disagree, out.agree = compare_digests(node.node_id, out.digest, [p.peer for p in out.peers])
 
 
-def _jetstream_status(node: Any) -> SyncStatus:
+def _jetstream_status(node: Any, digest_now: bool | None = None) -> SyncStatus:
     """A node on NATS JetStream: each stream's end beside this node's position, and what the servers promise
     of an acknowledged write (their sync_interval)."""
     from ..log import LogFailed, jetstream
@@ -165,7 +184,7 @@ def _jetstream_status(node: Any) -> SyncStatus:
                      "durability_lines": [d.line() for d in promises],
                      "lazy": any(d.lazy or d.error is not None for d in promises)}
     if offline is None:
-        _peers(node, out)
+        _peers(node, out, digest_now)
     return out
 
 

@@ -69,10 +69,14 @@ class Training:
                 "queries": worst.queries, "worst_shape": worst.shape, "worst_recall": round(worst.recall, 4),
                 "worst_floor": round(worst.floor, 4), "head_misses": sum(s.head_misses for s in
                                                                           self.measurement.shapes.values()),
+                "worst_query": round(min(s.worst for s in self.measurement.shapes.values()), 4),
+                "worst_query_floor": measure.WORST_FLOOR,
+                "below": sum(s.below for s in self.measurement.shapes.values()),
                 "passed": self.probes is not None, "seconds": round(self.seconds, 1),
                 "phases": {k: round(v, 1) for k, v in self.phases.items()},
                 "shapes": {k: {"recall": round(v.recall, 4), "floor": round(v.floor, 4), "head_misses": v.head_misses,
-                               "scanned": v.scanned, "queries": v.queries}
+                               "scanned": v.scanned, "queries": v.queries, "worst": round(v.worst, 4),
+                               "below": v.below, "codes_read": round(v.codes_read)}
                            for k, v in self.measurement.shapes.items()}}
 
 

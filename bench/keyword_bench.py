@@ -1,6 +1,6 @@
 """Keyword search speed on a real wiki: crewlet's index build and query latency next to SQLite FTS5.
 
-    python bench/keyword.py [--docs DIR] [--pages N] [--queries 200] [--keep]
+    python bench/keyword_bench.py [--docs DIR] [--pages N] [--queries 200] [--keep]
 
 Loads the windows-driver-docs tree (~14k Markdown pages) into a fresh home through the importer
 (one space, `--into WDD`; a loader of its own if the importer refuses the tree), builds the index
