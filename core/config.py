@@ -11,13 +11,16 @@ import uuid
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tomli_w
 
 from core.durable import write_atomic
 
 from core.embed import LOCAL_DIMENSIONS, LOCAL_MODEL, MAX_BATCH_INPUTS
+
+if TYPE_CHECKING:
+    from core.ask.settings import LlmSettings
 
 ACTOR_KINDS = ("person", "agent")
 KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -101,6 +104,7 @@ class Company:
     knowledge: Knowledge = field(default_factory=Knowledge)
     operator: str | None = None
     embeddings: EmbeddingsSettings = field(default_factory=EmbeddingsSettings)
+    llm: LlmSettings | None = None   # [providers.llm]: the chat model answers are written by (optional)
     activated_at: int = 0          # ms; the instant this configuration was activated (the file's mtime)
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -312,9 +316,12 @@ def parse(data: dict[str, Any], file: Path, activated_at: int = 0) -> Company:
 
     prov = _expect(file, "providers", data.get("providers", {}), dict, "make [providers] a table")
     embeddings = _parse_embeddings(file, prov.get("embeddings", {}))
+    from core.ask.settings import parse_llm
+
+    llm = parse_llm(file, prov.get("llm"))
 
     return Company(file=file, spaces=spaces, actors=actors, knowledge=knowledge, operator=operator,
-                   embeddings=embeddings, activated_at=activated_at, raw=data)
+                   embeddings=embeddings, llm=llm, activated_at=activated_at, raw=data)
 
 
 def load(file: Path) -> Company:

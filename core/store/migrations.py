@@ -234,8 +234,24 @@ def m007_semantic_index(conn: Any) -> None:
         """)
 
 
+def m008_answer_cache(conn: Any) -> None:
+    """This node's answers to questions (`crewlet ask`), each kept at the corpus position it was written
+    at: a write that moves the pages or vector log's applied position retires it (core/ask/cache.py)."""
+    _run_script(conn, """
+        CREATE TABLE answer_cache (
+            key TEXT PRIMARY KEY,          -- sha256 of the folded question, the spaces read, the model
+            pages_seq INTEGER NOT NULL,    -- the applied positions the answer was written at
+            vectors_seq INTEGER NOT NULL,
+            answer TEXT NOT NULL,          -- JSON: the Answer as first given
+            created_at INTEGER NOT NULL,
+            used_at INTEGER NOT NULL
+        );
+        CREATE INDEX answer_cache_used ON answer_cache(used_at)
+        """)
+
+
 MIGRATIONS: list[Migration] = [m001_pages, m002_read_context, m003_duties, m004_vectors, m005_log_position_digest,
-                               m006_vector_reads, m007_semantic_index]
+                               m006_vector_reads, m007_semantic_index, m008_answer_cache]
 
 
 def migrate(conn: Any) -> list[str]:

@@ -1,0 +1,369 @@
+"""Answering a question from what the company wrote down (the spec's "Answering a question").
+
+    with Node.open(home) as node:
+        result = answer(node, "how do we roll back a deploy?", actor="alex")
+        print(result.status, result.text, [s.address for s in result.sources])
+
+One ask, in order:
+1. who asks: a person holding the knowledge app (an agent is refused: it has search and its own model,
+   and a second model's summary in its context is one it could not check);
+2. the cache: an answer kept at this node's applied positions, for the same question, the same spaces
+   the asker may read and the same model, is given again and spends nothing (`cached: true`);
+3. the hybrid search, scoped as the asker may read; a search that could not run, or that matched
+   nothing, is the answer — no model is asked and nothing is spent;
+4. the sources: the best-matching passages of the pages found, inside max_source_tokens
+   (`passages.py`), numbered in the search's order;
+5. no [providers.llm]: the answer is those sources and one sentence saying how to configure a model;
+6. the spend: the company's windows must have room for the call, else it is refused before it is made;
+7. the model, streamed (`on_text` hears each piece), told to say only what the numbered sources say and
+   cite each claim [n]; what it spent is recorded, a refusal included;
+8. the citation check: every [n] must be a source given, and at least one must be cited, else the reply
+   is marked unchecked — never silently.
+
+Every failure (a timeout, an HTTP error, a reply that is not a chat completion, a refusal) is an answer:
+a status, one line of reason and the sources, never an exception. What raises is the caller's mistake:
+an empty question (`Invalid`), an unknown actor or one not allowed to ask (`Refused`, `ConfigError`).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..errors import Invalid, NotFound, Refused
+from . import citations, passages, prompt, tokens
+from .cache import AnswerCache, cache_key
+from .chat import ChatFailed, ChatProvider, Usage
+from .settings import DEFAULT_SOURCE_TOKENS, LlmSettings
+from .spend import Ledger, NoRoom
+
+log = logging.getLogger("crewlet.ask")
+
+SEARCH_LIMIT = 8               # pages the search is asked for; the budget decides how many become sources
+MEANING_TIMEOUT_S = 2.0        # ranking one page's passages by meaning (as long as a query's embedding)
+MAX_QUESTION_CHARS = 2000
+
+# what an answer is
+ANSWERED = "answered"          # the model wrote an answer; `citations.checked` says whether it holds up
+NOT_ANSWERED = "not_answered"  # the model said the sources do not answer the question
+NO_MODEL = "no_model"          # no [providers.llm]: the sources an answer would be written from
+NO_MATCH = "no_match"          # nothing the asker may read matches: no model asked, nothing spent
+NOT_SEARCHED = "not_searched"  # the search could not run (its reason)
+REFUSED = "refused"            # the model refused (what it spent is recorded)
+OVER_BUDGET = "over_budget"    # a spend window had no room: refused before the call
+FAILED = "failed"              # timeout | unreachable | http | garbage | key | cancelled (`failure`)
+WRITTEN = (ANSWERED, NOT_ANSWERED)
+
+
+def no_model_sentence(company_file: Any) -> str:
+    return (f"No model is configured, so no answer was written — these are the passages an answer would be "
+            f"written from; to have answers written, add a [providers.llm] table (base_url, model, api_key_env) "
+            f"to {company_file}.")
+
+
+@dataclass
+class Source:
+    n: int                        # cited as [n]
+    page_id: str
+    title: str
+    container: str
+    address: str                  # CONTAINER/Title: what `crewlet page show` and the app open
+    url: str
+    ancestors: list[str]
+    passages: list[str]           # exactly the texts the model was (or would have been) given
+    tokens: int = 0
+    by_meaning: bool = False      # its passage was chosen by meaning (no passage held a word of the question)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Answer:
+    question: str
+    status: str
+    text: str = ""                # the model's Markdown (answered, not_answered, refused)
+    reason: str = ""              # one line: why there is no checked answer ("" for a checked one)
+    sources: list[Source] = field(default_factory=list)
+    citations: citations.CitationCheck | None = None
+    cached: bool = False
+    usage: Usage | None = None    # what the reply spent when it was written
+    spent: int = 0                # tokens this ask spent (0 when cached, or when no model was asked)
+    model: str = ""
+    failure: str | None = None    # the kind of failure, for status failed
+    finish_reason: str | None = None
+    search: dict[str, Any] = field(default_factory=dict)   # what the search served (mode, degraded, message)
+    position: tuple[int, int] = (0, 0)                     # the pages and vector logs' applied seqs
+    source_tokens: int = 0
+
+    @property
+    def checked(self) -> bool | None:
+        """True: every citation names a source given; False: shown marked unchecked; None: nothing written."""
+        if self.status not in WRITTEN or self.citations is None:
+            return None
+        return self.citations.checked
+
+    @property
+    def written(self) -> bool:
+        return self.status in WRITTEN
+
+    def to_json(self) -> dict[str, Any]:
+        return {"question": self.question, "status": self.status, "answer": self.text, "checked": self.checked,
+                "reason": self.reason, "cached": self.cached,
+                "sources": [s.to_json() for s in self.sources],
+                "citations": self.citations.to_json() if self.citations else None,
+                "usage": self.usage.to_json() if self.usage else None, "spent": self.spent, "model": self.model,
+                "failure": self.failure, "finish_reason": self.finish_reason, "search": self.search,
+                "position": {"pages": self.position[0], "vectors": self.position[1]},
+                "source_tokens": self.source_tokens}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Answer:
+        usage = data.get("usage")
+        return cls(question=data["question"], status=data["status"], text=data.get("answer", ""),
+                   reason=data.get("reason", ""), sources=[Source(**s) for s in data.get("sources", [])],
+                   citations=citations.CitationCheck.from_json(data["citations"]) if data.get("citations") else None,
+                   cached=bool(data.get("cached")),
+                   usage=Usage(usage["prompt_tokens"], usage["completion_tokens"], usage["reported"]) if usage else None,
+                   spent=int(data.get("spent", 0)), model=data.get("model", ""), failure=data.get("failure"),
+                   finish_reason=data.get("finish_reason"), search=data.get("search", {}),
+                   position=(data["position"]["pages"], data["position"]["vectors"]),
+                   source_tokens=int(data.get("source_tokens", 0)))
+
+
+class Asker:
+    """Answers questions over one node. Thread-safe enough for the app: each ask is independent, and the
+    searcher serialises its own searches. `searcher`: a NativeSearcher to share (the app's), else one is
+    made and closed with this."""
+
+    def __init__(self, node: Any, searcher: Any = None, *, search_limit: int = SEARCH_LIMIT) -> None:
+        self.node = node
+        self._own_searcher = searcher is None
+        if searcher is None:
+            from core.search.native import NativeSearcher
+
+            searcher = NativeSearcher(node)
+        self.searcher = searcher
+        self.search_limit = search_limit
+        self.cache = AnswerCache(node)
+        self._provider: ChatProvider | None = None
+        self._provider_settings: LlmSettings | None = None
+        self._lock = threading.Lock()
+
+    # -- parts ----------------------------------------------------------------------------------------------
+    def provider(self) -> ChatProvider | None:
+        """The chat provider as configured now (company.toml is read again at each ask)."""
+        settings = self.node.company.llm
+        with self._lock:
+            if settings != self._provider_settings:
+                if self._provider is not None:
+                    self._provider.close()
+                self._provider = ChatProvider(settings) if settings is not None else None
+                self._provider_settings = settings
+            return self._provider
+
+    def ledger(self) -> Ledger:
+        return Ledger(self.node.home.log_dir, getattr(self.node, "node_id", "") or "")
+
+    def position(self) -> tuple[int, int]:
+        from core.pages.applier import position
+        from core.search import vectors
+
+        with self.node.lock:
+            return position(self.node.conn)[0], vectors.position(self.node.conn)[0]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._provider is not None:
+                self._provider.close()
+                self._provider = None
+                self._provider_settings = None
+        if self._own_searcher:
+            self.searcher.close()
+
+    # -- one ask --------------------------------------------------------------------------------------------
+    def answer(self, question: str, actor: str | None = None, containers: list[str] | None = None, *,
+               on_text: Callable[[str], None] | None = None, cancel: threading.Event | None = None,
+               use_cache: bool = True) -> Answer:
+        from core.pages.service import KnowledgeBase
+        from core.search.access import Access
+        from core.search.native import BACKEND
+        from core.search.seam import Query
+
+        question = (question or "").strip()
+        if not question:
+            raise Invalid("the question is empty — ask it in words, e.g. `crewlet ask \"how do we roll back a deploy?\"`",
+                          code="empty_question")
+        if len(question) > MAX_QUESTION_CHARS:
+            raise Invalid(f"the question is {len(question):,} characters long — ask it in at most "
+                          f"{MAX_QUESTION_CHARS:,}", code="question_too_long")
+        self.node.refresh_config()
+        company = self.node.company
+        kb = KnowledgeBase(self.node)
+        who = kb.reader(actor)            # refused: an unknown actor, or one without the knowledge app
+        if who.is_agent:
+            raise Refused(f"{who.handle} is an agent: answers are written for a person — an agent searches "
+                          "(`crewlet search`) and reads the pages with its own model, since a second model's "
+                          "summary in its context is one it could not check", code="not_a_person")
+        settings = company.llm
+        narrowing = [c for c in (containers or []) if c and c.strip()] or None
+        access = self.searcher.policy.decide(Query(question, actor=who.handle, containers=narrowing), BACKEND)
+        spaces = ("*" if access.allowed is None else ",".join(sorted(access.allowed))) \
+            if isinstance(access, Access) else "-"
+        position = self.position()
+        key = cache_key(question, spaces, settings.fingerprint()) if settings is not None else ""
+        self.cache.retire(position)
+        if settings is not None and use_cache:
+            kept = self.cache.get(key, position)
+            if kept is not None:
+                found = Answer.from_json(kept)
+                found.cached, found.spent, found.question = True, 0, question
+                return found
+
+        result = self.searcher.search(Query(question, actor=who.handle, limit=self.search_limit, mode="hybrid",
+                                            containers=narrowing))
+        outcome = result.outcome
+        searched = {"served_mode": outcome.served_mode, "degraded": outcome.degraded, "message": outcome.message}
+        base = Answer(question, NO_MATCH, search=searched, position=position,
+                      model=settings.model if settings is not None else "")
+        if outcome.served_mode is None:
+            base.status, base.reason = NOT_SEARCHED, f"the knowledge base could not be searched: {outcome.message}"
+            return base
+        if not result.hits:
+            base.reason = ("nothing you may read matches the question, so no model was asked and nothing was spent"
+                           + (f" ({outcome.message})" if outcome.message else ""))
+            return base
+
+        chosen = self._sources(kb, who.handle, question, result.hits,
+                               settings.max_source_tokens if settings is not None else DEFAULT_SOURCE_TOKENS)
+        base.sources = [_source(i, c) for i, c in enumerate(chosen, 1)]
+        base.source_tokens = sum(s.tokens for s in base.sources)
+        if not chosen:
+            base.reason = "the pages the search found hold no text to answer from, so no model was asked"
+            return base
+        if settings is None:
+            base.status, base.reason = NO_MODEL, no_model_sentence(company.file)
+            return base
+
+        written = self._write(base, settings, chosen, who.handle, on_text, cancel)
+        complete = outcome.degraded is None and outcome.coverage.behind == 0
+        if use_cache and written.status in WRITTEN and complete and (cancel is None or not cancel.is_set()):
+            self.cache.put(key, position, written.to_json())
+        return written
+
+    def _sources(self, kb: Any, handle: str, question: str, hits: list[Any], budget: int) -> list[passages.Chosen]:
+        pages: list[passages.PageText] = []
+        for hit in hits:
+            try:
+                page = kb.get_page(hit.page_id, actor=handle, record_read=False)
+            except (NotFound, Refused):
+                continue              # purged or moved out of reach since the search read it
+            found = passages.split(page.body or "")
+            if not found:
+                continue
+            pages.append(passages.PageText(len(pages), page.id, page.title, page.container,
+                                           list(hit.ancestors or []), found))
+        passages.score(pages, passages.query_terms(question))
+        return passages.select(pages, budget, header_tokens=prompt.header_tokens, meaning=self._meaning(question))
+
+    def _meaning(self, question: str) -> passages.Meaning | None:
+        """Ranks one page's passages by meaning: the question's vector (the search embedded it: cached) against
+        each passage's, through the configured embedding provider. None when vectors are off."""
+        embedder = getattr(self.searcher, "embedder", None)
+        company = self.node.company
+        if embedder is None or not company.knowledge.vectors:
+            return None
+
+        def rank(texts: list[str]) -> list[float] | None:
+            try:
+                import numpy as np
+
+                qv = embedder.vector(company, question)
+                provider = embedder.provider(company)
+                if qv.vector is None or provider is None:
+                    return None
+                vectors = provider.embed(texts, timeout=MEANING_TIMEOUT_S)
+                q = qv.vector / (np.linalg.norm(qv.vector) or 1.0)
+                return [float(np.dot(q, v) / (np.linalg.norm(v) or 1.0)) for v in vectors]
+            except Exception as exc:  # noqa: BLE001 - the page's opening serves instead
+                log.info("passages not ranked by meaning: %s", exc)
+                return None
+
+        return rank
+
+    def _write(self, base: Answer, settings: LlmSettings, chosen: list[passages.Chosen], handle: str,
+               on_text: Callable[[str], None] | None, cancel: threading.Event | None) -> Answer:
+        provider = self.provider()
+        assert provider is not None
+        sent = prompt.messages(base.question, chosen)
+        try:
+            provider.key()
+        except ChatFailed as exc:
+            base.status, base.failure, base.reason = FAILED, exc.kind, exc.message
+            return base
+        estimate = tokens.count_messages(sent)
+        ledger = self.ledger()
+        try:
+            reservation = ledger.reserve(settings, estimate + settings.max_output_tokens, actor=handle)
+        except NoRoom as exc:
+            base.status, base.reason = OVER_BUDGET, str(exc)
+            return base
+        try:
+            reply = provider.complete(sent, on_text=on_text, cancel=cancel)
+        except ChatFailed as exc:
+            usage = exc.usage
+            if usage is None:
+                billed = exc.sent and exc.kind != "http"        # an error status, or no connection: nothing billed
+                usage = Usage(estimate if billed else 0, tokens.count(exc.partial) if billed else 0, reported=False)
+            ledger.record(reservation, usage.prompt_tokens, usage.completion_tokens, reported=usage.reported,
+                          actor=handle, outcome=f"failed:{exc.kind}", model=settings.model)
+            base.status, base.failure, base.reason = FAILED, exc.kind, exc.message
+            base.usage, base.spent = usage, usage.total
+            base.text = exc.partial
+            return base
+        except BaseException:
+            ledger.record(reservation, estimate, 0, reported=False, actor=handle, outcome="failed:crashed",
+                          model=settings.model)
+            raise
+        usage = reply.usage or Usage(estimate, tokens.count(reply.text or reply.refusal or ""), reported=False)
+        base.usage, base.spent, base.model = usage, usage.total, reply.model or settings.model
+        base.finish_reason = reply.finish_reason
+        if reply.refusal is not None:
+            ledger.record(reservation, usage.prompt_tokens, usage.completion_tokens, reported=usage.reported,
+                          actor=handle, outcome="refused", model=settings.model)
+            said = " ".join(reply.refusal.split()) or "it gave no reason"
+            base.status, base.text = REFUSED, reply.refusal or reply.text
+            base.reason = f"the model refused to answer: {said[:300]}"
+            return base
+        check = citations.check(reply.text, len(base.sources))
+        base.text, base.citations = reply.text, check
+        base.status = NOT_ANSWERED if check.not_answered else ANSWERED
+        if not check.checked:
+            base.reason = f"unchecked: {check.reason}"
+        if reply.finish_reason == "length":
+            cut = f"the reply was cut at max_output_tokens = {settings.max_output_tokens}"
+            base.reason = f"{base.reason}; {cut}" if base.reason else cut
+        ledger.record(reservation, usage.prompt_tokens, usage.completion_tokens, reported=usage.reported,
+                      actor=handle, outcome=base.status, model=settings.model)
+        return base
+
+
+def _source(n: int, chosen: passages.Chosen) -> Source:
+    from core.search.hits import page_url
+
+    page = chosen.page
+    return Source(n=n, page_id=page.page_id, title=page.title, container=page.container,
+                  address=f"{page.container}/{page.title}", url=page_url(page.page_id), ancestors=page.ancestors,
+                  passages=[p.rendered() for p in chosen.passages], tokens=chosen.tokens, by_meaning=page.by_meaning)
+
+
+def answer(node: Any, question: str, actor: str | None = None, containers: list[str] | None = None,
+           **options: Any) -> Answer:
+    """One answer over `node` (the MCP tool `answer_knowledge` and scripts); `options` go to Asker.answer."""
+    asker = Asker(node)
+    try:
+        return asker.answer(question, actor, containers, **options)
+    finally:
+        asker.close()
