@@ -236,8 +236,10 @@ class Asker:
                            + (f" ({outcome.message})" if outcome.message else ""))
             return base
 
+        by_meaning = outcome.served_mode in ("hybrid", "semantic")   # the question's vector is at hand
         chosen = self._sources(kb, who.handle, question, result.hits,
-                               settings.max_source_tokens if settings is not None else DEFAULT_SOURCE_TOKENS)
+                               settings.max_source_tokens if settings is not None else DEFAULT_SOURCE_TOKENS,
+                               by_meaning)
         base.sources = [_source(i, c) for i, c in enumerate(chosen, 1)]
         base.source_tokens = sum(s.tokens for s in base.sources)
         if not chosen:
@@ -248,12 +250,12 @@ class Asker:
             return base
 
         written = self._write(base, settings, chosen, who.handle, on_text, cancel)
-        complete = outcome.degraded is None and outcome.coverage.behind == 0
-        if use_cache and written.status in WRITTEN and complete and (cancel is None or not cancel.is_set()):
+        if use_cache and written.status in WRITTEN and _keepable(outcome) and (cancel is None or not cancel.is_set()):
             self.cache.put(key, position, written.to_json())
         return written
 
-    def _sources(self, kb: Any, handle: str, question: str, hits: list[Any], budget: int) -> list[passages.Chosen]:
+    def _sources(self, kb: Any, handle: str, question: str, hits: list[Any], budget: int,
+                 by_meaning: bool) -> list[passages.Chosen]:
         pages: list[passages.PageText] = []
         for hit in hits:
             try:
@@ -266,7 +268,8 @@ class Asker:
             pages.append(passages.PageText(len(pages), page.id, page.title, page.container,
                                            list(hit.ancestors or []), found))
         passages.score(pages, passages.query_terms(question))
-        return passages.select(pages, budget, header_tokens=prompt.header_tokens, meaning=self._meaning(question))
+        return passages.select(pages, budget, header_tokens=prompt.header_tokens,
+                               meaning=self._meaning(question) if by_meaning else None)
 
     def _meaning(self, question: str) -> passages.Meaning | None:
         """Ranks one page's passages by meaning: the question's vector (the search embedded it: cached) against
@@ -348,6 +351,16 @@ class Asker:
         ledger.record(reservation, usage.prompt_tokens, usage.completion_tokens, reported=usage.reported,
                       actor=handle, outcome=base.status, model=settings.model)
         return base
+
+
+def _keepable(outcome: Any) -> bool:
+    """Whether an answer from this search may be kept at the position it was written at. Most of what a
+    search can lack moves a position when it is made good (the embedding duty files vectors on the vector
+    log); an embedding provider that was slow or failing, and a keyword index behind the rows, do not —
+    the same question at the same position would be searched better a moment later."""
+    from core.search.seam import PROVIDER_FAILED, PROVIDER_SLOW
+
+    return outcome.degraded not in (PROVIDER_SLOW, PROVIDER_FAILED) and outcome.coverage.behind == 0
 
 
 def _source(n: int, chosen: passages.Chosen) -> Source:

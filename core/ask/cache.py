@@ -8,9 +8,9 @@ kept at the old position is retired at the next ask. A repeat at the same positi
 says `cached: true`.
 
 Kept in the node's own SQLite file (`answer_cache`, migration m008): a node's answers are its own, like
-its keyword index; they never travel on a log. Only answers written from a complete search are kept
-(the keyword index caught up with the rows, nothing degraded): an answer from a partial search is asked
-again once the search is whole.
+its keyword index; they never travel on a log. An answer is not kept when its search lacked something
+that is made good without moving a position — a keyword index behind the rows, an embedding provider
+that was slow or failing — so the same question is searched again once the search is whole.
 """
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """The citation check: every [n] in a reply must name a source it was given.
 
 A reply is split into claims (sentences, list items; a heading or a line that only introduces a list,
-ending in ':', is no claim) and each claim's citations are read: [1], [2][3], [1, 2], [1-3]. The reply
+ending in ':', is no claim) and each claim's citations are read: [1], [2][3], [1, 2], [1-3] — outside
+code and link addresses. The reply
 is **checked** when it cites at least one source and every number it cites is a source that was given.
 Otherwise it is shown marked unchecked, with the reason: it cites a source that does not exist, or none
 at all. A reply saying the sources do not answer (the one sentence the instruction asks for) makes no
@@ -23,6 +24,8 @@ _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 _LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d{1,3}[.)])\s+")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s")
 _ABBREVIATION = re.compile(r"(?:\b(?:e\.g|i\.e|etc|vs|cf|approx|incl)|\b[A-Z])$", re.I)
+_LINK_TARGET = re.compile(r"\]\([^)\s]*\)")      # a link's address is not the reply's words
+_CODE_SPAN = re.compile(r"`[^`]*`")                # nor is code
 MAX_RANGE = 20          # [1-999] is not a citation of 999 sources
 
 
@@ -105,7 +108,7 @@ def check(reply: str, sources: int) -> CitationCheck:
     for text in claims(reply):
         given: list[int] = []
         bad: list[int] = []
-        for m in CITATION.finditer(text):
+        for m in CITATION.finditer(_LINK_TARGET.sub("]", _CODE_SPAN.sub("", text))):
             for n in numbers(m.group(1)):
                 (given if 1 <= n <= sources else bad).append(n)
         given, bad = list(dict.fromkeys(given)), list(dict.fromkeys(bad))

@@ -3,9 +3,10 @@ not only its opening, inside a budget of tokens.
 
 A body is split into passages along its own structure: a heading starts a new passage (and names the
 section every passage under it belongs to), blank lines separate blocks, a fenced code block is never cut
-unless it alone is too long, and blocks of one section are joined up to about PASSAGE_BYTES. Each passage
+unless it alone is too long, and blocks of one section are joined up to about PASSAGE_BYTES (a small
+subsection joins its section's passage). Each passage
 is scored against the question's terms — the keyword index's own analyser, so "deploys" matches
-"deploy" — by BM25 over every passage of the pages found (the heading path counts as part of the text).
+"deploy" — by BM25 over every passage of the pages found (its section's headings count at half a word).
 A page none of whose passages holds a question term (found by meaning alone) is given the passage
 closest to the question by meaning when an embedder is at hand, else its opening.
 
@@ -31,6 +32,7 @@ MAX_BLOCK_BYTES = 1800         # a single block longer than this is cut at lines
 MIN_CUT_TOKENS = 80            # a passage cut to fit the rest of the budget keeps at least this much
 MAX_MEANING_PASSAGES = 32      # passages of one page ranked by meaning (the first ones)
 BM25_K1, BM25_B = 1.2, 0.75
+HEADING_WEIGHT = 0.5
 ELLIPSIS = " …"
 
 _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
@@ -44,8 +46,8 @@ class Passage:
     start: int                    # its first character's offset in the body
     heading: str                  # the section it is in, outermost heading first ("" before the first)
     text: str                     # the Markdown as written
-    terms: dict[str, int] = field(default_factory=dict, repr=False)
-    length: int = 0               # terms in it (BM25's document length)
+    terms: dict[str, float] = field(default_factory=dict, repr=False)
+    length: float = 0             # terms in it (BM25's document length)
     score: float = 0.0
     token_count: int | None = None
     cut: bool = False             # shortened to fit the budget
@@ -186,7 +188,9 @@ def split(body: str) -> list[Passage]:
     blocks = _blocks(body[skipped:])
     passages: list[Passage] = []
     trail: list[tuple[int, str]] = []           # the open headings: (level, title)
-    pending: list[tuple[int, str]] = []         # this section's blocks not yet in a passage
+    pending: list[tuple[int, str]] = []         # blocks not yet in a passage
+    pending_heading = ""                        # the section the pending passage started in
+    pending_level = 0                           # the level of that section's heading (0: none)
     size = 0
 
     def heading() -> str:
@@ -194,24 +198,36 @@ def split(body: str) -> list[Passage]:
 
     def flush() -> None:
         nonlocal pending, size
-        if pending:
+        if pending and any(t.strip() and not _ATX.match(t) for _, t in pending):
             text = "\n".join(t.rstrip("\n") for _, t in pending)
-            passages.append(Passage(len(passages), skipped + pending[0][0], heading(), text))
+            passages.append(Passage(len(passages), skipped + pending[0][0], pending_heading, text))
         pending, size = [], 0
+
+    def add(start: int, piece: str) -> None:
+        nonlocal size, pending_heading, pending_level
+        if not pending:
+            pending_heading, pending_level = heading(), (trail[-1][0] if trail else 0)
+        pending.append((start, piece))
+        size += len(piece.encode("utf-8"))
 
     for start, text, level, title in blocks:
         if level:
-            flush()
+            # a subsection small enough joins the passage of its section (its heading kept as text);
+            # a heading of the same or a higher level starts a passage of its own
+            joins = pending and pending_level and level > pending_level and \
+                size + len(text.encode("utf-8")) < PASSAGE_BYTES // 2
+            if not joins:
+                flush()
             while trail and trail[-1][0] >= level:
                 trail.pop()
             trail.append((level, title))
+            if joins:
+                add(start, text)
             continue
         for at, piece in _pieces(text):
-            n = len(piece.encode("utf-8"))
-            if pending and size + n > PASSAGE_BYTES:
+            if pending and size + len(piece.encode("utf-8")) > PASSAGE_BYTES:
                 flush()
-            pending.append((start + at, piece))
-            size += n
+            add(start + at, piece)
     flush()
     if not passages and body.strip():            # headings alone
         passages.append(Passage(0, skipped, "", body[skipped:].strip()))
@@ -239,15 +255,36 @@ def _analyzer() -> Any:
     return _ANALYZER
 
 
+# the words a question is phrased with, which say nothing about which part of a page answers it ("how
+# do I …" must not pick the passage that happens to say "how")
+QUESTION_WORDS = ("how what why when where who whom whose which do does did done doing i me my mine we our can "
+                  "could should would shall must might get got need want please tell explain there here way ways")
+_question_stems: frozenset[str] | None = None
+
+
 def query_terms(question: str) -> dict[str, int]:
-    return analyse([question])[0]
+    """The question's terms as the index analyses them, without the words it is phrased with (unless it
+    holds nothing else)."""
+    global _question_stems
+    if _question_stems is None:
+        _question_stems = frozenset(analyse([QUESTION_WORDS])[0])
+    terms = analyse([question])[0]
+    kept = {t: n for t, n in terms.items() if t not in _question_stems}
+    return kept or terms
 
 
 def score(pages: Sequence[PageText], terms: dict[str, int]) -> None:
     """BM25 of every passage of `pages` for the question's terms, idf over those passages."""
     everything = [p for page in pages for p in page.passages]
-    for p, counted in zip(everything, analyse([f"{p.heading}\n{p.text}" for p in everything])):
-        p.terms, p.length = counted, sum(counted.values())
+    texts = analyse([p.text for p in everything])
+    heads = analyse([p.heading for p in everything])
+    for p, counted, head in zip(everything, texts, heads):
+        # a section's heading counts, at half a word: every passage under "Rolling back" is about it,
+        # and a two-line passage under it must not outrank the one that says how
+        weighted: dict[str, float] = dict(counted)
+        for term in head:
+            weighted[term] = weighted.get(term, 0) + HEADING_WEIGHT
+        p.terms, p.length = weighted, sum(counted.values()) + HEADING_WEIGHT * len(head)
     if not everything or not terms:
         return
     n = len(everything)
