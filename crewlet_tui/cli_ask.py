@@ -144,7 +144,7 @@ def register(app: typer.Typer) -> None:
                                          help="Read the index as it is: no catch-up pass before searching."),
         as_json: bool = JSON_OPT,
     ) -> None:
-        r"""Answer a question from the knowledge base's own pages, every claim cited \[n] (exit 1: no answer).
+        r"""Answer a question from the knowledge base's own pages, each claim citing its source (exit 1: no answer).
 
         The model is \[providers.llm] in company.toml (any OpenAI-compatible chat endpoint); without one, the answer is the passages it would be written from. A question nothing matches is answered without a model. A repeat at the same corpus position is served from this node's cache and spends nothing. `--spend` shows the company's day, week and month windows."""
         if spend:

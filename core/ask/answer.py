@@ -96,7 +96,8 @@ class Answer:
     finish_reason: str | None = None
     search: dict[str, Any] = field(default_factory=dict)   # what the search served (mode, degraded, message)
     position: tuple[int, int] = (0, 0)                     # the pages and vector logs' applied seqs
-    source_tokens: int = 0
+    source_tokens: int = 0        # the passages' tokens (the shipped tokenizer's count)
+    prompt_tokens: int = 0        # the whole prompt as counted here: what the model is (or would be) sent
 
     @property
     def checked(self) -> bool | None:
@@ -117,7 +118,7 @@ class Answer:
                 "usage": self.usage.to_json() if self.usage else None, "spent": self.spent, "model": self.model,
                 "failure": self.failure, "finish_reason": self.finish_reason, "search": self.search,
                 "position": {"pages": self.position[0], "vectors": self.position[1]},
-                "source_tokens": self.source_tokens}
+                "source_tokens": self.source_tokens, "prompt_tokens": self.prompt_tokens}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Answer:
@@ -130,7 +131,7 @@ class Answer:
                    spent=int(data.get("spent", 0)), model=data.get("model", ""), failure=data.get("failure"),
                    finish_reason=data.get("finish_reason"), search=data.get("search", {}),
                    position=(data["position"]["pages"], data["position"]["vectors"]),
-                   source_tokens=int(data.get("source_tokens", 0)))
+                   source_tokens=int(data.get("source_tokens", 0)), prompt_tokens=int(data.get("prompt_tokens", 0)))
 
 
 class Asker:
@@ -138,8 +139,10 @@ class Asker:
     searcher serialises its own searches. `searcher`: a NativeSearcher to share (the app's), else one is
     made and closed with this."""
 
-    def __init__(self, node: Any, searcher: Any = None, *, search_limit: int = SEARCH_LIMIT) -> None:
+    def __init__(self, node: Any, searcher: Any = None, *, search_limit: int = SEARCH_LIMIT,
+                 source_tokens: int | None = None) -> None:
         self.node = node
+        self.source_tokens = source_tokens      # over max_source_tokens (the bench sweeps it)
         self._own_searcher = searcher is None
         if searcher is None:
             from core.search.native import NativeSearcher
@@ -237,19 +240,20 @@ class Asker:
             return base
 
         by_meaning = outcome.served_mode in ("hybrid", "semantic")   # the question's vector is at hand
-        chosen = self._sources(kb, who.handle, question, result.hits,
-                               settings.max_source_tokens if settings is not None else DEFAULT_SOURCE_TOKENS,
-                               by_meaning)
+        budget = self.source_tokens or (settings.max_source_tokens if settings is not None else DEFAULT_SOURCE_TOKENS)
+        chosen = self._sources(kb, who.handle, question, result.hits, budget, by_meaning)
         base.sources = [_source(i, c) for i, c in enumerate(chosen, 1)]
         base.source_tokens = sum(s.tokens for s in base.sources)
         if not chosen:
             base.reason = "the pages the search found hold no text to answer from, so no model was asked"
             return base
+        sent = prompt.messages(question, chosen)
+        base.prompt_tokens = tokens.count_messages(sent)
         if settings is None:
             base.status, base.reason = NO_MODEL, no_model_sentence(company.file)
             return base
 
-        written = self._write(base, settings, chosen, who.handle, on_text, cancel)
+        written = self._write(base, settings, sent, who.handle, on_text, cancel)
         if use_cache and written.status in WRITTEN and _keepable(outcome) and (cancel is None or not cancel.is_set()):
             self.cache.put(key, position, written.to_json())
         return written
@@ -296,17 +300,16 @@ class Asker:
 
         return rank
 
-    def _write(self, base: Answer, settings: LlmSettings, chosen: list[passages.Chosen], handle: str,
+    def _write(self, base: Answer, settings: LlmSettings, sent: list[dict[str, str]], handle: str,
                on_text: Callable[[str], None] | None, cancel: threading.Event | None) -> Answer:
         provider = self.provider()
         assert provider is not None
-        sent = prompt.messages(base.question, chosen)
         try:
             provider.key()
         except ChatFailed as exc:
             base.status, base.failure, base.reason = FAILED, exc.kind, exc.message
             return base
-        estimate = tokens.count_messages(sent)
+        estimate = base.prompt_tokens
         ledger = self.ledger()
         try:
             reservation = ledger.reserve(settings, estimate + settings.max_output_tokens, actor=handle)

@@ -61,7 +61,14 @@ SECTIONS: list[tuple[str, tuple[str, ...], list[tuple[str, str]]]] = [
     ("Search", ("SearchScreen",), [
         ("enter", "search (in the box) / open the result (in the list)"),
         ("f2", "next mode: hybrid, keyword, semantic"),
+        ("f3", "ask the words in the box as a question (the Ask screen)"),
         ("↓", "from the box to the results"),
+    ]),
+    ("Ask", ("AskScreen",), [
+        ("enter", "ask (in the box) / open the source's page (in the list)"),
+        ("↓", "from the box to the sources"),
+        ("f5", "write the answer again, even when one is cached"),
+        ("[n] links", "a citation opens source n's page"),
     ]),
     ("Trash", ("TrashScreen",), [
         ("u", "restore the page"),

@@ -49,6 +49,7 @@ class SearchScreen(CrewletScreen):
     CSS_PATH = "search.tcss"
     BINDINGS = [
         Binding("f2", "next_mode", "Mode"),
+        Binding("f3", "ask", "Ask"),
         Binding("ctrl+l", "focus_query", "Query", show=False),
         Binding("down", "focus_results", "Results", show=False),
         *COMMON_BINDINGS,
@@ -151,6 +152,10 @@ class SearchScreen(CrewletScreen):
 
     def action_focus_query(self) -> None:
         self.query_one("#search-input", Input).focus()
+
+    def action_ask(self) -> None:
+        """The words in the box, asked as a question (the Ask screen)."""
+        self.crewlet.open_ask(self.query_one("#search-input", Input).value)
 
     def action_focus_results(self) -> None:
         results = self.query_one("#search-results", OptionList)
