@@ -3,7 +3,7 @@
 Builds a temporary home with the bundled example knowledge base (or, in a build without the importer,
 a few pages made through KnowledgeBase), drives the app with Pilot at a fixed size with a fixed clock,
 fixed record times and page ids, and no cursor blink, and saves an SVG of each screen: spaces, outline,
-page, edit, conflict, history, search, trash, help. The same input gives the same SVGs.
+page, edit, conflict, history, search, ask, trash, help. The same input gives the same SVGs.
 """
 from __future__ import annotations
 
@@ -195,6 +195,13 @@ async def shoot(home: Home, ids: dict[str, str], out: Path, size: tuple[int, int
         await wait_until(pilot, lambda: app.screen.last is not None and app.screen.last.outcome.served_mode == "hybrid")
         await settle(pilot)
         save("search")
+
+        await pilot.press("f3")  # the same words, asked: no model is configured here, so its passages
+        await wait_until(pilot, lambda: screen_is("AskScreen") and app.screen.answer is not None)
+        await settle(pilot)
+        save("ask")
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: screen_is("SearchScreen"))
 
         app.action_trash()
         await wait_until(pilot, lambda: screen_is("TrashScreen") and app.screen.pages)

@@ -110,6 +110,7 @@ class AskScreen(CrewletScreen):
         self._stream: MarkdownStream | None = None
         self._asker: Asker | None = None
         self._asker_lock = threading.Lock()
+        self._left = False                      # unmounted: no asker is made again
 
     def compose(self) -> ComposeResult:
         yield from self.compose_header()
@@ -137,6 +138,7 @@ class AskScreen(CrewletScreen):
         if self._cancel is not None:
             self._cancel.set()
         with self._asker_lock:
+            self._left = True
             if self._asker is not None:
                 self._asker.close()
                 self._asker = None
@@ -173,6 +175,8 @@ class AskScreen(CrewletScreen):
         from core.ask.answer import Asker
 
         with self._asker_lock:
+            if self._left:
+                raise RuntimeError("the Ask screen was closed")
             if self._asker is None:
                 self._asker = Asker(self.session.node, self.session.searcher)
             return self._asker
