@@ -69,6 +69,8 @@ def _facts(result: Answer) -> str:
         facts.append(f"{result.usage.prompt_tokens:,} tokens in, {result.usage.completion_tokens:,} out ({how})")
     facts.append(f"{len(result.sources)} source{'s' if len(result.sources) != 1 else ''}, "
                  f"{result.source_tokens:,} tokens of passages")
+    if result.usage is None and result.prompt_tokens:
+        facts.append(f"a prompt of about {result.prompt_tokens:,} tokens")
     served = result.search.get("served_mode")
     if served:
         facts.append(f"search {served}")
