@@ -451,3 +451,21 @@ def test_the_ledger_is_read_from_its_end(tmp_path, monkeypatch):
     expected = sum(1 for i in range(4000) if now - (4000 - i) * 7_884_000 >= month_start)
     assert windows["month"].answers == expected and windows["month"].spent == 11 * expected
     assert sum(reads) < ledger.file.stat().st_size / 4
+
+
+def test_the_answer_as_text_for_an_assistant_says_what_it_is_worth_and_lists_its_sources(home, server):
+    build_index(home)
+    server.script = [Reply("Roll back first [1]."), Reply("It is fine [9].")]
+    with Node.open(home) as node:
+        asker = Asker(node)
+        try:
+            good = asker.answer("how do we roll back a deploy?", containers=["ENG"])
+            bad = asker.answer("who may roll back a deploy?", containers=["ENG"])
+            again = asker.answer("how do we roll back a deploy?", containers=["ENG"])
+        finally:
+            asker.close()
+    text = good.to_text()
+    assert text.startswith("Roll back first [1].\n\nchecked: every citation names a source below\n\nSources:\n[1] ENG/")
+    assert f"(id {good.sources[0].page_id})" in text
+    assert "unchecked: it cites [9], but only 2 sources were given" in bad.to_text()
+    assert again.cached and "(cached) checked" in again.to_text()

@@ -110,6 +110,25 @@ class Answer:
     def written(self) -> bool:
         return self.status in WRITTEN
 
+    def verdict(self) -> str:
+        """One line: what this answer is worth."""
+        if self.status == ANSWERED:
+            return "checked: every citation names a source below" if self.checked else self.reason
+        if self.status == NOT_ANSWERED:
+            return "the sources below do not answer the question"
+        return self.reason
+
+    def to_text(self) -> str:
+        """The answer as words for a reader that takes plain text (an assistant over MCP): the answer, what
+        it is worth, and the numbered sources with their addresses and ids."""
+        parts = [self.text.strip()] if self.status in WRITTEN and self.text.strip() else []
+        parts.append(("(cached) " if self.cached else "") + self.verdict())
+        if self.sources:
+            parts.append("Sources:\n" + "\n".join(f"[{s.n}] {s.address} (id {s.page_id})" for s in self.sources))
+        if self.status == NO_MODEL:
+            parts.append("\n\n".join(f"[{s.n}] {s.address}\n" + "\n…\n".join(s.passages) for s in self.sources))
+        return "\n\n".join(p for p in parts if p)
+
     def to_json(self) -> dict[str, Any]:
         return {"question": self.question, "status": self.status, "answer": self.text, "checked": self.checked,
                 "reason": self.reason, "cached": self.cached,
