@@ -469,3 +469,11 @@ def test_the_answer_as_text_for_an_assistant_says_what_it_is_worth_and_lists_its
     assert f"(id {good.sources[0].page_id})" in text
     assert "unchecked: it cites [9], but only 2 sources were given" in bad.to_text()
     assert again.cached and "(cached) checked" in again.to_text()
+
+
+def test_what_the_model_writes_reaches_the_terminal_inert(home, server):
+    server.script = [Reply("Roll back \x1b[2J\x1b]52;c;aGVsbG8=\x07 first \x9b31m [1].")]
+    res = cli(home.root, "ask", "how do we roll back a deploy?")
+    assert res.exit_code == 0 and "Roll back" in res.stdout
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f]", res.stdout + res.stderr)
+    assert "\u241b[2J" in res.stdout                      # shown, not executed
