@@ -54,6 +54,7 @@ class Actor:
     # the knowledge app: reading and authoring pages. Every agent holds it; a person holds it unless
     # an admin unticks it (`knowledge = false`); admin includes it.
     knowledge: bool = True
+    credentials: Credentials = field(default_factory=lambda: Credentials())   # its own, for a remote backend
 
     @property
     def is_agent(self) -> bool:
@@ -89,11 +90,68 @@ class EmbeddingsSettings:
 
 @dataclass(frozen=True)
 class Knowledge:
-    backend: str = "native"
+    backend: str = "native"       # native | confluence | plane | none (empty in the file: derived)
     root_space: str = "HOME"
     skills_container: str = "SKILLS"
-    scope: tuple[str, ...] = ()
+    scope: tuple[str, ...] = ()   # the native backend's read floor
     vectors: bool = True          # false: nothing embeds the corpus; searches are keyword and say so
+    confluence_spaces: tuple[str, ...] = ()   # the Confluence backend's read floor (space keys)
+    plane_projects: tuple[str, ...] = ()      # the Plane backend's read floor (project identifiers)
+
+
+# -- the remote knowledge backends: [integrations.*] and an actor's own credentials ---------------------
+BACKENDS = ("native", "confluence", "plane", "none")
+REMOTE_BACKENDS = ("confluence", "plane")
+SCOPE_KEYS = {"native": "scope", "confluence": "confluence_spaces", "plane": "plane_projects"}
+DEFAULT_CONNECT_TIMEOUT_S = 3.0
+DEFAULT_READ_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """[actors.HANDLE.credentials]: the NAMES of the environment variables holding an actor's own
+    credential for a remote backend (never the secret itself)."""
+
+    confluence_token_env: str = ""
+    confluence_username_env: str = ""
+    plane_token_env: str = ""
+
+
+@dataclass(frozen=True)
+class ConfluenceSettings:
+    """[integrations.confluence]: the site, and the company's read credential (by variable name).
+    With username_env it is Cloud (basic auth: username + API token); without, Data Center (bearer
+    personal access token)."""
+
+    url: str
+    token_env: str
+    username_env: str = ""
+    connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
+    read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
+
+    @property
+    def cloud(self) -> bool:
+        return bool(self.username_env)
+
+
+@dataclass(frozen=True)
+class PlaneSettings:
+    """[integrations.plane]: the instance, the workspace, the company's read key (by variable name) and
+    the project holding tool skills (dropped from every search, the target of `trigger:` files)."""
+
+    url: str
+    workspace: str
+    token_env: str
+    skills_project: str = "SKILLS"
+    enabled: bool = True
+    connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
+    read_timeout_s: float = DEFAULT_READ_TIMEOUT_S
+
+
+@dataclass(frozen=True)
+class Integrations:
+    confluence: ConfluenceSettings | None = None
+    plane: PlaneSettings | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +164,7 @@ class Company:
     embeddings: EmbeddingsSettings = field(default_factory=EmbeddingsSettings)
     llm: LlmSettings | None = None   # [providers.llm]: the chat model answers are written by (optional)
     activated_at: int = 0          # ms; the instant this configuration was activated (the file's mtime)
+    integrations: Integrations = field(default_factory=Integrations)
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
     # -- declared containers -------------------------------------------------------------
@@ -145,7 +204,10 @@ class Company:
             ) from None
 
     def scope(self) -> frozenset[str]:
-        return frozenset(s.strip() for s in self.knowledge.scope if s.strip())
+        """The active backend's read floor: knowledge.scope, confluence_spaces or plane_projects."""
+        k = self.knowledge
+        listed = {"confluence": k.confluence_spaces, "plane": k.plane_projects}.get(k.backend, k.scope)
+        return frozenset(s.strip() for s in listed if s.strip())
 
 
 def _expect(file: Path, key: str, value: Any, typ: type | tuple[type, ...], fix: str) -> Any:
@@ -237,19 +299,26 @@ def parse(data: dict[str, Any], file: Path, activated_at: int = 0) -> Company:
             raise ConfigError(file, key, "unknown setting", f"remove it, or use one of: {', '.join(sorted(known_top))}")
 
     kn_raw = _expect(file, "knowledge", data.get("knowledge", {}), dict, "make [knowledge] a table")
-    backend = kn_raw.get("backend", "native")
-    if backend not in ("native", "none"):
-        raise ConfigError(file, "knowledge.backend", f"'{backend}' is not a backend this build serves",
-                          "set it to \"native\" (or \"none\")")
-    integrations = _expect(file, "integrations", data.get("integrations", {}), dict, "make [integrations] a table")
-    if backend == "native" and "confluence" in integrations:
-        raise ConfigError(file, "integrations.confluence", "declared beside knowledge.backend = \"native\"",
-                          "remove one: a company has exactly one knowledge home")
-    scope = _expect(file, "knowledge.scope", kn_raw.get("scope", []), list, 'write it as a list, e.g. scope = ["HANDBOOK"]')
-    if backend == "none" and scope:
-        raise ConfigError(file, "knowledge.scope", "a read scope with no backend behind it narrows nothing",
-                          "remove knowledge.scope or set knowledge.backend = \"native\"")
-    vectors = _expect(file, "knowledge.vectors", kn_raw.get("vectors", True), bool, "set it to true or false")
+    integrations_raw = _expect(file, "integrations", data.get("integrations", {}), dict, "make [integrations] a table")
+    backend = _knowledge_backend(file, kn_raw, integrations_raw)   # single-homed first: the table's own
+    integrations = _parse_integrations(file, integrations_raw)      # problems matter once it belongs here
+    scopes: dict[str, list[Any]] = {}
+    for name, key in SCOPE_KEYS.items():
+        example = {"native": '["HANDBOOK"]', "confluence": '["ENG", "HOME"]', "plane": '["ENG"]'}[name]
+        scopes[name] = _expect(file, f"knowledge.{key}", kn_raw.get(key, []), list, f"write it as a list, e.g. {key} = {example}")
+        for item in scopes[name]:
+            _expect(file, f"knowledge.{key}", item, str, f"write each entry as a quoted key, e.g. {key} = {example}")
+        if scopes[name] and backend != name:
+            active = SCOPE_KEYS.get(backend)
+            raise ConfigError(file, f"knowledge.{key}",
+                              f"is the {name} backend's read scope, and knowledge.backend is \"{backend}\"",
+                              f"remove knowledge.{key}" + (f" (this backend's scope is knowledge.{active})" if active else
+                                                         " (backend \"none\" searches nothing, so nothing narrows)"))
+    remote = backend in REMOTE_BACKENDS
+    if remote and kn_raw.get("vectors") is True:
+        raise ConfigError(file, "knowledge.vectors", f"vectors = true with knowledge.backend = \"{backend}\", which keeps "
+                          "no local copy to embed (the backend ranks by its own search)", "remove knowledge.vectors")
+    vectors = _expect(file, "knowledge.vectors", kn_raw.get("vectors", not remote), bool, "set it to true or false")
     reserved = {}
     for name, default in (("root_space", "HOME"), ("skills_container", "SKILLS")):
         value = _expect(file, f"knowledge.{name}", kn_raw.get(name, default), str, f'e.g. {name} = "{default}"')
@@ -264,8 +333,10 @@ def parse(data: dict[str, Any], file: Path, activated_at: int = 0) -> Company:
         backend=backend,
         root_space=reserved["root_space"],
         skills_container=reserved["skills_container"],
-        scope=tuple(str(s) for s in scope),
+        scope=tuple(scopes["native"]),
         vectors=vectors,
+        confluence_spaces=tuple(scopes["confluence"]),
+        plane_projects=tuple(scopes["plane"]),
     )
 
     actors: dict[str, Actor] = {}
@@ -285,7 +356,9 @@ def parse(data: dict[str, Any], file: Path, activated_at: int = 0) -> Company:
             _expect(file, f"{key}.space", space, str, 'e.g. space = "ENG"')
             if not KEY_RE.match(space):
                 raise ConfigError(file, f"{key}.space", f"'{space}' is not a valid space key", "use letters, digits, '_', '-', '.'")
-        actors[handle] = Actor(handle=handle, kind=kind, admin=admin, space=space, knowledge=holds)
+        credentials = _parse_credentials(file, key, a.get("credentials", {}))
+        actors[handle] = Actor(handle=handle, kind=kind, admin=admin, space=space, knowledge=holds,
+                               credentials=credentials)
 
     spaces: dict[str, Space] = {}
     spaces_raw = _expect(file, "spaces", data.get("spaces", {}), dict, "declare spaces as [spaces.KEY] tables")
@@ -321,7 +394,146 @@ def parse(data: dict[str, Any], file: Path, activated_at: int = 0) -> Company:
     llm = parse_llm(file, prov.get("llm"))
 
     return Company(file=file, spaces=spaces, actors=actors, knowledge=knowledge, operator=operator,
-                   embeddings=embeddings, llm=llm, activated_at=activated_at, raw=data)
+                   embeddings=embeddings, llm=llm, activated_at=activated_at, integrations=integrations,
+                   raw=data)
+
+
+# -- the knowledge home: one backend, its integration, and an actor's own credential ---------------------
+
+_URL_RE = re.compile(r"^https?://[^/\s]+")
+_CONFLUENCE_KEYS = ("url", "token_env", "username_env", "connect_timeout_s", "read_timeout_s")
+_PLANE_KEYS = ("url", "workspace", "token_env", "skills_project", "enabled", "connect_timeout_s", "read_timeout_s")
+_CREDENTIAL_KEYS = ("confluence_token_env", "confluence_username_env", "plane_token_env")
+
+
+def _env_name(file: Path, key: str, value: Any, example: str) -> str:
+    """The NAME of an environment variable (a value that looks like a secret is refused as one)."""
+    name = _expect(file, key, value, str, f'{key.rsplit(".", 1)[-1]} = "{example}"').strip()
+    # a secret pasted where its variable's name goes: a known token prefix, or a long run with lower-case
+    # letters and digits (variable names are conventionally upper-case words)
+    looks_like_key = name.startswith(("ATATT", "plane_api_", "sk-")) or (
+        len(name) >= 24 and any(c.islower() for c in name) and any(c.isdigit() for c in name))
+    if looks_like_key or not ENV_NAME_RE.match(name):
+        raise ConfigError(file, key, "looks like a secret, not the name of an environment variable" if looks_like_key
+                          else f"{name!r} is not an environment variable name",
+                          f'put the secret in an environment variable and name it here, e.g. '
+                          f'{key.rsplit(".", 1)[-1]} = "{example}"' + (" (and rotate it: it has been written to a file)"
+                                                                        if looks_like_key else ""))
+    return name
+
+
+def _seconds(file: Path, key: str, value: Any, default: float) -> float:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 300:
+        raise ConfigError(file, key, f"expected seconds above 0 and at most 300, found {value!r}",
+                          f"write a number of seconds, e.g. {key.rsplit('.', 1)[-1]} = {default:g}")
+    return float(value)
+
+
+def _url(file: Path, key: str, value: Any, example: str) -> str:
+    url = _expect(file, key, value, str, f'url = "{example}"').strip()
+    if not _URL_RE.match(url):
+        raise ConfigError(file, key, f"{url!r} is not an http(s) URL", f'write it with its scheme, e.g. url = "{example}"')
+    return url.rstrip("/")
+
+
+def _unknown_keys(file: Path, table: str, raw: dict[str, Any], allowed: tuple[str, ...]) -> None:
+    for k in raw:
+        if k not in allowed:
+            raise ConfigError(file, f"{table}.{k}", "unknown setting", f"remove it, or use one of: {', '.join(allowed)}")
+
+
+def _parse_integrations(file: Path, raw: dict[str, Any]) -> Integrations:
+    for name in raw:
+        if name not in REMOTE_BACKENDS:
+            raise ConfigError(file, f"integrations.{name}", "unknown integration",
+                              f"remove it, or declare one of: {', '.join(f'[integrations.{b}]' for b in REMOTE_BACKENDS)}")
+    confluence = plane = None
+    if "confluence" in raw:
+        t = "integrations.confluence"
+        c = _expect(file, t, raw["confluence"], dict, f"make [{t}] a table")
+        _unknown_keys(file, t, c, _CONFLUENCE_KEYS)
+        for need, example in (("url", 'url = "https://example.atlassian.net/wiki"'),
+                              ("token_env", 'token_env = "CONFLUENCE_API_TOKEN"')):
+            if need not in c:
+                raise ConfigError(file, f"{t}.{need}", "is missing", f"add {example}")
+        confluence = ConfluenceSettings(
+            url=_url(file, f"{t}.url", c["url"], "https://example.atlassian.net/wiki"),
+            token_env=_env_name(file, f"{t}.token_env", c["token_env"], "CONFLUENCE_API_TOKEN"),
+            username_env=_env_name(file, f"{t}.username_env", c["username_env"], "CONFLUENCE_USERNAME")
+            if c.get("username_env") else "",
+            connect_timeout_s=_seconds(file, f"{t}.connect_timeout_s", c.get("connect_timeout_s"), DEFAULT_CONNECT_TIMEOUT_S),
+            read_timeout_s=_seconds(file, f"{t}.read_timeout_s", c.get("read_timeout_s"), DEFAULT_READ_TIMEOUT_S))
+    if "plane" in raw:
+        t = "integrations.plane"
+        p = _expect(file, t, raw["plane"], dict, f"make [{t}] a table")
+        _unknown_keys(file, t, p, _PLANE_KEYS)
+        for need, example in (("url", 'url = "https://plane.example.com"'), ("workspace", 'workspace = "acme"'),
+                              ("token_env", 'token_env = "PLANE_API_KEY"')):
+            if need not in p:
+                raise ConfigError(file, f"{t}.{need}", "is missing", f"add {example}")
+        workspace = _expect(file, f"{t}.workspace", p["workspace"], str, 'workspace = "acme"').strip()
+        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_-]*$", workspace):
+            raise ConfigError(file, f"{t}.workspace", f"{workspace!r} is not a workspace slug",
+                              "use the slug from the workspace's URL (https://plane.example.com/SLUG/projects)")
+        skills = _expect(file, f"{t}.skills_project", p.get("skills_project", "SKILLS"), str, 'skills_project = "SKILLS"')
+        if not KEY_RE.match(skills):
+            raise ConfigError(file, f"{t}.skills_project", f"{skills!r} is not a project identifier",
+                              'use the project\'s identifier, e.g. skills_project = "SKILLS"')
+        plane = PlaneSettings(
+            url=_url(file, f"{t}.url", p["url"], "https://plane.example.com"), workspace=workspace,
+            token_env=_env_name(file, f"{t}.token_env", p["token_env"], "PLANE_API_KEY"), skills_project=skills,
+            enabled=_expect(file, f"{t}.enabled", p.get("enabled", True), bool, "set it to true or false"),
+            connect_timeout_s=_seconds(file, f"{t}.connect_timeout_s", p.get("connect_timeout_s"), DEFAULT_CONNECT_TIMEOUT_S),
+            read_timeout_s=_seconds(file, f"{t}.read_timeout_s", p.get("read_timeout_s"), DEFAULT_READ_TIMEOUT_S))
+    return Integrations(confluence=confluence, plane=plane)
+
+
+def _knowledge_backend(file: Path, kn_raw: dict[str, Any], integrations: dict[str, Any]) -> str:
+    """knowledge.backend, single-homed: one knowledge home, so the answer to "what do we already know"
+    never depends on which searcher was asked. Empty derives: confluence when [integrations.confluence]
+    is declared, plane when an enabled [integrations.plane] is, native otherwise."""
+    plane = integrations.get("plane")
+    plane_off = isinstance(plane, dict) and plane.get("enabled", True) is False
+    declared = [name for name in REMOTE_BACKENDS if name in integrations and not (name == "plane" and plane_off)]
+    if len(declared) > 1:
+        raise ConfigError(file, "integrations", "declares both [integrations.confluence] and an enabled "
+                          "[integrations.plane]", "remove one (or set enabled = false under [integrations.plane]): "
+                          "a company has exactly one knowledge home")
+    backend = _expect(file, "knowledge.backend", kn_raw.get("backend", ""), str, 'e.g. backend = "native"').strip()
+    if not backend:
+        return declared[0] if declared else "native"
+    if backend not in BACKENDS:
+        raise ConfigError(file, "knowledge.backend", f"'{backend}' is not a backend this build serves",
+                          "set it to \"native\", \"confluence\", \"plane\" or \"none\"")
+    if backend in ("native", "none") and declared:
+        other = declared[0]
+        raise ConfigError(file, f"integrations.{other}", f"declared beside knowledge.backend = \"{backend}\"",
+                          f"remove one: a company has exactly one knowledge home (or set knowledge.backend = \"{other}\")")
+    if backend in REMOTE_BACKENDS and backend not in declared:
+        other = declared[0] if declared else None
+        if other:
+            raise ConfigError(file, f"integrations.{other}", f"declared beside knowledge.backend = \"{backend}\"",
+                              "remove one: a company has exactly one knowledge home")
+        example = ('url = "https://example.atlassian.net/wiki" and token_env = "CONFLUENCE_API_TOKEN"'
+                   if backend == "confluence" else
+                   'url = "https://plane.example.com", workspace = "acme" and token_env = "PLANE_API_KEY"')
+        if backend == "plane" and plane_off:
+            raise ConfigError(file, "knowledge.backend", "\"plane\" needs [integrations.plane], which is enabled = false",
+                              "set enabled = true under [integrations.plane], or set knowledge.backend = \"native\"")
+        raise ConfigError(file, "knowledge.backend", f"\"{backend}\" needs [integrations.{backend}]",
+                          f"add [integrations.{backend}] with {example}, or set knowledge.backend = \"native\"")
+    return backend
+
+
+def _parse_credentials(file: Path, actor_key: str, raw: Any) -> Credentials:
+    t = f"{actor_key}.credentials"
+    c = _expect(file, t, raw, dict, f"make [{t}] a table")
+    _unknown_keys(file, t, c, _CREDENTIAL_KEYS)
+    examples = {"confluence_token_env": "ENG_BOT_CONFLUENCE_TOKEN", "confluence_username_env": "ENG_BOT_CONFLUENCE_USER",
+                "plane_token_env": "ENG_BOT_PLANE_KEY"}
+    return Credentials(**{k: _env_name(file, f"{t}.{k}", c[k], examples[k]) for k in _CREDENTIAL_KEYS if c.get(k)})
 
 
 def load(file: Path) -> Company:

@@ -239,7 +239,9 @@ class CrewletApp(App[None]):
         who = self.session.who()
         handle = self.session.handle or "nobody"
         role = ("admin" if who and who.admin else who.kind if who else "unknown actor") if handle != "nobody" else ""
-        self.actor_line = f"as {handle}" + (f" ({role})" if role else "") + " · this node's copy"
+        remote = self.session.remote
+        self.actor_line = f"as {handle}" + (f" ({role})" if role else "") + (
+            f" · {self.session.remote_label}, live" if remote else " · this node's copy")
         if _screen_is(self.screen, "welcome", "WelcomeScreen"):
             self.pop_screen()
         self.push_screen(SpacesScreen(spaces))
@@ -249,10 +251,14 @@ class CrewletApp(App[None]):
             self.open_page(self.start_page)
         elif self.start_search is not None:
             self.open_search(self.start_search)
+        elif remote:   # the knowledge is not in this node's spaces: the search is where it is reached
+            self.open_search("")
         # the background work starts once the first screen has shown its rows (SpacesScreen says so), or
         # after BACKGROUND_AFTER_S: its imports and first passes would hold the GIL that paint waits on
         self.set_timer(BACKGROUND_AFTER_S, self.first_screen_shown)
-        if not self.start_indexer:
+        if remote:
+            self.index_state = IndexState("off", message=self.session.knowledge_home())
+        elif not self.start_indexer:
             self.index_state = IndexState("off", message="background worker off")
 
     def _resume_gc(self) -> None:
@@ -270,7 +276,7 @@ class CrewletApp(App[None]):
             return
         self._background_started = True
         self._warm_up_searcher()
-        if self.start_indexer:
+        if self.start_indexer and not self.session.remote:   # a remote backend has no local copy to keep
             self._run_duties()
 
     @work(thread=True, exclusive=True, group="warm-up", exit_on_error=False)
@@ -407,11 +413,20 @@ class CrewletApp(App[None]):
     def open_outline(self, container: str) -> None:
         from .screens.outline import OutlineScreen
 
+        if self.session is not None and self.session.remote:
+            self.notify(f"{clean_line(container)} lives in {self.session.remote_label}, which this app reads live: there is no "
+                        "local outline — search it with /", markup=False)
+            return
         self.push_screen(OutlineScreen(container))
 
     def open_page(self, ref: str) -> None:
         from .screens.page import PageScreen
 
+        if self.session is not None and self.session.remote:
+            from .screens.remote_page import RemotePageScreen
+
+            self.push_screen(RemotePageScreen(ref))
+            return
         screen = self.screen
         if isinstance(screen, PageScreen) and ref in (screen.ref, screen.page.id if screen.page else None):
             screen.reload()
@@ -452,7 +467,8 @@ class CrewletApp(App[None]):
                 screen.run_search(query)
             field.focus()
             return
-        self.push_screen(SearchScreen(query))
+        self.push_screen(SearchScreen(query, mode="keyword") if self.session and self.session.remote
+                         else SearchScreen(query))
 
     def open_ask(self, question: str = "") -> None:
         """The Ask screen: a question answered from the pages, every claim cited (asked at once when given)."""

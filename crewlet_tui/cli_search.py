@@ -85,10 +85,15 @@ def _render(result: Result, finder: TermFinder | None) -> None:
     if not result.hits:
         console.print("nothing matched")
     for i, h in enumerate(result.hits, 1):
-        _render_hit(i, h, finder)
+        _render_hit(i, h, finder, remote=out.source is not None)
     cov = out.coverage
-    facts = [f"{len(result.hits)} hit{'s' if len(result.hits) != 1 else ''}", f"served {out.served_mode}",
-             f"{cov.pages_indexed} pages indexed"]
+    facts = [f"{len(result.hits)} hit{'s' if len(result.hits) != 1 else ''}", f"served {out.served_mode}"]
+    if out.source is not None:     # a remote backend: searched live, nothing indexed here
+        requests = int(out.source.get("requests") or 0)
+        facts += [f"{out.source.get('backend')} live, no local copy",
+                  f"{requests} request{'s' if requests != 1 else ''}", f"ranked by {out.source.get('ranking')}"]
+    else:
+        facts.append(f"{cov.pages_indexed} pages indexed")
     if out.served_mode in ("hybrid", "semantic"):
         facts.append(f"{cov.embedded} of {cov.embeddable} embedded")
     if cov.behind:
@@ -98,13 +103,15 @@ def _render(result: Result, finder: TermFinder | None) -> None:
         console.print(f"[yellow]{escape(out.message)}[/]", soft_wrap=True)
 
 
-def _render_hit(i: int, h: Hit, finder: TermFinder | None) -> None:
+def _render_hit(i: int, h: Hit, finder: TermFinder | None, *, remote: bool = False) -> None:
     console.print(f"[bold]{i}. {escape(h.title)}[/]  [cyan]{escape(h.container)}/{escape(h.title)}[/]", soft_wrap=True)
     if h.ancestors:
         console.print(f"   [dim]in {escape(' › '.join(h.ancestors))}[/]", soft_wrap=True)
     if h.snippet:
         console.print(Text("   ") + _highlighted(clean_line(h.snippet), finder), soft_wrap=True)
     console.print(f"   [dim]id {escape(h.page_id)} · score {h.score:.3f}[/]")
+    if h.url and remote:   # a remote hit: where to open it
+        console.print(f"   [dim]{escape(h.url)}[/]", soft_wrap=True)
 
 
 def _not_served_line(result: Result, caught: IndexPass | None) -> str:
@@ -144,7 +151,7 @@ def register(app: typer.Typer) -> None:
         mode = mode.strip().lower()
         if mode not in MODES:
             raise typer.BadParameter(f"'{mode}' is not one of: {', '.join(MODES)}", param_hint="--mode")
-        from core.search.native import NativeSearcher
+        from core.search.factory import is_remote, make_searcher
         from core.search.seam import Query
 
         text = " ".join(query)
@@ -153,14 +160,16 @@ def register(app: typer.Typer) -> None:
                  as_json=as_json, payload={"error": "usage", "message": "the query is empty"}, code=2)
         with open_node() as node:
             caught = None
-            if not no_catch_up and not node.readonly:  # a read-only home is searched as its index stands
+            searcher = make_searcher(node)   # knowledge.backend decides: this node's copy, or the site, live
+            remote = is_remote(searcher)
+            if not remote and not no_catch_up and not node.readonly:  # a read-only home: its index as it stands
                 caught = _catch_up(node, show_progress=not as_json and sys.stderr.isatty())
-            searcher = NativeSearcher(node)
             try:
                 with _outcome_speaks():
                     result = searcher.search(Query(text, actor=actor(), limit=limit, mode=mode,
                                                    containers=list(container) if container else None))
-                finder = searcher.last_finder if result.hits else None  # the search's own: no second analysis
+                # the search's own term finder (no second analysis); a remote backend has none
+                finder = getattr(searcher, "last_finder", None) if result.hits else None
             finally:
                 searcher.close()
         if result.outcome.served_mode is None:

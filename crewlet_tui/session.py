@@ -26,10 +26,10 @@ __all__ = ["Session", "make_searcher", "safe_search", "is_not_searchable_yet"]
 
 
 def make_searcher(node: Node) -> Any:
-    """The native searcher over this node's own copy."""
-    from core.search.native import NativeSearcher
+    """The searcher knowledge.backend names: this node's own copy, or a remote site searched live."""
+    from core.search.factory import make_searcher as choose
 
-    return NativeSearcher(node)
+    return choose(node)
 
 
 def safe_search(searcher: Any, query: Query) -> Result:
@@ -60,11 +60,50 @@ class Session:
 
     @property
     def searcher(self) -> Any:
-        """The Searcher, made on first use (by any thread: one is made)."""
+        """The Searcher, made on first use (by any thread: one is made), and made again when an edit of
+        company.toml moved knowledge.backend (a live change re-points the app at the new home)."""
         with self._searcher_lock:
+            if self._searcher is not None and self.searcher_factory is None and self._backend_moved():
+                stale, self._searcher = self._searcher, None
+                closer = getattr(stale, "close", None)
+                if callable(closer):
+                    closer()
             if self._searcher is None:
                 self._searcher = (self.searcher_factory or make_searcher)(self.node)
             return self._searcher
+
+    def _backend_moved(self) -> bool:
+        self.node.refresh_config()
+        backend = self.node.company.knowledge.backend
+        current = self._searcher.backend()
+        return backend != current and not (backend == "none" and current == "native")
+
+    @property
+    def remote(self) -> str | None:
+        """The remote backend the company's knowledge lives in ("confluence", "plane"), None for this node's own."""
+        from core.config import REMOTE_BACKENDS
+
+        backend = self.node.company.knowledge.backend
+        return backend if backend in REMOTE_BACKENDS else None
+
+    def where(self) -> str:
+        """Where the knowledge lives, in words: "this node's copy", or "Confluence at https://…" (read off the
+        configuration, so no searcher is made for it)."""
+        backend = self.remote
+        if backend is None:
+            return "this node's copy"
+        settings = getattr(self.node.company.integrations, backend)
+        return f"{self.remote_label} at {settings.url}" if settings is not None else self.remote_label
+
+    @property
+    def remote_label(self) -> str:
+        return {"confluence": "Confluence", "plane": "Plane"}.get(self.remote or "", "")
+
+    def knowledge_home(self) -> str:
+        """Where the knowledge lives, for the status line."""
+        if self.remote is None:
+            return "this node's copy"
+        return f"knowledge in {self.where()} — searched live, no local copy"
 
     @classmethod
     def open(cls, home: Home, actor: str | None = None,

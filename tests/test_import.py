@@ -529,10 +529,10 @@ def test_all_problems_named_at_once_and_nothing_written(kb: KnowledgeBase, tmp_p
 
 
 def test_an_invalid_title_is_judged_by_the_engines_own_rule(kb: KnowledgeBase, tmp_path: Path) -> None:
-    import core.importer.plan as plan_mod
+    import core.importer.docs as docs_mod       # the planning every importer shares (native, Confluence, Plane)
     from core.errors import Invalid
     from core.pages import service
-    assert plan_mod._check_title is service._check_title            # one rule, never two that can disagree
+    assert docs_mod._check_title is service._check_title            # one rule, never two that can disagree
     long_title = "x" * 256
     root = tree(tmp_path / "docs", {"ENG/long.md": f"# {long_title}\n", "ENG/ctl.md": "---\ntitle: \"a\\u0007b\"\n---\n"})
     with pytest.raises(ImportProblems) as exc:

@@ -75,10 +75,14 @@ class Outcome:
     degraded: str | None = None   # why less was served than asked; None when nothing was lost
     message: str = ""             # the same, in words for a person or a seat
     coverage: Coverage = field(default_factory=Coverage)
+    # a remote backend's answer: where it came from (backend, url), whose credential asked, how it
+    # ranked, how many requests it took (None for this node's own copy)
+    source: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"served_mode": self.served_mode, "modes": self.modes, "degraded": self.degraded,
-                "message": self.message, "coverage": self.coverage.to_json()}
+        out = {"served_mode": self.served_mode, "modes": self.modes, "degraded": self.degraded,
+               "message": self.message, "coverage": self.coverage.to_json()}
+        return out if self.source is None else out | {"source": self.source}
 
 
 @dataclass

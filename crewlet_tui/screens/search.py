@@ -70,8 +70,9 @@ class SearchScreen(CrewletScreen):
         yield from self.compose_header()
         with Vertical(classes="main"):
             with Horizontal(id="search-bar"):
-                yield Input(value=self.initial_query, placeholder="search this node's copy — plain words",
-                            id="search-input")
+                yield Input(value=self.initial_query, id="search-input",
+                            placeholder="search this node's copy — plain words" if not self.session.remote
+                            else f"search {self.session.remote_label}, live — plain words")
                 with RadioSet(id="search-mode"):
                     for mode in MODES:
                         yield RadioButton(MODE_LABELS[mode], value=mode == self.mode, id=f"mode-{mode}")
@@ -94,6 +95,12 @@ class SearchScreen(CrewletScreen):
         return getattr(self.app, APP_INDEX_STATE)
 
     def _show_copy(self) -> None:
+        if self.session.remote:   # no copy here: the site is asked live, as current as it is
+            line = Text(f"searching {self.session.where()} live", style="bold")
+            line.append(" — no local copy: as current as the site, your own credential if you have one",
+                        style="dim")
+            self.query_one("#search-copy", Static).update(line)
+            return
         state = self._index_state()
         line = Text("searching this node's copy", style="bold")
         coverage = self.last.outcome.coverage if self.last is not None else None
@@ -187,8 +194,9 @@ class SearchScreen(CrewletScreen):
                 text.append(f"{len(result.hits)} result{'s' if len(result.hits) != 1 else ''}", style="bold green")
             else:
                 text.append("Nothing matched", style="bold")
-                text.append(f" “{clean_line(self.last_text)}” — the index is current enough to say so; "
-                            "try other words or another mode.")
+                text.append(f" “{clean_line(self.last_text)}” — " + (
+                    "the site found nothing this credential can read; try other words." if self.session.remote else
+                    "the index is current enough to say so; try other words or another mode."))
             text.append(f"  · served {mode_label(outcome.served_mode)}", style="dim")
             if outcome.served_mode != self.mode:
                 text.append(f" (asked {mode_label(self.mode)})", style="yellow")
