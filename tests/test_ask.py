@@ -477,3 +477,33 @@ def test_what_the_model_writes_reaches_the_terminal_inert(home, server):
     assert res.exit_code == 0 and "Roll back" in res.stdout
     assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f]", res.stdout + res.stderr)
     assert "\u241b[2J" in res.stdout                      # shown, not executed
+
+
+# -- a company on Confluence -------------------------------------------------------------------------------
+
+def test_a_confluence_company_is_answered_from_the_site_and_never_cached(tmp_path, server):
+    from tests.remote_servers import ConfluenceServer
+
+    with ConfluenceServer() as cf:
+        cf.user("company-token", "svc")
+        cf.space("ENG", "Engineering")
+        pid = cf.page("ENG", "Deploy Runbook", "<h2>Rolling back</h2><p>To roll back a deploy, run the "
+                                               "<code>rollback</code> job.</p>")
+        cf.page("ENG", "Holidays", "<p>Nothing to do with deploys.</p>")
+        data = config_mod.example_config()
+        data["knowledge"] = {"backend": "confluence", "confluence_spaces": ["ENG"]}
+        data["integrations"] = {"confluence": {"url": cf.url, "token_env": "CF_TOKEN"}}
+        data["providers"] = {"llm": {"base_url": server.url, "model": "test-model"}}
+        h = new_home(tmp_path / "home", data)
+        server.default = Reply("Run the rollback job [1].")
+        env = {"CF_TOKEN": "company-token"}
+        first = ask_json(h.root, "roll back a deploy", env=env)
+        assert (first["status"], first["checked"], first["cached"]) == ("answered", True, False)
+        assert [s["address"] for s in first["sources"]] == ["ENG/Deploy Runbook"]
+        source = first["sources"][0]
+        assert source["page_id"] == pid and source["url"].startswith(cf.url + "/spaces/ENG/pages/")
+        assert "run the `rollback` job" in server.bodies[0]["messages"][1]["content"]   # the page API's Markdown
+        again = ask_json(h.root, "roll back a deploy", env=env)
+        assert again["cached"] is False and server.requests == 2          # the site changes unheard: no cache
+        with Node.open(h) as node:
+            assert node.conn.execute("SELECT count(*) FROM answer_cache").fetchone()[0] == 0

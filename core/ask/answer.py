@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..errors import Invalid, NotFound, Refused
+from ..errors import CrewletError, Invalid, Refused
 from . import citations, passages, prompt, tokens
 from .cache import AnswerCache, cache_key
 from .chat import ChatFailed, ChatProvider, Usage
@@ -155,8 +155,12 @@ class Answer:
 
 class Asker:
     """Answers questions over one node. Thread-safe enough for the app: each ask is independent, and the
-    searcher serialises its own searches. `searcher`: a NativeSearcher to share (the app's), else one is
-    made and closed with this."""
+    searcher serialises its own searches. `searcher`: the one to share (the app's), else the one
+    knowledge.backend names is made (core.search.factory) and closed with this.
+
+    On a Confluence or Plane company the search and the pages are the site's, read live as the asker
+    (core/remote): the answer is written from them the same way, and never cached — the site changes
+    without this node hearing, so there is no position to keep it at."""
 
     def __init__(self, node: Any, searcher: Any = None, *, search_limit: int = SEARCH_LIMIT,
                  source_tokens: int | None = None) -> None:
@@ -164,9 +168,9 @@ class Asker:
         self.source_tokens = source_tokens      # over max_source_tokens (the bench sweeps it)
         self._own_searcher = searcher is None
         if searcher is None:
-            from core.search.native import NativeSearcher
+            from core.search.factory import make_searcher
 
-            searcher = NativeSearcher(node)
+            searcher = make_searcher(node)
         self.searcher = searcher
         self.search_limit = search_limit
         self.cache = AnswerCache(node)
@@ -210,8 +214,7 @@ class Asker:
                on_text: Callable[[str], None] | None = None, cancel: threading.Event | None = None,
                use_cache: bool = True) -> Answer:
         from core.pages.service import KnowledgeBase
-        from core.search.access import Access
-        from core.search.native import BACKEND
+        from core.search.factory import is_remote
         from core.search.seam import Query
 
         question = (question or "").strip()
@@ -231,21 +234,23 @@ class Asker:
                           "summary in its context is one it could not check", code="not_a_person")
         settings = company.llm
         narrowing = [c for c in (containers or []) if c and c.strip()] or None
-        access = self.searcher.policy.decide(Query(question, actor=who.handle, containers=narrowing), BACKEND)
-        spaces = ("*" if access.allowed is None else ",".join(sorted(access.allowed))) \
-            if isinstance(access, Access) else "-"
-        position = self.position()
-        key = cache_key(question, spaces, settings.fingerprint()) if settings is not None else ""
-        self.cache.retire(position)
-        if settings is not None and use_cache:
-            kept = self.cache.get(key, position)
-            if kept is not None:
-                found = Answer.from_json(kept)
-                found.cached, found.spent, found.question = True, 0, question
-                return found
+        remote = is_remote(self.searcher)
+        position = (0, 0) if remote else self.position()
+        key = ""
+        if not remote:
+            self.cache.retire(position)
+            if settings is not None:
+                key = cache_key(question, self._spaces(question, who.handle, narrowing), settings.fingerprint())
+            if key and use_cache:
+                kept = self.cache.get(key, position)
+                if kept is not None:
+                    found = Answer.from_json(kept)
+                    found.cached, found.spent, found.question = True, 0, question
+                    return found
 
-        result = self.searcher.search(Query(question, actor=who.handle, limit=self.search_limit, mode="hybrid",
-                                            containers=narrowing))
+        # a remote backend ranks by its own keyword search: asking it for hybrid only adds a note
+        result = self.searcher.search(Query(question, actor=who.handle, limit=self.search_limit,
+                                            mode="keyword" if remote else "hybrid", containers=narrowing))
         outcome = result.outcome
         searched = {"served_mode": outcome.served_mode, "degraded": outcome.degraded, "message": outcome.message}
         base = Answer(question, NO_MATCH, search=searched, position=position,
@@ -260,8 +265,9 @@ class Asker:
 
         by_meaning = outcome.served_mode in ("hybrid", "semantic")   # the question's vector is at hand
         budget = self.source_tokens or (settings.max_source_tokens if settings is not None else DEFAULT_SOURCE_TOKENS)
-        chosen = self._sources(kb, who.handle, question, result.hits, budget, by_meaning)
-        base.sources = [_source(i, c) for i, c in enumerate(chosen, 1)]
+        chosen = self._sources(kb, who.handle, question, result.hits, budget, by_meaning, remote)
+        urls = {h.page_id: h.url for h in result.hits} if remote else {}
+        base.sources = [_source(i, c, urls.get(c.page.page_id)) for i, c in enumerate(chosen, 1)]
         base.source_tokens = sum(s.tokens for s in base.sources)
         if not chosen:
             base.reason = "the pages the search found hold no text to answer from, so no model was asked"
@@ -273,18 +279,35 @@ class Asker:
             return base
 
         written = self._write(base, settings, sent, who.handle, on_text, cancel)
-        if use_cache and written.status in WRITTEN and _keepable(outcome) and (cancel is None or not cancel.is_set()):
+        if key and use_cache and written.status in WRITTEN and _keepable(outcome) and \
+                (cancel is None or not cancel.is_set()):
             self.cache.put(key, position, written.to_json())
         return written
 
+    def _spaces(self, question: str, handle: str, narrowing: list[str] | None) -> str:
+        """The set of spaces the asker may read, as the cache keys it: "*" for every one."""
+        from core.search.access import Access
+        from core.search.native import BACKEND
+        from core.search.seam import Query
+
+        access = self.searcher.policy.decide(Query(question, actor=handle, containers=narrowing), BACKEND)
+        if not isinstance(access, Access):
+            return "-"                         # the search will say why it does not run
+        return "*" if access.allowed is None else ",".join(sorted(access.allowed))
+
     def _sources(self, kb: Any, handle: str, question: str, hits: list[Any], budget: int,
-                 by_meaning: bool) -> list[passages.Chosen]:
+                 by_meaning: bool, remote: bool) -> list[passages.Chosen]:
         pages: list[passages.PageText] = []
         for hit in hits:
             try:
-                page = kb.get_page(hit.page_id, actor=handle, record_read=False)
-            except (NotFound, Refused):
-                continue              # purged or moved out of reach since the search read it
+                if remote:            # the site's page API, as the asker (their own credential, else the company's)
+                    page = self.searcher.get_page(hit.page_id, actor=handle)
+                else:
+                    page = kb.get_page(hit.page_id, actor=handle, record_read=False)
+            except CrewletError as exc:
+                # purged or moved out of reach since the search read it; a site that failed: a source less
+                log.info("page %s left out of the sources: %s", hit.page_id, exc)
+                continue
             found = passages.split(page.body or "")
             if not found:
                 continue
@@ -385,12 +408,12 @@ def _keepable(outcome: Any) -> bool:
     return outcome.degraded not in (PROVIDER_SLOW, PROVIDER_FAILED) and outcome.coverage.behind == 0
 
 
-def _source(n: int, chosen: passages.Chosen) -> Source:
+def _source(n: int, chosen: passages.Chosen, url: str | None = None) -> Source:
     from core.search.hits import page_url
 
     page = chosen.page
     return Source(n=n, page_id=page.page_id, title=page.title, container=page.container,
-                  address=f"{page.container}/{page.title}", url=page_url(page.page_id), ancestors=page.ancestors,
+                  address=f"{page.container}/{page.title}", url=url or page_url(page.page_id), ancestors=page.ancestors,
                   passages=[p.rendered() for p in chosen.passages], tokens=chosen.tokens, by_meaning=page.by_meaning)
 
 

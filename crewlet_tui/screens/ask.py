@@ -177,8 +177,11 @@ class AskScreen(CrewletScreen):
         with self._asker_lock:
             if self._left:
                 raise RuntimeError("the Ask screen was closed")
-            if self._asker is None:
-                self._asker = Asker(self.session.node, self.session.searcher)
+            searcher = self.session.searcher     # an edit of knowledge.backend re-points it: follow
+            if self._asker is None or self._asker.searcher is not searcher:
+                if self._asker is not None:
+                    self._asker.close()
+                self._asker = Asker(self.session.node, searcher)
             return self._asker
 
     @on(AnswerStreamed)
