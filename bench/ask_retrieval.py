@@ -2,6 +2,7 @@
 the model is given, at each budget of source tokens, on the own question set.
 
     .venv/bin/python bench/ask_retrieval.py [--reuse] [--budgets 500,1000,2000,3000,4000,6000] [--limit 8]
+        [--misses]
 
 The home is bench/relevance.py's question-set home (../shared/corpora imported with `crewlet import DIR
 --into KEY --title-from-name`, indexed, embedded with the default local model; kept under
@@ -28,6 +29,7 @@ from _common import OUT, machine_load
 
 import relevance
 from core.ask.answer import NO_MODEL, Asker
+from core.ask.settings import DEFAULT_MAX_SOURCES
 from core.node import Node
 from core.paths import Home
 from core.search.native import NativeSearcher
@@ -136,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--questions", default=relevance.QUESTIONS, type=Path)
     ap.add_argument("--reuse", action="store_true", help="search the home kept by an earlier run (built when missing)")
     ap.add_argument("--budgets", type=_ints, default=[500, 1000, 2000, 3000, 4000, 6000])
-    ap.add_argument("--limit", type=int, default=8, help="pages the search is asked for (SEARCH_LIMIT)")
+    ap.add_argument("--limit", type=int, default=DEFAULT_MAX_SOURCES, help="pages the search is asked for (max_sources)")
     ap.add_argument("--misses", action="store_true", help="name the questions whose target is not among the sources")
     run(ap.parse_args(argv))
     return 0

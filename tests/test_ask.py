@@ -507,3 +507,12 @@ def test_a_confluence_company_is_answered_from_the_site_and_never_cached(tmp_pat
         assert again["cached"] is False and server.requests == 2          # the site changes unheard: no cache
         with Node.open(h) as node:
             assert node.conn.execute("SELECT count(*) FROM answer_cache").fetchone()[0] == 0
+
+
+def test_max_sources_and_max_source_tokens_bound_what_is_sent(home, server):
+    with_llm(home, base_url=server.url, model="test-model", max_sources=1, max_source_tokens=200)
+    out = ask_json(home.root, "how do we roll back a deploy?")
+    assert len(out["sources"]) == 1 and out["source_tokens"] <= 200
+    assert len(sources_sent(server.bodies[-1])) == 1
+    with_llm(home, base_url=server.url, model="test-model")
+    assert len(ask_json(home.root, "how do we roll back a deploy?")["sources"]) == 4   # the default: up to 8

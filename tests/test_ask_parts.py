@@ -38,8 +38,8 @@ def test_no_table_is_no_model_and_a_table_takes_its_defaults():
     assert company().llm is None
     llm = company(dict(LLM, base_url="https://gateway.example/v1/")).llm
     assert llm is not None
-    assert (llm.base_url, llm.model, llm.api_key_env, llm.max_output_tokens, llm.timeout_s, llm.max_source_tokens) == (
-        "https://gateway.example/v1", "qwen2.5-7b-instruct", "", 800, 60.0, 3000)
+    assert (llm.base_url, llm.model, llm.api_key_env, llm.max_output_tokens, llm.timeout_s, llm.max_source_tokens,
+            llm.max_sources) == ("https://gateway.example/v1", "qwen2.5-7b-instruct", "", 800, 60.0, 2000, 8)
     assert (llm.budget("day"), llm.budget("week"), llm.budget("month")) == (None, None, None)
     full = company(dict(LLM, api_key_env="OPENAI_API_KEY", max_output_tokens=400, timeout_s=12.5,
                         budget_tokens_day=10_000, budget_tokens_month=200_000)).llm
@@ -60,6 +60,8 @@ def test_no_table_is_no_model_and_a_table_takes_its_defaults():
     (dict(LLM, timeout_s=0), "providers.llm.timeout_s", "out of range"),
     (dict(LLM, timeout_s=3600), "providers.llm.timeout_s", "at most 600"),
     (dict(LLM, budget_tokens_day=0), "providers.llm.budget_tokens_day", "out of range"),
+    (dict(LLM, max_sources=0), "providers.llm.max_sources", "out of range"),
+    (dict(LLM, max_source_tokens=50), "providers.llm.max_source_tokens", "out of range"),
     (dict(LLM, budget_tokens_week=1.5), "providers.llm.budget_tokens_week", "expected a whole number"),
     (dict(LLM, api_key_env="my key"), "providers.llm.api_key_env", "not an environment variable name"),
 ])

@@ -36,12 +36,11 @@ from ..errors import CrewletError, Invalid, Refused
 from . import citations, passages, prompt, tokens
 from .cache import AnswerCache, cache_key
 from .chat import ChatFailed, ChatProvider, Usage
-from .settings import DEFAULT_SOURCE_TOKENS, LlmSettings
+from .settings import DEFAULT_MAX_SOURCES, DEFAULT_SOURCE_TOKENS, LlmSettings
 from .spend import Ledger, NoRoom
 
 log = logging.getLogger("crewlet.ask")
 
-SEARCH_LIMIT = 8               # pages the search is asked for; the budget decides how many become sources
 MEANING_TIMEOUT_S = 2.0        # ranking one page's passages by meaning (as long as a query's embedding)
 MAX_QUESTION_CHARS = 2000
 
@@ -162,17 +161,17 @@ class Asker:
     (core/remote): the answer is written from them the same way, and never cached — the site changes
     without this node hearing, so there is no position to keep it at."""
 
-    def __init__(self, node: Any, searcher: Any = None, *, search_limit: int = SEARCH_LIMIT,
+    def __init__(self, node: Any, searcher: Any = None, *, search_limit: int | None = None,
                  source_tokens: int | None = None) -> None:
         self.node = node
-        self.source_tokens = source_tokens      # over max_source_tokens (the bench sweeps it)
+        # over max_sources and max_source_tokens (the bench sweeps them)
+        self.search_limit, self.source_tokens = search_limit, source_tokens
         self._own_searcher = searcher is None
         if searcher is None:
             from core.search.factory import make_searcher
 
             searcher = make_searcher(node)
         self.searcher = searcher
-        self.search_limit = search_limit
         self.cache = AnswerCache(node)
         self._provider: ChatProvider | None = None
         self._provider_settings: LlmSettings | None = None
@@ -237,11 +236,10 @@ class Asker:
         remote = is_remote(self.searcher)
         position = (0, 0) if remote else self.position()
         key = ""
-        if not remote:
+        if not remote and settings is not None:     # only written answers are kept
             self.cache.retire(position)
-            if settings is not None:
-                key = cache_key(question, self._spaces(question, who.handle, narrowing), settings.fingerprint())
-            if key and use_cache:
+            key = cache_key(question, self._spaces(question, who.handle, narrowing), settings.fingerprint())
+            if use_cache:
                 kept = self.cache.get(key, position)
                 if kept is not None:
                     found = Answer.from_json(kept)
@@ -249,7 +247,8 @@ class Asker:
                     return found
 
         # a remote backend ranks by its own keyword search: asking it for hybrid only adds a note
-        result = self.searcher.search(Query(question, actor=who.handle, limit=self.search_limit,
+        limit = self.search_limit or (settings.max_sources if settings is not None else DEFAULT_MAX_SOURCES)
+        result = self.searcher.search(Query(question, actor=who.handle, limit=limit,
                                             mode="keyword" if remote else "hybrid", containers=narrowing))
         outcome = result.outcome
         searched = {"served_mode": outcome.served_mode, "degraded": outcome.degraded, "message": outcome.message}

@@ -31,6 +31,8 @@ PASSAGE_BYTES = 900            # a section's blocks are joined up to about this 
 MAX_BLOCK_BYTES = 1800         # a single block longer than this is cut at lines, then at sentences
 MIN_CUT_TOKENS = 80            # a passage cut to fit the rest of the budget keeps at least this much
 MAX_MEANING_PASSAGES = 32      # passages of one page ranked by meaning (the first ones)
+MORE_CANDIDATES = 64           # next-best passages considered once every page has its best (≈ 12,000 tokens)
+MIN_MORE_TOKENS = 24           # below this much room no further passage is looked for
 BM25_K1, BM25_B = 1.2, 0.75
 HEADING_WEIGHT = 0.5
 ELLIPSIS = " …"
@@ -237,22 +239,27 @@ def split(body: str) -> list[Passage]:
 # -- scoring ---------------------------------------------------------------------------------------------
 
 def analyse(texts: Sequence[str]) -> list[dict[str, int]]:
-    from core.search import lexical
-
-    analyzer = _analyzer()
-    return [lexical.analyze(analyzer, plain_text(t), limit=None) for t in texts]
-
-
-_ANALYZER: Any = None
+    """Each text's terms with their counts, as the keyword index reads a body (its Markdown made plain)."""
+    count = _counter()
+    return [count(plain_text(t)) for t in texts]
 
 
-def _analyzer() -> Any:
-    global _ANALYZER
-    if _ANALYZER is None:
+_COUNT: Any = None
+
+
+def _counter() -> Callable[[str], dict[str, int]]:
+    """The index's analyser as one function text -> {term: count}: its bulk counter (the same terms,
+    several times faster than running the pipeline token by token), else the pipeline."""
+    global _COUNT
+    if _COUNT is None:
         from core.search import lexical
+        from core.search.analysis import term_counter
 
-        _ANALYZER = lexical.make_analyzer()
-    return _ANALYZER
+        analyzer = lexical.make_analyzer()
+        bulk = term_counter(analyzer)
+        _COUNT = (lambda text: dict(bulk(text))) if bulk is not None else \
+            (lambda text: lexical.analyze(analyzer, text, limit=None))
+    return _COUNT
 
 
 # the words a question is phrased with, which say nothing about which part of a page answers it ("how
@@ -340,6 +347,13 @@ def _cut(p: Passage, allowed: int) -> Passage | None:
     return None
 
 
+def _count(found: Sequence[Passage]) -> None:
+    """Count the tokens of many passages in one call of the tokenizer (it runs a batch in parallel)."""
+    todo = [p for p in found if p.token_count is None]
+    for p, n in zip(todo, tokens.count_many([p.rendered() for p in todo])):
+        p.token_count = n
+
+
 def select(pages: Sequence[PageText], budget: int, *, header_tokens: Callable[[PageText], int],
            meaning: Meaning | None = None) -> list[Chosen]:
     """The sources, in the search's order, inside `budget` tokens (each source's header counted)."""
@@ -348,7 +362,7 @@ def select(pages: Sequence[PageText], budget: int, *, header_tokens: Callable[[P
     for page in pages:
         if not page.passages:
             continue
-        best = best_passage(page, meaning)
+        best = best_passage(page, meaning)       # by meaning only for a page that is reached
         cost = header_tokens(page) + best.tokens
         if cost > remaining:
             best = _cut(best, remaining - header_tokens(page))
@@ -360,7 +374,11 @@ def select(pages: Sequence[PageText], budget: int, *, header_tokens: Callable[[P
     more = sorted(((p.score, page.rank, p) for page in pages if page.rank in chosen for p in page.passages
                    if p.score > 0 and all(p.ordinal != c.ordinal for c in chosen[page.rank])),
                   key=lambda x: (-x[0], x[1], x[2].ordinal))
+    more = more[:MORE_CANDIDATES]                 # the head of the list is what can fit
+    _count([p for _, _, p in more])
     for _, rank, p in more:
+        if remaining < MIN_MORE_TOKENS:
+            break
         if p.tokens + 2 <= remaining:          # 2: the separator between passages of one source
             chosen[rank].append(p)
             remaining -= p.tokens + 2

@@ -15,10 +15,12 @@ TABLE = "providers.llm"
 DEFAULT_MAX_OUTPUT_TOKENS = 800
 DEFAULT_TIMEOUT_S = 60.0
 # the sources' share of the prompt, counted with the shipped tokenizer (docs/ask.md: how it was chosen)
-DEFAULT_SOURCE_TOKENS = 3000
+DEFAULT_SOURCE_TOKENS = 2000
+DEFAULT_MAX_SOURCES = 8        # pages the search is asked for; the budget decides how many become sources
 MAX_TIMEOUT_S = 600.0
 WINDOWS = ("day", "week", "month")
 KEYS = ("provider", "base_url", "model", "api_key_env", "max_output_tokens", "timeout_s", "max_source_tokens",
+        "max_sources",
         *(f"budget_tokens_{w}" for w in WINDOWS))
 EXAMPLES = {"base_url": 'base_url = "https://api.openai.com/v1"', "model": 'model = "gpt-4o-mini"'}
 
@@ -33,6 +35,7 @@ class LlmSettings:
     max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
     timeout_s: float = DEFAULT_TIMEOUT_S      # the whole reply, from the request to its last token
     max_source_tokens: int = DEFAULT_SOURCE_TOKENS
+    max_sources: int = DEFAULT_MAX_SOURCES
     budget_tokens_day: int | None = None      # tokens in + out the company may spend in each window
     budget_tokens_week: int | None = None
     budget_tokens_month: int | None = None
@@ -42,7 +45,7 @@ class LlmSettings:
 
     def fingerprint(self) -> str:
         """What an answer was written with: a cached answer of another model or length is not served."""
-        return f"{self.base_url}|{self.model}|{self.max_output_tokens}|{self.max_source_tokens}"
+        return f"{self.base_url}|{self.model}|{self.max_output_tokens}|{self.max_source_tokens}|{self.max_sources}"
 
 
 def parse_llm(file: Path, raw: Any) -> LlmSettings | None:
@@ -83,8 +86,11 @@ def parse_llm(file: Path, raw: Any) -> LlmSettings | None:
                           + (" (and rotate the key: it has been written to a file)" if looks_like_key else ""))
     max_output = _whole(file, f"{TABLE}.max_output_tokens", e.get("max_output_tokens", DEFAULT_MAX_OUTPUT_TOKENS),
                         low=16, high=32_768, example=f"max_output_tokens = {DEFAULT_MAX_OUTPUT_TOKENS}")
-    max_sources = _whole(file, f"{TABLE}.max_source_tokens", e.get("max_source_tokens", DEFAULT_SOURCE_TOKENS),
-                         low=200, high=200_000, example=f"max_source_tokens = {DEFAULT_SOURCE_TOKENS}")
+    max_source_tokens = _whole(file, f"{TABLE}.max_source_tokens",
+                               e.get("max_source_tokens", DEFAULT_SOURCE_TOKENS), low=200, high=200_000,
+                               example=f"max_source_tokens = {DEFAULT_SOURCE_TOKENS}")
+    max_sources_n = _whole(file, f"{TABLE}.max_sources", e.get("max_sources", DEFAULT_MAX_SOURCES), low=1, high=50,
+                           example=f"max_sources = {DEFAULT_MAX_SOURCES}")
     timeout = e.get("timeout_s", DEFAULT_TIMEOUT_S)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
         raise ConfigError(file, f"{TABLE}.timeout_s", f"expected a number of seconds, found {type(timeout).__name__} "
@@ -98,4 +104,5 @@ def parse_llm(file: Path, raw: Any) -> LlmSettings | None:
         if key in e:
             budgets[key] = _whole(file, f"{TABLE}.{key}", e[key], low=1, example=f"{key} = 200000")
     return LlmSettings(base_url=base_url.rstrip("/"), model=model, api_key_env=api_key_env,
-                       max_output_tokens=max_output, timeout_s=float(timeout), max_source_tokens=max_sources, **budgets)
+                       max_output_tokens=max_output, timeout_s=float(timeout), max_source_tokens=max_source_tokens,
+                       max_sources=max_sources_n, **budgets)
