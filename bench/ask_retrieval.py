@@ -73,6 +73,7 @@ def run(args: argparse.Namespace) -> None:
                 ask_s: list[float] = []
                 peer_s: list[float] = []
                 text_bytes = text_tokens = 0
+                all_sources = all_by_meaning = 0
                 misses: list[str] = []
                 for q in questions:
                     # alternate: the search alone, then the ask (which searches again, as `crewlet ask` does)
@@ -88,6 +89,8 @@ def run(args: argparse.Namespace) -> None:
                     src_tokens.append(answer.source_tokens)
                     prompt_tokens.append(answer.prompt_tokens)
                     for s in answer.sources:
+                        all_sources += 1
+                        all_by_meaning += s.by_meaning
                         text = "".join(s.passages)
                         text_bytes += len(text.encode("utf-8"))
                         text_tokens += s.tokens
@@ -109,7 +112,8 @@ def run(args: argparse.Namespace) -> None:
                 if args.misses:
                     print(f"        not among the sources: {', '.join(misses)}")
                 print(f"        {text_bytes / max(text_tokens, 1):.2f} bytes a token in the passages given; "
-                      f"{machine_load()}", flush=True)
+                      f"{all_by_meaning} of {all_sources} sources' passages chosen by meaning; {machine_load()}",
+                      flush=True)
         finally:
             searcher.close()
 
