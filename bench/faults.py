@@ -2,7 +2,8 @@
 
     python bench/faults.py [--rounds 200] [--kinds kill_import,flip_tail,...] [--seed 1] [--dir D]
 
-Each round copies a small template home, injects one fault, and audits what is left:
+Each round copies a small template home (vectors off: no model loads), injects one fault, and audits what
+is left:
 
 * kill_import / kill_save / kill_worker — `kill -9` at a random moment of an import (the real CLI),
   of two writers creating and saving pages, or of `crewlet worker` building the index while a
@@ -12,21 +13,38 @@ Each round copies a small template home, injects one fault, and audits what is l
 * dup_frame / drop_frame — a frame written twice, or one taken out of the middle;
 * disk_full — the home on a small tmpfs filled up while a writer saves (root only; else skipped);
 * read_only — the home behind a read-only bind mount: every read must work, every write refuse
-  with nothing changed (root only; else skipped).
+  with nothing changed (root only; else skipped);
+* full_read — the home on a tmpfs with 0–8 KiB left: reads, then a save too big for what is left (root only);
+* slow_save — the app: a save waits for the log's lock (another process holds it) while help covers the
+  editor, or after the editor was left; the lock is released;
+* hostile_endpoint — an embedding endpoint whose errors carry terminal escapes, under `crewlet worker --once`
+  with stderr a pipe;
+* divergence — two nodes on one shared directory; one's rows changed behind the log's back; a snapshot
+  changed after it was taken.
 
-Columns:
+Columns ("–" where a fault does not exercise it):
 
 * clean reopen — the home opens without an exception; where damage was injected, the damage is
-  named (writes refused), `repair_home` repairs it keeping every byte (kept log + the file moved
-  aside = the damaged file), and a write works afterwards; for the kills, the next import / worker
-  pass completes;
+  named (writes refused), `repair_home` repairs it — the damaged file kept whole beside the log — and
+  a write works afterwards; for the kills, the next import / worker pass completes;
 * lost acknowledged writes — writes reported done to their writer (a printed ack, an exit 0) that
-  the home no longer holds, not counting those whose frames the fault itself destroyed or put past
-  the damage (a repair moves those aside, by design);
+  the home no longer holds (after a repair too: the home's own database gives damaged records back);
 * half-applied — inconsistencies: SQLite's integrity check, a page without its revisions, a page
   whose revision is not its newest revision row, a position past the log, a write that said
   "nothing was written" and landed, a read-only home that changed;
-* replay = live — a fresh database replayed from the (repaired) log holds exactly the live rows.
+* replay = live — a fresh database replayed from the (repaired) log holds exactly the live rows;
+* repair lost/damaged — a node holding only a copy of the damaged log (no database that applied it) is
+  repaired: the records it lost, against those the damage destroyed (0 for a duplicate, 1 for a flipped or
+  dropped frame); every other record must be kept;
+* given back — damaged records the home's own database gave back in its repair;
+* damage said — read commands (pages, page show, search, index status, sync status, worker --once, two
+  --json answers) that said "damaged past record N … crewlet log check" in one stderr line, never "current";
+* lease free — after `kill -9` of a worker, the next runner ran every duty at once (no waiting out a lease);
+* app alive — the app lived through the slow save, and Escape popped what it should;
+* full-disk reads — reads that worked on the full disk and wrote not a byte;
+* rescue whole — the refused save's text was whole in rescued/, or absent and returned in the answer;
+* output inert — no raw control character reached stdout or stderr;
+* divergence named — `sync status` named the changed node, and adopting the changed snapshot was refused.
 
 `tests/test_faults.py` runs a few rounds of every kind; this runs many. Prints; never asserts.
 """
@@ -72,7 +90,7 @@ REPLAYED_TABLES = ("pages", "revisions", "comments", "deleted_pages", "container
                    "knowledge_reads", "agent_onboarding_markers", "log_position")
 
 KINDS = ("kill_import", "kill_save", "kill_worker", "torn_tail", "flip_tail", "flip_mid", "dup_frame",
-         "drop_frame", "disk_full", "read_only")
+         "drop_frame", "disk_full", "read_only", "full_read", "slow_save", "hostile_endpoint", "divergence")
 DAMAGE_KINDS = ("flip_tail", "flip_mid", "dup_frame", "drop_frame")
 
 
@@ -86,10 +104,25 @@ class Round:
     skipped: str | None = None
     notes: list[str] = field(default_factory=list)   # what went wrong
     seen: str = ""                                    # what the fault did (shown with -v)
+    repair_lost: int | None = None                    # records a repair of a bare copy of the log lost
+    repair_expected: int | None = None                # … and the records the damage destroyed
+    given_back: int = 0                               # damaged records the home's own database gave back
+    said: tuple[int, int] | None = None               # read commands that said the damage, of those run
+    lease_free: bool | None = None                    # a killed worker's leases held nothing
+    app_alive: bool | None = None                     # the app outlived a save answered while covered or gone
+    full_reads: tuple[int, int] | None = None         # reads that worked on a full disk writing nothing, of those run
+    rescue_whole: bool | None = None                  # a refused save's rescue was whole, or absent and printed
+    inert: bool | None = None                         # an endpoint's hostile error reached no output raw
+    divergence_named: bool | None = None              # a node holding other content was named; a forged snapshot refused
 
     @property
     def perfect(self) -> bool:
-        return self.clean_reopen and not self.lost_acked and not self.half_applied and self.replay_equal
+        return (self.clean_reopen and not self.lost_acked and not self.half_applied and self.replay_equal
+                and self.repair_lost == self.repair_expected
+                and (self.said is None or self.said[0] == self.said[1])
+                and (self.full_reads is None or self.full_reads[0] == self.full_reads[1])
+                and all(v is not False for v in (self.lease_free, self.app_alive, self.rescue_whole, self.inert,
+                                                 self.divergence_named)))
 
 
 # -- homes -------------------------------------------------------------------------------------------
@@ -97,7 +130,9 @@ class Round:
 def make_template(root: Path, pages: int = 24) -> Home:
     """A small home with history: pages (some nested), saves, a comment, a rename."""
     home = Home(root)
-    init_home(home, config_mod.example_config())
+    data = config_mod.example_config()
+    data["knowledge"]["vectors"] = False   # no model loads in a round (hostile_endpoint turns a provider on)
+    init_home(home, data)
     with Node.open(home) as node:
         kb = KnowledgeBase(node)
         folder = kb.create_page("ENG", "Runbooks", "")
@@ -350,6 +385,22 @@ def kill_worker(rng: random.Random, home: Home, scratch: Path, docs: Path) -> Ro
         p.wait(timeout=30)
     acked = _acks(savers)
     try:
+        # the killed worker's leases (unexpired: 90 s, 3 h) hold nothing: the next runner runs every duty at once
+        from core.duties import default_duties
+        from core.worker import DutyRunner
+
+        with Node.open(home) as node:
+            runner = DutyRunner(node, default_duties(node), label="bench worker")
+            reports = runner.tick(stop=__import__("threading").Event(), force=True)
+            runner.close()
+        skipped = [f"{rep.duty}: {rep.skipped}" for rep in reports if not rep.ran]
+        r.lease_free = not skipped
+        if skipped:
+            r.notes.append(f"a killed worker still held: {skipped}")
+    except Exception as exc:  # noqa: BLE001
+        r.lease_free = False
+        r.notes.append(f"lease check failed: {exc!r}")
+    try:
         from core.search.indexer import Indexer
 
         with Indexer(home) as ix:
@@ -438,15 +489,43 @@ def _damage(kind: str, rng: random.Random, path: Path) -> int:
     raise ValueError(kind)
 
 
+# records a repair must lose for each damage where no database can give them back (a node with only a copy of
+# the log): a duplicate costs nothing, a flipped or dropped frame the one record it held
+EXPECTED_LOST = {"flip_mid": 1, "dup_frame": 0, "drop_frame": 1}
+
+
+def replica(home: Home, root: Path) -> Home:
+    """A node with a copy of the damaged log and no database that applied anything of it."""
+    dst = Home(root)
+    dst.log_file.parent.mkdir(parents=True)
+    shutil.copy2(home.config_file, dst.config_file)
+    shutil.copy2(home.log_file, dst.log_file)
+    return dst
+
+
 def damage_round(kind: str, rng: random.Random, home: Home, scratch: Path) -> Round:
     r = Round(kind)
     fs = frames(home.log_file)
     acked = {op for _, _, op in fs}
     first_bad = _damage(kind, rng, home.log_file)
-    kept_ops = {op for _, end, op in fs if end <= first_bad}
-    r.seen = f"damage at byte {first_bad}: {len(acked) - len(kept_ops)} of {len(acked)} records past it"
+    r.seen = f"damage at byte {first_bad}: {sum(1 for _, end, _ in fs if end > first_bad)} of {len(acked)} records past it"
     damaged_bytes = home.log_file.read_bytes()
     try:
+        if kind in EXPECTED_LOST:
+            # a node that applied none of it: the repair loses exactly the damaged records, keeps every other
+            copy = replica(home, scratch / "replica")
+            reports = [rep for rep in check_home(copy) if not rep.ok]
+            result = repair_home(copy, reports)
+            r.repair_lost, r.repair_expected = result.records_lost, EXPECTED_LOST[kind]
+            kept = op_ids_in_db(copy)
+            missing = acked - kept
+            if len(missing) != r.repair_expected or r.repair_lost != r.repair_expected:
+                r.notes.append(f"a copy of the log lost {r.repair_lost} record(s) in the repair ({len(missing)} "
+                               f"acknowledged ones missing), expected {r.repair_expected}")
+            if not write_works(copy):
+                r.clean_reopen = False
+                r.notes.append("the repaired copy refuses writes")
+        r.said = damage_said(home, r)
         with Node.open(home) as node:
             kb = KnowledgeBase(node)
             try:
@@ -463,20 +542,55 @@ def damage_round(kind: str, rng: random.Random, home: Home, scratch: Path) -> Ro
             r.clean_reopen = False
             r.notes.append("check found nothing")
         result = repair_home(home, [rep for rep in reports if not rep.ok])
+        r.given_back = sum(1 for rw in result.rewrites if rw.how != "lost")
         for _name, (aside, _n) in result.moved.items():
-            if home.log_file.read_bytes() + Path(aside).read_bytes() != damaged_bytes:
+            if Path(aside).read_bytes() != damaged_bytes:
                 r.clean_reopen = False
-                r.notes.append("the repair lost bytes")
+                r.notes.append("the damaged file was not kept whole")
         if not all(rep.ok for rep in check_home(home)):
             r.clean_reopen = False
             r.notes.append("still damaged after the repair")
         held = op_ids_in_db(home)
-        r.lost_acked = len((acked & kept_ops) - held)
+        # the home's own database applied every record: the repair gives each damaged one back
+        r.lost_acked = len(acked - held)
         r.clean_reopen = r.clean_reopen and write_works(home)
     except Exception as exc:  # noqa: BLE001
         r.clean_reopen = False
         r.notes.append(f"reopen failed: {exc!r}")
     return finish(r, home, scratch)
+
+
+# what a person reads a home with; each must say the damage (one stderr line) and never "current"
+SAID_READS = [["pages", "ENG"], ["page", "show", "ENG/Runbook 3"], ["search", "steps", "--mode", "keyword"],
+              ["index", "status"], ["sync", "status"]]
+
+
+def cli(home: Home, *args: str) -> Any:
+    from typer.testing import CliRunner
+
+    from crewlet_tui.cli import app
+
+    return CliRunner().invoke(app, ["--home", str(home.root), *args], env={"CREWLET_HOME": None, "CREWLET_AS": None,
+                                                                         "COLUMNS": "250"})
+
+
+def damage_said(home: Home, r: Round) -> tuple[int, int]:
+    """Every read command says the log is damaged past record N in one stderr line, never "current"; the worker
+    exits 1 saying it; the --json answers carry it."""
+    good = 0
+    runs = [*SAID_READS, ["worker", "--once"], ["sync", "status", "--json"], ["index", "status", "--json"]]
+    for args in runs:
+        res = cli(home, *args)
+        lines = [line for line in res.stderr.strip().splitlines() if line.strip()]
+        fine = (res.exit_code == (1 if args[0] == "worker" else 0) and len(lines) == 1
+                and "damaged" in lines[0] and "crewlet log check" in lines[0]
+                and "up to date" not in res.stdout and " current" not in res.stdout)
+        if fine and "--json" in args:
+            fine = bool(json.loads(res.stdout).get("log_damage"))
+        good += fine
+        if not fine:
+            r.notes.append(f"`crewlet {' '.join(args)}` over damage: exit {res.exit_code}, stderr {res.stderr.strip()[:200]!r}")
+    return good, len(runs)
 
 
 def fill(path: Path) -> None:
@@ -600,6 +714,232 @@ def read_only(rng: random.Random, home: Home, scratch: Path) -> Round:
     return finish(r, home, scratch)
 
 
+FULL_READS = [["pages", "ENG"], ["page", "show", "ENG/Runbook 3"], ["page", "history", "ENG/Runbook 3"],
+              ["search", "steps", "service", "--mode", "keyword"], ["log", "check"], ["spaces"], ["index", "status"],
+              ["sync", "status"], ["worker", "--status"]]
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def full_read(rng: random.Random, template: Home, scratch: Path) -> Round:
+    """The home on a tmpfs with at most 8 KiB left: every read works and writes nothing; a save too big for what
+    is left is refused, and its rescue is whole in rescued/ or absent with the text printed."""
+    r = Round("full_read")
+    if not _can_mount():
+        r.skipped = "needs root to mount a small tmpfs"
+        return r
+    mnt = scratch / "tmpfs"
+    mnt.mkdir()
+    used = sum(f.stat().st_size for f in template.root.rglob("*") if f.is_file())
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={2 * used // 1024 + 2048}k", "tmpfs", str(mnt)],
+                      capture_output=True).returncode != 0:
+        r.skipped = "mount -t tmpfs failed here"
+        return r
+    try:
+        home = copy_home(template, mnt / "home")
+        filler = mnt / "filler"
+        fill(filler)
+        left = rng.choice((0, 4096, 8192))
+        if left:
+            os.truncate(filler, filler.stat().st_size - left)
+        reads = rng.sample(FULL_READS, 5)
+        before = _files(home.root)
+        good = 0
+        for args in reads:
+            res = cli(home, *args)
+            ok = res.exit_code == 0 and _files(home.root) == before
+            good += ok
+            if not ok:
+                r.notes.append(f"`crewlet {' '.join(args)}` on a full disk: exit {res.exit_code} {res.stderr.strip()[:160]!r}")
+        r.full_reads = (good, len(reads))
+        # a save: refused (no room for its record); its text whole in rescued/, or nowhere and printed
+        os.truncate(filler, filler.stat().st_size - rng.choice((0, 65536, 524288)))
+        body = "".join(f"line {i} of what was typed\n" for i in range(rng.randint(2_000, 40_000)))
+        text = scratch / "body.md"
+        text.write_text(body, encoding="utf-8")
+        res = cli(home, "page", "save", "ENG/Runbook 3", "--body-file", str(text), "--base-rev", "1", "--json")
+        kept = [p for p in home.rescue_dir.rglob("*") if p.is_file()] if home.rescue_dir.exists() else []
+        answer = json.loads(res.stdout.splitlines()[0]) if res.stdout.strip() else {}
+        if res.exit_code == 0:
+            r.rescue_whole = not kept        # it fitted after all: saved, nothing to rescue
+        elif kept:
+            r.rescue_whole = len(kept) == 1 and kept[0].read_text(encoding="utf-8") == body and str(kept[0]) in res.stderr
+        else:
+            r.rescue_whole = bool(answer.get("kept_nowhere")) and answer.get("your_body") == body
+        r.seen = f"{left} bytes left for reads; the save {'landed' if res.exit_code == 0 else 'was refused'}, " \
+                 f"{len(kept)} rescue file(s)"
+        if not r.rescue_whole:
+            r.notes.append(f"a refused save's rescue: {len(kept)} file(s), answer {str(answer)[:160]}")
+        filler.unlink()
+        return finish(r, home, scratch)
+    except Exception as exc:  # noqa: BLE001
+        r.clean_reopen = False
+        r.notes.append(f"failed: {exc!r}")
+        return r
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+HOLDER = """
+import sys
+from core.log import FileLog
+with FileLog(sys.argv[1]) as flog, flog.locked():
+    print("held", flush=True)
+    sys.stdin.readline()
+"""
+
+
+def slow_save(rng: random.Random, home: Home, scratch: Path) -> Round:
+    """A save waiting for the log's lock (another process holds it) while help covers the editor — or after the
+    editor was left: the answer lands, the app lives, and Escape pops what it should."""
+    r = Round("slow_save")
+    covered = rng.random() < 0.5
+    try:
+        r.app_alive = asyncio_run(_slow_save_in_app(home, covered, r))
+        r.seen = "help covered the editor" if covered else "the editor was left while the save waited"
+    except Exception as exc:  # noqa: BLE001
+        r.app_alive = False
+        r.notes.append(f"the app: {exc!r}")
+    return finish(r, home, scratch)
+
+
+def asyncio_run(coro: Any) -> Any:
+    import asyncio
+
+    return asyncio.run(coro)
+
+
+async def _slow_save_in_app(home: Home, covered: bool, r: Round) -> bool:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_app_support import SIZE, app_for, open_editor, open_kb, wait_screen, wait_until
+
+    with open_kb(home) as kb:
+        page = kb.resolve("ENG/Runbook 3")
+    app = app_for(home, "alex")
+    holder = subprocess.Popen([PY, "-c", HOLDER, str(home.log_file)], env=ENV, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        async with app.run_test(size=SIZE) as pilot:
+            editing = await open_editor(pilot, app, page.id)
+            editing.editor.text = "saved while another process held the lock\n"
+            await pilot.press("ctrl+s")
+            await wait_until(pilot, lambda: app.screen.id == "save-note", what="the note prompt")
+            await pilot.press("enter")
+            await wait_until(pilot, lambda: editing.saving, what="the save to start")
+            if covered:
+                await pilot.press("f1")
+                await wait_screen(pilot, "HelpScreen")
+            else:
+                await pilot.press("escape")
+                await wait_until(pilot, lambda: app.screen.id == "leave-unsaved", what="the confirm")
+                await pilot.press("y")
+                await wait_screen(pilot, "PageScreen")
+            holder.stdin.write("\n")   # type: ignore[union-attr]
+            holder.stdin.flush()        # type: ignore[union-attr]
+            await wait_until(pilot, lambda: _revision(home, page.id) == page.revision + 1, timeout=60,
+                             what="the save to land")
+            if covered:
+                await wait_until(pilot, lambda: not editing.saving, what="the answer")
+                await pilot.press("escape")            # help closes; the saved editor gives way to the page
+                await wait_screen(pilot, "PageScreen")
+            else:
+                await wait_until(pilot, lambda: any("saved revision" in n.message for n in app._notifications),
+                                 what="the late answer to be said")
+            await pilot.press("escape")
+            await wait_screen(pilot, "SpacesScreen")
+        return app.return_code in (None, 0)
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+        holder.wait(30)
+
+
+def _revision(home: Home, page_id: str) -> int:
+    with Node.open(home, sync_containers=False, catch_up=False) as node:
+        row = node.conn.execute("SELECT revision FROM pages WHERE id = ?", (page_id,)).fetchone()
+        return int(row[0]) if row else 0
+
+
+RAW = __import__("re").compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def hostile_endpoint(rng: random.Random, home: Home, scratch: Path) -> Round:
+    """An embedding endpoint answering errors full of terminal escapes: `crewlet worker --once` (stderr a pipe,
+    not a terminal) prints nothing raw."""
+    r = Round("hostile_endpoint")
+    sys.path.insert(0, str(ROOT / "tests"))
+    from embed_server import EmbedServer
+
+    import tomllib
+
+    with EmbedServer(dimensions=16) as server:
+        data = tomllib.loads(home.config_file.read_text(encoding="utf-8"))
+        data.setdefault("knowledge", {})["vectors"] = True
+        data["providers"] = {"embeddings": {"provider": "openai", "base_url": server.url, "model": "test-embed",
+                                            "dimensions": 16}}
+        config_mod.write(home.config_file, data)
+        server.mode = rng.choice(["hostile_error", "hostile_error", "status:500"])
+        res = subprocess.run([*CREWLET, "--home", str(home.root), "worker", "--once"], env=ENV, capture_output=True,
+                             text=True, timeout=300)
+    raw = RAW.findall(res.stdout + res.stderr)
+    r.inert = not raw
+    r.seen = f"endpoint {server.mode}: worker exit {res.returncode}"
+    if raw:
+        r.notes.append(f"raw control characters reached the output: {[hex(ord(c)) for c in raw][:8]}")
+    return finish(r, home, scratch)
+
+
+def divergence(rng: random.Random, home: Home, scratch: Path) -> Round:
+    """Two nodes sharing the log; one's rows changed behind the log's back: `sync status` names it; a snapshot
+    changed after it was taken is refused on adopt."""
+    r = Round("divergence")
+    shared = scratch / "shared"
+    try:
+        a, b = home, Home(scratch / "B")
+        for args, root in ((["sync", "join", str(shared)], a), (["sync", "join", str(shared), "--operator", "sam"], b)):
+            res = cli(root, *args)
+            if res.exit_code != 0:
+                raise RuntimeError(f"sync join: {res.stderr.strip()}")
+        a = Home(a.root)
+        with Node.open(a) as node:
+            KnowledgeBase(node).create_page("ENG", "Both Nodes", "the same text everywhere\n")
+        cli(b, "spaces")
+        cli(a, "sync", "status")
+        import sqlite3 as plain
+
+        conn = plain.connect(b.db_file)
+        table = rng.choice(["pages", "revisions", "comments"])
+        column = {"pages": "body", "revisions": "title", "comments": "body"}[table]
+        conn.execute(f"UPDATE {table} SET {column} = {column} || ' (changed by hand)' "
+                     f"WHERE rowid = (SELECT rowid FROM {table} ORDER BY random() LIMIT 1)")
+        conn.commit()
+        conn.close()
+        cli(b, "sync", "status")
+        out = json.loads(cli(a, "sync", "status", "--json").stdout)
+        named = {node_id for d in out.get("digests_disagree", []) for node_id in d["digests"]}
+        b_id = config_mod.load_node(b.node_file).node_id
+        snap = scratch / "snap.db"
+        cli(a, "sync", "snapshot", str(snap))
+        conn = plain.connect(snap)
+        conn.execute("UPDATE pages SET body = body || ' (forged)' WHERE rowid = (SELECT min(rowid) FROM pages)")
+        conn.commit()
+        conn.close()
+        adopt = cli(b, "sync", "adopt", str(snap), "--yes")
+        r.divergence_named = b_id in named and adopt.exit_code == 1
+        r.seen = f"{table} changed on B: named {sorted(named)}; forged snapshot adopt exit {adopt.exit_code}"
+        if not r.divergence_named:
+            r.notes.append(f"divergence: named {sorted(named)} (B is {b_id}); adopt {adopt.exit_code} {adopt.stderr.strip()[:120]!r}")
+        return finish(r, a, scratch)
+    except Exception as exc:  # noqa: BLE001
+        r.clean_reopen = False
+        r.divergence_named = False
+        r.notes.append(f"failed: {exc!r}")
+        return r
+
+
 def run_round(kind: str, rng: random.Random, template: Home, work: Path, docs: Path) -> Round:
     scratch = Path(tempfile.mkdtemp(prefix=f"{kind}-", dir=work))
     try:
@@ -618,6 +958,15 @@ def run_round(kind: str, rng: random.Random, template: Home, work: Path, docs: P
             return damage_round(kind, rng, home, scratch)
         if kind == "read_only":
             return read_only(rng, home, scratch)
+        if kind == "full_read":
+            shutil.rmtree(home.root)
+            return full_read(rng, template, scratch)
+        if kind == "slow_save":
+            return slow_save(rng, home, scratch)
+        if kind == "hostile_endpoint":
+            return hostile_endpoint(rng, home, scratch)
+        if kind == "divergence":
+            return divergence(rng, home, scratch)
         raise ValueError(f"no fault '{kind}': one of {', '.join(KINDS)}")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -637,21 +986,50 @@ def run(rounds: int, kinds: list[str], seed: int, work: Path,
     return results
 
 
+COLUMNS = [  # (heading, what a round holds of it): "–" where a fault does not exercise it
+    ("clean reopen", lambda rs: f"{sum(r.clean_reopen for r in rs)}/{len(rs)}"),
+    ("lost acked", lambda rs: f"{sum(r.lost_acked for r in rs)}"),
+    ("half-applied", lambda rs: f"{sum(r.half_applied for r in rs)}"),
+    ("replay = live", lambda rs: f"{sum(r.replay_equal for r in rs)}/{len(rs)}"),
+    ("repair lost/damaged", lambda rs: _pair([(r.repair_lost, r.repair_expected) for r in rs
+                                              if r.repair_expected is not None])),
+    ("given back", lambda rs: f"{sum(r.given_back for r in rs)}" if any(r.given_back for r in rs) else "–"),
+    ("damage said", lambda rs: _pair([r.said for r in rs if r.said is not None])),
+    ("lease free", lambda rs: _flags([r.lease_free for r in rs])),
+    ("app alive", lambda rs: _flags([r.app_alive for r in rs])),
+    ("full-disk reads", lambda rs: _pair([r.full_reads for r in rs if r.full_reads is not None])),
+    ("rescue whole", lambda rs: _flags([r.rescue_whole for r in rs])),
+    ("output inert", lambda rs: _flags([r.inert for r in rs])),
+    ("divergence named", lambda rs: _flags([r.divergence_named for r in rs])),
+]
+
+
+def _pair(pairs: list[Any]) -> str:
+    """"lost/expected" (or "good/run") summed over the rounds that measured it."""
+    if not pairs:
+        return "–"
+    return f"{sum(a or 0 for a, _ in pairs)}/{sum(b or 0 for _, b in pairs)}"
+
+
+def _flags(values: list[bool | None]) -> str:
+    seen = [v for v in values if v is not None]
+    return f"{sum(seen)}/{len(seen)}" if seen else "–"
+
+
 def table(results: list[Round]) -> str:
     by: dict[str, list[Round]] = {}
     for r in results:
         by.setdefault(r.kind, []).append(r)
-    lines = [f"{'fault':<12} {'rounds':>6} {'clean reopen':>13} {'lost acked':>11} {'half-applied':>13} "
-             f"{'replay = live':>14}"]
+    width = [max(len(h), 7) for h, _ in COLUMNS]
+    lines = [f"{'fault':<16} {'rounds':>6} {'perfect':>8} " + " ".join(f"{h:>{w}}" for (h, _), w in zip(COLUMNS, width))]
     total = [r for r in results if not r.skipped]
     for kind, rs in [*by.items(), ("all", total)]:
         run_ = [r for r in rs if not r.skipped]
         if not run_:
-            lines.append(f"{kind:<12} {'skipped: ' + (rs[0].skipped or ''):>60}")
+            lines.append(f"{kind:<16} {'skipped: ' + (rs[0].skipped or '')}")
             continue
-        lines.append(f"{kind:<12} {len(run_):>6} {sum(r.clean_reopen for r in run_):>6}/{len(run_):<6} "
-                     f"{sum(r.lost_acked for r in run_):>11} {sum(r.half_applied for r in run_):>13} "
-                     f"{sum(r.replay_equal for r in run_):>7}/{len(run_):<6}")
+        cells = " ".join(f"{fn(run_):>{w}}" for (_, fn), w in zip(COLUMNS, width))
+        lines.append(f"{kind:<16} {len(run_):>6} {sum(r.perfect for r in run_):>4}/{len(run_):<3} {cells}")
     return "\n".join(lines)
 
 
@@ -672,7 +1050,7 @@ def main() -> None:
     def show(i: int, r: Round) -> None:
         mark = "skip" if r.skipped else ("ok" if r.perfect else "FAIL")
         said = "; ".join(r.notes + ([r.seen] if args.verbose and r.seen else []) + ([r.skipped] if r.skipped else []))
-        print(f"[{i + 1:>4}/{args.rounds}] {r.kind:<12} {mark}" + (f"  {said}" if said else ""),
+        print(f"[{i + 1:>4}/{args.rounds}] {r.kind:<16} {mark}" + (f"  {said}" if said else ""),
               file=sys.stderr, flush=True)
 
     try:

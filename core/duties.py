@@ -7,6 +7,7 @@ a provider, so the cheap duties never wait on it), then the semantic index over 
 """
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from .embed.duty import EmbeddingDuty
@@ -18,17 +19,24 @@ from .worker import Duty, DutyPass, PassContext
 
 
 class ApplyDuty(Duty):
-    """Apply what other processes appended to the log since this node last looked."""
+    """Apply what other processes appended to the log since this node last looked; on a node of a shared
+    directory, once caught up, say this node's content digest at its positions (at most once a DIGEST_EVERY_S),
+    so `crewlet sync status` on any node can name one that holds other content than its peers."""
 
     name = "apply"
     scope = "node"
+    DIGEST_EVERY_S = 60.0
 
     def __init__(self, node: Any, *, interval_s: float = 2.0) -> None:
         self.node = node
         self.interval_s = interval_s
+        self._digested_at = float("-inf")
 
     def run_pass(self, ctx: PassContext) -> DutyPass:
         applied = self.node.catch_up(progress=lambda n: ctx.progress(n, 0, "applying the log"))
+        if not applied and self.node.home.shared is not None and time.monotonic() - self._digested_at >= self.DIGEST_EVERY_S:
+            self._digested_at = time.monotonic()
+            self.node.publish_digest()
         seq = self.node.applied_seq()
         summary = f"applied {applied} record(s), through {seq}" if applied else f"up to date at {seq}"
         return DutyPass(summary=summary, worked=bool(applied), cursor=str(seq), counts={"applied": applied},

@@ -12,17 +12,19 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import json
 import logging
 import os
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from . import config as config_mod
 from .errors import CrewletError
-from .log import FileLog, LogDamage, Record, RecordTooLarge
-from .log.check import locate_applied
+from .log import FileLog, LogBusy, LogDamage, LogMoved, Record, RecordTooLarge
+from .log.check import locate_applied, verify_sound
 from .log.framing import Frame
 from .pages import applier
 from .pages.applier import Decision
@@ -32,6 +34,7 @@ from .store import Connection, connect, sqlite3
 from .sync import locks, peers
 
 SYSTEM_ACTOR = "crewlet"
+REPAIR_NOTES = "repairs.jsonl"   # beside the logs: what each repair wrote (core/repair.py)
 log = logging.getLogger("crewlet.node")
 SNAPSHOT_HINT = ("or, on a node of a shared directory, adopt a snapshot of a node that is current: "
                  "`crewlet sync snapshot FILE` there, then `crewlet sync adopt FILE` here")
@@ -134,7 +137,7 @@ class Node:
         # read-only until the first append: a command that only reads works on a home it cannot write
         flog = _open_log(home.log_file)
         node = cls(home, company, conn, flog, _open_log(home.vectors_log_file), settings)
-        node.verify_log()
+        node.verify_log(whole=False)
         if catch_up and node.damage is None and not node.readonly:
             try:
                 node.catch_up(progress=progress)
@@ -143,6 +146,10 @@ class Node:
             except (sqlite3.OperationalError, OSError) as exc:
                 node.apply_error = storage_problem(exc, home.db_file)[1]
                 log.info("records on the log could not be applied: %s", node.apply_error)  # the CLI says it
+        if node.damage is None:
+            # damage anywhere else in the logs (behind the position too): after what could be applied was
+            with node.lock:
+                node._verify_whole_logs()
         if sync_containers and node.writable:
             try:
                 node.sync_containers()
@@ -159,20 +166,111 @@ class Node:
     def writable(self) -> bool:
         return self.damage is None and not self.readonly and self.apply_error is None
 
-    def verify_log(self) -> None:
+    def verify_log(self, *, whole: bool = True) -> None:
         """The database's position against each log: on a frame boundary, not past the end, and
         the frame there is the record the database applied (its digest). A position stored before
-        digests were kept is checked by a scan, and given its digest once."""
+        digests were kept is checked by a scan, and given its digest once.
+
+        After a repair wrote a log anew (noted in `repairs.jsonl` beside the logs) the record may stand at
+        another offset: the position moves to it. A database that applied a record the repair could not give
+        back holds a change the log no longer has: that is damage, named."""
         with self.lock:
+            repaired = self.log.path.with_name(REPAIR_NOTES).exists()
             for name, flog in ((applier.APPLIER, self.log), (vectors.POSITION, self.vlog)):
                 applied = applier.applied_position(self.conn, name)
                 try:
                     frame = locate_applied(flog, applied)
                 except LogDamage as exc:
-                    self._damaged(exc)
-                    return
+                    frame = self._relocated(flog, applied, name) if repaired else None
+                    if frame is None:
+                        self._damaged(_earlier_damage(flog, exc))
+                        return
+                    log.info("%s was repaired: this database's position moves to byte offset %d", flog.path, frame.end)
+                    applied = dataclasses.replace(applied, start=None)  # stored below
                 if frame is not None and applied.start is None and not self.readonly:
                     applier.store_position(self.conn, applied.seq, frame, name)  # autocommit: one statement
+            if repaired:
+                self._check_held_lost()
+            if whole and self.damage is None:
+                self._verify_whole_logs()
+
+    def _verify_whole_logs(self) -> None:
+        """Damage anywhere in a log — behind this database's position too — is said by every command, not only
+        by the next write (core/log/check.py `verify_sound`; an unchanged log is not read again)."""
+        path = self.home.verified_file
+        try:
+            marks = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(marks, dict):
+                marks = {}
+        except (OSError, ValueError):
+            marks = {}
+        changed = False
+        for flog in (self.log, self.vlog):
+            key = flog.path.name
+            try:
+                mark = verify_sound(flog, marks.get(key))
+            except LogDamage as exc:
+                self._damaged(exc)
+                return
+            if mark != marks.get(key):
+                marks[key], changed = mark, True
+        if changed and not self.readonly:
+            try:  # best effort, written in place (a read makes no temporary file): a torn mark reads as none
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
+                try:
+                    os.write(fd, json.dumps(marks, sort_keys=True).encode("utf-8"))
+                finally:
+                    os.close(fd)
+            except OSError:
+                pass
+
+    def _relocated(self, flog: FileLog, applied: Any, name: str) -> Frame | None:
+        from .repair import relocate
+
+        return relocate(flog, applied, self.conn, "pages" if name == applier.APPLIER else "vectors")
+
+    def _check_held_lost(self) -> None:
+        from .log import LogMismatch
+        from .repair import held_lost
+
+        held = held_lost(self.conn, self.log.path)
+        if not held:
+            return
+        first = held[0]
+        more = f" and {len(held) - 1} more" if len(held) > 1 else ""
+        self._damaged(LogMismatch(
+            self.log.path, 0, first.seq,
+            f"the log was repaired and no longer holds record {first.seq} ({first.type} {first.what}".rstrip()
+            + f"){more}, which this node applied: this database holds a change no log has — `crewlet log repair` "
+            "rebuilds it from the log, naming what it loses", kind="diverged"))
+
+    def on_lock_wait(self, notice: Any) -> None:
+        """Who hears, once, that a write waits for a log's lock (another process holds it): `notice(text)`.
+        Without one the log says it as a warning on its logger (the CLI prints it)."""
+        self._lock_notice = notice
+        self.log.on_lock_wait = self.vlog.on_lock_wait = notice
+
+    def follow_repair(self) -> bool:
+        """If a repair wrote a log anew since this process opened it (another process, or another node of the
+        shared directory), open the new file and check the position against it again. Returns whether it did."""
+        changed = False
+        with self.lock:
+            for attr in ("log", "vlog"):
+                flog: FileLog = getattr(self, attr)
+                try:
+                    if not flog.path.exists() or not flog.replaced():
+                        continue
+                except (OSError, ValueError):
+                    continue
+                flog.close()
+                fresh = _open_log(flog.path)
+                fresh.on_lock_wait = getattr(self, "_lock_notice", None)
+                setattr(self, attr, fresh)
+                changed = True
+            if changed:
+                self.damage = None
+                self.verify_log()
+        return changed
 
     def _damaged(self, exc: LogDamage) -> None:
         if self.home.shared is not None and SNAPSHOT_HINT not in exc.fix:
@@ -203,6 +301,30 @@ class Node:
             self.publisher.publish(self.positions())
         except OSError as exc:
             log.info("could not say where this node is in %s: %s", self.home.peers_dir, exc)
+
+    def publish_digest(self, *, force: bool = False) -> dict[str, Any] | None:
+        """Compute this node's content digest and say it, with the positions it stands for, beside the shared
+        logs: nodes at the same positions must hold the same content, and `crewlet sync status` names any that
+        do not. Not computed again while the positions are those of the last digest (unless `force`)."""
+        if self.home.shared is None:
+            return None
+        from .sync.digest import content_digest
+
+        with self.lock:
+            positions = self.positions()
+            at = {name: seq for name, (seq, _end) in positions.items()}
+            last = self.publisher.digest
+            if last is not None and last.get("positions") == at and not force:
+                return last
+            digest = {"content": content_digest(self.conn).content, "positions": at, "at": int(time.time() * 1000)}
+        if not self.readonly:
+            try:
+                self.publisher.publish(positions, digest=digest)
+            except OSError as exc:
+                log.info("could not say this node's digest in %s: %s", self.home.peers_dir, exc)
+        else:
+            self.publisher.digest = digest
+        return digest
 
     def _peers_guard(self, position: str) -> Callable[[], tuple[int, str]] | None:
         """For a node of a shared directory: who else applied the log furthest (asked before a torn
@@ -261,6 +383,7 @@ class Node:
         """Apply what the log holds past this node's position. Refused once damage is known: a log
         that disagrees with the database must be repaired before anything more is applied from it."""
         with self.lock:
+            self.follow_repair()
             if self.damage is not None:
                 raise self.damage
             try:
@@ -294,17 +417,35 @@ class Node:
         if self.damage is not None:
             raise self.damage
         if self.readonly:
+            reason = getattr(self.conn, "readonly_reason", "")
+            if reason:  # opened read-only because the disk was full when this process opened it
+                raise WriteFailed(f"{reason} — {nothing}; free some space there and retry (reading works as it is)",
+                                  code="disk_full")
             raise WriteFailed(f"{self.home.db_file} is read-only for this process — {nothing}; make the home "
                               "writable to change it (reading works as it is)", code="read_only")
         keep = applier.position(self.conn, position)[1]
         try:
-            return flog.append_frames(self._stamped(records), sync=sync, keep_through=keep,
-                                      guard=self._peers_guard(position))
+            try:
+                return flog.append_frames(self._stamped(records), sync=sync, keep_through=keep,
+                                          guard=self._peers_guard(position))
+            except LogMoved:
+                # a repair wrote the log anew since this process opened it: follow it, then append once more
+                if not self.follow_repair():
+                    raise
+                if self.damage is not None:
+                    raise self.damage from None
+                self.catch_up()
+                flog = self.log if position == applier.APPLIER else self.vlog
+                keep = applier.position(self.conn, position)[1]
+                return flog.append_frames(self._stamped(records), sync=sync, keep_through=keep,
+                                          guard=self._peers_guard(position))
         except LogDamage as exc:
             self._damaged(exc)
             raise
         except RecordTooLarge as exc:
             raise CrewletError(str(exc), code="record_too_large", size=exc.size) from None
+        except LogBusy as exc:
+            raise WriteFailed(str(exc), code="busy") from None
         except OSError as exc:
             code, words = storage_problem(exc, flog.path)
             raise WriteFailed(f"{words} — {nothing}", code=code) from exc
@@ -375,6 +516,17 @@ class Node:
                 }))
         self.submit(records)
         return len(records)
+
+
+def _earlier_damage(flog: FileLog, found: LogDamage) -> LogDamage:
+    """The position's frame is not where it should be: damage earlier in the log (a duplicated frame, a flipped
+    length) moves every frame after it, and is what to name. Otherwise the position's own problem."""
+    try:
+        verify_sound(flog, None)
+    except LogDamage as first:
+        if first.offset <= found.offset:
+            return first
+    return found
 
 
 def _not_applied(pending: list[Record], cause: str) -> NotApplied:

@@ -109,6 +109,11 @@ class Home:
         return self.root / "index"
 
     @property
+    def verified_file(self) -> Path:
+        """What this node last found of each log's soundness: a read need not scan an unchanged log again."""
+        return self.root / "log-verified.json"
+
+    @property
     def rescue_dir(self) -> Path:
         """Text a refused save would otherwise lose is kept here (lost edits are the worst wiki bug)."""
         return self.root / "rescued"

@@ -1,35 +1,54 @@
 """Checking a home's logs against its database, and repairing them (`crewlet log check|repair`).
 
-A repair keeps each log's longest valid prefix and moves the damaged remainder into a file beside
-the log (`pages.log.damaged-<when>-at<offset>`): no byte is deleted. Where the database applied
-something the kept log does not hold, the database is rebuilt from the kept logs — the old file is
-kept beside it (`crewlet.db.before-repair-<when>`) — after the caller has been told exactly which
-applied changes that loses. The search index is derived from the rows, so it is dropped and built
-again by the next pass.
+A damaged log costs what is damaged and nothing more. The check reads every frame with a reader that
+resynchronises past damage (core/log/check.py `walk`): every intact record is kept where it is, and each
+damaged place costs the records that stood there — none for a duplicated frame or a run of junk bytes, one
+for a flipped bit. A repair writes the log anew, every seq in its order: the intact records as they were,
+and at each lost seq a record given back by a database that applied it (core/recover.py: this node's, or a
+peer's on this machine), proved by a replay that gives that database's rows exactly; where nothing can give
+it back, a tombstone (`log.lost`) that every applier applies as "record N was lost". The damaged file is
+kept whole beside the log (`pages.log.damaged-<when>-at<offset>`: no byte is deleted) and the repair is
+noted in `repairs.jsonl` beside the logs, which every node reads at its next open: its position moves to
+where its record now is, and a node that applied a record the repair could not give back is told so.
 
-Every log a home has is listed by `home_logs`, each with the position row the database keeps for
-it, so another log (and its own applier) is checked and repaired the same way.
+This node's database is kept when the repaired log holds everything it applied; otherwise (it applied a
+record now lost, or another log than this one) it is rebuilt from the repaired log — the old file kept
+beside it (`crewlet.db.before-repair-<when>`) — after the caller was told exactly which applied changes
+that loses, and which other nodes hold records the repair loses.
+
+Every log a home has is listed by `home_logs`, each with the position row the database keeps for it, so
+another log (and its own applier) is checked and repaired the same way.
 """
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .log import FileLog
-from .log.check import Applied, LogHealth, cut_aside, inspect
+from .log import FileLog, Record
+from .log.check import Applied, LogHealth, Spot, inspect, walk
+from .log.filelog import LogMismatch, _sync_fd
+from .log.framing import Frame, encode_frame, frame_digest
+from .durable import fsync_dir
 from .pages import applier
 from .paths import Home
+from .recover import LOST, Given, describe_page_change, give_back_page, give_back_vector, guess_what, tombstone
 from .search import vectors
 from .store import Connection, connect, sqlite3
 
 
 Apply = Callable[[Connection, FileLog, "Callable[[int], None] | None"], int]
+
+from .node import REPAIR_NOTES  # noqa: E402
+
+JOURNAL = REPAIR_NOTES        # beside the logs: every repair, read by every node at its next open
 
 
 @dataclass(frozen=True)
@@ -53,9 +72,16 @@ def home_logs(home: Home) -> list[LogSpec]:
             LogSpec("vectors", home.vectors_log_file, vectors.POSITION, _apply_vectors)]
 
 
+# the replicated tables each log fills (a replay is compared with a database on these)
+from .sync.digest import REPLICATED  # noqa: E402  (sync.digest imports nothing of ours)
+
+VECTOR_TABLES = ("vectors", "vector_codes", "semantic_index")
+TABLES = {"pages": tuple(t for t in REPLICATED if t not in VECTOR_TABLES), "vectors": VECTOR_TABLES}
+
+
 @dataclass
 class LostChange:
-    """An applied change the kept log does not hold: rebuilding the database loses it."""
+    """An applied change the repaired log does not hold: rebuilding the database loses it."""
 
     seq: int
     op_id: str
@@ -69,22 +95,74 @@ class LostChange:
 
 
 @dataclass
+class Rewrite:
+    """What a repair writes at one seq whose record the log lost."""
+
+    seq: int
+    how: str                 # recovered (rebuilt from a database's rows) | outcome (a refused/no-op record's outcome) | lost
+    record: Record
+    what: str = ""           # what the lost record did, by name, when any database knew
+    source: str = ""         # the database that gave it back
+    why: str = ""            # lost: why nothing could give it back
+
+    @property
+    def lost(self) -> bool:
+        return self.how == "lost"
+
+    def line(self) -> str:
+        what = self.what or "a record no database knew"
+        if self.lost:
+            return f"seq {self.seq} ({what}): lost — {self.why}"
+        return f"seq {self.seq} ({what}): given back by {self.source}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"seq": self.seq, "how": self.how, "what": self.what, "source": self.source, "why": self.why,
+                "op_id": self.record.op_id}
+
+
+@dataclass
+class Source:
+    """A database that may give back what a log lost: this node's, or a peer's on this machine."""
+
+    label: str
+    db: Path
+    conn: Connection | None = None
+    problem: str = ""                                   # why it cannot be read
+    positions: dict[str, Applied] = field(default_factory=dict)
+    this_node: bool = False
+
+
+@dataclass
 class LogReport:
     spec: LogSpec
     health: LogHealth
-    lost: list[LostChange] = field(default_factory=list)
+    lost: list[LostChange] = field(default_factory=list)      # what this node's database loses by the repair
+    rewrites: dict[int, Rewrite] = field(default_factory=dict)
+    others: list[str] = field(default_factory=list)          # other nodes that hold records the repair loses
+    held: list[LostChange] = field(default_factory=list)     # this database holds records an earlier repair lost
 
     @property
     def ok(self) -> bool:
-        return self.health.sound
+        return self.health.sound and not self.held
 
     @property
     def needs_cut(self) -> bool:
+        """The log itself is damaged: a repair writes it anew."""
         return self.health.damage is not None
 
     @property
     def needs_rebuild(self) -> bool:
-        return self.health.applied_past_cut
+        """This node's database holds what the repaired log will not: it is rebuilt from it."""
+        return self.health.applied_past_cut or bool(self.lost) or bool(self.held)
+
+    def spot_cost(self, spot: Spot) -> tuple[int, int]:
+        """(records a repair loses here, records given back here)."""
+        lost = sum(1 for seq in spot.seqs if self.rewrites.get(seq) is None or self.rewrites[seq].lost)
+        return lost + spot.dropped, len(spot.seqs) - (lost)
+
+    @property
+    def records_lost(self) -> int:
+        return sum(self.spot_cost(s)[0] for s in self.health.spots)
 
     def to_json(self) -> dict[str, Any]:
         h = self.health
@@ -94,57 +172,322 @@ class LogReport:
             "torn_tail_bytes": h.torn_tail,
             "applied": {"seq": h.applied.seq, "byte_offset": h.applied.end, "frame_offset": h.applied.start,
                         "digest": h.applied.digest},
-            "damage": None, "database_disagrees": None, "remainder": None, "lost_if_repaired": [],
+            "damage": None, "database_disagrees": None, "spots": [], "records_lost": self.records_lost,
+            "lost_if_repaired": [], "other_nodes": self.others, "held_lost": [vars(c) for c in self.held],
         }
         if h.damage is not None:
             out["damage"] = {"kind": h.damage.kind, "offset": h.damage.offset, "seq": h.damage.seq,
-                             "reason": h.damage.reason, "message": str(h.damage)}
-        if h.remainder is not None:
-            r = h.remainder
-            out["remainder"] = {"offset": r.offset, "bytes": r.size, "intact_records": r.intact,
-                                "first_seq": r.first_seq, "last_seq": r.last_seq}
+                             "reason": h.damage.reason, "message": str(h.damage), "good_through": h.damage.good_through}
+        for spot in h.spots:
+            lost, given = self.spot_cost(spot)
+            out["spots"].append(spot.to_json() | {
+                "records_lost": lost, "records_given_back": given, "description": spot.describe(),
+                "rewrites": [self.rewrites[s].to_json() for s in spot.seqs if s in self.rewrites]})
         if h.applied_problem is not None:
             out["database_disagrees"] = {"kind": h.applied_problem.kind, "message": str(h.applied_problem)}
         out["lost_if_repaired"] = [vars(c) for c in self.lost]
         return out
 
 
-def check_home(home: Home, *, conn: Connection | None = None) -> list[LogReport]:
-    """Read every frame of every log of the home and set each against the database's position
-    (a home with no database yet has applied nothing: checking it creates none)."""
+# -- the databases that can give back what a log lost ---------------------------------------------------
+
+def _open_source(label: str, db: Path, home: Home, *, this_node: bool, conn: Connection | None = None) -> Source:
+    src = Source(label, db, this_node=this_node)
+    try:
+        src.conn = conn if conn is not None else connect(db, readonly=True)
+        src.positions = {spec.name: applier.applied_position(src.conn, spec.position) for spec in home_logs(home)}
+    except (sqlite3.Error, OSError) as exc:
+        src.problem = f"its database {db} cannot be read ({exc})"
+        src.conn = None
+    return src
+
+
+def _sources(home: Home, conn: Connection | None) -> tuple[list[Source], list[Any]]:
+    """This node's database first, then each peer's on this machine (a node of a shared directory says in
+    `nodes/` where its home is); peers on other machines are returned apart (their databases cannot be read
+    from here)."""
+    out: list[Source] = []
+    if conn is not None:
+        out.append(_open_source("this node's database", home.db_file, home, this_node=True, conn=conn))
+    elsewhere: list[Any] = []
+    if home.shared is None:
+        return out, elsewhere
+    from .process import HOST
+    from .sync import peers as peers_mod
+
+    me = _node_id(home)
+    for peer in peers_mod.read_peers(home):
+        if peer.node_id == me:
+            continue
+        if peer.host != HOST:
+            elsewhere.append(peer)
+            continue
+        db = Home(Path(peer.home)).db_file
+        if not db.exists():
+            out.append(Source(peer.label(), db, problem=f"its database {db} is not there"))
+            continue
+        out.append(_open_source(peer.label(), db, home, this_node=False))
+    return out, elsewhere
+
+
+def _node_id(home: Home) -> str:
+    from . import config as config_mod
+
+    try:
+        return config_mod.load_node(home.node_file).node_id
+    except Exception:  # noqa: BLE001 - a node.toml that does not load names no node
+        return ""
+
+
+def _close_sources(sources: list[Source]) -> None:
+    for src in sources:
+        if src.conn is not None and not src.this_node:
+            src.conn.close()
+
+
+# -- checking -------------------------------------------------------------------------------------------
+
+def check_home(home: Home, *, conn: Connection | None = None, verify: bool = True) -> list[LogReport]:
+    """Read every frame of every log of the home, resynchronising past damage; set each against the
+    database's position; and, for every record the log lost, find a database that gives it back (proved by
+    a replay when `verify`). A home with no database yet has applied nothing: checking it creates none."""
     own = conn is None
     if conn is None and home.db_file.exists():
-        conn = connect(home.db_file)
+        conn = connect(home.db_file, readonly=True)
+    sources, elsewhere = _sources(home, conn)
     try:
         reports = []
         for spec in home_logs(home):
             applied = applier.applied_position(conn, spec.position) if conn is not None else Applied()
             if not spec.path.exists() and applied.seq == 0:
                 continue  # a log this home never wrote (a home older than the vector log)
+            others = max([p.seq(spec.position) for p in _peers(home)] + [0])
             with FileLog(spec.path, readonly=True) as flog:
-                health = inspect(flog, applied, collect_op_ids=True)
-            lost = _lost_changes(conn, health, spec) if conn is not None and health.applied_past_cut else []
+                health = inspect(flog, applied, collect_op_ids=True, others_applied=others)
+                report = LogReport(spec, health)
+                if health.spots:
+                    report.rewrites = _plan(spec, flog, health, sources, elsewhere)
+                    if verify:
+                        _verify(spec, flog, health, report.rewrites, sources, scratch_in=home.root)
+                    report.others = _others_losing(home, spec, report.rewrites, sources, elsewhere)
+            if conn is not None:
+                report.lost = _lost_changes(conn, health, spec, report.rewrites)
+                report.held = held_lost(conn, spec)
             health.op_ids = set()  # only needed to work out the lost changes
-            reports.append(LogReport(spec, health, lost))
+            reports.append(report)
         return reports
     finally:
+        _close_sources(sources)
         if own and conn is not None:
             conn.close()
 
 
-def _lost_changes(conn: Connection, health: LogHealth, spec: LogSpec) -> list[LostChange]:
-    """The changes the database applied whose records the kept prefix does not hold."""
-    if spec.position == vectors.POSITION:  # vectors filed past the cut: the embedding duty embeds them again
-        return [LostChange(r["seq"], "", "vector.put", "applied", _what(conn, json.dumps({"page_id": r["source_id"]}))
-                           + " (embedded again by the embedding duty)")
-                for r in conn.execute("SELECT seq, source_id FROM vectors WHERE seq > ? ORDER BY seq",
-                                      (health.last_seq,))]
-    lost = []
-    for row in conn.execute("SELECT op_id, seq, type, status, result FROM applied_ops ORDER BY seq"):
-        if row["op_id"] in health.op_ids:
-            continue
-        lost.append(LostChange(row["seq"], row["op_id"], row["type"], row["status"], _what(conn, row["result"])))
-    return lost
+def _peers(home: Home) -> list[Any]:
+    if home.shared is None:
+        return []
+    from .sync import peers as peers_mod
+
+    me = _node_id(home)
+    return [p for p in peers_mod.read_peers(home) if p.node_id != me]
+
+
+def _give_back(spec: LogSpec, conn: Connection, seq: int) -> Given:
+    return give_back_page(conn, seq) if spec.name == "pages" else give_back_vector(conn, seq)
+
+
+def _plan(spec: LogSpec, flog: FileLog, health: LogHealth, sources: list[Source], elsewhere: list[Any]
+          ) -> dict[int, Rewrite]:
+    """For each seq the log lost: a record given back by a database that applied it, else a tombstone that
+    says why none could."""
+    out: dict[int, Rewrite] = {}
+    legible: dict[int, str] = {}
+    for spot in health.spots:
+        if len(spot.seqs) == 1 and spot.end > spot.offset:
+            legible[spot.seqs[0]] = _legible(flog, spot, sources)
+    for seq in health.lost_seqs:
+        reasons: list[str] = []
+        what = ""
+        for src in sources:
+            if src.conn is None:
+                reasons.append(f"{src.label}: {src.problem}")
+                continue
+            if src.this_node and health.applied_past_cut:
+                reasons.append(f"{src.label} applied another log than this one")
+                continue
+            at = src.positions.get(spec.name, Applied())
+            if at.seq < seq:
+                reasons.append(f"{src.label} applied the log only through seq {at.seq:,}")
+                continue
+            given = _give_back(spec, src.conn, seq)
+            what = what or given.what
+            if given.record is not None:
+                out[seq] = Rewrite(seq, given.how, given.record.at_seq(seq), given.what, src.label)
+                break
+            reasons.append(f"{src.label} applied it, but {given.why}")
+        else:
+            for peer in elsewhere:
+                if peer.seq(spec.position) >= seq:
+                    reasons.append(f"{peer.label()} applied it, but its database is on another machine — run "
+                                   "`crewlet log repair` there to give it back")
+            if not reasons:
+                reasons.append("no database of this home applied it")
+            what = what or legible.get(seq, "")
+            why = "; ".join(reasons)
+            out[seq] = Rewrite(seq, "lost", tombstone(seq, spec.name, why, was=what).at_seq(seq), what, why=why)
+    return out
+
+
+def _legible(flog: FileLog, spot: Spot, sources: list[Source]) -> str:
+    """What the damaged bytes of one record still say of it (the page and the kind of change)."""
+    data = flog.read_bytes(spot.offset, min(spot.end - spot.offset, 1 << 20))
+    conn = next((s.conn for s in sources if s.conn is not None), None)
+    return guess_what(data, conn)
+
+
+def write_repaired(flog: FileLog, health: LogHealth, rewrites: dict[int, Rewrite], dest: Path, *,
+                   through: int | None = None) -> int:
+    """Write the repaired log into `dest` (a new file, synced): every intact record as it is, every lost seq
+    given back or tombstoned, duplicates and junk left out. `through`: stop after that seq (a replay's
+    prefix). Returns the bytes written."""
+    written = 0
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        run: list[bytes] = []
+        run_bytes = 0
+
+        def put(data: bytes) -> None:
+            nonlocal run_bytes, written
+            run.append(data)
+            run_bytes += len(data)
+            if run_bytes >= 1 << 20:
+                flush()
+
+        def flush() -> None:
+            nonlocal run_bytes, written
+            view = memoryview(b"".join(run))
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+                written += n
+            run.clear()
+            run_bytes = 0
+
+        done = False
+        for what, item in walk(flog, health.applied, others_applied=_others_seq(health)):
+            if what == "keep":
+                frame = item[0]
+                if through is not None and frame.seq > through:
+                    break
+                put(encode_frame(frame.seq, frame.body))
+            elif what == "spot":
+                for seq in item.seqs:
+                    if through is not None and seq > through:
+                        done = True
+                        break
+                    put(encode_frame(seq, rewrites[seq].record.body()))
+                if done:
+                    break
+        flush()
+        _sync_fd(fd)
+    finally:
+        os.close(fd)
+    return written
+
+
+def _others_seq(health: LogHealth) -> int:
+    """The furthest seq a cut at the end reaches (what `inspect` was told other nodes applied)."""
+    cut = [s for s in health.spots if s.kind == "cut" and s.seqs]
+    return cut[-1].seqs[-1] if cut else 0
+
+
+def _table_digests(conn: Connection, tables: tuple[str, ...]) -> dict[str, str]:
+    from .sync.digest import _digest_rows
+
+    return {t: _digest_rows(conn, REPLICATED[t])[0] for t in tables}
+
+
+def _verify(spec: LogSpec, flog: FileLog, health: LogHealth, rewrites: dict[int, Rewrite],
+            sources: list[Source], *, scratch_in: Path) -> None:
+    """A record rebuilt from a database's rows is kept only if the repaired log, replayed up to that
+    database's position, gives its rows exactly; otherwise it becomes a tombstone that says so."""
+    by_source: dict[str, list[Rewrite]] = {}
+    for rw in rewrites.values():
+        if not rw.lost:
+            by_source.setdefault(rw.source, []).append(rw)
+    if not by_source:
+        return
+    # the replays are this node's own work: in its home (never the shared directory), removed after
+    with tempfile.TemporaryDirectory(prefix=".crewlet-repair-", dir=scratch_in if scratch_in.is_dir() else None) as scratch:
+        for n, (label, given) in enumerate(sorted(by_source.items())):
+            src = next(s for s in sources if s.label == label)
+            assert src.conn is not None
+            at = src.positions[spec.name].seq
+            prefix = Path(scratch) / f"upto-{n}.log"
+            try:
+                write_repaired(flog, health, rewrites, prefix, through=at)
+                replay = connect(Path(scratch) / f"replay-{n}.db")
+                try:
+                    with FileLog(prefix, readonly=True) as plog:
+                        spec.apply(replay, plog, None)
+                    theirs = _table_digests(src.conn, TABLES[spec.name])
+                    mine = _table_digests(replay, TABLES[spec.name])
+                finally:
+                    replay.close()
+            except (OSError, sqlite3.Error) as exc:   # a full disk: nothing is given back unproved
+                why = f"rebuilt from the rows of {label}, but the replay that proves it could not run ({exc})"
+            else:
+                differ = [t for t in theirs if theirs[t] != mine[t]]
+                if not differ:
+                    continue
+                why = (f"rebuilt from the rows of {label}, but a replay of the repaired log with it differs from "
+                       f"them (in {', '.join(differ)})")
+            for rw in given:
+                rewrites[rw.seq] = Rewrite(rw.seq, "lost", tombstone(rw.seq, spec.name, why, was=rw.what).at_seq(rw.seq),
+                                           rw.what, why=why)
+
+
+def _others_losing(home: Home, spec: LogSpec, rewrites: dict[int, Rewrite], sources: list[Source],
+                   elsewhere: list[Any]) -> list[str]:
+    """Other nodes that applied a record the repair loses: after it they hold a change no log has."""
+    lost = sorted(seq for seq, rw in rewrites.items() if rw.lost)
+    if not lost:
+        return []
+    out = []
+    for peer in _peers(home):
+        through = peer.seq(spec.position)
+        theirs = [seq for seq in lost if seq <= through]
+        if theirs:
+            names = ", ".join(f"seq {seq} ({rewrites[seq].what or 'unknown'})" for seq in theirs[:5])
+            more = f" and {len(theirs) - 5} more" if len(theirs) > 5 else ""
+            out.append(f"{peer.label()} applied the {spec.name} log through seq {through:,}: it holds {names}{more}, "
+                       "which the repaired log will not — at its next open it is told so, and a `crewlet log repair` "
+                       "there rebuilds its database without them")
+    return out
+
+
+def _lost_changes(conn: Connection, health: LogHealth, spec: LogSpec, rewrites: dict[int, Rewrite]) -> list[LostChange]:
+    """The changes this database applied that the repaired log will not hold."""
+    lost_seqs = {seq for seq, rw in rewrites.items() if rw.lost}
+    if spec.position == vectors.POSITION:  # vectors: the embedding duty embeds them again
+        if health.applied_past_cut:
+            rows = conn.execute("SELECT seq, source_id FROM vectors WHERE seq > ? ORDER BY seq", (health.prefix_records,))
+        else:
+            rows = [r for seq in sorted(lost_seqs)
+                    for r in conn.execute("SELECT seq, source_id FROM vectors WHERE seq = ?", (seq,))]
+        return [LostChange(r["seq"], "", "vector.put", "applied",
+                           describe_page_change(conn, "", json.dumps({"page_id": r["source_id"]})).strip()
+                           + " (embedded again by the embedding duty)") for r in rows]
+    if health.applied_past_cut:
+        # the database applied another log than this one: every change the log does not hold is lost
+        return [LostChange(r["seq"], r["op_id"], r["type"], r["status"], _what(conn, r["result"]))
+                for r in conn.execute("SELECT op_id, seq, type, status, result FROM applied_ops ORDER BY seq")
+                if r["op_id"] not in health.op_ids and r["seq"] not in rewrites]
+    out = []
+    for seq in sorted(lost_seqs):
+        row = conn.execute("SELECT op_id, seq, type, status, result FROM applied_ops WHERE seq = ?", (seq,)).fetchone()
+        if row is not None and row["type"] != LOST:
+            out.append(LostChange(row["seq"], row["op_id"], row["type"], row["status"], _what(conn, row["result"])))
+    return out
 
 
 def _what(conn: Connection, result: str | None) -> str:
@@ -156,6 +499,87 @@ def _what(conn: Connection, result: str | None) -> str:
         return ""
     row = conn.execute("SELECT container, title FROM pages WHERE id = ?", (page_id,)).fetchone()
     return f"{row['container']}/{row['title']}" if row else f"page {page_id}"
+
+
+# -- what earlier repairs did, as every node reads it at its next open --------------------------------------
+
+def journal_path(log: Path) -> Path:
+    return log.with_name(JOURNAL)
+
+
+def repairs_of(log: Path) -> list[dict[str, Any]]:
+    """Every repair noted for this log file (oldest first); none when no repair ever ran."""
+    path = journal_path(log)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and entry.get("file") == log.name:
+            out.append(entry)
+    return out
+
+
+def _note_repair(log: Path, entry: dict[str, Any]) -> None:
+    path = journal_path(log)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        os.write(fd, (json.dumps(entry, sort_keys=True) + "\n").encode("utf-8"))
+        _sync_fd(fd)
+    finally:
+        os.close(fd)
+
+
+def relocate(flog: FileLog, applied: Applied, conn: Connection, spec_name: str) -> Frame | None:
+    """After a repair wrote the log anew, where the record this database applied last now is: the frame of its
+    seq, when it holds that very record (its digest), or the record a repair gave back in its place (the same
+    op_id: it did the same). None when no repair explains the difference (then it is damage)."""
+    entries = repairs_of(flog.path)
+    if not entries or applied.nothing:
+        return None
+    found = None
+    for frame in flog.frames(0):
+        if frame.seq == applied.seq:
+            found = frame
+            break
+    if found is None:
+        return None
+    if applied.digest is None or frame_digest(found.body) == applied.digest:
+        return found
+    given = {int(w["seq"]): w for e in entries for w in e.get("written", []) if w.get("how") != "lost"}
+    if applied.seq not in given:
+        return None
+    if spec_name == "pages":
+        row = conn.execute("SELECT op_id FROM applied_ops WHERE seq = ?", (applied.seq,)).fetchone()
+        return found if row is not None and row["op_id"] == given[applied.seq].get("op_id") else None
+    return found
+
+
+def held_lost(conn: Connection, spec: LogSpec | str) -> list[LostChange]:
+    """Records an earlier repair could not give back that this database applied (it holds a change the log no
+    longer has): from the repair notes beside the log."""
+    path = spec.path if isinstance(spec, LogSpec) else Path(spec)
+    entries = repairs_of(path)
+    if not entries:
+        return []
+    position = applier.APPLIER if path.name == "pages.log" else vectors.POSITION
+    through = applier.position(conn, position)[0]
+    out = []
+    for entry in entries:
+        for w in entry.get("written", []):
+            seq = int(w["seq"])
+            if w.get("how") != "lost" or seq > through:
+                continue
+            if position == applier.APPLIER:
+                row = conn.execute("SELECT op_id, type, status, result FROM applied_ops WHERE seq = ?", (seq,)).fetchone()
+                if row is not None and row["op_id"] != w.get("op_id"):
+                    out.append(LostChange(seq, row["op_id"], row["type"], row["status"], _what(conn, row["result"])))
+    return out
 
 
 # -- repairing ----------------------------------------------------------------------------------------
@@ -184,35 +608,72 @@ def database_aside_path(home: Home, label: str = "before-repair") -> Path:
 
 @dataclass
 class RepairResult:
-    moved: dict[str, tuple[str, int]] = field(default_factory=dict)   # log name -> (file, bytes moved)
+    moved: dict[str, tuple[str, int]] = field(default_factory=dict)   # log name -> (the damaged file kept, its bytes)
     database_kept_as: str | None = None
     rebuilt: bool = False
     applied: int = 0                  # records replayed into the rebuilt database
     lost: list[LostChange] = field(default_factory=list)
+    rewrites: list[Rewrite] = field(default_factory=list)
+    records_lost: int = 0             # records the logs no longer hold (tombstones, and repeats taken out)
 
     def to_json(self) -> dict[str, Any]:
         return {"moved_aside": {k: {"file": f, "bytes": n} for k, (f, n) in self.moved.items()},
                 "database_kept_as": self.database_kept_as, "rebuilt": self.rebuilt, "replayed": self.applied,
-                "lost": [vars(c) for c in self.lost]}
+                "lost": [vars(c) for c in self.lost], "rewritten": [r.to_json() for r in self.rewrites],
+                "records_lost": self.records_lost}
+
+
+def _rewrite_log(home: Home, report: LogReport) -> tuple[Path, int]:
+    """Write the log anew under its writers' lock (refused if it changed since it was checked), keep the damaged
+    file whole beside it, and note the repair beside the logs. Returns (the file kept aside, its bytes)."""
+    spec, health = report.spec, report.health
+    aside = aside_path(spec, report)
+    fresh = spec.path.with_name(f".{spec.path.name}.repairing-{os.getpid()}")
+    fresh.unlink(missing_ok=True)
+    with FileLog(spec.path, readonly=True) as flog, flog.locked() as fd:
+        size = os.fstat(fd).st_size
+        if size != health.size:
+            raise LogMismatch(spec.path, health.end, None,
+                              f"the log changed while the repair was being decided ({health.size:,} bytes, now "
+                              f"{size:,}): nothing was changed — run the repair again", kind="changed")
+        try:
+            write_repaired(flog, health, report.rewrites, fresh)
+            try:
+                os.link(spec.path, aside)       # the damaged file, whole, under its new name
+            except OSError:
+                shutil.copyfile(spec.path, aside)
+                with open(aside, "rb+") as fh:
+                    os.fsync(fh.fileno())
+            os.replace(fresh, spec.path)        # every reader sees the old log or the new, never half of one
+        finally:
+            fresh.unlink(missing_ok=True)
+        fsync_dir(spec.path.parent)
+    _note_repair(spec.path, {
+        "id": uuid.uuid4().hex, "at": time.time_ns() // 1_000_000, "file": spec.path.name, "log": spec.name,
+        "by": {"node": _node_id(home), "home": str(home.root)}, "aside": aside.name,
+        "spots": [s.to_json() for s in health.spots],
+        "written": [{"seq": rw.seq, "how": rw.how, "op_id": rw.record.op_id, "what": rw.what, "source": rw.source,
+                     "why": rw.why} for rw in sorted(report.rewrites.values(), key=lambda r: r.seq)]})
+    return aside, size
 
 
 def repair_home(home: Home, reports: list[LogReport], *,
                 progress: Callable[[int], None] | None = None) -> RepairResult:
     """Carry out the repair the reports describe (the caller has asked, and been told what is lost).
 
-    Each damaged log: its remainder is copied into a file beside it and synced, then the log is cut
-    to its valid prefix (refused if the log changed since it was checked). Then, if the database
-    applied anything the kept logs do not hold, it is moved aside and rebuilt from them."""
+    Each damaged log is written anew (every intact record kept; every lost seq given back or tombstoned), the
+    damaged file kept whole beside it. Then this node's database is kept — its position moves to where its
+    record now is — unless it holds what the repaired log does not, when it is moved aside and rebuilt."""
     result = RepairResult()
     for report in reports:
         if not report.needs_cut:
             continue
-        dest = aside_path(report.spec, report)
-        with FileLog(report.spec.path, readonly=True) as flog:
-            moved = cut_aside(flog, report.health.end, dest, expect_size=report.health.size)
-        result.moved[report.spec.name] = (str(dest), moved)
+        aside, size = _rewrite_log(home, report)
+        result.moved[report.spec.name] = (str(aside), size)
+        result.rewrites += sorted(report.rewrites.values(), key=lambda r: r.seq)
+        result.records_lost += report.records_lost
     if any(r.needs_rebuild for r in reports):
-        result.lost = [c for r in reports for c in r.lost]
+        result.lost = [c for r in reports for c in r.lost + r.held]
         result.database_kept_as = str(move_database_aside(home, "before-repair"))
         conn = connect(home.db_file)
         try:
@@ -222,12 +683,13 @@ def repair_home(home: Home, reports: list[LogReport], *,
                         result.applied += spec.apply(conn, flog, progress)
         finally:
             conn.close()
-        from .node import Node  # opening checks the rebuilt position against the log once more
+        result.rebuilt = True
+    if home.db_file.exists():
+        from .node import Node  # opening moves the position to the repaired log, and checks it once more
 
         with Node.open(home, sync_containers=False) as node:
             if node.damage is not None:
                 raise node.damage
-        result.rebuilt = True
     return result
 
 
@@ -256,4 +718,5 @@ def move_database_aside(home: Home, label: str) -> Path:
     return dest
 
 
-__all__ = ["LogSpec", "LogReport", "LostChange", "RepairResult", "Applied", "home_logs", "check_home", "repair_home"]
+__all__ = ["LogSpec", "LogReport", "LostChange", "Rewrite", "RepairResult", "Applied", "home_logs", "check_home",
+           "repair_home", "relocate", "held_lost", "repairs_of"]

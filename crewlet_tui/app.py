@@ -34,7 +34,7 @@ from core.paths import Home
 from .commands import CrewletCommands
 from .fmt import Clock, system_clock
 from .sanitize import clean_line
-from .screens.base import CrewletScreen
+from .screens.base import CrewletScreen, LateAnswer
 from .screens.spaces import SpacesScreen
 from .widgets.status import IndexState, MeaningState
 
@@ -119,6 +119,8 @@ class CrewletApp(App[None]):
 
     index_state: reactive[IndexState] = reactive(IndexState, always_update=True)
     meaning_state: reactive[MeaningState] = reactive(MeaningState, always_update=True)
+    # "the log is damaged past record N" while it is: the status line says it in place of the index's progress
+    log_state: reactive[str] = reactive("", always_update=True)
 
     def __init__(self, home: Home, actor: str | None = None, *, start_page: str | None = None,
                  start_search: str | None = None, clock: Clock | None = None, cursor_blink: bool = True,
@@ -233,9 +235,26 @@ class CrewletApp(App[None]):
         else:
             self.exit(return_code=1, message=Text(f"crewlet: {text}"))
 
+    def show_log_damage(self) -> None:
+        """The status line follows the node's damage (found at open, by a write, or by the apply duty)."""
+        damage = self.session.node.damage if self.session is not None else None
+        if damage is None:
+            text = ""
+        else:
+            good = getattr(damage, "good_through", None)
+            text = ("log damaged" + (f" past record {good:,}" if good is not None else "")
+                    + ": crewlet log check")
+        if text != self.log_state:
+            self.log_state = text
+
     @on(HomeOpened)
     def _home_opened(self, message: HomeOpened, spaces: list[dict[str, Any]] | None = None) -> None:
         self.session = message.session
+        self.show_log_damage()
+        # a save waiting for the log's lock (another process holds it) says so, once, naming the holder
+        # (notify posts a message: safe from the worker thread the save runs in)
+        self.session.node.on_lock_wait(lambda text: self.notify(clean_line(text), severity="warning", markup=False,
+                                                                timeout=8))
         who = self.session.who()
         handle = self.session.handle or "nobody"
         role = ("admin" if who and who.admin else who.kind if who else "unknown actor") if handle != "nobody" else ""
@@ -346,6 +365,13 @@ class CrewletApp(App[None]):
         """Run every duty now (after a write in the app): the new text is searchable at once."""
         self._duty_wake.set()
 
+    @on(LateAnswer)
+    def _late_answer(self, message: LateAnswer) -> None:
+        """A screen's background call answered after the screen was dismissed: say the answer here."""
+        words = message.screen.gone_words(message.answer)
+        if words:
+            self.notify(clean_line(words[0]), severity=words[1], markup=False, timeout=8)  # type: ignore[arg-type]
+
     @on(DutyProgressed)
     def _duty_progressed(self, message: DutyProgressed) -> None:
         if message.duty == KEYWORD_INDEX_DUTY:
@@ -363,6 +389,7 @@ class CrewletApp(App[None]):
     @on(DutyPassed)
     def _duty_passed(self, message: DutyPassed) -> None:
         report, status = message.report, message.status
+        self.show_log_damage()
         if report.duty == APPLY_DUTY and report.result is not None and report.result.counts.get("applied"):
             self._refresh_views()
             return
@@ -434,8 +461,12 @@ class CrewletApp(App[None]):
         self.push_screen(PageScreen(ref))
 
     def open_editor(self, page: Page) -> None:
-        from .screens.edit import EditScreen
+        from .screens.edit import EditScreen, too_long_to_edit
 
+        why = too_long_to_edit(page.body)
+        if why:  # the editor would take many seconds to open (and each key after): say so rather than hang
+            self.notify(why, title="not opened in the editor", severity="warning", markup=False, timeout=12)
+            return
         self.push_screen(EditScreen(page))
 
     def open_new_page(self, container: str, title: str, parent: Page | None) -> None:
@@ -449,6 +480,8 @@ class CrewletApp(App[None]):
 
         if self.screen is screen:
             self.pop_screen()
+        elif screen in self.screen_stack:
+            return  # covered: the screen asks again once it is shown (CrewletScreen.when_shown)
         self.push_screen(PageScreen(page_id))
 
     def open_history(self, page: Page) -> None:

@@ -8,6 +8,7 @@ holds `--help` and `page show` to that).
 """
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -65,11 +66,38 @@ def warn(message: str) -> None:
     err_console.print(f"[yellow]warning:[/] {markup_safe(message)}", soft_wrap=True)
 
 
-def damage_line(exc: LogDamage) -> str:
-    from core.log import REPAIR_HINT
+class _SaidSafely(logging.Handler):
+    """What the engine logs at WARNING and above — an embedding endpoint's error text among it — reaches
+    stderr through the one sanitiser, one line each, whether stderr is a terminal or not (Python's last-resort
+    handler wrote it raw: ESC, OSC, BEL and all)."""
 
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = self.format(record)
+        except Exception:  # noqa: BLE001 - a record that does not format says nothing rather than crash
+            return
+        warn(text)
+
+
+def say_warnings_safely() -> None:
+    """Route the engine's warnings through `_SaidSafely` (once per process)."""
+    root = logging.getLogger()
+    if not any(isinstance(h, _SaidSafely) for h in root.handlers):
+        root.addHandler(_SaidSafely(level=logging.WARNING))
+
+
+def damage_line(exc: LogDamage) -> str:
+    """The one line every command says over a damaged log: past which record, what, and what to run."""
     kept = f" (your text is kept in {exc.rescued_to})" if exc.rescued_to else ""
-    return f"the log is damaged: {exc} — writes are refused; {getattr(exc, 'fix', REPAIR_HINT)}{kept}"
+    return exc.line() + kept
+
+
+def damage_json(exc: LogDamage | None) -> dict[str, Any] | None:
+    """What `--json` answers carry of a damaged log (None when it is sound)."""
+    if exc is None:
+        return None
+    return {"kind": exc.kind, "good_through": getattr(exc, "good_through", None), "offset": exc.offset,
+            "seq": exc.seq, "path": str(exc.path), "message": damage_line(exc)}
 
 
 FIXES = {"disk_full": "free some space there and retry", "read_only": "make it writable to change anything",
@@ -94,6 +122,16 @@ def database_problem(exc: Exception) -> tuple[str, str]:
     return code, words
 
 
+def print_kept_nowhere(body: str) -> None:
+    """A refused text that could not be kept under rescued/ (a full disk): it goes to stdout, so nothing typed
+    is lost (made inert like every output; `--json` carries it exactly, as `your_body`)."""
+    from .sanitize import clean_text
+
+    text = clean_text(body)
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    sys.stdout.flush()
+
+
 def handle_errors(fn: F) -> F:
     """Turn the engine's refusals into exit code 1 with one line, never a traceback."""
 
@@ -104,8 +142,12 @@ def handle_errors(fn: F) -> F:
             return fn(*args, **kwargs)
         except StaleRevision as exc:
             payload = exc.to_json() | {"your_body": exc.your_body, "rescued_to": exc.rescued_to}
+            if exc.details.get("kept_nowhere") and not as_json:
+                print_kept_nowhere(exc.your_body)
             fail(str(exc), as_json=as_json, payload=payload)
         except CrewletError as exc:
+            if exc.details.get("kept_nowhere") and not as_json:
+                print_kept_nowhere(str(exc.details.get("your_body", "")))
             fail(str(exc), as_json=as_json, payload=exc.to_json())
         except (typer.Exit, typer.Abort, TyperException):
             raise
@@ -128,8 +170,16 @@ def _fail_for(exc: Exception, as_json: bool) -> None:
         fail(str(exc), as_json=as_json, payload={"error": "config", "message": str(exc), "file": exc.file, "key": exc.key})
     elif isinstance(exc, LogDamage):
         message = damage_line(exc)
-        fail(message, as_json=as_json, payload={"error": "log_damaged", "kind": exc.kind, "offset": exc.offset,
-                                                "seq": exc.seq, "message": message, "rescued_to": exc.rescued_to})
+        kept_nowhere = getattr(exc, "kept_nowhere", None)
+        if kept_nowhere is not None:
+            message += " (your text was kept nowhere — the rescue could not be written; it is printed instead)"
+            if not as_json:
+                print_kept_nowhere(kept_nowhere)
+        payload = {"error": "log_damaged", "kind": exc.kind, "offset": exc.offset, "seq": exc.seq,
+                   "good_through": exc.good_through, "message": message, "rescued_to": exc.rescued_to}
+        if kept_nowhere is not None:
+            payload |= {"kept_nowhere": True, "your_body": kept_nowhere}
+        fail(message, as_json=as_json, payload=payload)
     elif isinstance(exc, LogFailed):
         fail(f"the log cannot be written: {exc}", as_json=as_json, payload={"error": "log", "message": str(exc)})
     elif isinstance(exc, sqlite3.Error):
@@ -173,6 +223,9 @@ def open_node(*, sync_containers: bool = True) -> Iterator[Node]:
             warn(damage_line(node.damage))
         elif node.apply_error is not None:
             warn(f"records on the log are not applied yet: {node.apply_error}")
+        elif getattr(node.conn, "readonly_reason", ""):
+            warn(f"{node.conn.readonly_reason}: this command read the home as it stands; writes are refused until "
+                 "there is room again")
     finally:
         node.close()
 

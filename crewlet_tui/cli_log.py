@@ -1,10 +1,13 @@
 """`crewlet log check` and `crewlet log repair`: the log against itself and against the database.
 
-`check` reads every frame and names the first damage (byte offset, seq, what a repair would cost);
-it exits 1 when anything is damaged, so a script can watch a home with it. `repair` keeps each log's
-longest valid prefix, moves the damaged remainder into a file beside the log, and — only where the
-database applied something the kept log does not hold — rebuilds the database from the kept log,
-after saying which applied changes that loses. It asks first; `--yes` answers for a script.
+`check` reads every frame, stepping past damage to the next valid frame, and names each damaged place
+(byte offset, the seqs that stood there, how many records a repair would lose there: none for a duplicated
+frame, one for a flipped bit unless a database gives it back); it exits 1 when anything is damaged, so a
+script can watch a home with it. `repair` writes the log anew keeping every intact record, gives back what a
+database that applied a lost record still holds, tombstones the rest, and keeps the damaged file whole beside
+the log; only where the database applied something the repaired log does not hold is it rebuilt, after
+saying which applied changes that loses (and which other nodes hold such records). It asks first; `--yes`
+answers for a script.
 """
 from __future__ import annotations
 
@@ -42,7 +45,13 @@ def _n(n: int, word: str) -> str:
 def _summary(report: LogReport) -> str:
     h = report.health
     if h.damage is not None:
-        return f"{report.spec.name} log damaged at byte offset {h.damage.offset:,}: {h.damage}"
+        cost = report.records_lost
+        return (f"{report.spec.name} log damaged past record {h.damage.good_through if h.damage.good_through is not None else '?'} "
+                f"at byte offset {h.damage.offset:,} ({len(h.spots)} damaged place{'' if len(h.spots) == 1 else 's'}; "
+                f"a repair loses {_n(cost, 'record')}): {h.damage}")
+    if report.held:
+        c = report.held[0]
+        return f"{report.spec.name} log: this database holds record {c.seq} ({c.type} {c.what}) that a repair lost"
     assert h.applied_problem is not None
     return f"{report.spec.name} log and the database disagree: {h.applied_problem}"
 
@@ -50,10 +59,10 @@ def _summary(report: LogReport) -> str:
 def _render(report: LogReport) -> None:
     h = report.health
     name = f"[bold]{markup_safe(report.spec.name)} log[/] {markup_safe(str(report.spec.path))}"
-    seqs = f" (seq 1–{h.last_seq:,})" if h.records else ""
     applied = (f"applied through seq {h.applied.seq:,} (byte offset {h.applied.end:,})" if not h.applied.nothing
                else "has applied nothing yet")
     if report.ok:
+        seqs = f" (seq 1–{h.last_seq:,})" if h.records else ""
         console.print(f"{name}: [green]sound[/] — {_n(h.records, 'record')}{seqs}, {h.size:,} bytes; "
                       f"the database {applied}", soft_wrap=True)
         if h.torn_tail:
@@ -62,34 +71,46 @@ def _render(report: LogReport) -> None:
         return
     console.print(f"{name}: [red]damaged[/]", soft_wrap=True)
     rows: list[tuple[str, str]] = [
-        ("valid prefix", f"{_n(h.records, 'record')}{seqs}, bytes 0–{h.end:,} of {h.size:,}")]
-    if h.damage is not None:
-        seq = f" (seq {h.damage.seq})" if h.damage.seq is not None else ""
-        rows.append(("damage", f"{h.damage.kind} at byte offset {h.damage.offset:,}{seq}: {h.damage.reason}"))
-    if h.remainder is not None:
-        r = h.remainder
-        intact = _n(r.intact, "intact record")
-        if r.intact and r.first_seq is not None:
-            intact += f" (seq {r.first_seq})" if r.intact == 1 else f" (seq {r.first_seq}…{r.last_seq})"
-        rows.append(("past it", f"{r.size:,} bytes holding {intact}: a repair moves them into a file beside the "
-                                "log, and they are no longer applied"))
-    if h.applied_problem is None:
-        disagree = " — within the valid prefix"
-    elif h.applied.end > h.end:
-        disagree = f" — past the valid prefix (seq {h.last_seq:,}, byte offset {h.end:,})"
+        ("intact", f"{_n(h.records, 'record')} of seq 1–{h.last_seq:,}, kept as they are ({h.size:,} bytes in all)")]
+    details: list[tuple[int, str]] = []   # (after row index, line)
+    for i, spot in enumerate(h.spots, 1):
+        lost, given = report.spot_cost(spot)
+        cost = f"a repair loses {_n(lost, 'record')}" + (f", gives back {given}" if given else "")
+        rows.append((f"damage {i}" if len(h.spots) > 1 else "damage", f"{spot.describe()} — {cost}"))
+        for seq in spot.seqs:
+            rw = report.rewrites.get(seq)
+            if rw is not None:
+                details.append((len(rows) - 1, rw.line()))
+    if h.applied_problem is None and h.applied.seq in set(h.lost_seqs):
+        given = report.rewrites.get(h.applied.seq)
+        disagree = (f" — its last record is damaged in the log"
+                    + ("; the repair gives it back" if given is not None and not given.lost else ""))
+    elif h.applied_problem is None:
+        disagree = " — it agrees with the log"
     else:
         disagree = f" — {h.applied_problem.reason}"
     rows.append(("database", applied + disagree))
+    for c in report.held:
+        rows.append(("held", f"this database holds {c.line()}, which an earlier repair lost from the log"))
+    for other in report.others:
+        rows.append(("other node", other))
+    total = report.records_lost
     if report.needs_rebuild:
-        lost = report.lost
-        rows.append(("a repair", f"rebuilds the database from the valid prefix and loses {_n(len(lost), 'applied change')}"
-                                 + (":" if lost else "")))
+        lost = report.lost + report.held
+        rows.append(("a repair", (f"writes the log anew keeping every intact record (losing {_n(total, 'record')}), " if
+                                  report.needs_cut else "")
+                     + f"rebuilds the database from it and loses {_n(len(lost), 'applied change')}"
+                     + (":" if lost else "")))
     else:
-        rows.append(("a repair", "cuts the log back to the valid prefix; the database keeps everything it holds"))
+        rows.append(("a repair", f"writes the log anew keeping every intact record, losing {_n(total, 'record')}; "
+                                 "the database keeps everything it holds"))
     width = max(len(k) for k, _ in rows)
-    for key, value in rows:
+    for n, (key, value) in enumerate(rows):
         console.print(f"  {key:<{width}}  {markup_safe(value)}", soft_wrap=True)
-    for change in report.lost[:LOST_LISTED]:
+        for after, line in details:
+            if after == n:
+                console.print(f"  {'':<{width}}    {markup_safe(line)}", soft_wrap=True)
+    for change in (report.lost + report.held)[:LOST_LISTED]:
         console.print(f"    {markup_safe(change.line())}", soft_wrap=True)
     if len(report.lost) > LOST_LISTED:
         console.print(f"    … and {len(report.lost) - LOST_LISTED:,} more (--json lists them all)")
@@ -100,8 +121,8 @@ def _render(report: LogReport) -> None:
 def log_check(as_json: bool = JSON_OPT) -> None:
     """Read every frame of the log and set it against what the database applied.
 
-    Names the first damage (its byte offset and seq) and what a repair would lose. Exit 0 when
-    sound, 1 when damaged."""
+    Names each damaged place (its byte offset and seqs) and how many records a repair would lose
+    there. Exit 0 when sound, 1 when damaged."""
     from core.repair import check_home
 
     home = existing_home()
@@ -126,11 +147,12 @@ def log_repair(
     yes: bool = typer.Option(False, "--yes", "-y", help="Repair without asking (for scripts)."),
     as_json: bool = JSON_OPT,
 ) -> None:
-    """Keep the log's longest valid prefix and move the damaged rest into a file beside it.
+    """Write a damaged log anew keeping every intact record; give back lost ones a database still holds.
 
-    Where the database applied something the kept log does not hold, it is rebuilt from the kept
-    log (the old file is kept beside it) after saying what is lost. Stop the app and any
-    `crewlet worker` on this home first."""
+    The damaged file is kept whole beside the log. Where the database applied something the repaired
+    log does not hold, it is rebuilt from it (the old file is kept beside it) after saying what is
+    lost, and which other nodes hold such records. Stop the app and any `crewlet worker` on this home
+    first."""
     from core.repair import check_home, repair_home
 
     home = existing_home()
@@ -147,12 +169,17 @@ def log_repair(
     if not as_json:
         for report in bad:
             _render(report)
+    others = [o for r in bad for o in r.others]
     if not yes:
+        theirs = (f" — and {len(others)} other node{'' if len(others) == 1 else 's'} hold records it loses "
+                  f"({others[0].split(' applied')[0]}{', …' if len(others) > 1 else ''})" if others else "")
         if as_json or not sys.stdin.isatty():
-            fail("a repair changes the home: run it in a terminal to be asked, or pass --yes", as_json=as_json,
+            fail(f"a repair changes the home{theirs}: run it in a terminal to be asked, or pass --yes", as_json=as_json,
                  payload={"error": "confirm", "message": "pass --yes to repair without asking",
-                          "logs": [r.to_json() for r in bad]})
-        if not typer.confirm("Repair as described?", default=False):
+                          "other_nodes": others, "logs": [r.to_json() for r in bad]})
+        question = "Repair as described?" if not others else (
+            "Repair as described? Other nodes hold records it loses (named above); they are told at their next open.")
+        if not typer.confirm(question, default=False):
             fail("not repaired: nothing was changed")
     total = sum(r.health.last_seq for r in bad if r.needs_rebuild)
     progress = _Progress(enabled=not as_json and sys.stderr.isatty() and total > 0, total=total)
@@ -167,10 +194,13 @@ def log_repair(
                    "logs": [r.to_json() for r in after]})
     else:
         for name, (path, moved) in result.moved.items():
-            console.print(f"{markup_safe(name)} log: cut back to its valid prefix; {moved:,} bytes moved to "
-                          f"{markup_safe(path)}", soft_wrap=True)
+            console.print(f"{markup_safe(name)} log: written anew keeping every intact record; the damaged file "
+                          f"({moved:,} bytes) is kept as {markup_safe(path)}", soft_wrap=True)
+        for rw in result.rewrites:
+            console.print(f"  {markup_safe(rw.line())}", soft_wrap=True)
+        console.print(f"records lost: {result.records_lost:,}")
         if result.rebuilt:
-            console.print(f"database rebuilt from the kept log ({result.applied:,} records replayed); the old one "
+            console.print(f"database rebuilt from the repaired log ({result.applied:,} records replayed); the old one "
                           f"is kept as {markup_safe(result.database_kept_as or '')}", soft_wrap=True)
             console.print("the search index is built again by the next `crewlet worker` pass (or search)")
         for report in after:

@@ -8,7 +8,7 @@ import typer
 from core.errors import CrewletError
 
 from .cli_common import (JSON_OPT, STATE, actor, console, emit_json, handle_errors, open_kb, read_body, when)
-from .sanitize import clean_text, markup_safe
+from .sanitize import clean_line, clean_text, markup_safe
 
 if TYPE_CHECKING:
     from core.pages.model import Page
@@ -346,6 +346,31 @@ def page_backlinks(ref: str = typer.Argument(..., metavar="REF", help="Page id o
         console.print("[dim]no page links here[/]")
     for p in pages:
         console.print(f"{markup_safe(_page_line(p))} [dim]{p.id}[/]")
+
+
+@page_app.command("reads")
+@handle_errors
+def page_reads(ref: str = typer.Argument(..., metavar="REF", help="Page id or CONTAINER/Title."),
+               limit: int = typer.Option(100, "--limit", min=1, max=10_000, help="The latest N reads at most."),
+               as_json: bool = JSON_OPT) -> None:
+    """Who read a page, how (get_page or a search, at what rank) and when: agents' knowledge_read events."""
+    with open_kb() as kb:
+        page = kb.resolve(ref, actor=actor())
+        reads = kb.page_reads(page.id, limit=limit, actor=actor())
+    if as_json:
+        emit_json({"page": {"id": page.id, "container": page.container, "title": page.title}, "reads": reads})
+        return
+    if not reads:
+        console.print(f"[dim]no agent has read {markup_safe(_page_line(page))}[/]")
+        return
+    from rich.table import Table
+
+    table = Table("when", "who", "how", "rank", "query", title=f"Reads of {markup_safe(_page_line(page))} ({len(reads)})")
+    for r in reads:
+        how = "search" if r["via"] == "search" else r["via"]
+        table.add_row(when(r["at"]), markup_safe(r["actor"]), markup_safe(how), f"{r['rank']} of {r['of']}",
+                      markup_safe(clean_line(r["query"] or "")))
+    console.print(table)
 
 
 __all__ = ["register", "CrewletError"]

@@ -9,8 +9,8 @@ from typing import Optional
 
 import typer
 
-from . import cli_app, cli_ask, cli_import, cli_log, cli_pages, cli_remote, cli_search, cli_sync, cli_worker
-from .cli_common import STATE, handle_errors
+from . import cli_app, cli_ask, cli_import, cli_log, cli_mcp, cli_pages, cli_remote, cli_search, cli_sync, cli_worker
+from .cli_common import STATE, handle_errors, say_warnings_safely
 
 app = typer.Typer(
     name="crewlet",
@@ -33,6 +33,7 @@ def main_callback(
 ) -> None:
     STATE.home_arg = home
     STATE.actor = as_
+    say_warnings_safely()
     if ctx.invoked_subcommand is None:
         _open_app()
 
@@ -44,5 +45,5 @@ def _open_app() -> None:
     run_app(STATE.home, actor=STATE.actor)
 
 
-for _module in (cli_pages, cli_import, cli_search, cli_worker, cli_app, cli_log, cli_sync, cli_remote, cli_ask):
+for _module in (cli_pages, cli_import, cli_search, cli_worker, cli_app, cli_log, cli_sync, cli_remote, cli_mcp, cli_ask):
     _module.register(app)

@@ -21,7 +21,8 @@ from rich.text import Text
 from core.search.seam import DEFAULT_LIMIT, MODES, NOT_SEARCHABLE_YET, Hit, Result
 
 from .cli_eval import SearchCommand
-from .cli_common import JSON_OPT, actor, console, emit_json, err_console, fail, handle_errors, open_node, when
+from .cli_common import (JSON_OPT, actor, console, damage_json, emit_json, err_console, fail, handle_errors, open_node,
+                         when)
 # every string printed here is one line: made inert (controls, bidi) and markup-escaped by the one sanitiser
 from .sanitize import clean_line, markup_safe as escape
 
@@ -59,17 +60,17 @@ def _catch_up(node: Any, *, show_progress: bool) -> IndexPass | None:
 @contextmanager
 def _outcome_speaks() -> Iterator[None]:
     """The search's own warning (the reason it could not run) is what its outcome says, and the CLI
-    prints the outcome: while nothing configured logging, the warning does not reach stderr twice."""
+    prints the outcome: meanwhile the warning does not reach stderr a second time through the log."""
     logger = logging.getLogger("crewlet.search")
-    if logger.hasHandlers():
-        yield
-        return
+    propagate = logger.propagate
+    logger.propagate = False
     quiet = logging.NullHandler()
     logger.addHandler(quiet)
     try:
         yield
     finally:
         logger.removeHandler(quiet)
+        logger.propagate = propagate
 
 
 def _highlighted(snippet: str, finder: TermFinder | None) -> Text:
@@ -159,6 +160,7 @@ def register(app: typer.Typer) -> None:
             fail("the query is empty: give the words to search for, e.g. `crewlet search deploy runbook`",
                  as_json=as_json, payload={"error": "usage", "message": "the query is empty"}, code=2)
         with open_node() as node:
+            damage = node.damage
             caught = None
             searcher = make_searcher(node)   # knowledge.backend decides: this node's copy, or the site, live
             remote = is_remote(searcher)
@@ -172,10 +174,12 @@ def register(app: typer.Typer) -> None:
                 finder = getattr(searcher, "last_finder", None) if result.hits else None
             finally:
                 searcher.close()
+        # a damaged log is carried in the answer (the key is there only then: the answer's shape stays as it was)
+        said = {"log_damage": damage_json(damage)} if damage is not None else {}
         if result.outcome.served_mode is None:
-            fail(_not_served_line(result, caught), as_json=as_json, payload=result.to_json())
+            fail(_not_served_line(result, caught), as_json=as_json, payload=result.to_json() | said)
         if as_json:
-            emit_json(result.to_json())
+            emit_json(result.to_json() | said)
             return
         _render(result, finder)
 
@@ -193,10 +197,11 @@ def register(app: typer.Typer) -> None:
             st = indexer.status()
             meaning = semantic_status(node)
             ivf = semantic_index_status(node, meaning.get("space"))
+            damage = node.damage
         if as_json:
-            emit_json(st.to_json() | {"semantic": meaning, "semantic_index": ivf})
+            emit_json(st.to_json() | {"semantic": meaning, "semantic_index": ivf, "log_damage": damage_json(damage)})
             return
-        _render_status(st)
+        _render_status(st, damage)
         _render_semantic(meaning)
         _render_index(ivf)
 
@@ -212,6 +217,7 @@ def register(app: typer.Typer) -> None:
         from .progress_bars import ProgressBars
 
         with open_node() as node, Indexer(node.home) as indexer:
+            damage = node.damage
             progress = ProgressBars(console, enabled=not as_json)
             try:
                 report = indexer.run_pass(force_rebuild=rebuild, progress=progress.bar("indexing pages"), wait=True)
@@ -219,13 +225,13 @@ def register(app: typer.Typer) -> None:
                 progress.close()
             st = indexer.status()
         if as_json:
-            emit_json({"pass": report.to_json(), "status": st.to_json()})
+            emit_json({"pass": report.to_json(), "status": st.to_json(), "log_damage": damage_json(damage)})
             return
         console.print(escape("index " + report.describe()) + f" in {report.seconds:.1f}s")
-        _render_status(st)
+        _render_status(st, damage)
 
 
-def _render_status(st: IndexStatus) -> None:
+def _render_status(st: IndexStatus, damage: Any = None) -> None:
     console.print("[bold]keyword index[/]")
     if st.first_build_done:
         first = f"done {when(st.first_build_at)}"
@@ -236,7 +242,14 @@ def _render_status(st: IndexStatus) -> None:
         b = st.building
         lines.append(("building", f"{b.done:,} of {b.total:,} pages (derivation {b.derivation}, since {when(b.started_at)})"))
     lines.append(("pages indexed", f"{st.pages_indexed:,}"))
-    behind = f"[yellow]{st.behind:,} behind[/]" if st.behind else "up to date"
+    behind = f"[yellow]{st.behind:,} behind[/]" if st.behind else "all of it"
+    if damage is not None:
+        # never "up to date" over a damaged log: what was applied stops at the damage
+        good = damage.good_through
+        behind += (f" — [red]the log is damaged past record {good:,}[/]" if good is not None else
+                   " — [red]the log is damaged[/]") + ": `crewlet log check` names it"
+    elif not st.behind:
+        behind = "up to date"
     lines.append(("covers", f"log seq {st.indexed_seq:,} of {st.applied_seq:,} applied — {behind}"))
     deriv = f"{st.derivation if st.derivation is not None else '—'} (this crewlet derives {st.current_derivation})"
     if st.rebuild_pending:
@@ -263,6 +276,11 @@ def _render_semantic(m: dict[str, Any]) -> None:
         lines.append(("coverage", share))
         if m["held"]:
             lines.append(("held back", f"[yellow]{m['held']:,} page(s) the provider refused[/] — offered again hourly"))
+            for held in m.get("held_pages", []):
+                lines.append(("", f"  {escape(held['container'])}/{escape(held['title'])}: {escape(held['reason'])} "
+                                  f"[dim](offered again {when(held['held_until'])})[/]"))
+            if m["held"] > len(m.get("held_pages", [])):
+                lines.append(("", f"  … and {m['held'] - len(m.get('held_pages', [])):,} more"))
     others = {s: n for s, n in m["spaces"].items() if s != m.get("space")}
     if others:
         lines.append(("other spaces", escape(", ".join(f"{s} ({n:,})" for s, n in others.items()))

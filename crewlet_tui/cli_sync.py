@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Optional
 import typer
 
 
-from .cli_common import JSON_OPT, STATE, console, emit_json, err_console, existing_home, fail, handle_errors
+from .cli_common import (JSON_OPT, STATE, console, damage_line, emit_json, err_console, existing_home, fail,
+                         handle_errors, warn)
 from .sanitize import markup_safe
 
 if TYPE_CHECKING:
@@ -111,6 +112,10 @@ def sync_status_cmd(
     with Node.open(home, sync_containers=False, catch_up=False) as node:
         st = sync_status(node)
         dig = content_digest(node.conn) if digest else None
+    if st.damage is not None:
+        warn(damage_line(st.damage))
+    for d in st.disagree:
+        warn(d.line())
     if as_json:
         emit_json(st.to_json() | ({"digest": dig.to_json()} if dig else {}))
         return
@@ -123,19 +128,32 @@ def _render_status(st: SyncStatus) -> None:
     console.print(f"node      {st.node_id or '(no id yet)'} — {markup_safe(st.home)}"
                   + (f", operator {markup_safe(st.operator)}" if st.operator else ""), soft_wrap=True)
     if st.shared is None:
-        console.print("shared    not joined: this home's logs are its own (`crewlet sync join DIR` shares them)")
+        console.print("shared    not joined: this home's logs are its own (`crewlet sync join DIR` shares them)",
+                      soft_wrap=True)
     else:
         lock = st.locks
         verdict = f"[green]{markup_safe(lock.why)}[/]" if lock and lock.ok else f"[red]{markup_safe(lock.why if lock else '?')}[/]"
         console.print(f"shared    {markup_safe(st.shared)} — {verdict}", soft_wrap=True)
+    damaged_log = str(st.damage.path) if st.damage is not None else None
     for line in st.logs:
         lag = "current" if not line.behind else f"[yellow]{line.behind:,} behind[/]"
-        console.print(f"{line.name:<9} applied through seq {line.applied_seq:,} of {line.log_seq:,} — {lag}")
+        if damaged_log is not None and not line.behind:
+            lag = "nothing behind it"   # this log is whole, but the node is not current while another is damaged
+        if damaged_log == line.path:
+            good = st.damage.good_through
+            lag = "[red]damaged" + (f" past record {good:,}" if good is not None else "") + "[/] — `crewlet log check`"
+        console.print(f"{line.name:<9} applied through seq {line.applied_seq:,} of {line.log_seq:,} — {lag}", soft_wrap=True)
     if st.shared is None:
         return
     if not st.peers:
         console.print("peers     none has said where it is yet")
         return
+    for d in st.disagree:
+        console.print(f"[red]digests   {markup_safe(d.line())}[/] — a node that applied the same records holds other "
+                      "content: check it (`crewlet sync status --digest` there), or start it over from a snapshot of "
+                      "a node that agrees", soft_wrap=True)
+    if st.digest is not None and not st.disagree:
+        console.print(f"digests   {st.agree} peer(s) at this node's position hold the same content", soft_wrap=True)
     console.print(f"peers     {len(st.peers)} seen:")
     for p in st.peers:
         behind = ", ".join(f"{name} {n:,} behind" if n else f"{name} current" for name, n in p.behind.items())

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from .cli_common import JSON_OPT, console, emit_json, fail, handle_errors, open_node, when
+from .cli_common import (JSON_OPT, console, damage_json, damage_line, emit_json, fail, handle_errors, open_node, warn,
+                         when)
 from .sanitize import markup_safe as escape
 
 if TYPE_CHECKING:
@@ -56,11 +57,15 @@ def register(app: typer.Typer) -> None:
                         fail("worker stopped: what its passes finished is kept, and `crewlet worker --once` "
                              "carries on from there", code=130)
                     bars.close()
+                    damage = node.damage
                     if as_json:
-                        emit_json({"duties": [r.to_json() for r in reports]})
+                        emit_json({"duties": [r.to_json() for r in reports], "log_damage": damage_json(damage)})
                     else:
                         for line in _summary(reports):
                             console.print(escape(line), soft_wrap=True)
+                    if damage is not None:
+                        # the duties that need no sound log ran; the worker did not do its job: exit 1, one line
+                        fail(damage_line(damage))
                     return
                 _loop(runner, bars, as_json)
             finally:
@@ -87,11 +92,18 @@ def _summary(reports: list[DutyReport]) -> list[str]:
 def _loop(runner: DutyRunner, bars: ProgressBars, as_json: bool) -> None:
     console.print(f"[dim]crewlet worker on {escape(str(runner.node.home.root))} — Ctrl-C stops it[/]")
     stop = threading.Event()
+    if runner.node.damage is not None:
+        warn(damage_line(runner.node.damage))
+    said: dict[str, str] = {}   # each duty's last line: the same failure is said once, not every tick
 
     def show(report: DutyReport) -> None:
         worked = bool(report.result and report.result.worked)
         if not (worked or report.error or (not report.ran and report.skipped)):
             return
+        line = report.line()
+        if not worked and said.get(report.duty) == line:
+            return
+        said[report.duty] = line
         stamp = datetime.now().strftime("%H:%M:%S")
         if as_json:
             emit_json({"at": stamp} | report.to_json())

@@ -28,6 +28,7 @@ Modes (what every request answers while it is set):
     refuse_all      400 for every request (a configuration the endpoint does not take)
     status:NNN      that HTTP status with an OpenAI-style error body (e.g. status:500, status:413)
     not_json        200 with a body that is not JSON
+    hostile_error   500 whose error message carries terminal escapes (ESC CSI, an OSC 52, BEL, a C1 CSI)
 When `api_key` is set, a request without `Authorization: Bearer <api_key>` gets 401, whose message
 echoes the key it was sent (as some gateways do), so a test can check it is redacted.
 """
@@ -44,6 +45,8 @@ import numpy as np
 REFUSE_MARK = "<<refuse>>"
 NAN_MARK = "<<nan>>"
 ZERO_MARK = "<<zero>>"
+# an endpoint's error text that would act on a terminal: clear the screen, set the clipboard, ring, a C1 CSI
+HOSTILE_ERROR = "upstream \x1b[2J\x1b]52;c;aGVsbG8=\x07 broke \x9b31m red"
 
 
 def vector_for(text: str, dimensions: int) -> list[float]:
@@ -141,6 +144,8 @@ class EmbedServer:
             status = int(mode.split(":", 1)[1])
             return self._send(h, status, {"error": {"message": f"the server answered {status}",
                                                     "code": f"status_{status}"}})
+        if mode == "hostile_error":
+            return self._send(h, 500, {"error": {"message": HOSTILE_ERROR, "code": "server_error"}})
         if mode == "refuse_all":
             return self._send(h, 400, {"error": {"message": "dimensions is not supported by this model",
                                                  "type": "invalid_request_error", "code": "unsupported_parameter"}})

@@ -257,13 +257,13 @@ def test_a_body_that_escapes_past_the_record_limit_is_refused_cleanly_and_a_save
 
 # -- the fault rounds, a few of each --------------------------------------------------------------------------------
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(300)
 def test_a_round_of_every_fault_leaves_a_home_that_reopens_loses_nothing_acknowledged_and_replays(tmp_path):
-    # the slowest two (a worker's first build, seven CLI processes on a read-only mount) are
-    # test_a_read_only_home_… above and bench/faults.py's, by the dozen
-    kinds = [k for k in KINDS if k not in ("kill_worker", "read_only")]
+    # the slowest (a worker's first build, seven CLI processes on a read-only mount, the app) are
+    # test_a_read_only_home_…, tests/test_leases.py and tests/test_app_slow_save.py, and bench/faults.py's
+    kinds = [k for k in KINDS if k not in ("kill_worker", "read_only", "slow_save")]
     results = run(len(kinds), kinds, seed=20250101, work=tmp_path, docs_n=400)
     ran = [r for r in results if not r.skipped]
-    assert len(ran) >= len(kinds) - 1  # disk_full needs root
+    assert len(ran) >= len(kinds) - 2  # disk_full and full_read need root
     for r in ran:
         assert r.perfect, (r.kind, r.notes)

@@ -113,31 +113,34 @@ def test_a_damaged_last_frame_the_database_applied_is_damage_not_a_torn_tail(hom
     res = cli(home, "page", "show", "ENG/P1")
     assert res.exit_code == 0 and "damaged" in res.stderr and "P1" in res.stdout
 
-    # check names the damage and what a repair would lose: the applied record the log no longer holds
+    # check names the damage and what a repair costs: the applied record the log no longer holds is given
+    # back by the database that applied it (issue 19: it used to be cut away, and P3 lost)
     res = cli(home, "log", "check")
     assert res.exit_code == 1 and "damaged" in res.stdout
-    assert f"seq {last} page.create ENG/P3" in res.stdout
-    one_line_refusal(res, "pages log damaged", f"byte offset {start:,}")
+    assert f"seq {last} (page.create ENG/P3): given back by this node's database" in res.stdout
+    one_line_refusal(res, "pages log damaged", f"byte offset {start:,}", f"past record {last - 1}")
     data = json.loads(cli(home, "log", "check", "--json").stdout)
     log = data["logs"][0]
     assert (data["ok"], log["damage"]["kind"], log["damage"]["offset"], log["valid_prefix_end"]) == (
         False, "cut", start, start)
-    assert [c["what"] for c in log["lost_if_repaired"]] == ["ENG/P3"]
+    [spot] = log["spots"]
+    assert (spot["seqs"], spot["records_lost"], spot["records_given_back"]) == ([last], 0, 1)
+    assert log["lost_if_repaired"] == [] and log["records_lost"] == 0
 
-    # repair: keep the valid prefix, move the rest aside (not a byte lost), rebuild the database
+    # repair: the log written anew with P3 given back, the damaged file kept whole, the database kept
     res = cli(home, "log", "repair", "--yes")
     assert res.exit_code == 0, res.stderr
-    assert "rebuilt" in res.stdout and "sound" in res.stdout
+    assert "rebuilt" not in res.stdout and "sound" in res.stdout and "records lost: 0" in res.stdout
     [aside] = aside_files(home)
-    assert home.log_file.read_bytes() + aside.read_bytes() == damaged
-    assert list(home.root.glob("crewlet.db.before-repair-*"))
-    assert "P3" not in titles(home)
+    assert aside.read_bytes() == damaged
+    assert not list(home.root.glob("crewlet.db.before-repair-*"))
+    assert {"P1", "P2", "P3"} <= titles(home)
 
     # the next two writes take the next seqs, and a fresh replay is the live database
     for title in ("P4", "P5"):
         assert cli(home, "page", "create", "ENG", title).exit_code == 0
-    assert [s for _, _, s in frames(home.log_file)][-3:] == [last - 1, last, last + 1]
-    assert {"P1", "P2", "P4", "P5"} <= titles(home)
+    assert [s for _, _, s in frames(home.log_file)][-3:] == [last, last + 1, last + 2]
+    assert {"P1", "P2", "P3", "P4", "P5"} <= titles(home)
     assert_replay_equals_live(home, tmp_path / "replay")
 
 
@@ -194,12 +197,15 @@ def test_a_mid_log_flip_refuses_writes_and_a_replay_applies_every_good_record_be
     res = cli(home, "log", "check", "--json")
     log = json.loads(res.stdout)["logs"][0]
     assert res.exit_code == 1 and log["damage"]["kind"] == "corrupt" and log["damage"]["seq"] == bad
-    assert log["remainder"]["intact_records"] == len(fs) - bad  # the frames after it still verify
-    assert len(log["lost_if_repaired"]) == len(fs) - bad + 1
+    [spot] = log["spots"]
+    assert spot["seqs"] == [bad] and log["records"] == len(fs) - 1  # every frame after it still verifies
+    assert (spot["records_lost"], spot["records_given_back"]) == (0, 1)  # this database applied it: given back
+    assert log["lost_if_repaired"] == []
     assert cli(home, "log", "repair", "--yes").exit_code == 0
     [aside] = aside_files(home)
-    assert home.log_file.read_bytes() + aside.read_bytes() == damaged
+    assert aside.read_bytes() == damaged
     assert cli(home, "page", "create", "ENG", "Later").exit_code == 0
+    assert {f"P{i}" for i in range(1, 7)} | {"Later"} <= titles(home)
     assert_replay_equals_live(home, tmp_path / "replay")
 
 
@@ -297,8 +303,9 @@ def test_log_repair_asks_first_and_changes_nothing_unless_told(home):
     assert home.log_file.read_bytes() == damaged and home.db_file.read_bytes() == db and not aside_files(home)
     res = cli(home, "log", "repair", "--yes", "--json")
     out = json.loads(res.stdout)
-    assert res.exit_code == 0 and out["repaired"] and out["ok"] and out["rebuilt"]
-    assert [c["what"] for c in out["lost"]] == ["ENG/P2"]
+    assert res.exit_code == 0 and out["repaired"] and out["ok"] and not out["rebuilt"]
+    assert out["lost"] == [] and out["records_lost"] == 0
+    assert [(r["how"], r["what"]) for r in out["rewritten"]] == [("recovered", "page.create ENG/P2")]
 
 
 def test_log_commands_have_help():

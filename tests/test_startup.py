@@ -242,24 +242,22 @@ async def test_the_status_lines_progress_bar_is_mounted_when_a_long_work_first_w
 
     from crewlet_tui.app import make_app
     from crewlet_tui.widgets.status import IndexState, MeaningState
+    from test_app_support import wait_screen, wait_until
 
     home, _ = example_home
     app = make_app(home, cursor_blink=False, start_indexer=False)
     async with app.run_test(size=(100, 32)) as pilot:
-        for _ in range(500):
-            await pilot.pause(0.01)
-            if type(app.screen).__name__ == "SpacesScreen":
-                break
+        # each state change shows on a later refresh, later still on a busy machine: wait for it, never a fixed pause
+        await wait_screen(pilot, "SpacesScreen")
         line = app.screen.query_one("StatusLine")
         assert not line.query(ProgressBar)
         app.index_state = IndexState("indexing", 40, 120)
-        await pilot.pause(0.05)
+        await wait_until(pilot, lambda: line.query_one("#status-progress", ProgressBar).display, what="the bar shown")
         bar = line.query_one("#status-progress", ProgressBar)
-        assert bar.display and (bar.progress, bar.total) == (40, 120)
+        await wait_until(pilot, lambda: (bar.progress, bar.total) == (40, 120), what="the index's progress")
         assert bar.region.width == 14 and bar.region.y == line.region.y   # on the status line, as styled
         app.index_state = IndexState("current", 120, 120, 5, 5)
-        await pilot.pause(0.05)
-        assert not bar.display
+        await wait_until(pilot, lambda: not bar.display, what="the bar hidden")
         app.meaning_state = MeaningState("training", 10, 20, 3, 9)
-        await pilot.pause(0.05)
+        await wait_until(pilot, lambda: bar.display and (bar.progress, bar.total) == (3, 9), what="the training's progress")
         assert bar.display and (bar.progress, bar.total) == (3, 9) and len(line.query(ProgressBar)) == 1

@@ -415,4 +415,21 @@ def semantic_status(node: Any) -> dict[str, Any]:
     out |= {"provider": provider.space.provider, "model": provider.space.model,
             "dimensions": provider.space.dimensions} | cov.to_json()
     out["warning"] = cov.share < COVERAGE_WARNING
+    out["held_pages"] = held_pages(node, provider.fingerprint) if cov.held else []
     return out
+
+
+HELD_LISTED = 20   # held pages named by `index status` (--json lists as many)
+
+
+def held_pages(node: Any, fingerprint: str | None = None, limit: int = HELD_LISTED) -> list[dict[str, Any]]:
+    """The pages the provider refused, by name: what `crewlet index status` shows of them (the events name
+    only the latest, by id)."""
+    with node.lock:
+        rows = node.conn.execute(
+            "SELECT p.id, p.container, p.title, h.reason, h.refused_at, h.held_until, h.bytes FROM embed_holds h "
+            "JOIN pages p ON p.id = h.source_id WHERE p.trashed_at IS NULL AND h.revision = p.revision"
+            + (" AND h.fingerprint = ?" if fingerprint else "") + " ORDER BY p.container, p.title LIMIT ?",
+            ((fingerprint, limit) if fingerprint else (limit,))).fetchall()
+    return [{"page_id": r["id"], "container": r["container"], "title": r["title"], "reason": r["reason"],
+             "refused_at": r["refused_at"], "held_until": r["held_until"], "bytes": r["bytes"]} for r in rows]

@@ -6,14 +6,15 @@ remainder into a file beside the log and never deletes a byte.
 """
 from __future__ import annotations
 
-import fcntl
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..durable import fsync_dir
 from .filelog import FileLog, LogCorrupt, LogDamage, LogGap, LogMismatch, _sync_fd
-from .framing import Frame, FrameScanner, FrameStatus, Stop, find_frame_fd, frame_digest, read_frame
+from .framing import Frame, FrameStatus, Garbage, Stop, frame_digest
 from .record import Record
 
 
@@ -62,8 +63,7 @@ def locate_applied(flog: FileLog, applied: Applied) -> Frame | None:
 
 
 def _locate_by_scan(flog: FileLog, applied: Applied, where: str) -> Frame:
-    scanner = FrameScanner(flog._handle(), 0)
-    for frame in scanner:
+    for frame in flog.frames(0):
         if frame.end == applied.end:
             if frame.seq != applied.seq:
                 break
@@ -75,29 +75,65 @@ def _locate_by_scan(flog: FileLog, applied: Applied, where: str) -> Frame:
 
 
 @dataclass
-class Remainder:
-    """What lies past the valid prefix of a damaged log."""
+class Spot:
+    """One damaged place in a log, as the resynchronising reader found it.
 
+    `kind`: corrupt (bytes that are no frame), undecodable (a frame that verifies but is no record),
+    duplicate (a second copy of a frame already read: costs nothing), repeat (another record claiming a seq
+    already read), gap (seqs missing, no bytes where they were), cut (records the database — or a peer —
+    applied that the file no longer holds at its end)."""
+
+    kind: str
     offset: int
-    size: int                     # bytes from the cut to the end of the file
-    intact: int                   # frames past the cut that still verify (their records leave the log too)
-    first_seq: int | None = None
-    last_seq: int | None = None
+    end: int                      # bytes [offset, end) a repair takes out of the log (kept aside); == offset for a gap
+    seqs: tuple[int, ...] = ()    # the records the log no longer holds here: a repair writes each again at its seq
+    reason: str = ""
+    dropped: int = 0              # records taken out that claim no seq of their own (a repeat's second record)
+    copy_of: int | None = None    # duplicate / repeat: the seq it repeats
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "offset": self.offset, "end": self.end, "bytes": self.end - self.offset,
+                "seqs": list(self.seqs), "reason": self.reason, "dropped": self.dropped, "copy_of": self.copy_of}
+
+    def describe(self) -> str:
+        where = f"byte offset {self.offset:,}"
+        if self.kind == "duplicate":
+            return f"a second copy of seq {self.copy_of} at {where} ({self.end - self.offset:,} bytes)"
+        if self.kind == "repeat":
+            return f"another record claiming seq {self.copy_of} at {where}"
+        what = _seq_text(self.seqs)
+        if self.kind == "gap":
+            return f"{what} missing before {where}"
+        if self.kind == "cut":
+            return f"{what} applied but no longer in the log, from {where}"
+        if self.kind == "undecodable":
+            return f"{what} at {where} verifies but is not a record ({self.reason})"
+        held = f", where {what} stood" if self.seqs else " (no record was there)"
+        return f"{self.end - self.offset:,} damaged bytes at {where}{held} ({self.reason})"
+
+
+def _seq_text(seqs: tuple[int, ...]) -> str:
+    if not seqs:
+        return "no record"
+    if len(seqs) == 1:
+        return f"seq {seqs[0]}"
+    return f"seqs {seqs[0]}–{seqs[-1]}"
 
 
 @dataclass
 class LogHealth:
     path: Path
     size: int
-    records: int                  # frames in the valid prefix (seq 1..last_seq)
-    last_seq: int
-    end: int                      # byte offset where the valid prefix ends
+    records: int                  # intact records the log holds (what a repair keeps as they are)
+    last_seq: int                 # the last seq of the log once repaired (intact or written again)
+    end: int                      # byte offset of the first damage (the whole file when sound): the valid prefix
     applied: Applied
-    damage: LogDamage | None = None        # the first damage in the log itself
-    remainder: Remainder | None = None     # past the damage
+    damage: LogDamage | None = None        # the first damage in the log itself, as a reader meets it
+    spots: list[Spot] = field(default_factory=list)   # every damaged place, in file order
     torn_tail: int = 0            # bytes of an interrupted append lying wholly past what was applied (not damage)
-    applied_problem: LogMismatch | None = None  # the database disagrees with the valid prefix
-    op_ids: set[str] = field(default_factory=set)  # of the valid prefix
+    applied_problem: LogMismatch | None = None  # the database disagrees with the log (not explained by damage)
+    op_ids: set[str] = field(default_factory=set)  # of the intact records
+    prefix_records: int = 0       # intact records before the first damage
 
     @property
     def sound(self) -> bool:
@@ -105,130 +141,218 @@ class LogHealth:
 
     @property
     def applied_past_cut(self) -> bool:
-        """Does the database hold anything the valid prefix does not (so it must be rebuilt)?"""
+        """Does the database disagree with the log in a way no repair of the log mends (it must be rebuilt)?"""
         return self.applied_problem is not None
 
+    @property
+    def lost_seqs(self) -> list[int]:
+        """The seqs whose records the log no longer holds (each written again by a repair)."""
+        return [seq for spot in self.spots for seq in spot.seqs]
 
-def inspect(flog: FileLog, applied: Applied, *, collect_op_ids: bool = False) -> LogHealth:
-    """Read every frame: the longest valid prefix (contiguous seqs from 1, every body a record),
-    the first damage past it and what it would cost to cut there, and whether the database's
-    position agrees with the prefix."""
-    fd = flog._handle()
-    size = os.fstat(fd).st_size
-    scanner = FrameScanner(fd, 0)
-    last = end = records = 0
-    damage: LogDamage | None = None
-    applied_frame: Frame | None = None
-    op_ids: set[str] = set()
-    for frame in scanner:
-        if frame.seq != last + 1:
-            damage = LogGap(flog.path, frame.offset, last + 1, frame.seq)
-            break
+
+def walk(flog: FileLog, applied: Applied, *, others_applied: int = 0) -> Iterator[tuple[str, Any]]:
+    """The log as a repair sees it, in order: ("keep", (frame, record)) for every intact record at its place,
+    ("spot", Spot) for every damaged place (just before the frame that follows it), and at the end ("torn",
+    Garbage) when an interrupted append follows everything applied. `others_applied`: the furthest seq another
+    node applied (their records are never an interrupted append). The one reader both `inspect` and the
+    repair's writer use, so the two never disagree."""
+    expected = 1
+    pending: Garbage | None = None
+    offsets: list[int] = []       # where each seq's intact frame starts (seq - 1): a repeat is compared with it
+    for item in flog.resync(0):
+        if isinstance(item, Garbage):
+            if item.torn:
+                applied_hi = max(applied.seq, others_applied)
+                if applied_hi >= expected or applied.end > item.offset:
+                    yield "spot", Spot("cut", item.offset, item.end, tuple(range(expected, applied_hi + 1)),
+                                       f"the file ends in {item.end - item.offset:,} bytes that are no frame "
+                                       f"({item.reason}), where records were applied")
+                    expected = applied_hi + 1
+                else:
+                    yield "torn", item
+                pending = None
+                break
+            pending = item
+            continue
+        frame = item
+        if frame.seq < expected:
+            if pending is not None:
+                yield "spot", Spot("corrupt", pending.offset, pending.end, (), pending.reason)
+                pending = None
+            at = offsets[frame.seq - 1] if 0 < frame.seq <= len(offsets) else -1
+            kept = flog.frame_at(at) if at >= 0 else None
+            if isinstance(kept, Frame) and kept.body == frame.body:
+                yield "spot", Spot("duplicate", frame.offset, frame.end, (), "an exact copy", copy_of=frame.seq)
+            else:
+                yield "spot", Spot("repeat", frame.offset, frame.end, (), "a second record with a seq already read",
+                                   dropped=1, copy_of=frame.seq)
+            continue
+        if frame.seq > expected:
+            missing = tuple(range(expected, frame.seq))
+            if pending is not None:
+                yield "spot", Spot("corrupt", pending.offset, pending.end, missing, pending.reason)
+            else:
+                yield "spot", Spot("gap", frame.offset, frame.offset, missing, "seqs skipped")
+            offsets.extend([-1] * len(missing))
+        elif pending is not None:
+            yield "spot", Spot("corrupt", pending.offset, pending.end, (), pending.reason)
+        pending = None
+        offsets.append(frame.offset)
+        expected = frame.seq + 1
         try:
             record = Record.from_body(frame.body, frame.seq)
         except ValueError as e:
-            damage = LogCorrupt(flog.path, frame.offset, frame.seq, f"undecodable record body: {e}")
-            break
-        if collect_op_ids:
-            op_ids.add(record.op_id)
-        last, end, records = frame.seq, frame.end, records + 1
-        if frame.end == applied.end:
-            applied_frame = frame
+            offsets[-1] = -1
+            yield "spot", Spot("undecodable", frame.offset, frame.end, (frame.seq,), str(e))
+            continue
+        yield "keep", (frame, record)
+    applied_hi = max(applied.seq, others_applied)
+    if applied_hi >= expected:
+        end = flog.size()
+        yield "spot", Spot("cut", end, end, tuple(range(expected, applied_hi + 1)),
+                           "the log ends before records that were applied")
+
+
+def inspect(flog: FileLog, applied: Applied, *, collect_op_ids: bool = False, others_applied: int = 0) -> LogHealth:
+    """Read every frame, resynchronising past damage: every intact record, every damaged place and what it
+    costs, an interrupted append at the end (not damage), and whether the database's position agrees with
+    the log (its seq's record, by digest: a repair may have moved it to another offset)."""
+    size = flog.size()
+    records = last = prefix = 0
+    first_damage: int | None = None
+    damage: LogDamage | None = None
+    spots: list[Spot] = []
     torn = 0
-    if damage is None:
-        stop = scanner.stop
-        assert stop is not None
-        if stop.status is FrameStatus.CORRUPT:
-            damage = LogCorrupt(flog.path, stop.offset, last + 1, stop.reason, stop.next_frame, seq_inferred=True)
-        elif stop.status is FrameStatus.TORN:
-            if stop.offset < applied.end:
-                damage = LogMismatch(
-                    flog.path, stop.offset, last + 1,
-                    f"the last frame (from byte offset {stop.offset}, expected seq {last + 1}) is damaged "
-                    f"({stop.reason}), but the database applied the log through byte offset {applied.end}: "
-                    "not an interrupted append", kind="cut")
-            else:
-                torn = stop.torn_bytes
-    health = LogHealth(flog.path, size, records, last, end, applied, damage=damage, torn_tail=torn, op_ids=op_ids)
-    if damage is not None:
-        health.remainder = _remainder(fd, end, size)
+    op_ids: set[str] = set()
+    applied_frame: Frame | None = None
+    for what, item in walk(flog, applied, others_applied=others_applied):
+        if what == "keep":
+            frame, record = item
+            records += 1
+            last = max(last, frame.seq)
+            if first_damage is None:
+                prefix += 1
+            if collect_op_ids:
+                op_ids.add(record.op_id)
+            if frame.seq == applied.seq:
+                applied_frame = frame
+        elif what == "spot":
+            spots.append(item)
+            if item.seqs:
+                last = max(last, item.seqs[-1])
+            if first_damage is None:
+                first_damage = item.offset
+                damage = _as_damage(flog.path, item, prefix)
+        else:
+            torn = item.end - item.offset
+    end = first_damage if first_damage is not None else size - torn
+    health = LogHealth(flog.path, size, records, last, end, applied, damage=damage, spots=spots, torn_tail=torn,
+                       op_ids=op_ids, prefix_records=prefix)
     health.applied_problem = _applied_problem(flog.path, applied, health, applied_frame)
     return health
 
 
+def _as_damage(path: Path, spot: Spot, prefix: int) -> LogDamage:
+    """The first damaged place, as the error a reader of the log meets there."""
+    if spot.kind in ("duplicate", "repeat"):
+        return LogGap(path, spot.offset, prefix + 1, spot.copy_of or prefix)
+    if spot.kind == "gap":
+        return LogGap(path, spot.offset, prefix + 1, spot.seqs[-1] + 1)
+    if spot.kind == "undecodable":
+        return LogCorrupt(path, spot.offset, spot.seqs[0], f"undecodable record body: {spot.reason}")
+    if spot.kind == "cut":
+        return LogMismatch(path, spot.offset, prefix + 1,
+                           f"the log ends at byte offset {spot.offset:,} in damaged or missing frames (from expected seq "
+                           f"{prefix + 1}), but records through seq {spot.seqs[-1]} were applied: not an interrupted "
+                           "append", kind="cut")
+    return LogCorrupt(path, spot.offset, prefix + 1, spot.reason, spot.end, seq_inferred=True)
+
+
 def _applied_problem(path: Path, applied: Applied, health: LogHealth, frame: Frame | None) -> LogMismatch | None:
+    """The database's position against the log: fine when the log holds its last record (the same digest,
+    wherever it now is), or when that record is one of the damaged ones (a repair writes it again)."""
     if applied.nothing:
         return None
-    if applied.end > health.end:
-        return LogMismatch(path, health.end, applied.seq,
-                           f"the database applied the log through seq {applied.seq} (byte offset {applied.end}), "
-                           f"past the valid prefix (seq {health.last_seq}, byte offset {health.end})", kind="cut")
-    if frame is None or frame.seq != applied.seq:
+    if applied.seq in set(health.lost_seqs):
+        return None
+    if frame is None:
+        return LogMismatch(path, applied.end, applied.seq,
+                           f"the database's position (seq {applied.seq}, byte offset {applied.end}) names a record "
+                           "the log does not hold")
+    if applied.digest is not None:
+        if frame_digest(frame.body) != applied.digest:
+            return LogMismatch(path, frame.offset, applied.seq,
+                               f"the log holds another record as seq {applied.seq} than the one the database applied")
+        return None
+    if frame.end != applied.end:
         return LogMismatch(path, applied.end, applied.seq,
                            f"the database's position (seq {applied.seq}, byte offset {applied.end}) is not the end "
                            "of that record in the log")
-    if (applied.start is not None and frame.offset != applied.start) or (
-            applied.digest is not None and frame_digest(frame.body) != applied.digest):
-        return LogMismatch(path, frame.offset, applied.seq,
-                           f"the log holds another record as seq {applied.seq} than the one the database applied")
     return None
-
-
-def _remainder(fd: int, cut: int, size: int) -> Remainder:
-    """Count the frames past the cut that still verify, resynchronising past garbage."""
-    rem = Remainder(cut, size - cut, 0)
-    pos = cut
-    while pos < size:
-        got = read_frame(fd, pos)
-        if isinstance(got, Frame):
-            rem.intact += 1
-            rem.first_seq = got.seq if rem.first_seq is None else rem.first_seq
-            rem.last_seq = got.seq
-            pos = got.end
-            continue
-        nxt = find_frame_fd(fd, pos + 1)
-        if nxt is None:
-            break
-        pos = nxt
-    return rem
 
 
 def cut_aside(flog: FileLog, cut: int, dest: Path, *, expect_size: int) -> int:
     """Copy the bytes from `cut` to the end of the log into `dest` (a new file, synced), then
     truncate the log to `cut`. Holds the writers' lock throughout, and refuses if the file is no
     longer `expect_size` bytes (it changed since it was inspected). Returns the bytes moved."""
-    with flog._mutex:
-        flog._make_writable()
-        fd = flog._handle()
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with flog.locked() as fd:
+        size = os.fstat(fd).st_size
+        if size != expect_size:
+            raise LogMismatch(flog.path, cut, None,
+                              f"the log changed while the repair was being decided ({expect_size:,} bytes, now "
+                              f"{size:,}): nothing was moved — run the repair again", kind="changed")
+        moved = 0
+        out = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
         try:
-            size = os.fstat(fd).st_size
-            if size != expect_size:
-                raise LogMismatch(flog.path, cut, None,
-                                  f"the log changed while the repair was being decided ({expect_size:,} bytes, now "
-                                  f"{size:,}): nothing was moved — run the repair again", kind="changed")
-            moved = 0
-            out = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
-            try:
-                pos = cut
-                while pos < size:
-                    chunk = os.pread(fd, min(1 << 20, size - pos), pos)
-                    if not chunk:
-                        break
-                    view = memoryview(chunk)
-                    while view:
-                        n = os.write(out, view)
-                        view = view[n:]
-                    pos += len(chunk)
-                    moved += len(chunk)
-                _sync_fd(out)
-            finally:
-                os.close(out)
-            fsync_dir(dest.parent)
-            # Only once the copy is durable does the log give the bytes up.
-            os.ftruncate(fd, cut)
-            _sync_fd(fd)
-            flog._end, flog._last = 0, 0  # rescanned from the start on the next use
-            return moved
+            pos = cut
+            while pos < size:
+                chunk = os.pread(fd, min(1 << 20, size - pos), pos)
+                if not chunk:
+                    break
+                view = memoryview(chunk)
+                while view:
+                    n = os.write(out, view)
+                    view = view[n:]
+                pos += len(chunk)
+                moved += len(chunk)
+            _sync_fd(out)
         finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(out)
+        fsync_dir(dest.parent)
+        # Only once the copy is durable does the log give the bytes up.
+        os.ftruncate(fd, cut)
+        _sync_fd(fd)
+        flog.forget()  # rescanned from the start on the next use
+        return moved
+
+
+def verify_sound(flog: FileLog, mark: dict[str, Any] | None) -> dict[str, Any]:
+    """Is the whole log sound — every frame verifying, seqs contiguous from 1 (an interrupted append at the end
+    is no damage)? Raises the first damage (LogCorrupt, LogGap); returns the mark to keep for next time.
+
+    Every command checks this at open, so a flipped bit behind what the database applied is said by a read
+    too, not only by the next write. A full scan costs about 5 µs a record, so the answer is remembered as a
+    mark (the file's identity, size and modification time, and its last frame): a log unchanged since is not
+    read again, one that only grew is read from the last frame on (once that frame is found unchanged)."""
+    st = flog.stat()
+    ident = [st.st_dev, st.st_ino]
+    if mark and mark.get("ident") == ident and mark.get("size") == st.st_size and mark.get("mtime_ns") == st.st_mtime_ns:
+        return mark
+    start, seq, last = 0, 0, None
+    if mark and mark.get("ident") == ident and st.st_size > int(mark.get("size", 0)) and mark.get("last_start") is not None:
+        got = flog.frame_at(int(mark["last_start"]))
+        if (isinstance(got, Frame) and got.seq == mark.get("seq") and got.end == mark.get("end")
+                and frame_digest(got.body) == mark.get("digest")):
+            start, seq, last = got.end, got.seq, got
+    scanner = flog.frames(start)
+    for frame in scanner:
+        if frame.seq != seq + 1:
+            raise LogGap(flog.path, frame.offset, seq + 1, frame.seq)
+        seq, last = frame.seq, frame
+    stop = scanner.stop
+    assert stop is not None
+    if stop.status is FrameStatus.CORRUPT:
+        raise LogCorrupt(flog.path, stop.offset, seq + 1, stop.reason, stop.next_frame, seq_inferred=True)
+    return {"ident": ident, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "seq": seq,
+            "last_start": last.offset if last is not None else None, "end": last.end if last is not None else 0,
+            "digest": frame_digest(last.body) if last is not None else None}

@@ -18,16 +18,21 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import json
 import logging
 import os
 import sys
 import threading
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from ..durable import fsync_dir
-from .framing import HEADER_SIZE, MAX_BODY, Frame, FrameScanner, FrameStatus, Stop, frame_header, read_frame
+from ..process import Holder
+from .framing import (HEADER_SIZE, MAX_BODY, Frame, FrameScanner, FrameStatus, Garbage, Stop, frame_header, read_frame,
+                      resync)
 from .record import Record
 
 logger = logging.getLogger(__name__)
@@ -36,7 +41,18 @@ logger = logging.getLogger(__name__)
 # than one a frame (a batch of 1,000 records paid 1,000 syscalls).
 WRITE_BYTES = 1 << 20
 
-REPAIR_HINT = "`crewlet log check` names the damage and `crewlet log repair` keeps the valid prefix"
+REPAIR_HINT = ("run `crewlet log check` (it names the damage and what a repair costs); `crewlet log repair` keeps "
+               "every intact record")
+
+# A writer waiting for the log's lock (another process appends, or repairs) says so once after
+# LOCK_NOTICE_S, naming the holder, and gives up after LOCK_WAIT_S with nothing written (LogBusy): an
+# append holds the lock for milliseconds, a large import's batch for about a second, so half a minute
+# means the holder is stuck (stopped in a debugger, a hung network filesystem), not busy.
+LOCK_NOTICE_S = 1.0
+LOCK_WAIT_S = 30.0
+# the holder of a log's lock writes who it is here (beside the log), so a waiter can name it
+HOLDER_SUFFIX = ".lock-holder"
+_HOLDER_BYTES = 512
 
 
 class LogDamage(Exception):
@@ -58,6 +74,14 @@ class LogDamage(Exception):
         self.rescued_to: str | None = None  # where a refused save's text was kept, if one was
         # how to fix it, said after the damage (a node of a shared directory may also adopt a snapshot)
         self.fix = REPAIR_HINT
+        # the last record read intact before the damage ("damaged past record N"); None when unknown
+        self.good_through: int | None = max(0, seq - 1) if seq is not None else None
+
+    def line(self) -> str:
+        """The one line every command says over this damage: past which record, what, and what to run."""
+        good = self.good_through
+        past = f" past record {good}" if good is not None and self.kind != "diverged" else ""
+        return f"the log is damaged{past}: {self} — writes are refused; {self.fix}"
 
 
 class LogCorrupt(LogDamage):
@@ -113,6 +137,7 @@ class LogGap(LogDamage):
         )
         self.expected = expected
         self.found = found
+        self.good_through = expected - 1 if isinstance(expected, int) else None
 
 
 class LogMismatch(LogDamage):
@@ -138,6 +163,17 @@ class RecordTooLarge(ValueError):
         )
         self.record = record
         self.size = size
+
+
+class LogBusy(Exception):
+    """Another process held the log's lock for longer than the writer waits (LOCK_WAIT_S): nothing was
+    appended."""
+
+    def __init__(self, path: Path, waited: float, holder: str) -> None:
+        super().__init__(f"{path}: {holder} has held the log's lock for over {waited:.0f} s — nothing was written; "
+                         "retry once it is done (or stop it)")
+        self.path = path
+        self.holder = holder
 
 
 class LogFailed(Exception):
@@ -208,6 +244,11 @@ class FileLog:
         # file shorter than any cache past it, which is noticed).
         self._end = 0
         self._last = 0
+        # said once when a writer has waited LOCK_NOTICE_S for the lock (None: a warning on this module's
+        # logger, which the CLI prints on stderr); the wait is given up after `lock_wait_s`
+        self.on_lock_wait: Callable[[str], None] | None = None
+        self.lock_wait_s = LOCK_WAIT_S
+        self._holder_fd: int | None = None
         self._open()
 
     # --- lifecycle -------------------------------------------------------------------------------
@@ -267,8 +308,11 @@ class FileLog:
     def close(self) -> None:
         with self._mutex:
             fd, self._fd = self._fd, None
-            if fd is not None and self._pid == os.getpid():
-                os.close(fd)
+            hfd, self._holder_fd = self._holder_fd, None
+            if self._pid == os.getpid():
+                for d in (fd, hfd):
+                    if d is not None:
+                        os.close(d)
 
     def __del__(self) -> None:
         # Instances are cheap to create ad hoc; do not leak a descriptor per forgotten one.
@@ -288,6 +332,96 @@ class FileLog:
 
     def size(self) -> int:
         return os.fstat(self._handle()).st_size
+
+    def stat(self) -> os.stat_result:
+        """The open file's stat (what `crewlet` remembers of a log it verified)."""
+        return os.fstat(self._handle())
+
+    def replaced(self) -> bool:
+        """Does the path name another file than the one this process reads (a repair wrote the log anew, or
+        the home joined a shared directory)? Then the log must be opened again."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return True
+        held = os.fstat(self._handle())
+        return (st.st_dev, st.st_ino) != (held.st_dev, held.st_ino)
+
+    # --- the writers' lock -----------------------------------------------------------------------
+
+    @contextmanager
+    def locked(self) -> Iterator[int]:
+        """Hold the writers' lock (an exclusive flock of the log file, reopened for writing): no append of any
+        process lands meanwhile. Yields the descriptor. Waits as an append waits (says so after
+        LOCK_NOTICE_S, gives up after `lock_wait_s` with LogBusy)."""
+        with self._mutex:
+            self._make_writable()
+            fd = self._handle()
+            self._lock(fd)
+            try:
+                yield fd
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+
+    @property
+    def holder_path(self) -> Path:
+        return self.path.with_name(self.path.name + HOLDER_SUFFIX)
+
+    def _lock(self, fd: int) -> None:
+        """Take the exclusive flock, polling once it is held elsewhere (a blocking flock cannot be given up)."""
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._wait_for_lock(fd)
+        self._say_holder()
+
+    def _wait_for_lock(self, fd: int) -> None:
+        started = time.monotonic()
+        said = False
+        delay = 0.0005
+        while True:
+            time.sleep(delay)
+            delay = min(delay * 2, 0.02)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                pass
+            waited = time.monotonic() - started
+            if not said and waited >= LOCK_NOTICE_S:
+                said = True
+                notice = f"waiting for the lock of {self.path}: {self.lock_holder()} holds it"
+                if self.on_lock_wait is not None:
+                    self.on_lock_wait(notice)
+                else:
+                    logger.warning("%s", notice)
+            if waited >= self.lock_wait_s:
+                raise LogBusy(self.path, waited, self.lock_holder())
+
+    def _say_holder(self) -> None:
+        """Under the lock: write who holds it beside the log (one pwrite; best effort — a waiter that cannot
+        read it says "another process")."""
+        try:
+            if self._holder_fd is None:
+                self._holder_fd = os.open(self.holder_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+            data = json.dumps(Holder.me().to_json() | {"since_ms": time.time_ns() // 1_000_000}).encode("utf-8")
+            os.pwrite(self._holder_fd, data.ljust(_HOLDER_BYTES)[:_HOLDER_BYTES], 0)
+        except OSError:
+            pass
+
+    def lock_holder(self) -> str:
+        """Who holds the writers' lock, as the holder wrote it (pid and for how long)."""
+        try:
+            with open(self.holder_path, "rb") as fh:
+                data = json.loads(fh.read(_HOLDER_BYTES).decode("utf-8").strip() or "{}")
+        except (OSError, ValueError):
+            return "another process"
+        holder = Holder.from_json(data)
+        if holder is None:
+            return "another process"
+        since = data.get("since_ms")
+        held = f" for {max(0, time.time_ns() // 1_000_000 - int(since)) / 1000:.0f} s" if since else ""
+        return f"{holder.describe()}{held}"
 
     # --- writing ---------------------------------------------------------------------------------
 
@@ -333,7 +467,7 @@ class FileLog:
             fd = self._handle()
             if self._failed is not None:
                 raise self._failed_error()
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            self._lock(fd)
             try:
                 self._check_same_file(fd)
                 pos, seq = self._catch_up(fd, repair=True, keep_through=keep_through, guard=guard)
@@ -476,6 +610,20 @@ class FileLog:
 
     # --- reading ---------------------------------------------------------------------------------
 
+    def resync(self, offset: int = 0) -> Iterator[Frame | Garbage]:
+        """Every verified frame from `offset` and every run of bytes between them that is no frame (see
+        `framing.resync`): the reader `crewlet log check` and `repair` use. Never raises for damage."""
+        return resync(self._handle(), offset)
+
+    def frames(self, offset: int = 0) -> FrameScanner:
+        """The verified frames from a frame boundary, to the first thing that is not one (its `stop` says
+        what that was). No seq is checked, no body decoded."""
+        return FrameScanner(self._handle(), offset)
+
+    def read_bytes(self, offset: int, n: int) -> bytes:
+        """Up to `n` raw bytes of the file at `offset` (what a damaged frame still says)."""
+        return os.pread(self._handle(), n, offset)
+
     def frame_at(self, offset: int) -> Frame | Stop:
         """The verified frame starting at `offset`, or why there is none (straight from the file)."""
         return read_frame(self._handle(), offset)
@@ -558,6 +706,12 @@ class FileLog:
             # boundary teach the cache: the next append need not scan them again.
             if prev is not None and verified_start:
                 self._remember(last_end, prev)
+
+    def forget(self) -> None:
+        """Drop what this instance knows of the file (a boundary and its seq): the next use scans from the
+        start. For a caller that changed the file under the lock (a repair)."""
+        with self._mutex:
+            self._end, self._last = 0, 0
 
     def _remember(self, end: int, last: int) -> None:
         with self._mutex:

@@ -259,6 +259,41 @@ def read_frame(fd: int, offset: int) -> Frame | Stop:
     return Stop(FrameStatus.CORRUPT, offset, os.fstat(fd).st_size, next_frame=nxt, reason=again)
 
 
+@dataclass(frozen=True, slots=True)
+class Garbage:
+    """Bytes `[offset, end)` of a file that are no frame: a damaged frame (or junk) that a resynchronising
+    reader stepped over. `torn`: nothing valid follows them (they run to the end of the file)."""
+
+    offset: int
+    end: int
+    reason: str
+    torn: bool = False
+
+
+def resync(fd: int, offset: int = 0) -> Iterator[Frame | Garbage]:
+    """Every verified frame of the file from `offset`, in order, and between them every run of bytes that
+    is no frame, as a `Garbage` — the way LevelDB's log reader skips a bad block: the reader resynchronises
+    on the next offset where a whole frame verifies (MAGIC, a length in range, the CRC over length, seq and
+    body). Which seq that frame carries (the one expected, a later one, a repeat) is the caller's to judge.
+    Never raises for damage; used by `crewlet log check` and `repair`, not by the appliers, which stop at
+    the first damage."""
+    pos = offset
+    while True:
+        scanner = FrameScanner(fd, pos)
+        for frame in scanner:
+            yield frame
+        stop = scanner.stop
+        assert stop is not None
+        if stop.status is FrameStatus.END:
+            return
+        if stop.status is FrameStatus.TORN:
+            yield Garbage(stop.offset, stop.data_end, stop.reason, torn=True)
+            return
+        assert stop.next_frame is not None
+        yield Garbage(stop.offset, stop.next_frame, stop.reason)
+        pos = stop.next_frame
+
+
 class FrameScanner:
     """Iterate the verified frames of a file from a frame-boundary offset, reading in large
     chunks. When iteration ends, `stop` says why (END, TORN or CORRUPT); judging that is left to

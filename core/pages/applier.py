@@ -468,10 +468,30 @@ def _outcome_row(o: Decision) -> tuple:
     return (o.op_id, o.seq, o.type, o.status, o.code, o.reason, _result_json(o.result) if o.result else None)
 
 
+LOST = "log.lost"   # a repair's tombstone (core/recover.py)
+
+
+def _lost(rec: Record) -> Decision:
+    """A tombstone a repair wrote where record `seq` was: "record N was lost" — or, when a database that
+    applied a refused or no-op record gave back the outcome it was given, that very outcome (every node then
+    stores the same row as the node that applied the original)."""
+    p = rec.payload
+    kept = p.get("outcome")
+    if isinstance(kept, dict):
+        result = kept.get("result")
+        return Decision(rec.op_id, rec.seq, str(kept["type"]), str(kept["status"]), kept.get("code"), kept.get("reason"),
+                        dict(result) if isinstance(result, dict) else {})
+    why = str(p.get("why") or "damaged in the log")
+    was = f" ({p['was']})" if p.get("was") else ""
+    return Decision(rec.op_id, rec.seq, LOST, "lost", "lost", f"record {rec.seq} was lost from the log{was}: {why}")
+
+
 def _decide(conn: Connection, rec: Record, handlers: dict[str, Callable[[Connection, Record], dict[str, Any]]] = HANDLERS
             ) -> Decision:
     """Run a record's handler. A handler refuses (or finds nothing to do) BEFORE its first write, so a
     _Refuse or _Noop leaves no row behind and needs no savepoint; anything else propagates."""
+    if rec.type == LOST:
+        return _lost(rec)
     handler = handlers.get(rec.type)
     try:
         if handler is None:

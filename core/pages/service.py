@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import re
 import uuid
 from dataclasses import dataclass
@@ -239,8 +240,15 @@ class KnowledgeBase:
             self._fail_keeping(exc, row["id"], int(base_revision), body)
         if out.status == "refused":
             if out.code == "stale_revision":
-                rescued = self._rescue(row["id"], int(base_revision), body)
                 current = self._row(row["id"])["revision"]
+                try:
+                    rescued = self._rescue(row["id"], int(base_revision), body)
+                except (OSError, Refused) as why:
+                    refused = StaleRevision(f"{out.reason} (your text was kept nowhere — {self.node.home.rescue_dir} "
+                                            f"could not take it: {why}; it is printed instead)",
+                                            base_revision=int(base_revision), current_revision=current, your_body=body)
+                    refused.details["kept_nowhere"] = True
+                    raise refused from None
                 raise StaleRevision(f"{out.reason} (your text is kept in {rescued})", base_revision=int(base_revision),
                                     current_revision=current, your_body=body, rescued_to=str(rescued))
             cls = NotFound if out.code in ("not_found", "purged") else Refused
@@ -248,7 +256,12 @@ class KnowledgeBase:
         return self._resolve(row["id"])
 
     def _refuse_keeping(self, exc: Refused | NotFound, ref: str, base: int, body: str) -> None:
-        rescued = self._rescue(ref, base, body)
+        try:
+            rescued = self._rescue(ref, base, body)
+        except (OSError, Refused) as why:
+            raise type(exc)(f"{exc} (your text was kept nowhere — {self.node.home.rescue_dir} could not take it: "
+                            f"{why}; it is printed instead)", code=exc.code,
+                            **(exc.details | {"kept_nowhere": True, "your_body": body})) from None
         exc.details["rescued_to"] = str(rescued)
         raise type(exc)(f"{exc} (your text is kept in {rescued})", code=exc.code, **exc.details) from None
 
@@ -257,9 +270,12 @@ class KnowledgeBase:
             rescued = self._rescue(page_id, base, body)
         except (OSError, Refused) as why:  # a full or read-only disk may refuse the rescue too
             if isinstance(exc, LogDamage):
+                exc.kept_nowhere = body  # type: ignore[attr-defined]  (the CLI prints it, the app keeps it)
                 raise exc
-            raise type(exc)(f"{exc} (your text could not be kept under {self.node.home.rescue_dir}: {why})",
-                            code=exc.code, **exc.details) from None
+            # nothing half-written is left under rescued/: the text goes back to the caller whole, to print
+            raise type(exc)(f"{exc} (your text was kept nowhere — {self.node.home.rescue_dir} could not take it: "
+                            f"{why}; it is printed instead)", code=exc.code,
+                            **(exc.details | {"kept_nowhere": True, "your_body": body})) from None
         if isinstance(exc, LogDamage):
             exc.rescued_to = str(rescued)  # the damage is what is said; the text is kept all the same
             raise exc
@@ -267,20 +283,36 @@ class KnowledgeBase:
                         **(exc.details | {"rescued_to": str(rescued)})) from None
 
     def _rescue(self, page_id: str, base: int, body: str) -> Any:
+        """Keep a refused text under rescued/, whole or not at all: it is written under a hidden name, synced,
+        and only then given its own (a full disk used to leave 0-byte or cut-off copies that looked kept).
+        Raises OSError when the text could not be kept."""
         rescue = self.node.home.rescue_dir
         rescue.mkdir(parents=True, exist_ok=True)
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", page_id)[:80]
+        data = body.encode("utf-8")
         # a file per refusal: two writers refused in the same millisecond must not share one, so the
-        # name carries the text's digest, and an exclusive create counts up past any name already taken
-        stem = f"{safe}-from-r{base}-{now_ms()}-{hashlib.sha256(body.encode('utf-8')).hexdigest()[:8]}"
-        for n in range(1, 1000):
-            path = rescue / (f"{stem}.md" if n == 1 else f"{stem}-{n}.md")
-            try:
-                with open(path, "x", encoding="utf-8") as fh:
-                    fh.write(body)
-                return path
-            except FileExistsError:
-                continue
+        # name carries the text's digest, and a link that must not replace counts up past any name taken
+        stem = f"{safe}-from-r{base}-{now_ms()}-{hashlib.sha256(data).hexdigest()[:8]}"
+        partial = rescue / f".{stem}.{os.getpid()}.{os.urandom(4).hex()}.partial"
+        try:
+            with open(partial, "xb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            for n in range(1, 1000):
+                path = rescue / (f"{stem}.md" if n == 1 else f"{stem}-{n}.md")
+                try:
+                    os.link(partial, path)   # never over another rescued text
+                    return path
+                except FileExistsError:
+                    continue
+                except OSError:              # a filesystem without hard links
+                    if path.exists():
+                        continue
+                    os.rename(partial, path)
+                    return path
+        finally:
+            partial.unlink(missing_ok=True)
         raise Refused(f"could not keep the text under {rescue}: too many rescued files share one name", code="io")
 
     def rename_page(self, ref: str, new_title: str, *, actor: str | None = None) -> Page:
@@ -529,3 +561,44 @@ class KnowledgeBase:
         return [{"op_id": r["op_id"], "actor": r["actor"], "at": r["at"], "via": r["via"], "query": r["query"],
                  "pages": json.loads(r["pages"]), "backend": r["backend"], "turn": r["turn"], "phase": r["phase"]}
                 for r in rows]
+
+    # -- who read a page, and every page at once -----------------------------------------------------
+    def page_reads(self, ref: str, *, limit: int = 100, actor: str | None = None) -> list[dict[str, Any]]:
+        """The knowledge_read events that listed this page, newest first: who, how (`via`), when, the
+        page's rank in that act and the search's query."""
+        self.reader(actor)
+        row = self._row(ref)
+        needle = json.dumps(row["id"])
+        with self.node.lock:
+            rows = self.conn.execute(
+                "SELECT k.*, json_extract(j.value, '$.rank') AS page_rank FROM knowledge_reads k, json_each(k.pages) j "
+                "WHERE instr(k.pages, ?) > 0 AND json_extract(j.value, '$.id') = ? ORDER BY k.at DESC, k.op_id LIMIT ?",
+                (needle, row["id"], limit)).fetchall()
+        return [{"op_id": r["op_id"], "actor": r["actor"], "at": r["at"], "via": r["via"], "query": r["query"],
+                 "rank": r["page_rank"], "of": len(json.loads(r["pages"])), "backend": r["backend"],
+                 "turn": r["turn"], "phase": r["phase"]} for r in rows]
+
+    def catalogue(self, *, after: str | None = None, limit: int = WINDOW_MAX,
+                  actor: str | None = None) -> tuple[list[Page], str | None]:
+        """Every live page, space by space (ordered by container, then address), without bodies, in
+        windows of at most 500 with a cursor: what a browser of every page (MCP resources) reads."""
+        self.reader(actor)
+        if not 1 <= limit <= WINDOW_MAX:
+            raise Invalid(f"limit must be between 1 and {WINDOW_MAX} (got {limit})", code="invalid_limit")
+        where, args = "trashed_at IS NULL", []
+        if after:
+            address, page_id = _decode_cursor(after)
+            container, _, address = address.partition("/")
+            where += " AND (container, address, id) > (?, ?, ?)"
+            args = [container, address, page_id]
+        with self.node.lock:
+            rows = self.conn.execute(
+                "SELECT id, container, address, title, '' AS body, revision, parent_id, created_by, created_at, "
+                "saved_by, saved_at, updated_at, trashed_at, trashed_by, version, labels, "
+                "(length(trim(body, char(9,10,13,32))) = 0) AS is_folder "
+                f"FROM pages WHERE {where} ORDER BY container, address, id LIMIT ?", [*args, limit + 1]).fetchall()
+        more = len(rows) > limit
+        rows = rows[:limit]
+        cursor = (_encode_cursor(f"{rows[-1]['container']}/{rows[-1]['address']}", rows[-1]["id"])
+                  if more and rows else None)
+        return [Page.from_row(r) for r in rows], cursor

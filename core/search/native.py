@@ -85,6 +85,11 @@ class MeaningHalf:
     embeddable: int = 0
 
 
+def _held_words(held: int) -> str:
+    return (f"{held:,} page{'s are' if held != 1 else ' is'} held back: the provider refused "
+            f"{'them' if held != 1 else 'it'} (`crewlet index status` names them)")
+
+
 class NativeSearcher:
     """knowledge.Searcher over this node's rows and indexes. Thread-safe (searches are serialised)."""
 
@@ -227,12 +232,16 @@ class NativeSearcher:
         assert provider is not None
         space = provider.space.key()
         embedded, embeddable, stored = self._coverage(space)
+        held = self._held()
         half = MeaningHalf(embedded=embedded, embeddable=embeddable)
         if not stored.get(space):
-            waiting = f"{embeddable:,} page{'s' if embeddable != 1 else ''}" if embeddable else "no page"
+            waiting = embeddable - held
+            said = (f"{waiting:,} page{'s' if waiting != 1 else ''} waiting for the embedding duty — "
+                    "`crewlet worker --once` embeds them" if waiting > 0 else "")
+            if held:
+                said += ("; " if said else "") + _held_words(held)
             half.degraded, half.message = NO_EMBEDDINGS, (
-                f"no page has a vector in {provider.space.model} yet ({waiting} waiting for the embedding duty — "
-                "`crewlet worker --once` embeds them)")
+                f"no page has a vector in {provider.space.model} yet ({said or 'no page'})")
             return half
         qv = self.embedder.vector(company, text)
         if qv.vector is None:
@@ -250,8 +259,22 @@ class NativeSearcher:
                                 "the refill reaches them")
             else:
                 half.degraded = PARTIAL_COVERAGE
-                half.message = f"ranked by meaning over {share}: the rest wait for the embedding duty"
+                waiting = embeddable - embedded - held
+                rest = []
+                if waiting > 0:
+                    rest.append(f"{waiting:,} wait for the embedding duty")
+                if held:
+                    rest.append(_held_words(held))
+                half.message = f"ranked by meaning over {share}: of the rest, {' and '.join(rest) or 'none wait'}"
         return half
+
+    def _held(self) -> int:
+        """Pages whose text the provider refused (held back an hour, then offered again): said apart from those
+        that merely wait, since waiting will not bring them."""
+        with self.node.lock:
+            return int(self.node.conn.execute(
+                "SELECT count(*) FROM embed_holds h JOIN pages p ON p.id = h.source_id "
+                "WHERE p.trashed_at IS NULL AND h.revision = p.revision").fetchone()[0])
 
     def _coverage(self, space: str) -> tuple[int, int, dict[str, int]]:
         """(embedded, embeddable, sources per stored space): a join over every page and vector, so kept

@@ -39,9 +39,10 @@ WAL_SIZE_LIMIT = 64 * 1024 * 1024
 
 
 class NodeConnection(sqlite3.Connection):  # type: ignore[misc, name-defined]
-    """A connection that knows whether it was opened read-only."""
+    """A connection that knows whether it was opened read-only (and why, when not by choice)."""
 
     readonly: bool = False
+    readonly_reason: str = ""
 
 
 def writable(path: Path) -> bool:
@@ -71,14 +72,34 @@ def _open(uri: str) -> Connection:
     # isolation_level=None: we issue BEGIN ourselves, so a batch is exactly one transaction.
     conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=30.0,
                            factory=NodeConnection)
-    conn.row_factory = sqlite3.Row
-    conn.enable_load_extension(True)
-    conn.load_extension(vec_extension())
-    conn.enable_load_extension(False)
-    conn.execute("PRAGMA busy_timeout = 30000")
-    conn.execute("PRAGMA foreign_keys = ON")
-    conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
+    try:
+        conn.row_factory = sqlite3.Row
+        conn.enable_load_extension(True)
+        conn.load_extension(vec_extension())
+        conn.enable_load_extension(False)
+        conn.execute("PRAGMA busy_timeout = 30000")
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
+    except BaseException:
+        conn.close()
+        raise
     return conn
+
+
+def _open_full(path: Path) -> Connection:
+    """Read a database on a full disk without writing a byte: even a read-only connection makes the WAL's
+    index file (-shm) beside the database. With no WAL content to read (the last writer checkpointed it, as a
+    clean close does) the file alone is the database, opened as immutable; otherwise as any read-only open."""
+    wal = path.with_name(path.name + "-wal")
+    try:
+        pending = wal.stat().st_size > 0
+    except OSError:
+        pending = False
+    if not pending:
+        conn = _open(f"file:{quote(str(path))}?mode=ro&immutable=1")
+        conn.readonly = True
+        return conn
+    return _open_readonly(path)
 
 
 def _open_readonly(path: Path) -> Connection:
@@ -98,16 +119,49 @@ def _open_readonly(path: Path) -> Connection:
 def connect(path: Path | str, *, migrate_schema: bool = True, readonly: bool = False) -> Connection:
     path = Path(path)
     if readonly or (path.exists() and not writable(path)):
+        if path.exists() and room_left(path.parent) < FULL_BELOW:
+            return _open_full(path)
         return _open_readonly(path)
+    if path.exists() and room_left(path.parent) < FULL_BELOW:
+        # a full disk: a writable open would try to make the WAL's files (and leave torn ones); a read needs
+        # nothing written, so open it read-only at once, saying why writes will refuse
+        ro = _open_full(path)
+        ro.readonly_reason = f"the disk holding {path} is full"
+        return ro
     path.parent.mkdir(parents=True, exist_ok=True)
-    conn = _open(f"file:{quote(str(path))}")
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = NORMAL")
-    conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
-    conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
-    if migrate_schema:
-        migrate(conn)
+    conn = None
+    try:
+        conn = _open(f"file:{quote(str(path))}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
+        conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
+        if migrate_schema:
+            migrate(conn)
+    except sqlite3.OperationalError as exc:
+        # a full disk: SQLite cannot make the WAL's files beside the database (an I/O error), so a writable
+        # open fails where a read needs nothing written — open it read-only, saying why writes will refuse
+        if conn is not None:
+            conn.close()
+        if not path.exists() or room_left(path.parent) >= FULL_BELOW:
+            raise
+        ro = _open_full(path)
+        ro.readonly_reason = f"the disk holding {path} is full ({exc})"
+        return ro
     return conn
+
+
+# a disk with less room than this is full for SQLite's purposes (a WAL and its index need a few pages)
+FULL_BELOW = 64 * 1024
+
+
+def room_left(directory: Path) -> int:
+    """Bytes this process may still write on the filesystem holding `directory` (a large number if unknown)."""
+    try:
+        st = os.statvfs(directory)
+    except OSError:
+        return 1 << 62
+    return st.f_bavail * st.f_frsize
 
 
 class transaction:

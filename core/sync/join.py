@@ -19,8 +19,6 @@ A DIR whose filesystem does not carry flock between machines is refused before a
 """
 from __future__ import annotations
 
-import fcntl
-import json
 import os
 import shutil
 import time
@@ -35,7 +33,7 @@ from ..durable import fsync_dir, fsync_file
 from ..errors import CrewletError, Refused
 from ..log import FileLog, Record
 from ..log.check import locate_applied
-from ..log.filelog import LogMismatch
+from ..log.filelog import HOLDER_SUFFIX, LogMismatch
 from ..pages import applier
 from ..paths import Home
 from ..repair import aside_stamp, home_logs, move_database_aside
@@ -63,19 +61,19 @@ class JoinResult:
 
 
 def running_here(home: Home) -> str | None:
-    """Who runs duties on this home right now (the app, a `crewlet worker`), from their unexpired leases."""
-    now = time.time_ns() // 1_000_000
+    """Who runs duties on this home right now (the app, a `crewlet worker`), from their unexpired leases whose
+    holder still runs (a killed process holds nothing)."""
+    from ..worker import Lease
+
     try:
         files = list(home.node_lease_dir.glob("*.lease"))
     except OSError:
         return None
+    now = time.time_ns() // 1_000_000
     for path in files:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            if int(data["expires_at"]) > now:
-                return str(data.get("label", data.get("owner", "another process")))
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
+        held = Lease(home.node_lease_dir, path.stem, "", "").holder()
+        if held is not None and held.expires_at > now and not held.dead():
+            return held.label
     return None
 
 
@@ -86,11 +84,7 @@ def _logs_held(home: Home) -> Iterator[None]:
         for spec in home_logs(home):
             if spec.path.exists():
                 flog = stack.enter_context(FileLog(spec.path))
-                flog._mutex.acquire()
-                stack.callback(flog._mutex.release)
-                fd = flog._handle()
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                stack.callback(fcntl.flock, fd, fcntl.LOCK_UN)
+                stack.enter_context(flog.locked())
         yield
 
 
@@ -152,7 +146,8 @@ def _first(home: Home, directory: Path, settings: config_mod.NodeSettings,
     company = config_mod.load(own_config)
     result = JoinResult("first", directory, settings.node_id or config_mod.new_node_id())
     with _logs_held(home):
-        sources = sorted(p for p in own_logs.rglob("*") if p.is_file()) if own_logs.is_dir() else []
+        sources = sorted(p for p in own_logs.rglob("*") if p.is_file() and not p.name.endswith(HOLDER_SUFFIX)
+                         ) if own_logs.is_dir() else []
         for src in sources:
             dest = directory / src.relative_to(own_logs)
             dest.parent.mkdir(parents=True, exist_ok=True)

@@ -31,6 +31,9 @@ class Peer:
     operator: str | None = None
     seen_at: int = 0                                   # ms: when it last applied or looked
     logs: dict[str, dict[str, int]] = field(default_factory=dict)   # position name -> {"seq", "end"}
+    # the content digest it computed, and the positions it computed it at: {"content", "positions": {name:
+    # seq}, "at"} — two nodes at the same positions must hold the same content (core/sync/digest.py)
+    digest: dict[str, Any] | None = None
 
     def seq(self, position: str) -> int:
         return int(self.logs.get(position, {}).get("seq", 0))
@@ -38,12 +41,18 @@ class Peer:
     def end(self, position: str) -> int:
         return int(self.logs.get(position, {}).get("end", 0))
 
+    def digest_at(self) -> tuple[tuple[str, int], ...] | None:
+        """The positions its published digest stands for, comparable between nodes (None: none published)."""
+        if self.digest is None:
+            return None
+        return tuple(sorted((str(k), int(v)) for k, v in self.digest["positions"].items()))
+
     def label(self) -> str:
         return f"node {self.node_id} ({self.host}:{self.home})" if self.host else f"node {self.node_id}"
 
     def to_json(self) -> dict[str, Any]:
         return {"node_id": self.node_id, "host": self.host, "home": self.home, "operator": self.operator,
-                "seen_at": self.seen_at, "logs": self.logs}
+                "seen_at": self.seen_at, "logs": self.logs, "digest": self.digest}
 
 
 def peer_file(home: Home, node_id: str) -> Path:
@@ -61,8 +70,12 @@ def read_peers(home: Home) -> list[Peer]:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             logs = {str(k): {"seq": int(v["seq"]), "end": int(v["end"])} for k, v in dict(data.get("logs", {})).items()}
+            digest = data.get("digest")
+            if not (isinstance(digest, dict) and isinstance(digest.get("content"), str)
+                    and isinstance(digest.get("positions"), dict)):
+                digest = None
             out.append(Peer(str(data["node_id"]), str(data.get("host", "")), str(data.get("home", "")),
-                            data.get("operator"), int(data.get("seen_at", 0)), logs))
+                            data.get("operator"), int(data.get("seen_at", 0)), logs, digest))
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue
     return out
@@ -75,16 +88,34 @@ class Publisher:
         self.home, self.node_id, self.operator = home, node_id, operator
         self._last: dict[str, tuple[int, int]] | None = None
         self._written_at = 0
+        # the last content digest this node published, with the positions it stands for — kept by every later
+        # write of the file, by this process or the next (a digest stays true of its positions)
+        self.digest: dict[str, Any] | None = self._published_digest()
 
-    def publish(self, positions: dict[str, tuple[int, int]]) -> bool:
-        """`positions`: position name -> (seq, end offset). Returns whether the file was written."""
+    def _published_digest(self) -> dict[str, Any] | None:
+        if not self.node_id:
+            return None
+        try:
+            data = json.loads(peer_file(self.home, self.node_id).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        digest = data.get("digest") if isinstance(data, dict) else None
+        if isinstance(digest, dict) and isinstance(digest.get("content"), str) and isinstance(digest.get("positions"), dict):
+            return digest
+        return None
+
+    def publish(self, positions: dict[str, tuple[int, int]], *, digest: dict[str, Any] | None = None) -> bool:
+        """`positions`: position name -> (seq, end offset); `digest`: a content digest just computed at
+        positions (kept and published with every later heartbeat). Returns whether the file was written."""
         if not self.node_id:
             return False
         now = now_ms()
-        if positions == self._last and now - self._written_at < HEARTBEAT_MS:
+        if digest is not None:
+            self.digest = digest
+        elif positions == self._last and now - self._written_at < HEARTBEAT_MS:
             return False
         peer = Peer(self.node_id, socket.gethostname(), str(self.home.root), self.operator, now,
-                    {name: {"seq": seq, "end": end} for name, (seq, end) in positions.items()})
+                    {name: {"seq": seq, "end": end} for name, (seq, end) in positions.items()}, self.digest)
         directory = self.home.peers_dir
         directory.mkdir(parents=True, exist_ok=True)
         path = peer_file(self.home, self.node_id)

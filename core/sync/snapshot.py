@@ -14,6 +14,7 @@ the node applies only the log after the snapshot's position.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -29,8 +30,11 @@ from ..paths import Home
 from ..repair import home_logs, move_database_aside
 from ..store import connect, sqlite3
 from ..store.migrations import MIGRATIONS
+from .digest import content_digest
 
 NODE_LOCAL_TABLES = ("duties", "page_links", "embed_holds")   # each node's own: never carried by a snapshot
+# what a snapshot says of itself: its content digest (core/sync/digest.py) at its positions, checked on adopt
+META = "crewlet_snapshot"
 
 
 @dataclass
@@ -88,6 +92,10 @@ def take(node: Any, out: Path) -> SnapshotInfo:
             _strip_node_local(conn)
             conn.execute("COMMIT")
             positions = _positions(conn, node.home)
+            digest = content_digest(conn).content
+            conn.execute(f"CREATE TABLE {META} (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            conn.execute(f"INSERT INTO {META} VALUES ('content_digest', ?), ('positions', ?)",
+                         (digest, json.dumps(_at(node.home, positions), sort_keys=True)))
             _single_file(conn)
         finally:
             conn.close()
@@ -130,13 +138,41 @@ def check(home: Home, file: Path) -> SnapshotInfo:
         positions = _positions(conn, home)
         row = conn.execute("SELECT op_id FROM applied_ops WHERE seq = 1").fetchone()
         first_op = row[0] if row else None
+        content = content_digest(conn).content
+        stored = (conn.execute(f"SELECT value FROM {META} WHERE key = 'content_digest'").fetchone()
+                  if META in tables else None)
     finally:
         conn.close()
+    if stored is not None and stored[0] != content:
+        raise SnapshotRefused(f"{file} was changed after it was taken: its content digest is {content[:12]}…, it was "
+                              f"taken as {stored[0][:12]}… at its log position — take a new snapshot")
+    _check_against_peers(file, home, _at(home, positions), content)
     _check_same_log(file, home.log_file, first_op)
     for spec in home_logs(home):
         applied = positions[spec.name]
         _check_position(file, spec.name, spec.path, applied)
     return SnapshotInfo(file, file.stat().st_size, positions)
+
+
+def _at(home: Home, positions: dict[str, Applied]) -> dict[str, int]:
+    """A snapshot's positions as a published digest names them (position row -> seq)."""
+    return {spec.position: positions[spec.name].seq for spec in home_logs(home) if spec.name in positions}
+
+
+def _check_against_peers(file: Path, home: Home, at: dict[str, int], content: str) -> None:
+    """A node of the shared directory that published its content digest at the very positions the snapshot stands
+    for must hold the snapshot's content: otherwise the snapshot (or that node) is not what the log made."""
+    if home.shared is None:
+        return
+    from . import peers as peers_mod
+
+    for peer in peers_mod.read_peers(home):
+        if peer.digest is None or peer.digest.get("positions") != at or peer.digest["content"] == content:
+            continue
+        where = ", ".join(f"{name} seq {seq:,}" for name, seq in sorted(at.items()))
+        raise SnapshotRefused(f"{file} does not hold what the log made at its position ({where}): {peer.label()} "
+                              f"applied the same records and holds content {peer.digest['content'][:12]}…, the "
+                              f"snapshot {content[:12]}… — take a snapshot of a node that agrees")
 
 
 def _check_same_log(file: Path, path: Path, first_op: str | None) -> None:
@@ -183,6 +219,7 @@ def install(home: Home, info: SnapshotInfo) -> Path | None:
     try:
         conn.execute("BEGIN IMMEDIATE")
         _strip_node_local(conn)
+        conn.execute(f"DROP TABLE IF EXISTS {META}")   # what the snapshot said of itself: checked, not carried
         conn.execute("COMMIT")
         _single_file(conn)
     finally:

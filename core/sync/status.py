@@ -43,6 +43,25 @@ class PeerLine:
 
 
 @dataclass
+class Disagreement:
+    """Nodes that applied the logs to the same positions and hold different content."""
+
+    positions: dict[str, int]
+    digests: dict[str, str]                # node id -> its content digest
+
+    def line(self) -> str:
+        where = ", ".join(f"{name} seq {seq:,}" for name, seq in sorted(self.positions.items()))
+        groups: dict[str, list[str]] = {}
+        for node_id, dig in sorted(self.digests.items()):
+            groups.setdefault(dig, []).append(node_id)
+        said = "; ".join(f"{', '.join(ids)} hold {dig[:12]}…" for dig, ids in groups.items())
+        return f"at {where} the nodes disagree: {said}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"positions": self.positions, "digests": self.digests}
+
+
+@dataclass
 class SyncStatus:
     home: str
     node_id: str
@@ -51,14 +70,23 @@ class SyncStatus:
     locks: locks.LockCheck | None
     logs: list[LogLine] = field(default_factory=list)
     peers: list[PeerLine] = field(default_factory=list)
+    damage: Any = None          # the node's LogDamage: then no log is "current"
+    digest: dict[str, Any] | None = None                        # this node's, at its positions
+    disagree: list[Disagreement] = field(default_factory=list)  # nodes at the same positions, other content
+    agree: int = 0                                              # peers whose digest at our positions is ours
 
     @property
     def behind(self) -> int:
         return sum(line.behind for line in self.logs)
 
     def to_json(self) -> dict[str, Any]:
+        damage = None
+        if self.damage is not None:
+            damage = {"kind": self.damage.kind, "good_through": self.damage.good_through, "offset": self.damage.offset,
+                      "path": str(self.damage.path), "message": self.damage.line()}
         return {"home": self.home, "node_id": self.node_id, "operator": self.operator, "shared": self.shared,
-                "locks": self.locks.to_json() if self.locks else None, "behind": self.behind,
+                "locks": self.locks.to_json() if self.locks else None, "behind": self.behind, "log_damage": damage,
+                "digest": self.digest, "digests_disagree": [d.to_json() for d in self.disagree], "digests_agree": self.agree,
                 "logs": [line.to_json() for line in self.logs], "peers": [p.to_json() for p in self.peers]}
 
 
@@ -66,6 +94,7 @@ def status(node: Any) -> SyncStatus:
     home = node.home
     out = SyncStatus(str(home.root), node.node_id, node.company.operator, str(home.shared) if home.shared else None,
                      locks.check(home.shared) if home.shared else None)
+    out.damage = node.damage
     with node.lock:
         for spec in home_logs(home):
             applied = applier.applied_position(node.conn, spec.position)
@@ -75,9 +104,31 @@ def status(node: Any) -> SyncStatus:
                     log_seq, log_end = flog.tail(applied.seq, applied.end)
             out.logs.append(LogLine(spec.name, spec.position, str(spec.path), applied.seq, applied.end, log_seq, log_end))
     if home.shared is not None:
+        out.digest = node.publish_digest(force=True)   # asked now: computed now (rows can change behind the log)
+    if home.shared is not None:
         now = peers.now_ms()
         ends = {line.position: line.log_seq for line in out.logs}
         for peer in peers.read_peers(home):
             behind = {line.name: max(0, ends[line.position] - peer.seq(line.position)) for line in out.logs}
             out.peers.append(PeerLine(peer, behind, max(0.0, (now - peer.seen_at) / 1000), peer.node_id == node.node_id))
+        out.disagree, out.agree = compare_digests(node.node_id, out.digest, [p.peer for p in out.peers])
     return out
+
+
+def compare_digests(me: str, mine: dict[str, Any] | None, seen: list[peers.Peer]) -> tuple[list[Disagreement], int]:
+    """Group every published digest by the positions it stands for; a group holding two contents is a
+    disagreement (which nodes, which digests). Also how many peers agree with this node's digest."""
+    groups: dict[tuple[tuple[str, int], ...], dict[str, str]] = {}
+    for peer in seen:
+        at = peer.digest_at()
+        if at is not None and peer.digest is not None:
+            groups.setdefault(at, {})[peer.node_id] = peer.digest["content"]
+    if mine is not None and me:
+        at = tuple(sorted((str(k), int(v)) for k, v in mine["positions"].items()))
+        groups.setdefault(at, {})[me] = mine["content"]
+    disagree = [Disagreement(dict(at), digests) for at, digests in groups.items() if len(set(digests.values())) > 1]
+    agree = 0
+    if mine is not None:
+        at = tuple(sorted((str(k), int(v)) for k, v in mine["positions"].items()))
+        agree = sum(1 for node_id, dig in groups.get(at, {}).items() if node_id != me and dig == mine["content"])
+    return disagree, agree

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.events import ScreenResume
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer
@@ -48,12 +49,31 @@ class CallFailed(Message):
         self.tag, self.error = tag, error
 
 
+class LateAnswer(Message):
+    """A background call answered after its screen was dismissed: the app says the answer (the screen's
+    `gone_<tag>` words it), and nothing of the screen runs — a gone screen must not dismiss another."""
+
+    def __init__(self, screen: "CrewletScreen", answer: CallFinished | CallFailed) -> None:
+        super().__init__()
+        self.screen, self.answer = screen, answer
+
+
 # the keys every screen has; each screen lists them after its own, so a narrow footer drops these first
 COMMON_BINDINGS = [
     Binding("escape", "back", "Back"),
     Binding("slash", "app.search", "Search"),
     Binding("question_mark", "app.help", "Help", key_display="?"),
 ]
+
+
+def _discarding(step: Callable[[], Any]) -> Callable[[], None]:
+    """`step`, its answer dropped: `call_later` awaits an awaitable answer, and a screen may not await its own
+    dismissal from its own handler."""
+
+    def run() -> None:
+        step()
+
+    return run
 
 
 class CrewletScreen(Screen[Any]):
@@ -86,7 +106,47 @@ class CrewletScreen(Screen[Any]):
 
     def action_back(self) -> None:
         if len(self.app.screen_stack) > 2:
-            self.dismiss()
+            self.finish()
+
+    # -- finishing where the screen stands --------------------------------------------------------------
+    @property
+    def is_gone(self) -> bool:
+        """Dismissed (or never shown): no longer in the app's stack of screens."""
+        try:
+            return self not in self.app.screen_stack
+        except Exception:  # noqa: BLE001 - an app that is closing
+            return True
+
+    def when_shown(self, step: Callable[[], Any]) -> None:
+        """Run `step` now if this screen is the one on show; if another covers it (help, a notice), once that
+        closes; never if this screen is gone. A background call's answer can land at any of the three: a
+        covered screen that dismissed itself would pop the screen covering it instead (Textual pops the top)."""
+        if self.is_gone:
+            return
+        if self.app.screen is self:
+            step()
+            return
+        self._when_shown.append(step)
+
+    def finish(self, result: Any = None) -> None:
+        """Dismiss this screen with `result`, where it stands (see `when_shown`)."""
+        self.when_shown(lambda: self.dismiss(result))
+
+    @property
+    def _when_shown(self) -> list[Callable[[], Any]]:
+        steps = self.__dict__.get("_crewlet_when_shown")
+        if steps is None:
+            steps = self.__dict__["_crewlet_when_shown"] = []
+        return steps
+
+    @on(ScreenResume)
+    def _shown_again(self, _event: ScreenResume) -> None:
+        steps, self.__dict__["_crewlet_when_shown"] = list(self._when_shown), []
+        for step in steps:
+            if self.is_gone or self.app.screen is not self:
+                self._when_shown.append(step)
+                continue
+            self.call_later(_discarding(step))
 
     # -- background calls ----------------------------------------------------------------------
     def call_in_background(self, tag: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
@@ -94,20 +154,46 @@ class CrewletScreen(Screen[Any]):
         A newer call with the same tag supersedes an older one still running."""
         generation = self._generations.get(tag, 0) + 1
         self._generations[tag] = generation
+        self.__dict__["_crewlet_app"] = self.app   # a screen removed from the app no longer finds it on its own
         self._background(tag, generation, fn, args, kwargs)
 
     @work(thread=True, exclusive=False)
     def _background(self, tag: str, generation: int, fn: Callable[..., Any], args: tuple[Any, ...],
                     kwargs: dict[str, Any]) -> None:
-        worker = get_current_worker()
+        # a worker of a screen that was dismissed is cancelled with it, but the call (a save) ran to its end all
+        # the same: its answer goes to the app then (`_answer`), never nowhere
+        get_current_worker()
         try:
             result = fn(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - every refusal is shown, never a crash
-            if not worker.is_cancelled and self._generations.get(tag) == generation:
-                self.post_message(CallFailed(tag, exc))
+            if self._generations.get(tag) == generation:
+                self._answer(CallFailed(tag, exc))
             return
-        if not worker.is_cancelled and self._generations.get(tag) == generation:
-            self.post_message(CallFinished(tag, result))
+        if self._generations.get(tag) == generation:
+            self._answer(CallFinished(tag, result))
+
+    def _answer(self, message: CallFinished | CallFailed) -> None:
+        """To the screen; to the app when the screen was dismissed while the call ran (its queue is closed)."""
+        app = self.__dict__.get("_crewlet_app")
+        gone = app is None or self not in app.screen_stack
+        if gone or not self.post_message(message):
+            if app is not None:
+                app.post_message(LateAnswer(self, message))
+
+    def gone_words(self, message: CallFinished | CallFailed) -> tuple[str, str] | None:
+        """(what to notify, severity) for an answer that arrived after this screen was dismissed: a write's
+        outcome is always said (the person may have left thinking it would not land). A screen words its own
+        with `gone_<tag>(result)`."""
+        if isinstance(message, CallFailed):
+            return f"{message.tag.replace('_', ' ')}: not done — {error_text(message.error)}", "error"
+        handler = getattr(self, f"gone_{message.tag}", None)
+        if callable(handler):
+            words = handler(message.result)
+            return (words, "information") if words else None
+        if message.tag in WRITE_TAGS:
+            ref = getattr(message.result, "ref", None)
+            return f"{message.tag} {clean_line(ref)}" if ref else message.tag, "information"
+        return None
 
     @property
     def _generations(self) -> dict[str, int]:
@@ -123,6 +209,9 @@ class CrewletScreen(Screen[Any]):
             poke = getattr(self.app, "poke_indexer", None)
             if callable(poke):
                 poke()
+        if self.is_gone:  # dismissed while the message was queued
+            self.app.post_message(LateAnswer(self, message))
+            return
         handler = getattr(self, f"got_{message.tag}", None)
         if handler is not None:
             handler(message.result)
@@ -130,6 +219,12 @@ class CrewletScreen(Screen[Any]):
     @on(CallFailed)
     def _call_failed(self, message: CallFailed) -> None:
         message.stop()
+        show = getattr(self.app, "show_log_damage", None)
+        if callable(show):  # a write refused over a damaged log: the status line says so from now on
+            show()
+        if self.is_gone:
+            self.app.post_message(LateAnswer(self, message))
+            return
         handler = getattr(self, f"failed_{message.tag}", None)
         if handler is not None:
             handler(message.error)

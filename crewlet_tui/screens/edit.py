@@ -40,6 +40,22 @@ def markdown_language() -> str | None:
         return None
 
 
+# The longest line the editor opens. Textual's TextArea lays a line out whole (and wraps it): a 5 MB line took
+# 25 s to open and seconds a key; a 50,000-character one opens in well under a second on a loaded machine.
+LINE_EDITED = 20_000
+
+
+def too_long_to_edit(body: str) -> str | None:
+    """Why the editor will not open `body` (a line too long to edit promptly), or None."""
+    if len(body) <= LINE_EDITED:
+        return None
+    longest = max(map(len, body.split("\n")))
+    if longest <= LINE_EDITED:
+        return None
+    return (f"this page has a line of {longest:,} characters, more than the editor opens promptly "
+            f"({LINE_EDITED:,}): save a new text with `crewlet page save REF --body-file FILE`, or split the line")
+
+
 @dataclass
 class NewPage:
     container: str
@@ -170,8 +186,30 @@ class EditScreen(CrewletScreen):
     def got_created(self, page: Page) -> None:
         self.saving = False
         self.saved_text = self.editor.text
+        self.new = None  # the page exists now: leaving asks nothing
         self.notify(f"created {clean_line(page.ref)} (revision {page.revision})", markup=False)
-        self.crewlet.replace_with_page(self, page.id)
+        # covered (help on top)? the editor gives way to the page once it is shown again
+        self.when_shown(lambda: self.crewlet.replace_with_page(self, page.id))
+
+    def gone_created(self, page: Page) -> str:
+        return f"created {page.ref} (revision {page.revision})"
+
+    def gone_saved(self, answer: SaveAnswer) -> str:
+        if answer.page is not None:
+            return f"saved revision {answer.page.revision} of {answer.page.ref}"
+        c = answer.conflict
+        assert c is not None
+        kept = f" — your text is kept in {c.rescued_to}" if c.rescued_to else ""
+        return (f"not saved: {c.current.ref} is at revision {c.current.revision} by {c.current.saved_by} "
+                f"(you began from {c.base_revision}){kept}")
+
+    def gone_words(self, message: Any) -> tuple[str, str] | None:
+        from .base import CallFailed
+
+        if isinstance(message, CallFailed):
+            what = "created" if message.tag == "created" else "saved"
+            return f"not {what}: {error_text(message.error)}", "error"
+        return super().gone_words(message)
 
     def failed_created(self, error: BaseException) -> None:
         self.saving = False
@@ -186,7 +224,8 @@ class EditScreen(CrewletScreen):
             self._notice(f"Not saved: revision {answer.conflict.current.revision} was saved by "
                          f"{answer.conflict.current.saved_by} after you began (from revision "
                          f"{answer.conflict.base_revision}). Your text is kept.", "bold red")
-            self.app.push_screen(ConflictScreen(answer.conflict), self._after_conflict)
+            conflict = answer.conflict
+            self.when_shown(lambda: self.app.push_screen(ConflictScreen(conflict), self._after_conflict))
             return
         page = answer.page
         assert page is not None
@@ -196,7 +235,7 @@ class EditScreen(CrewletScreen):
         self.conflict = None
         self.refresh_bindings()
         self.notify(f"saved revision {page.revision}", markup=False)
-        self.dismiss(page)
+        self.finish(page)   # where it stands: covered by help, it gives way once help closes
 
     def failed_saved(self, error: BaseException) -> None:
         self.saving = False
@@ -232,12 +271,12 @@ class EditScreen(CrewletScreen):
     # -- leaving ---------------------------------------------------------------------------------
     def action_back(self) -> None:
         if not self.dirty and not (self.new is not None and self.editor.text):
-            self.dismiss(None)
+            self.finish(None)
             return
 
         def leave(yes: bool | None) -> None:
             if yes:
-                self.dismiss(None)
+                self.finish(None)
 
         self.app.push_screen(ConfirmModal("Leave without saving?", "The text in the editor is not saved. "
                                           "Leave and lose it?", yes="Leave, losing it", no="Keep editing",

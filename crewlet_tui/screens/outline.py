@@ -125,3 +125,16 @@ class OutlineScreen(CrewletScreen):
 
     def got_trashed(self, page: Page) -> None:
         self._after_change(page, "trashed")
+
+    # what an answer says when it lands after the outline was left (the app notifies it)
+    def gone_created(self, page: Page) -> str:
+        return f"created folder {page.ref}"
+
+    def gone_renamed(self, page: Page) -> str:
+        return f"renamed to {page.ref}"
+
+    def gone_moved(self, page: Page) -> str:
+        return f"moved {page.ref}"
+
+    def gone_trashed(self, page: Page) -> str:
+        return f"{page.ref} is in the trash"

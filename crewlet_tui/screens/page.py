@@ -248,6 +248,19 @@ class PageScreen(CrewletScreen):
         self.notify("comment added")
         self.reload()
 
+    # what an answer says when it lands after the page screen was left (the app notifies it)
+    def gone_commented(self, comment: Comment) -> str:
+        return f"comment added on {self.page.ref}" if self.page is not None else "comment added"
+
+    def gone_changed(self, page: Page) -> str:
+        return f"{page.ref}: done"
+
+    def gone_trashed(self, page: Page) -> str:
+        return f"{page.ref} is in the trash"
+
+    def gone_created(self, page: Page) -> str:
+        return f"created folder {page.ref}"
+
     def action_new_child(self) -> None:
         page = self.page
         if page is None:

@@ -110,6 +110,12 @@ class TrashScreen(CrewletScreen):
                                           "comments are deleted. Nothing undoes a purge.", yes="Purge",
                                           no="Keep it", danger=True, id="confirm-purge"), confirmed)
 
+    def gone_restored(self, page: Page) -> str:
+        return f"restored {page.ref}"
+
+    def gone_purged(self, answer: dict[str, Any]) -> str:
+        return f"purged {answer['container']}/{answer['title']}"
+
     def got_purged(self, answer: dict[str, Any]) -> None:
         self.notify(f"purged {clean_line(answer['container'])}/{clean_line(answer['title'])}", markup=False)
         self.action_refresh()

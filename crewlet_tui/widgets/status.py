@@ -1,4 +1,5 @@
-"""The status line every screen shows above its footer: who you act as, how far this node's keyword index
+"""The status line every screen shows above its footer: who you act as, that the log is damaged (while it
+is, in place of the index), how far this node's keyword index
 is ("indexing… 40 of 120" with a bar while it builds) and how much can be searched by meaning ("meaning
 812 of 1,000 (81%)", "embedding… 40 of 120" while the embedding duty fills it; a warning below 95%)."""
 from __future__ import annotations
@@ -98,6 +99,7 @@ class StatusLine(Horizontal):
     def on_mount(self) -> None:
         self.watch(self.app, "index_state", self._show)
         self.watch(self.app, "meaning_state", self._show)
+        self.watch(self.app, "log_state", self._show)
 
     def _show(self, _state: object = None) -> None:
         if not self.query("#status-meaning"):  # not composed yet: the next change shows it
@@ -107,9 +109,15 @@ class StatusLine(Horizontal):
         meaning: MeaningState = self.app.meaning_state  # type: ignore[attr-defined]
         self.query_one("#status-who", Static).update(Text(clean_line(getattr(self.app, "actor_line", "")), style="dim"))
         style = {"failed": "bold red", "indexing": "yellow", "waiting": "yellow", "current": "dim"}.get(index.phase, "dim")
-        self.query_one("#status-index", Static).update(Text(clean_line(index.describe()), style=style))
+        damaged = getattr(self.app, "log_state", "")
+        if damaged:  # over a damaged log the index is never "current": say the damage instead
+            self.query_one("#status-index", Static).update(Text(clean_line(damaged), style="bold red"))
+        else:
+            self.query_one("#status-index", Static).update(Text(clean_line(index.describe()), style=style))
         mstyle = "bold red" if meaning.phase == "failed" else "yellow" if meaning.warning else "dim"
-        self.query_one("#status-meaning", Static).update(Text(clean_line(meaning.describe()), style=mstyle))
+        # over a damaged log the duties' failures are that damage again: the one line says it
+        said = "" if damaged and meaning.phase == "failed" else meaning.describe()
+        self.query_one("#status-meaning", Static).update(Text(clean_line(said), style=mstyle))
         # a bar for the two long works: the keyword index's build, the semantic index's training
         if index.phase == "indexing" and index.total > 0:
             self._bar().update(total=index.total, progress=index.done)

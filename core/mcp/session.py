@@ -1,0 +1,167 @@
+"""Who the server acts as, over which node, and keeping that node current between calls.
+
+One Session per server process: one Node (one SQLite connection), one KnowledgeBase and, on the first
+search, one searcher (the one core.search.factory chooses by knowledge.backend), so the embedding model
+loads once per process rather than per call.
+
+Before each call the session applies what other processes and nodes appended to the logs (the app, a
+`crewlet worker`, the CLI, another `crewlet mcp`): two stats when nothing changed. A search first runs a
+small keyword-index pass when something was written since the last one (as `crewlet search` does), so
+an agent finds the page it has just written.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..config import Actor
+from ..log import LogDamage
+from ..pages.service import KnowledgeBase
+
+if TYPE_CHECKING:
+    from ..node import Node
+
+log = logging.getLogger("crewlet.mcp")
+
+# as `crewlet search`: a first build this small runs inline; a catch-up pass re-indexes at most this many rows
+INLINE_BUILD_MAX_PAGES = 2000
+CATCH_UP_MAX_ROWS = 5000
+
+
+class Session:
+    def __init__(self, node: Node, handle: str | None) -> None:
+        self.node = node
+        self.kb = KnowledgeBase(node)
+        # refused here, before the server answers anything: a handle that names no actor, or one without
+        # the knowledge app (every tool here is the knowledge app's)
+        self.handle = self.kb.reader(handle).handle
+        self._searcher: Any = None
+        self._backend: str | None = None
+        self._index_dirty = True          # a search catches the keyword index up before its first answer
+        self._pages_version: int | None = None   # the newest page change this session has seen
+        self.lock = threading.RLock()     # one call at a time over the one connection
+
+    @property
+    def actor(self) -> Actor:
+        """The actor as the configuration current now says (an edited company.toml applies at once)."""
+        return self.kb.actor(self.handle)
+
+    # -- freshness ---------------------------------------------------------------------------------
+    def catch_up(self) -> None:
+        """Apply what others appended since this process last looked (two stats when nothing was), and
+        notice pages others changed: processes on one home share its database, so a page the CLI wrote
+        is already applied here, and only the newest page version (one indexed lookup) says so."""
+        node = self.node
+        if node.damage is None and not node.readonly:
+            grown = False
+            for path, applied in node.applied_ends().items():
+                try:
+                    grown = grown or os.stat(path).st_size > applied
+                except OSError:
+                    continue
+            if grown or node.apply_error is not None:
+                try:
+                    node.catch_up()
+                    node.apply_error = None
+                except LogDamage:
+                    pass  # node.damage holds it: reads go on, every write is refused with it
+                except Exception as exc:  # a full disk, a locked file: reads go on from what is applied
+                    node.apply_error = str(exc)
+                    log.warning("records on the log could not be applied: %s", exc)
+        with node.lock:
+            version = node.conn.execute("SELECT max(version) FROM pages").fetchone()[0]
+        if version != self._pages_version:
+            self._pages_version = version
+            self._index_dirty = True
+
+    def wrote(self) -> None:
+        """This process changed a page: the next search catches the keyword index up first."""
+        self._index_dirty = True
+
+    # -- search --------------------------------------------------------------------------------------
+    @property
+    def searcher(self) -> Any:
+        """The searcher knowledge.backend names (core.search.factory): this node's copy, or a remote site
+        searched live. Chosen again when an edit of company.toml moves the backend."""
+        from ..search.factory import make_searcher
+
+        self.node.refresh_config()
+        backend = self.node.company.knowledge.backend
+        if self._searcher is None or self._backend != backend:
+            if self._searcher is not None:
+                self._searcher.close()
+            self._searcher, self._backend = make_searcher(self.node), backend
+        return self._searcher
+
+    @property
+    def remote(self) -> bool:
+        from ..search.factory import is_remote
+
+        return is_remote(self.searcher)
+
+    def index_catch_up(self) -> None:
+        """The small pass `crewlet search` runs before it answers, when this process saw a change."""
+        if not self._index_dirty or self.node.company.knowledge.backend in ("confluence", "plane"):
+            return
+        from ..search.indexer import Indexer
+
+        try:
+            with Indexer(self.node.home) as indexer:
+                report = indexer.run_pass(max_rows=CATCH_UP_MAX_ROWS, full_build_max=INLINE_BUILD_MAX_PAGES)
+        except Exception as exc:  # the search still answers from the index as it is, and says how far behind
+            log.warning("the keyword index could not catch up: %s", exc)
+            return
+        # busy: another process (the worker, the app) is running a pass; ask again next time
+        self._index_dirty = report.kind == "busy" or report.more
+
+    def warm(self) -> None:
+        """Load the embedding model now (a background thread at start), so the first search by meaning
+        does not wait for it. Nothing when vectors are off."""
+        try:
+            with self.lock:
+                searcher = self.searcher
+                company = self.node.company
+                embedder = getattr(searcher, "embedder", None)   # a remote searcher embeds nothing here
+                if embedder is None or not company.knowledge.vectors:
+                    return
+            embedder.vector(company, "warm")
+        except Exception as exc:  # the first search will say what is wrong
+            log.info("could not warm the embedding model: %s", exc)
+
+    def close(self) -> None:
+        """Close the searcher (the node is its opener's to close)."""
+        with self.lock:
+            if self._searcher is not None:
+                self._searcher.close()
+
+
+def describe_error(exc: BaseException, db_file: Path) -> tuple[str, dict[str, Any]]:
+    """A refusal or failure in the one line a model reads, and its facts for structured content."""
+    from ..errors import CrewletError, StaleRevision
+
+    if isinstance(exc, StaleRevision):
+        return str(exc), exc.to_json() | {"rescued_to": exc.rescued_to}
+    if isinstance(exc, CrewletError):
+        return str(exc), exc.to_json()
+    if isinstance(exc, LogDamage):
+        from ..log import REPAIR_HINT
+
+        kept = f" (your text is kept in {exc.rescued_to})" if exc.rescued_to else ""
+        message = f"the log is damaged: {exc} — writes are refused; {getattr(exc, 'fix', REPAIR_HINT)}{kept}"
+        return message, {"error": "log_damaged", "message": message, "rescued_to": exc.rescued_to}
+    from ..config import ConfigError
+
+    if isinstance(exc, ConfigError):
+        return str(exc), {"error": "config", "message": str(exc)}
+    from ..store import sqlite3
+
+    if isinstance(exc, (sqlite3.Error, OSError)):
+        from ..node import storage_problem
+
+        code, words = storage_problem(exc, Path(exc.filename) if getattr(exc, "filename", None) else db_file)
+        return words, {"error": code, "message": words}
+    message = f"internal error: {type(exc).__name__}: {exc}"
+    return message, {"error": "internal", "message": message}

@@ -1,0 +1,23 @@
+"""The tools `crewlet mcp` serves: one module per tool, registered in TOOLS.
+
+Adding a tool is one module here exporting `TOOL = Tool(...)` (name, description written for a model,
+an `Args` model, `run(session, args) -> Reply`, and who it is offered to) and one line in TOOLS. The
+server lists, validates, runs and turns refusals into tool errors for every tool alike; no other tool
+changes. See docs/architecture.md.
+"""
+from __future__ import annotations
+
+from . import comment_on_page, get_page, list_pages, save_page, search_knowledge, write_page
+from .base import Args, Reply, Tool
+
+# the knowledge app, as the spec names it
+TOOLS: list[Tool] = [
+    search_knowledge.TOOL,
+    get_page.TOOL,
+    list_pages.TOOL,
+    write_page.TOOL,
+    save_page.TOOL,
+    comment_on_page.TOOL,
+]
+
+__all__ = ["TOOLS", "Tool", "Reply", "Args"]

@@ -1,0 +1,91 @@
+"""search_knowledge: plain text in, ranked hits out, and what the search did in words."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from ...pages.links import link_to
+from ...pages.model import normalise_title
+from ...search.seam import DEFAULT_LIMIT, PARTIAL_COVERAGE, Query, Result
+from ..session import Session
+from .base import Args, Reply, Tool
+
+MAX_LIMIT = 50
+
+
+class SearchArgs(Args):
+    query: str = Field(description="What you are looking for, in plain words: a question or a few keywords "
+                                   "(no operators, quotes or fields: they are read as words).")
+    mode: Literal["hybrid", "keyword", "semantic"] = Field(
+        default="hybrid", description="'hybrid' (the default: by words and by meaning, fused), 'keyword' (pages "
+                                      "that share the query's words) or 'semantic' (pages about the same thing, "
+                                      "even in other words).")
+    limit: int = Field(default=DEFAULT_LIMIT, ge=1, le=MAX_LIMIT, description=f"How many hits at most (1–{MAX_LIMIT}).")
+    container: str | None = Field(default=None, description="Search only this space (its key, e.g. 'ENG').")
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def outcome_words(result: Result) -> str:
+    """What the search did, in sentences a model acts on: 'nothing matched' (the knowledge base was searched
+    and holds nothing on it), 'the knowledge base could not be searched just now' (it was not: ask again, or
+    ask a colleague), and how much of it was searched by meaning are different sentences."""
+    out = result.outcome
+    if out.served_mode is None:
+        return out.message or "the knowledge base could not be searched just now"
+    n = len(result.hits)
+    served = {"hybrid": "by their words and by meaning", "keyword": "by their words only",
+              "semantic": "by meaning only"}[out.served_mode]
+    cov = out.coverage
+    sentences = [f"{_plural(n, 'page')} matched, ranked {served}" if n else f"nothing matched (searched {served})"]
+    notes = [n for n in out.message.split("; ") if n]
+    if out.served_mode != "keyword" and cov.embeddable and cov.embedded < cov.embeddable:
+        searched = f"searched {cov.embedded:,} of {_plural(cov.embeddable, 'page')} by meaning"
+        if out.degraded == PARTIAL_COVERAGE:  # the searcher's own note says the same: said once
+            searched += ": the rest are not embedded yet"
+            notes = [n for n in notes if not n.startswith("ranked by meaning over")]
+        sentences.append(searched)
+    if cov.behind:
+        sentences.append(f"the keyword index is {_plural(cov.behind, 'change')} behind this node's pages")
+    sentences += notes
+    return ". ".join(s[0].upper() + s[1:] for s in sentences) + "."
+
+
+def run(session: Session, args: SearchArgs) -> Reply:
+    session.index_catch_up()
+    result = session.searcher.search(Query(args.query, actor=session.handle, limit=args.limit, mode=args.mode,
+                                           containers=[args.container] if args.container else None))
+    remote = session.remote  # a Confluence or Plane page is linked by its own URL, and read there
+    hits = [{"id": h.page_id, "title": h.title, "container": h.container,
+             "address": f"{h.container}/{normalise_title(h.title)}", "snippet": h.snippet, "score": h.score,
+             "ancestors": h.ancestors, "link": f"[{h.title}]({h.url})" if remote else link_to(h.page_id, h.title),
+             **({"url": h.url} if remote else {})} for h in result.hits]
+    words = outcome_words(result)
+    lines = [words]
+    for i, h in enumerate(hits, 1):
+        lines.append(f"{i}. {h['container']}/{h['title']} (id {h['id']}, score {h['score']:.3f})"
+                     + (f" in {' › '.join(h['ancestors'])}" if h["ancestors"] else ""))
+        if h["snippet"]:
+            lines.append(f"   {h['snippet']}")
+    if hits:
+        lines.append("Open a hit at its url: this company's pages live on its own site." if remote
+                     else "Read a page in full with get_page and its id.")
+    out = result.outcome
+    return Reply("\n".join(lines), {"hits": hits, "outcome": words, "served_mode": out.served_mode,
+                                    "degraded": out.degraded, "coverage": out.coverage.to_json()})
+
+
+TOOL = Tool(
+    name="search_knowledge",
+    title="Search the knowledge base",
+    description=(
+        "Search the team knowledge base (runbooks, decisions, how the company works) with plain text. Returns "
+        "ranked hits (id, address, title, a snippet, a score) and a sentence saying what the search did: "
+        "'nothing matched' means the knowledge base holds nothing on it; 'could not be searched' or 'not "
+        "searchable from this node yet' means you do not know — ask a colleague rather than concluding nothing "
+        "has been written down. Use it before you act on something the team may already have written down, and "
+        "before you write a page, so you do not write one that exists; read a hit in full with get_page."),
+    args=SearchArgs, run=run, read_only=True)
