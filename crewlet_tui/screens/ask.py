@@ -152,6 +152,7 @@ class AskScreen(CrewletScreen):
         self.question, self.answer, self.streamed = question, None, ""
         self._stream = None
         self.query_one("#ask-answer", PageBody).show("")
+        self.set_class(False, "-sources-only")
         self._show_sources([])
         self._status(Text(f"searching and writing the answer to “{clean_line(question)}”…", style="dim"))
         self._write(self._generation, question, self._cancel, fresh)
@@ -207,8 +208,8 @@ class AskScreen(CrewletScreen):
         view = self.query_one("#ask-answer", PageBody)
         if answer.text:
             view.show(linked(answer.text, len(answer.sources)))
-        elif answer.status == "no_model":
-            view.show("")
+        # nothing was written: the sources are the answer, and take the room
+        self.set_class(not answer.text and bool(answer.sources), "-sources-only")
         self._show_sources(answer.sources)
         self._status(self._verdict(answer))
 
@@ -234,7 +235,8 @@ class AskScreen(CrewletScreen):
             text.append("The sources below do not answer the question.", style="bold yellow")
         elif answer.status == kinds.NO_MODEL:
             text.append("No model is configured", style="bold yellow")
-            text.append(clean_line(answer.reason.removeprefix("No model is configured")))
+            text.append(", so no answer was written — these are the passages one would be written from. To have "
+                        "answers written, add [providers.llm] (base_url, model, api_key_env) to company.toml.")
         elif answer.status == kinds.NO_MATCH:
             text.append("Nothing matched. ", style="bold")
             text.append(clean_line(answer.reason[:1].upper() + answer.reason[1:]))
