@@ -130,6 +130,7 @@ async def test_a_failure_is_a_line_with_the_sources_and_ask_again_writes_afresh(
         await pilot.press("f5")
         await wait_until(pilot, lambda: screen.answer is not None and screen.answer is not first)
         assert "✓ checked" in status(app) and server.requests == 2
+        assert not screen.has_class("-sources-only") and screen.query_one("#ask-answer-scroll").display
 
 
 async def test_with_no_model_the_screen_shows_the_passages_and_how_to_configure_one(tmp_path):
@@ -141,6 +142,8 @@ async def test_with_no_model_the_screen_shows_the_passages_and_how_to_configure_
         await wait_screen(pilot, "AskScreen")
         await wait_until(pilot, lambda: app.screen.answer is not None)
         assert status(app).startswith("No model is configured") and "[providers.llm]" in status(app)
+        assert app.screen.has_class("-sources-only")               # nothing written: the sources take the room
+        assert not app.screen.query_one("#ask-answer-scroll").display
         listed = app.screen.query_one("#ask-sources", OptionList)
         prompts = [str(listed.get_option_at_index(i).prompt) for i in (0, 1)]
         runbook = next(p for p in prompts if "Deploy Runbook" in p)
