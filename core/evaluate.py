@@ -132,9 +132,11 @@ def evaluate(path: Path, *, probes: int | None = None, window: int | None = None
                                "pages)", code="no_vectors")
         space = max(spaces, key=lambda s: (spaces[s], s))
         if spaces[space] < NEEDS:
-            raise CrewletError(f"{path} holds {spaces[space]:,} sources in {space_label(space)}: a measurement needs "
-                               f"at least {NEEDS} ({measure.QUERIES} queries and a depth of {measure.DEPTH})",
-                               code="too_few")
+            raise CrewletError(f"{path} holds {spaces[space]:,} embedded pages ({space_label(space)}): a measurement "
+                               f"needs at least {NEEDS} ({measure.QUERIES} queries and a depth of {measure.DEPTH}) — "
+                               f"it checks corpora of thousands of pages (below {semantic.STAGE_ONE:,} a search by "
+                               "meaning already reranks every page exactly); import more (`crewlet import DIR`), "
+                               "run `crewlet worker --once` to embed them, and measure again", code="too_few")
         table = semantic.load_table(conn, space, 0)
         rows = training.held_out(table)   # the documents a training keeps out of its k-means
         done = [0]
@@ -168,8 +170,9 @@ def _mib(n: int) -> str:
 def render(report: EvalReport) -> list[str]:
     """The report laid out as the spec's sample lays it out."""
     lines = []
+    # every source crewlet embeds is a page: counted as pages (the --json keeps the spec's "sources")
     others = [f"{n} in {space_label(s)}" for s, n in report.spaces.items() if s != report.space]
-    corpus = f"{report.sources} sources, {space_label(report.space)}"
+    corpus = f"{report.sources} pages, {space_label(report.space)}"
     if others:
         corpus += f" (also {', '.join(others)}: not measured)"
     lines.append(("corpus", corpus))
@@ -183,11 +186,11 @@ def render(report: EvalReport) -> list[str]:
             probed += f"; re-filing, {ix.refiled} of {ix.batches} batches applied"
         lines.append(("first stage", f"the semantic index: {probed}"))
         m = ix.measured
-        lines.append(("index", f"measured on {m.get('sources', ix.trained_sources)} sources: "
+        lines.append(("index", f"measured on {m.get('sources', ix.trained_sources)} pages: "
                                f"{m.get('worst_recall', 0):.4f} against a {m.get('worst_floor', 0):.4f} floor in its "
                                f"worst shape ({m.get('worst_shape', '—')}), {m.get('head_misses', 0)} head miss(es)"))
     else:
-        why = (f"below the {training.MIN_SOURCES:,} sources an index needs" if report.sources < training.MIN_SOURCES
+        why = (f"below the {training.MIN_SOURCES:,} pages an index needs" if report.sources < training.MIN_SOURCES
                else "no index is installed (a training that needed more than half its lists installs none)")
         lines.append(("first stage", f"the full scan: {why}"))
         lines.append(("index", "none"))
@@ -208,11 +211,11 @@ def render(report: EvalReport) -> list[str]:
         lines.append(("verdict", "the two-stage search recovers the exact ranking at the shipped depth, in every shape"))
     else:
         lines.append(("verdict", "FAILS: " + "; ".join(report.failures)))
-    lines.append(("window", f"{report.window} bytes a source (the corpus's opening): a semantic search sees each "
-                            "source's title and body up to it, a keyword search the whole body"))
+    lines.append(("window", f"{report.window} bytes a page (the corpus's opening): a semantic search sees each "
+                            "page's title and body up to it, a keyword search the whole body"))
     for pw in report.past_window:
         share = 100 * pw.past / pw.sources if pw.sources else 0.0
         text_share = 100 * pw.past_bytes / pw.text_bytes if pw.text_bytes else 0.0
-        lines.append(("past window", f"{pw.kind}  {pw.past} of {pw.sources} sources ({share:.1f}%), "
+        lines.append(("past window", f"{pw.kind}  {pw.past} of {pw.sources} pages ({share:.1f}%), "
                                      f"{_mib(pw.past_bytes)} of {_mib(pw.text_bytes)} of text ({text_share:.1f}%)"))
     return [f"{k:<12} {v}" for k, v in lines]

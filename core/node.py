@@ -568,6 +568,7 @@ def now_ms() -> int:
 
 def init_home(home: Home, data: dict, *, force: bool = False) -> Path:
     """Create a home: company.toml, the SQLite file and the log file."""
+    home.require_directory()
     if home.config_file.exists() and not force:
         raise CrewletError(f"{home.config_file} already exists — this home is initialised; use it, or pick another --home",
                            code="exists")

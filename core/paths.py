@@ -6,7 +6,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import NotFound
+from .errors import Invalid, NotFound
 
 # importlib.resources and platformdirs are imported where they are used: a command given --home (the
 # app's launch, every benchmarked command) uses neither
@@ -117,6 +117,26 @@ class Home:
     def rescue_dir(self) -> Path:
         """Text a refused save would otherwise lose is kept here (lost edits are the worst wiki bug)."""
         return self.root / "rescued"
+
+    def not_a_directory(self) -> str | None:
+        """Why this path cannot be a home at all (None when it can): it, or the nearest part of it that
+        exists, is a file. Said before anything offers to create a home there — `init` would fail with
+        "File exists", and "no crewlet home here" would send the reader to that `init`."""
+        path = self.root
+        while not path.exists() and path.parent != path:
+            path = path.parent
+        if not path.exists() or path.is_dir():
+            return None
+        fix = "give --home (or CREWLET_HOME) a directory: a home, or a new one to make"
+        if path == self.root:
+            return f"{path} is a file, not a crewlet home — {fix}"
+        return f"{path} is a file, so {self.root} cannot be a crewlet home — {fix}"
+
+    def require_directory(self) -> None:
+        """Refuse, with the reason and the fix, a home path that is (or lies beneath) a file."""
+        problem = self.not_a_directory()
+        if problem:
+            raise Invalid(problem, code="not_a_home")
 
     def exists(self) -> bool:
         """An initialised home — or a node of a shared directory, even one that cannot be reached

@@ -172,7 +172,10 @@ class CrewletApp(App[None]):
         if self.gc_paused:   # at the latest then (the welcome screen, a home that fails to open)
             self.set_timer(BACKGROUND_AFTER_S, self._resume_gc)
         self.sub_title = clean_line(str(self.home.root))
-        if not self.home.exists():
+        problem = self.home.not_a_directory()
+        if problem:   # told as the CLI tells it; the welcome screen would offer a home that cannot be made
+            self._home_failed(HomeFailed(NotADirectoryError(problem)))
+        elif not self.home.exists():
             from .screens.welcome import WelcomeScreen
 
             self.push_screen(WelcomeScreen(str(self.home.root)))

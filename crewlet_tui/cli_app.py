@@ -14,8 +14,8 @@ def register(app: typer.Typer) -> None:
     @app.command("open")
     @handle_errors
     def open_app(
-        ref: Optional[str] = typer.Argument(None, help="The page to open: a page id or CONTAINER/Title."),
-        search: Optional[str] = typer.Option(None, "--search", "-s", help="Open the search screen with this query run."),
+        ref: Optional[str] = typer.Argument(None, metavar="REF", help="The page to open: a page id or CONTAINER/Title."),
+        search: Optional[str] = typer.Option(None, "--search", "-s", metavar="QUERY", help="Open the search screen with this query run."),
     ) -> None:
         """Open the terminal app on one page, or on the search screen with a query run."""
         if (ref is None) == (search is None):

@@ -9,6 +9,7 @@ holds `--help` and `page show` to that).
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,7 +18,7 @@ from functools import wraps
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from typer.exceptions import TyperException
 
 from core.errors import CrewletError, StaleRevision
@@ -31,8 +32,30 @@ if TYPE_CHECKING:
     from core.node import Node
     from core.pages.service import KnowledgeBase
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+# how wide plain output is where nothing sets a width: a line, whatever its length, stays one line
+UNWRAPPED_WIDTH = 100_000
+
+
+class PlainConsole(Console):
+    """Rich's console, except that output going to a pipe or a file (not a terminal) is not wrapped: Rich
+    would take 80 columns (or the width of whichever terminal it finds on another stream), and cut every
+    longer sentence, title or table row into pieces a script or a reader of the file has to join again.
+    COLUMNS, when set, still decides."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        size = super().size
+        if self._width is None and not self.is_terminal and not (self._environ.get("COLUMNS") or "").isdigit():
+            return ConsoleDimensions(UNWRAPPED_WIDTH, size.height)
+        return size
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
+
+console = PlainConsole(highlight=False)
+err_console = PlainConsole(stderr=True, highlight=False)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -186,6 +209,12 @@ def _fail_for(exc: Exception, as_json: bool) -> None:
         code, message = database_problem(exc)
         message = _with_fix(code, message)
         fail(message, as_json=as_json, payload={"error": code, "message": message})
+    elif isinstance(exc, IsADirectoryError):
+        message = f"{exc.filename} is a directory — give a file"
+        fail(message, as_json=as_json, payload={"error": "io", "message": message})
+    elif isinstance(exc, IsADirectoryError):
+        message = f"{exc.filename} is a directory — give a file"
+        fail(message, as_json=as_json, payload={"error": "io", "message": message})
     elif isinstance(exc, FileNotFoundError):
         message = f"{exc.filename}: no such file — check the path"
         fail(message, as_json=as_json, payload={"error": "io", "message": message})
@@ -201,6 +230,7 @@ def _fail_for(exc: Exception, as_json: bool) -> None:
 def existing_home() -> Home:
     """The home this command names, refused with the fix when there is none there."""
     home = STATE.home
+    home.require_directory()
     if not home.exists():
         raise CrewletError(f"no crewlet home at {home.root} — run `crewlet init --example` (or pass --home DIR)",
                            code="no_home")
@@ -258,6 +288,9 @@ def read_body(body_file: str | None) -> str:
         data = sys.stdin.buffer.read()
         name = "standard input"
     else:
+        if os.path.isdir(body_file):
+            raise CrewletError(f"--body-file {body_file} is a directory — give a file holding the body (or - to "
+                               "read standard input)", code="invalid_body")
         with open(body_file, "rb") as fh:
             data = fh.read()
         name = body_file

@@ -117,15 +117,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Publish DIR's .md files as pages: one space per directory (the spec's layout) or --into KEY.
 
-        A file with `trigger:` in its frontmatter is a tool skill (the skills container). Title: frontmatter
-        `title:`, else the first `# ` H1 (stripped from the body). Frontmatter `space:`, `parent:` and
-        `labels:` are honoured. Idempotent: an unchanged file writes nothing, an edited one is saved in
-        place, an existing page is never moved. Every problem is listed before anything is written.
+        A file with `trigger:` in its frontmatter is a tool skill (the skills container). Title: frontmatter `title:`, else the first `# ` H1 (stripped from the body). Frontmatter `space:`, `parent:` and `labels:` are honoured. Idempotent: an unchanged file writes nothing, an edited one is saved in place, an existing page is never moved. Every problem is listed before anything is written.
 
-        With --into KEY, titles are unique per space, not per folder: where two collide, the one met first
-        (shallower, then by path) keeps it and the others take their directory's path, e.g.
-        "About (7.4/Microsoft.PowerShell.Core)". A page already published under a file's own folder keeps its
-        title, so adding or removing files never moves content between pages."""
+        With --into KEY, titles are unique per space, not per folder: where two collide, the one met first (shallower, then by path) keeps it and the others take their directory's path, e.g. "About (7.4/Microsoft.PowerShell.Core)". A page already published under a file's own folder keeps its title, so adding or removing files never moves content between pages."""
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         from core.importer import ImportProblems

@@ -121,8 +121,7 @@ def _render(report: LogReport) -> None:
 def log_check(as_json: bool = JSON_OPT) -> None:
     """Read every frame of the log and set it against what the database applied.
 
-    Names each damaged place (its byte offset and seqs) and how many records a repair would lose
-    there. Exit 0 when sound, 1 when damaged."""
+    Names each damaged place (its byte offset and seqs) and how many records a repair would lose there. Exit 0 when sound, 1 when damaged."""
     from core.repair import check_home
 
     home = existing_home()
@@ -149,10 +148,7 @@ def log_repair(
 ) -> None:
     """Write a damaged log anew keeping every intact record; give back lost ones a database still holds.
 
-    The damaged file is kept whole beside the log. Where the database applied something the repaired
-    log does not hold, it is rebuilt from it (the old file is kept beside it) after saying what is
-    lost, and which other nodes hold such records. Stop the app and any `crewlet worker` on this home
-    first."""
+    The damaged file is kept whole beside the log. Where the database applied something the repaired log does not hold, it is rebuilt from it (the old file is kept beside it) after saying what is lost, and which other nodes hold such records. Stop the app and any `crewlet worker` on this home first."""
     from core.repair import check_home, repair_home
 
     home = existing_home()

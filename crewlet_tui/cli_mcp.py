@@ -32,9 +32,9 @@ def register(app: typer.Typer) -> None:
     @app.command()
     @handle_errors
     def mcp(
-        as_: Optional[str] = typer.Option(None, "--as", help="Act as this configured actor (an agent's handle, or "
+        as_: Optional[str] = typer.Option(None, "--as", metavar="HANDLE", help="Act as this configured actor (an agent's handle, or "
                                                              "yours); default: the global --as, else the operator."),
-        home: Optional[str] = typer.Option(None, "--home", help="The crewlet home to serve (default: the global "
+        home: Optional[str] = typer.Option(None, "--home", metavar="DIR", help="The crewlet home to serve (default: the global "
                                                                 "--home, $CREWLET_HOME, else the user data directory)."),
         verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every refusal and catch-up to stderr."),
     ) -> None:

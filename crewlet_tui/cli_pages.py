@@ -38,7 +38,7 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def init(
         example: bool = typer.Option(False, "--example", help="Load the bundled example knowledge base (HOME, ENG, LEAD, PROD)."),
-        operator: str = typer.Option("admin", "--operator", help="Handle of the first (admin) actor when not --example."),
+        operator: str = typer.Option("admin", "--operator", metavar="HANDLE", help="Handle of the first (admin) actor when not --example."),
         as_json: bool = JSON_OPT,
     ) -> None:
         """Create a home: company.toml, the node's SQLite file and its log file."""
@@ -94,9 +94,9 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def pages(
         container: str = typer.Argument(..., metavar="CONTAINER", help="The space key, e.g. ENG."),
-        parent: Optional[str] = typer.Option(None, "--parent", help="List the children of this page (REF) instead of the top."),
-        after: Optional[str] = typer.Option(None, "--after", help="The cursor a previous window printed."),
-        limit: int = typer.Option(500, "--limit", min=1, max=500, help="Window size, at most 500."),
+        parent: Optional[str] = typer.Option(None, "--parent", metavar="REF", help="List the children of this page (REF) instead of the top."),
+        after: Optional[str] = typer.Option(None, "--after", metavar="CURSOR", help="The cursor a previous window printed."),
+        limit: int = typer.Option(500, "--limit", min=1, max=500, metavar="N", help="Window size, at most 500."),
         as_json: bool = JSON_OPT,
     ) -> None:
         """One level of a space's outline: a window of pages, the level's total, and a cursor."""
@@ -135,7 +135,7 @@ def register(app: typer.Typer) -> None:
 @page_app.command("show")
 @handle_errors
 def page_show(ref: str = typer.Argument(..., metavar="REF", help="Page id or CONTAINER/Title."),
-              revision: Optional[int] = typer.Option(None, "--revision", "-r", help="Show this revision's body."),
+              revision: Optional[int] = typer.Option(None, "--revision", "-r", metavar="N", help="Show this revision's body."),
               as_json: bool = JSON_OPT) -> None:
     """Show a page: its body, where it sits, its children, backlinks and comments."""
     with open_kb() as kb:
@@ -189,9 +189,9 @@ def page_show(ref: str = typer.Argument(..., metavar="REF", help="Page id or CON
 @handle_errors
 def page_create(container: str = typer.Argument(..., metavar="CONTAINER", help="The space key."),
                 title: str = typer.Argument(..., metavar="TITLE", help="The page title (its address is the title lower-cased)."),
-                parent: Optional[str] = typer.Option(None, "--parent", help="File it under this page (REF)."),
-                body_file: Optional[str] = typer.Option(None, "--body-file", help="Read the body from a file, or - for stdin. None makes a folder."),
-                message: Optional[str] = typer.Option(None, "--message", "-m", help="A note for the history."),
+                parent: Optional[str] = typer.Option(None, "--parent", metavar="REF", help="File it under this page (REF)."),
+                body_file: Optional[str] = typer.Option(None, "--body-file", metavar="FILE", help="Read the body from a file, or - for stdin. None makes a folder."),
+                message: Optional[str] = typer.Option(None, "--message", "-m", metavar="TEXT", help="A note for the history."),
                 as_json: bool = JSON_OPT) -> None:
     """Create a page (an empty body makes a folder)."""
     body = read_body(body_file)
@@ -206,9 +206,9 @@ def page_create(container: str = typer.Argument(..., metavar="CONTAINER", help="
 @page_app.command("save")
 @handle_errors
 def page_save(ref: str = typer.Argument(..., metavar="REF", help="Page id or CONTAINER/Title."),
-              body_file: str = typer.Option(..., "--body-file", help="The new body: a file, or - for stdin."),
-              base_rev: int = typer.Option(..., "--base-rev", help="The revision you edited; a stale one is refused."),
-              message: Optional[str] = typer.Option(None, "--message", "-m", help="Your note for the history."),
+              body_file: str = typer.Option(..., "--body-file", metavar="FILE", help="The new body: a file, or - for stdin."),
+              base_rev: int = typer.Option(..., "--base-rev", metavar="N", help="The revision you edited; a stale one is refused."),
+              message: Optional[str] = typer.Option(None, "--message", "-m", metavar="TEXT", help="Your note for the history."),
               as_json: bool = JSON_OPT) -> None:
     """Save a new body against the revision you edited."""
     body = read_body(body_file)
@@ -237,7 +237,7 @@ def page_rename(ref: str = typer.Argument(..., metavar="REF", help="Page id or C
 @page_app.command("move")
 @handle_errors
 def page_move(ref: str = typer.Argument(..., metavar="REF", help="Page id or CONTAINER/Title."),
-              parent: Optional[str] = typer.Option(None, "--parent", help="The new parent (REF), in the same space."),
+              parent: Optional[str] = typer.Option(None, "--parent", metavar="REF", help="The new parent (REF), in the same space."),
               top: bool = typer.Option(False, "--top", help="Move it to the top of its space."),
               as_json: bool = JSON_OPT) -> None:
     """File a page under another page of its space, or at its top."""
@@ -292,8 +292,8 @@ def page_history(ref: str = typer.Argument(..., metavar="REF", help="Page id or 
 @page_app.command("diff")
 @handle_errors
 def page_diff(ref: str = typer.Argument(..., metavar="REF", help="Page id or CONTAINER/Title."),
-              a: int = typer.Argument(..., help="A revision. Alone: what that save changed."),
-              b: Optional[int] = typer.Argument(None, help="A second revision: the diff from A to B."),
+              a: int = typer.Argument(..., metavar="A", help="A revision. Alone: what that save changed."),
+              b: Optional[int] = typer.Argument(None, metavar="B", help="A second revision: the diff from A to B."),
               as_json: bool = JSON_OPT) -> None:
     """The line diff between two revisions (or what one save changed)."""
     with open_kb() as kb:
@@ -308,8 +308,8 @@ def page_diff(ref: str = typer.Argument(..., metavar="REF", help="Page id or CON
 
 @page_app.command("comment")
 @handle_errors
-def page_comment(ref: str = typer.Argument(..., help="Page id or CONTAINER/Title (or a comment id with --edit/--remove)."),
-                 text: Optional[str] = typer.Argument(None, help="The comment."),
+def page_comment(ref: str = typer.Argument(..., metavar="REF", help="Page id or CONTAINER/Title (or a comment id with --edit/--remove)."),
+                 text: Optional[str] = typer.Argument(None, metavar="TEXT", help="The comment."),
                  edit: bool = typer.Option(False, "--edit", help="REF is a comment id: replace its text (author only)."),
                  remove: bool = typer.Option(False, "--remove", help="REF is a comment id: remove it (author or admin)."),
                  as_json: bool = JSON_OPT) -> None:
@@ -351,7 +351,7 @@ def page_backlinks(ref: str = typer.Argument(..., metavar="REF", help="Page id o
 @page_app.command("reads")
 @handle_errors
 def page_reads(ref: str = typer.Argument(..., metavar="REF", help="Page id or CONTAINER/Title."),
-               limit: int = typer.Option(100, "--limit", min=1, max=10_000, help="The latest N reads at most."),
+               limit: int = typer.Option(100, "--limit", min=1, max=10_000, metavar="N", help="The latest N reads at most."),
                as_json: bool = JSON_OPT) -> None:
     """Who read a page, how (get_page or a search, at what rank) and when: agents' knowledge_read events."""
     with open_kb() as kb:

@@ -115,10 +115,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Publish DIR's .md files to Confluence: one space per directory, titled by each file's first # H1.
 
-        Credentials from integrations.confluence (or the acting actor's own). A file with `trigger:` is a
-        tool skill (knowledge.skills_container). Pages are matched by (space, title); one that exists is left
-        as it is unless --update. Pages carry their `labels:` and the crewlet-doc label. Every problem (a
-        missing space, no title, two files publishing as one page…) is listed before anything is written."""
+        Credentials from integrations.confluence (or the acting actor's own). A file with `trigger:` is a tool skill (knowledge.skills_container). Pages are matched by (space, title); one that exists is left as it is unless --update. Pages carry their `labels:` and the crewlet-doc label. Every problem (a missing space, no title, two files publishing as one page…) is listed before anything is written."""
         _run("confluence", directory, dry_run=dry_run, update=update, as_json=as_json, create_space=create_space)
 
     @plane_app.command("import")
@@ -127,8 +124,5 @@ def register(app: typer.Typer) -> None:
                      as_json: bool = JSON_OPT) -> None:
         """Publish DIR's .md files to Plane: one project per directory (by identifier), titled by each first # H1.
 
-        Credentials from integrations.plane (or the acting actor's own key). A file with `trigger:` is a tool
-        skill (integrations.plane.skills_project). Pages are matched by external_source "crewlet" and
-        external_id "doc:<title>"; one that exists is left as it is unless --update. A project that does not
-        exist stops the run before anything is written (crewlet never creates projects)."""
+        Credentials from integrations.plane (or the acting actor's own key). A file with `trigger:` is a tool skill (integrations.plane.skills_project). Pages are matched by external_source "crewlet" and external_id "doc:<title>"; one that exists is left as it is unless --update. A project that does not exist stops the run before anything is written (crewlet never creates projects)."""
         _run("plane", directory, dry_run=dry_run, update=update, as_json=as_json)

@@ -26,9 +26,9 @@ app = typer.Typer(
 @app.callback()
 def main_callback(
     ctx: typer.Context,
-    home: Optional[str] = typer.Option(None, "--home", envvar="CREWLET_HOME",
+    home: Optional[str] = typer.Option(None, "--home", envvar="CREWLET_HOME", metavar="DIR",
                                        help="The crewlet home (default: $CREWLET_HOME, else the user data directory)."),
-    as_: Optional[str] = typer.Option(None, "--as", envvar="CREWLET_AS",
+    as_: Optional[str] = typer.Option(None, "--as", envvar="CREWLET_AS", metavar="HANDLE",
                                       help="Act as this configured actor (default: the configured operator)."),
 ) -> None:
     STATE.home_arg = home

@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any, Optional
 import typer
 from rich.text import Text
 
-from core.search.seam import DEFAULT_LIMIT, MODES, NOT_SEARCHABLE_YET, Hit, Result
+from core.search.seam import DEFAULT_LIMIT, NOT_SEARCHABLE_YET, Hit, Result, canonical_mode, modes_in_words
 
 from .cli_eval import SearchCommand
+from .search_words import search_words
 from .cli_common import (JSON_OPT, actor, console, damage_json, emit_json, err_console, fail, handle_errors, open_node,
                          when)
 # every string printed here is one line: made inert (controls, bidi) and markup-escaped by the one sanitiser
@@ -34,7 +35,9 @@ if TYPE_CHECKING:
 INLINE_BUILD_MAX_PAGES = 2000     # `crewlet search` builds a first index this small itself (a few seconds)
 CATCH_UP_MAX_ROWS = 5000          # and catches up at most this many changed pages before answering
 
-index_app = typer.Typer(help="The keyword index: what it covers, and building it.", no_args_is_help=True)
+index_app = typer.Typer(help="The search indexes: the keyword index and how much is embedded for search by meaning "
+                                 "(and the semantic index): what they cover, and building the keyword index.",
+                         no_args_is_help=True)
 
 
 # -- search ------------------------------------------------------------------------------------------
@@ -81,27 +84,13 @@ def _highlighted(snippet: str, finder: TermFinder | None) -> Text:
     return text
 
 
-def _render(result: Result, finder: TermFinder | None) -> None:
-    out = result.outcome
-    if not result.hits:
-        console.print("nothing matched")
+def _render(result: Result, finder: TermFinder | None, *, asked: str, limit: int) -> None:
+    words = search_words(result, asked=asked, limit=limit, more=f"`--limit {max(2 * limit, 20)}` shows more")
     for i, h in enumerate(result.hits, 1):
-        _render_hit(i, h, finder, remote=out.source is not None)
-    cov = out.coverage
-    facts = [f"{len(result.hits)} hit{'s' if len(result.hits) != 1 else ''}", f"served {out.served_mode}"]
-    if out.source is not None:     # a remote backend: searched live, nothing indexed here
-        requests = int(out.source.get("requests") or 0)
-        facts += [f"{out.source.get('backend')} live, no local copy",
-                  f"{requests} request{'s' if requests != 1 else ''}", f"ranked by {out.source.get('ranking')}"]
-    else:
-        facts.append(f"{cov.pages_indexed} pages indexed")
-    if out.served_mode in ("hybrid", "semantic"):
-        facts.append(f"{cov.embedded} of {cov.embeddable} embedded")
-    if cov.behind:
-        facts.append(f"index {cov.behind} record{'s' if cov.behind != 1 else ''} behind")
-    console.print(f"[dim]{escape(' · '.join(facts))}[/]")
-    if out.message:
-        console.print(f"[yellow]{escape(out.message)}[/]", soft_wrap=True)
+        _render_hit(i, h, finder, remote=result.outcome.source is not None)
+    console.print(f"[dim]{escape(words.line())}[/]", soft_wrap=True)
+    for warning in words.warnings:
+        console.print(f"[yellow]{escape(warning)}[/]", soft_wrap=True)
 
 
 def _render_hit(i: int, h: Hit, finder: TermFinder | None, *, remote: bool = False) -> None:
@@ -136,9 +125,12 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def search(
         query: list[str] = typer.Argument(..., metavar="QUERY", help="Plain words; no query language."),
-        mode: str = typer.Option("hybrid", "--mode", "-m", help=f"One of: {', '.join(MODES)}."),
-        limit: int = typer.Option(DEFAULT_LIMIT, "--limit", "-n", min=1, max=1000, help="At most this many hits."),
-        container: Optional[list[str]] = typer.Option(None, "--container", "-c",
+        mode: str = typer.Option("hybrid", "--mode", "-m", metavar="MODE",
+                                 help=f"What to rank by: {modes_in_words()} — words and meaning fused, words "
+                                      "alone (BM25), or meaning alone."),
+        limit: int = typer.Option(DEFAULT_LIMIT, "--limit", "-n", min=1, max=1000, metavar="N",
+                                  help="At most this many hits (the app shows 20)."),
+        container: Optional[list[str]] = typer.Option(None, "--container", "-c", metavar="KEY",
                                                       help="Only this container (repeatable), inside knowledge.scope."),
         no_catch_up: bool = typer.Option(False, "--no-catch-up",
                                          help="Read the index as it is: no catch-up pass before answering."),
@@ -149,9 +141,10 @@ def register(app: typer.Typer) -> None:
         A query with no word that can be searched (only punctuation or common words) exits 1 too.
 
         `crewlet search eval [--store FILE] [--probes N] [--window BYTES] [--json]` measures instead whether search by meaning recovers the exact ranking on this corpus (`crewlet search eval --help`); to search for the word "eval" alone, put an option first."""
-        mode = mode.strip().lower()
-        if mode not in MODES:
-            raise typer.BadParameter(f"'{mode}' is not one of: {', '.join(MODES)}", param_hint="--mode")
+        asked = canonical_mode(mode)
+        if asked is None:
+            raise typer.BadParameter(f"'{mode}' is not one of: {modes_in_words()}", param_hint="--mode")
+        mode = asked
         from core.search.factory import is_remote, make_searcher
         from core.search.seam import Query
 
@@ -181,7 +174,7 @@ def register(app: typer.Typer) -> None:
         if as_json:
             emit_json(result.to_json() | said)
             return
-        _render(result, finder)
+        _render(result, finder, asked=mode, limit=limit)
 
     @index_app.command("status")
     @handle_errors
@@ -211,7 +204,9 @@ def register(app: typer.Typer) -> None:
         rebuild: bool = typer.Option(False, "--rebuild", help="Derive every page again into a new index."),
         as_json: bool = JSON_OPT,
     ) -> None:
-        """Build the index now (the first build, a due re-derivation, or --rebuild), then catch up."""
+        """Build the keyword index now (the first build, a due re-derivation, or --rebuild), then catch up.
+
+        Embedding for search by meaning is the background worker's (`crewlet worker`, or the app while it runs)."""
         from core.search.indexer import Indexer
 
         from .progress_bars import ProgressBars
@@ -250,7 +245,7 @@ def _render_status(st: IndexStatus, damage: Any = None) -> None:
                    " — [red]the log is damaged[/]") + ": `crewlet log check` names it"
     elif not st.behind:
         behind = "up to date"
-    lines.append(("covers", f"log seq {st.indexed_seq:,} of {st.applied_seq:,} applied — {behind}"))
+    lines.append(("covers", f"{st.indexed_seq:,} of the {st.applied_seq:,} changes this node applied — {behind}"))
     deriv = f"{st.derivation if st.derivation is not None else '—'} (this crewlet derives {st.current_derivation})"
     if st.rebuild_pending:
         deriv += " — [yellow]a re-derivation is due[/]: the next `crewlet worker` pass runs it"
@@ -305,7 +300,7 @@ def _render_index(ix: dict[str, Any]) -> None:
     if ix["installed"]:
         m = ix.get("measured") or {}
         lines.append(("first stage", f"the semantic index: {ix['probes']} of {ix['lists']:,} lists probed "
-                                     f"(generation {ix['generation']}, trained on {ix['trained_sources']:,} sources)"))
+                                     f"(generation {ix['generation']}, trained on {ix['trained_sources']:,} pages)"))
         if m:
             lines.append(("measured", escape(f"{m.get('worst_recall', 0):.4f} against a {m.get('worst_floor', 0):.4f} "
                                              f"floor in its worst shape ({m.get('worst_shape', '—')}), "
@@ -314,9 +309,9 @@ def _render_index(ix: dict[str, Any]) -> None:
             lines.append(("re-filing", f"[yellow]{ix['refiled']} of {ix['batches']} batches applied[/] — searches read "
                                        "the rows not yet re-filed in full"))
     elif ix["sources"] < ix["min_sources"]:
-        lines.append(("first stage", f"the full scan: {ix['sources']:,} sources, an index needs {ix['min_sources']:,}"))
+        lines.append(("first stage", f"the full scan: {ix['sources']:,} pages, an index needs {ix['min_sources']:,}"))
     else:
-        why = (f"the training at {ix['declined_at']:,} sources needed more than half its lists"
+        why = (f"the training at {ix['declined_at']:,} pages needed more than half its lists"
                if ix.get("declined_at") else "not trained yet — `crewlet worker` trains it")
         lines.append(("first stage", f"the full scan: {escape(why)}"))
     running = ix.get("running")

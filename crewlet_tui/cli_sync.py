@@ -49,19 +49,17 @@ class _Applying:
 @sync_app.command("join")
 @handle_errors
 def sync_join(
-    directory: Path = typer.Argument(..., help="The shared directory: empty (this home becomes its first node) or "
+    directory: Path = typer.Argument(..., metavar="DIR", help="The shared directory: empty (this home becomes its first node) or "
                                                "one other nodes share."),
-    snapshot: Optional[Path] = typer.Option(None, "--snapshot", help="Start a NEW node from this snapshot "
+    snapshot: Optional[Path] = typer.Option(None, "--snapshot", metavar="FILE", help="Start a NEW node from this snapshot "
                                                                       "(`crewlet sync snapshot` on a current node)."),
-    operator: Optional[str] = typer.Option(None, "--operator", help="A new node's operator (who it acts as by "
+    operator: Optional[str] = typer.Option(None, "--operator", metavar="HANDLE", help="A new node's operator (who it acts as by "
                                                                      "default); else company.toml's."),
     as_json: bool = JSON_OPT,
 ) -> None:
     """Make this home a node of a shared directory of logs, or create a new node from one.
 
-    An existing home and an empty DIR: its logs and company.toml move into DIR. An existing home and a
-    DIR that holds a log: it joins if it has written nothing of its own. A new --home: a node is made
-    from DIR (or from --snapshot) and applies the log. Stop the app and any worker on the home first."""
+    An existing home and an empty DIR: its logs and company.toml move into DIR. An existing home and a DIR that holds a log: it joins if it has written nothing of its own. A new --home: a node is made from DIR (or from --snapshot) and applies the log. Stop the app and any worker on the home first."""
     from core.sync import join as join_mod
 
     home = STATE.home
@@ -175,13 +173,12 @@ def _ago(seconds: float) -> str:
 @sync_app.command("snapshot")
 @handle_errors
 def sync_snapshot(
-    out: Path = typer.Argument(..., help="The file to write (must not exist)."),
+    out: Path = typer.Argument(..., metavar="FILE", help="The file to write (must not exist)."),
     as_json: bool = JSON_OPT,
 ) -> None:
     """Write a consistent copy of this node's database, with the log positions it holds.
 
-    A new node starts from it (`crewlet --home NEW sync join DIR --snapshot FILE`) and applies only the
-    log after those positions."""
+    A new node starts from it (`crewlet --home NEW sync join DIR --snapshot FILE`) and applies only the log after those positions."""
     from core.node import Node
     from core.sync import snapshot as snapshot_mod
 
@@ -197,15 +194,13 @@ def sync_snapshot(
 @sync_app.command("adopt")
 @handle_errors
 def sync_adopt(
-    file: Path = typer.Argument(..., help="A snapshot `crewlet sync snapshot` wrote on a node of the same log."),
+    file: Path = typer.Argument(..., metavar="FILE", help="A snapshot `crewlet sync snapshot` wrote on a node of the same log."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Adopt without asking (for scripts)."),
     as_json: bool = JSON_OPT,
 ) -> None:
     """Start this node over from a snapshot of the same log.
 
-    Its database is replaced (the old one kept aside) and the log after the snapshot's position is
-    applied: the fix when this node's log no longer holds the position it needs. Stop the app and any
-    worker on this home first."""
+    Its database is replaced (the old one kept aside) and the log after the snapshot's position is applied: the fix when this node's log no longer holds the position it needs. Stop the app and any worker on this home first."""
     from core.sync import join as join_mod, snapshot as snapshot_mod
 
     home = existing_home()

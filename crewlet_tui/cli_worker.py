@@ -29,14 +29,13 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def worker(
         once: bool = typer.Option(False, "--once", help="Run every duty until none has anything left to do, then exit."),
-        interval: float = typer.Option(2.0, "--interval", min=0.1, help="Seconds between keyword-index passes."),
+        interval: float = typer.Option(2.0, "--interval", min=0.1, metavar="SECONDS", help="Seconds between keyword-index passes."),
         status: bool = typer.Option(False, "--status", help="Show each duty's last pass and who runs it; run nothing."),
         as_json: bool = JSON_OPT,
     ) -> None:
         """Run the background duties: apply the logs, index, reap the trash, embed, train the semantic index.
 
-        One process runs each duty at a time (a lease): while the app is open on this home, its own
-        background worker holds them and this command says so."""
+        One process runs each duty at a time (a lease): while the app is open on this home, its own background worker holds them and this command says so."""
         from core.duties import default_duties
         from core.worker import DutyRunner
 

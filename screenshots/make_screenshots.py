@@ -1,9 +1,12 @@
-"""Regenerate the app's screenshots: `python screenshots/make_screenshots.py [--size 100x32] [--out DIR]`.
+"""Regenerate the app's screenshots: `python screenshots/make_screenshots.py [--size 120x36] [--out DIR]`.
 
 Builds a temporary home with the bundled example knowledge base (or, in a build without the importer,
 a few pages made through KnowledgeBase), drives the app with Pilot at a fixed size with a fixed clock,
 fixed record times and page ids, and no cursor blink, and saves an SVG of each screen: spaces, outline,
 page, edit, conflict, history, search, ask, trash, help. The same input gives the same SVGs.
+
+With no --size it shoots both sizes the app is laid out for: 120x36 (`page.svg`, …) and the smallest
+terminal it promises to be usable in, 80x24 (`page-80x24.svg`, …), each from a home of its own.
 """
 from __future__ import annotations
 
@@ -39,9 +42,22 @@ from core.paths import Home, examples_dir  # noqa: E402
 from crewlet_tui.app import make_app  # noqa: E402
 
 
+_RECORD_NEW = record_mod.Record.new.__func__  # type: ignore[attr-defined]
+
+
 def fix_the_clock() -> None:
     ticks = itertools.count()
     record_mod._now_ms = lambda: T0_MS + next(ticks) * 97_000  # type: ignore[attr-defined]
+    # the background worker's records (vectors, the semantic index) tick a clock of their own: how many it
+    # writes between two saves depends on timing, and must not move the times the screens show
+    background = itertools.count()
+
+    def new(cls, type: str, actor: str, payload: dict, *, at: int | None = None, **kw):  # type: ignore[no-untyped-def]
+        if at is None and type.startswith(("vector.", "index.")):
+            at = T0_MS + next(background) * 97_000
+        return _RECORD_NEW(cls, type, actor, payload, at=at, **kw)
+
+    record_mod.Record.new = classmethod(new)  # type: ignore[assignment]
     ids = itertools.count(1)
 
     def new_id() -> str:
@@ -113,15 +129,25 @@ async def wait_until(pilot, predicate: Callable[[], bool], timeout: float = 15.0
 
 
 async def settle(pilot) -> None:
+    """The background worker has caught up with every write (the status line says so the same way every
+    run), then the screen has painted."""
+    app = pilot.app
+
+    def caught_up() -> bool:
+        index, meaning = app.index_state, app.meaning_state
+        return (index.phase == "current" and index.indexed_seq == index.applied_seq
+                and meaning.phase == "current" and meaning.covered == meaning.total)
+
+    await wait_until(pilot, caught_up, 120)
     await pilot.pause(0.3)
 
 
-async def shoot(home: Home, ids: dict[str, str], out: Path, size: tuple[int, int]) -> list[Path]:
+async def shoot(home: Home, ids: dict[str, str], out: Path, size: tuple[int, int], suffix: str = "") -> list[Path]:
     app = make_app(home, clock=lambda: CLOCK_S, cursor_blink=False, allow_external=False, index_interval=3600)
     saved: list[Path] = []
 
     def save(name: str) -> None:
-        path = Path(app.save_screenshot(f"{name}.svg", path=str(out)))
+        path = Path(app.save_screenshot(f"{name}{suffix}.svg", path=str(out)))
         saved.append(path)
         print(f"  {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
 
@@ -190,9 +216,12 @@ async def shoot(home: Home, ids: dict[str, str], out: Path, size: tuple[int, int
         await pilot.press("slash")
         await wait_until(pilot, lambda: screen_is("SearchScreen"))
         await wait_until(pilot, lambda: app.index_state.phase in ("current", "failed", "off"), 60)
-        await pilot.press(*"how do we handle rate limits")
-        await pilot.press("enter")
-        await wait_until(pilot, lambda: app.screen.last is not None and app.screen.last.outcome.served_mode == "hybrid")
+        query = "how do we handle rate limits"
+        await pilot.press(*query)
+        await pilot.press("enter")   # searched as typed, or now: the answer shown is the whole query's
+        await wait_until(pilot, lambda: app.screen.last is not None and app.screen.last_text == query
+                         and app.screen.last.outcome.served_mode == "hybrid"
+                         and "searching for" not in str(app.screen.query_one("#search-outcome").render()))
         await settle(pilot)
         save("search")
 
@@ -215,22 +244,31 @@ async def shoot(home: Home, ids: dict[str, str], out: Path, size: tuple[int, int
     return saved
 
 
+# (size, what each file's name ends with): the default run's two
+SIZES = [((120, 36), ""), ((80, 24), "-80x24")]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", default="100x32", help="terminal size, COLSxROWS (default 100x32)")
+    parser.add_argument("--size", default="", help="one terminal size, COLSxROWS, named <screen>-COLSxROWS.svg "
+                                                   "(default: 120x36 and 80x24)")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent), help="where the SVGs go")
     args = parser.parse_args()
-    cols, rows = (int(x) for x in args.size.lower().split("x"))
+    sizes = SIZES
+    if args.size:
+        cols, rows = (int(x) for x in args.size.lower().split("x"))
+        sizes = [((cols, rows), f"-{cols}x{rows}")]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    fix_the_clock()
-    tmp = Path(tempfile.mkdtemp(prefix="crewlet-shots-"))
-    try:
-        home, ids = build_home(tmp / "home")
-        print(f"screenshots at {cols}x{rows}:")
-        asyncio.run(shoot(home, ids, out, (cols, rows)))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    for size, suffix in sizes:
+        fix_the_clock()     # each size from the same start: the same ids and times, so its own run repeats
+        tmp = Path(tempfile.mkdtemp(prefix="crewlet-shots-"))
+        try:
+            home, ids = build_home(tmp / "home")
+            print(f"screenshots at {size[0]}x{size[1]}:")
+            asyncio.run(shoot(home, ids, out, size, suffix))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

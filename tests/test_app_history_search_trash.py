@@ -76,24 +76,26 @@ async def test_search_says_not_searchable_yet_then_nothing_matched_then_hits(tmp
         outcome = screen.query_one("#search-outcome", Static)
         results = screen.query_one("#search-results", OptionList)
         await wait_until(pilot, lambda: screen.last is not None)
-        assert str(outcome.render()).startswith("Not searchable yet.")
+        assert str(outcome.render()).startswith("Not searchable yet")
         assert "ask a colleague" in str(outcome.render())
         assert not results.display and results.option_count == 0
-        assert "searching this node's copy" in str(screen.query_one("#search-copy", Static).render())
+        assert "searching this copy" in str(screen.query_one("#search-copy", Static).render())
 
         build_index(home)  # the first build finishes (the app's own indexer is off in this test)
         screen.last = None
         screen.run_search("zyzzyva")
         await wait_until(pilot, lambda: screen.last is not None)
         shown = str(outcome.render())
-        assert shown.startswith("Nothing matched") and "served Keyword" in shown
-        assert "indexed through record" in str(screen.query_one("#search-copy", Static).render())
+        assert shown.startswith("Nothing matched") and "ranked by words" in shown
+        assert "2 pages indexed, up to date" in str(screen.query_one("#search-copy", Static).render())
 
         screen.last = None
         screen.run_search("deploy")
         await wait_until(pilot, lambda: screen.last is not None and screen.last.hits)
-        assert results.display and str(outcome.render()).startswith("2 results")
-        assert "(asked Hybrid)" in str(outcome.render()) and "degraded: no_embeddings" in str(outcome.render())
+        shown = str(outcome.render())
+        assert results.display and shown.startswith("2 results")
+        assert "ranked by words (by words and meaning was asked)" in shown and "no page has a vector" in shown
+        assert "no_embeddings" not in shown and "degraded" not in shown      # words, never internal codes
         first = str(results.get_option_at_index(0).prompt)
         assert "ENG" in first
 
@@ -102,7 +104,8 @@ async def test_search_says_not_searchable_yet_then_nothing_matched_then_hits(tmp
         await pilot.press("f2", "f2")
         await wait_until(pilot, lambda: screen.mode == "semantic" and screen.last is not None
                          and screen.last.outcome.served_mode is None)
-        assert str(outcome.render()).startswith("Nothing served in Meaning mode")
+        assert str(outcome.render()).startswith("Nothing searched")
+        assert "searching by meaning was asked" in str(outcome.render())
         await pilot.press("f2")
         await wait_until(pilot, lambda: screen.mode == "hybrid" and screen.last.hits)
 
@@ -126,7 +129,7 @@ async def test_background_indexer_makes_search_work_and_shows_progress(tmp_path)
         # whether the first search ran before the first build or after, the screen ends on the hit
         await wait_until(pilot, lambda: screen.last is not None and screen.last.hits, timeout=20)
         await wait_until(pilot, lambda: app.index_state.phase == "current")
-        await wait_rendered(pilot, "index through record")
+        await wait_rendered(pilot, "index up to date")
         assert app.index_passes >= 1
 
         # a write in the app wakes the indexer at once (not after the 30 s interval)

@@ -44,7 +44,9 @@ async def test_the_app_searches_confluence_live_and_opens_a_page(tmp_path, monke
             outcome = screen.query_one("#search-outcome", Static)
             await wait_until(pilot, lambda: screen.last is not None)
             assert str(outcome.render()).startswith("1 result"), str(outcome.render())
-            assert "served Keyword" in str(outcome.render()) and "degraded" not in str(outcome.render())
+            shown = str(outcome.render())       # in words (crewlet_tui/search_words.py), never the codes
+            assert "confluence live, no local copy" in shown and "ranked by relevance" in shown, shown
+            assert "degraded" not in shown and "served" not in shown
             results = screen.query_one("#search-results", OptionList)
             assert "Operations" in str(results.get_option_at_index(0).prompt)
             results.focus()
@@ -82,7 +84,7 @@ async def test_the_app_says_when_the_site_cannot_be_searched(tmp_path, monkeypat
             screen = app.screen
             await wait_until(pilot, lambda: screen.last is not None)
             text = str(screen.query_one("#search-outcome", Static).render())
-            assert text.startswith("Could not search.") and "503" in text
+            assert text.startswith("Could not search") and "503" in text
             assert "Not searchable yet" not in text
 
 

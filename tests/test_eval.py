@@ -45,7 +45,7 @@ def test_a_passing_corpus_prints_the_report_and_exits_0(indexed):
             for line in out.stdout.splitlines()]
     assert keys == ["corpus", "measured", "first stage", "index", "recall", "worst query", "head misses",
                     "scan recall", "narrowed", "narrowed", "verdict", "window", "past window"]
-    assert "1600 sources, fake at 128 dimensions" in out.stdout
+    assert "1600 pages, fake at 128 dimensions" in out.stdout
     assert "the semantic index:" in out.stdout and "recovers the exact ranking" in out.stdout
     assert "narrowed     source:page" in out.stdout and "narrowed     container:page" in out.stdout
 
@@ -97,7 +97,7 @@ def test_a_copy_of_the_store_is_measured_with_nothing_running(indexed, tmp_path)
         node.conn.execute(f"VACUUM INTO '{copy}'")   # what a backup holds: one file, no -wal beside it
     report = evaluate(copy)
     assert report.passed and report.index is not None
-    assert render(report)[0].startswith("corpus       1600 sources")
+    assert render(report)[0].startswith("corpus       1600 pages")
 
 
 def test_search_still_searches(indexed):

@@ -19,7 +19,7 @@ from core.search import indexer as indexer_mod
 from core.search import lexical
 from core.search.indexer import BUILD_FILE, Indexer, read_state, state_path
 from core.search.native import NO_TERMS, OUT_OF_SCOPE, NativeSearcher
-from core.search.seam import (MODES, NO_EMBEDDINGS, NOT_SEARCHABLE_MESSAGE, NOT_SEARCHABLE_YET, SNIPPET_MAX, UNAVAILABLE,
+from core.search.seam import (MODES, UNKNOWN_CONTAINER, NO_EMBEDDINGS, NOT_SEARCHABLE_MESSAGE, NOT_SEARCHABLE_YET, SNIPPET_MAX, UNAVAILABLE,
                               Query)
 
 FILLER = ("Quarterly planning notes cover hiring, budgets and the roadmap review. The office moves in spring. "
@@ -276,18 +276,24 @@ def test_scope_narrows_to_its_containers_and_a_callers_containers_narrow_within_
         res = s.search(Query("deploy", containers=["LEAD"]))
         assert res.hits == [] and res.outcome.served_mode is None and res.outcome.degraded == OUT_OF_SCOPE
         assert "LEAD is outside knowledge.scope" in res.outcome.message
-        res = s.search(Query("deploy", containers=["LEAD", "PROD", "NOPE"]))
+        res = s.search(Query("deploy", containers=["LEAD", "PROD", "HOME"]))
         assert [h.container for h in res.hits] == ["PROD"] and res.outcome.served_mode == "keyword"
-        assert "LEAD, NOPE are outside knowledge.scope" in res.outcome.message
+        assert "HOME, LEAD are outside knowledge.scope" in res.outcome.message
+        # a container nobody declared and that holds nothing is a typo, refused like `crewlet pages NOPE`
+        res = s.search(Query("deploy", containers=["LEAD", "PROD", "NOPE"]))
+        assert res.hits == [] and res.outcome.served_mode is None and res.outcome.degraded == UNKNOWN_CONTAINER
+        assert "no space 'NOPE'" in res.outcome.message
         s.close()
 
 
 def test_a_container_that_holds_no_pages_is_named(home, kb, searcher):
     kb.create_page("ENG", "Deploy Runbook", "deploy")
     index(home)
-    res = searcher.search(Query("deploy", containers=["ENGG"]))
+    res = searcher.search(Query("deploy", containers=["PROD"]))       # declared, and empty
     assert res.hits == [] and res.outcome.served_mode == "keyword"
-    assert "container ENGG holds no pages" in res.outcome.message
+    assert "container PROD holds no pages" in res.outcome.message
+    res = searcher.search(Query("deploy", containers=["ENGG"]))       # neither declared nor holding a page
+    assert res.hits == [] and res.outcome.served_mode is None and res.outcome.degraded == UNKNOWN_CONTAINER
     res = searcher.search(Query("deploy", containers=["ENG"]))
     assert titles(res) == ["Deploy Runbook"] and "holds no pages" not in res.outcome.message
 

@@ -111,12 +111,18 @@ def parent_problem(conn: Connection, container: str, parent_id: str | None, page
     row = conn.execute(_PARENT, (parent_id,)).fetchone()
     if row is None:
         return f"parent_id {parent_id} names no page"
+    # the field is named (the spec), the pages by their addresses as a person typed them (ids are the log's)
+    parent = f"{row['container']}/{row['title']}"
     if row["container"] != container:
-        return f"parent_id {parent_id} is in {row['container']}, not {container}"
+        return f"parent_id names {parent}, which is in {row['container']}, not {container}"
     if row["trashed_at"] is not None:
-        return f"parent_id {parent_id} ('{row['title']}') is in the trash"
+        return f"parent_id names {parent}, which is in the trash"
     if page_id is not None and _is_descendant_or_self(conn, parent_id, page_id):
-        return f"parent_id {parent_id} is the page itself or beneath it (that would make a cycle)"
+        if parent_id == page_id:
+            return f"parent_id names {parent} itself: a page filed under itself would make a cycle"
+        page = conn.execute(_PARENT, (page_id,)).fetchone()
+        moved = f"{page['container']}/{page['title']}" if page is not None else page_id
+        return f"parent_id names {parent}, which is beneath {moved}: filing {moved} there would make a cycle"
     return None
 
 

@@ -59,6 +59,10 @@ def _joiner_needed(title: str, i: int) -> bool:
             and unicodedata.category(before)[0] in "LM" and unicodedata.category(after)[0] in "LM")
 
 
+# a title is one line: a break inside one is refused, never folded into a space (around it, it is trimmed)
+LINE_BREAK_RE = re.compile("[\n\r\x0b\x0c\x85\u2028\u2029]")
+
+
 def title_problem(title: str) -> str | None:
     """Why a (cleaned) title cannot be used, naming the first offending character and where it is:
     a control character, a bidi control, or a character that shows as nothing (a title is an
@@ -67,7 +71,9 @@ def title_problem(title: str) -> str | None:
         return None
     for i, ch in enumerate(title):
         category = unicodedata.category(ch)
-        if category == "Cc":
+        if LINE_BREAK_RE.match(ch):
+            kind = "a line break: a title is one line"
+        elif category == "Cc":
             kind = "a control character"
         elif ch in BIDI_CONTROLS:
             kind = "a bidi control: it reorders how the title shows"

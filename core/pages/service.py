@@ -19,8 +19,9 @@ from ..log import LogDamage, Record
 from ..node import Node, now_ms
 from . import records, rules
 from .applier import Decision, live_children, parent_problem
-from .model import (MAX_BODY_BYTES, MAX_TITLE, WINDOW_MAX, Comment, Page, Revision, Window, clean_title, line_diff,
-                    normalise_title, title_problem)
+from .containers import unknown_container
+from .model import (LINE_BREAK_RE, MAX_BODY_BYTES, MAX_TITLE, WINDOW_MAX, Comment, Page, Revision, Window, clean_title,
+                    line_diff, normalise_title, title_problem)
 
 TRASH_TERM_MS = 30 * 24 * 3600 * 1000
 REAP_PASS_MAX = 1000
@@ -35,6 +36,9 @@ def new_id() -> str:
 
 
 def _check_title(title: str) -> str:
+    inner = title.strip()
+    if LINE_BREAK_RE.search(inner):    # cleaning would fold it into a space: said, not silently changed
+        raise Invalid(title_problem(inner) or "a title is one line — remove the line break", code="invalid_title")
     cleaned = clean_title(title)
     if not cleaned:
         raise Invalid("a page needs a title — give it one", code="invalid_title")
@@ -52,6 +56,13 @@ def _check_body(body: str) -> None:
     if size > MAX_BODY_BYTES:
         raise Invalid(f"a body is at most {MAX_BODY_BYTES // (1024 * 1024)} MiB (this one is "
                       f"{size / (1024 * 1024):.1f} MiB) — split it into several pages", code="body_too_large")
+
+
+def _require_trashed(row: Any, fix: str) -> None:
+    """Restore and purge act on a page in the trash: refused before anything is appended otherwise (the
+    applier decides again from the log, for a trash or restore that lands in between)."""
+    if row["trashed_at"] is None:
+        raise Refused(f"{row['container']}/{row['title']} is not in the trash — {fix}", code="not_trashed")
 
 
 def _encode_cursor(address: str, page_id: str) -> str:
@@ -350,6 +361,7 @@ class KnowledgeBase:
         who = self.actor(actor)
         row = self._row(ref)
         rules.may_trash(self.company, who, row, "restore")
+        _require_trashed(row, "nothing to restore")
         self._submit(Record.new("page.restore", who.handle, {"page_id": row["id"]}))
         return self._resolve(row["id"])
 
@@ -357,6 +369,7 @@ class KnowledgeBase:
         who = self.actor(actor)
         row = self._row(ref)
         rules.may_purge(self.company, who, row)
+        _require_trashed(row, "trash it first")
         self._submit(Record.new("page.purge", who.handle, {"page_id": row["id"], "reason": reason or "purged by an admin"}))
         return {"page_id": row["id"], "container": row["container"], "title": row["title"], "purged": True}
 
@@ -447,9 +460,9 @@ class KnowledgeBase:
         args: list[Any] = [container, parent_id]
         with self.node.lock:
             total = self.conn.execute(f"SELECT count(*) FROM pages WHERE {where}", args).fetchone()[0]
-            if total == 0 and parent_id is None and not self.company.is_declared(container):
-                raise NotFound(f"no space '{container}': it is not declared and holds no pages — "
-                               "`crewlet spaces` lists them", code="no_space")
+            unknown = unknown_container(self.conn, self.company, container) if total == 0 else None
+            if unknown:
+                raise NotFound(unknown, code="no_space")
             if after:
                 address, page_id = _decode_cursor(after)
                 where += " AND (address, id) > (?, ?)"
@@ -499,9 +512,12 @@ class KnowledgeBase:
         self.reader(actor)
         if b is None:
             a, b = a - 1, a
+        # the revision asked for is read first, so one that is not there is the one named (`diff REF 99`
+        # asks what save 99 changed: "no revision 99", never the 98 it would be compared with)
+        new = self._revision(ref, b)
         if a < 1:
-            return line_diff("", self._revision(ref, b).body, "(nothing)", f"revision {b}")
-        old, new = self._revision(ref, a), self._revision(ref, b)
+            return line_diff("", new.body, "(nothing)", f"revision {b}")
+        old = self._revision(ref, a)
         lines = line_diff(old.body, new.body, f"revision {a}", f"revision {b}")
         if old.title != new.title:
             lines = [f"title: {old.title!r} → {new.title!r}", *lines]

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import AUTO_DRAFT_TITLE_PREFIX, AUTO_DRAFTED_PARENT, Actor
+from ..pages.containers import unknown_container
 from ..pages.model import normalise_title
-from .seam import MODES, OUT_OF_SCOPE, UNAVAILABLE, Query
+from .seam import OUT_OF_SCOPE, UNAVAILABLE, UNKNOWN_CONTAINER, Query, canonical_mode, modes_in_words
 
 
 @dataclass(frozen=True)
@@ -71,9 +72,9 @@ class AccessPolicy:
 
     def decide(self, query: Query, backend: str) -> Access | Denial:
         company = self.node.company
-        mode = (query.mode or "hybrid").strip().lower()
-        if mode not in MODES:
-            return Denial(UNAVAILABLE, f"mode '{query.mode}' is not one of: {', '.join(MODES)}")
+        mode = canonical_mode(query.mode)
+        if mode is None:
+            return Denial(UNAVAILABLE, f"mode '{query.mode}' is not one of: {modes_in_words()}")
         handle = query.actor or company.operator
         who = company.actors.get(handle) if handle else None
         if handle and who is None:
@@ -84,6 +85,9 @@ class AccessPolicy:
         if company.knowledge.backend != backend:
             return Denial(UNAVAILABLE, f"this company does not search: knowledge.backend is "
                                        f"'{company.knowledge.backend}' in {company.file}", modes_known=False)
+        unknown = self._unknown(query)
+        if unknown:
+            return Denial(UNKNOWN_CONTAINER, unknown)
         allowed, notes, nothing_allowed = self._containers(query)
         if nothing_allowed:
             return Denial(OUT_OF_SCOPE, "nothing searched: " + "; ".join(notes))
@@ -91,6 +95,18 @@ class AccessPolicy:
         return Access(actor=who, mode=mode, allowed=allowed, skills=company.knowledge.skills_container,
                       exclusions=exclusions, draft_backstop=normalise_title(AUTO_DRAFTED_PARENT) in exclusions,
                       excluded_ids=self._excluded_pages(exclusions) if exclusions else frozenset(), notes=notes)
+
+    def _unknown(self, query: Query) -> str | None:
+        """Why a container asked for names none (a typo is refused, as `crewlet pages` refuses it)."""
+        wanted = sorted({c.strip() for c in (query.containers or []) if c and c.strip()})
+        if not wanted:
+            return None
+        with self.node.lock:
+            for name in wanted:
+                why = unknown_container(self.node.conn, self.node.company, name)
+                if why:
+                    return why
+        return None
 
     def _containers(self, query: Query) -> tuple[set[str] | None, list[str], bool]:
         """The containers a search may return (None: every one), from knowledge.scope and the caller's

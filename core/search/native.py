@@ -262,10 +262,12 @@ class NativeSearcher:
                 waiting = embeddable - embedded - held
                 rest = []
                 if waiting > 0:
-                    rest.append(f"{waiting:,} wait for the embedding duty")
+                    rest.append(f"{waiting:,} not embedded yet — `crewlet worker`, or the app while it runs, embeds "
+                                f"{'it' if waiting == 1 else 'them'}")
                 if held:
                     rest.append(_held_words(held))
-                half.message = f"ranked by meaning over {share}: of the rest, {' and '.join(rest) or 'none wait'}"
+                half.message = (f"ranked by meaning over {embedded:,} of {embeddable:,} pages "
+                                f"({'; '.join(rest) or 'none waits'})")
         return half
 
     def _held(self) -> int:

@@ -13,6 +13,23 @@ from ..config import AUTO_DRAFTED_PARENT
 
 Mode = Literal["hybrid", "keyword", "semantic"]
 MODES: tuple[str, ...] = ("hybrid", "keyword", "semantic")
+# another name a person knows a mode by (the app labels semantic search "Meaning"): accepted everywhere,
+# answered under the mode's own name (served_mode says "semantic")
+MODE_ALIASES: dict[str, str] = {"meaning": "semantic"}
+
+
+def canonical_mode(mode: str | None) -> str | None:
+    """The mode a name asks for ("" or None: hybrid), or None when it names none."""
+    name = (mode or "hybrid").strip().lower()
+    name = MODE_ALIASES.get(name, name)
+    return name if name in MODES else None
+
+
+def modes_in_words() -> str:
+    """The modes as help and a refusal list them: "hybrid, keyword or semantic (also: meaning)"."""
+    aliases = {m: [a for a, to in MODE_ALIASES.items() if to == m] for m in MODES}
+    named = [m + (f" (also: {', '.join(aliases[m])})" if aliases[m] else "") for m in MODES]
+    return ", ".join(named[:-1]) + " or " + named[-1]
 DEFAULT_LIMIT = 8
 SNIPPET_MAX = 200
 
@@ -30,6 +47,7 @@ UNAVAILABLE = "unavailable"                  # the search could not run at all
 NO_TERMS = "no_terms"                        # the query has no word the index could hold (hybrid: ranked by
                                              # meaning alone; keyword: nothing was searched)
 OUT_OF_SCOPE = "out_of_scope"                # every container asked for is outside knowledge.scope
+UNKNOWN_CONTAINER = "unknown_container"      # a container asked for is neither declared nor holds a page (a typo)
 
 NOT_SEARCHABLE_MESSAGE = ("the knowledge base is not searchable from this node yet — ask a colleague rather than "
                           "concluding nothing has been written down")

@@ -104,6 +104,10 @@ def _is_empty_dir(path: Path) -> bool:
 def join(home: Home, directory: Path, *, snapshot: Path | None = None, operator: str | None = None,
          progress: Callable[[int], None] | None = None) -> JoinResult:
     directory = Path(directory).expanduser().resolve()
+    if directory.exists() and not directory.is_dir():
+        raise Refused(f"{directory} is a file, not a directory — give the shared directory: an empty one (this "
+                      "home becomes its first node) or one other nodes share", code="invalid_directory")
+    home.require_directory()
     settings = config_mod.load_node(home.node_file)
     if home.shared is not None:
         if home.shared.resolve() != directory:

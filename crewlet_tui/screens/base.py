@@ -49,6 +49,13 @@ class CallFailed(Message):
         self.tag, self.error = tag, error
 
 
+def footer() -> Footer:
+    """The keys of the screen on show, compact, without the command palette's key: docked on the right it was
+    drawn over the last keys of a full footer ("▏^p palettee" at 80 columns). ctrl+p still opens it, and
+    the help screen says so."""
+    return Footer(compact=True, show_command_palette=False)
+
+
 class LateAnswer(Message):
     """A background call answered after its screen was dismissed: the app says the answer (the screen's
     `gone_<tag>` words it), and nothing of the screen runs — a gone screen must not dismiss another."""
@@ -58,7 +65,7 @@ class LateAnswer(Message):
         self.screen, self.answer = screen, answer
 
 
-# the keys every screen has; each screen lists them after its own, so a narrow footer drops these first
+# the keys every screen has; each screen lists them after its own
 COMMON_BINDINGS = [
     Binding("escape", "back", "Back"),
     Binding("slash", "app.search", "Search"),
@@ -102,7 +109,7 @@ class CrewletScreen(Screen[Any]):
 
     def compose_footer(self) -> ComposeResult:
         yield StatusLine(classes="status-line")
-        yield Footer(compact=True)
+        yield footer()
 
     def action_back(self) -> None:
         if len(self.app.screen_stack) > 2:
@@ -229,4 +236,4 @@ class CrewletScreen(Screen[Any]):
         if handler is not None:
             handler(message.error)
         else:
-            self.notify(error_text(message.error), title="refused", severity="error", markup=False, timeout=8)
+            self.notify(f"refused: {error_text(message.error)}", severity="error", markup=False, timeout=8)

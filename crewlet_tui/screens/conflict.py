@@ -15,13 +15,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from core.pages.model import Page
 
 from ..fmt import diff_text, line_diff, when
 from ..sanitize import clean_line, clean_text
 from ..widgets.title_bar import TitleBar
+from .base import footer
 
 
 @dataclass
@@ -83,7 +84,7 @@ class ConflictScreen(Screen[str | None]):
             yield Static(Text(f"Diff: revision {c.current.revision} → your text", style="bold"), classes="pane-title")
             with VerticalScroll(id="conflict-diff", classes="pane-body"):
                 yield Static(diff_text(c.diff(), empty="(the texts are the same)"), id="diff-text")
-        yield Footer(compact=True)
+        yield footer()
 
     def _rescued(self) -> str:
         """Where the engine kept the text, shown relative to the home (it is the home's rescued/)."""

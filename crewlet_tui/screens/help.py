@@ -10,6 +10,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from .base import footer
+
 INTRO = ("A local-first knowledge base: pages in spaces, every change a record on an ordered log, applied "
          "into this node's SQLite copy. Everything here reads and writes this node's own copy.")
 
@@ -42,6 +44,7 @@ SECTIONS: list[tuple[str, tuple[str, ...], list[tuple[str, str]]]] = [
         ("c", "comment"),
         ("n", "new page under this one"),
         ("r  m  d", "rename / move / trash"),
+        ("u", "restore it, when it is in the trash (t: the whole trash)"),
         ("o", "the space's outline"),
         ("tab", "the side panel: children and “Linked from” (enter opens)"),
         ("j k g G", "scroll"),
@@ -59,9 +62,11 @@ SECTIONS: list[tuple[str, tuple[str, ...], list[tuple[str, str]]]] = [
         ("b", "toggle its body / what its save changed (+ green, - red)"),
     ]),
     ("Search", ("SearchScreen",), [
-        ("enter", "search (in the box) / open the result (in the list)"),
-        ("f2", "next mode: hybrid, keyword, semantic"),
+        ("", "it searches as you type, when you pause (0.6 s)"),
+        ("enter", "search now (in the box) / open the result (in the list)"),
+        ("f2", "next mode: hybrid, keyword, meaning"),
         ("f3", "ask the words in the box as a question (the Ask screen)"),
+        ("f1", "this help (the box types ? and /)"),
         ("↓", "from the box to the results"),
     ]),
     ("Ask", ("AskScreen",), [
@@ -112,6 +117,7 @@ class HelpScreen(ModalScreen[None]):
             yield Static(Text("crewlet — keys   (escape closes)", style="bold"), classes="dialog-title")
             with VerticalScroll(id="help-scroll"):
                 yield Static(help_renderable(self.current), id="help-text")
+        yield footer()
 
     def on_mount(self) -> None:
         self.query_one("#help-scroll").focus()

@@ -15,6 +15,7 @@ from core.pages.model import Page
 
 from ..sanitize import clean_line, clean_text
 from ..widgets.page_tree import PageTree
+from .base import footer
 
 
 class ConfirmModal(ModalScreen[bool]):
@@ -39,6 +40,7 @@ class ConfirmModal(ModalScreen[bool]):
             with Horizontal(classes="dialog-buttons"):
                 yield Button(self.yes, variant="error" if self.danger else "primary", id="yes")
                 yield Button(self.no, id="no")
+        yield footer()   # the dialog's keys, over the footer of the screen beneath (whose keys wait)
 
     def on_mount(self) -> None:
         self.query_one("#no" if self.danger else "#yes", Button).focus()
@@ -91,6 +93,7 @@ class InputModal(_FormModal):
             with Horizontal(classes="dialog-buttons"):
                 yield Button(self.ok, variant="primary", id="ok")
                 yield Button("Cancel", id="cancel")
+        yield footer()
 
     def on_mount(self) -> None:
         field = self.query_one(Input)
@@ -128,6 +131,7 @@ class NewPageModal(_FormModal):
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Create", variant="primary", id="ok")
                 yield Button("Cancel", id="cancel")
+        yield footer()
 
     def on_mount(self) -> None:
         field = self.query_one("#title", Input)
@@ -163,6 +167,7 @@ class MoveModal(ModalScreen[dict[str, Any] | None]):
             yield Static(Text("enter picks the highlighted row · → opens a level · escape cancels", style="dim"))
             yield PageTree(self.kb, self.page.container, actor=self.actor, pick_mode=True, exclude_id=self.page.id,
                            id="move-tree")
+        yield footer()
 
     def on_mount(self) -> None:
         self.query_one(PageTree).focus()

@@ -50,15 +50,17 @@ class PageScreen(CrewletScreen):
     # its side panel narrows on a narrow terminal (page.tcss). Set here, not on the app: a screen that
     # gets a breakpoint class on its first resize restyles its whole tree, and only this one uses it
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (96, "-wide")]
+    # the footer at 80 columns holds the first keys and the common ones; o and m are in the help (?)
     BINDINGS = [
         Binding("e", "edit", "Edit"),
         Binding("y", "history", "History"),
         Binding("c", "comment", "Comment"),
-        Binding("o", "outline", "Outline"),
         Binding("n", "new_child", "New"),
         Binding("r", "rename", "Rename"),
-        Binding("m", "move", "Move"),
         Binding("d", "trash", "Trash"),
+        Binding("u", "restore", "Restore"),
+        Binding("o", "outline", "Outline", show=False),
+        Binding("m", "move", "Move", show=False),
         Binding("t", "app.trash", "Trash list", show=False),
         Binding("j", "scroll('down')", "Down", show=False),
         Binding("k", "scroll('up')", "Up", show=False),
@@ -89,6 +91,19 @@ class PageScreen(CrewletScreen):
                 yield OptionList(id="page-related")
                 yield Static(id="page-comments")
         yield from self.compose_footer()
+
+    # what changes a live page; a page in the trash allows none of it, only restoring it (u)
+    WRITES = frozenset({"edit", "comment", "new_child", "rename", "move", "trash"})
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The footer shows what can be done here and now: a page in the trash offers u (restore), not e or d;
+        a live page does not offer u; while the page loads its keys show, dimmed."""
+        if action not in self.WRITES and action != "restore":
+            return True
+        page = self.page
+        if page is None:
+            return None if action in self.WRITES else False
+        return (action == "restore") == bool(page.trashed_at)
 
     def on_mount(self) -> None:
         self.query_one("#page-notice", Static).display = False
@@ -124,7 +139,7 @@ class PageScreen(CrewletScreen):
         notes = []
         if page.trashed_at:
             notes.append(f"In the trash since {when_ago(page.trashed_at, self.crewlet.clock)} "
-                         f"(by {clean_line(page.trashed_by)}) — restore it from the trash screen (t).")
+                         f"(by {clean_line(page.trashed_by)}) — u restores it (t: the whole trash).")
         hidden = count_controls(page.body)
         if hidden:
             notes.append(f"This body holds {plural(hidden, 'control character')} (terminal escapes): "
@@ -137,6 +152,7 @@ class PageScreen(CrewletScreen):
         else:
             body.show(page.body)
         self._show_side(view)
+        self.refresh_bindings()   # a page trashed or restored (here or elsewhere) changes what can be done
 
     def _show_side(self, view: PageView) -> None:
         page, clock = view.page, self.crewlet.clock
@@ -304,5 +320,14 @@ class PageScreen(CrewletScreen):
             ask_trash(self, page, "trashed")
 
     def got_trashed(self, page: Page) -> None:
-        self.notify(f"{clean_line(page.ref)} is in the trash (t shows it)", markup=False)
+        self.notify(f"{clean_line(page.ref)} is in the trash (u restores it)", markup=False)
+        self.reload()
+
+    def action_restore(self) -> None:
+        page = self.page
+        if page is not None and page.trashed_at:
+            self.call_in_background("restored", self.kb.restore_page, page.id, actor=self.session.handle)
+
+    def got_restored(self, page: Page) -> None:
+        self.notify(f"restored {clean_line(page.ref)}", markup=False)
         self.reload()

@@ -1,28 +1,39 @@
 """Search over the Searcher seam, reading this node's own copy.
 
-The screen always says what it served (served_mode, degraded, the message) and how current the copy
-is ("searching this node's copy, indexed through record N of M"), and it keeps "not searchable yet"
-(the first index build has not finished: ask a colleague, do not conclude nothing was written) and
-"nothing matched" apart, because they send a reader to different places.
+The screen always says what it served and why less than asked, in words (search_words.py, shared with
+the CLI: no internal codes), and how current the copy is ("searching this copy: 1,204 pages indexed, up
+to date"), and it keeps "not searchable yet" (the first index build has not finished: ask a colleague,
+do not conclude nothing was written) and "nothing matched" apart, because they send a reader to
+different places.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Input, OptionList, RadioButton, RadioSet, Static
 from textual.widgets.option_list import Option
+from textual.worker import get_current_worker
 
-from core.search.seam import MODES, NOT_SEARCHABLE_MESSAGE, NOT_SEARCHABLE_YET, UNAVAILABLE, Query, Result
+from core.search.seam import MODES, NOT_SEARCHABLE_YET, Query, Result
 
 from ..sanitize import clean_line
+from ..search_words import index_words, search_words
 from ..session import safe_search
 from ..widgets.status import IndexState
-from .base import COMMON_BINDINGS, CrewletScreen
+from .base import CallFinished, CrewletScreen
 
 SEARCH_LIMIT = 20
+# Run as you type: this long after the last key the search runs (Enter runs it at once); a newer search
+# cancels the one before. Measured at 14,435 pages (bench/search_typing.py, load ~9 on 2 cores): after
+# 250 ms a search started at most word breaks and ran while the next word was typed — key p95 120 ms
+# against 47 ms for Enter alone; after 600 ms it runs when the hand pauses to think, and keys stayed at
+# p95 43 ms (Enter alone: 50 ms in the same run), the results 0.84 s after the last letter (p50).
+LIVE_DELAY_S = 0.6
 # what a person reads for each mode: semantic search is labelled by what it ranks by
 MODE_LABELS = {"hybrid": "Hybrid", "keyword": "Keyword", "semantic": "Meaning"}
 
@@ -47,16 +58,22 @@ def hit_prompt(hit: object) -> Text:
 
 class SearchScreen(CrewletScreen):
     CSS_PATH = "search.tcss"
+    # the box takes every printable key (/ and ? are typed, not keys here): help is f1, as in the editor
     BINDINGS = [
         Binding("f2", "next_mode", "Mode"),
         Binding("f3", "ask", "Ask"),
+        Binding("down", "focus_results", "Results", show=False),   # the box scrolls on ↓ first: said below
+        Binding("escape", "back", "Back"),
+        Binding("f1", "app.help", "Help"),
+        Binding("question_mark", "app.help", "Help", key_display="?", show=False),
         Binding("ctrl+l", "focus_query", "Query", show=False),
-        Binding("down", "focus_results", "Results", show=False),
-        *COMMON_BINDINGS,
     ]
+
+    live = True     # search as the words are typed (bench/search_typing.py measured it against Enter alone)
 
     def __init__(self, query: str = "", mode: str = "hybrid") -> None:
         super().__init__(classes="search-screen")
+        self._live_timer: Any = None
         self.initial_query = query
         self.mode = mode if mode in MODES else "hybrid"
         self.last: Result | None = None
@@ -70,9 +87,11 @@ class SearchScreen(CrewletScreen):
         yield from self.compose_header()
         with Vertical(classes="main"):
             with Horizontal(id="search-bar"):
+                # a remote site is asked live on Enter alone: as-you-type would send it a request per pause
                 yield Input(value=self.initial_query, id="search-input",
-                            placeholder="search this node's copy — plain words" if not self.session.remote
-                            else f"search {self.session.remote_label}, live — plain words")
+                            placeholder=(f"search {self.session.remote_label}, live — words, then Enter"
+                                         if self.session.remote else "words — results as you type"
+                                         if self.live else "words, then Enter"))
                 with RadioSet(id="search-mode"):
                     for mode in MODES:
                         yield RadioButton(MODE_LABELS[mode], value=mode == self.mode, id=f"mode-{mode}")
@@ -102,17 +121,14 @@ class SearchScreen(CrewletScreen):
             self.query_one("#search-copy", Static).update(line)
             return
         state = self._index_state()
-        line = Text("searching this node's copy", style="bold")
+        line = Text("searching this copy: ", style="bold")
         coverage = self.last.outcome.coverage if self.last is not None else None
         if coverage is not None and (coverage.indexed_seq or coverage.applied_seq):
-            line.append(f", indexed through record {coverage.indexed_seq:,} of {coverage.applied_seq:,}")
-            if coverage.pages_indexed:
-                line.append(f" ({coverage.pages_indexed:,} pages)", style="dim")
+            line.append(index_words(coverage))
         elif state.phase == "current":
-            line.append(f", indexed through record {state.indexed_seq:,} of {state.applied_seq:,}")
+            line.append(index_words(indexed_seq=state.indexed_seq, applied_seq=state.applied_seq, pages=state.total))
         else:
-            line.append(f" — {state.describe()}", style="dim")
-        line.append(" — as current as this node's place on the log", style="dim")
+            line.append(state.describe(), style="dim")
         self.query_one("#search-copy", Static).update(line)
 
     def _index_changed(self, state: IndexState) -> None:
@@ -138,13 +154,46 @@ class SearchScreen(CrewletScreen):
         self._asked_state = self._index_state()
         self.query_one("#search-outcome", Static).update(Text(f"searching for “{clean_line(text)}”…", style="dim"))
         query = Query(text=text, actor=self.session.handle, limit=SEARCH_LIMIT, mode=self.mode)
-        self.call_in_background("searched", safe_search, self.session.searcher, query)
+        self._search(query)
+
+    @work(thread=True, exclusive=True, group="search", exit_on_error=False)
+    def _search(self, query: Query) -> None:
+        """One search in a thread. exclusive: a newer search cancels this one — it is skipped if it has not
+        started (the searcher runs one search at a time), and its answer is dropped if it has."""
+        worker = get_current_worker()
+        if worker.is_cancelled:
+            return
+        result = safe_search(self.session.searcher, query)
+        if not worker.is_cancelled:
+            self.post_message(CallFinished("searched", result))
 
     @on(Input.Submitted, "#search-input")
     def _submitted(self, event: Input.Submitted) -> None:
         event.stop()
-        if event.value.strip():
+        self._stop_live_timer()
+        if event.value.strip() and (event.value != self.last_text or self.last is None):
             self.run_search(event.value)
+
+    @on(Input.Changed, "#search-input")
+    def _typed(self, event: Input.Changed) -> None:
+        """Run as you type: the search runs LIVE_DELAY_S after the last key (a key meanwhile starts the wait
+        again), so a word typed at speed is searched once, when the hand pauses."""
+        event.stop()
+        if not self.live or self.session.remote:
+            return
+        self._stop_live_timer()
+        if event.value.strip() and event.value != self.last_text:
+            self._live_timer = self.set_timer(LIVE_DELAY_S, lambda: self._run_typed(event.value))
+
+    def _run_typed(self, text: str) -> None:
+        self._live_timer = None
+        if self.query_one("#search-input", Input).value == text and text != self.last_text:
+            self.run_search(text)
+
+    def _stop_live_timer(self) -> None:
+        if self._live_timer is not None:
+            self._live_timer.stop()
+            self._live_timer = None
 
     @on(RadioSet.Changed, "#search-mode")
     def _mode_changed(self, event: RadioSet.Changed) -> None:
@@ -174,41 +223,23 @@ class SearchScreen(CrewletScreen):
     def got_searched(self, result: Result) -> None:
         self.last = result
         outcome = result.outcome
-        text = Text()
         results = self.query_one("#search-results", OptionList)
         results.clear_options()
-        if outcome.degraded == NOT_SEARCHABLE_YET:
-            text.append("Not searchable yet. ", style="bold yellow")
-            text.append(clean_line(outcome.message or NOT_SEARCHABLE_MESSAGE))
-        elif outcome.served_mode is None and outcome.degraded == UNAVAILABLE:
-            text.append("Could not search. ", style="bold red")
-            text.append(clean_line(outcome.message or UNAVAILABLE))
-        elif outcome.served_mode is None:
-            text.append(f"Nothing served in {mode_label(self.mode)} mode ", style="bold yellow")
-            text.append(f"({clean_line(outcome.degraded or 'not served')}): ", style="yellow")
-            text.append(clean_line(outcome.message))
-            if outcome.modes:
-                text.append(f"  · this node serves: {', '.join(mode_label(m) for m in outcome.modes)}", style="dim")
-        else:
-            if result.hits:
-                text.append(f"{len(result.hits)} result{'s' if len(result.hits) != 1 else ''}", style="bold green")
-            else:
-                text.append("Nothing matched", style="bold")
-                text.append(f" “{clean_line(self.last_text)}” — " + (
-                    "the site found nothing this credential can read; try other words." if self.session.remote else
-                    "the index is current enough to say so; try other words or another mode."))
-            text.append(f"  · served {mode_label(outcome.served_mode)}", style="dim")
-            if outcome.served_mode != self.mode:
-                text.append(f" (asked {mode_label(self.mode)})", style="yellow")
-            cov = outcome.coverage
-            if outcome.served_mode in ("hybrid", "semantic") and cov.embeddable:
-                text.append(f" · meaning over {cov.embedded:,} of {cov.embeddable:,} pages", style="dim")
-            if outcome.degraded:
-                text.append(f" · degraded: {clean_line(outcome.degraded)}", style="yellow")
-                if outcome.message:
-                    text.append(f" — {clean_line(outcome.message)}", style="yellow")
-            elif outcome.message:
-                text.append(f" · {clean_line(outcome.message)}", style="dim")
+        words = search_words(result, asked=self.mode, limit=SEARCH_LIMIT, more="more words narrow it")
+        style = {"ok": "bold green", "warning": "bold yellow", "error": "bold red"}[words.tone]
+        if words.tone == "ok" and not result.hits:
+            style = "bold"            # nothing matched: a fact, not a fault
+        text = Text(clean_line(words.headline[:1].upper() + words.headline[1:]), style=style)
+        if outcome.served_mode is not None and not result.hits:
+            text.append(f" for “{clean_line(self.last_text)}” — " + (
+                "the site found nothing this credential can read; try other words" if self.session.remote else
+                "try other words or another mode (f2)"))
+        if words.facts:
+            text.append("  · " + " · ".join(clean_line(f) for f in words.facts), style="dim")
+        if result.hits:
+            text.append(" · ↓ the results, enter opens one", style="dim")
+        for warning in words.warnings:
+            text.append("\n" + clean_line(warning), style="yellow")
         self.query_one("#search-outcome", Static).update(text)
         options: list[Option | None] = []
         for i, hit in enumerate(result.hits):

@@ -7,10 +7,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Button, Footer, Static
+from textual.widgets import Button, Static
 
 from ..sanitize import clean_line
 from ..widgets.title_bar import TitleBar
+from .base import footer
 
 
 class WelcomeScreen(Screen[None]):
@@ -43,7 +44,7 @@ class WelcomeScreen(Screen[None]):
                 yield Button("Create empty", id="empty")
                 yield Button("Quit", id="quit")
             yield Static(id="welcome-progress")
-        yield Footer(compact=True)
+        yield footer()
 
     def on_mount(self) -> None:
         self.query_one("#example", Button).focus()

@@ -1,7 +1,8 @@
 """The status line every screen shows above its footer: who you act as, that the log is damaged (while it
-is, in place of the index), how far this node's keyword index
-is ("indexing… 40 of 120" with a bar while it builds) and how much can be searched by meaning ("meaning
-812 of 1,000 (81%)", "embedding… 40 of 120" while the embedding duty fills it; a warning below 95%)."""
+is, in place of the index), how far this node's keyword index is ("index up to date", "indexing… 40 of
+120" with a bar while it builds) and how much can be searched by meaning ("meaning: 812 of 1,000 pages",
+"embedding… 40 of 120" while the embedding duty fills it; a warning below 95%). On a narrow terminal
+each says it shortly rather than be cut off."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,20 +28,20 @@ class IndexState:
     applied_seq: int = 0
     message: str = ""
 
-    def describe(self) -> str:
+    def describe(self, short: bool = False) -> str:
+        """In words a newcomer reads at once; `short` for a narrow terminal."""
         if self.phase == "indexing":
             if self.total:
                 return f"indexing… {self.done:,} of {self.total:,}"
             return "indexing…"
         if self.phase == "current":
             behind = max(0, self.applied_seq - self.indexed_seq)
-            through = f"index through record {self.indexed_seq:,} of {self.applied_seq:,}"
-            through += f" ({behind:,} behind)" if behind else ""
-            return through + (f" · {self.message}" if self.message else "")
+            line = f"index {behind:,} change{'s' if behind != 1 else ''} behind" if behind else "index up to date"
+            return line + (f" · {self.message}" if self.message and not short else "")
         if self.phase == "waiting":
-            return f"not searchable yet: {self.message}"
+            return "not searchable yet" if short else f"not searchable yet: {self.message}"
         if self.phase == "failed":
-            return f"indexing failed: {self.message}"
+            return "indexing failed" if short else f"indexing failed: {self.message}"
         if self.phase == "off":
             return self.message or "no background indexer"
         return "index: starting…"
@@ -68,20 +69,23 @@ class MeaningState:
     def warning(self) -> bool:
         return self.phase in ("current", "embedding", "training") and self.share < COVERAGE_WARNING
 
-    def describe(self) -> str:
+    def describe(self, short: bool = False) -> str:
+        """How much can be searched by meaning; `short` for a narrow terminal."""
         if self.phase == "off":
             return "meaning: off"
         if self.phase == "failed":
-            return f"embedding failed: {self.message}"
+            return "embedding failed" if short else f"embedding failed: {self.message}"
         if self.phase == "starting":
             return ""
         if self.phase == "training":
-            step = f" ({self.message})" if self.message else ""
-            return f"semantic index: training… {self.done:,} of {self.goal:,}{step}"
-        line = f"meaning {self.covered:,} of {self.total:,} ({100 * self.share:.0f}%)"
+            step = f" ({self.message})" if self.message and not short else ""
+            return f"{'' if short else 'semantic index: '}training… {self.done:,} of {self.goal:,}{step}"
+        if self.phase == "embedding" and self.goal:
+            return f"embedding… {self.done:,} of {self.goal:,}"
+        line = f"meaning: {self.covered:,} of {self.total:,}{'' if short else ' pages'}"
         if self.phase == "embedding":
-            line = f"embedding… {line}" if not self.goal else f"embedding… {self.done:,} of {self.goal:,}"
-        return line + (f" · {self.message}" if self.message else "")
+            line = f"embedding… {line}"
+        return line + (f" · {self.message}" if self.message and not short else "")
 
 
 class StatusLine(Horizontal):
@@ -101,23 +105,33 @@ class StatusLine(Horizontal):
         self.watch(self.app, "meaning_state", self._show)
         self.watch(self.app, "log_state", self._show)
 
+    def on_resize(self) -> None:
+        self._show()
+
     def _show(self, _state: object = None) -> None:
         if not self.query("#status-meaning"):  # not composed yet: the next change shows it
             self.call_after_refresh(self._show)
             return
         index: IndexState = self.app.index_state  # type: ignore[attr-defined]
         meaning: MeaningState = self.app.meaning_state  # type: ignore[attr-defined]
-        self.query_one("#status-who", Static).update(Text(clean_line(getattr(self.app, "actor_line", "")), style="dim"))
+        who = clean_line(getattr(self.app, "actor_line", ""))
+        texts = (who, clean_line(index.describe()), clean_line(meaning.describe()))
+        if self._too_long(texts):   # a narrow terminal: the short forms, never a line cut to nonsense
+            texts = (who.replace(" · this node's copy", "").removeprefix("as "),
+                     clean_line(index.describe(short=True)), clean_line(meaning.describe(short=True)))
+        self.query_one("#status-who", Static).update(Text(texts[0], style="dim"))
         style = {"failed": "bold red", "indexing": "yellow", "waiting": "yellow", "current": "dim"}.get(index.phase, "dim")
         damaged = getattr(self.app, "log_state", "")
         if damaged:  # over a damaged log the index is never "current": say the damage instead
-            self.query_one("#status-index", Static).update(Text(clean_line(damaged), style="bold red"))
+            self.query_one("#status-index", Static).update(Text(clean_line(damaged), style="bold red", no_wrap=True,
+                                                                overflow="ellipsis"))
         else:
-            self.query_one("#status-index", Static).update(Text(clean_line(index.describe()), style=style))
+            self.query_one("#status-index", Static).update(Text(texts[1], style=style, no_wrap=True,
+                                                                overflow="ellipsis"))
         mstyle = "bold red" if meaning.phase == "failed" else "yellow" if meaning.warning else "dim"
         # over a damaged log the duties' failures are that damage again: the one line says it
-        said = "" if damaged and meaning.phase == "failed" else meaning.describe()
-        self.query_one("#status-meaning", Static).update(Text(clean_line(said), style=mstyle))
+        said = "" if damaged and meaning.phase == "failed" else texts[2]
+        self.query_one("#status-meaning", Static).update(Text(said, style=mstyle))
         # a bar for the two long works: the keyword index's build, the semantic index's training
         if index.phase == "indexing" and index.total > 0:
             self._bar().update(total=index.total, progress=index.done)
@@ -126,6 +140,13 @@ class StatusLine(Horizontal):
         else:
             for bar in self.query("#status-progress"):
                 bar.display = False
+
+    def _too_long(self, texts: tuple[str, str, str]) -> bool:
+        """Would the three texts (with the margins between them and a bar that may show) overflow the line's
+        content width?"""
+        width = self.size.width or self.app.size.width - 2
+        bar = 14 if any(b.display for b in self.query("#status-progress")) else 0
+        return sum(len(t) for t in texts) + 2 * 2 + bar > width
 
     def _bar(self) -> Any:
         """The progress bar, shown (mounted on first use)."""
