@@ -171,3 +171,16 @@ async def test_the_command_palette_asks_what_is_typed(tmp_path, server):
         await wait_screen(pilot, "AskScreen")
         await wait_until(pilot, lambda: app.screen.answer is not None)
         assert app.screen.question == "roll back" and app.screen.answer.checked
+
+
+async def test_a_question_types_its_question_mark_and_slash_into_the_box(tmp_path):
+    home, _ = asked_home(tmp_path, None)
+    app = app_for(home)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_screen(pilot, "SpacesScreen")
+        app.open_ask()
+        await wait_screen(pilot, "AskScreen")
+        field = app.screen.query_one("#ask-input", Input)
+        await pilot.press(*"what is /health?")
+        await wait_until(pilot, lambda: field.value == "what is /health?", what="the question typed whole")
+        assert type(app.screen).__name__ == "AskScreen"

@@ -26,7 +26,7 @@ from textual.widgets.option_list import Option
 from ..links import classify
 from ..sanitize import clean_line, clean_text
 from ..widgets.page_view import PageBody
-from .base import COMMON_BINDINGS, CrewletScreen, error_text
+from .base import CrewletScreen, error_text
 
 if TYPE_CHECKING:
     from textual.widgets.markdown import MarkdownStream
@@ -90,11 +90,14 @@ def source_prompt(source: Any) -> Text:
 
 class AskScreen(CrewletScreen):
     CSS_PATH = "ask.tcss"
+    # the box types ? and / (a question ends in one): help is f1 here, and search is the app's palette
     BINDINGS = [
-        Binding("ctrl+l", "focus_question", "Question", show=False),
         Binding("f5", "ask_again", "Ask again"),
         Binding("down", "focus_sources", "Sources", show=False),
-        *COMMON_BINDINGS,
+        Binding("escape", "back", "Back"),
+        Binding("f1", "app.help", "Help"),
+        Binding("question_mark", "app.help", "Help", key_display="?", show=False),
+        Binding("ctrl+l", "focus_question", "Question", show=False),
     ]
 
     def __init__(self, question: str = "", containers: list[str] | None = None) -> None:

@@ -71,6 +71,7 @@ SECTIONS: list[tuple[str, tuple[str, ...], list[tuple[str, str]]]] = [
     ]),
     ("Ask", ("AskScreen",), [
         ("enter", "ask (in the box) / open the source's page (in the list)"),
+        ("f1", "this help (the box types ? and /)"),
         ("↓", "from the box to the sources"),
         ("f5", "write the answer again, even when one is cached"),
         ("[n] links", "a citation opens source n's page"),
