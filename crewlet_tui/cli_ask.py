@@ -137,7 +137,7 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def ask(
         question: Optional[list[str]] = typer.Argument(None, metavar="QUESTION", help="The question, in words."),
-        container: Optional[list[str]] = typer.Option(None, "--container", "-c",
+        container: Optional[list[str]] = typer.Option(None, "--container", "-c", metavar="KEY",
                                                       help="Answer only from this container (repeatable)."),
         spend: bool = typer.Option(False, "--spend", help="Show what answers spent in the company's day, week and "
                                                           "month windows, and the budgets; ask nothing."),
