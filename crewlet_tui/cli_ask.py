@@ -78,7 +78,10 @@ def _facts(result: Answer) -> str:
 
 
 def _render(result: Answer, streamed: bool) -> None:
-    from core.ask.answer import ANSWERED, NO_MATCH, NO_MODEL, NOT_ANSWERED
+    from core.ask.answer import ANSWERED, NO_MATCH, NO_MODEL, NOT_ANSWERED, NOT_SEARCHED
+
+    if result.status == NOT_SEARCHED:        # nothing to show: the one line on stderr says why
+        return
 
     if result.status in (ANSWERED, NOT_ANSWERED):
         if not streamed:
