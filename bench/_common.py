@@ -261,31 +261,27 @@ def run_worker_once(node: Node, *, embed_threads: int | None = None, label: str 
     """What `crewlet worker --once` does: the node's default duties (apply, keyword index, trash reaper,
     embedding duty with the configured provider — the local model by default) until none has work left.
     Returns the embedding duty's totals; raises when a duty failed or left pages unembedded."""
-    from core.duties import default_duties
-    from core.worker import DutyRunner
+    from core.duties import EMBEDDING
+    from core.duties.roster import run_duties
 
     totals = {"embedded": 0, "restamped": 0, "refused": 0, "requests": 0, "passes": 0}
     show = Progress(f"{label}: embedding pages")
     state: dict[str, Any] = {}
 
     def on_progress(duty: str, done: int, total: int, _label: str) -> None:
-        if duty == "embedding":
+        if duty == EMBEDDING:
             show(done, total)
 
     def on_report(report: Any) -> None:
         if report.error:
             raise RuntimeError(f"the {report.duty} duty failed: {report.error}")
-        if report.duty == "embedding" and report.result is not None:
+        if report.duty == EMBEDDING and report.result is not None:
             totals["passes"] += 1
             for key in ("embedded", "restamped", "refused", "requests"):
                 totals[key] += report.result.counts.get(key, 0)
             state.update(report.result.status)
 
-    runner = DutyRunner(node, default_duties(node, embed_threads=embed_threads), label="bench")
-    try:
-        runner.run_until_idle(progress=on_progress, on_report=on_report)
-    finally:
-        runner.close()
+    run_duties(node, label="bench", once=True, progress=on_progress, on_report=on_report, embed_threads=embed_threads)
     if state.get("failure"):
         raise RuntimeError(f"the embedding duty stopped: {state['failure']}")
     totals["covered"] = int(state.get("covered", 0))

@@ -24,7 +24,7 @@ from core import config as config_mod  # noqa: E402
 from core.log import Record  # noqa: E402
 from core.node import Node, init_home  # noqa: E402
 from core.paths import Home  # noqa: E402
-from core.search import vectors  # noqa: E402
+from core.vectors import records as vectors  # noqa: E402
 
 OUT = ROOT / "bench" / ".out"
 SPACE_OF = {384: "local:all-MiniLM-L6-v2-int8:384:bench", 3072: "openai:text-embedding-3-large:3072"}

@@ -54,12 +54,13 @@ from textual import events  # noqa: E402
 from textual.widgets import Input  # noqa: E402
 
 from _common import machine_load, percentile  # noqa: E402
-from core.duties import ApplyDuty  # noqa: E402
-from core.embed.duty import EmbeddingDuty  # noqa: E402
+from core.duties.roster import ApplyDuty  # noqa: E402
+from core.duties.embedding import EmbeddingDuty  # noqa: E402
 from core.node import Node  # noqa: E402
 from core.paths import Home  # noqa: E402
-from core.search.indexer import KeywordIndexDuty, read_state  # noqa: E402
-from core.worker import DutyRunner  # noqa: E402
+from core.duties.keyword_index import KeywordIndexDuty  # noqa: E402
+from core.search.indexer import read_state  # noqa: E402
+from core.duties.runner import DutyRunner  # noqa: E402
 import crewlet_tui.app as app_module  # noqa: E402
 from crewlet_tui.app import CrewletApp, make_app  # noqa: E402
 from crewlet_tui.widgets.page_tree import PageTree  # noqa: E402

@@ -29,7 +29,7 @@ from _common import OUT, machine_load
 
 import relevance
 from core.ask.answer import NO_MODEL, Asker
-from core.ask.settings import DEFAULT_MAX_SOURCES
+from core.chat import DEFAULT_MAX_SOURCES
 from core.node import Node
 from core.paths import Home
 from core.search.native import NativeSearcher

@@ -14,7 +14,7 @@ fresh processes (peak RSS is a process's high-water mark), duty, peer, duty, pee
   and applied into SQLite, coverage counted after each tick. Also reports the seconds it spent inside
   `provider.embed`, so the remainder is the duty's own cost.
 * peer — `LocalProvider.embed` called directly on exactly the texts the duty sends, in the duty's
-  order and requests (`core.embed.duty.pack`), the texts prepared before the clock starts.
+  order and requests (`core.duties.embedding.pack`), the texts prepared before the clock starts.
 
 Both load the model before their clock starts (a cold load is ~1 s in either). Both check what they
 embedded: the duty's stored digests must equal the peer's, or the bench stops. The ratio is the
@@ -43,16 +43,16 @@ if str(ROOT) not in sys.path:
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine_load  # noqa: E402
 from core import config as config_mod  # noqa: E402
-from core.embed.duty import REQUEST_TIMEOUT_S, EmbeddingDuty, Item, coverage, pack  # noqa: E402
+from core.duties.embedding import REQUEST_TIMEOUT_S, EmbeddingDuty, Item, coverage, pack  # noqa: E402
 from core.embed.local import LocalProvider  # noqa: E402
-from core.embed.provider import make_provider  # noqa: E402
+from core.embed.registry import make_provider  # noqa: E402
 from core.embed.text import BODY_READ_CHARS, embed_text  # noqa: E402
 from core.importer import import_directory  # noqa: E402
 from core.node import Node, init_home  # noqa: E402
 from core.pages.service import KnowledgeBase  # noqa: E402
 from core.paths import Home  # noqa: E402
 from core.store.driver import sqlite3  # noqa: E402
-from core.worker import DutyRunner  # noqa: E402
+from core.duties.runner import DutyRunner  # noqa: E402
 
 DEFAULT_CORPUS = ROOT.parent / "shared" / "corpora" / "windows-driver-docs" / "windows-driver-docs-pr"
 SPACE = "WDD"

@@ -386,8 +386,8 @@ def kill_worker(rng: random.Random, home: Home, scratch: Path, docs: Path) -> Ro
     acked = _acks(savers)
     try:
         # the killed worker's leases (unexpired: 90 s, 3 h) hold nothing: the next runner runs every duty at once
-        from core.duties import default_duties
-        from core.worker import DutyRunner
+        from core.duties.roster import default_duties
+        from core.duties.runner import DutyRunner
 
         with Node.open(home) as node:
             runner = DutyRunner(node, default_duties(node), label="bench worker")

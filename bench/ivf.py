@@ -37,7 +37,8 @@ from _vectors import SPACE_OF, cached_home, queries  # noqa: E402
 from semantic import line, load, timed  # noqa: E402
 
 from core.node import Node  # noqa: E402
-from core.search import semantic, vectors  # noqa: E402
+from core.search import semantic  # noqa: E402
+from core.vectors import records as vectors  # noqa: E402
 from core.search.access import Access  # noqa: E402
 from core.search.ivf import training  # noqa: E402
 

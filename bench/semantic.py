@@ -41,9 +41,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _vectors import SPACE_OF, cached_home, queries  # noqa: E402
 from _common import machine_load  # noqa: E402
 from core.node import Node  # noqa: E402
-from core.search import semantic, vectors  # noqa: E402
+from core.search import semantic  # noqa: E402
+from core.vectors import records as vectors  # noqa: E402
 from core.search.access import Access  # noqa: E402
 from core.store import connect  # noqa: E402
+from core.vectors import hamming  # noqa: E402
 
 
 def timed(fn: Callable[[int], object], count: int) -> tuple[float, float]:
@@ -80,13 +82,17 @@ def old_load_table(conn, space: str) -> int:
     sources = [r[1] for r in rows]
     np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
     np.fromiter((index[r[2]] for r in rows), dtype=np.int32, count=len(rows))
-    semantic.as_words(codes)
+    hamming.as_words(codes)
     return len({s: i for i, s in enumerate(sources)})
 
 
 def old_stage_two(conn, ids: list[int], q: np.ndarray) -> np.ndarray:
     """The previous build's rerank read: IN chunks of 500, rows one by one into a matrix."""
-    full = vectors.load_vectors(conn, ids)
+    full: dict[int, np.ndarray] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start:start + 500]
+        for r in conn.execute(f"SELECT id, vector FROM vectors WHERE id IN ({','.join('?' * len(chunk))})", chunk):
+            full[r[0]] = np.frombuffer(r[1], dtype="<f4")
     matrix = np.stack([full[i] for i in ids if i in full])
     return matrix @ q
 
@@ -112,13 +118,13 @@ def run(n: int, dims: int, nq: int) -> None:
 
         access = Access(actor=None, mode="semantic", allowed=None, skills="SKILLS", exclusions=(), draft_backstop=True)
         qcodes = [semantic.sign_code(q) for q in qs]
-        qwords = [semantic.as_words(c)[0] for c in qcodes]
-        rows_major = semantic.as_words(table.codes[:table.n])          # the same codes, (n, words)
+        qwords = [hamming.as_words(c)[0] for c in qcodes]
+        rows_major = hamming.as_words(table.codes[:table.n])          # the same codes, (n, words)
         mask = retriever.mask(table, access)
 
         ours = timed(lambda i: retriever.candidates(table, qcodes[i], mask, semantic.STAGE_ONE), nq)
-        floor_d = timed(lambda i: semantic.hamming_rows(rows_major, qwords[i]), nq)
-        floor_k = timed(lambda i: np.argpartition(semantic.hamming_rows(rows_major, qwords[i]), 1199)[:1200], nq)
+        floor_d = timed(lambda i: hamming.hamming_rows(rows_major, qwords[i]), nq)
+        floor_k = timed(lambda i: np.argpartition(hamming.hamming_rows(rows_major, qwords[i]), 1199)[:1200], nq)
         nk_only = timed(lambda i: table.distances(qcodes[i]), nq)
         exact = timed(lambda i: np.argpartition(-(exact_m @ qs[i]), 149)[:150], nq)
         print("  stage one (Hamming over every code, 1,200 kept):")

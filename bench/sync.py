@@ -41,6 +41,7 @@ from core.log import FileLog, Record  # noqa: E402
 from core.node import Node, init_home  # noqa: E402
 from core.pages.service import KnowledgeBase  # noqa: E402
 from core.pages import applier  # noqa: E402
+from core.replica import engine  # noqa: E402
 from core.paths import Home  # noqa: E402
 from core.store import connect  # noqa: E402
 from core.store.driver import sqlite3  # noqa: E402
@@ -86,6 +87,17 @@ else:
             print(k, time.time(), flush=True)
             k += 1
 '''
+
+
+class OneAtATime:
+    """The pages log applied one record at a time (`apply_record`: a savepoint, an op_id lookup and an
+    outcome INSERT each), as the applier did before it applied a chunk at a time: the peer below."""
+
+    position = applier.APPLIER
+    batch = engine.TXN_RECORDS
+
+    def apply(self, conn, records, *, careful=False):
+        return [o for o in (applier.apply_record(conn, r) for r in records) if o is not None]
 
 
 def fleet(base: Path) -> tuple[Path, Home, Home]:
@@ -184,7 +196,7 @@ def bench_apply(base: Path, n: int) -> dict[str, tuple[int, float, float]]:
     single = connect(base / "apply" / "one-at-a-time.db")
     with FileLog(shared / "pages.log", readonly=True) as flog:
         counted: list[int] = []
-        wall, cpu = timed(lambda: counted.append(applier.catch_up(single, flog, apply=applier.apply_record)))
+        wall, cpu = timed(lambda: counted.append(engine.catch_up(single, flog, OneAtATime())))
     single.close()
     results["fresh node, one record at a time (before)"] = (counted[0], wall, cpu)
 

@@ -33,7 +33,7 @@ from core.log import FileLog  # noqa: E402
 from core.node import Node, init_home  # noqa: E402
 from core.paths import Home  # noqa: E402
 from core.sync import join as join_mod  # noqa: E402
-from core.sync.digest import content_digest  # noqa: E402
+from core.store.digest import content_digest  # noqa: E402
 
 TITLES = [f"Topic {i}" for i in range(16)]
 ACTORS = ("alex", "sam")

@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
+from .clock import now_ms
 from .durable import write_atomic
 
 MAX_BYTES = 2 * 1024 * 1024
@@ -26,7 +26,7 @@ class Diagnostics:
 
     def record(self, event: str, message: str, **fields: Any) -> dict[str, Any]:
         """Append one event (and log it as a warning: these are things an operator acts on)."""
-        entry = {"at": int(time.time() * 1000), "event": event, "message": message, **fields}
+        entry = {"at": now_ms(), "event": event, "message": message, **fields}
         log.warning("%s: %s", event, message)
         line = json.dumps(entry, ensure_ascii=False, default=str) + "\n"
         with _lock:

@@ -25,8 +25,10 @@ from typing import Any
 from .embed.provider import MAX_INPUT_BYTES
 from .embed.text import embed_text
 from .errors import CrewletError
-from .search import semantic, vectors
-from .search.ivf import measure, store, training
+from .search import semantic
+from .vectors import records as vectors
+from .search.ivf import measure, training
+from .vectors import index as store
 from .store import connect
 
 NEEDS = measure.QUERIES + measure.DEPTH     # sources a measurement needs: its queries and a full depth

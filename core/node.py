@@ -16,25 +16,28 @@ import json
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from . import config as config_mod
+from .clock import now_ms
 from .errors import CrewletError
-from .log import FileLog, LogBusy, LogDamage, LogMoved, Record, RecordTooLarge
-from .log.check import locate_applied, verify_sound
+from .log import FileLog, LogBusy, LogDamage, LogMismatch, LogMoved, Record, RecordTooLarge, locks, peers
+from .log.check import verify_sound
 from .log.framing import Frame
 from .pages import applier
-from .pages.applier import Decision
+from .pages import records as page_records
 from .paths import Home
-from .search import vectors
+from .repaired import REPAIR_NOTES, held_lost, relocate
+from .replica import engine
+from .replica.appliers import Decision, outcome_of
+from .replica.engine import Applier, Stream, gc_paused
 from .store import Connection, connect, sqlite3
-from .sync import locks, peers
+from .store.digest import content_digest
+from .vectors import records as vectors
 
-SYSTEM_ACTOR = "crewlet"
-REPAIR_NOTES = "repairs.jsonl"   # beside the logs: what each repair wrote (core/repair.py)
+SYSTEM_ACTOR = page_records.SYSTEM_ACTOR
 log = logging.getLogger("crewlet.node")
 SNAPSHOT_HINT = ("or, on a node of a shared directory, adopt a snapshot of a node that is current: "
                  "`crewlet sync snapshot FILE` there, then `crewlet sync adopt FILE` here")
@@ -99,6 +102,12 @@ def _no_space_left(path: Path) -> bool:
     return st.f_bavail * st.f_frsize < 64 * 1024
 
 
+def home_streams(home: Home) -> list[tuple[str, Path, Applier]]:
+    """A home's logs, in the order they are opened, checked and applied: each with the applier its records
+    registered (a third log is one more line here)."""
+    return [("pages", home.log_file, applier.PAGES), ("vectors", home.vectors_log_file, vectors.VECTORS)]
+
+
 class Node:
     def __init__(self, home: Home, company: config_mod.Company, conn: Connection, flog: FileLog,
                  vlog: FileLog | None = None, settings: config_mod.NodeSettings | None = None) -> None:
@@ -108,9 +117,10 @@ class Node:
         self.settings = settings if settings is not None else config_mod.NodeSettings()
         self.publisher = peers.Publisher(home, self.settings.node_id, self.settings.operator)
         self.conn = conn
-        self.log = flog
-        # the vector log: vectors the fleet's embedding duty published, applied like the pages log
-        self.vlog = vlog if vlog is not None else _open_log(home.vectors_log_file)
+        # the pages log, and the vector log (vectors the fleet's embedding duty published, applied like it)
+        self.pages = Stream("pages", flog, applier.PAGES)
+        self.vectors = Stream("vectors", vlog if vlog is not None else _open_log(home.vectors_log_file), vectors.VECTORS)
+        self.streams = (self.pages, self.vectors)
         # one connection per node object; the Textual app's workers share it, so serialise use
         self.lock = threading.RLock()
         self._config_stamp = self._stamp()
@@ -158,6 +168,24 @@ class Node:
         return node
 
     @property
+    def log(self) -> FileLog:
+        """The pages log's backend."""
+        return self.pages.backend  # type: ignore[return-value]
+
+    @log.setter
+    def log(self, flog: FileLog) -> None:
+        self.pages.backend = flog
+
+    @property
+    def vlog(self) -> FileLog:
+        """The vector log's backend."""
+        return self.vectors.backend  # type: ignore[return-value]
+
+    @vlog.setter
+    def vlog(self, flog: FileLog) -> None:
+        self.vectors.backend = flog
+
+    @property
     def readonly(self) -> bool:
         """The database cannot be written by this process (the node opened it read-only)."""
         return bool(getattr(self.conn, "readonly", False))
@@ -176,19 +204,20 @@ class Node:
         back holds a change the log no longer has: that is damage, named."""
         with self.lock:
             repaired = self.log.path.with_name(REPAIR_NOTES).exists()
-            for name, flog in ((applier.APPLIER, self.log), (vectors.POSITION, self.vlog)):
-                applied = applier.applied_position(self.conn, name)
+            for stream in self.streams:
+                flog, name = stream.backend, stream.position_name
+                applied = stream.applied(self.conn)
                 try:
-                    frame = locate_applied(flog, applied)
+                    frame = flog.locate(applied)
                 except LogDamage as exc:
-                    frame = self._relocated(flog, applied, name) if repaired else None
+                    frame = relocate(flog, applied, self.conn, stream.name) if repaired else None
                     if frame is None:
                         self._damaged(_earlier_damage(flog, exc))
                         return
                     log.info("%s was repaired: this database's position moves to byte offset %d", flog.path, frame.end)
                     applied = dataclasses.replace(applied, start=None)  # stored below
                 if frame is not None and applied.start is None and not self.readonly:
-                    applier.store_position(self.conn, applied.seq, frame, name)  # autocommit: one statement
+                    engine.store_position(self.conn, applied.seq, frame, name)  # autocommit: one statement
             if repaired:
                 self._check_held_lost()
             if whole and self.damage is None:
@@ -224,15 +253,7 @@ class Node:
             except OSError:
                 pass
 
-    def _relocated(self, flog: FileLog, applied: Any, name: str) -> Frame | None:
-        from .repair import relocate
-
-        return relocate(flog, applied, self.conn, "pages" if name == applier.APPLIER else "vectors")
-
     def _check_held_lost(self) -> None:
-        from .log import LogMismatch
-        from .repair import held_lost
-
         held = held_lost(self.conn, self.log.path)
         if not held:
             return
@@ -285,12 +306,12 @@ class Node:
     def positions(self) -> dict[str, tuple[int, int]]:
         """Where this database is on each log: position name -> (seq, end offset)."""
         with self.lock:
-            return {applier.APPLIER: applier.position(self.conn), vectors.POSITION: vectors.position(self.conn)}
+            return {stream.position_name: stream.position(self.conn) for stream in self.streams}
 
     def applied_ends(self) -> dict[Path, int]:
         """Log file -> the byte offset this database applied it through (the log watcher's question)."""
-        positions = self.positions()
-        return {self.home.log_file: positions[applier.APPLIER][1], self.home.vectors_log_file: positions[vectors.POSITION][1]}
+        with self.lock:
+            return {stream.backend.path: stream.position(self.conn)[1] for stream in self.streams}
 
     def publish_position(self) -> None:
         """Say, beside the shared logs, how far this node applied them (a node of a shared directory
@@ -308,15 +329,13 @@ class Node:
         do not. Not computed again while the positions are those of the last digest (unless `force`)."""
         if self.home.shared is None:
             return None
-        from .sync.digest import content_digest
-
         with self.lock:
             positions = self.positions()
             at = {name: seq for name, (seq, _end) in positions.items()}
             last = self.publisher.digest
             if last is not None and last.get("positions") == at and not force:
                 return last
-            digest = {"content": content_digest(self.conn).content, "positions": at, "at": int(time.time() * 1000)}
+            digest = {"content": content_digest(self.conn).content, "positions": at, "at": now_ms()}
         if not self.readonly:
             try:
                 self.publisher.publish(positions, digest=digest)
@@ -387,8 +406,7 @@ class Node:
             if self.damage is not None:
                 raise self.damage
             try:
-                applied = applier.catch_up(self.conn, self.log, progress=progress)
-                applied += vectors.catch_up(self.conn, self.vlog, progress=progress)
+                applied = sum(stream.catch_up(self.conn, progress=progress) for stream in self.streams)
             except LogDamage as exc:
                 self._damaged(exc)
                 raise
@@ -401,16 +419,16 @@ class Node:
         if not records:
             return 0
         with self.lock:
-            written = self._append(self.vlog, vectors.POSITION, records, sync=sync, nothing="no vector was written")
+            written = self._append(self.vectors, records, sync=sync, nothing="no vector was written")
             try:
-                applied = vectors.catch_up(self.conn, self.vlog, appended=written)
+                applied = self.vectors.catch_up(self.conn, appended=written)
             except LogDamage as exc:
                 self._damaged(exc)
                 raise
             self.publish_position()
             return applied
 
-    def _append(self, flog: FileLog, position: str, records: Sequence[Record], *, sync: bool,
+    def _append(self, stream: Stream, records: Sequence[Record], *, sync: bool,
                 nothing: str) -> list[tuple[Record, Frame]]:
         """Append to one of the node's logs, or refuse before a byte is written: a damaged log, a
         database this process cannot write, a record over the size limit, a log it cannot write."""
@@ -423,11 +441,10 @@ class Node:
                                   code="disk_full")
             raise WriteFailed(f"{self.home.db_file} is read-only for this process — {nothing}; make the home "
                               "writable to change it (reading works as it is)", code="read_only")
-        keep = applier.position(self.conn, position)[1]
+        guard = self._peers_guard(stream.position_name)
         try:
             try:
-                return flog.append_frames(self._stamped(records), sync=sync, keep_through=keep,
-                                          guard=self._peers_guard(position))
+                return stream.append(self.conn, self._stamped(records), sync=sync, guard=guard)
             except LogMoved:
                 # a repair wrote the log anew since this process opened it: follow it, then append once more
                 if not self.follow_repair():
@@ -435,10 +452,7 @@ class Node:
                 if self.damage is not None:
                     raise self.damage from None
                 self.catch_up()
-                flog = self.log if position == applier.APPLIER else self.vlog
-                keep = applier.position(self.conn, position)[1]
-                return flog.append_frames(self._stamped(records), sync=sync, keep_through=keep,
-                                          guard=self._peers_guard(position))
+                return stream.append(self.conn, self._stamped(records), sync=sync, guard=guard)
         except LogDamage as exc:
             self._damaged(exc)
             raise
@@ -447,7 +461,7 @@ class Node:
         except LogBusy as exc:
             raise WriteFailed(str(exc), code="busy") from None
         except OSError as exc:
-            code, words = storage_problem(exc, flog.path)
+            code, words = storage_problem(exc, stream.backend.path)
             raise WriteFailed(f"{words} — {nothing}", code=code) from exc
 
     def submit(self, records: Sequence[Record], *, sync: bool = True) -> list[Decision]:
@@ -458,13 +472,13 @@ class Node:
         Records that reached the log but could not be applied raise NotApplied, naming them."""
         if not records:
             return []
-        with self.lock, applier.gc_paused():
-            written = self._append(self.log, applier.APPLIER, records, sync=sync, nothing="nothing was written")
+        with self.lock, gc_paused():
+            written = self._append(self.pages, records, sync=sync, nothing="nothing was written")
             appended = [rec for rec, _ in written]
             decided: dict[str, Decision] = {}
             try:
                 # our own records are applied from the frames in memory, not read back from the file
-                applier.catch_up(self.conn, self.log, outcomes=decided, appended=written)
+                self.pages.catch_up(self.conn, outcomes=decided, appended=written)
             except (LogDamage, sqlite3.Error, OSError) as exc:
                 if isinstance(exc, LogDamage):
                     self._damaged(exc)
@@ -473,7 +487,7 @@ class Node:
                     cause = storage_problem(exc, self.home.db_file)[1]
                 self.apply_error = cause
                 pending = [r for r in appended if r.op_id not in decided
-                           and applier.outcome_of(self.conn, r.op_id) is None]
+                           and outcome_of(self.conn, r.op_id) is None]
                 if pending:
                     raise _not_applied(pending, cause) from exc
                 raise
@@ -482,7 +496,7 @@ class Node:
             outcomes = []
             for rec in appended:
                 # another process may have applied our record first: then its outcome is in the table
-                out = decided.get(rec.op_id) or applier.outcome_of(self.conn, rec.op_id)
+                out = decided.get(rec.op_id) or outcome_of(self.conn, rec.op_id)
                 if out is None:  # pragma: no cover - would mean the applier skipped a record
                     raise CrewletError(f"record {rec.seq} ({rec.op_id}) was appended but not applied")
                 outcomes.append(out)
@@ -493,7 +507,7 @@ class Node:
 
     def applied_seq(self) -> int:
         with self.lock:
-            return applier.position(self.conn)[0]
+            return self.pages.position(self.conn)[0]
 
     # -- container documents ---------------------------------------------------------------
     def sync_containers(self) -> int:
@@ -511,9 +525,8 @@ class Node:
                         continue
                     if same and epoch == 0:
                         continue  # no activation instant: stamp nothing
-                records.append(Record.new("container.declare", SYSTEM_ACTOR, {
-                    "key": key, "name": space.name, "purpose": space.purpose, "lead": space.lead, "chart_epoch": epoch,
-                }))
+                records.append(page_records.container_declare(key=key, name=space.name, purpose=space.purpose,
+                                                              lead=space.lead, chart_epoch=epoch))
         self.submit(records)
         return len(records)
 
@@ -560,10 +573,6 @@ def _open_log(path: Path) -> FileLog:
     """Read-only until the first append: a command that only reads works on a home it cannot write
     (a log this home never wrote yet is created, as `init` creates it)."""
     return FileLog(path, readonly=path.exists())
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def init_home(home: Home, data: dict, *, force: bool = False) -> Path:

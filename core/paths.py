@@ -18,6 +18,23 @@ NODE_FILE = "node.toml"
 _NODE_CACHE: dict[Path, tuple[tuple[int, int, int], dict]] = {}
 
 
+def read_node_file(file: Path, *, cached: bool = True) -> dict:
+    """node.toml's table, the one reader of it: {} when there is none; raises OSError, UnicodeDecodeError
+    or tomllib.TOMLDecodeError for a file that cannot be read as TOML (`core.config.load_node` names the
+    problem and checks each key). `cached`: parsed again only when the file's stat changed."""
+    try:
+        st = file.stat()
+    except FileNotFoundError:
+        return {}
+    stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+    held = _NODE_CACHE.get(file) if cached else None
+    if held is not None and held[0] == stamp:
+        return held[1]
+    data = tomllib.loads(file.read_text(encoding="utf-8"))
+    _NODE_CACHE[file] = (stamp, data)
+    return data
+
+
 @dataclass(frozen=True)
 class Home:
     """A node's home. A home that joined a shared directory (`crewlet sync join DIR`, recorded in its
@@ -37,19 +54,9 @@ class Home:
         names the problem). Read again whenever the file changed: a home that joined a shared directory
         in this process finds its paths there at once."""
         try:
-            st = self.node_file.stat()
-        except OSError:
-            return {}
-        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
-        cached = _NODE_CACHE.get(self.node_file)
-        if cached is not None and cached[0] == stamp:
-            return cached[1]
-        try:
-            data = tomllib.loads(self.node_file.read_text(encoding="utf-8"))
+            return read_node_file(self.node_file)
         except (OSError, ValueError):
-            data = {}
-        _NODE_CACHE[self.node_file] = (stamp, data)
-        return data
+            return {}
 
     @property
     def shared(self) -> Path | None:

@@ -20,10 +20,10 @@ from __future__ import annotations
 import base64
 import json
 import re
-import time
 from dataclasses import dataclass
 from typing import Any
 
+from .clock import now_ms
 from .log import Record
 
 LOST = "log.lost"               # the tombstone's record type
@@ -53,7 +53,7 @@ def _at_of(op_id: str) -> int:
     try:
         return int(op_id[:12], 16)
     except ValueError:
-        return time.time_ns() // 1_000_000
+        return now_ms()
 
 
 def _page_name(conn: Any, page_id: str | None) -> str:
@@ -222,7 +222,7 @@ def give_back_vector(conn: Any, seq: int) -> Given:
     payload = {"source_id": row["source_id"], "kind": row["kind"], "space": row["space"], "container": row["container"],
                "revision": row["revision"], "digest": row["digest"], "bytes": row["bytes"], "bucket": row["bucket"],
                "dims": row["dims"], "vector": base64.b64encode(bytes(row["vector"])).decode("ascii")}
-    from .search.vectors import DUTY_ACTOR
+    from .vectors.records import DUTY_ACTOR
 
     return Given(Record.new("vector.put", DUTY_ACTOR, payload), "recovered", what)
 

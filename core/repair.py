@@ -32,66 +32,48 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .clock import now_ms
+from .durable import fsync_dir
 from .log import FileLog, Record
 from .log.check import Applied, LogHealth, Spot, inspect, walk
 from .log.filelog import LogMismatch, _sync_fd
-from .log.framing import Frame, encode_frame, frame_digest
-from .durable import fsync_dir
+from .log.framing import encode_frame
+from .node import Node, home_streams
 from .pages import applier
 from .paths import Home
 from .recover import LOST, Given, describe_page_change, give_back_page, give_back_vector, guess_what, tombstone
-from .search import vectors
+from .repaired import LostChange, held_lost, journal_path, relocate, repairs_of, what_changed  # noqa: F401
+from .replica import engine
+from .replica.engine import Applier
 from .store import Connection, connect, sqlite3
-
-
-Apply = Callable[[Connection, FileLog, "Callable[[int], None] | None"], int]
-
-from .node import REPAIR_NOTES  # noqa: E402
-
-JOURNAL = REPAIR_NOTES        # beside the logs: every repair, read by every node at its next open
+from .store.digest import REPLICATED
+from .vectors import records as vectors
 
 
 @dataclass(frozen=True)
 class LogSpec:
     name: str        # how a person calls it: "pages"
     path: Path
-    position: str    # the log_position row where the database keeps its place on this log
-    apply: Apply     # applies this log past the database's position (a rebuild replays every log)
+    applier: Applier  # what its records registered with the engine
 
+    @property
+    def position(self) -> str:
+        """The log_position row where the database keeps its place on this log."""
+        return self.applier.position
 
-def _apply_pages(conn: Connection, flog: FileLog, progress: Callable[[int], None] | None) -> int:
-    return applier.catch_up(conn, flog, progress=progress)
-
-
-def _apply_vectors(conn: Connection, flog: FileLog, progress: Callable[[int], None] | None) -> int:
-    return vectors.catch_up(conn, flog, progress=progress)
+    def apply(self, conn: Connection, flog: FileLog, progress: Callable[[int], None] | None) -> int:
+        """Apply this log past the database's position (a rebuild replays every log)."""
+        return engine.catch_up(conn, flog, self.applier, progress=progress)
 
 
 def home_logs(home: Home) -> list[LogSpec]:
-    return [LogSpec("pages", home.log_file, applier.APPLIER, _apply_pages),
-            LogSpec("vectors", home.vectors_log_file, vectors.POSITION, _apply_vectors)]
+    return [LogSpec(name, path, applier) for name, path, applier in home_streams(home)]
 
 
 # the replicated tables each log fills (a replay is compared with a database on these)
-from .sync.digest import REPLICATED  # noqa: E402  (sync.digest imports nothing of ours)
 
 VECTOR_TABLES = ("vectors", "vector_codes", "semantic_index")
 TABLES = {"pages": tuple(t for t in REPLICATED if t not in VECTOR_TABLES), "vectors": VECTOR_TABLES}
-
-
-@dataclass
-class LostChange:
-    """An applied change the repaired log does not hold: rebuilding the database loses it."""
-
-    seq: int
-    op_id: str
-    type: str
-    status: str
-    what: str        # the page it touched, as CONTAINER/Title, when known
-
-    def line(self) -> str:
-        what = f" {self.what}" if self.what else ""
-        return f"seq {self.seq} {self.type}{what} ({self.status})"
 
 
 @dataclass
@@ -213,7 +195,7 @@ def _sources(home: Home, conn: Connection | None) -> tuple[list[Source], list[An
     if home.shared is None:
         return out, elsewhere
     from .process import HOST
-    from .sync import peers as peers_mod
+    from .log import peers as peers_mod
 
     me = _node_id(home)
     for peer in peers_mod.read_peers(home):
@@ -258,7 +240,7 @@ def check_home(home: Home, *, conn: Connection | None = None, verify: bool = Tru
     try:
         reports = []
         for spec in home_logs(home):
-            applied = applier.applied_position(conn, spec.position) if conn is not None else Applied()
+            applied = engine.applied_position(conn, spec.position) if conn is not None else Applied()
             if not spec.path.exists() and applied.seq == 0:
                 continue  # a log this home never wrote (a home older than the vector log)
             others = max([p.seq(spec.position) for p in _peers(home)] + [0])
@@ -272,7 +254,7 @@ def check_home(home: Home, *, conn: Connection | None = None, verify: bool = Tru
                     report.others = _others_losing(home, spec, report.rewrites, sources, elsewhere)
             if conn is not None:
                 report.lost = _lost_changes(conn, health, spec, report.rewrites)
-                report.held = held_lost(conn, spec)
+                report.held = held_lost(conn, spec.path)
             health.op_ids = set()  # only needed to work out the lost changes
             reports.append(report)
         return reports
@@ -285,7 +267,7 @@ def check_home(home: Home, *, conn: Connection | None = None, verify: bool = Tru
 def _peers(home: Home) -> list[Any]:
     if home.shared is None:
         return []
-    from .sync import peers as peers_mod
+    from .log import peers as peers_mod
 
     me = _node_id(home)
     return [p for p in peers_mod.read_peers(home) if p.node_id != me]
@@ -401,7 +383,7 @@ def _others_seq(health: LogHealth) -> int:
 
 
 def _table_digests(conn: Connection, tables: tuple[str, ...]) -> dict[str, str]:
-    from .sync.digest import _digest_rows
+    from .store.digest import _digest_rows
 
     return {t: _digest_rows(conn, REPLICATED[t])[0] for t in tables}
 
@@ -479,51 +461,18 @@ def _lost_changes(conn: Connection, health: LogHealth, spec: LogSpec, rewrites: 
                            + " (embedded again by the embedding duty)") for r in rows]
     if health.applied_past_cut:
         # the database applied another log than this one: every change the log does not hold is lost
-        return [LostChange(r["seq"], r["op_id"], r["type"], r["status"], _what(conn, r["result"]))
+        return [LostChange(r["seq"], r["op_id"], r["type"], r["status"], what_changed(conn, r["result"]))
                 for r in conn.execute("SELECT op_id, seq, type, status, result FROM applied_ops ORDER BY seq")
                 if r["op_id"] not in health.op_ids and r["seq"] not in rewrites]
     out = []
     for seq in sorted(lost_seqs):
         row = conn.execute("SELECT op_id, seq, type, status, result FROM applied_ops WHERE seq = ?", (seq,)).fetchone()
         if row is not None and row["type"] != LOST:
-            out.append(LostChange(row["seq"], row["op_id"], row["type"], row["status"], _what(conn, row["result"])))
+            out.append(LostChange(row["seq"], row["op_id"], row["type"], row["status"], what_changed(conn, row["result"])))
     return out
-
-
-def _what(conn: Connection, result: str | None) -> str:
-    try:
-        page_id = json.loads(result or "{}").get("page_id")
-    except (ValueError, AttributeError):
-        return ""
-    if not page_id:
-        return ""
-    row = conn.execute("SELECT container, title FROM pages WHERE id = ?", (page_id,)).fetchone()
-    return f"{row['container']}/{row['title']}" if row else f"page {page_id}"
 
 
 # -- what earlier repairs did, as every node reads it at its next open --------------------------------------
-
-def journal_path(log: Path) -> Path:
-    return log.with_name(JOURNAL)
-
-
-def repairs_of(log: Path) -> list[dict[str, Any]]:
-    """Every repair noted for this log file (oldest first); none when no repair ever ran."""
-    path = journal_path(log)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return []
-    out = []
-    for line in lines:
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict) and entry.get("file") == log.name:
-            out.append(entry)
-    return out
-
 
 def _note_repair(log: Path, entry: dict[str, Any]) -> None:
     path = journal_path(log)
@@ -533,53 +482,6 @@ def _note_repair(log: Path, entry: dict[str, Any]) -> None:
         _sync_fd(fd)
     finally:
         os.close(fd)
-
-
-def relocate(flog: FileLog, applied: Applied, conn: Connection, spec_name: str) -> Frame | None:
-    """After a repair wrote the log anew, where the record this database applied last now is: the frame of its
-    seq, when it holds that very record (its digest), or the record a repair gave back in its place (the same
-    op_id: it did the same). None when no repair explains the difference (then it is damage)."""
-    entries = repairs_of(flog.path)
-    if not entries or applied.nothing:
-        return None
-    found = None
-    for frame in flog.frames(0):
-        if frame.seq == applied.seq:
-            found = frame
-            break
-    if found is None:
-        return None
-    if applied.digest is None or frame_digest(found.body) == applied.digest:
-        return found
-    given = {int(w["seq"]): w for e in entries for w in e.get("written", []) if w.get("how") != "lost"}
-    if applied.seq not in given:
-        return None
-    if spec_name == "pages":
-        row = conn.execute("SELECT op_id FROM applied_ops WHERE seq = ?", (applied.seq,)).fetchone()
-        return found if row is not None and row["op_id"] == given[applied.seq].get("op_id") else None
-    return found
-
-
-def held_lost(conn: Connection, spec: LogSpec | str) -> list[LostChange]:
-    """Records an earlier repair could not give back that this database applied (it holds a change the log no
-    longer has): from the repair notes beside the log."""
-    path = spec.path if isinstance(spec, LogSpec) else Path(spec)
-    entries = repairs_of(path)
-    if not entries:
-        return []
-    position = applier.APPLIER if path.name == "pages.log" else vectors.POSITION
-    through = applier.position(conn, position)[0]
-    out = []
-    for entry in entries:
-        for w in entry.get("written", []):
-            seq = int(w["seq"])
-            if w.get("how") != "lost" or seq > through:
-                continue
-            if position == applier.APPLIER:
-                row = conn.execute("SELECT op_id, type, status, result FROM applied_ops WHERE seq = ?", (seq,)).fetchone()
-                if row is not None and row["op_id"] != w.get("op_id"):
-                    out.append(LostChange(seq, row["op_id"], row["type"], row["status"], _what(conn, row["result"])))
-    return out
 
 
 # -- repairing ----------------------------------------------------------------------------------------
@@ -649,7 +551,7 @@ def _rewrite_log(home: Home, report: LogReport) -> tuple[Path, int]:
             fresh.unlink(missing_ok=True)
         fsync_dir(spec.path.parent)
     _note_repair(spec.path, {
-        "id": uuid.uuid4().hex, "at": time.time_ns() // 1_000_000, "file": spec.path.name, "log": spec.name,
+        "id": uuid.uuid4().hex, "at": now_ms(), "file": spec.path.name, "log": spec.name,
         "by": {"node": _node_id(home), "home": str(home.root)}, "aside": aside.name,
         "spots": [s.to_json() for s in health.spots],
         "written": [{"seq": rw.seq, "how": rw.how, "op_id": rw.record.op_id, "what": rw.what, "source": rw.source,
@@ -685,8 +587,7 @@ def repair_home(home: Home, reports: list[LogReport], *,
             conn.close()
         result.rebuilt = True
     if home.db_file.exists():
-        from .node import Node  # opening moves the position to the repaired log, and checks it once more
-
+        # opening moves the position to the repaired log, and checks it once more
         with Node.open(home, sync_containers=False) as node:
             if node.damage is not None:
                 raise node.damage

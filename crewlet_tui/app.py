@@ -3,9 +3,9 @@
 `make_app` is the one factory the CLI, the tests and the screenshot script share, so what the tests
 drive and what the screenshots show is what `crewlet` runs. Long work runs in thread workers that post
 past-tense messages back (HomeOpened, DutyProgressed, DutyPassed…). The node's background duties
-(core/worker.py: applying the log, the keyword index, the trash reaper) run in one such worker for the
-app's whole life, on the same runner `crewlet worker` drives: the keyword index every `index_interval`
-seconds, every duty at once after a write in the app.
+(core/duties: applying the log, the keyword index, the trash reaper, embedding, the semantic index) run
+in one such worker for the app's whole life, through the same `run_duties` `crewlet worker` calls: the
+keyword index every `index_interval` seconds, every duty at once after a write in the app.
 
 Launch is one path a person waits on — process start to the spaces screen painted — so it imports and
 does only what that screen needs: the other screens are imported when first opened, the duties (and the
@@ -29,6 +29,11 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.theme import Theme
 
+# the duties by name, as core names them (core.duties' face imports no duty: a launch loads none)
+from core.duties import APPLY as APPLY_DUTY
+from core.duties import EMBEDDING as EMBEDDING_DUTY
+from core.duties import KEYWORD_INDEX as KEYWORD_INDEX_DUTY
+from core.duties import SEMANTIC_INDEX as INDEX_TRAINING_DUTY
 from core.paths import Home
 
 from .commands import CrewletCommands
@@ -43,15 +48,12 @@ if TYPE_CHECKING:
 
     from .opening import Opening
     from core.pages.model import Page
-    from core.worker import DutyReport
+    from core.duties.runner import DutyReport
 
     from .screens.edit import EditScreen
     from .session import Session
 
 BACKGROUND_AFTER_S = 1.0     # the background work starts this long after the home opened at the latest
-# the duties by name, as core names them (their modules are imported by the duties' worker, not at launch)
-APPLY_DUTY, KEYWORD_INDEX_DUTY, EMBEDDING_DUTY, INDEX_TRAINING_DUTY = "apply", "keyword-index", "embedding", \
-    "semantic-index"
 
 
 def _screen_is(screen: Any, module: str, name: str) -> bool:
@@ -327,21 +329,11 @@ class CrewletApp(App[None]):
                     self._close_session()
 
     def _duties(self, session: Session) -> None:
-        from core.duties import default_duties
-        from core.embed.duty import EmbeddingDuty
-        from core.sync import watch
-        from core.worker import DutyRunner, read_duty_records
+        from core.duties.roster import run_duties
+        from core.duties.runner import duty_records
 
         node = session.node
         _yield_cpu_to_interface()
-        duties = default_duties(node, index_interval_s=self.index_interval, embed_threads=1)
-        for duty in duties:
-            if isinstance(duty, EmbeddingDuty):
-                # a first fill hands the thread back to the other duties every few seconds, and at once
-                # when a write in the app wants the keyword index (bench/app_embed.py)
-                duty.pass_budget_s = EMBED_PASS_BUDGET_S
-                duty.yield_to = self._duty_wake
-        runner = DutyRunner(node, duties, label="crewlet app")
 
         def progress(duty: str, done: int, total: int, label: str) -> None:
             if not self._stopping.is_set():
@@ -352,17 +344,16 @@ class CrewletApp(App[None]):
                 return
             status = report.result.status if report.result is not None else {}
             if not report.ran and not report.error:  # another process runs it: show what its last pass left
-                with node.lock:
-                    record = read_duty_records(node.conn).get(report.duty)
+                record = duty_records(node).get(report.duty)
                 status = record.status if record is not None else {}
             self.post_message(DutyPassed(report, status))
 
-        # another process or node appending wakes the duties at once (the apply duty alone polls every 2 s)
-        watch.start(node.home, self._duty_wake, self._stopping, applied=node.applied_ends)
-        try:
-            runner.run_forever(stop=self._stopping, wake=self._duty_wake, progress=progress, on_report=passed)
-        finally:
-            runner.close()
+        # a write in the app, or another process or node appending, wakes the duties at once (the apply
+        # duty alone polls every 2 s); a first fill hands the thread back to the other duties every few
+        # seconds, and at once when a write wants the keyword index (bench/app_embed.py)
+        run_duties(node, label="crewlet app", stop=self._stopping, wake=self._duty_wake, progress=progress,
+                   on_report=passed, index_interval_s=self.index_interval, embed_threads=1,
+                   embed_pass_budget_s=EMBED_PASS_BUDGET_S)
 
     def poke_indexer(self) -> None:
         """Run every duty now (after a write in the app): the new text is searchable at once."""

@@ -145,7 +145,7 @@ def register(app: typer.Typer) -> None:
         if asked is None:
             raise typer.BadParameter(f"'{mode}' is not one of: {modes_in_words()}", param_hint="--mode")
         mode = asked
-        from core.search.factory import is_remote, make_searcher
+        from core.knowledge import is_remote, make_searcher
         from core.search.seam import Query
 
         text = " ".join(query)
@@ -182,9 +182,9 @@ def register(app: typer.Typer) -> None:
         """What the keyword index covers, how much is embedded for search by meaning, and the semantic index.
 
         How far behind the rows the keyword index is; the embedding duty's coverage and latest events; whether the semantic index is installed, how many lists a search reads, and a training in progress."""
-        from core.embed.duty import semantic_status
+        from core.duties.embedding import semantic_status
         from core.search.indexer import Indexer
-        from core.search.ivf.duty import index_status as semantic_index_status
+        from core.duties.semantic_index import index_status as semantic_index_status
 
         with open_node() as node, Indexer(node.home) as indexer:
             st = indexer.status()

@@ -103,7 +103,7 @@ def sync_status_cmd(
 
     Read as it is: nothing is applied first, so the lag shown is the lag there was."""
     from core.node import Node
-    from core.sync.digest import content_digest
+    from core.store.digest import content_digest
     from core.sync.status import status as sync_status
 
     home = existing_home()

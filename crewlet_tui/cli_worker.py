@@ -1,4 +1,4 @@
-"""`crewlet worker`: the node's background duties (core/worker.py), driven from a terminal.
+"""`crewlet worker`: the node's background duties (core/duties), driven from a terminal.
 
 `--once` runs every duty until none has anything left to do, then exits; without it the runner ticks
 until Ctrl-C. `--status` reads what each duty's last pass left (from any process: the app's worker
@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import threading
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -18,10 +18,12 @@ from .cli_common import (JSON_OPT, console, damage_json, damage_line, emit_json,
 from .sanitize import markup_safe as escape
 
 if TYPE_CHECKING:
-    from core.worker import DutyReport, DutyRunner
+    from core.duties.runner import DutyReport
 
     from .progress_bars import ProgressBars
 # the duties and the runner are imported when the command runs (start-up: every command imports this module)
+
+LABEL = "crewlet worker"   # who holds the duties' leases, as another process says it
 
 
 def register(app: typer.Typer) -> None:
@@ -36,8 +38,7 @@ def register(app: typer.Typer) -> None:
         """Run the background duties: apply the logs, index, reap the trash, embed, train the semantic index.
 
         One process runs each duty at a time (a lease): while the app is open on this home, its own background worker holds them and this command says so."""
-        from core.duties import default_duties
-        from core.worker import DutyRunner
+        from core.duties.roster import run_duties
 
         from .progress_bars import ProgressBars
 
@@ -45,12 +46,11 @@ def register(app: typer.Typer) -> None:
             if status:
                 _show_status(node, as_json)
                 return
-            runner = DutyRunner(node, default_duties(node, index_interval_s=interval), label="crewlet worker")
             bars = ProgressBars(console, enabled=not as_json and sys.stdout.isatty())
             try:
                 if once:
                     try:
-                        reports = runner.run_until_idle(progress=bars)
+                        reports = run_duties(node, label=LABEL, once=True, index_interval_s=interval, progress=bars)
                     except KeyboardInterrupt:
                         bars.close()
                         fail("worker stopped: what its passes finished is kept, and `crewlet worker --once` "
@@ -66,10 +66,9 @@ def register(app: typer.Typer) -> None:
                         # the duties that need no sound log ran; the worker did not do its job: exit 1, one line
                         fail(damage_line(damage))
                     return
-                _loop(runner, bars, as_json)
+                _loop(node, interval, bars, as_json)
             finally:
                 bars.close()
-                runner.close()
 
 
 def _summary(reports: list[DutyReport]) -> list[str]:
@@ -88,11 +87,13 @@ def _summary(reports: list[DutyReport]) -> list[str]:
     return out
 
 
-def _loop(runner: DutyRunner, bars: ProgressBars, as_json: bool) -> None:
-    console.print(f"[dim]crewlet worker on {escape(str(runner.node.home.root))} — Ctrl-C stops it[/]")
+def _loop(node: Any, interval: float, bars: ProgressBars, as_json: bool) -> None:
+    from core.duties.roster import run_duties
+
+    console.print(f"[dim]crewlet worker on {escape(str(node.home.root))} — Ctrl-C stops it[/]")
     stop = threading.Event()
-    if runner.node.damage is not None:
-        warn(damage_line(runner.node.damage))
+    if node.damage is not None:
+        warn(damage_line(node.damage))
     said: dict[str, str] = {}   # each duty's last line: the same failure is said once, not every tick
 
     def show(report: DutyReport) -> None:
@@ -110,22 +111,17 @@ def _loop(runner: DutyRunner, bars: ProgressBars, as_json: bool) -> None:
             bars.close()
             console.print(f"[dim]{stamp}[/] {escape(report.line())}", soft_wrap=True)
 
-    from core.sync import watch
-
-    wake = threading.Event()
-    watch.start(runner.node.home, wake, stop, applied=runner.node.applied_ends)  # another process or node appending wakes the duties at once
-    try:
-        runner.run_forever(stop=stop, wake=wake, progress=bars, on_report=show)
+    try:   # another process or node appending wakes the duties at once
+        run_duties(node, label=LABEL, stop=stop, index_interval_s=interval, progress=bars, on_report=show)
     except KeyboardInterrupt:
         stop.set()
         console.print("worker stopped")
 
 
-def _show_status(node: object, as_json: bool) -> None:
-    from core.worker import read_duty_records
+def _show_status(node: Any, as_json: bool) -> None:
+    from core.duties.runner import duty_records
 
-    with node.lock:  # type: ignore[attr-defined]
-        records = read_duty_records(node.conn)  # type: ignore[attr-defined]
+    records = duty_records(node)
     if as_json:
         emit_json({"duties": [r.to_json() for r in records.values()]})
         return

@@ -27,7 +27,7 @@ __all__ = ["Session", "make_searcher", "safe_search", "is_not_searchable_yet"]
 
 def make_searcher(node: Node) -> Any:
     """The searcher knowledge.backend names: this node's own copy, or a remote site searched live."""
-    from core.search.factory import make_searcher as choose
+    from core.knowledge import make_searcher as choose
 
     return choose(node)
 
@@ -110,9 +110,8 @@ class Session:
              searcher_factory: Callable[[Node], Any] | None = None) -> "Session":
         node = Node.open(home)
         try:
-            handle = actor or node.company.operator
-            if handle:  # an unknown actor, or one without the knowledge app, is told so before any page shows
-                rules.require_knowledge(node.company, node.company.actor(handle))
+            if actor or node.company.operator:  # an unknown actor, or one without the knowledge app, is told
+                rules.acting(node.company, actor, knowledge=True)   # so before any page shows
             return cls(home, node, actor, searcher_factory)
         except Exception:
             node.close()
@@ -124,11 +123,10 @@ class Session:
         return self.actor_handle or self.node.company.operator
 
     def who(self) -> Actor | None:
-        handle = self.handle
-        if not handle:
+        if not self.handle:
             return None
         try:
-            return self.node.company.actor(handle)
+            return rules.acting(self.node.company, self.handle)
         except Exception:  # an unknown --as: the engine refuses each write with the reason
             return None
 

@@ -26,8 +26,10 @@ if str(ROOT) not in sys.path:  # the project is not necessarily installed into t
 from core import config as config_mod  # noqa: E402
 from core.log import Record  # noqa: E402
 from core.node import Node, init_home  # noqa: E402
+from core.pages import applier  # noqa: E402
 from core.pages.service import KnowledgeBase  # noqa: E402
 from core.paths import Home  # noqa: E402
+from core.replica import engine  # noqa: E402
 
 DAY_MS = 24 * 3600 * 1000
 # a fixed instant for records whose `at` a test controls (2025-01-01T00:00:00Z)
@@ -146,3 +148,15 @@ def table_rows(conn: Any, table: str) -> list[tuple]:
 
 def record_types(node: Node) -> list[str]:
     return [r.type for r, _ in node.log.read()]
+
+
+class OneAtATime:
+    """The pages log applied one record at a time (`applier.apply_record`: a savepoint, an op_id lookup and
+    an outcome INSERT each), as the applier did before it applied a chunk at a time: what the chunked
+    path is held against."""
+
+    position = applier.APPLIER
+    batch = engine.TXN_RECORDS
+
+    def apply(self, conn: Any, records: Any, *, careful: bool = False) -> list:
+        return [o for o in (applier.apply_record(conn, r) for r in records) if o is not None]

@@ -22,11 +22,11 @@ from embed_server import EmbedServer
 from test_app_support import SIZE, app_for, bulk_pages, new_home, open_kb, wait_until
 
 from core import config as config_mod
-from core.embed.duty import EmbeddingDuty, coverage
+from core.duties.embedding import EmbeddingDuty, coverage
 from core.node import Node
 from core.paths import Home
 from core.search.indexer import read_state
-from core.worker import DutyRunner
+from core.duties.runner import DutyRunner
 
 DIMS = 16
 SPACE = f"openai:test-embed:{DIMS}"

@@ -7,20 +7,20 @@ import json
 from dataclasses import replace
 
 import pytest
-from conftest import (REPLAYED_TABLES, create_rec, move_rec, new_home, pid, rec, restore_rec, save_rec, table_rows,
+from conftest import (REPLAYED_TABLES, OneAtATime, create_rec, move_rec, new_home, pid, rec, restore_rec, save_rec, table_rows,
                       trash_rec)
 
 from core.log import FileLog, Record
-from core.log.framing import FrameScanner
 from core.node import Node
 from core.pages import applier
+from core.replica import appliers, engine
 from core.store import connect, transaction
 
 
-def _replay(log_path, db_path, **kw) -> dict[str, list[tuple]]:
+def _replay(log_path, db_path, *, one_at_a_time: bool = False, **kw) -> dict[str, list[tuple]]:
     conn = connect(db_path)
     with FileLog(log_path, readonly=True) as flog:
-        applier.catch_up(conn, flog, **kw)
+        engine.catch_up(conn, flog, OneAtATime() if one_at_a_time else applier.PAGES, **kw)
     rows = {t: table_rows(conn, t) for t in REPLAYED_TABLES}
     conn.close()
     return rows
@@ -42,7 +42,7 @@ def test_append_frames_are_the_frames_a_reader_reads(tmp_path):
     with FileLog(tmp_path / "pages.log") as flog:
         flog.append([create_rec("ENG", "First")])
         written = flog.append_frames(_mixed(), sync=False)
-        on_disk = [f for f in FrameScanner(flog._handle(), 0)][1:]
+        on_disk = list(flog.frames(0))[1:]
     assert [f for _, f in written] == on_disk
     assert [r.seq for r, _ in written] == [f.seq for f in on_disk] == list(range(2, 2 + len(on_disk)))
     assert [Record.from_body(f.body, f.seq) for f in on_disk] == [r for r, _ in written]
@@ -89,7 +89,7 @@ def test_records_another_process_applied_first_are_answered_from_the_table(tmp_p
         decided: dict = {}
         assert applier.catch_up(node.conn, node.log, outcomes=decided, appended=written) == 0
         assert decided == {}
-        assert [applier.outcome_of(node.conn, r.op_id).status for r in records] == ["applied", "refused"]
+        assert [appliers.outcome_of(node.conn, r.op_id).status for r in records] == ["applied", "refused"]
 
 
 def test_transactions_of_several_chunks_that_end_on_time_give_the_same_rows(tmp_path, monkeypatch):
@@ -98,10 +98,10 @@ def test_transactions_of_several_chunks_that_end_on_time_give_the_same_rows(tmp_
     records[15:15] = [bad]                                                         # malformed, mid-log
     with FileLog(tmp_path / "pages.log") as flog:
         flog.append(records, sync=False)
-    one = _replay(tmp_path / "pages.log", tmp_path / "one.db", apply=applier.apply_record)
+    one = _replay(tmp_path / "pages.log", tmp_path / "one.db", one_at_a_time=True)
     assert _replay(tmp_path / "pages.log", tmp_path / "default.db") == one
 
-    monkeypatch.setattr(applier, "CHUNK_RECORDS", 4)
+    monkeypatch.setattr(engine, "CHUNK_RECORDS", 4)
     commits: list[int] = []
     conn = connect(tmp_path / "chunks.db")
     with FileLog(tmp_path / "pages.log", readonly=True) as flog:
@@ -113,7 +113,7 @@ def test_transactions_of_several_chunks_that_end_on_time_give_the_same_rows(tmp_
     conn.close()
 
     # a transaction that ends on time (here: after every chunk) leaves the rest to the next one
-    monkeypatch.setattr(applier, "TXN_SECONDS", 0.0)
+    monkeypatch.setattr(engine, "TXN_SECONDS", 0.0)
     commits.clear()
     conn = connect(tmp_path / "timed.db")
     with FileLog(tmp_path / "pages.log", readonly=True) as flog:
@@ -133,7 +133,7 @@ def test_damage_after_several_chunks_keeps_every_good_record_before_it(tmp_path,
     data = bytearray((tmp_path / "pages.log").read_bytes())
     data[bad.offset + HEADER_SIZE + 2] ^= 0xFF
     (tmp_path / "pages.log").write_bytes(bytes(data))
-    monkeypatch.setattr(applier, "CHUNK_RECORDS", 3)
+    monkeypatch.setattr(engine, "CHUNK_RECORDS", 3)
     conn = connect(tmp_path / "x.db")
     with FileLog(tmp_path / "pages.log", readonly=True) as flog, pytest.raises(LogCorrupt):
         applier.catch_up(conn, flog)
@@ -153,7 +153,7 @@ def test_damage_after_several_chunks_keeps_every_good_record_before_it(tmp_path,
     {"key": "value", "empty": {}},
 ])
 def test_the_fast_outcome_text_is_json_dumps_text(result):
-    assert applier._result_json(result) == json.dumps(result)
+    assert appliers._result_json(result) == json.dumps(result)
 
 
 def test_outcomes_stored_by_the_batch_are_the_outcomes_stored_one_at_a_time(tmp_path):
@@ -167,7 +167,7 @@ def test_outcomes_stored_by_the_batch_are_the_outcomes_stored_one_at_a_time(tmp_
     assert table_rows(one, "applied_ops") == table_rows(many, "applied_ops")
     stored = {r[0]: r[6] for r in table_rows(many, "applied_ops")}
     for r in records:
-        out = applier.outcome_of(many, r.op_id)
+        out = appliers.outcome_of(many, r.op_id)
         assert stored[r.op_id] == (json.dumps(out.result) if out.result else None)
 
 
@@ -180,8 +180,8 @@ def test_a_purged_id_is_refused_in_the_chunk_that_purged_it_and_in_any_later_one
                create_rec("ENG", "Later", page_id=gone)]                # a later chunk: deleted_pages holds it
     with FileLog(tmp_path / "pages.log") as flog:
         flog.append(records, sync=False)
-    one = _replay(tmp_path / "pages.log", tmp_path / "one.db", apply=applier.apply_record)
-    monkeypatch.setattr(applier, "CHUNK_RECORDS", 5)
+    one = _replay(tmp_path / "pages.log", tmp_path / "one.db", one_at_a_time=True)
+    monkeypatch.setattr(engine, "CHUNK_RECORDS", 5)
     conn = connect(tmp_path / "x.db")
     with FileLog(tmp_path / "pages.log", readonly=True) as flog:
         decided: dict = {}
@@ -207,13 +207,13 @@ class _Text(str):
 def test_a_record_is_applied_from_memory_only_when_it_is_what_its_body_decodes_to(payload, plain):
     r = Record.new("page.create", "alex", payload, node="n1").at_seq(9)
     decoded = Record.from_body(r.body(), 9)
-    assert applier._as_decoded(r) is plain
+    assert engine._as_decoded(r) is plain
     if plain:
         assert decoded == r
         assert [(k, type(v)) for k, v in sorted(decoded.payload.items())] == \
                [(k, type(v)) for k, v in sorted(r.payload.items())]
-    assert not applier._as_decoded(replace(r, actor=_Text("alex")))
-    assert not applier._as_decoded(replace(r, at=True))
+    assert not engine._as_decoded(replace(r, actor=_Text("alex")))
+    assert not engine._as_decoded(replace(r, at=True))
 
 
 def test_records_that_are_not_what_they_decode_to_are_applied_as_decoded(tmp_path):
@@ -223,7 +223,7 @@ def test_records_that_are_not_what_they_decode_to_are_applied_as_decoded(tmp_pat
         records = [create_rec("ENG", "Tupled", "x", page_id=page, labels=("Ops", "ops")),
                    rec("knowledge.read", via="search", pages=[{"title": "x", "id": page, "rank": 1}], query="q"),
                    rec("page.labels", page_id=page, labels=(_Text("Runbook"),))]
-        assert not any(applier._as_decoded(r) for r in records)
+        assert not any(engine._as_decoded(r) for r in records)
         assert all(o.status == "applied" for o in node.submit(records))
         stored = node.conn.execute("SELECT pages FROM knowledge_reads").fetchone()[0]
         assert stored == json.dumps([{"id": page, "rank": 1, "title": "x"}])   # the decoded key order
@@ -236,7 +236,7 @@ def test_a_catch_up_in_many_transactions_leaves_the_log_knowing_its_end(tmp_path
     with FileLog(tmp_path / "pages.log") as flog:
         flog.append(_mixed(20), sync=False)
         size = flog.size()
-    monkeypatch.setattr(applier, "CHUNK_RECORDS", 3)
+    monkeypatch.setattr(engine, "CHUNK_RECORDS", 3)
     conn = connect(tmp_path / "x.db")
     with FileLog(tmp_path / "pages.log") as flog:
         assert (flog._end, flog._last) == (0, 0)

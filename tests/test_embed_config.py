@@ -11,7 +11,7 @@ from core import config as config_mod
 from core.config import ConfigError
 from core.embed.local import LocalProvider
 from core.embed.openai_http import OpenAIHTTPProvider
-from core.embed.provider import make_provider
+from core.embed.registry import make_provider
 
 FILE = Path("/tmp/company.toml")
 ENDPOINT = {"provider": "openai", "base_url": "http://127.0.0.1:8089/v1", "model": "text-embedding-3-small",

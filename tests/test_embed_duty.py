@@ -16,14 +16,14 @@ from embed_server import NAN_MARK, REFUSE_MARK, ZERO_MARK, EmbedServer, vector_f
 
 from core import config as config_mod
 from core.diagnostics import Diagnostics
-from core.embed import duty as duty_mod
-from core.embed.duty import EmbeddingDuty, coverage
+from core.duties import embedding as duty_mod
+from core.duties.embedding import EmbeddingDuty, coverage
 from core.embed.text import bucket, embed_text
 from core.log import Record
 from core.node import Node, init_home
 from core.pages.service import KnowledgeBase, new_id
 from core.paths import Home
-from core.worker import DutyRunner, read_duty_records
+from core.duties.runner import DutyRunner, read_duty_records
 
 DIMS = 16
 

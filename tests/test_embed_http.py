@@ -19,8 +19,8 @@ from core.embed.provider import (
     ProviderError,
     ProviderUnavailable,
     ResponseRefused,
-    make_provider,
 )
+from core.embed.registry import make_provider
 
 DIMS = 16
 TEXTS = ["how to roll back a deploy", "the on-call rota", "ünïcödé ✓ text", "fourth input"]

@@ -25,7 +25,7 @@ EMBED_SCRIPT = textwrap.dedent("""
     import json, sys
     sys.path.insert(0, {root!r})
     from core import config
-    from core.embed.provider import make_provider
+    from core.embed.registry import make_provider
     from pathlib import Path
     provider = make_provider(config.parse(config.example_config(), Path("company.toml")), threads=1)
     early = sorted(m for m in ("onnxruntime", "tokenizers") if m in sys.modules)

@@ -14,10 +14,10 @@ from embed_server import REFUSE_MARK, EmbedServer
 from typer.testing import CliRunner
 
 from core import config as config_mod
-from core.duties import default_duties
+from core.duties.roster import default_duties
 from core.node import Node
 from core.pages.service import KnowledgeBase
-from core.worker import DutyRunner
+from core.duties.runner import DutyRunner
 from crewlet_tui.cli import app
 
 ENV = {"CREWLET_HOME": None, "CREWLET_AS": None, "COLUMNS": "250"}

@@ -532,7 +532,7 @@ def test_an_invalid_title_is_judged_by_the_engines_own_rule(kb: KnowledgeBase, t
     import core.importer.docs as docs_mod       # the planning every importer shares (native, Confluence, Plane)
     from core.errors import Invalid
     from core.pages import service
-    assert docs_mod._check_title is service._check_title            # one rule, never two that can disagree
+    assert docs_mod.check_title is service.check_title            # one rule, never two that can disagree
     long_title = "x" * 256
     root = tree(tmp_path / "docs", {"ENG/long.md": f"# {long_title}\n", "ENG/ctl.md": "---\ntitle: \"a\\u0007b\"\n---\n"})
     with pytest.raises(ImportProblems) as exc:
@@ -540,7 +540,7 @@ def test_an_invalid_title_is_judged_by_the_engines_own_rule(kb: KnowledgeBase, t
     got = {p.files[0]: p for p in problems_of(exc)["invalid_title"]}
     for rel, title in (("ENG/long.md", long_title), ("ENG/ctl.md", "a\u0007b")):
         with pytest.raises(Invalid) as engine:
-            service._check_title(title)
+            service.check_title(title)
         message, _, fix = str(engine.value).partition(" — ")
         assert (got[rel].message, got[rel].fix) == (message, fix)
 

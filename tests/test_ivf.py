@@ -17,11 +17,13 @@ from core.embed.provider import EmbeddingSpace, Limits
 from core.log import Record
 from core.node import Node, init_home
 from core.paths import Home
-from core.search import semantic, vectors
+from core.search import semantic
+from core.vectors import records as vectors
 from core.search.access import Access
-from core.search.ivf import kmeans, measure, store, training
-from core.search.ivf.duty import IndexTrainingDuty
-from core.worker import DutyRunner, PassContext
+from core.search.ivf import kmeans, measure, training
+from core.vectors import index as store
+from core.duties.semantic_index import IndexTrainingDuty
+from core.duties.runner import DutyRunner, PassContext
 
 ROOT = Path(__file__).resolve().parent.parent
 DIMS = 128
@@ -287,7 +289,7 @@ class TopicalModel(Model):
 
 
 def test_worker_once_embeds_then_trains_over_what_it_embedded(tmp_path):
-    from core.embed.duty import EmbeddingDuty
+    from core.duties.embedding import EmbeddingDuty
 
     home = Home(tmp_path / "h")
     init_home(home, config_mod.example_config())

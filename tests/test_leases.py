@@ -28,7 +28,7 @@ from core.log import filelog as filelog_mod
 from core.node import Node
 from core.pages.service import KnowledgeBase
 from core.process import HOST, Holder, _read_start
-from core.worker import Lease
+from core.leases import Lease
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="250")

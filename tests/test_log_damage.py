@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 
 from core.config import load_node
 from core.log import FileLog, LogCorrupt, LogDamage, LogGap, Record
-from core.log.check import Applied, cut_aside, inspect, locate_applied
-from core.log.framing import HEADER_SIZE, encode_frame
+from core.log.check import cut_aside, inspect
+from core.log.framing import HEADER_SIZE, Applied, encode_frame
 from core.node import Node
 from core.pages import applier
 from core.pages.service import KnowledgeBase
@@ -328,7 +328,7 @@ def test_check_and_cut_work_on_any_log_and_the_position_stored_for_it(tmp_path):
         from core.log.framing import frame_digest
 
         applied = Applied(seq, end, start, frame_digest(frame.body))
-        assert locate_applied(flog, applied).seq == seq
+        assert flog.locate(applied).seq == seq
         assert inspect(flog, applied).sound
     flip(path, fs[4][0] + HEADER_SIZE + 2)  # past the position: damage, but nothing applied is lost
     damaged = path.read_bytes()

@@ -21,7 +21,7 @@ from core.log.framing import HEADER_SIZE
 from core.node import Node
 from core.pages.service import KnowledgeBase
 from core.paths import Home
-from core.sync.digest import content_digest
+from core.store.digest import content_digest
 from crewlet_tui.cli import app
 
 ENV = {"CREWLET_HOME": None, "CREWLET_AS": None, "COLUMNS": "250"}
@@ -288,7 +288,7 @@ def test_a_process_that_had_the_log_open_follows_the_repair(tmp_path):
 def test_the_vector_log_is_repaired_the_same_way_and_a_lost_vector_put_given_back(home, tmp_path):
     import numpy as np
 
-    from core.search import vectors
+    from core.vectors import records as vectors
 
     with Node.open(home) as node:
         kb = KnowledgeBase(node)

@@ -13,7 +13,7 @@ from core.config import ConfigError
 from core.node import Node
 from core.remote.confluence import ConfluenceSearcher
 from core.remote.plane import PlaneSearcher
-from core.search.factory import make_searcher
+from core.knowledge import make_searcher
 from core.search.native import NativeSearcher
 from crewlet_tui.cli import app
 

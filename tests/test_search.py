@@ -654,13 +654,13 @@ def test_ancestors_come_from_the_knowledge_bases_walk_once_per_parent(home, kb, 
         kb.create_page("ENG", f"Deploy {i}", "deploy", parent=top.id)
     index(home)
     walked = []
-    real = KnowledgeBase._ancestors
+    real = KnowledgeBase.ancestors
 
     def spy(self, parent_id):
         walked.append(parent_id)
         return real(self, parent_id)
 
-    monkeypatch.setattr(KnowledgeBase, "_ancestors", spy)
+    monkeypatch.setattr(KnowledgeBase, "ancestors", spy)
     res = searcher.search(Query("deploy"))
     assert [h.ancestors for h in res.hits] == [["Operations"]] * 3
     assert walked == [top.id]

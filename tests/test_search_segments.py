@@ -93,7 +93,7 @@ def test_the_bulk_writer_writes_what_whooshs_writer_writes(tmp_path):
     with bulk.reader() as b:
         seg = b.segment()
         got = rank_data.read(tmp_path / "bulk", seg.segment_id(), b.doc_count_all())
-        want = lexical.derive_rank_data(b)
+        want = rank_data.derive(b)
     assert got is not None
     assert got["ids"] == want.ids and [got["containers"][c] for c in got["codes"]] == \
         [want.containers[c] for c in want.codes]

@@ -25,7 +25,7 @@ from core.search.native import NativeSearcher
 from core.search.seam import (NO_EMBEDDINGS, NO_TERMS, PARTIAL_COVERAGE, PROVIDER_FAILED, PROVIDER_SLOW, REFILLING,
                               Query)
 from core.search.semantic import sign_code
-from core.search import vectors
+from core.vectors import records as vectors
 
 DIMS = 64
 
@@ -327,8 +327,8 @@ def test_a_paraphrase_with_no_shared_word_is_found_by_meaning(tmp_path):
     init_home(home, config_mod.example_config())
     with Node.open(home) as node:
         import_directory(KnowledgeBase(node), examples_dir(), actor="alex")
-        from core.duties import default_duties
-        from core.worker import DutyRunner
+        from core.duties.roster import default_duties
+        from core.duties.runner import DutyRunner
 
         runner = DutyRunner(node, default_duties(node, embed_threads=1))
         runner.run_until_idle(stop=threading.Event())

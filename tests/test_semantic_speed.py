@@ -10,7 +10,8 @@ import pytest
 
 from core.log import Record
 from core.node import Node
-from core.search import semantic, vectors
+from core.search import semantic
+from core.vectors import records as vectors
 from core.search.access import Access
 
 DIMS = 96

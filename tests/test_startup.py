@@ -141,10 +141,10 @@ def test_command_lines_are_told_apart():
 
 
 def test_the_apps_duty_names_are_cores():
-    from core.duties import ApplyDuty
-    from core.embed.duty import EmbeddingDuty
-    from core.search.indexer import KeywordIndexDuty
-    from core.search.ivf.duty import IndexTrainingDuty
+    from core.duties.roster import ApplyDuty
+    from core.duties.embedding import EmbeddingDuty
+    from core.duties.keyword_index import KeywordIndexDuty
+    from core.duties.semantic_index import IndexTrainingDuty
     from crewlet_tui import app
 
     assert (app.APPLY_DUTY, app.KEYWORD_INDEX_DUTY, app.EMBEDDING_DUTY, app.INDEX_TRAINING_DUTY) == \

@@ -19,8 +19,8 @@ from core.log.framing import encode_frame
 from core.node import Node
 from core.pages.service import KnowledgeBase
 from core.paths import Home
-from core.sync import locks, peers
-from core.sync.digest import content_digest
+from core.log import locks, peers
+from core.store.digest import content_digest
 from core.sync.watch import LogWatcher
 from crewlet_tui.cli import app
 
@@ -172,7 +172,7 @@ def test_join_refuses_what_it_cannot_use(fleet, tmp_path):
 def test_joining_refuses_while_the_app_or_a_worker_runs_on_the_home(fleet, tmp_path):
     _, _, shared = fleet
     c = new_home(tmp_path / "C", config_mod.empty_config("alex"))
-    from core.worker import Lease
+    from core.duties.runner import Lease
     Lease(Home(c.root).node_lease_dir, "keyword-index", "someone", "crewlet app (pid 1)").acquire()
     assert "crewlet app (pid 1) is running" in refused(cli(c.root, "sync", "join", str(shared)))
 
@@ -377,8 +377,8 @@ def test_the_flock_probe_sees_a_lock_that_excludes(tmp_path):
 
 def test_the_watcher_sees_another_node_append_and_the_apply_duty_applies_it(fleet):
     a, b, _ = fleet
-    from core.duties import ApplyDuty
-    from core.worker import PassContext
+    from core.duties.roster import ApplyDuty
+    from core.duties.runner import PassContext
     with Node.open(b) as node:
         watcher = LogWatcher(b, node.applied_ends)
         assert not watcher.changed()
@@ -402,8 +402,8 @@ def test_peer_files_say_where_each_node_is(fleet):
 
 
 def test_fleet_duties_stay_singletons_across_nodes_because_their_leases_live_with_the_log(fleet):
-    from core.duties import TrashReaperDuty
-    from core.worker import DutyRunner
+    from core.duties.roster import TrashReaperDuty
+    from core.duties.runner import DutyRunner
     a, b, shared = fleet
     with Node.open(a) as na, Node.open(b) as nb:
         first = DutyRunner(na, [TrashReaperDuty(na)], label="node A")

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from conftest import REPLAYED_TABLES, create_rec, move_rec, pid, rec, restore_rec, save_rec, table_rows, trash_rec
+from conftest import REPLAYED_TABLES, OneAtATime, create_rec, move_rec, pid, rec, restore_rec, save_rec, table_rows, trash_rec
 
 from core.pages import applier
+from core.replica import engine
 from core.store import connect, transaction
 
 
@@ -66,6 +67,7 @@ def test_a_batch_skips_what_an_earlier_batch_applied(tmp_path):
     assert len(first) + len(again) == len(records) - 1
 
 
+
 def test_catch_up_applies_a_log_with_a_malformed_record_as_one_record_at_a_time_does(tmp_path):
     from core.log import FileLog
     records = _mixed_log()
@@ -75,7 +77,7 @@ def test_catch_up_applies_a_log_with_a_malformed_record_as_one_record_at_a_time_
         slow = connect(tmp_path / "slow.db")
         decided: dict = {}
         assert applier.catch_up(fast, flog, batch=7, outcomes=decided) == len(records)
-        assert applier.catch_up(slow, flog, batch=7, apply=applier.apply_record) == len(records)
+        assert engine.catch_up(slow, flog, OneAtATime(), batch=7) == len(records)
     for table in REPLAYED_TABLES:
         assert table_rows(fast, table) == table_rows(slow, table), table
     assert decided[records[9].op_id].code == "malformed"   # its batch was given up and applied carefully

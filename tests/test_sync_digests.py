@@ -90,7 +90,7 @@ def test_adopt_refuses_a_snapshot_whose_content_is_not_what_a_node_at_its_positi
     conn.commit()
     conn.close()
     from core.store import connect
-    from core.sync.digest import content_digest
+    from core.store.digest import content_digest
 
     c = connect(snap, migrate_schema=False)
     forged = content_digest(c).content

@@ -1,4 +1,4 @@
-"""The one duty runner (core/worker.py): passes, cursors kept in SQLite, leases across processes."""
+"""The one duty runner (core/duties/runner.py): passes, cursors kept in SQLite, leases across processes."""
 from __future__ import annotations
 
 import json
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from core.duties import default_duties
+from core.duties.roster import default_duties
 from core.node import Node
-from core.worker import Duty, DutyPass, DutyRunner, Lease, PassContext, read_duty_records
+from core.duties.runner import Duty, DutyPass, DutyRunner, Lease, PassContext, read_duty_records
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -35,8 +35,8 @@ from typing import Any
 from ..errors import CrewletError, Invalid, Refused
 from . import citations, passages, prompt, tokens
 from .cache import AnswerCache, cache_key
-from .chat import ChatFailed, ChatProvider, Usage
-from .settings import DEFAULT_MAX_SOURCES, DEFAULT_SOURCE_TOKENS, LlmSettings
+from ..chat.openai_http import ChatFailed, ChatProvider, Usage
+from ..chat import DEFAULT_MAX_SOURCES, DEFAULT_SOURCE_TOKENS, LlmSettings
 from .spend import Ledger, NoRoom
 
 log = logging.getLogger("crewlet.ask")
@@ -155,7 +155,7 @@ class Answer:
 class Asker:
     """Answers questions over one node. Thread-safe enough for the app: each ask is independent, and the
     searcher serialises its own searches. `searcher`: the one to share (the app's), else the one
-    knowledge.backend names is made (core.search.factory) and closed with this.
+    knowledge.backend names is made (core.knowledge) and closed with this.
 
     On a Confluence or Plane company the search and the pages are the site's, read live as the asker
     (core/remote): the answer is written from them the same way, and never cached — the site changes
@@ -168,7 +168,7 @@ class Asker:
         self.search_limit, self.source_tokens = search_limit, source_tokens
         self._own_searcher = searcher is None
         if searcher is None:
-            from core.search.factory import make_searcher
+            from core.knowledge import make_searcher
 
             searcher = make_searcher(node)
         self.searcher = searcher
@@ -193,11 +193,11 @@ class Asker:
         return Ledger(self.node.home.log_dir, getattr(self.node, "node_id", "") or "")
 
     def position(self) -> tuple[int, int]:
-        from core.pages.applier import position
-        from core.search import vectors
+        """The applied positions of the pages log and the vector log (the search's own stamp)."""
+        from core.search.stamp import read_stamp
 
-        with self.node.lock:
-            return position(self.node.conn)[0], vectors.position(self.node.conn)[0]
+        stamp = read_stamp(self.node)
+        return stamp.applied, stamp.vectors
 
     def close(self) -> None:
         with self._lock:
@@ -213,7 +213,7 @@ class Asker:
                on_text: Callable[[str], None] | None = None, cancel: threading.Event | None = None,
                use_cache: bool = True) -> Answer:
         from core.pages.service import KnowledgeBase
-        from core.search.factory import is_remote
+        from core.knowledge import is_remote
         from core.search.seam import Query
 
         question = (question or "").strip()

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from typing import Any
+
+from ..clock import now_ms
 
 SIZE = 256
 
@@ -29,10 +30,6 @@ def fold(question: str) -> str:
 
 def cache_key(question: str, spaces: str, fingerprint: str) -> str:
     return hashlib.sha256(f"{fold(question)}\x00{spaces}\x00{fingerprint}".encode("utf-8")).hexdigest()
-
-
-def _now() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class AnswerCache:
@@ -59,13 +56,13 @@ class AnswerCache:
             if row is None:
                 return None
             if self._writable():
-                self.node.conn.execute("UPDATE answer_cache SET used_at = ? WHERE key = ?", (_now(), key))
+                self.node.conn.execute("UPDATE answer_cache SET used_at = ? WHERE key = ?", (now_ms(), key))
         return json.loads(row[0])
 
     def put(self, key: str, position: tuple[int, int], answer: dict[str, Any]) -> None:
         if not self._writable():
             return
-        now = _now()
+        now = now_ms()
         with self.node.lock:
             conn = self.node.conn
             conn.execute("BEGIN IMMEDIATE")

@@ -30,19 +30,14 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from ..clock import now_ms
 from ..errors import Refused
-from .settings import WINDOWS, LlmSettings
+from ..chat import WINDOWS, LlmSettings
 
 LEDGER = "spend.jsonl"
 LOCK = "spend.lock"
 TAIL_BLOCK = 256 * 1024
 RESERVATION_GRACE_MS = 120_000       # past its call's deadline, an unsettled reservation stops counting
-
-
-def now_ms() -> int:
-    import time
-
-    return time.time_ns() // 1_000_000
 
 
 def window_bounds(window: str, at_ms: int) -> tuple[int, int]:

@@ -27,8 +27,10 @@ from core.embed.provider import (
     EmbeddingSpace,
     Limits,
     ProviderUnavailable,
+    default_threads,
     fingerprint_of,
 )
+from core.embed.registry import register
 
 MODEL = "all-MiniLM-L6-v2-int8"
 DIMENSIONS = 384
@@ -207,3 +209,7 @@ class LocalProvider:
 
     def close(self) -> None:
         """Nothing to release: the session is the process's, shared by every LocalProvider."""
+
+
+register("local", lambda settings, threads: LocalProvider(threads=threads or default_threads(),
+                                                          batch_inputs=settings.max_batch_inputs))

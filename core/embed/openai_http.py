@@ -33,11 +33,12 @@ from core.embed.provider import (
     one_line,
     redact,
 )
+from core.embed.registry import register
 
 if TYPE_CHECKING:
     import httpx
 
-    from core.config import EmbeddingsSettings
+    from core.embed import EmbeddingsSettings
 
 INPUT_REFUSED_STATUSES = (400, 413, 422)
 # 128 inputs x 3072 components as JSON text is about 8 MB; anything far past that is not an answer
@@ -212,3 +213,6 @@ class OpenAIHTTPProvider:
             if self._client is not None:
                 self._client.close()
                 self._client = None
+
+
+register("openai", lambda settings, threads: OpenAIHTTPProvider(settings))

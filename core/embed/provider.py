@@ -1,5 +1,6 @@
 """The providers layer the embedding duty and the query path call: what a vector is pinned to, a
-provider's packing rule, the errors that decide what the duty does next, and `make_provider`.
+provider's packing rule and the errors that decide what the duty does next (`registry.make_provider`
+picks the configured provider).
 
 Error classes carry the decision, not the transport:
 - `InputRefused`      the request is unacceptable (HTTP 400/413/422): the duty bisects the batch.
@@ -12,15 +13,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from ..clock import half_the_cores
+
 if TYPE_CHECKING:
     import numpy as np
-
-    from core.config import Company
 
 MAX_INPUT_BYTES = 8 * 1024
 MAX_MESSAGE_CHARS = 300
@@ -140,20 +140,5 @@ def one_line(text: str) -> str:
 
 
 def default_threads() -> int:
-    """Half this machine's cores and never fewer than one: the seats and searches keep the rest."""
-    return max(1, (os.cpu_count() or 2) // 2)
-
-
-def make_provider(company: Company, *, threads: int | None = None) -> Provider | None:
-    """The provider the company configures, or None when knowledge.vectors = false.
-
-    Cheap: nothing is loaded or connected until the first `embed`. `threads` bounds the local
-    model's compute threads (default: half the cores); an HTTP provider ignores it."""
-    if not company.knowledge.vectors:
-        return None
-    settings = company.embeddings
-    if settings.provider == "openai":
-        from core.embed.openai_http import OpenAIHTTPProvider
-        return OpenAIHTTPProvider(settings)
-    from core.embed.local import LocalProvider
-    return LocalProvider(threads=threads or default_threads(), batch_inputs=settings.max_batch_inputs)
+    """The local model's compute threads: half this machine's cores (the seats and searches keep the rest)."""
+    return half_the_cores()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .. import config as config_mod
 from ..errors import Invalid
-from ..pages.applier import gc_paused
+from ..replica.engine import gc_paused
 from ..pages.service import KnowledgeBase
 from .model import ImportFailure, ImportNote, ImportProblem, ImportProblems, ImportReport, PlannedPage
 from .plan import Planner
@@ -70,7 +70,7 @@ def _import(kb: KnowledgeBase, root: Path, who: config_mod.Actor, started: float
         node.reload_config()
         node.sync_containers()
     write_started = time.perf_counter()
-    write_plan(node, report, who, progress=progress, batch=batch)
+    write_plan(kb, report, who, progress=progress, batch=batch)
     report.timings["write"] = time.perf_counter() - write_started
     report.seconds = time.perf_counter() - started
     return report

@@ -22,7 +22,7 @@ from typing import Any
 from ..config import Actor, Company
 from ..errors import Invalid
 from ..pages.model import clean_title, normalise_title
-from ..pages.service import _check_title
+from ..pages.service import check_title
 from . import titles
 from .model import ImportNote, ImportProblem, ImportReport, PlannedPage
 from .source import Source, decode, split
@@ -242,9 +242,9 @@ class DocPlanner:
         return node
 
     def _title_ok(self, title: str, rel: str) -> bool:
-        """The engine's own rule (`_check_title`), so the importer and the engine never disagree."""
+        """The engine's own rule (`check_title`), so the importer and the engine never disagree."""
         try:
-            _check_title(title)
+            check_title(title)
         except Invalid as exc:
             message, _, fix = str(exc).partition(" — ")
             self.problems.append(ImportProblem("invalid_title", message, fix or "correct the title", [rel]))

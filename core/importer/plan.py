@@ -20,7 +20,6 @@ container (its frontmatter kept on the page as a YAML code block the engine pars
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -28,14 +27,14 @@ from typing import Any
 
 from ..config import KEY_RE, Actor, Company, Space
 from ..errors import Refused
-from ..pages import rules
+from ..pages import reads, rules
 from ..pages.model import MAX_TITLE, clean_title
+from ..pages.records import new_ids
 from ..pages.service import KnowledgeBase
 from . import titles
 from .docs import DocPlanner, _address, _listing, _Node
 from .model import ImportNote, ImportProblem, ImportReport, PlannedPage
 
-_PAGE_COLUMNS = "id, container, address, title, body, revision, parent_id, labels, trashed_at, created_by"
 
 
 class Planner(DocPlanner):
@@ -143,8 +142,7 @@ class Planner(DocPlanner):
         """The target space's pages (trashed too) by parent: parent id -> {address: page id}."""
         out: dict[str | None, dict[str, str]] = {}
         with self.kb.node.lock:
-            for r in self.kb.conn.execute("SELECT id, parent_id, address FROM pages WHERE container = ?",
-                                          (self.into,)):
+            for r in reads.in_container(self.kb.conn, self.into, "id, parent_id, address"):
                 out.setdefault(r["parent_id"], {})[r["address"]] = r["id"]
         return out
 
@@ -183,8 +181,7 @@ class Planner(DocPlanner):
         rows: dict[str, dict[str, Any]] = {}
         with self.kb.node.lock:
             for container in sorted({n.container for n in nodes}):
-                rows[container] = {r["address"]: r for r in self.kb.conn.execute(
-                    f"SELECT {_PAGE_COLUMNS} FROM pages WHERE container = ?", (container,))}
+                rows[container] = {r["address"]: r for r in reads.in_container(self.kb.conn, container)}
         return rows
 
     def resolve_parents(self, nodes: list[_Node], existing: dict[str, dict[str, Any]]) -> None:
@@ -215,7 +212,7 @@ class Planner(DocPlanner):
             forbidden.setdefault((exc.code, str(exc)), []).append(rel)
 
         declared = view.declared_containers()
-        ids = _new_ids()
+        ids = new_ids()
         for n in nodes:
             row = existing.get(n.container, {}).get(_address(n.title))
             n.row = row
@@ -299,12 +296,3 @@ class Planner(DocPlanner):
                 self.notes.extend(n.notes)
         self.report.declared = list(self.to_declare)
         return self.report
-
-
-def _new_ids() -> Iterator[str]:
-    """Page ids shaped as service.new_id's (a uuid4's first 16 hex digits, the 13th its version: 4),
-    from one read of the system's random source per thousand rather than a uuid4 object per page."""
-    while True:
-        raw = os.urandom(8 * 1024).hex()
-        for i in range(0, len(raw), 16):
-            yield raw[i:i + 12] + "4" + raw[i + 13:i + 16]

@@ -1,6 +1,6 @@
 """Writing a plan: the records KnowledgeBase would write, built here and submitted in batches.
 
-One `Node.submit` per batch is one log append with one fsync and one applier transaction, which is
+One `KnowledgeBase.submit_batch` per batch is one log append with one fsync and one applier transaction, which is
 what makes a tree of ten thousand pages import in seconds (`create_page` per file would pay an fsync
 and a transaction per page). Records are in plan order — parents first — so a child's `parent_id`
 may name a page created earlier in the same run. Every outcome is checked: a refused record (a title
@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 from ..config import Actor
 from ..log import Record
-from ..node import Node
 from ..pages import records
+from ..pages.service import KnowledgeBase
 from .model import ImportFailure, ImportNote, ImportReport, PlannedPage
 
 Progress = Callable[[int, int], None]
@@ -38,7 +38,7 @@ def records_for(page: PlannedPage, actor: str) -> list[Record]:
     return out
 
 
-def write_plan(node: Node, report: ImportReport, who: Actor, *, progress: Progress | None = None,
+def write_plan(kb: KnowledgeBase, report: ImportReport, who: Actor, *, progress: Progress | None = None,
                batch: int = BATCH) -> None:
     handle = who.handle
     stream: list[tuple[Record, PlannedPage]] = []
@@ -56,7 +56,7 @@ def write_plan(node: Node, report: ImportReport, who: Actor, *, progress: Progre
     done = 0
     for start in range(0, total, batch):
         chunk = stream[start:start + batch]
-        outcomes = node.submit([rec for rec, _ in chunk], sync=True)
+        outcomes = kb.submit_batch([rec for rec, _ in chunk], sync=True)
         for (rec, page), out in zip(chunk, outcomes):
             status = out.status
             if status == "refused":

@@ -14,64 +14,8 @@ from typing import Any
 
 from ..durable import fsync_dir
 from .filelog import FileLog, LogCorrupt, LogDamage, LogGap, LogMismatch, _sync_fd
-from .framing import Frame, FrameStatus, Garbage, Stop, frame_digest
+from .framing import Applied, Frame, FrameStatus, Garbage, frame_digest
 from .record import Record
-
-
-@dataclass(frozen=True)
-class Applied:
-    """Where a database says it is on one log: the last seq it applied, the byte offset just past
-    that record's frame, and — stored since positions carry them — the frame's start and digest."""
-
-    seq: int = 0
-    end: int = 0
-    start: int | None = None
-    digest: str | None = None
-
-    @property
-    def nothing(self) -> bool:
-        return self.seq == 0 and self.end == 0
-
-
-def locate_applied(flog: FileLog, applied: Applied) -> Frame | None:
-    """The quick check a node makes when it opens: the database's position is on a frame boundary,
-    not past the end of the log, and the frame there is the record the database applied (same seq,
-    same digest). Returns that frame (None when nothing was applied); raises LogMismatch.
-
-    A position stored before digests has no frame start: then the log is scanned up to it once."""
-    if applied.nothing:
-        return None
-    size = flog.size()
-    where = f"the database applied the log through seq {applied.seq}, ending at byte offset {applied.end}"
-    if size < applied.end:
-        raise LogMismatch(flog.path, size, applied.seq,
-                          f"the log is {size:,} bytes long, but {where}: records it applied are missing "
-                          "from the log", kind="cut")
-    if applied.start is None:
-        return _locate_by_scan(flog, applied, where)
-    got = flog.frame_at(applied.start)
-    if isinstance(got, Stop):
-        raise LogMismatch(flog.path, applied.start, applied.seq,
-                          f"the frame of the last record the database applied (seq {applied.seq}, from byte "
-                          f"offset {applied.start}) is damaged: {got.reason}", kind="cut")
-    if got.end != applied.end or got.seq != applied.seq or (
-            applied.digest is not None and frame_digest(got.body) != applied.digest):
-        raise LogMismatch(flog.path, applied.start, applied.seq,
-                          f"the log holds another record where {where} (found seq {got.seq} ending at byte "
-                          f"offset {got.end}): the log was cut and written again, or replaced")
-    return got
-
-
-def _locate_by_scan(flog: FileLog, applied: Applied, where: str) -> Frame:
-    for frame in flog.frames(0):
-        if frame.end == applied.end:
-            if frame.seq != applied.seq:
-                break
-            return frame
-        if frame.end > applied.end:
-            break
-    raise LogMismatch(flog.path, applied.end, applied.seq,
-                      f"{where}, but no frame of seq {applied.seq} ends there in the log", kind="mismatch")
 
 
 @dataclass

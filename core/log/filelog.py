@@ -30,9 +30,10 @@ from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from ..durable import fsync_dir
+from ..clock import now_ms
 from ..process import Holder
-from .framing import (HEADER_SIZE, MAX_BODY, Frame, FrameScanner, FrameStatus, Garbage, Stop, frame_header, read_frame,
-                      resync)
+from .framing import (HEADER_SIZE, MAX_BODY, Applied, Frame, FrameScanner, FrameStatus, Garbage, Stop, frame_digest,
+                      frame_header, read_frame, resync)
 from .record import Record
 
 logger = logging.getLogger(__name__)
@@ -404,7 +405,7 @@ class FileLog:
         try:
             if self._holder_fd is None:
                 self._holder_fd = os.open(self.holder_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
-            data = json.dumps(Holder.me().to_json() | {"since_ms": time.time_ns() // 1_000_000}).encode("utf-8")
+            data = json.dumps(Holder.me().to_json() | {"since_ms": now_ms()}).encode("utf-8")
             os.pwrite(self._holder_fd, data.ljust(_HOLDER_BYTES)[:_HOLDER_BYTES], 0)
         except OSError:
             pass
@@ -420,7 +421,7 @@ class FileLog:
         if holder is None:
             return "another process"
         since = data.get("since_ms")
-        held = f" for {max(0, time.time_ns() // 1_000_000 - int(since)) / 1000:.0f} s" if since else ""
+        held = f" for {max(0, now_ms() - int(since)) / 1000:.0f} s" if since else ""
         return f"{holder.describe()}{held}"
 
     # --- writing ---------------------------------------------------------------------------------
@@ -563,15 +564,7 @@ class FileLog:
             end, last = 0, 0
         if size == end and end >= keep_through:
             return end, last
-        scanner = FrameScanner(fd, end)
-        for frame in scanner:
-            if frame.seq != last + 1:
-                raise LogGap(self.path, frame.offset, last + 1, frame.seq)
-            last, end = frame.seq, frame.end
-        stop = scanner.stop
-        assert stop is not None
-        if stop.status is FrameStatus.CORRUPT:
-            raise self._corrupt(stop, last + 1)
+        end, last, stop = self._verified(fd, end, last)
         if end < keep_through:
             # The database applied bytes this file no longer holds intact: cutting here would
             # make the next seq name a second record. Damage, not an interrupted append.
@@ -603,6 +596,21 @@ class FileLog:
         self._end, self._last = end, last
         return end, last
 
+    def _verified(self, fd: int, end: int, last: int) -> tuple[int, int, Stop]:
+        """Every verified frame from `end` (a frame boundary, the end of seq `last`): each seq the one after
+        (else LogGap), no bad frame with good ones after it (else LogCorrupt). Returns the new (end, last)
+        and what the scan stopped at (the end, or a torn tail)."""
+        scanner = FrameScanner(fd, end)
+        for frame in scanner:
+            if frame.seq != last + 1:
+                raise LogGap(self.path, frame.offset, last + 1, frame.seq)
+            last, end = frame.seq, frame.end
+        stop = scanner.stop
+        assert stop is not None
+        if stop.status is FrameStatus.CORRUPT:
+            raise self._corrupt(stop, last + 1)
+        return end, last, stop
+
     def _corrupt(self, stop: Stop, seq: int | None) -> LogCorrupt:
         return LogCorrupt(
             self.path, stop.offset, seq, stop.reason, stop.next_frame, seq_inferred=True
@@ -627,6 +635,45 @@ class FileLog:
     def frame_at(self, offset: int) -> Frame | Stop:
         """The verified frame starting at `offset`, or why there is none (straight from the file)."""
         return read_frame(self._handle(), offset)
+
+    def locate(self, applied: Applied) -> Frame | None:
+        """The quick check a node makes when it opens: the database's position is on a frame boundary,
+        not past the end of the log, and the frame there is the record the database applied (same seq,
+        same digest). Returns that frame (None when nothing was applied); raises LogMismatch.
+
+        A position stored before digests has no frame start: then the log is scanned up to it once."""
+        if applied.nothing:
+            return None
+        size = self.size()
+        where = f"the database applied the log through seq {applied.seq}, ending at byte offset {applied.end}"
+        if size < applied.end:
+            raise LogMismatch(self.path, size, applied.seq,
+                              f"the log is {size:,} bytes long, but {where}: records it applied are missing "
+                              "from the log", kind="cut")
+        if applied.start is None:
+            return self._locate_by_scan(applied, where)
+        got = self.frame_at(applied.start)
+        if isinstance(got, Stop):
+            raise LogMismatch(self.path, applied.start, applied.seq,
+                              f"the frame of the last record the database applied (seq {applied.seq}, from byte "
+                              f"offset {applied.start}) is damaged: {got.reason}", kind="cut")
+        if got.end != applied.end or got.seq != applied.seq or (
+                applied.digest is not None and frame_digest(got.body) != applied.digest):
+            raise LogMismatch(self.path, applied.start, applied.seq,
+                              f"the log holds another record where {where} (found seq {got.seq} ending at byte "
+                              f"offset {got.end}): the log was cut and written again, or replaced")
+        return got
+
+    def _locate_by_scan(self, applied: Applied, where: str) -> Frame:
+        for frame in self.frames(0):
+            if frame.end == applied.end:
+                if frame.seq != applied.seq:
+                    break
+                return frame
+            if frame.end > applied.end:
+                break
+        raise LogMismatch(self.path, applied.end, applied.seq,
+                          f"{where}, but no frame of seq {applied.seq} ends there in the log", kind="mismatch")
 
     def read(
         self, after: int = 0, *, start_offset: int = 0, limit: int | None = None, exact: bool = False
@@ -721,18 +768,7 @@ class FileLog:
     def scan(self) -> ReadReport:
         """Verify the whole file: last good seq and offset, and whether a torn tail follows.
         Raises LogCorrupt / LogGap like read()."""
-        fd = self._handle()
-        scanner = FrameScanner(fd, 0)
-        last = 0
-        end = 0
-        for frame in scanner:
-            if frame.seq != last + 1:
-                raise LogGap(self.path, frame.offset, last + 1, frame.seq)
-            last, end = frame.seq, frame.end
-        stop = scanner.stop
-        assert stop is not None
-        if stop.status is FrameStatus.CORRUPT:
-            raise self._corrupt(stop, last + 1)
+        end, last, stop = self._verified(self._handle(), 0, 0)
         with self._mutex:
             # Authoritative: replaces the cache even if the file shrank.
             self._end, self._last = end, last

@@ -101,6 +101,21 @@ class Stop:
         return self.data_end - self.offset if self.status is FrameStatus.TORN else 0
 
 
+@dataclass(frozen=True)
+class Applied:
+    """Where a database says it is on one log: the last seq it applied, the byte offset just past
+    that record's frame, and — stored since positions carry them — the frame's start and digest."""
+
+    seq: int = 0
+    end: int = 0
+    start: int | None = None
+    digest: str | None = None
+
+    @property
+    def nothing(self) -> bool:
+        return self.seq == 0 and self.end == 0
+
+
 def frame_digest(body: Buffer) -> str:
     """What a database stores of the last record it applied, to know it again in the log: a
     second record written at the same seq and offset (after the log was cut) differs here."""

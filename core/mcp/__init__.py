@@ -2,7 +2,7 @@
 
 The knowledge app's six tools (get_page, list_pages, search_knowledge, write_page, save_page,
 comment_on_page), named as the spec names them, and every page as a resource `crewlet://pages/<id>`.
-Every rule is the store's: a tool calls `KnowledgeBase` / the searcher `core.search.factory` chooses, as the actor the server was
+Every rule is the store's: a tool calls `KnowledgeBase` / the searcher `core.knowledge` chooses, as the actor the server was
 started as, and a refusal is the store's own one line, returned as an MCP tool error.
 
 - `session.py`: who the server acts as, over which node; catching up with other processes' writes

@@ -1,7 +1,7 @@
 """Who the server acts as, over which node, and keeping that node current between calls.
 
 One Session per server process: one Node (one SQLite connection), one KnowledgeBase and, on the first
-search, one searcher (the one core.search.factory chooses by knowledge.backend), so the embedding model
+search, one searcher (the one core.knowledge chooses by knowledge.backend), so the embedding model
 loads once per process rather than per call.
 
 Before each call the session applies what other processes and nodes appended to the logs (the app, a
@@ -84,9 +84,9 @@ class Session:
     # -- search --------------------------------------------------------------------------------------
     @property
     def searcher(self) -> Any:
-        """The searcher knowledge.backend names (core.search.factory): this node's copy, or a remote site
+        """The searcher knowledge.backend names (core.knowledge): this node's copy, or a remote site
         searched live. Chosen again when an edit of company.toml moves the backend."""
-        from ..search.factory import make_searcher
+        from ..knowledge import make_searcher
 
         self.node.refresh_config()
         backend = self.node.company.knowledge.backend
@@ -98,7 +98,7 @@ class Session:
 
     @property
     def remote(self) -> bool:
-        from ..search.factory import is_remote
+        from ..knowledge import is_remote
 
         return is_remote(self.searcher)
 

@@ -1,64 +1,29 @@
-"""The applier: records, in log order, into the node's SQLite.
+"""The pages log's records as the apply engine (core/replica) applies them: one handler per record type.
 
 Every decision that depends on order — a title claimed first-writer-wins, a save against a stale
 revision, two moves that would make a cycle, a restore racing a purge — is taken here, from the
 rows as they are when the record applies, so every node that applies the same log decides the same.
-A record is idempotent by op_id: applying it twice changes nothing.
+A record is idempotent by op_id: applying it twice changes nothing (the engine's DecidingApplier).
 """
 from __future__ import annotations
 
-import gc
 import json
 import logging
-import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from json.encoder import encode_basestring_ascii as _escape  # what json.dumps writes a str with
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..log import FileLog, LogCorrupt, LogDamage, Record
-from ..log.check import Applied
-from ..log.framing import Frame, frame_digest
-from ..store import Connection, sqlite3, transaction
+from ..log import FileLog, Record
+from ..log.framing import Applied, Frame
+from ..replica import engine
+from ..replica.appliers import DecidingApplier, Decision, Malformed
+from ..replica.appliers import Noop as _Noop
+from ..replica.appliers import Refuse as _Refuse
+from ..store import Connection
 from .model import clean_title, normalise_title
 
 log = logging.getLogger("crewlet.applier")
 
 APPLIER = "applier"
-
-
-@dataclass
-class Decision:
-    """What the applier decided for one record, stored in applied_ops: the writer's answer."""
-
-    op_id: str
-    seq: int
-    type: str
-    status: str                     # applied | refused | noop
-    code: str | None = None
-    reason: str | None = None
-    result: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return self.status != "refused"
-
-    @property
-    def warnings(self) -> list[dict[str, str]]:
-        return list(self.result.get("warnings", []))
-
-
-class _Refuse(Exception):
-    def __init__(self, code: str, reason: str) -> None:
-        super().__init__(reason)
-        self.code, self.reason = code, reason
-
-
-class _Noop(Exception):
-    def __init__(self, reason: str, result: dict[str, Any] | None = None) -> None:
-        super().__init__(reason)
-        self.reason, self.result = reason, result or {}
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -440,40 +405,6 @@ def _handlers_for(conn: Connection, records: Sequence[Record]) -> dict[str, Call
 _ANY_PURGED = "SELECT EXISTS(SELECT 1 FROM deleted_pages)"
 
 
-# Exceptions a malformed payload raises (a missing key, a list where text belongs, an int past 64 bits
-# that SQLite refuses): the record is refused as malformed, never half-applied, and never stops the log.
-_MALFORMED = (KeyError, TypeError, ValueError, OverflowError,
-              sqlite3.InterfaceError, sqlite3.ProgrammingError, sqlite3.IntegrityError)
-_INSERT_OUTCOME = "INSERT INTO applied_ops (op_id, seq, type, status, code, reason, result) VALUES (?,?,?,?,?,?,?)"
-
-
-def _result_json(result: dict[str, Any]) -> str:
-    """`json.dumps(result)`, byte for byte (the stored text is compared between nodes), spelled out for
-    the flat results almost every record has — text, integers, null, an empty list — which json.dumps
-    takes twice as long to write; anything else goes to json.dumps."""
-    parts = []
-    for key, value in result.items():
-        kind = type(value)
-        if kind is str:
-            text = _escape(value)
-        elif kind is int:
-            text = int.__repr__(value)
-        elif value is None:
-            text = "null"
-        elif kind is list and not value:
-            text = "[]"
-        else:
-            return json.dumps(result)
-        if type(key) is not str:
-            return json.dumps(result)
-        parts.append(f"{_escape(key)}: {text}")
-    return "{" + ", ".join(parts) + "}"
-
-
-def _outcome_row(o: Decision) -> tuple:
-    return (o.op_id, o.seq, o.type, o.status, o.code, o.reason, _result_json(o.result) if o.result else None)
-
-
 LOST = "log.lost"   # a repair's tombstone (core/recover.py)
 
 
@@ -492,306 +423,42 @@ def _lost(rec: Record) -> Decision:
     return Decision(rec.op_id, rec.seq, LOST, "lost", "lost", f"record {rec.seq} was lost from the log{was}: {why}")
 
 
-def _decide(conn: Connection, rec: Record, handlers: dict[str, Callable[[Connection, Record], dict[str, Any]]] = HANDLERS
-            ) -> Decision:
-    """Run a record's handler. A handler refuses (or finds nothing to do) BEFORE its first write, so a
-    _Refuse or _Noop leaves no row behind and needs no savepoint; anything else propagates."""
-    if rec.type == LOST:
-        return _lost(rec)
-    handler = handlers.get(rec.type)
-    try:
-        if handler is None:
-            raise _Refuse("unknown_record", f"record type '{rec.type}' is not known to this build — upgrade crewlet")
-        return Decision(rec.op_id, rec.seq, rec.type, "applied", result=handler(conn, rec))
-    except _Refuse as r:
-        return Decision(rec.op_id, rec.seq, rec.type, "refused", r.code, r.reason)
-    except _Noop as n:
-        return Decision(rec.op_id, rec.seq, rec.type, "noop", None, n.reason, n.result)
+# the pages log as it registers with the engine: its records decide, each outcome stored in applied_ops; a
+# repair's tombstone carries its own outcome
+PAGES = DecidingApplier(APPLIER, HANDLERS, batch=engine.TXN_RECORDS, select=_handlers_for, verdicts={LOST: _lost})
 
 
-def _decide_carefully(conn: Connection, rec: Record) -> Decision:
-    """As `_decide`, inside a savepoint of its own, so a malformed record's partial writes are undone."""
-    conn.execute("SAVEPOINT rec")
-    try:
-        outcome = _decide(conn, rec)
-    except _MALFORMED as exc:
-        conn.execute("ROLLBACK TO rec")
-        outcome = Decision(rec.op_id, rec.seq, rec.type, "refused", "malformed", f"malformed {rec.type} record: {exc!r}")
-    conn.execute("RELEASE rec")
-    return outcome
+def catch_up(conn: Connection, flog: FileLog, *, batch: int | None = None,
+             progress: Callable[[int], None] | None = None, outcomes: dict[str, Decision] | None = None,
+             appended: Sequence[tuple[Record, Frame]] | None = None) -> int:
+    """Apply the pages log past this database's position (`replica.engine.catch_up` with its handlers)."""
+    return engine.catch_up(conn, flog, PAGES, batch=batch, progress=progress, outcomes=outcomes, appended=appended)
 
 
 def apply_record(conn: Connection, rec: Record) -> Decision | None:
     """Apply one record inside the caller's transaction. None when its op_id was applied already."""
-    if conn.execute("SELECT 1 FROM applied_ops WHERE op_id = ?", (rec.op_id,)).fetchone():
-        return None
-    outcome = _decide_carefully(conn, rec)
-    conn.execute(_INSERT_OUTCOME, _outcome_row(outcome))
-    return outcome
-
-
-def _applied_already(conn: Connection, records: Sequence[Record]) -> set[str]:
-    """The op_ids among `records` this database applied before (one query, whatever the batch size)."""
-    ids = json.dumps([r.op_id for r in records])
-    return {row[0] for row in conn.execute(
-        "SELECT op_id FROM applied_ops WHERE op_id IN (SELECT value FROM json_each(?))", (ids,))}
+    return PAGES.apply_one(conn, rec)
 
 
 def apply_batch(conn: Connection, records: Sequence[Record], *, careful: bool = False) -> list[Decision]:
-    """Apply records in order inside the caller's transaction; returns the outcome of each record
-    decided here (a record whose op_id was applied before — earlier, or earlier in this batch — is
-    skipped, as `apply_record` skips it).
-
-    The fast path runs each handler with no savepoint of its own (handlers refuse before writing) and
-    stores every outcome with one executemany. A malformed record — the one case that can leave a
-    handler's writes half done — rolls the batch back and applies it again record by record, each in
-    its own savepoint (`careful`): the same outcomes `apply_record` decides, one at a time. Here the
-    batch is rolled back to a savepoint; `catch_up` instead rolls back its whole transaction and runs
-    the batch again carefully, so the fast path holds no savepoint open (a savepoint spanning a batch
-    makes SQLite journal every page the batch touches, which costs more than it saves on a large log)."""
-    if not records:
-        return []
-    done = _applied_already(conn, records)
+    """Apply records in order inside the caller's transaction, as `catch_up` applies a chunk: the fast
+    path, and — when it meets a malformed record — the same records again from a savepoint, each record
+    in a savepoint of its own (`careful` goes there at once)."""
     if careful:
-        outcomes = _apply_each(conn, records, set(done), _decide_carefully)
-    else:
-        conn.execute("SAVEPOINT batch")
-        try:
-            outcomes = _apply_each(conn, records, set(done), _decide)
-        except _MALFORMED:
-            conn.execute("ROLLBACK TO batch")
-            outcomes = _apply_each(conn, records, set(done), _decide_carefully)
-        conn.execute("RELEASE batch")
-    conn.executemany(_INSERT_OUTCOME, [_outcome_row(o) for o in outcomes])
-    return outcomes
-
-
-def _apply_fast(conn: Connection, records: Sequence[Record]) -> list[Decision]:
-    """The fast path with no savepoint: a malformed record raises, and the caller's transaction must be
-    rolled back and the batch applied again with `apply_batch(..., careful=True)`."""
-    done = _applied_already(conn, records)
-    handlers = _handlers_for(conn, records)
-    outcomes = _apply_each(conn, records, set(done), lambda c, rec: _decide(c, rec, handlers))
-    conn.executemany(_INSERT_OUTCOME, [_outcome_row(o) for o in outcomes])
-    return outcomes
-
-
-def _apply_each(conn: Connection, records: Sequence[Record], done: set[str],
-                decide: Callable[[Connection, Record], Decision]) -> list[Decision]:
-    outcomes = []
-    for rec in records:
-        if rec.op_id in done:
-            continue
-        done.add(rec.op_id)
-        outcomes.append(decide(conn, rec))
+        return PAGES.apply(conn, records, careful=True)
+    conn.execute("SAVEPOINT batch")
+    try:
+        outcomes = PAGES.apply(conn, records)
+    except Malformed:
+        conn.execute("ROLLBACK TO batch")
+        outcomes = PAGES.apply(conn, records, careful=True)
+    conn.execute("RELEASE batch")
     return outcomes
 
 
 def position(conn: Connection, name: str = APPLIER) -> tuple[int, int]:
-    row = conn.execute("SELECT seq, byte_offset FROM log_position WHERE name = ?", (name,)).fetchone()
-    return (row["seq"], row["byte_offset"]) if row else (0, 0)
+    return engine.position(conn, name)
 
 
 def applied_position(conn: Connection, name: str = APPLIER) -> Applied:
-    """Where this database is on a log, with the start and digest of the last frame it applied
-    (None for a position stored before they were kept)."""
-    row = conn.execute("SELECT * FROM log_position WHERE name = ?", (name,)).fetchone()
-    if row is None:
-        return Applied()
-    keys = row.keys()
-    start = row["frame_offset"] if "frame_offset" in keys else None
-    digest = row["digest"] if "digest" in keys else None
-    return Applied(row["seq"], row["byte_offset"], start, digest)
-
-
-def store_position(conn: Connection, seq: int, frame: Frame, name: str = APPLIER) -> None:
-    """Inside the transaction that applied the record of `frame`: the position, and what the
-    frame was, so an open can tell the log still holds that very record there."""
-    conn.execute(
-        "INSERT INTO log_position (name, seq, byte_offset, frame_offset, digest) VALUES (?,?,?,?,?) "
-        "ON CONFLICT(name) DO UPDATE SET seq=excluded.seq, byte_offset=excluded.byte_offset, "
-        "frame_offset=excluded.frame_offset, digest=excluded.digest",
-        (name, seq, frame.end, frame.offset, frame_digest(frame.body)),
-    )
-
-
-# How much one catch_up transaction holds. Each commit writes every page the transaction dirtied,
-# and a log's records land all over the tables and indexes (page ids and op_ids are random), so a
-# small transaction writes the same index pages again and again: at 2,000 records a transaction a
-# 100,000-record log wrote 2 GB for a 106 MB database, at 20,000 about 500 MB. A transaction also
-# ends after TXN_SECONDS, so another writer waiting for the lock waits about that long at most.
-TXN_RECORDS = 20_000
-TXN_SECONDS = 1.0
-# Records are decoded and applied a chunk at a time inside a transaction: memory stays bounded
-# whatever the transaction holds (a chunk ends at CHUNK_RECORDS or once CHUNK_BYTES of bodies).
-CHUNK_RECORDS = 2_000
-CHUNK_BYTES = 16 * 1024 * 1024
-
-Pairs = Iterator[tuple[Record, Frame]]
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Automatic garbage collection off while records are applied: a record allocates a dozen
-    containers (its payload, its outcome, their rows) that reference counting frees, and the collector
-    they set off found nothing to collect yet took 4% of a batch (more in the app, whose heap it walks).
-    Turned back on only by the caller that turned it off (nested or concurrent users leave it be)."""
-    paused = gc.isenabled()
-    if paused:
-        gc.disable()
-    try:
-        yield
-    finally:
-        if paused:
-            gc.enable()
-
-
-def _as_decoded(rec: Record) -> bool:
-    """Is `rec` exactly what decoding its own body gives back, so applying it is applying the body?
-    True for the records writers build — every field of its exact JSON type, a flat payload of text,
-    numbers, booleans, nulls and lists of text — where the JSON round trip is the identity (key order
-    aside, which no handler reads in a flat payload). Anything else (a tuple, a str or int subclass,
-    nested objects) is decoded from its body, as a reader of the file would."""
-    if (type(rec.type) is not str or type(rec.op_id) is not str or type(rec.actor) is not str
-            or type(rec.at) is not int or type(rec.version) is not int or type(rec.node) is not str
-            or type(rec.payload) is not dict):
-        return False
-    for key, value in rec.payload.items():
-        kind = type(value)
-        if type(key) is not str:
-            return False
-        if kind is str or kind is int or value is None or kind is bool or kind is float:
-            continue
-        if kind is list and all(type(item) is str for item in value):
-            continue
-        return False
-    return True
-
-
-def _past(flog: FileLog, seq: int, offset: int, known: Sequence[tuple[Record, Frame]] | None) -> Pairs:
-    """Every (record, frame) past the position (seq, offset). `known` are the records this process just
-    appended with their frames, still in memory: while they continue the log exactly from the position
-    they are applied from memory — the record itself when it is what its body decodes to
-    (`_as_decoded`), else decoded from the frame's bytes, the very bytes a reader of the file gets —
-    instead of read back; whatever lies past them, or any position they do not continue, is read from
-    the log with every check a read makes."""
-    if known:
-        i = seq + 1 - known[0][1].seq
-        if 0 <= i < len(known) and known[i][1].offset == offset:
-            from_body = Record.from_body
-            for rec, frame in known[i:]:
-                if not _as_decoded(rec):
-                    try:
-                        rec = from_body(frame.body, frame.seq)
-                    except ValueError as exc:
-                        raise LogCorrupt(flog.path, frame.offset, frame.seq, f"undecodable record body: {exc}") from exc
-                yield rec, frame
-            seq, offset = known[-1][1].seq, known[-1][1].end
-    yield from flog.read_frames(after=seq, start_offset=offset, exact=True)
-
-
-def _chunk(pairs: Pairs, limit: int) -> tuple[list[Record], Frame | None, bool, LogDamage | None]:
-    """Up to `limit` records (fewer once CHUNK_BYTES of bodies are read), the frame of the last, whether
-    the log ended, and the damage reading stopped at (the records before it are good and are applied)."""
-    records: list[Record] = []
-    last: Frame | None = None
-    size = 0
-    try:
-        for rec, frame in pairs:
-            records.append(rec)
-            last = frame
-            size += len(frame.body)
-            if len(records) >= limit or size >= CHUNK_BYTES:
-                return records, last, False, None
-    except LogDamage as exc:
-        return records, last, True, exc
-    return records, last, True, None
-
-
-def catch_up(conn: Connection, flog: FileLog, *, batch: int = TXN_RECORDS,
-             progress: Callable[[int], None] | None = None,
-             outcomes: dict[str, Decision] | None = None, name: str = APPLIER,
-             apply: Callable[[Connection, Record], Decision | None] | None = None,
-             appended: Sequence[tuple[Record, Frame]] | None = None) -> int:
-    """Apply every record past this node's position, at most `batch` records a transaction (and
-    TXN_SECONDS), storing the new position in the same transaction. Returns how many records were
-    applied. `outcomes`, when given, collects what was decided for each op_id applied here (a writer
-    reads its answer without a query). `appended`, the records a writer just appended with their
-    frames (`FileLog.append_frames`), are applied from memory when they continue from the position
-    (see `_past`).
-
-    Damage in the log (a bad frame, a seq that skips, repeats or goes backwards) stops the applier
-    there: every good record before it is applied and committed, then the damage is raised.
-
-    A malformed record makes the fast path (no savepoint) give up: the transaction is rolled back and
-    run again with the chunk that held it applied record by record (`apply_batch(careful=True)`).
-
-    `name` and `apply` serve another log the same way (the vector log: its own position row, its own
-    records, applied one at a time by `apply`); the pages log is applied a chunk at a time."""
-    with gc_paused():
-        return _catch_up(conn, flog, batch, progress, outcomes, name, apply, appended)
-
-
-def _catch_up(conn: Connection, flog: FileLog, batch: int, progress: Callable[[int], None] | None,
-              outcomes: dict[str, Decision] | None, name: str,
-              apply: Callable[[Connection, Record], Decision | None] | None,
-              appended: Sequence[tuple[Record, Frame]] | None) -> int:
-    applied = 0
-    careful: list[tuple[int, int]] = []  # seq ranges (first, last) of chunks that held a malformed record
-    chunk_limit = max(1, min(batch, CHUNK_RECORDS))
-    while True:
-        damage: LogDamage | None = None
-        decided_here: list[Decision] = []
-        ended = False
-        n = 0
-        try:
-            with transaction(conn):
-                seq, offset = position(conn, name)
-                pairs = _past(flog, seq, offset, appended)
-                started = time.monotonic()
-                last: Frame | None = None
-                while True:
-                    records, end, ended, damage = _chunk(pairs, min(chunk_limit, batch - n))
-                    if not records:
-                        break
-                    first, final = records[0].seq, records[-1].seq
-                    if apply is not None:
-                        decided_here += [o for o in (apply(conn, rec) for rec in records) if o is not None]
-                    elif any(a <= final and first <= b for a, b in careful):
-                        decided_here += apply_batch(conn, records, careful=True)
-                    else:
-                        try:
-                            decided_here += _apply_fast(conn, records)
-                        except _MALFORMED:
-                            careful.append((first, final))
-                            raise _GiveUp() from None
-                    n += len(records)
-                    last = end
-                    if ended or n >= batch or time.monotonic() - started >= TXN_SECONDS:
-                        break
-                if last is not None:
-                    store_position(conn, last.seq, last, name)
-        except _GiveUp:
-            continue  # rolled back: the same records again, that chunk record by record
-        # only once committed is an outcome decided (a COMMIT a full disk refuses decides nothing)
-        if outcomes is not None:
-            outcomes.update((o.op_id, o) for o in decided_here)
-        applied += n
-        if progress and n:
-            progress(n)
-        if damage is not None:
-            raise damage
-        if ended or n == 0:
-            return applied
-
-
-class _GiveUp(Exception):
-    """The fast path met a malformed record: roll the transaction back and apply its chunk carefully."""
-
-
-def outcome_of(conn: Connection, op_id: str) -> Decision | None:
-    row = conn.execute("SELECT * FROM applied_ops WHERE op_id = ?", (op_id,)).fetchone()
-    if row is None:
-        return None
-    return Decision(row["op_id"], row["seq"], row["type"], row["status"], row["code"], row["reason"],
-                   json.loads(row["result"]) if row["result"] else {})
+    return engine.applied_position(conn, name)

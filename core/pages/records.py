@@ -1,5 +1,6 @@
-"""The page records, built in one place: `KnowledgeBase` and the importer both write through these, so
-a payload has one shape whoever writes it (the applier reads exactly these keys).
+"""The pages log's records, built in one place — all fourteen kinds — and the ids they carry: `KnowledgeBase`,
+the node's container documents, the trash reaper and the importer all write through these, so a payload has
+one shape whoever writes it (the applier, pages/applier.py, reads exactly these keys).
 
 Builders check nothing — the writer has asked the rules, and the applier decides what depends on order.
 They only shape: a note is stripped and left out when empty, labels are trimmed, lower-cased,
@@ -7,10 +8,33 @@ de-duplicated and sorted (what the applier stores, and what Confluence answers w
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..log import Record
+
+SYSTEM_ACTOR = "crewlet"           # who writes what the configuration says (the container documents)
+REAPER = "trash-reaper"            # who purges what stayed in the trash past its term
+
+
+def _shaped(raw: str, at: int) -> str:
+    """16 hex digits shaped as a uuid4's first 16: the 13th is its version digit, 4."""
+    return raw[at:at + 12] + "4" + raw[at + 13:at + 16]
+
+
+def new_id() -> str:
+    """A fresh page (or comment) id."""
+    return _shaped(os.urandom(8).hex(), 0)
+
+
+def new_ids() -> Iterator[str]:
+    """Fresh ids shaped as `new_id`'s, drawn in bulk (the importer's thousands): one read of the system's
+    random source per thousand ids rather than one per id."""
+    while True:
+        raw = os.urandom(8 * 1024).hex()
+        for i in range(0, len(raw), 16):
+            yield raw[i:i + 12] + "4" + raw[i + 13:i + 16]
 
 
 def normalise_labels(labels: Iterable[str]) -> list[str]:
@@ -47,3 +71,57 @@ def page_rename(actor: str, *, page_id: str, title: str, op_id: str | None = Non
 def page_labels(actor: str, *, page_id: str, labels: Iterable[str], op_id: str | None = None) -> Record:
     """Attach labels (never detaches: the applier adds them to those the page has)."""
     return Record.new("page.labels", actor, {"page_id": page_id, "labels": normalise_labels(labels)}, op_id=op_id)
+
+
+def container_declare(*, key: str, name: str, purpose: str, lead: str | None, chart_epoch: int) -> Record:
+    """A declared space as the configuration activated at `chart_epoch` says it."""
+    return Record.new("container.declare", SYSTEM_ACTOR, {"key": key, "name": name, "purpose": purpose, "lead": lead,
+                                                         "chart_epoch": chart_epoch})
+
+
+def page_move(actor: str, *, page_id: str, parent_id: str | None) -> Record:
+    return Record.new("page.move", actor, {"page_id": page_id, "parent_id": parent_id})
+
+
+def page_trash(actor: str, *, page_id: str) -> Record:
+    return Record.new("page.trash", actor, {"page_id": page_id})
+
+
+def page_restore(actor: str, *, page_id: str) -> Record:
+    return Record.new("page.restore", actor, {"page_id": page_id})
+
+
+def page_purge(actor: str, *, page_id: str, reason: str, cutoff: int | None = None, op_id: str | None = None) -> Record:
+    """An admin's purge, or the reaper's (`cutoff`: purged only if still trashed since before it, decided
+    again when it applies; its op_id fixed by the page and the trash it was reaped from)."""
+    payload: dict[str, Any] = {"page_id": page_id, "reason": reason}
+    if cutoff is not None:
+        payload["cutoff"] = cutoff
+    return Record.new("page.purge", actor, payload, op_id=op_id)
+
+
+def comment_add(actor: str, *, comment_id: str, page_id: str, body: str) -> Record:
+    return Record.new("comment.add", actor, {"comment_id": comment_id, "page_id": page_id, "body": body})
+
+
+def comment_edit(actor: str, *, comment_id: str, body: str) -> Record:
+    return Record.new("comment.edit", actor, {"comment_id": comment_id, "body": body})
+
+
+def comment_remove(actor: str, *, comment_id: str) -> Record:
+    return Record.new("comment.remove", actor, {"comment_id": comment_id})
+
+
+def knowledge_read(actor: str, *, via: str, query: str | None, pages: list[dict[str, Any]], backend: str = "native",
+                   turn: str | None = None, phase: str | None = None) -> Record:
+    """One act of an agent's reading (a get_page, a search): the pages it was shown, with their rank."""
+    payload: dict[str, Any] = {"via": via, "query": query, "pages": pages, "backend": backend}
+    if turn:
+        payload["turn"] = turn
+    if phase:
+        payload["phase"] = phase
+    return Record.new("knowledge.read", actor, payload)
+
+
+def onboarding_mark(agent: str, *, chain_hash: str) -> Record:
+    return Record.new("onboarding.mark", agent, {"agent_id": agent, "chain_hash": chain_hash})

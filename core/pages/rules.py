@@ -8,6 +8,21 @@ from ..config import Actor, Company
 from ..errors import Refused
 
 
+def acting(company: Company, handle: str | None, *, knowledge: bool = False) -> Actor:
+    """Who acts: `handle`, else the company's operator — the one check of an actor every surface makes
+    (a command's --as, the app's session, a search, a write). Refused: nobody to act as (no handle and no
+    operator), a handle the company does not configure (ConfigError, naming the actors it has), and with
+    `knowledge`, an actor who does not hold the knowledge app."""
+    handle = handle or company.operator
+    if not handle:
+        raise Refused(f"no actor to act as: set `operator = \"…\"` in {company.file}, or pass --as HANDLE",
+                      code="no_actor")
+    who = company.actor(handle)
+    if knowledge:
+        require_knowledge(company, who)
+    return who
+
+
 def require_knowledge(company: Company, actor: Actor) -> None:
     """Reading and authoring pages is the knowledge app: every agent holds it, a person unless an
     admin unticked it (`knowledge = false`), and admin includes it."""

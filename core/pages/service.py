@@ -9,33 +9,32 @@ import hashlib
 import json
 import os
 import re
-import uuid
 from dataclasses import dataclass
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from ..config import Actor
 from ..errors import CrewletError, Invalid, NotFound, Refused, StaleRevision
 from ..log import LogDamage, Record
-from ..node import Node, now_ms
-from . import records, rules
-from .applier import Decision, live_children, parent_problem
+from ..clock import now_ms
+from . import reads, records, rules
+from .records import REAPER, new_id
+from ..replica.appliers import Decision
+from .applier import live_children, parent_problem
 from .containers import unknown_container
 from .model import (LINE_BREAK_RE, MAX_BODY_BYTES, MAX_TITLE, WINDOW_MAX, Comment, Page, Revision, Window, clean_title,
                     line_diff, normalise_title, title_problem)
 
 TRASH_TERM_MS = 30 * 24 * 3600 * 1000
 REAP_PASS_MAX = 1000
-REAPER = "trash-reaper"
 # the current revision's body lives in the page row (see applier._add_revision)
 REVISION_SQL = ("SELECT r.page_id, r.revision, r.title, COALESCE(r.body, p.body) AS body, r.author, r.at, r.kind, "
                 "r.message FROM revisions r JOIN pages p ON p.id = r.page_id")
 
 
-def new_id() -> str:
-    return uuid.uuid4().hex[:16]
-
-
-def _check_title(title: str) -> str:
+def check_title(title: str) -> str:
+    """The title a page will have (cleaned), or the one-line refusal of one no page may have: empty, too
+    long, holding a line break, or holding a character no title may hold. The importer plans by this same rule."""
     inner = title.strip()
     if LINE_BREAK_RE.search(inner):    # cleaning would fold it into a space: said, not silently changed
         raise Invalid(title_problem(inner) or "a title is one line — remove the line break", code="invalid_title")
@@ -86,8 +85,25 @@ class ReapReport:
     passes: int
 
 
+class Writer(Protocol):
+    """What the knowledge base needs of a node (core.node.Node is the one): its home (for rescued texts),
+    its configuration, its database under its lock, and `submit`, which appends records to the pages log
+    and returns what the applier decided for each."""
+
+    home: Any
+    company: Any
+    conn: Any
+    lock: Any
+
+    def refresh_config(self) -> None: ...
+
+    def submit(self, records: Sequence[Record], *, sync: bool = True) -> list[Decision]: ...
+
+    def submit_one(self, record: Record) -> Decision: ...
+
+
 class KnowledgeBase:
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: Writer) -> None:
         self.node = node
 
     @property
@@ -101,18 +117,13 @@ class KnowledgeBase:
         return self.node.company
 
     def actor(self, handle: str | None) -> Actor:
-        handle = handle or self.company.operator
-        if not handle:
-            raise Refused(f"no actor to act as: set `operator = \"…\"` in {self.company.file}, or pass --as HANDLE",
-                          code="no_actor")
-        return self.company.actor(handle)
+        """Who writes (`handle`, else the operator): `rules.acting`, against the configuration current now."""
+        return rules.acting(self.company, handle)
 
     def reader(self, handle: str | None) -> Actor:
         """Who reads (`handle`, else the operator), refused unless they hold the knowledge app. Every
         read of pages asks this itself, so no caller (CLI, app, agent runtime) can forget to."""
-        who = self.actor(handle)
-        rules.require_knowledge(self.company, who)
-        return who
+        return rules.acting(self.company, handle, knowledge=True)
 
     # -- resolving pages ---------------------------------------------------------------------
     def _row(self, ref: str, *, allow_trashed: bool = True) -> Any:
@@ -139,24 +150,18 @@ class KnowledgeBase:
         except NotFound:
             raise Refused(f"parent_id {parent} names no page — {fix}", code="invalid_parent") from None
 
-    def _ancestors(self, parent_id: str | None) -> list[dict[str, str]]:
-        chain: list[dict[str, str]] = []
-        seen: set[str] = set()
-        while parent_id and parent_id not in seen:
-            seen.add(parent_id)
-            row = self.conn.execute("SELECT id, title, parent_id FROM pages WHERE id = ?", (parent_id,)).fetchone()
-            if row is None:
-                break
-            chain.append({"id": row["id"], "title": row["title"]})
-            parent_id = row["parent_id"]
-        return list(reversed(chain))
+    def ancestors(self, parent_id: str | None) -> list[dict[str, str]]:
+        """The pages above a page whose parent is `parent_id`, outermost first ({"id", "title"}): the one
+        walk up the outline (the hit assembly places each hit by it)."""
+        with self.node.lock:
+            return reads.ancestors(self.conn, parent_id)
 
     def _child_count(self, page_id: str) -> int:
         return live_children(self.conn, page_id)
 
     def _page(self, row: Any) -> Page:
         page = Page.from_row(row, child_count=self._child_count(row["id"]))
-        page.ancestors = self._ancestors(row["parent_id"])
+        page.ancestors = reads.ancestors(self.conn, row["parent_id"])
         return page
 
     def _resolve(self, ref: str) -> Page:
@@ -192,14 +197,15 @@ class KnowledgeBase:
             encoded = query.encode("utf-8")
             if len(encoded) > 200:
                 query = encoded[:197].decode("utf-8", errors="ignore") + "…"
-        payload: dict[str, Any] = {"via": via, "query": query, "pages": listed, "backend": "native"}
-        if turn:
-            payload["turn"] = turn
-        if phase:
-            payload["phase"] = phase
-        self.node.submit_one(Record.new("knowledge.read", handle, payload))
+        self.node.submit_one(records.knowledge_read(handle, via=via, query=query, pages=listed, turn=turn, phase=phase))
 
     # -- commands ---------------------------------------------------------------------------
+    def submit_batch(self, batch: Sequence[Record], *, sync: bool = True) -> list[Decision]:
+        """Records a writer built and checked itself (the importer: every rule asked when it planned, each
+        record by `records`' builders), submitted at once — one log append and one applier transaction —
+        with what the applier decided for each, in order. A refusal is an outcome here, not an error."""
+        return self.node.submit(batch, sync=sync)
+
     def _submit(self, rec: Record) -> Decision:
         out = self.node.submit_one(rec)
         if out.status == "refused":
@@ -211,7 +217,7 @@ class KnowledgeBase:
                     parent: str | None = None, message: str | None = None, labels: list[str] | None = None,
                     page_id: str | None = None, op_id: str | None = None) -> Page:
         who = self.actor(actor)
-        title = _check_title(title)
+        title = check_title(title)
         _check_body(body)
         rules.may_create(self.company, who, container)
         parent_id = None
@@ -328,7 +334,7 @@ class KnowledgeBase:
 
     def rename_page(self, ref: str, new_title: str, *, actor: str | None = None) -> Page:
         who = self.actor(actor)
-        title = _check_title(new_title)
+        title = check_title(new_title)
         row = self._row(ref, allow_trashed=False)
         rules.may_rename(self.company, who, row)
         self._submit(records.page_rename(who.handle, page_id=row["id"], title=title))
@@ -344,7 +350,7 @@ class KnowledgeBase:
         if problem:
             raise Refused(f"{problem} — pick a live page in {row['container']} that is not beneath this one, "
                           "or --top", code="invalid_parent")
-        out = self._submit(Record.new("page.move", who.handle, {"page_id": row["id"], "parent_id": parent_id}))
+        out = self._submit(records.page_move(who.handle, page_id=row["id"], parent_id=parent_id))
         page = self._resolve(row["id"])
         if out.warnings:
             setattr(page, "warnings", out.warnings)
@@ -354,7 +360,7 @@ class KnowledgeBase:
         who = self.actor(actor)
         row = self._row(ref)
         rules.may_trash(self.company, who, row, "trash")
-        self._submit(Record.new("page.trash", who.handle, {"page_id": row["id"]}))
+        self._submit(records.page_trash(who.handle, page_id=row["id"]))
         return self._resolve(row["id"])
 
     def restore_page(self, ref: str, *, actor: str | None = None) -> Page:
@@ -362,7 +368,7 @@ class KnowledgeBase:
         row = self._row(ref)
         rules.may_trash(self.company, who, row, "restore")
         _require_trashed(row, "nothing to restore")
-        self._submit(Record.new("page.restore", who.handle, {"page_id": row["id"]}))
+        self._submit(records.page_restore(who.handle, page_id=row["id"]))
         return self._resolve(row["id"])
 
     def purge_page(self, ref: str, *, actor: str | None = None, reason: str = "") -> dict[str, Any]:
@@ -370,7 +376,7 @@ class KnowledgeBase:
         row = self._row(ref)
         rules.may_purge(self.company, who, row)
         _require_trashed(row, "trash it first")
-        self._submit(Record.new("page.purge", who.handle, {"page_id": row["id"], "reason": reason or "purged by an admin"}))
+        self._submit(records.page_purge(who.handle, page_id=row["id"], reason=reason or "purged by an admin"))
         return {"page_id": row["id"], "container": row["container"], "title": row["title"], "purged": True}
 
     def set_labels(self, ref: str, labels: list[str], *, actor: str | None = None, op_id: str | None = None) -> Decision:
@@ -386,7 +392,7 @@ class KnowledgeBase:
             raise Invalid("a comment needs some text", code="invalid_comment")
         row = self._row(ref, allow_trashed=False)
         rules.may_comment(self.company, who, row)
-        out = self._submit(Record.new("comment.add", who.handle, {"comment_id": new_id(), "page_id": row["id"], "body": text}))
+        out = self._submit(records.comment_add(who.handle, comment_id=new_id(), page_id=row["id"], body=text))
         return self._comment(out.result["comment_id"])
 
     def _comment_row(self, comment_id: str) -> Any:
@@ -406,14 +412,14 @@ class KnowledgeBase:
             raise Invalid("a comment needs some text — to take it back, remove it", code="invalid_comment")
         c = self._comment_row(comment_id)
         rules.may_edit_comment(self.company, who, c, self._row(c["page_id"]))
-        self._submit(Record.new("comment.edit", who.handle, {"comment_id": comment_id, "body": text}))
+        self._submit(records.comment_edit(who.handle, comment_id=comment_id, body=text))
         return self._comment(comment_id)
 
     def remove_comment(self, comment_id: str, *, actor: str | None = None) -> None:
         who = self.actor(actor)
         c = self._comment_row(comment_id)
         rules.may_remove_comment(self.company, who, c, self._row(c["page_id"]))
-        self._submit(Record.new("comment.remove", who.handle, {"comment_id": comment_id}))
+        self._submit(records.comment_remove(who.handle, comment_id=comment_id))
 
     def comments(self, ref: str, *, actor: str | None = None) -> list[Comment]:
         self.reader(actor)
@@ -541,28 +547,27 @@ class KnowledgeBase:
         purged = refused = passes = 0
         while True:
             with self.node.lock:
-                rows = self.conn.execute(
+                due = self.conn.execute(
                     "SELECT id, trashed_at FROM pages WHERE trashed_at IS NOT NULL AND trashed_at < ? "
                     "ORDER BY trashed_at, id LIMIT ?", (cutoff, REAP_PASS_MAX)).fetchall()
-            if not rows:
+            if not due:
                 break
             passes += 1
             # the op id is fixed by the page and the trash it was reaped from, so a retried purge is harmless
-            records = [Record.new("page.purge", REAPER, {"page_id": r["id"], "cutoff": cutoff,
-                                                          "reason": f"in the trash since before {cutoff}"},
-                                  op_id=f"reap-{r['id']}-{r['trashed_at']}") for r in rows]
-            for out in self.node.submit(records):
+            purges = [records.page_purge(REAPER, page_id=r["id"], cutoff=cutoff, reason=f"in the trash since before {cutoff}",
+                                         op_id=f"reap-{r['id']}-{r['trashed_at']}") for r in due]
+            for out in self.node.submit(purges):
                 if out.status == "applied":
                     purged += 1
                 else:
                     refused += 1
-            if len(rows) < REAP_PASS_MAX:
+            if len(due) < REAP_PASS_MAX:
                 break
         return ReapReport(purged, refused, passes)
 
     # -- onboarding markers -------------------------------------------------------------------------
     def mark_onboarded(self, agent: str, chain_hash: str) -> None:
-        self.node.submit_one(Record.new("onboarding.mark", agent, {"agent_id": agent, "chain_hash": chain_hash}))
+        self.node.submit_one(records.onboarding_mark(agent, chain_hash=chain_hash))
 
     def is_onboarded(self, agent: str, chain_hash: str) -> bool:
         with self.node.lock:

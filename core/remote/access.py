@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from ..config import AUTO_DRAFT_TITLE_PREFIX, AUTO_DRAFTED_PARENT, SCOPE_KEYS, Actor, Company
 from ..pages.model import normalise_title
-from ..search.access import Denial
+from ..search.access import Denial, who_searches
 from ..search.seam import MODES, OUT_OF_SCOPE, UNAVAILABLE, Query
 from .credentials import Credential, credential_for
 
@@ -59,13 +59,10 @@ def decide(company: Company, query: Query, backend: str, label: str,
     mode = (query.mode or "hybrid").strip().lower()
     if mode not in MODES:
         return Denial(UNAVAILABLE, f"mode '{query.mode}' is not one of: {', '.join(MODES)}")
+    who = who_searches(company, query)
+    if isinstance(who, Denial):
+        return who
     handle = query.actor or company.operator
-    who = company.actors.get(handle) if handle else None
-    if handle and who is None:
-        return Denial(UNAVAILABLE, f"no actor '{handle}' is configured in {company.file}")
-    if who is not None and not who.holds_knowledge:
-        return Denial(UNAVAILABLE, f"{handle} does not hold the knowledge app — an admin sets `knowledge = true` "
-                                   f"under [actors.{handle}] in {company.file}")
     if company.knowledge.backend != backend:
         return Denial(UNAVAILABLE, f"this company does not search {label}: knowledge.backend is "
                                    f"'{company.knowledge.backend}' in {company.file}", modes_known=False)

@@ -17,10 +17,13 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import AUTO_DRAFT_TITLE_PREFIX, AUTO_DRAFTED_PARENT, Actor
+from ..config import AUTO_DRAFT_TITLE_PREFIX, AUTO_DRAFTED_PARENT, Actor, Company, ConfigError
+from ..errors import Refused
+from ..pages import reads, rules
 from ..pages.containers import unknown_container
 from ..pages.model import normalise_title
 from .seam import OUT_OF_SCOPE, UNAVAILABLE, UNKNOWN_CONTAINER, Query, canonical_mode, modes_in_words
+from .stamp import Stamp, read_stamp
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,18 @@ class Access:
         return not (self.exclusions and any(normalise_title(t) in self.exclusions for t in ancestors))
 
 
+def who_searches(company: Company, query: Query) -> Actor | None | Denial:
+    """Who searches (`rules.acting`: the query's actor, else the operator; nobody when there is neither), or
+    why no search runs: an unknown actor, one without the knowledge app. Every backend's access policy asks
+    this."""
+    try:
+        return rules.acting(company, query.actor, knowledge=True) if query.actor or company.operator else None
+    except ConfigError as exc:
+        return Denial(UNAVAILABLE, f"{exc.problem} in {exc.file}")
+    except Refused as exc:
+        return Denial(UNAVAILABLE, str(exc))
+
+
 class AccessPolicy:
     """Decides each search's Access over one node. Thread-safe; caches the pages beneath excluded
     ancestors until a page changes."""
@@ -70,18 +85,16 @@ class AccessPolicy:
         self._excluded: dict[tuple[int, tuple[str, ...]], frozenset[str]] = {}
         self._lock = threading.Lock()
 
-    def decide(self, query: Query, backend: str) -> Access | Denial:
+    def decide(self, query: Query, backend: str, stamp: Stamp | None = None) -> Access | Denial:
+        """`stamp`: where the search stands (read here when not given): the excluded pages are kept for
+        its pages' version."""
         company = self.node.company
         mode = canonical_mode(query.mode)
         if mode is None:
             return Denial(UNAVAILABLE, f"mode '{query.mode}' is not one of: {modes_in_words()}")
-        handle = query.actor or company.operator
-        who = company.actors.get(handle) if handle else None
-        if handle and who is None:
-            return Denial(UNAVAILABLE, f"no actor '{handle}' is configured in {company.file}")
-        if who is not None and not who.holds_knowledge:
-            return Denial(UNAVAILABLE, f"{handle} does not hold the knowledge app — an admin sets `knowledge = true` "
-                                       f"under [actors.{handle}] in {company.file}")
+        who = who_searches(company, query)
+        if isinstance(who, Denial):
+            return who
         if company.knowledge.backend != backend:
             return Denial(UNAVAILABLE, f"this company does not search: knowledge.backend is "
                                        f"'{company.knowledge.backend}' in {company.file}", modes_known=False)
@@ -94,7 +107,7 @@ class AccessPolicy:
         exclusions = tuple(sorted({normalise_title(t) for t in query.effective_exclusions() if t and t.strip()}))
         return Access(actor=who, mode=mode, allowed=allowed, skills=company.knowledge.skills_container,
                       exclusions=exclusions, draft_backstop=normalise_title(AUTO_DRAFTED_PARENT) in exclusions,
-                      excluded_ids=self._excluded_pages(exclusions) if exclusions else frozenset(), notes=notes)
+                      excluded_ids=self._excluded_pages(exclusions, stamp) if exclusions else frozenset(), notes=notes)
 
     def _unknown(self, query: Query) -> str | None:
         """Why a container asked for names none (a typo is refused, as `crewlet pages` refuses it)."""
@@ -127,37 +140,25 @@ class AccessPolicy:
                          f"({', '.join(sorted(scope))})")
         inside = sorted(wanted - set(outside) - {skills})
         if inside:
-            marks = ",".join("?" * len(inside))
             with self.node.lock:
-                holding = {r[0] for r in self.node.conn.execute(
-                    f"SELECT DISTINCT container FROM pages WHERE trashed_at IS NULL AND container IN ({marks})", inside)}
+                holding = reads.containers_holding(self.node.conn, inside)
             for name in inside:
                 if name not in holding:
                     notes.append(f"container {name} holds no pages")
         allowed = (wanted & scope) if scope else wanted
         return allowed, notes, bool(outside) and not (wanted - set(outside))
 
-    def _excluded_pages(self, exclusions: tuple[str, ...]) -> frozenset[str]:
+    def _excluded_pages(self, exclusions: tuple[str, ...], stamp: Stamp | None) -> frozenset[str]:
         """Every page beneath a page whose title is an excluded ancestor title, from the rows; cached
         until a page changes (a read or a comment moves the log, not the pages)."""
-        marks = ",".join("?" * len(exclusions))
+        stamp = stamp or read_stamp(self.node)
+        key = (stamp.version, exclusions)
+        with self._lock:
+            hit = self._excluded.get(key)
+        if hit is not None:
+            return hit
         with self.node.lock:
-            version = self.node.conn.execute("SELECT max(version) FROM pages").fetchone()[0] or 0
-            key = (version, exclusions)
-            with self._lock:
-                hit = self._excluded.get(key)
-            if hit is not None:
-                return hit
-            # the container list lets SQLite find the ancestors through pages_address (container, address):
-            # by address alone it read the whole pages table, bodies and all (~40 ms of a keyword search
-            # at 14,000 pages)
-            rows = self.node.conn.execute(
-                "WITH RECURSIVE under(id) AS ("
-                " SELECT c.id FROM pages c JOIN pages a ON c.parent_id = a.id"
-                f" WHERE a.container IN (SELECT DISTINCT container FROM pages) AND a.address IN ({marks})"
-                " UNION SELECT p.id FROM pages p JOIN under u ON p.parent_id = u.id)"
-                " SELECT id FROM under", exclusions).fetchall()
-        found = frozenset(r[0] for r in rows)
+            found = reads.beneath(self.node.conn, exclusions)
         with self._lock:
             if len(self._excluded) > 16:
                 self._excluded.clear()

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..pages import reads
 from ..pages.service import KnowledgeBase
 from .access import Access
 from .seam import SNIPPET_MAX, Hit
@@ -56,9 +57,7 @@ class HitAssembler:
             batch = fresh[start:start + step]
             seen.update(pid for pid, _ in batch)
             with self.node.lock:
-                rows = {r["id"]: r for r in self.node.conn.execute(
-                    "SELECT id, container, title, parent_id, trashed_at, version FROM pages "
-                    f"WHERE id IN ({','.join('?' * len(batch))})", [pid for pid, _ in batch])}
+                rows = reads.by_id(self.node.conn, [pid for pid, _ in batch])
                 for pid, score in batch:
                     if len(accepted) >= limit:
                         break
@@ -67,7 +66,7 @@ class HitAssembler:
                         continue  # purged since the ranking was read
                     ancestors = chains.get(row["parent_id"] or "")
                     if ancestors is None:  # siblings share their chain: walked once per parent per search
-                        ancestors = [a["title"] for a in self._knowledge_base()._ancestors(row["parent_id"])]
+                        ancestors = [a["title"] for a in self._knowledge_base().ancestors(row["parent_id"])]
                         chains[row["parent_id"] or ""] = ancestors
                     if access.admits(row, ancestors):
                         accepted.append(Accepted(row, score, ancestors))
@@ -99,8 +98,7 @@ class HitAssembler:
                 out[row["id"]] = text
         if missing:
             with self.node.lock:
-                found = self.node.conn.execute(
-                    f"SELECT id, version, body FROM pages WHERE id IN ({','.join('?' * len(missing))})", missing).fetchall()
+                found = reads.bodies(self.node.conn, missing)
             for r in found:
                 text = plain_text(r["body"])
                 out[r["id"]] = text

@@ -35,12 +35,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from . import lexical, rank_data
+from ..clock import now_ms
 from ..durable import write_atomic
 from ..pages.applier import position
-from ..pages.links import extract_links
+from ..pages.links import drop_orphan_links, store_links, store_range_links
 from ..paths import Home
 from ..store import Connection, connect, transaction
-from . import lexical
 from .snippets import plain_text
 
 log = logging.getLogger("crewlet.indexer")
@@ -53,10 +54,6 @@ BUILD_CHUNK = 32_000         # pages a first-build segment holds at most (and al
 RETIRED_GRACE_S = 30.0       # an index swapped out is removed this long after (open readers finish)
 
 Progress = Callable[[int, int], None]
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 # -- durable little files ------------------------------------------------------------------------------
@@ -365,7 +362,7 @@ class Indexer:
         finally:
             conn.execute("COMMIT")
         build = BuildJournal(dir=name, derivation=lexical.INDEX_DERIVATION, snapshot_seq=seq, cursor="", done=0,
-                              total=total, started_at=_now_ms())
+                              total=total, started_at=now_ms())
         _write_json(self.dir / BUILD_FILE, asdict(build))
         return build
 
@@ -449,10 +446,10 @@ class Indexer:
         report.note = (f"{len(chunks)} segment{'s' if len(chunks) != 1 else ''}, "
                        + (f"by {workers} worker processes" if workers > 1 else "in this process"))
         # links whose source is gone (purged before or during the build)
-        with transaction(self.conn):
-            self.conn.execute("DELETE FROM page_links WHERE src NOT IN (SELECT id FROM pages)")
+        with transaction(self.conn) as conn:
+            drop_orphan_links(conn)
         old = self.state()
-        now = _now_ms()
+        now = now_ms()
         state = IndexManifest(dir=build.dir, derivation=build.derivation, indexed_seq=build.snapshot_seq,
                            pages=ix.doc_count(), first_build_at=old.first_build_at if old else now,
                            built_at=now, updated_at=now)
@@ -536,7 +533,7 @@ class Indexer:
         else:
             report.kind = "none"
         st.indexed_seq = upto
-        st.updated_at = _now_ms()
+        st.updated_at = now_ms()
         _write_json(state_path(self.dir), asdict(st))
         report.indexed_seq, report.applied_seq = upto, applied
         return report
@@ -567,7 +564,7 @@ class Indexer:
             writer.cancel()
             raise
         writer.commit()
-        lexical.ensure_rank_files(ix)   # the new segment's ranking arrays, so no search derives them
+        rank_data.ensure_files(ix)   # the new segment's ranking arrays, so no search derives them
         lexical.sync_commit(path, before)
         return written, deleted
 
@@ -575,15 +572,7 @@ class Indexer:
         """Backlinks by id, derived from each changed body (a trashed page's links are kept: the
         backlinks listing hides trashed sources, and a restore needs them back)."""
         with transaction(self.conn) as conn:
-            for r in rows:
-                conn.execute("DELETE FROM page_links WHERE src = ?", (r["id"],))
-                dsts = sorted(d for d in extract_links(r["body"]) if d != r["id"])
-                if dsts:
-                    conn.executemany("INSERT OR IGNORE INTO page_links (src, dst) VALUES (?, ?)",
-                                     [(r["id"], d) for d in dsts])
-            for page_id in purged:
-                conn.execute("DELETE FROM page_links WHERE src = ? OR dst = ?", (page_id, page_id))
-        return len(rows)
+            return store_links(conn, rows, purged)
 
 
 
@@ -591,19 +580,4 @@ class Indexer:
         """A build chunk's backlinks: every row with lo < id <= hi derived again (a row without links
         keeps none); returns the rows whose links are stored."""
         with transaction(self.conn) as conn:
-            if hi is None:
-                conn.execute("DELETE FROM page_links WHERE src > ?", (lo,))
-            else:
-                conn.execute("DELETE FROM page_links WHERE src > ? AND src <= ?", (lo, hi))
-            conn.executemany("INSERT OR IGNORE INTO page_links (src, dst) VALUES (?, ?)",
-                             [(src, dst) for src, dsts in links for dst in dsts])
-        return len(links)
-
-
-def __getattr__(name: str) -> Any:
-    # the duty (index_duty.py) imports the duty runner, which a search that only reads never needs
-    if name == "KeywordIndexDuty":
-        from .index_duty import KeywordIndexDuty
-
-        return KeywordIndexDuty
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+            return store_range_links(conn, lo, hi, links)

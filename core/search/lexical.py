@@ -31,7 +31,6 @@ import whoosh
 from whoosh import index as whoosh_index
 from whoosh.codec.whoosh3 import W3LeafMatcher
 
-from ..config import AUTO_DRAFT_TITLE_PREFIX
 from . import rank_data
 # the index's files (schema, open/create, durable commits) live in .index_files, importable from here
 from .index_files import (BODY, INDEX_NAME, TITLE, FileMarks, create_index, document, file_marks,  # noqa: F401
@@ -94,43 +93,6 @@ class _Segment:
     lengths: dict[str, np.ndarray]
 
 
-def derive_rank_data(reader: Any) -> rank_data.RankData:
-    """A segment's ranking data read from Whoosh's own records, one document at a time (slow: done
-    once per segment, then kept in its rank file)."""
-    n = reader.doc_count_all()
-    ids: list[str] = []
-    names: dict[str, int] = {}
-    codes: list[int] = []
-    drafts: list[bool] = []
-    prefix = AUTO_DRAFT_TITLE_PREFIX.lower()
-    for docnum in range(n):
-        stored = reader.stored_fields(docnum) or {}
-        ids.append(str(stored.get("id", "")))
-        codes.append(names.setdefault(str(stored.get("container", "")), len(names)))
-        drafts.append(str(stored.get("title", "")).lower().startswith(prefix))
-    title = [float(reader.doc_field_length(d, TITLE) or 0) for d in range(n)]
-    body = [float(reader.doc_field_length(d, BODY) or 0) for d in range(n)]
-    return rank_data.RankData(ids, list(names), codes, drafts, title, body)
-
-
-def ensure_rank_files(ix: Any) -> int:
-    """Write the rank file of every segment of the index's latest generation that has none (after an
-    incremental commit, so that no search pays for deriving it); returns how many were written."""
-    folder = Path(ix.storage.folder)
-    written = 0
-    reader = ix.reader()
-    try:
-        leaves = reader.leaf_readers() if reader.doc_count_all() else []
-        for sub, _offset in leaves:
-            segid = sub.segment().segment_id()
-            if not (folder / rank_data.file_name(segid)).exists():
-                rank_data.write(folder, segid, derive_rank_data(sub))
-                written += 1
-    finally:
-        reader.close()
-    return written
-
-
 class SegmentCache:
     """What a segment holds never changes, so it is read once per segment id (from its rank file) and
     kept across index generations; posting lists are kept in an LRU bounded by the number of postings
@@ -149,18 +111,7 @@ class SegmentCache:
         if seg is not None:
             return seg
         n = reader.doc_count_all()
-        got = rank_data.read(folder, segid, n) if folder is not None else None
-        if got is None:
-            data = derive_rank_data(reader)
-            if folder is not None:
-                try:
-                    rank_data.write(folder, segid, data)
-                except OSError:  # a home this process cannot write: derived again next time
-                    pass
-            got = {"ids": data.ids, "containers": data.containers, "codes": np.asarray(data.codes, dtype=np.int64),
-                   "auto_draft": np.asarray(data.auto_draft, dtype=bool),
-                   "title": np.asarray(data.title_lengths, dtype=np.float64),
-                   "body": np.asarray(data.body_lengths, dtype=np.float64)}
+        got = rank_data.load(folder, segid, reader)
         seg = _Segment(n, got["ids"], got["containers"], got["codes"].reshape(n), got["auto_draft"].reshape(n),
                        {TITLE: got["title"].reshape(n), BODY: got["body"].reshape(n)})
         with self.lock:

@@ -28,9 +28,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..embed.provider import Provider, make_provider
-from ..pages.applier import position
-from . import lexical, vectors
+from ..embed.provider import Provider
+from ..embed.registry import make_provider
+from ..pages import reads
+from ..vectors import records as vectors
+from . import lexical
 from .access import Access, AccessPolicy, Denial
 from .fusion import reciprocal_rank_fusion
 from .hits import Accepted, HitAssembler, page_url
@@ -40,6 +42,7 @@ from .query_vectors import QueryEmbedder
 from .seam import (NO_EMBEDDINGS, NO_TERMS, NOT_SEARCHABLE_MESSAGE, NOT_SEARCHABLE_YET, OUT_OF_SCOPE, PARTIAL_COVERAGE,
                    PROVIDER_FAILED, PROVIDER_SLOW, REFILLING, UNAVAILABLE, Coverage, Outcome, Query, Result)
 from .stages import STAGE_ONE, STAGE_TWO
+from .stamp import Stamp, read_stamp
 
 if TYPE_CHECKING:
     # the semantic engine loads numpy: imported by the first search that ranks by meaning
@@ -152,9 +155,9 @@ class NativeSearcher:
         node = self.node
         node.refresh_config()  # scope and actors are read off the configuration current at each call
         modes = self.modes()
-        with node.lock:
-            applied = position(node.conn)[0]
-        access = self.policy.decide(query, BACKEND)
+        stamp = read_stamp(node)      # where this search stands, read once
+        applied = stamp.applied
+        access = self.policy.decide(query, BACKEND, stamp)
         if isinstance(access, Denial) and access.degraded != OUT_OF_SCOPE:
             return _unserved(access.degraded, access.message, modes=modes if access.modes_known else [])
         text = query.text or ""
@@ -176,7 +179,7 @@ class NativeSearcher:
 
         limit = query.effective_limit()
         words = self.keyword.rank(snapshot, text, access) if snapshot is not None and mode != "semantic" else None
-        meaning = self._meaning(text, access) if mode != "keyword" else MeaningHalf()
+        meaning = self._meaning(text, access, stamp) if mode != "keyword" else MeaningHalf()
         if mode != "semantic" and words is None and meaning.ranking is None:
             return _unserved(NO_TERMS, f"{NO_TERMS_MESSAGE}: it holds only punctuation or common words "
                                        f"(the, and, of …) that the index leaves out", coverage, modes)
@@ -193,18 +196,18 @@ class NativeSearcher:
                                  + KEYWORD_CANNOT, coverage, modes)
             served, degraded = "semantic", meaning.degraded
             notes.insert(0, meaning.message) if meaning.message else None
-            accepted = self._walk_semantic(meaning.ranking, text, access, limit)
+            accepted = self._walk_semantic(meaning.ranking, text, access, limit, stamp)
         elif mode == "hybrid" and meaning.ranking is not None and words is not None:
             served, degraded = "hybrid", meaning.degraded
             notes.insert(0, meaning.message) if meaning.message else None
-            accepted = self._walk_fused(words, meaning.ranking, text, access, limit)
+            accepted = self._walk_fused(words, meaning.ranking, text, access, limit, stamp)
         elif mode == "hybrid" and meaning.ranking is not None:  # the keyword half had no word to search
             served, degraded = "semantic", NO_TERMS
             notes.insert(0, "ranked by meaning alone: the query holds only punctuation or common words "
                             "(the, and, of …) that the keyword index leaves out")
             if meaning.message:
                 notes.append(meaning.message)
-            accepted = self._walk_semantic(meaning.ranking, text, access, limit)
+            accepted = self._walk_semantic(meaning.ranking, text, access, limit, stamp)
         else:
             assert words is not None  # every other case returned above
             served = "keyword"
@@ -223,7 +226,7 @@ class NativeSearcher:
         return Result(hits, outcome)
 
     # -- the semantic half ---------------------------------------------------------------------------------
-    def _meaning(self, text: str, access: Access) -> MeaningHalf:
+    def _meaning(self, text: str, access: Access, stamp: Stamp) -> MeaningHalf:
         company = self.node.company
         if not company.knowledge.vectors:
             return MeaningHalf(degraded=NO_EMBEDDINGS, message="vectors are off (knowledge.vectors = false in "
@@ -231,7 +234,7 @@ class NativeSearcher:
         provider = self.embedder.provider(company)
         assert provider is not None
         space = provider.space.key()
-        embedded, embeddable, stored = self._coverage(space)
+        embedded, embeddable, stored = self._coverage(space, stamp)
         held = self._held()
         half = MeaningHalf(embedded=embedded, embeddable=embeddable)
         if not stored.get(space):
@@ -248,7 +251,7 @@ class NativeSearcher:
             half.degraded = PROVIDER_SLOW if qv.failure == "slow" else PROVIDER_FAILED
             half.message = qv.message
             return half
-        half.ranking = self.semantic.rank(qv.vector, space, access)
+        half.ranking = self.semantic.rank(qv.vector, space, access, stamp=stamp)
         if embedded < embeddable:
             other = sum(n for s, n in stored.items() if s != space)
             share = f"{embedded:,} of {embeddable:,} pages ({100 * embedded / embeddable:.0f}%)"
@@ -274,16 +277,14 @@ class NativeSearcher:
         """Pages whose text the provider refused (held back an hour, then offered again): said apart from those
         that merely wait, since waiting will not bring them."""
         with self.node.lock:
-            return int(self.node.conn.execute(
-                "SELECT count(*) FROM embed_holds h JOIN pages p ON p.id = h.source_id "
-                "WHERE p.trashed_at IS NULL AND h.revision = p.revision").fetchone()[0])
+            return reads.held_back(self.node.conn)
 
-    def _coverage(self, space: str) -> tuple[int, int, dict[str, int]]:
+    def _coverage(self, space: str, stamp: Stamp) -> tuple[int, int, dict[str, int]]:
         """(embedded, embeddable, sources per stored space): a join over every page and vector, so kept
-        until a page changes or the vector log moves (two indexed lookups decide)."""
+        until a page changes or the vector log moves (the search's stamp decides)."""
         with self.node.lock:
             conn = self.node.conn
-            key = (space, conn.execute("SELECT max(version) FROM pages").fetchone()[0], vectors.position(conn)[0])
+            key = (space, stamp.version, stamp.vectors)
             if self._coverage_cache is None or self._coverage_cache[0] != key:
                 embedded, embeddable = vectors.coverage(conn, space)
                 self._coverage_cache = (key, (embedded, embeddable, vectors.spaces(conn)))
@@ -309,15 +310,16 @@ class NativeSearcher:
             self._semantic = SemanticRetriever(self.node)
         return self._semantic
 
-    def _walk_semantic(self, ranking: SemanticRanking, text: str, access: Access, limit: int) -> list[Accepted]:
+    def _walk_semantic(self, ranking: SemanticRanking, text: str, access: Access, limit: int,
+                       stamp: Stamp) -> list[Accepted]:
         accepted = self.assembler.accept(ranking.ranked, access, limit)
         if len(accepted) < limit and len(ranking.ranked) >= STAGE_TWO:
-            deeper = self._deeper(ranking, text, access)
+            deeper = self._deeper(ranking, text, access, stamp)
             self.assembler.accept(deeper.ranked, access, limit, accepted, {a.row["id"] for a in accepted})
         return accepted
 
     def _walk_fused(self, words: KeywordRanking, ranking: SemanticRanking, text: str, access: Access,
-                    limit: int) -> list[Accepted]:
+                    limit: int, stamp: Stamp) -> list[Accepted]:
         depth = max(KEYWORD_DEPTH, limit * 4)
         meaning = ranking
         while True:
@@ -330,14 +332,14 @@ class NativeSearcher:
                 return accepted
             depth *= 4
             if meaning is ranking:
-                meaning = self._deeper(ranking, text, access)
+                meaning = self._deeper(ranking, text, access, stamp)
 
-    def _deeper(self, ranking: SemanticRanking, text: str, access: Access) -> SemanticRanking:
+    def _deeper(self, ranking: SemanticRanking, text: str, access: Access, stamp: Stamp) -> SemanticRanking:
         """The same search's whole stage-one pool reranked: for a walk that ran out of accepted pages."""
         qv = self.embedder.vector(self.node.company, text)
         if qv.vector is None:
             return ranking
-        return self.semantic.rank(qv.vector, qv.space, access, depth=STAGE_ONE)
+        return self.semantic.rank(qv.vector, qv.space, access, depth=STAGE_ONE, stamp=stamp)
 
     def _record_read(self, access: Access, hits: list[Any], text: str) -> None:
         assert access.actor is not None

@@ -15,7 +15,8 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..embed.provider import Provider, ProviderError, make_provider
+from ..embed.provider import Provider, ProviderError
+from ..embed.registry import make_provider
 
 if TYPE_CHECKING:
     import numpy as np

@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..config import AUTO_DRAFT_TITLE_PREFIX
 from ..durable import write_atomic
+from .index_files import BODY, TITLE
 
 MAGIC = b"crewlet-rank 1\n"
 EXT = ".rank"
@@ -44,6 +46,85 @@ class RankData:
     @property
     def count(self) -> int:
         return len(self.ids)
+
+
+class RankCollector:
+    """A segment's ranking data, collected a document at a time in document order: what the bulk writer
+    adds as it writes a segment, and what `derive` reads back from a segment Whoosh wrote."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.containers: dict[str, int] = {}
+        self.codes: list[int] = []
+        self.auto_draft: list[bool] = []
+        self.title_lengths: list[float] = []
+        self.body_lengths: list[float] = []
+        self._draft_prefix = AUTO_DRAFT_TITLE_PREFIX.lower()
+
+    @property
+    def count(self) -> int:
+        return len(self.ids)
+
+    def add(self, page_id: str, container: str, title: str, title_length: float, body_length: float) -> None:
+        self.ids.append(page_id)
+        self.codes.append(self.containers.setdefault(container, len(self.containers)))
+        self.auto_draft.append(title.lower().startswith(self._draft_prefix))
+        self.title_lengths.append(title_length)
+        self.body_lengths.append(body_length)
+
+    def data(self) -> RankData:
+        return RankData(self.ids, list(self.containers), self.codes, self.auto_draft, self.title_lengths,
+                        self.body_lengths)
+
+
+def derive(reader: Any) -> RankData:
+    """A segment's ranking data read from Whoosh's own records, one document at a time (slow: done once
+    per segment, then kept in its rank file)."""
+    out = RankCollector()
+    for docnum in range(reader.doc_count_all()):
+        stored = reader.stored_fields(docnum) or {}
+        out.add(str(stored.get("id", "")), str(stored.get("container", "")), str(stored.get("title", "")),
+                float(reader.doc_field_length(docnum, TITLE) or 0), float(reader.doc_field_length(docnum, BODY) or 0))
+    return out.data()
+
+
+def ensure_files(ix: Any) -> int:
+    """Write the rank file of every segment of the index's latest generation that has none (after an
+    incremental commit, so that no search pays for deriving it); returns how many were written."""
+    folder = Path(ix.storage.folder)
+    written = 0
+    reader = ix.reader()
+    try:
+        leaves = reader.leaf_readers() if reader.doc_count_all() else []
+        for sub, _offset in leaves:
+            segid = sub.segment().segment_id()
+            if not (folder / file_name(segid)).exists():
+                write(folder, segid, derive(sub))
+                written += 1
+    finally:
+        reader.close()
+    return written
+
+
+def load(folder: Path | None, segment_id: str, reader: Any) -> dict[str, Any]:
+    """The segment's arrays (as `read` gives them): from its rank file, else derived from the segment and
+    written for the next reader (best effort: a home this process cannot write derives them again)."""
+    import numpy as np
+
+    n = reader.doc_count_all()
+    got = read(folder, segment_id, n) if folder is not None else None
+    if got is not None:
+        return got
+    data = derive(reader)
+    if folder is not None:
+        try:
+            write(folder, segment_id, data)
+        except OSError:
+            pass
+    return {"ids": data.ids, "containers": data.containers, "codes": np.asarray(data.codes, dtype=np.int64),
+            "auto_draft": np.asarray(data.auto_draft, dtype=bool),
+            "title": np.asarray(data.title_lengths, dtype=np.float64),
+            "body": np.asarray(data.body_lengths, dtype=np.float64)}
 
 
 def file_name(segment_id: str) -> str:

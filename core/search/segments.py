@@ -44,10 +44,9 @@ from whoosh.filedb.filetables import _lengths as _hash_lengths, md5_hash
 from whoosh.system import pack_int, pack_long, pack_ushort
 from whoosh.util.numeric import byte_to_length, length_to_byte
 
-from ..config import AUTO_DRAFT_TITLE_PREFIX
 from ..errors import CrewletError
 from ..durable import fsync_dir, fsync_file
-from ..pages.links import extract_links
+from ..pages.links import links_from
 from ..text.markdown import plain_text
 from . import rank_data
 from .index_files import BODY, TITLE, open_index
@@ -140,19 +139,15 @@ class SegmentBuilder:
         self.terms_out = self.codec.field_writer(self.storage, self.segment)
         self.postings: dict[str, Postings] = {BODY: {}, CONTAINER: {}, ID: {}, TITLE: {}}
         self.lengths: dict[str, list[int]] = {BODY: [], TITLE: []}   # per document, as Whoosh's length byte
-        self.ids: list[str] = []
-        self.codes: list[int] = []
-        self.containers: dict[str, int] = {}
-        self.drafts: list[bool] = []
-        self._draft_prefix = AUTO_DRAFT_TITLE_PREFIX.lower()
+        self.rank = rank_data.RankCollector()
 
     @property
     def count(self) -> int:
-        return len(self.ids)
+        return self.rank.count
 
     def add(self, page_id: str, container: str, title: str, title_terms: dict[str, int],
             body_terms: dict[str, int]) -> None:
-        docnum = len(self.ids)
+        docnum = self.rank.count
         body_len, title_len = sum(body_terms.values()), sum(title_terms.values())
         perdoc, fields_ = self.perdoc, self.fields
         perdoc.start_doc(docnum)       # fields in name order, stored values, lengths: as add_document does
@@ -161,11 +156,10 @@ class SegmentBuilder:
         perdoc.add_field(ID, fields_[ID], page_id, 0)
         perdoc.add_field(TITLE, fields_[TITLE], title, title_len)
         perdoc.finish_doc()
-        self.lengths[BODY].append(_length_byte(body_len))
-        self.lengths[TITLE].append(_length_byte(title_len))
-        self.ids.append(page_id)
-        self.codes.append(self.containers.setdefault(container, len(self.containers)))
-        self.drafts.append(title.lower().startswith(self._draft_prefix))
+        body_byte, title_byte = _length_byte(body_len), _length_byte(title_len)
+        self.lengths[BODY].append(body_byte)
+        self.lengths[TITLE].append(title_byte)
+        self.rank.add(page_id, container, title, float(byte_to_length(title_byte)), float(byte_to_length(body_byte)))
         postings = self.postings
         _post(postings[BODY], body_terms, docnum)
         _post(postings[TITLE], title_terms, docnum)
@@ -190,10 +184,7 @@ class SegmentBuilder:
             segment.create_compound_file(storage)
             segment.compound = True
         folder = Path(storage.folder)
-        rank_data.write(folder, segment.segment_id(), rank_data.RankData(
-            ids=self.ids, containers=list(self.containers), codes=self.codes, auto_draft=self.drafts,
-            title_lengths=[float(byte_to_length(b)) for b in self.lengths[TITLE]],
-            body_lengths=[float(byte_to_length(b)) for b in self.lengths[BODY]]))
+        rank_data.write(folder, segment.segment_id(), self.rank.data())
         for name in storage.list():
             if name.startswith(segment.segment_id() + "."):
                 fsync_file(folder / name)
@@ -410,11 +401,9 @@ def write_chunk(ix: Any, rows: Iterable[Any], *, started: float | None = None,
         for page_id, container, title, body, trashed_at in rows:
             n += 1
             last = page_id
-            dsts = extract_links(body)
+            dsts = links_from(page_id, body)
             if dsts:
-                dsts.discard(page_id)
-                if dsts:
-                    links.append((page_id, sorted(dsts)))
+                links.append((page_id, dsts))
             if trashed_at is not None:
                 trashed += 1
             else:

@@ -40,53 +40,15 @@ from typing import Any
 import numpy as np
 
 from ..config import AUTO_DRAFT_TITLE_PREFIX
-from . import vectors
+from ..pages import reads
+from ..vectors import records as vectors
+from ..vectors.hamming import hamming, sign_code
+from ..vectors.read import read_vectors
 from .access import Access
 from .stages import STAGE_ONE, STAGE_TWO
+from .stamp import Stamp, read_stamp
 
 MMAP_BYTES = 1 << 40  # SQLite caps it at its compiled maximum
-
-try:  # C SIMD popcount (AVX-512 VPOPCNTQ where the CPU has it); the same integers as the numpy path
-    import numkong as _numkong
-except ImportError:  # pragma: no cover - a platform without its wheel runs the numpy path
-    _numkong = None
-
-
-def sign_code(vector: np.ndarray) -> np.ndarray:
-    """The 1-bit code of a vector as sqlite-vec's vec_quantize_binary writes it (bit i set when
-    component i > 0, least significant bit first)."""
-    return np.packbits(np.asarray(vector) > 0, bitorder="little")
-
-
-def as_words(codes: np.ndarray) -> np.ndarray:
-    """Codes (n, bytes) as 64-bit words (n, words), zero-padded to a whole word."""
-    codes = np.asarray(codes, dtype=np.uint8)
-    if codes.ndim == 1:
-        codes = codes.reshape(1, -1)
-    n, width = codes.shape
-    pad = (-width) % 8
-    if pad:
-        codes = np.concatenate([codes, np.zeros((n, pad), dtype=np.uint8)], axis=1)
-    return np.ascontiguousarray(codes).view(np.uint64)
-
-
-def hamming_rows(words: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Distances from `q` (words,) to every row of `words` (n, words): numpy's plain popcount scan (what
-    the benchmark calls the numpy floor, and the path where numkong is not installed)."""
-    return np.bitwise_count(words ^ q).sum(axis=1, dtype=np.uint32)
-
-
-def hamming(codes: np.ndarray, q: np.ndarray, *, use_numkong: bool | None = None) -> np.ndarray:
-    """Distances (uint32) from the code `q` (bytes,) to every row of `codes` (n, bytes, uint8).
-    Integer popcounts: every path and every CPU gives the same numbers."""
-    if not len(codes):
-        return np.zeros(0, dtype=np.uint32)
-    if _numkong is not None and use_numkong is not False:
-        out = _numkong.cdist(np.ascontiguousarray(q, dtype=np.uint8).reshape(1, -1), codes, metric="hamming",
-                             dtype="uint1", out_dtype="uint32")
-        return np.asarray(out).reshape(-1)
-    return hamming_rows(as_words(codes), as_words(q)[0])
-
 
 def nearest(dist: np.ndarray, rows: np.ndarray, ids: np.ndarray, k: int) -> np.ndarray:
     """The `k` rows of `rows` with the smallest `dist` (aligned with `rows`); ties at the cut go to the
@@ -279,7 +241,7 @@ def rows_to_read(table: CodeTable, q: np.ndarray, mask: np.ndarray | None, probe
 def load_table(conn: Any, space: str, seq: int) -> CodeTable:
     """The space's codes read whole, through the covering index (never the wide rows), with the semantic
     index when one is installed."""
-    from .ivf.store import index_key, read_index  # the index's own module imports this one
+    from ..vectors.index import index_key, read_index  # loads numpy: the semantic engine has it already
 
     row = read_index(conn, space)
     generation = row.generation if row is not None else None
@@ -310,7 +272,7 @@ def refresh_table(conn: Any, table: CodeTable, seq: int) -> CodeTable:
     whole table is read again when that is cheaper, an increment cannot say what vanished, or the
     semantic index was installed, re-filed or retired (a re-filing moves rows the log position does
     not name). A new measurement of the index only changes how many lists a search reads."""
-    from .ivf.store import index_key
+    from ..vectors.index import index_key
 
     key = index_key(conn, table.space)
     if (key is None) != (table.index_key is None) or (key and table.index_key and key[:2] != table.index_key[:2]):
@@ -350,24 +312,13 @@ def refresh_table(conn: Any, table: CodeTable, seq: int) -> CodeTable:
 
 
 def exact_scores(conn: Any, ids: list[int], query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Stage two: the candidates' full vectors read by primary key in one statement, in key order (the
-    b-tree walked forwards, through the memory map), each copied once into one matrix, and their exact
-    cosine to `query`. Returns (ids found, cosines); a vector of another width is passed over."""
+    """Stage two: the candidates' full vectors (read by primary key, in key order, into one matrix) and
+    their exact cosine to `query`. Returns (ids found, cosines); a vector of another width is passed over."""
     q = np.asarray(query, dtype=np.float32)
-    keys = sorted(ids)
-    matrix = np.empty((len(keys), len(q)), dtype=np.float32)
-    found: list[int] = []
-    for start in range(0, len(keys), 30000):   # under SQLite's bound on parameters
-        chunk = keys[start:start + 30000]
-        for vid, blob in conn.execute(
-                f"SELECT id, vector FROM vectors WHERE id IN ({','.join('?' * len(chunk))})", chunk):
-            if len(blob) == 4 * len(q):
-                matrix[len(found)] = np.frombuffer(blob, dtype="<f4")
-                found.append(vid)
-    matrix = matrix[:len(found)]
+    found, matrix = read_vectors(conn, ids, len(q))
     norms = np.linalg.norm(matrix, axis=1) * (float(np.linalg.norm(q)) or 1.0)
     cosines = (matrix @ q) / np.where(norms > 0, norms, 1.0)
-    return np.asarray(found, dtype=np.int64), cosines
+    return found, cosines
 
 
 @dataclass
@@ -395,10 +346,12 @@ class SemanticRetriever:
             # stage two reads ~14 MB of vectors at 3,072 dims: through the memory map, not read() calls
             node.conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
 
-    def table(self, space: str) -> CodeTable:
-        """The space's codes, brought to the vector log's position (incrementally where it can)."""
+    def table(self, space: str, seq: int | None = None) -> CodeTable:
+        """The space's codes, brought to the vector log's position `seq` (this node's now when not given),
+        incrementally where it can."""
         with self.node.lock:
-            seq = vectors.position(self.node.conn)[0]
+            if seq is None:
+                seq = vectors.position(self.node.conn)[0]
             table = self._table
             if table is None or table.space != space:
                 table = self._table = load_table(self.node.conn, space, seq)
@@ -406,25 +359,26 @@ class SemanticRetriever:
                 table = self._table = refresh_table(self.node.conn, table, seq)
         return table
 
-    def _unlisted_pages(self) -> frozenset[str]:
-        """Pages whose vectors a search must pass over: trashed, or auto-drafts by title (re-read when a
-        page changes)."""
+    def _unlisted_pages(self, version: int) -> frozenset[str]:
+        """Pages whose vectors a search must pass over: trashed, or auto-drafts by title (re-read when the
+        pages' version moves)."""
         with self.node.lock:
-            version = self.node.conn.execute("SELECT max(version) FROM pages").fetchone()[0] or 0
             if version != self._unlisted_key:
-                self._unlisted = frozenset(r[0] for r in self.node.conn.execute(
-                    "SELECT id FROM pages WHERE trashed_at IS NOT NULL OR title LIKE ?",
-                    (AUTO_DRAFT_TITLE_PREFIX + "%",)))
+                self._unlisted = reads.trashed_or_titled(self.node.conn, AUTO_DRAFT_TITLE_PREFIX)
                 self._unlisted_key = version
             return self._unlisted
 
-    def mask(self, table: CodeTable, access: Access) -> np.ndarray:
-        """The rows a search may rank: everything no hit may be is out before stage one's cut."""
+    def mask(self, table: CodeTable, access: Access, version: int | None = None) -> np.ndarray:
+        """The rows a search may rank: everything no hit may be is out before stage one's cut (`version`:
+        the pages' version the search stands at, this node's now when not given)."""
         mask = table.alive[:table.n].copy()
         if access.allowed is not None or access.skills in table.container_names:
             keep = [i for i, name in enumerate(table.container_names) if access.admits_container(name)]
             mask &= np.isin(table.containers[:table.n], np.asarray(keep, dtype=np.int32))
-        drop = set(self._unlisted_pages())
+        if version is None:
+            with self.node.lock:
+                version = reads.version(self.node.conn)
+        drop = set(self._unlisted_pages(version))
         drop |= access.excluded_ids
         rows = [table.row_of[s] for s in drop if s in table.row_of]
         if rows:
@@ -455,10 +409,13 @@ class SemanticRetriever:
         return kept[mask[kept]]
 
     def rank(self, query: np.ndarray, space: str, access: Access, *, stage_one: int = STAGE_ONE,
-             depth: int = STAGE_TWO) -> SemanticRanking:
+             depth: int = STAGE_TWO, stamp: Stamp | None = None) -> SemanticRanking:
+        """`stamp`: where the search stands (the vector log's position the codes are brought to, the pages'
+        version the passed-over pages are read at); this node's now when not given."""
         with self._lock:
-            table = self.table(space)
-            mask = self.mask(table, access) if table.n else np.zeros(0, dtype=bool)
+            stamp = stamp or read_stamp(self.node)
+            table = self.table(space, stamp.vectors)
+            mask = self.mask(table, access, stamp.version) if table.n else np.zeros(0, dtype=bool)
             pool = int(np.count_nonzero(mask))
             if not pool:
                 return SemanticRanking([], 0, 0)

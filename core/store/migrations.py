@@ -4,9 +4,10 @@ A new migration is a new function appended to MIGRATIONS; never edit one that ha
 """
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
+
+from ..clock import now_ms
 
 Migration = Callable[[Any], None]
 
@@ -269,7 +270,7 @@ def migrate(conn: Any) -> list[str]:
                 conn.execute("COMMIT")
                 continue
             fn(conn)
-            conn.execute("INSERT INTO _migrations (name, applied_at) VALUES (?, ?)", (fn.__name__, int(time.time() * 1000)))
+            conn.execute("INSERT INTO _migrations (name, applied_at) VALUES (?, ?)", (fn.__name__, now_ms()))
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -29,16 +28,18 @@ from pathlib import Path
 from typing import Any
 
 from .. import config as config_mod
+from ..clock import now_ms
 from ..durable import fsync_dir, fsync_file
 from ..errors import CrewletError, Refused
 from ..log import FileLog, Record
-from ..log.check import locate_applied
+from ..leases import Lease
 from ..log.filelog import HOLDER_SUFFIX, LogMismatch
-from ..pages import applier
+from ..replica import engine
 from ..paths import Home
 from ..repair import aside_stamp, home_logs, move_database_aside
 from ..store import connect
-from . import locks, snapshot as snapshot_mod
+from ..log import locks
+from . import snapshot as snapshot_mod
 
 SHARED_MARKERS = ("pages.log", "company.toml")
 
@@ -63,13 +64,11 @@ class JoinResult:
 def running_here(home: Home) -> str | None:
     """Who runs duties on this home right now (the app, a `crewlet worker`), from their unexpired leases whose
     holder still runs (a killed process holds nothing)."""
-    from ..worker import Lease
-
     try:
         files = list(home.node_lease_dir.glob("*.lease"))
     except OSError:
         return None
-    now = time.time_ns() // 1_000_000
+    now = now_ms()
     for path in files:
         held = Lease(home.node_lease_dir, path.stem, "", "").holder()
         if held is not None and held.expires_at > now and not held.dead():
@@ -225,10 +224,10 @@ def _join_existing(home: Home, directory: Path, settings: config_mod.NodeSetting
         conn = connect(home.db_file)
         try:
             for spec in specs:
-                applied = applier.applied_position(conn, spec.position)
+                applied = engine.applied_position(conn, spec.position)
                 with FileLog(directory / spec.path.relative_to(own_logs), readonly=True) as flog:
                     try:
-                        locate_applied(flog, applied)
+                        flog.locate(applied)
                     except LogMismatch:
                         prefix = False  # the database is ahead of its own log: not a prefix after all
         finally:

@@ -24,16 +24,16 @@ from typing import Any
 from ..durable import fsync_dir, fsync_file
 from ..errors import CrewletError
 from ..log import FileLog, LogMismatch
-from ..log.check import Applied, locate_applied
-from ..pages import applier
+from ..log.framing import Applied
+from ..replica import engine
 from ..paths import Home
 from ..repair import home_logs, move_database_aside
 from ..store import connect, sqlite3
 from ..store.migrations import MIGRATIONS
-from .digest import content_digest
+from ..store.digest import content_digest
 
 NODE_LOCAL_TABLES = ("duties", "page_links", "embed_holds")   # each node's own: never carried by a snapshot
-# what a snapshot says of itself: its content digest (core/sync/digest.py) at its positions, checked on adopt
+# what a snapshot says of itself: its content digest (core/store/digest.py) at its positions, checked on adopt
 META = "crewlet_snapshot"
 
 
@@ -71,7 +71,7 @@ def _single_file(conn: Any) -> None:
 
 
 def _positions(conn: Any, home: Home) -> dict[str, Applied]:
-    return {spec.name: applier.applied_position(conn, spec.position) for spec in home_logs(home)}
+    return {spec.name: engine.applied_position(conn, spec.position) for spec in home_logs(home)}
 
 
 def take(node: Any, out: Path) -> SnapshotInfo:
@@ -164,7 +164,7 @@ def _check_against_peers(file: Path, home: Home, at: dict[str, int], content: st
     for must hold the snapshot's content: otherwise the snapshot (or that node) is not what the log made."""
     if home.shared is None:
         return
-    from . import peers as peers_mod
+    from ..log import peers as peers_mod
 
     for peer in peers_mod.read_peers(home):
         if peer.digest is None or peer.digest.get("positions") != at or peer.digest["content"] == content:
@@ -195,7 +195,7 @@ def _check_position(file: Path, name: str, path: Path, applied: Applied) -> None
                               "exist: a gap — the snapshot is not of this log")
     with FileLog(path, readonly=True) as flog:
         try:
-            locate_applied(flog, applied)
+            flog.locate(applied)
         except LogMismatch as exc:
             if exc.kind == "cut":
                 raise SnapshotRefused(

@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..clock import now_ms
 from ..log import FileLog
-from ..pages import applier
+from ..replica import engine
 from ..repair import home_logs
-from . import locks, peers
+from ..log import locks, peers
 
 
 @dataclass
@@ -97,7 +98,7 @@ def status(node: Any) -> SyncStatus:
     out.damage = node.damage
     with node.lock:
         for spec in home_logs(home):
-            applied = applier.applied_position(node.conn, spec.position)
+            applied = engine.applied_position(node.conn, spec.position)
             log_seq, log_end = applied.seq, applied.end
             if spec.path.exists():
                 with FileLog(spec.path, readonly=True) as flog:
@@ -106,7 +107,7 @@ def status(node: Any) -> SyncStatus:
     if home.shared is not None:
         out.digest = node.publish_digest(force=True)   # asked now: computed now (rows can change behind the log)
     if home.shared is not None:
-        now = peers.now_ms()
+        now = now_ms()
         ends = {line.position: line.log_seq for line in out.logs}
         for peer in peers.read_peers(home):
             behind = {line.name: max(0, ends[line.position] - peer.seq(line.position)) for line in out.logs}

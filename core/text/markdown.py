@@ -23,7 +23,7 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from ..pages.model import clean_title
+from .titles import clean_title
 
 # -- rules both readers share ------------------------------------------------------------------------
 

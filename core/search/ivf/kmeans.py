@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .. import semantic
+from ...vectors.hamming import distance_matrix
 
 LISTS_MIN = 16
 LISTS_MAX = 4096
@@ -41,20 +41,6 @@ def list_count(sources: int) -> int:
     500,000), within [16, 4,096]."""
     target = 3.0 * math.sqrt(max(1, sources))
     return int(min(LISTS_MAX, max(LISTS_MIN, 2 ** round(math.log2(target)))))
-
-
-def distance_matrix(codes: np.ndarray, centroids: np.ndarray) -> np.ndarray:
-    """(m, L) uint32 Hamming distances between code rows and centroid rows (both uint8)."""
-    if semantic._numkong is not None and len(codes) and len(centroids):
-        out = semantic._numkong.cdist(np.ascontiguousarray(codes), np.ascontiguousarray(centroids),
-                                      metric="hamming", dtype="uint1", out_dtype="uint32")
-        return np.asarray(out).reshape(len(codes), len(centroids))
-    words_c = semantic.as_words(centroids)
-    words_x = semantic.as_words(codes)
-    out = np.zeros((len(codes), len(centroids)), dtype=np.uint32)
-    for w in range(words_x.shape[1]):
-        out += np.bitwise_count(words_x[:, w, None] ^ words_c[None, :, w])
-    return out
 
 
 def _chunks(n: int) -> list[tuple[int, int]]:

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ...vectors.read import read_vectors, scan_vectors
 from .. import semantic
 from . import kmeans, measure
 
@@ -107,36 +108,33 @@ def exact_pass(conn: Any, lock: Any, table: semantic.CodeTable, queries: np.ndar
     scores = np.full((len(q), table.n), -np.inf, dtype=np.float32)
     order = np.argsort(table.ids[:table.n], kind="stable")
     sorted_ids = table.ids[:table.n][order]
+    dims = q.shape[1]
     last = -1
     while True:
         if stop is not None and stop.is_set():
             raise kmeans.Stopped()
         with lock:
-            rows = conn.execute("SELECT id, vector FROM vectors WHERE space = ? AND id > ? ORDER BY id LIMIT ?",
-                                (table.space, last, READ_CHUNK)).fetchall()
-        if not rows:
+            read, last, ids, matrix = scan_vectors(conn, table.space, dims, after=last, limit=READ_CHUNK)
+        if not read:
             return scores
-        last = rows[-1][0]
-        dims = q.shape[1]
-        keep = [(r[0], r[1]) for r in rows if len(r[1]) == 4 * dims]
-        if keep:
-            matrix = np.frombuffer(b"".join(b for _, b in keep), dtype="<f4").reshape(len(keep), dims)
+        if len(ids):
             norms = np.maximum(np.linalg.norm(matrix, axis=1), 1e-30)
-            at = np.searchsorted(sorted_ids, [vid for vid, _ in keep])
+            at = np.searchsorted(sorted_ids, ids)
             at = np.minimum(at, len(sorted_ids) - 1)
-            found = sorted_ids[at] == np.asarray([vid for vid, _ in keep])
+            found = sorted_ids[at] == ids
             cols = order[at[found]]
             scores[:, cols] = ((matrix @ q.T) / norms[:, None]).T[:, found]
         if progress:
-            progress(len(rows))
+            progress(read)
 
 
 def query_vectors(conn: Any, lock: Any, table: semantic.CodeTable, rows: np.ndarray) -> np.ndarray:
+    """The vectors of the table's `rows`, in their order."""
     ids = [int(table.ids[r]) for r in rows]
     with lock:
-        found = {r[0]: np.frombuffer(r[1], dtype="<f4") for r in conn.execute(
-            f"SELECT id, vector FROM vectors WHERE id IN ({','.join('?' * len(ids))})", ids)}
-    return np.stack([found[i] for i in ids])
+        found, matrix = read_vectors(conn, ids, None)
+    at = {vid: i for i, vid in enumerate(found.tolist())}
+    return np.stack([matrix[at[i]] for i in ids])
 
 
 def cases_for(conn: Any, lock: Any, table: semantic.CodeTable, rows: np.ndarray, *,

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING
 
 from ..log import FileLog, Record
 from ..log.framing import Frame
-from ..pages import applier
+from ..replica import engine
+from ..replica.appliers import FilingApplier
 from ..store import Connection
 
 if TYPE_CHECKING:
@@ -86,7 +87,7 @@ def _put(conn: Connection, rec: Record) -> None:
         (p["source_id"], p.get("kind", "page"), p["space"], p["container"], int(p["revision"]), p["digest"],
          int(p["bytes"]), int(p["bucket"]), dims, rec.seq, blob))
     conn.execute("INSERT INTO vector_codes (id, code) VALUES (?, vec_quantize_binary(vec_f32(?)))", (cur.lastrowid, blob))
-    from .ivf import store as ivf_store   # imported already by handlers(): a lookup, not a load
+    from . import index as ivf_store   # imported already by handlers(): a lookup, not a load
 
     ivf_store.file_new_code(conn, p["space"], cur.lastrowid)
 
@@ -106,37 +107,32 @@ def _drop(conn: Connection, rec: Record) -> None:
 @lru_cache(maxsize=1)
 def handlers() -> dict[str, Callable[[Connection, Record], None]]:
     """Each vector-log record type's handler (the semantic index's from ivf/store.py)."""
-    from .ivf import store as ivf_store
+    from . import index as ivf_store
 
     return {"vector.put": _put, "vector.restamp": _restamp, "vector.drop": _drop, **ivf_store.HANDLERS}
+
+
+# the vector log as it registers with the engine: its records file rows, a transaction of 500 at most
+VECTORS = FilingApplier(POSITION, handlers, batch=500)
 
 
 def apply_vector_record(conn: Connection, rec: Record) -> None:
     """Apply one vector record inside the caller's transaction (a vector record decides nothing a writer
     waits for, so it returns no outcome)."""
-    handler = handlers().get(rec.type)
-    if handler is None:
-        return  # a record type of a later build: nothing this build can file
-    conn.execute("SAVEPOINT vec")
-    try:
-        handler(conn, rec)
-    except (KeyError, TypeError, ValueError, OverflowError):
-        conn.execute("ROLLBACK TO vec")  # malformed: filed as nothing
-    conn.execute("RELEASE vec")
+    VECTORS.apply_one(conn, rec)
 
 
 def position(conn: Connection) -> tuple[int, int]:
-    return applier.position(conn, POSITION)
+    return engine.position(conn, POSITION)
 
 
-def catch_up(conn: Connection, vlog: FileLog, *, batch: int = 500,
+def catch_up(conn: Connection, vlog: FileLog, *, batch: int | None = None,
              progress: Callable[[int], None] | None = None,
              appended: Sequence[tuple[Record, Frame]] | None = None) -> int:
     """Apply every vector record past this node's position on the vector log, exactly as the pages
     log is applied (a batch a transaction, the position and its frame's digest stored with it, damage
     stopping it after the good records; a writer's own records from memory)."""
-    return applier.catch_up(conn, vlog, batch=batch, progress=progress, name=POSITION, apply=apply_vector_record,
-                            appended=appended)
+    return engine.catch_up(conn, vlog, VECTORS, batch=batch, progress=progress, appended=appended)
 
 
 # -- reading --------------------------------------------------------------------------------------------
@@ -153,15 +149,3 @@ def coverage(conn: Connection, space: str) -> tuple[int, int]:
 def spaces(conn: Connection) -> dict[str, int]:
     """Every embedding space the stored vectors are in, with how many sources each holds."""
     return {r[0]: r[1] for r in conn.execute("SELECT space, count(*) FROM vectors GROUP BY space ORDER BY space")}
-
-
-def load_vectors(conn: Connection, ids: list[int]) -> dict[int, np.ndarray]:
-    """Full vectors by primary key (stage two's exact rerank)."""
-    import numpy as np
-
-    out: dict[int, np.ndarray] = {}
-    for start in range(0, len(ids), 500):
-        chunk = ids[start:start + 500]
-        for r in conn.execute(f"SELECT id, vector FROM vectors WHERE id IN ({','.join('?' * len(chunk))})", chunk):
-            out[r[0]] = np.frombuffer(r[1], dtype="<f4")
-    return out

@@ -36,7 +36,7 @@ from core.embed.provider import one_line, redact
 if TYPE_CHECKING:
     import httpx
 
-    from .settings import LlmSettings
+    from . import LlmSettings
 
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024        # a short answer is kilobytes; past this it is not one
 

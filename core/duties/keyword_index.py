@@ -1,16 +1,17 @@
-"""The keyword index (and the backlinks derived with it) as one of the node's duties (core/worker.py)."""
+"""The keyword index (and the backlinks derived with it) as one of the node's duties (runner.py)."""
 from __future__ import annotations
 
 from ..paths import Home
-from ..worker import Duty, DutyPass, PassContext
-from .indexer import Indexer
+from ..search.indexer import Indexer
+from . import KEYWORD_INDEX
+from .runner import Duty, DutyPass, PassContext
 
 
 class KeywordIndexDuty(Duty):
     """The keyword index (and the backlinks derived with it) as one of the node's duties: this node's
     own, so its lease lives with the home."""
 
-    name = "keyword-index"
+    name = KEYWORD_INDEX
     scope = "node"
 
     def __init__(self, home: Home, *, interval_s: float = 2.0) -> None:

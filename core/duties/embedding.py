@@ -38,11 +38,13 @@ from typing import Any
 import numpy as np
 
 from ..diagnostics import Diagnostics
-from ..node import now_ms
-from ..search import vectors
-from ..worker import Duty, DutyPass, PassContext, read_duty_records
-from .provider import InputRefused, Provider, ProviderError, ResponseRefused, default_threads, make_provider
-from .text import BODY_READ_CHARS, bucket, embed_text
+from ..clock import now_ms
+from ..vectors import records as vectors
+from ..embed.provider import InputRefused, Provider, ProviderError, ResponseRefused, default_threads
+from ..embed.registry import make_provider
+from ..embed.text import BODY_READ_CHARS, bucket, embed_text
+from . import EMBEDDING
+from .runner import Duty, DutyPass, PassContext, read_duty_records
 
 log = logging.getLogger("crewlet.embed")
 
@@ -132,7 +134,7 @@ def pack(items: list[Item], provider: Provider) -> list[list[Item]]:
 
 
 class EmbeddingDuty(Duty):
-    name = "embedding"
+    name = EMBEDDING
     scope = "fleet"
 
     def __init__(self, node: Any, *, threads: int | None = None, interval_s: float = 60.0,

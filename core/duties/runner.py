@@ -19,25 +19,21 @@ kernel gave to another program does not pass for it).
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
-import socket
 import threading
 import time
-import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from .durable import write_atomic
-from .errors import CrewletError
-from .log import LogDamage
-from .process import Holder
+from ..clock import now_ms
+from ..errors import CrewletError
+from ..leases import DEFAULT_LEASE_S, Lease, LeaseHolder, new_owner  # noqa: F401 - the runner's leases
+from ..log import LogDamage
 
 log = logging.getLogger("crewlet.worker")
 
@@ -45,11 +41,6 @@ Scope = Literal["node", "fleet"]
 # (duty name, done, total, label): a duty's progress through its current pass
 ProgressFn = Callable[[str, int, int, str], None]
 
-DEFAULT_LEASE_S = 90.0
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 # -- what a pass says --------------------------------------------------------------------------------
@@ -117,10 +108,18 @@ class PassContext:
     _progress: ProgressFn | None = None
     _renew: Callable[[], bool] | None = None
     duty: str = ""
+    _status: Callable[[dict[str, Any]], None] | None = None
 
     def progress(self, done: int, total: int, label: str = "") -> None:
         if self._progress is not None:
             self._progress(self.duty, done, total, label)
+
+    def note_status(self, status: dict[str, Any]) -> None:
+        """Merge `status` into the duty's status row now, mid-pass (a long pass says where it is to any
+        process that reads the row: `crewlet index status` while the index trains); the pass's own
+        status, when it ends, is written over it as usual."""
+        if self._status is not None:
+            self._status(status)
 
     def renew(self) -> None:
         """Long passes call this as they make progress; raises LeaseLost when another holder took over."""
@@ -146,131 +145,6 @@ class Duty(ABC):
         """Release what the duty holds (connections, models)."""
 
 
-# -- leases --------------------------------------------------------------------------------------------
-
-@dataclass
-class LeaseHolder:
-    owner: str
-    label: str
-    expires_at: int                           # ms since the epoch
-    process: Holder | None = None             # who holds it: host, pid, process start (None: an older lease file)
-    since: int | None = None                  # ms: when this holder took it
-    renewed_at: int | None = None             # ms: its last renewal
-
-    def describe(self, now: int | None = None) -> str:
-        """"run by crewlet worker (pid 123), holding it for 4 min, renewed 2 s ago"."""
-        now = _now_ms() if now is None else now
-        who = self.label
-        if self.process is not None and f"pid {self.process.pid}" not in who:
-            who += f" (pid {self.process.pid})"
-        if self.process is not None and not self.process.here:
-            who += f" on {self.process.host}"
-        ages = []
-        if self.since is not None:
-            ages.append(f"holding it for {_age(now - self.since)}")
-        if self.renewed_at is not None:
-            ages.append(f"renewed {_age(now - self.renewed_at)} ago")
-        return f"run by {who}" + (f", {', '.join(ages)}" if ages else "")
-
-    def dead(self) -> bool:
-        """Its holder is on this machine and no longer runs (the pid is gone, or names another process)."""
-        return self.process is not None and not self.process.running()
-
-
-def _age(ms: int) -> str:
-    s = max(0, ms) / 1000
-    if s < 90:
-        return f"{s:.0f} s"
-    if s < 5400:
-        return f"{s / 60:.0f} min"
-    return f"{s / 3600:.1f} h"
-
-
-class Lease:
-    """A lease on one duty, in a directory: `<name>.lease` (JSON: owner, label, the holding process — host, pid
-    and start time — and expiry), updated under an flock of `<name>.lock` so two processes never both believe
-    they hold it.
-
-    A lease expires when its holder stops renewing it; and a holder on this machine that is not running any
-    more (killed: its pid gone, or given to another program, which the start time tells) holds nothing — its
-    lease is taken over at once, not after the expiry."""
-
-    def __init__(self, directory: Path, name: str, owner: str, label: str, ttl_s: float = DEFAULT_LEASE_S,
-                 clock: Callable[[], int] | None = None) -> None:
-        self.dir = directory
-        self.name = name
-        self.owner = owner
-        self.label = label
-        self.ttl_ms = int(ttl_s * 1000)
-        self.path = directory / f"{name}.lease"
-        self.clock = clock or _now_ms
-        self._since: int | None = None
-
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.dir / f"{self.name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)  # closing releases the flock
-
-    def holder(self) -> LeaseHolder | None:
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-            process = Holder.from_json(data["process"]) if isinstance(data.get("process"), dict) else None
-            return LeaseHolder(str(data["owner"]), str(data.get("label", data["owner"])), int(data["expires_at"]),
-                               process, _int_or_none(data.get("since")), _int_or_none(data.get("renewed_at")))
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-
-    def _write(self, now: int) -> None:
-        if self._since is None:
-            self._since = now
-        write_atomic(self.path, json.dumps({"owner": self.owner, "label": self.label, "pid": os.getpid(),
-                                            "process": Holder.me().to_json(), "since": self._since,
-                                            "renewed_at": now, "expires_at": now + self.ttl_ms}).encode("utf-8"),
-                     durable=False)
-
-    def acquire(self) -> LeaseHolder | None:
-        """Take or renew the lease. Returns None when this owner holds it now, else who does (a live holder)."""
-        with self._locked():
-            now = self.clock()
-            held = self.holder()
-            if held is not None and held.owner != self.owner:
-                if held.expires_at > now and not held.dead():
-                    return held
-                why = "its holder is not running" if held.expires_at > now else "it expired"
-                log.info("taking over the %s lease from %s (%s)", self.name, held.label, why)
-                self._since = None
-            elif held is None:
-                self._since = None
-            self._write(now)
-            return None
-
-    def release(self) -> None:
-        with self._locked():
-            held = self.holder()
-            if held is not None and held.owner == self.owner:
-                try:
-                    self.path.unlink()
-                except FileNotFoundError:
-                    pass
-            self._since = None
-
-
-def _int_or_none(value: Any) -> int | None:
-    try:
-        return int(value) if value is not None else None
-    except (TypeError, ValueError):
-        return None
-
-
-def new_owner(label: str) -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{label}:{uuid.uuid4().hex[:8]}"
-
-
 # -- the runner ----------------------------------------------------------------------------------------
 
 @dataclass
@@ -287,6 +161,12 @@ class DutyRecord:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def duty_records(node: Any) -> dict[str, DutyRecord]:
+    """Every duty's row (under the node's lock): what its last pass left, and who ran it."""
+    with node.lock:
+        return read_duty_records(node.conn)
 
 
 def read_duty_records(conn: Any) -> dict[str, DutyRecord]:
@@ -340,8 +220,14 @@ class DutyRunner:
                 "cursor = COALESCE(excluded.cursor, duties.cursor), last_run_at = excluded.last_run_at, "
                 "last_summary = excluded.last_summary, last_error = excluded.last_error, holder = excluded.holder, "
                 "status = COALESCE(excluded.status, duties.status)",
-                (report.duty, result.cursor if result else None, _now_ms(), result.summary if result else "",
+                (report.duty, result.cursor if result else None, now_ms(), result.summary if result else "",
                  report.error, self.label, json.dumps(result.status, default=str) if result and result.status else None))
+
+    def _note_status(self, name: str, status: dict[str, Any]) -> None:
+        with self.node.lock:
+            self.node.conn.execute(
+                "INSERT INTO duties (name, status) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET status = "
+                "json_patch(COALESCE(duties.status, '{}'), excluded.status)", (name, json.dumps(status, default=str)))
 
     def run_one(self, duty: Duty, *, stop: threading.Event, progress: ProgressFn | None = None,
                 budget_s: float | None = None) -> DutyReport:
@@ -357,7 +243,8 @@ class DutyRunner:
             return lease.acquire() is None
 
         ctx = PassContext(cursor=self._cursor(duty.name), stop=stop, duty=duty.name, _progress=progress,
-                          _renew=renew, deadline=(time.monotonic() + budget_s) if budget_s else None)
+                          _renew=renew, deadline=(time.monotonic() + budget_s) if budget_s else None,
+                          _status=lambda status: self._note_status(duty.name, status))
         started = time.perf_counter()
         try:
             result = duty.run_pass(ctx)

@@ -23,18 +23,20 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from collections.abc import Callable
 from typing import Any
 
 
-from ...diagnostics import Diagnostics
-from ...embed.provider import Provider, make_provider
-from ...pages import applier
-from ...worker import Duty, DutyPass, PassContext
-from .. import semantic, vectors
-from . import kmeans, measure, store, training
+from ..clock import half_the_cores, now_ms
+from ..diagnostics import Diagnostics
+from ..embed.provider import Provider
+from ..embed.registry import make_provider
+from ..search import semantic
+from ..search.ivf import kmeans, measure, training
+from ..vectors import index as store
+from . import SEMANTIC_INDEX
+from .runner import Duty, DutyPass, PassContext, read_duty_records
 
 log = logging.getLogger("crewlet.search")
 
@@ -44,16 +46,11 @@ PROGRESS_EVERY_S = 1.0
 
 def training_threads() -> int:
     """Half the node's cores, never fewer than two (a single core trains on it)."""
-    cores = os.cpu_count() or 1
-    return 1 if cores == 1 else max(2, cores // 2)
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
+    return half_the_cores(at_least=2)
 
 
 class IndexTrainingDuty(Duty):
-    name = "semantic-index"
+    name = SEMANTIC_INDEX
     scope = "fleet"
 
     def __init__(self, node: Any, *, interval_s: float = 60.0, threads: int | None = None,
@@ -82,9 +79,8 @@ class IndexTrainingDuty(Duty):
 
     def _behind_log(self) -> tuple[int, int] | None:
         """(applied, on the logs) when this node has not applied the whole of its logs, else None."""
-        with self.node.lock:
-            applied = applier.position(self.node.conn)[0] + vectors.position(self.node.conn)[0]
-        on_log = self.node.log.last_seq() + self.node.vlog.last_seq()
+        applied = sum(seq for seq, _ in self.node.positions().values())
+        on_log = sum(stream.backend.last_seq() for stream in self.node.streams)
         return (applied, on_log) if applied < on_log else None
 
     # -- one tick --------------------------------------------------------------------------------------------
@@ -124,7 +120,7 @@ class IndexTrainingDuty(Duty):
                               cursor, space, more=moving)
 
         reason = self._why_train(row, sources, cursor, space)
-        if reason is None and row is not None and _now_ms() - row.measured_at >= DAY_MS:
+        if reason is None and row is not None and now_ms() - row.measured_at >= DAY_MS:
             return self._remeasure(ctx, row, cursor, space)
         if reason is None:
             return self._done(self._idle_line(row, sources, cursor, space), cursor, space, more=moving)
@@ -182,7 +178,7 @@ class IndexTrainingDuty(Duty):
             # looked at again at once: cheap when nothing moved, and a corpus being filled trains on doubling
             return self._done(line, cursor, space, worked=True, more=True, extra={"training": summary})
         record = store.install_record(space, result.centroids, result.probes, result.ranges, result.sources,
-                                      result.fullest, summary, _now_ms())
+                                      result.fullest, summary, now_ms())
         self._publish([record])
         with self.node.lock:
             installed = store.read_index(self.node.conn, space)
@@ -230,7 +226,7 @@ class IndexTrainingDuty(Duty):
         if result.probes is None:
             return self._train(ctx, row, "the daily measurement found no count within half the lists that meets "
                                          "the floor", cursor, space, result.sources)
-        self._publish([store.measure_record(space, row.generation, result.probes, result.summary(), _now_ms())])
+        self._publish([store.measure_record(space, row.generation, result.probes, result.summary(), now_ms())])
         return self._done(f"re-measured: {result.probes} of {row.lists} lists probed (was {row.probes})", cursor, space,
                           worked=result.probes != row.probes, extra={"measurement": result.summary()})
 
@@ -273,7 +269,7 @@ class IndexTrainingDuty(Duty):
     def _progress_fn(self, ctx: PassContext, phase: str) -> training.ProgressFn:
         """Progress to the runner (the app's bar) and, about once a second, into this duty's status row so
         `crewlet index status` in another process shows the training as it runs."""
-        started = _now_ms()
+        started = now_ms()
         last = [0.0]
 
         def progress(done: int, total: int, label: str) -> None:
@@ -282,12 +278,7 @@ class IndexTrainingDuty(Duty):
             if now - last[0] < PROGRESS_EVERY_S and done < total:
                 return
             last[0] = now
-            status = json.dumps({"running": {"phase": phase, "label": label, "done": done, "total": total,
-                                             "since": started}})
-            with self.node.lock:
-                self.node.conn.execute(
-                    "INSERT INTO duties (name, status) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET status = "
-                    "json_patch(COALESCE(duties.status, '{}'), excluded.status)", (self.name, status))
+            ctx.note_status({"running": {"phase": phase, "label": label, "done": done, "total": total, "since": started}})
 
         return progress
 
@@ -295,8 +286,6 @@ class IndexTrainingDuty(Duty):
 def index_status(node: Any, space: str | None) -> dict[str, Any]:
     """The semantic index for `crewlet index status` and the app: what is installed, the duty's last pass,
     and a training or re-measurement in progress (written by the duty about once a second)."""
-    from ...worker import read_duty_records
-
     with node.lock:
         row = store.read_index(node.conn, space) if space else None
         record = read_duty_records(node.conn).get(IndexTrainingDuty.name)

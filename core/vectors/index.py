@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from ...log import Record
-from .kmeans import distance_matrix
+from ..log import Record
+from .hamming import nearest_lists
 
 ACTOR = "embedding-duty"
 INSTALL, REFILE, MEASURE, RETIRE = "index.install", "index.refile", "index.measure", "index.retire"
@@ -161,11 +161,6 @@ def _centroids(conn: Any, space: str) -> tuple[int, np.ndarray] | None:
                 _centroid_cache.clear()
             _centroid_cache[key] = found
     return int(r[0]), found
-
-
-def nearest_lists(codes: np.ndarray, centroids: np.ndarray) -> np.ndarray:
-    """Each code's list: its nearest centroid, the lower list on a tie."""
-    return distance_matrix(codes, centroids).argmin(axis=1).astype(np.int32)
 
 
 def file_new_code(conn: Any, space: str, vector_id: int) -> None:

@@ -7,20 +7,16 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..clock import now_ms
 from ..durable import write_atomic
 
 from ..paths import Home
 
 HEARTBEAT_MS = 60_000
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass
@@ -32,7 +28,7 @@ class Peer:
     seen_at: int = 0                                   # ms: when it last applied or looked
     logs: dict[str, dict[str, int]] = field(default_factory=dict)   # position name -> {"seq", "end"}
     # the content digest it computed, and the positions it computed it at: {"content", "positions": {name:
-    # seq}, "at"} — two nodes at the same positions must hold the same content (core/sync/digest.py)
+    # seq}, "at"} — two nodes at the same positions must hold the same content (core/store/digest.py)
     digest: dict[str, Any] | None = None
 
     def seq(self, position: str) -> int:

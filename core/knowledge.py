@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..config import Company
+from .config import Company
 
 
 def company_of(node: Any) -> Callable[[], Company]:
@@ -27,14 +27,14 @@ def make_searcher(node: Any, **native_options: Any) -> Any:
     """The searcher knowledge.backend names (native options go to NativeSearcher)."""
     backend = node.company.knowledge.backend
     if backend == "confluence":
-        from ..remote.confluence import ConfluenceSearcher
+        from .remote.confluence import ConfluenceSearcher
 
         return ConfluenceSearcher(company_of(node))
     if backend == "plane":
-        from ..remote.plane import PlaneSearcher
+        from .remote.plane import PlaneSearcher
 
         return PlaneSearcher(company_of(node))
-    from .native import NativeSearcher
+    from .search.native import NativeSearcher
 
     return NativeSearcher(node, **native_options)
 

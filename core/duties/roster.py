@@ -1,0 +1,105 @@
+"""The node's duties, in the order a tick runs them, the small ones that need no module of their own, and
+`run_duties`: the one way they are run, by `crewlet worker` and by the app's background worker alike.
+
+`default_duties(node)` is what the one `DutyRunner` (runner.py) runs: applying the log first (so every
+later duty sees what other writers appended), then the keyword index, then the trash reaper, then the
+embedding duty (the one that waits on a provider, so the cheap duties never wait on it), then the
+semantic index over what it embedded.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..clock import now_ms
+from ..pages.service import KnowledgeBase
+from ..sync import watch
+from . import APPLY, TRASH_REAPER
+from .embedding import EmbeddingDuty
+from .keyword_index import KeywordIndexDuty
+from .runner import Duty, DutyPass, DutyReport, DutyRunner, PassContext, ProgressFn
+from .semantic_index import IndexTrainingDuty
+
+
+class ApplyDuty(Duty):
+    """Apply what other processes appended to the log since this node last looked; on a node of a shared
+    directory, once caught up, say this node's content digest at its positions (at most once a DIGEST_EVERY_S),
+    so `crewlet sync status` on any node can name one that holds other content than its peers."""
+
+    name = APPLY
+    scope = "node"
+    DIGEST_EVERY_S = 60.0
+
+    def __init__(self, node: Any, *, interval_s: float = 2.0) -> None:
+        self.node = node
+        self.interval_s = interval_s
+        self._digested_at = float("-inf")
+
+    def run_pass(self, ctx: PassContext) -> DutyPass:
+        applied = self.node.catch_up(progress=lambda n: ctx.progress(n, 0, "applying the log"))
+        if not applied and self.node.home.shared is not None and time.monotonic() - self._digested_at >= self.DIGEST_EVERY_S:
+            self._digested_at = time.monotonic()
+            self.node.publish_digest()
+        seq = self.node.applied_seq()
+        summary = f"applied {applied} record(s), through {seq}" if applied else f"up to date at {seq}"
+        return DutyPass(summary=summary, worked=bool(applied), cursor=str(seq), counts={"applied": applied},
+                        status={"applied_seq": seq})
+
+
+class TrashReaperDuty(Duty):
+    """Purge pages trashed more than thirty days ago, through the purge record an admin's purge writes.
+    One node of the fleet runs it for all (its records replicate), hourly."""
+
+    name = TRASH_REAPER
+    scope = "fleet"
+
+    def __init__(self, node: Any, *, interval_s: float = 3600.0) -> None:
+        self.kb = KnowledgeBase(node)
+        self.interval_s = interval_s
+
+    def run_pass(self, ctx: PassContext) -> DutyPass:
+        reaped = self.kb.reap()
+        return DutyPass(summary=f"{reaped.purged} purged, {reaped.refused} refused", worked=bool(reaped.purged),
+                        cursor=str(now_ms()), counts={"purged": reaped.purged, "refused": reaped.refused,
+                                                      "passes": reaped.passes})
+
+
+def default_duties(node: Any, *, index_interval_s: float = 2.0, embed_threads: int | None = None) -> list[Duty]:
+    """`embed_threads`: the local model's compute threads (default half the cores; the app gives it one,
+    so a key press still paints promptly while a first fill runs)."""
+    return [ApplyDuty(node), KeywordIndexDuty(node.home, interval_s=index_interval_s), TrashReaperDuty(node),
+            EmbeddingDuty(node, threads=embed_threads), IndexTrainingDuty(node)]
+
+
+def run_duties(node: Any, *, label: str, once: bool = False, stop: threading.Event | None = None,
+               wake: threading.Event | None = None, progress: ProgressFn | None = None,
+               on_report: Callable[[DutyReport], None] | None = None, index_interval_s: float = 2.0,
+               embed_threads: int | None = None, embed_pass_budget_s: float | None = None) -> list[DutyReport]:
+    """Build the node's runner and run it: with `once`, every duty pass after pass until none has work
+    left (returns every report); else tick until `stop` is set, every duty at once when `wake` is set or
+    another process or node appends to the logs (the log watcher sets it), and return nothing. Either
+    way every lease is given back and every duty closed at the end.
+
+    `embed_threads`: the local model's compute threads (default half the cores). `embed_pass_budget_s`: an
+    embedding pass hands the thread back after that long, and at once when `wake` is set — for a caller
+    whose one thread runs every duty in turn (the app: a first fill would otherwise keep a page just saved
+    out of the keyword index until it ended)."""
+    duties = default_duties(node, index_interval_s=index_interval_s, embed_threads=embed_threads)
+    stop = stop or threading.Event()
+    wake = wake or threading.Event()
+    if embed_pass_budget_s is not None:
+        for duty in duties:
+            if isinstance(duty, EmbeddingDuty):
+                duty.pass_budget_s = embed_pass_budget_s
+                duty.yield_to = wake
+    runner = DutyRunner(node, duties, label=label)
+    try:
+        if once:
+            return runner.run_until_idle(stop=stop, progress=progress, on_report=on_report)
+        watch.start(node.home, wake, stop, applied=node.applied_ends)
+        runner.run_forever(stop=stop, wake=wake, progress=progress, on_report=on_report)
+        return []
+    finally:
+        runner.close()
