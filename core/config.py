@@ -67,10 +67,13 @@ class Actor:
         return self.is_agent or self.admin or self.knowledge
 
 
-EMBEDDING_PROVIDERS = ("local", "openai")
+# "none": no embeddings provider at all — nothing embeds (searches are keyword, agents' diaries recency
+# alone), knowledge.vectors derives false, and vectors = true beside it is refused
+EMBEDDING_PROVIDERS = ("local", "openai", "none")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _EMBEDDINGS_KEYS = {
     "local": ("provider", "model", "dimensions", "max_batch_inputs"),
+    "none": ("provider",),
     "openai": ("provider", "base_url", "model", "dimensions", "api_key_env",
                "max_input_tokens", "max_batch_tokens", "max_batch_inputs"),
 }
@@ -224,7 +227,8 @@ def _parse_embeddings(file: Path, raw: Any) -> EmbeddingsSettings:
     provider = e.get("provider", "local")
     if provider not in EMBEDDING_PROVIDERS:
         raise ConfigError(file, f"{table}.provider", f"{provider!r} is not an embeddings provider",
-                          'set it to "local" (the embedded model) or "openai" (any OpenAI-compatible endpoint)')
+                          'set it to "local" (the embedded model), "openai" (any OpenAI-compatible endpoint) or '
+                          '"none" (nothing embeds)')
     allowed = _EMBEDDINGS_KEYS[provider]
     for key in e:
         if key not in allowed:
@@ -235,6 +239,8 @@ def _parse_embeddings(file: Path, raw: Any) -> EmbeddingsSettings:
     if batch_inputs is not None:
         batch_inputs = _whole(file, f"{table}.max_batch_inputs", batch_inputs, low=1, high=MAX_BATCH_INPUTS,
                               example="max_batch_inputs = 128")
+    if provider == "none":
+        return EmbeddingsSettings(provider="none", model="", dimensions=0)
     if provider == "local":
         model = _expect(file, f"{table}.model", e.get("model", LOCAL_MODEL), str, f'model = "{LOCAL_MODEL}"')
         if model != LOCAL_MODEL:
@@ -341,6 +347,13 @@ def _parse_llm(file: Path, raw: Any) -> LlmSettings | None:
                        max_sources=max_sources_n, **budgets)
 
 
+def _provider_named(data: dict[str, Any]) -> Any:
+    """providers.embeddings.provider as written (validated with its table later)."""
+    prov = data.get("providers")
+    emb = prov.get("embeddings") if isinstance(prov, dict) else None
+    return emb.get("provider", "local") if isinstance(emb, dict) else "local"
+
+
 def parse(data: dict[str, Any], file: Path, activated_at: int = 0) -> Company:
     known_top = {"operator", "knowledge", "spaces", "actors", "providers", "integrations", "company"}
     for key in data:
@@ -367,7 +380,14 @@ def parse(data: dict[str, Any], file: Path, activated_at: int = 0) -> Company:
     if remote and kn_raw.get("vectors") is True:
         raise ConfigError(file, "knowledge.vectors", f"vectors = true with knowledge.backend = \"{backend}\", which keeps "
                           "no local copy to embed (the backend ranks by its own search)", "remove knowledge.vectors")
-    vectors = _expect(file, "knowledge.vectors", kn_raw.get("vectors", not remote), bool, "set it to true or false")
+    # knowledge.vectors derives from whether there is an embeddings provider (spec 000, Configuration)
+    no_provider = _provider_named(data) == "none"
+    if no_provider and kn_raw.get("vectors") is True:
+        raise ConfigError(file, "knowledge.vectors", 'vectors = true with providers.embeddings provider = "none": '
+                          "there is no model to embed with", 'remove knowledge.vectors, or name a provider '
+                          '(provider = "local" is the embedded model)')
+    vectors = _expect(file, "knowledge.vectors", kn_raw.get("vectors", not remote and not no_provider), bool,
+                      "set it to true or false")
     reserved = {}
     for name, default in (("root_space", "HOME"), ("skills_container", "SKILLS")):
         value = _expect(file, f"knowledge.{name}", kn_raw.get(name, default), str, f'e.g. {name} = "{default}"')

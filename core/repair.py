@@ -591,6 +591,10 @@ def repair_home(home: Home, reports: list[LogReport], *,
         with Node.open(home, sync_containers=False) as node:
             if node.damage is not None:
                 raise node.damage
+    if result.rebuilt:
+        from .agents.carry import carry_diaries   # diaries are on no log: they follow the database
+
+        carry_diaries(result.database_kept_as, home.db_file)
     return result
 
 

@@ -551,6 +551,13 @@ class CrewletApp(App[None]):
         if self.session is not None and not isinstance(self.screen, TrashScreen):
             self.push_screen(TrashScreen())
 
+    def action_diaries(self) -> None:
+        """Agents' diaries on this node (read-only)."""
+        from .screens.diaries import DiariesScreen
+
+        if self.session is not None and not isinstance(self.screen, DiariesScreen):
+            self.push_screen(DiariesScreen())
+
     def action_help(self) -> None:
         from .screens.help import HelpScreen
 

@@ -38,7 +38,9 @@ def register(app: typer.Typer) -> None:
                                                                 "--home, $CREWLET_HOME, else the user data directory)."),
         verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every refusal and catch-up to stderr."),
     ) -> None:
-        """Serve the knowledge base to an MCP client over stdio (the knowledge app's six tools, pages as resources)."""
+        """Serve the knowledge base to an MCP client over stdio (the knowledge app's tools, an agent's own memory).
+
+        The knowledge app's six tools and pages as resources; an agent also gets its own diary and onboarding."""
         import os
         import sys
 

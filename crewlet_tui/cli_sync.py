@@ -120,6 +120,7 @@ def sync_status_cmd(
     _render_status(st)
     if dig is not None:
         console.print(f"content digest  {dig.content}  (positions {dig.positions})")
+        console.print("                (agents' diaries are not in it: they are this node's own, on no log)")
 
 
 def _render_status(st: SyncStatus) -> None:
@@ -141,6 +142,7 @@ def _render_status(st: SyncStatus) -> None:
             good = st.damage.good_through
             lag = "[red]damaged" + (f" past record {good:,}" if good is not None else "") + "[/] — `crewlet log check`"
         console.print(f"{line.name:<9} applied through seq {line.applied_seq:,} of {line.log_seq:,} — {lag}", soft_wrap=True)
+    console.print(f"diaries   {markup_safe(st.diary_line())}", soft_wrap=True)
     if st.shared is None:
         return
     if not st.peers:

@@ -25,6 +25,7 @@ class CrewletCommands(Provider):
             ("Ask the knowledge base", "a question answered from the pages, every claim cited", app.action_ask),
             ("Spaces", "the declared spaces with their page counts", app.action_spaces),
             ("Trash", "trashed pages: restore, or purge (admin)", app.action_trash),
+            ("Diaries", "agents' private diaries on this node, and their onboarding", app.action_diaries),
             ("Help", "what each screen is for, and its keys", app.action_help),
         ]
 

@@ -3,7 +3,7 @@
 Builds a temporary home with the bundled example knowledge base (or, in a build without the importer,
 a few pages made through KnowledgeBase), drives the app with Pilot at a fixed size with a fixed clock,
 fixed record times and page ids, and no cursor blink, and saves an SVG of each screen: spaces, outline,
-page, edit, conflict, history, search, ask, trash, help. The same input gives the same SVGs.
+page, edit, conflict, history, search, ask, trash, diaries, help. The same input gives the same SVGs.
 
 With no --size it shoots both sizes the app is laid out for: 120x36 (`page.svg`, …) and the smallest
 terminal it promises to be usable in, 80x24 (`page-80x24.svg`, …), each from a home of its own.
@@ -64,6 +64,8 @@ def fix_the_clock() -> None:
         return hashlib.sha1(f"crewlet-screenshot-{next(ids)}".encode()).hexdigest()[:16]
 
     service_mod.new_id = new_id  # type: ignore[assignment]
+    from core.agents import diary as diary_mod
+    diary_mod.now_ms = lambda: T0_MS + next(ticks) * 97_000  # a note's written time  # type: ignore[assignment]
     service_mod.now_ms = lambda: T0_MS + next(ticks) * 97_000  # the rescued file's name  # type: ignore[assignment]
     try:
         from core.importer import plan as plan_mod
@@ -114,6 +116,12 @@ def build_home(root: Path) -> tuple[Home, dict[str, str]]:
         kb.trash_page(old.id, actor="sam")
         scratch = kb.create_page("PROD", "Scratch ideas", "- a dark mode\n", actor="alex")
         kb.trash_page(scratch.id, actor="alex")
+        from core.agents.diary import Diary   # eng-bot's diary: what the Diaries screen shows
+        diary = Diary(node)
+        for fact in ("Deploys to staging need the VPN turned on first",
+                     "The billing service restarts cleanly only after its queue drains",
+                     "Sam reviews runbook changes; ask in #deploys before editing one"):
+            diary.remember(fact, actor="eng-bot")
         return home, {"runbook": runbook.id, "rollback": rollback.id}
     finally:
         node.close()
@@ -236,6 +244,12 @@ async def shoot(home: Home, ids: dict[str, str], out: Path, size: tuple[int, int
         await wait_until(pilot, lambda: screen_is("TrashScreen") and app.screen.pages)
         await settle(pilot)
         save("trash")
+
+        app.action_diaries()
+        await wait_until(pilot, lambda: screen_is("DiariesScreen") and app.screen.agents
+                         and app.screen.query_one("#notes-table").row_count)
+        await settle(pilot)
+        save("diaries")
 
         await pilot.press("question_mark")
         await wait_until(pilot, lambda: screen_is("HelpScreen"))

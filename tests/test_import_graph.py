@@ -21,7 +21,7 @@ FLOORS = [
     {"replica"},
     {"pages", "vectors", "recover", "repaired"},
     {"node"},
-    {"repair", "search"},
+    {"repair", "search", "agents"},
     {"sync", "importer", "evaluate", "remote"},
     {"duties", "knowledge"},
     {"mcp", "ask"},

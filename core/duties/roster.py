@@ -4,7 +4,8 @@
 `default_duties(node)` is what the one `DutyRunner` (runner.py) runs: applying the log first (so every
 later duty sees what other writers appended), then the keyword index, then the trash reaper, then the
 embedding duty (the one that waits on a provider, so the cheap duties never wait on it), then the
-semantic index over what it embedded.
+semantic index over what it embedded, then the diary fill (agents' notes left without a vector of the current
+model: diary_fill.py).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from ..clock import now_ms
 from ..pages.service import KnowledgeBase
 from ..sync import watch
 from . import APPLY, TRASH_REAPER
+from .diary_fill import DiaryFillDuty
 from .embedding import EmbeddingDuty
 from .keyword_index import KeywordIndexDuty
 from .runner import Duty, DutyPass, DutyReport, DutyRunner, PassContext, ProgressFn
@@ -70,7 +72,7 @@ def default_duties(node: Any, *, index_interval_s: float = 2.0, embed_threads: i
     """`embed_threads`: the local model's compute threads (default half the cores; the app gives it one,
     so a key press still paints promptly while a first fill runs)."""
     return [ApplyDuty(node), KeywordIndexDuty(node.home, interval_s=index_interval_s), TrashReaperDuty(node),
-            EmbeddingDuty(node, threads=embed_threads), IndexTrainingDuty(node)]
+            EmbeddingDuty(node, threads=embed_threads), IndexTrainingDuty(node), DiaryFillDuty(node, threads=embed_threads)]
 
 
 def run_duties(node: Any, *, label: str, once: bool = False, stop: threading.Event | None = None,

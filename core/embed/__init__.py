@@ -17,7 +17,7 @@ MAX_BATCH_INPUTS = 128
 class EmbeddingsSettings:
     """[providers.embeddings]: which model turns text into vectors. The default is the local model,
     which needs no network and no key."""
-    provider: str = "local"       # "local" (embedded, offline) or "openai" (any OpenAI-compatible endpoint)
+    provider: str = "local"       # "local" (embedded, offline), "openai" (any OpenAI-compatible endpoint) or "none"
     base_url: str = ""            # e.g. "http://127.0.0.1:8089/v1"; POST {base_url}/embeddings
     model: str = LOCAL_MODEL      # the local model's name, or the endpoint's model
     dimensions: int = LOCAL_DIMENSIONS   # the stored width (an endpoint is sent it as `dimensions`)

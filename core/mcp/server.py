@@ -62,6 +62,9 @@ def instructions(session: Session) -> str:
         "remark on them with comment_on_page. Link pages by id: [its title](#/knowledge/pages/<page id>).",
     ]
     if who.is_agent:
+        lines.append("You also have a private diary and an onboarding: call onboarding_status first in every session "
+                     "(read what it names, then mark_onboarded); recall_memory before a task brings back what you "
+                     "noted for yourself; remember keeps one new fact a call; forget drops a note that is wrong.")
         lines.append(f"As an agent you may not add pages to {session.node.company.knowledge.root_space} (the "
                      f"company root) nor write in {session.node.company.knowledge.skills_container} (tool skills).")
     return "\n".join(lines)

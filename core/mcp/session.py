@@ -22,6 +22,8 @@ from ..log import LogDamage
 from ..pages.service import KnowledgeBase
 
 if TYPE_CHECKING:
+    from ..agents.diary import Diary
+    from ..agents.onboarding import Onboarding
     from ..node import Node
 
 log = logging.getLogger("crewlet.mcp")
@@ -43,6 +45,26 @@ class Session:
         self._index_dirty = True          # a search catches the keyword index up before its first answer
         self._pages_version: int | None = None   # the newest page change this session has seen
         self.lock = threading.RLock()     # one call at a time over the one connection
+        self._diary: Diary | None = None
+        self._onboarding: Onboarding | None = None
+
+    # -- an agent's own memory (core/agents): made on first use ---------------------------------------
+    @property
+    def diary(self) -> Diary:
+        if self._diary is None:
+            from ..agents.diary import Diary
+
+            self._diary = Diary(self.node)
+        return self._diary
+
+    @property
+    def onboarding(self) -> Onboarding:
+        """This session's view of onboarding: the pass lease it may hold is this server process's."""
+        if self._onboarding is None:
+            from ..agents.onboarding import Onboarding
+
+            self._onboarding = Onboarding(self.node, label=f"crewlet mcp as {self.handle} (pid {os.getpid()})")
+        return self._onboarding
 
     @property
     def actor(self) -> Actor:
@@ -136,6 +158,10 @@ class Session:
         with self.lock:
             if self._searcher is not None:
                 self._searcher.close()
+            if self._diary is not None:
+                self._diary.close()
+            if self._onboarding is not None:   # a pass this session held is free for the next at once
+                self._onboarding.release_all()
 
 
 def describe_error(exc: BaseException, db_file: Path) -> tuple[str, dict[str, Any]]:

@@ -2,8 +2,11 @@
 
 It covers the replicated rows — pages, revisions, comments, purge markers, container documents, the
 applier's outcomes, reads, onboarding markers, vectors and their sign codes — and leaves out what each
-node keeps for itself (backlinks, its duties, the embedding duty's holds, when a migration ran). The
-position rows are digested apart: two nodes agree on content only at the same position."""
+node keeps for itself (backlinks, its duties, the embedding duty's holds, when a migration ran) — and
+agents' diaries, which are on no log at all: each node holds the diaries of the agents it runs
+(docs/architecture.md, "An agent's own memory"), so two nodes at one position rightly differ there, and
+`EXCLUDED` says so in every digest. The position rows are digested apart: two nodes agree on content only
+at the same position."""
 from __future__ import annotations
 
 import hashlib
@@ -36,6 +39,11 @@ REPLICATED: dict[str, str] = {
                       "fullest, trained_at FROM semantic_index ORDER BY space",
 }
 POSITIONS = "SELECT name, seq, byte_offset, frame_offset, digest FROM log_position ORDER BY name"
+# rows a node holds that no log carries, so no digest covers them: table -> why (said in --json)
+EXCLUDED: dict[str, str] = {
+    "agent_diary": "agents' diaries are this node's own (never on a log): each node holds the diaries of the "
+                   "agents it runs, so nodes at one position may differ there",
+}
 
 
 @dataclass
@@ -46,7 +54,8 @@ class Digest:
     tables: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"content": self.content, "positions": self.positions, "rows": self.rows, "tables": self.tables}
+        return {"content": self.content, "positions": self.positions, "rows": self.rows, "tables": self.tables,
+                "excluded": EXCLUDED}
 
 
 def _value(v: Any) -> Any:

@@ -251,8 +251,45 @@ def m008_answer_cache(conn: Any) -> None:
         """)
 
 
+def m009_agent_diary(conn: Any) -> None:
+    """Each agent's diary: one row per declarative fact it kept for itself, with its vector under the
+    embedding space that computed it. This node's own rows (never on a log: docs/architecture.md, "An
+    agent's own memory"), scanned per agent — there is no vector index."""
+    _run_script(conn, """
+        CREATE TABLE agent_diary (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: an old id can never forget a newer note
+            agent TEXT NOT NULL,
+            text TEXT NOT NULL,
+            created_at INTEGER NOT NULL,
+            space TEXT,                    -- the embedding space of `vector`; NULL: not embedded yet
+            held TEXT,                     -- the provider configuration that refused to embed it (skipped
+                                           -- by the fill until that configuration changes)
+            vector BLOB                    -- float32 little-endian, unit length; the last column
+        );
+        CREATE INDEX agent_diary_recent ON agent_diary(agent, created_at, id);
+        CREATE INDEX agent_diary_space ON agent_diary(agent, space);
+        CREATE INDEX agent_diary_fill ON agent_diary(space);
+        -- each agent's diary changes, counted by triggers (so every writer counts, in its own transaction):
+        -- a reader holding an agent's vectors in memory checks them with one lookup
+        CREATE TABLE agent_diary_versions (
+            agent TEXT PRIMARY KEY,
+            version INTEGER NOT NULL,      -- bumped by every insert, update and delete of its notes
+            notes INTEGER NOT NULL         -- how many notes it has
+        )
+        """)
+    for name, when, row, delta in (("inserted", "INSERT", "new", 1), ("deleted", "DELETE", "old", -1),
+                                   ("updated", "UPDATE", "new", 0)):
+        # one statement each: _run_script splits on the semicolon a trigger's body holds
+        conn.execute(f"CREATE TRIGGER agent_diary_{name} AFTER {when} ON agent_diary BEGIN "
+                     f"INSERT INTO agent_diary_versions (agent, version, notes) VALUES ({row}.agent, 1, {max(delta, 0)}) "
+                     f"ON CONFLICT(agent) DO UPDATE SET version = version + 1, notes = notes + ({delta}); END")
+
+
+# A migration is known by its name (recorded in _migrations), not its place: m009 landed on main before m008
+# did, so a home that ran m009 first runs m008 on its next open. Each stands alone (its own tables), so the
+# order they run in does not matter.
 MIGRATIONS: list[Migration] = [m001_pages, m002_read_context, m003_duties, m004_vectors, m005_log_position_digest,
-                               m006_vector_reads, m007_semantic_index, m008_answer_cache]
+                               m006_vector_reads, m007_semantic_index, m008_answer_cache, m009_agent_diary]
 
 
 def migrate(conn: Any) -> list[str]:

@@ -36,6 +36,7 @@ from ..leases import Lease
 from ..log.filelog import HOLDER_SUFFIX, LogMismatch
 from ..replica import engine
 from ..paths import Home
+from ..agents.carry import carry_diaries
 from ..repair import aside_stamp, home_logs, move_database_aside
 from ..store import connect
 from ..log import locks
@@ -249,8 +250,10 @@ def _join_existing(home: Home, directory: Path, settings: config_mod.NodeSetting
             aside = home.root / f"company.toml.before-join-{stamp}"
             os.replace(own_config, aside)
             result.kept_aside.append(str(aside))
+        old_db = None
         if rebuild and home.db_file.exists():
-            result.kept_aside.append(str(move_database_aside(home, "before-join")))
+            old_db = move_database_aside(home, "before-join")
+            result.kept_aside.append(str(old_db))
         if rebuild:
             aside = home.root / f"log.before-join-{stamp}"
             os.replace(own_logs, aside)
@@ -259,6 +262,7 @@ def _join_existing(home: Home, directory: Path, settings: config_mod.NodeSetting
             result.removed.append(str(own_logs))  # byte for byte a prefix of DIR's logs
             shutil.rmtree(own_logs, ignore_errors=True)
     result.applied = _open_and_apply(Home(home.root), progress)
+    carry_diaries(old_db, home.db_file)    # diaries are on no log: they follow the database
     return result
 
 

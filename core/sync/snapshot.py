@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..agents.carry import carry_diaries
 from ..durable import fsync_dir, fsync_file
 from ..errors import CrewletError
 from ..log import FileLog, LogMismatch
@@ -32,7 +33,9 @@ from ..store import connect, sqlite3
 from ..store.migrations import MIGRATIONS
 from ..store.digest import content_digest
 
-NODE_LOCAL_TABLES = ("duties", "page_links", "embed_holds")   # each node's own: never carried by a snapshot
+# each node's own: never carried by a snapshot (agents' diaries are private to the node they run on, and
+# follow its own database instead: core/agents/carry.py; cached answers are the node's own, written for its askers)
+NODE_LOCAL_TABLES = ("duties", "page_links", "embed_holds", "agent_diary", "agent_diary_versions", "answer_cache")
 # what a snapshot says of itself: its content digest (core/store/digest.py) at its positions, checked on adopt
 META = "crewlet_snapshot"
 
@@ -229,4 +232,5 @@ def install(home: Home, info: SnapshotInfo) -> Path | None:
     shutil.rmtree(home.index_dir, ignore_errors=True)   # a home with no database may hold an index
     os.replace(incoming, home.db_file)
     fsync_dir(home.root)
+    carry_diaries(kept, home.db_file)      # this node's agents keep their diaries; the snapshot held none
     return kept

@@ -75,6 +75,13 @@ class SyncStatus:
     digest: dict[str, Any] | None = None                        # this node's, at its positions
     disagree: list[Disagreement] = field(default_factory=list)  # nodes at the same positions, other content
     agree: int = 0                                              # peers whose digest at our positions is ours
+    # agents' diaries on this node: never on a log, so nothing here lags or converges (`diary_line`)
+    diaries: dict[str, int] = field(default_factory=dict)
+
+    def diary_line(self) -> str:
+        notes, agents = sum(self.diaries.values()), len(self.diaries)
+        held = f"{notes:,} note(s) of {agents} agent(s)" if notes else "none"
+        return f"{held}, kept on this node only — a diary is on no log, and is read where its agent runs"
 
     @property
     def behind(self) -> int:
@@ -88,7 +95,9 @@ class SyncStatus:
         return {"home": self.home, "node_id": self.node_id, "operator": self.operator, "shared": self.shared,
                 "locks": self.locks.to_json() if self.locks else None, "behind": self.behind, "log_damage": damage,
                 "digest": self.digest, "digests_disagree": [d.to_json() for d in self.disagree], "digests_agree": self.agree,
-                "logs": [line.to_json() for line in self.logs], "peers": [p.to_json() for p in self.peers]}
+                "logs": [line.to_json() for line in self.logs], "peers": [p.to_json() for p in self.peers],
+                "diaries": {"replicated": False, "notes": sum(self.diaries.values()), "by_agent": self.diaries,
+                            "message": self.diary_line()}}
 
 
 def status(node: Any) -> SyncStatus:
@@ -104,6 +113,7 @@ def status(node: Any) -> SyncStatus:
                 with FileLog(spec.path, readonly=True) as flog:
                     log_seq, log_end = flog.tail(applied.seq, applied.end)
             out.logs.append(LogLine(spec.name, spec.position, str(spec.path), applied.seq, applied.end, log_seq, log_end))
+        out.diaries = {r[0]: int(r[1]) for r in node.conn.execute("SELECT agent, count(*) FROM agent_diary GROUP BY agent")}
     if home.shared is not None:
         out.digest = node.publish_digest(force=True)   # asked now: computed now (rows can change behind the log)
     if home.shared is not None:

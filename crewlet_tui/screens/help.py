@@ -28,7 +28,13 @@ SECTIONS: list[tuple[str, tuple[str, ...], list[tuple[str, str]]]] = [
         ("↑ ↓  j k  g G", "move"),
         ("enter", "open the space's outline"),
         ("t", "the trash"),
+        ("d", "agents' diaries"),
         ("r", "refresh the page counts"),
+    ]),
+    ("Diaries", ("DiariesScreen",), [
+        ("↑ ↓  j k", "pick an agent: its notes show below, newest first"),
+        ("tab", "move between the agents and the notes"),
+        ("r", "read them again"),
     ]),
     ("Outline", ("OutlineScreen",), [
         ("↑ ↓  j k  g G", "move"),

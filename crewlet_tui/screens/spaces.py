@@ -25,6 +25,7 @@ class SpacesScreen(CrewletScreen):
         Binding("g", "cursor('top')", "First", show=False),
         Binding("G", "cursor('bottom')", "Last", show=False),
         Binding("t", "app.trash", "Trash"),
+        Binding("d", "app.diaries", "Diaries"),
         Binding("r", "refresh", "Refresh"),
         Binding("q", "app.quit", "Quit"),
         Binding("slash", "app.search", "Search"),

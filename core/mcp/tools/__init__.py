@@ -1,13 +1,14 @@
 """The tools `crewlet mcp` serves: one module per tool, registered in TOOLS.
 
-Adding a tool is one module here exporting `TOOL = Tool(...)` (name, description written for a model,
+Adding a tool is one module here exporting `TOOL = Tool(...)` (or a group's module exporting a few:
+`diary.py`, `onboarding.py`) (name, description written for a model,
 an `Args` model, `run(session, args) -> Reply`, and who it is offered to) and one line in TOOLS. The
 server lists, validates, runs and turns refusals into tool errors for every tool alike; no other tool
 changes. See docs/architecture.md.
 """
 from __future__ import annotations
 
-from . import comment_on_page, get_page, list_pages, save_page, search_knowledge, write_page
+from . import comment_on_page, diary, get_page, list_pages, onboarding, save_page, search_knowledge, write_page
 from .base import Args, Reply, Tool
 
 # the knowledge app, as the spec names it
@@ -18,6 +19,12 @@ TOOLS: list[Tool] = [
     write_page.TOOL,
     save_page.TOOL,
     comment_on_page.TOOL,
+    # an agent's own memory (core/agents): offered to agents only
+    diary.REMEMBER,
+    diary.RECALL,
+    diary.FORGET,
+    onboarding.ONBOARDING_STATUS,
+    onboarding.MARK_ONBOARDED,
 ]
 
 __all__ = ["TOOLS", "Tool", "Reply", "Args"]
