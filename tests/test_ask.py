@@ -335,6 +335,37 @@ def test_a_repeat_is_cached_until_a_write_moves_the_position(home, server):
     assert Ledger(home.log_dir).windows(None)[0].spent > spent_before
 
 
+def test_a_home_main_migrated_to_m009_before_m008_existed_gains_the_cache_and_keeps_its_diary(tmp_path, server,
+                                                                                               monkeypatch):
+    """m009_agent_diary landed on main before m008_answer_cache: a home made by that crewlet has m009 and no m008.
+    Migrations are known by name, so opening it here runs m008 alone, and nothing it held is lost."""
+    from core.agents.diary import Diary
+    from core.store import migrations
+
+    mains = [fn for fn in migrations.MIGRATIONS if fn is not migrations.m008_answer_cache]
+    with monkeypatch.context() as m:
+        m.setattr(migrations, "MIGRATIONS", mains)       # the crewlet main shipped: m001..m007, m009
+        h = new_home(tmp_path / "home")
+        ids = populate(h)
+        with Node.open(h) as node:
+            note = Diary(node).remember("Deploys to staging need the VPN on first", actor="eng-bot").note
+            done = [r[0] for r in node.conn.execute("SELECT name FROM _migrations ORDER BY name")]
+            tables = {r[0] for r in node.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert "m009_agent_diary" in done and "m008_answer_cache" not in done and "answer_cache" not in tables
+
+    with_llm(h, base_url=server.url, model="test-model", max_output_tokens=200, timeout_s=10)
+    server.default = Reply("Roll back first [1].")
+    first = ask_json(h.root, "How do we roll back a deploy?")            # the first open migrates
+    assert first["cached"] is False and server.requests == 1
+    assert ask_json(h.root, "how do we roll back a deploy?")["cached"] is True and server.requests == 1
+    with Node.open(h) as node:
+        names = [r[0] for r in node.conn.execute("SELECT name FROM _migrations ORDER BY applied_at, name")]
+        assert names[-1] == "m008_answer_cache" and sorted(names) == sorted(fn.__name__ for fn in migrations.MIGRATIONS)
+        assert migrations.migrate(node.conn) == []                      # nothing runs twice
+        assert [n.text for n in Diary(node).notes("eng-bot", actor="eng-bot").notes] == [note.text]  # whole
+        assert KnowledgeBase(node).get_page(ids["runbook"]).title == "Deploy Runbook"
+
+
 def test_a_write_on_another_node_retires_the_cached_answer(tmp_path, server):
     a = new_home(tmp_path / "A")
     populate(a)
