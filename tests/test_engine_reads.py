@@ -32,6 +32,18 @@ def test_an_agents_get_page_is_one_read_event_listing_the_page(kb, page):
     assert r["pages"] == [{"id": page.id, "container": "ENG", "title": "Deploy Runbook", "rank": 1}]
 
 
+def test_an_agents_read_waits_for_no_disk_flush_and_the_next_write_flushes_it(kb, page, monkeypatch):
+    import os
+
+    flushed: list[int] = []
+    real = os.fdatasync
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (flushed.append(fd), real(fd))[1])
+    kb.get_page(page.id, actor="eng-bot")
+    assert flushed == [] and len(kb.reads()) == 1  # recorded and applied, not waited on
+    kb.save_page(page.id, "steps, and one more", base_revision=page.revision)
+    assert flushed  # a page write flushes the log, the read before it with it
+
+
 def test_a_persons_read_is_never_a_knowledge_read(kb, page):
     kb.get_page(page.id, actor="sam")
     kb.get_page(page.id)  # the operator, alex

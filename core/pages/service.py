@@ -197,7 +197,12 @@ class KnowledgeBase:
             encoded = query.encode("utf-8")
             if len(encoded) > 200:
                 query = encoded[:197].decode("utf-8", errors="ignore") + "…"
-        self.node.submit_one(records.knowledge_read(handle, via=via, query=query, pages=listed, turn=turn, phase=phase))
+        # Appended without waiting for the disk flush: it is an audit of a read, on the path of the answer
+        # the agent waits for (the flush was most of an MCP search's tail under load). A process killed now
+        # loses nothing (the bytes are the kernel's); a power cut can lose the newest reads, never a page,
+        # and the next flushed write makes them durable with it, in order.
+        self.node.submit([records.knowledge_read(handle, via=via, query=query, pages=listed, turn=turn,
+                                                 phase=phase)], sync=False)
 
     # -- commands ---------------------------------------------------------------------------
     def submit_batch(self, batch: Sequence[Record], *, sync: bool = True) -> list[Decision]:
