@@ -37,6 +37,9 @@ Columns ("–" where a fault does not exercise it):
   repaired: the records it lost, against those the damage destroyed (0 for a duplicate, 1 for a flipped or
   dropped frame); every other record must be kept;
 * given back — damaged records the home's own database gave back in its repair;
+* digest kept — the home's content digest after its repair is the one before the damage (its database applied
+  every record, so the repair must give each damaged one back whole: an op_id kept in applied_ops is not
+  enough — a record refused after the repair keeps its op_id while its page is gone);
 * damage said — read commands (pages, page show, search, index status, sync status, worker --once, two
   --json answers) that said "damaged past record N … crewlet log check" in one stderr line, never "current";
 * lease free — after `kill -9` of a worker, the next runner ran every duty at once (no waiting out a lease);
@@ -78,6 +81,7 @@ from core.node import Node, init_home  # noqa: E402
 from core.pages.service import KnowledgeBase  # noqa: E402
 from core.paths import Home  # noqa: E402
 from core.repair import check_home, repair_home  # noqa: E402
+from core.store.digest import content_digest  # noqa: E402
 
 PY = sys.executable
 ENV = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), "COLUMNS": "200"}
@@ -107,6 +111,7 @@ class Round:
     repair_lost: int | None = None                    # records a repair of a bare copy of the log lost
     repair_expected: int | None = None                # … and the records the damage destroyed
     given_back: int = 0                               # damaged records the home's own database gave back
+    digest_kept: bool | None = None                   # the home's content after its repair is the content before
     said: tuple[int, int] | None = None               # read commands that said the damage, of those run
     lease_free: bool | None = None                    # a killed worker's leases held nothing
     app_alive: bool | None = None                     # the app outlived a save answered while covered or gone
@@ -121,14 +126,16 @@ class Round:
                 and self.repair_lost == self.repair_expected
                 and (self.said is None or self.said[0] == self.said[1])
                 and (self.full_reads is None or self.full_reads[0] == self.full_reads[1])
-                and all(v is not False for v in (self.lease_free, self.app_alive, self.rescue_whole, self.inert,
-                                                 self.divergence_named)))
+                and all(v is not False for v in (self.digest_kept, self.lease_free, self.app_alive, self.rescue_whole,
+                                                 self.inert, self.divergence_named)))
 
 
 # -- homes -------------------------------------------------------------------------------------------
 
 def make_template(root: Path, pages: int = 24) -> Home:
-    """A small home with history: pages (some nested), saves, a comment, a rename."""
+    """A small home with history: pages (some nested), saves, a comment, a rename — and the later records that
+    make a lost one hard to rebuild from the rows now (review finding 1): a page moved and labelled after its
+    create, a comment edited, another edited and removed, a page trashed, restored and purged."""
     home = Home(root)
     data = config_mod.example_config()
     data["knowledge"]["vectors"] = False   # no model loads in a round (hostile_endpoint turns a provider on)
@@ -143,6 +150,20 @@ def make_template(root: Path, pages: int = 24) -> Home:
                 kb.save_page(p.id, f"# Runbook {i}\n\nbetter steps for service {i}\n", base_revision=1)
         kb.add_comment(folder.id, "keep these current")
         kb.rename_page(folder.id, "Runbooks (all)")
+        moved = kb.create_page("ENG", "Oncall", "who is on call\n")
+        kb.move_page(moved.id, folder.id)
+        kb.set_labels(moved.id, ["ops"])
+        note = kb.add_comment(moved.id, "first words")
+        kb.edit_comment(note.id, "second words")
+        gone = kb.add_comment(folder.id, "to be removed")
+        kb.edit_comment(gone.id, "edited before removal")
+        kb.remove_comment(gone.id)
+        old = kb.create_page("ENG", "Old Plan", "the old plan\n")
+        kb.save_page(old.id, "the old plan, revised\n", base_revision=1)
+        kb.trash_page(old.id)
+        kb.restore_page(old.id)
+        kb.trash_page(old.id)
+        kb.purge_page(old.id, reason="superseded")
     from core.search.indexer import Indexer
 
     with Indexer(home) as indexer:  # a read-only home is searched as its index stands
@@ -201,6 +222,11 @@ def replay_equal(home: Home, scratch: Path) -> bool:
         if replayed.damage is not None:
             return False
         return all(rows(live.conn, t) == rows(replayed.conn, t) for t in REPLAYED_TABLES)
+
+
+def digest_of(home: Home) -> str:
+    with Node.open(home, sync_containers=False) as node:
+        return content_digest(node.conn).content
 
 
 def op_ids_in_db(home: Home) -> set[str]:
@@ -507,6 +533,7 @@ def damage_round(kind: str, rng: random.Random, home: Home, scratch: Path) -> Ro
     r = Round(kind)
     fs = frames(home.log_file)
     acked = {op for _, _, op in fs}
+    before = digest_of(home)
     first_bad = _damage(kind, rng, home.log_file)
     r.seen = f"damage at byte {first_bad}: {sum(1 for _, end, _ in fs if end > first_bad)} of {len(acked)} records past it"
     damaged_bytes = home.log_file.read_bytes()
@@ -551,8 +578,12 @@ def damage_round(kind: str, rng: random.Random, home: Home, scratch: Path) -> Ro
             r.clean_reopen = False
             r.notes.append("still damaged after the repair")
         held = op_ids_in_db(home)
-        # the home's own database applied every record: the repair gives each damaged one back
+        # the home's own database applied every record: the repair gives each damaged one back, whole
         r.lost_acked = len(acked - held)
+        r.digest_kept = digest_of(home) == before
+        if not r.digest_kept:
+            r.notes.append("the content after the repair differs from the content before: "
+                           + "; ".join(rw.line() for rw in result.rewrites))
         r.clean_reopen = r.clean_reopen and write_works(home)
     except Exception as exc:  # noqa: BLE001
         r.clean_reopen = False
@@ -994,6 +1025,7 @@ COLUMNS = [  # (heading, what a round holds of it): "–" where a fault does not
     ("repair lost/damaged", lambda rs: _pair([(r.repair_lost, r.repair_expected) for r in rs
                                               if r.repair_expected is not None])),
     ("given back", lambda rs: f"{sum(r.given_back for r in rs)}" if any(r.given_back for r in rs) else "–"),
+    ("digest kept", lambda rs: _flags([r.digest_kept for r in rs])),
     ("damage said", lambda rs: _pair([r.said for r in rs if r.said is not None])),
     ("lease free", lambda rs: _flags([r.lease_free for r in rs])),
     ("app alive", lambda rs: _flags([r.app_alive for r in rs])),

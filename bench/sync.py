@@ -3,6 +3,12 @@ node applies a shared log — a fresh node catching up vs the writer applying as
 SQLite inserts of the same rows in the same run.
 
     python bench/sync.py [--records 100000] [--lag-writes 200] [--dir D] [--skip-lag] [--skip-apply]
+                         [--backend file|jetstream]
+
+`--backend jetstream` runs every row on NATS JetStream too, beside the file backend in the same run: a
+nats-server (from the `test` extra) started by the bench with `sync_interval` at its lazy default (2 min)
+and at `always`, each on its own storage; the rows say which. Its lag reader is a node kept open whose
+consumer on the streams wakes the apply (no polling), as the app's worker is.
 
 Lag: node A writes a page, waits 20-100 ms, writes the next; a reader process on node B looks for each
 page in turn — (cli) through the CLI's read path, a fresh `Node.open` (which applies what the log holds)
@@ -51,14 +57,14 @@ from core.sync.watch import INTERVAL_S  # noqa: E402
 BODY = "# A runbook\n\n" + "Step: check the dashboard, then roll forward or back.\n" * 12   # ~650 bytes
 
 READER = r'''
-import sys, time
+import sys, threading, time
 sys.path.insert(0, sys.argv[4])
 from pathlib import Path
 from core.errors import NotFound
 from core.node import Node
 from core.pages.service import KnowledgeBase
 from core.paths import Home
-from core.sync.watch import INTERVAL_S, LogWatcher
+from core.sync import watch
 
 home, n, mode = Home(Path(sys.argv[1])), int(sys.argv[2]), sys.argv[3]
 print("ready", flush=True)
@@ -75,17 +81,19 @@ if mode == "cli":
 else:
     with Node.open(home) as node:
         kb = KnowledgeBase(node)
-        watcher = LogWatcher(home, node.applied_ends)
+        wake, stop = threading.Event(), threading.Event()
+        watch.start_node(node, wake, stop)      # what the app's worker starts: a stat watcher, or a consumer
         while k < n:
             try:
                 kb.resolve(f"ENG/lag {k:05d}")
             except NotFound:
-                while not watcher.changed():
-                    time.sleep(INTERVAL_S)      # the app's watcher interval
+                wake.wait(1.0)
+                wake.clear()
                 node.catch_up()
                 continue
             print(k, time.time(), flush=True)
             k += 1
+        stop.set()
 '''
 
 
@@ -100,17 +108,20 @@ class OneAtATime:
         return [o for o in (applier.apply_record(conn, r) for r in records) if o is not None]
 
 
-def fleet(base: Path) -> tuple[Path, Home, Home]:
+def fleet(base: Path, target: str | None = None) -> tuple[str, Home, Home]:
+    """Two nodes A and B of one company: on a shared directory under `base`, or on the NATS servers `target`
+    (streams of their own on them: named after `base`)."""
     a = Home(base / "A")
     init_home(a, config_mod.example_config())
-    shared = base / "shared"
-    join_mod.join(a, shared)
-    join_mod.join(Home(base / "B"), shared)
+    shared = target or str(base / "shared")
+    prefix = {"prefix": "".join(c for c in base.name if c.isalnum())[:32]} if target else {}
+    join_mod.join(a, shared, **prefix)
+    join_mod.join(Home(base / "B"), shared, **prefix)
     return shared, Home(a.root), Home(base / "B")
 
 
-def bench_lag(base: Path, writes: int, mode: str) -> list[float]:
-    _, a, b = fleet(base / mode)
+def bench_lag(base: Path, writes: int, mode: str, target: str | None = None) -> list[float]:
+    _, a, b = fleet(base / mode, target)
     env = {k: v for k, v in os.environ.items() if k not in ("CREWLET_HOME", "CREWLET_AS")}
     reader = subprocess.Popen([sys.executable, "-c", READER, str(b.root), str(writes), mode, str(ROOT)],
                               stdout=subprocess.PIPE, text=True, env=env)
@@ -171,6 +182,42 @@ def timed(fn) -> tuple[float, float]:
     return time.perf_counter() - w, time.process_time() - c
 
 
+def bench_apply_backend(base: Path, records: list[Record], target: str | None) -> dict[str, tuple[int, float, float]]:
+    """The writer's append + apply (1,000 a submit) and a new node applying the whole log, on one backend."""
+    shared, a, _ = fleet(base, target)
+    out: dict[str, tuple[int, float, float]] = {}
+    with Node.open(a) as node:
+        def write() -> None:
+            for i in range(0, len(records), 1000):
+                outs = node.submit(records[i:i + 1000])
+                bad = [o for o in outs if o.status == "refused"]
+                if bad:
+                    raise SystemExit(f"refused while writing: {bad[0]}")
+        out["append"] = (len(records), *timed(write))
+    applied: list[int] = []
+    prefix = {"prefix": "".join(c for c in base.name if c.isalnum())[:32]} if target else {}
+    wall, cpu = timed(lambda: applied.append(join_mod.join(Home(base / "C"), shared, **prefix).applied))
+    out["fresh"] = (applied[0], wall, cpu)
+    return out
+
+
+def loop_handoff_us(target: str, n: int = 2000) -> float:
+    """What one hand-off to the JetStream log's event loop thread costs (a coroutine that does nothing)."""
+    from core.log.nats_loop import LoopThread
+
+    loop = LoopThread()
+
+    async def nothing() -> None:
+        return None
+
+    t = time.perf_counter()
+    for _ in range(n):
+        loop.run(nothing(), 5)
+    us = (time.perf_counter() - t) / n * 1e6
+    loop.close()
+    return us
+
+
 def bench_apply(base: Path, n: int) -> dict[str, tuple[int, float, float]]:
     records = make_records(n)
     shared, a, _ = fleet(base / "apply")
@@ -194,7 +241,7 @@ def bench_apply(base: Path, n: int) -> dict[str, tuple[int, float, float]]:
     # the same log applied one record at a time (a savepoint, an op_id lookup and an outcome INSERT each),
     # as the applier did before it applied a batch at a time
     single = connect(base / "apply" / "one-at-a-time.db")
-    with FileLog(shared / "pages.log", readonly=True) as flog:
+    with FileLog(Path(shared) / "pages.log", readonly=True) as flog:
         counted: list[int] = []
         wall, cpu = timed(lambda: counted.append(engine.catch_up(single, flog, OneAtATime())))
     single.close()
@@ -226,9 +273,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir", default=None, help="where to write (default: a temporary directory)")
     ap.add_argument("--skip-lag", action="store_true")
     ap.add_argument("--skip-apply", action="store_true")
+    ap.add_argument("--backend", choices=("file", "jetstream"), default="file",
+                    help="jetstream: every row on NATS JetStream too (sync_interval lazy and always), beside the file backend")
     args = ap.parse_args(argv)
     base = Path(tempfile.mkdtemp(prefix="crewlet-bench-sync-", dir=args.dir))
     print(f"crewlet sync benchmark — {base}; {machine_load()}")
+    if args.backend == "jetstream":
+        try:
+            jetstream_rows(base, args)
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+        return 0
     try:
         if not args.skip_lag:
             print(f"\nreplication lag, {args.lag_writes} writes on A, each looked for on B (ms from A's acknowledgement):")
@@ -258,6 +313,47 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(base, ignore_errors=True)
     return 0
+
+
+def jetstream_rows(base: Path, args: argparse.Namespace) -> None:
+    """The file backend and JetStream (sync_interval lazy and always) side by side, alternating where it can."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from nats_server import NatsServer
+
+    servers = {"lazy": NatsServer(base / "nats-lazy").start(), "always": NatsServer(base / "nats-always", sync="always").start()}
+    backends = {"file": None, "jetstream, sync lazy": servers["lazy"].url, "jetstream, sync always": servers["always"].url}
+    try:
+        print(f"\nthe JetStream log's event loop thread: one hand-off {loop_handoff_us(servers['lazy'].url):.0f} µs")
+        if not args.skip_lag:
+            print(f"\nreplication lag, {args.lag_writes} writes on A, each looked for on B kept open (ms from A's "
+                  "acknowledgement to B reading the page; B woken by the stat watcher / the consumer):")
+            for label, target in backends.items():
+                lags = bench_lag(base / f"lag-{label.replace(' ', '').replace(',', '-')}", args.lag_writes, "watch", target)
+                print(f"  {label:<24} p50 {statistics.median(lags):7.1f}  p95 {percentile(lags, 95):7.1f}  "
+                      f"max {max(lags):7.1f}  ({len(lags)} seen)")
+            print(f"  {machine_load()}")
+        if not args.skip_apply:
+            records = make_records(args.records)
+            print(f"\nappend and apply, {args.records:,} records (the writer: 1,000 a submit, append + apply; a new "
+                  "node: join + apply the whole log):")
+            rates: dict[str, dict[str, float]] = {}
+            for label, target in backends.items():
+                res = bench_apply_backend(base / f"apply-{label.replace(' ', '').replace(',', '-')}", records, target)
+                rates[label] = {}
+                for row, (n, wall, cpu) in res.items():
+                    rates[label][row] = n / wall
+                    what = "writer: append + apply" if row == "append" else "new node: join + apply"
+                    print(f"  {label:<24} {what:<24} {n:>8,} rec  {wall:7.2f} s wall {n / wall:>9,.0f} rec/s   "
+                          f"{cpu:7.2f} s CPU {n / cpu:>9,.0f} rec/s")
+            for label in list(backends)[1:]:
+                print(f"  {label} / file: append {rates[label]['append'] / rates['file']['append']:.2f}x, "
+                      f"new node {rates[label]['fresh'] / rates['file']['fresh']:.2f}x")
+            lazy, always = rates["jetstream, sync lazy"], rates["jetstream, sync always"]
+            print(f"  the cost of sync_interval always: append {lazy['append'] / always['append']:.2f}x slower than lazy")
+            print(f"  {machine_load()}")
+    finally:
+        for server in servers.values():
+            server.kill()
 
 
 if __name__ == "__main__":

@@ -79,6 +79,27 @@ _EMBEDDINGS_KEYS = {
 }
 
 
+LOG_BACKENDS = ("file", "jetstream")
+STREAM_PREFIX_RE = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
+_LOG_KEYS = ("backend", "url", "stream_prefix", "replicas", "creds", "token_env", "tls_ca", "monitor",
+             "duplicate_window_s")
+
+
+@dataclass(frozen=True)
+class LogSettings:
+    """[log]: where the company's ordered logs live. "file": a file per log in the home (or the shared
+    directory it joined); "jetstream": a stream per log on NATS JetStream (core/log/jetstream.py)."""
+    backend: str = "file"
+    url: tuple[str, ...] = ()      # NATS servers, nats:// or tls:// (one, or a cluster's several)
+    stream_prefix: str = "crewlet"  # streams PREFIX-pages and PREFIX-vectors, key-value bucket PREFIX-company
+    replicas: int = 1             # 1 for a single server, 3 for a cluster
+    creds: str = ""               # a NATS credentials file (JWT + seed, or an nkey seed), read on each node
+    token_env: str = ""           # the NAME of the environment variable holding a token; never the token
+    tls_ca: str = ""              # a CA file for tls:// servers signed by a private CA
+    monitor: tuple[str, ...] = ()  # the servers' monitoring URLs (http://HOST:8222), where /varz says sync_interval
+    duplicate_window_s: int = 600  # how long a record's op_id is remembered against a retried append
+
+
 @dataclass(frozen=True)
 class Knowledge:
     backend: str = "native"       # native | confluence | plane | none (empty in the file: derived)
@@ -157,6 +178,7 @@ class Company:
     activated_at: int = 0          # ms; the instant this configuration was activated (the file's mtime)
     integrations: Integrations = field(default_factory=Integrations)
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
+    log: LogSettings = field(default_factory=LogSettings)
 
     # -- declared containers -------------------------------------------------------------
     def declared_containers(self) -> dict[str, Space]:
@@ -347,6 +369,56 @@ def _parse_llm(file: Path, raw: Any) -> LlmSettings | None:
                        max_sources=max_sources_n, **budgets)
 
 
+def _urls(file: Path, key: str, value: Any, schemes: tuple[str, ...], example: str) -> tuple[str, ...]:
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not items or not all(isinstance(u, str) for u in items):
+        raise ConfigError(file, key, "is not a URL or a list of URLs", f"e.g. {key.split('.')[-1]} = {example}")
+    out = []
+    for u in (part.strip() for item in items for part in item.split(",")):
+        if u and not re.match(rf"^({'|'.join(schemes)})://[^/\s]+/?$", u, re.IGNORECASE):
+            raise ConfigError(file, key, f"{u!r} is not a {' or '.join(s + '://' for s in schemes)} URL of a server",
+                              f"e.g. {key.split('.')[-1]} = {example}")
+        if u:
+            out.append(u.rstrip("/"))
+    return tuple(out)
+
+
+def _parse_log(file: Path, raw: Any) -> LogSettings:
+    """[log]; absent means the file backend."""
+    t = _expect(file, "log", raw, dict, "make [log] a table")
+    for key in t:
+        if key not in _LOG_KEYS:
+            raise ConfigError(file, f"log.{key}", "unknown setting", f"remove it, or use one of: {', '.join(_LOG_KEYS)}")
+    backend = t.get("backend", "file")
+    if backend not in LOG_BACKENDS:
+        raise ConfigError(file, "log.backend", f"{backend!r} is not a log backend", 'set it to "file" or "jetstream"')
+    if backend == "file":
+        extra = [k for k in t if k != "backend"]
+        if extra:
+            raise ConfigError(file, f"log.{extra[0]}", 'is a setting of backend = "jetstream"',
+                              'remove it, or set backend = "jetstream"')
+        return LogSettings()
+    if "url" not in t:
+        raise ConfigError(file, "log.url", 'backend = "jetstream" needs the NATS servers',
+                          'add url = "nats://HOST:4222" (a list for a cluster)')
+    url = _urls(file, "log.url", t["url"], ("nats", "tls"), '"nats://HOST:4222"')
+    prefix = _expect(file, "log.stream_prefix", t.get("stream_prefix", "crewlet"), str, 'stream_prefix = "crewlet"')
+    if not STREAM_PREFIX_RE.match(prefix):
+        raise ConfigError(file, "log.stream_prefix", f"{prefix!r} cannot name a stream",
+                          "use 1-32 letters, digits, '_' or '-'")
+    replicas = _whole(file, "log.replicas", t.get("replicas", 1), low=1, high=5, example="replicas = 3")
+    window = _whole(file, "log.duplicate_window_s", t.get("duplicate_window_s", 600), low=1, high=7 * 86400,
+                    example="duplicate_window_s = 600")
+    token_env = _expect(file, "log.token_env", t.get("token_env", ""), str, 'token_env = "NATS_TOKEN"')
+    if token_env and not ENV_NAME_RE.match(token_env):
+        raise ConfigError(file, "log.token_env", "is not an environment variable name",
+                          'put the token in an environment variable and name it here, e.g. token_env = "NATS_TOKEN"')
+    creds = _expect(file, "log.creds", t.get("creds", ""), str, 'creds = "~/.nats/crewlet.creds"')
+    tls_ca = _expect(file, "log.tls_ca", t.get("tls_ca", ""), str, 'tls_ca = "/etc/nats/ca.pem"')
+    monitor = _urls(file, "log.monitor", t["monitor"], ("http", "https"), '"http://HOST:8222"') if "monitor" in t else ()
+    return LogSettings("jetstream", url, prefix, replicas, creds, token_env, tls_ca, monitor, window)
+
+
 def _provider_named(data: dict[str, Any]) -> Any:
     """providers.embeddings.provider as written (validated with its table later)."""
     prov = data.get("providers")
@@ -355,7 +427,7 @@ def _provider_named(data: dict[str, Any]) -> Any:
 
 
 def parse(data: dict[str, Any], file: Path, activated_at: int = 0) -> Company:
-    known_top = {"operator", "knowledge", "spaces", "actors", "providers", "integrations", "company"}
+    known_top = {"operator", "knowledge", "spaces", "actors", "providers", "integrations", "company", "log"}
     for key in data:
         if key not in known_top:
             raise ConfigError(file, key, "unknown setting", f"remove it, or use one of: {', '.join(sorted(known_top))}")
@@ -462,7 +534,7 @@ def parse(data: dict[str, Any], file: Path, activated_at: int = 0) -> Company:
 
     return Company(file=file, spaces=spaces, actors=actors, knowledge=knowledge, operator=operator,
                    embeddings=embeddings, llm=llm, activated_at=activated_at, integrations=integrations,
-                   raw=data)
+                   raw=data, log=_parse_log(file, data.get("log", {})))
 
 
 # -- the knowledge home: one backend, its integration, and an actor's own credential ---------------------

@@ -21,7 +21,7 @@ from typing import Any
 
 from .clock import now_ms
 from .durable import write_atomic
-from .process import Holder
+from .process import HOST, Holder
 
 log = logging.getLogger("crewlet.worker")
 
@@ -44,7 +44,7 @@ class LeaseHolder:
         if self.process is not None and f"pid {self.process.pid}" not in who:
             who += f" (pid {self.process.pid})"
         if self.process is not None and not self.process.here:
-            who += f" on {self.process.host}"
+            who += f" on {self.process.host}" if self.process.host != HOST else " in another container"
         ages = []
         if self.since is not None:
             ages.append(f"holding it for {_age(now - self.since)}")

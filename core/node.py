@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from typing import Any
 from . import config as config_mod
 from .clock import now_ms
 from .errors import CrewletError
-from .log import FileLog, LogBusy, LogDamage, LogMismatch, LogMoved, Record, RecordTooLarge, locks, peers
+from .log import FileLog, LogBusy, LogDamage, LogFailed, LogMismatch, LogMoved, Record, RecordTooLarge, locks, peers
 from .log.check import verify_sound
 from .log.framing import Frame
 from .pages import applier
@@ -34,6 +35,7 @@ from .replica import engine
 from .replica.appliers import Decision, outcome_of
 from .replica.engine import Applier, Stream, gc_paused
 from .store import Connection, connect, sqlite3
+from .store.db import FULL_BELOW, files_stamp, room_left
 from .store.digest import content_digest
 from .vectors import records as vectors
 
@@ -115,8 +117,15 @@ class Node:
         self.company = company
         # node.toml: this node's id (stamped on every record it writes) and operator
         self.settings = settings if settings is not None else config_mod.NodeSettings()
-        self.publisher = peers.Publisher(home, self.settings.node_id, self.settings.operator)
         self.conn = conn
+        board, every_ms = None, 0
+        if company.log.backend == "jetstream" and hasattr(flog, "conn"):
+            # nodes that share nothing but the servers say where they are in the company's nodes bucket
+            from .log.jetstream_company import KvBoard
+
+            board, every_ms = KvBoard(flog.conn, company.log.stream_prefix), 1_000
+        self.publisher = peers.Publisher(home, self.settings.node_id, self.settings.operator, board=board,
+                                         every_ms=every_ms)
         # the pages log, and the vector log (vectors the fleet's embedding duty published, applied like it)
         self.pages = Stream("pages", flog, applier.PAGES)
         self.vectors = Stream("vectors", vlog if vlog is not None else _open_log(home.vectors_log_file), vectors.VECTORS)
@@ -129,6 +138,9 @@ class Node:
         self.damage: LogDamage | None = None
         # why records on the log could not be applied at open (a full disk): retried by each write
         self.apply_error: str | None = None
+        self.last_digest: Any = None   # the content digest this process computed last (publish_digest)
+        # the log's servers cannot be reached (a JetStream log): reads serve this database, writes refuse
+        self.offline: Offline | None = None
 
     # -- opening ---------------------------------------------------------------------------
     @classmethod
@@ -140,19 +152,43 @@ class Node:
         settings = config_mod.load_node(home.node_file)
         if home.shared is not None:
             _require_shared(home)
+            if config_mod.load(home.config_file).log.backend == "jetstream":
+                # the company moved from the shared directory onto JetStream: this node follows
+                settings = _follow(home, settings)
         company = config_mod.with_operator(config_mod.load(home.config_file), settings, home.node_file)
         conn = connect(home.db_file)
         if not settings.node_id and not getattr(conn, "readonly", False):
             settings = _give_node_id(home, settings)
-        # read-only until the first append: a command that only reads works on a home it cannot write
-        flog = _open_log(home.log_file)
-        node = cls(home, company, conn, flog, _open_log(home.vectors_log_file), settings)
+        if company.log.backend == "jetstream":
+            from .log import jetstream
+
+            try:
+                flog, vlog = jetstream.open_logs(company.log, name=f"crewlet {settings.node_id or home.root.name}")
+            except BaseException:
+                conn.close()
+                raise
+            if flog.conn.up and not getattr(conn, "readonly", False):
+                from .log import jetstream_company
+
+                try:
+                    if jetstream_company.sync_company(home.config_file, flog.conn, company.log.stream_prefix,
+                                                      _valid_company(home.config_file)) == "pulled":
+                        company = config_mod.with_operator(config_mod.load(home.config_file), settings, home.node_file)
+                except (LogFailed, OSError, config_mod.ConfigError) as exc:
+                    log.info("company.toml not compared with the company bucket: %s", exc)
+        else:
+            # read-only until the first append: a command that only reads works on a home it cannot write
+            flog, vlog = _open_log(home.log_file), _open_log(home.vectors_log_file)
+        node = cls(home, company, conn, flog, vlog, settings)
         node.verify_log(whole=False)
-        if catch_up and node.damage is None and not node.readonly:
+        if catch_up and node.damage is None and node.offline is None and not node.readonly:
             try:
                 node.catch_up(progress=progress)
             except LogDamage as exc:
                 node._damaged(exc)
+            except LogFailed as exc:
+                if not node._unreachable(exc):
+                    raise
             except (sqlite3.OperationalError, OSError) as exc:
                 node.apply_error = storage_problem(exc, home.db_file)[1]
                 log.info("records on the log could not be applied: %s", node.apply_error)  # the CLI says it
@@ -192,7 +228,57 @@ class Node:
 
     @property
     def writable(self) -> bool:
-        return self.damage is None and not self.readonly and self.apply_error is None
+        return self.damage is None and not self.readonly and self.apply_error is None and self.offline is None
+
+    def _unreachable(self, exc: BaseException) -> bool:
+        """Note that the log's servers cannot be reached (True), or say it is another failure (False)."""
+        from .log.jetstream import LogUnreachable
+
+        if not isinstance(exc, LogUnreachable):
+            return False
+        self.offline = Offline.of(self, exc)
+        log.info("%s", self.offline.line())   # the CLI and the app say it, once
+        return True
+
+    def follow_storage(self) -> bool:
+        """A database opened read-only because its disk was full (a read needs nothing written) is opened again
+        once that changes: for writing when there is room again — then what others appended meanwhile is
+        applied —, or read-only again when another writer changed its files while the disk stays full (the
+        first connection may be an immutable snapshot, which never sees them). A process that lives long (the
+        app, `crewlet mcp`, a worker) asks before it serves, and a write asks before it refuses; otherwise it
+        would be stale and refuse every write for its whole life. A statvfs and two stats while the disk is
+        full; nothing at all otherwise. Returns whether the connection was opened again."""
+        with self.lock:
+            old = self.conn
+            if not getattr(old, "readonly_reason", ""):
+                return False   # writable, or read-only by choice or permission: nothing to follow
+            db = self.home.db_file
+            if room_left(db.parent) < FULL_BELOW and files_stamp(db) == getattr(old, "opened_on", None):
+                return False
+            try:
+                fresh = connect(db)
+            except (sqlite3.Error, OSError) as exc:
+                log.info("the database could not be opened again: %s", exc)
+                return False
+            self.conn = fresh
+            old.close()
+            if self.readonly:
+                return True
+            log.info("%s has room again: it is open for writing", db)
+            if not self.settings.node_id:
+                self.settings = _give_node_id(self.home, self.settings)
+                self.publisher = peers.Publisher(self.home, self.settings.node_id, self.settings.operator,
+                                                 board=self.publisher.board, every_ms=self.publisher.every_ms)
+            self.verify_log()
+            if self.damage is None:
+                try:
+                    self.catch_up()
+                    self.apply_error = None
+                except LogDamage:
+                    pass   # self.damage holds it: reads go on, writes are refused with it
+                except (sqlite3.Error, OSError) as exc:
+                    self.apply_error = storage_problem(exc, db)[1]
+            return True
 
     def verify_log(self, *, whole: bool = True) -> None:
         """The database's position against each log: on a frame boundary, not past the end, and
@@ -203,7 +289,7 @@ class Node:
         another offset: the position moves to it. A database that applied a record the repair could not give
         back holds a change the log no longer has: that is damage, named."""
         with self.lock:
-            repaired = self.log.path.with_name(REPAIR_NOTES).exists()
+            repaired = isinstance(self.log, FileLog) and self.log.path.with_name(REPAIR_NOTES).exists()
             for stream in self.streams:
                 flog, name = stream.backend, stream.position_name
                 applied = stream.applied(self.conn)
@@ -216,6 +302,10 @@ class Node:
                         return
                     log.info("%s was repaired: this database's position moves to byte offset %d", flog.path, frame.end)
                     applied = dataclasses.replace(applied, start=None)  # stored below
+                except LogFailed as exc:
+                    if self._unreachable(exc):
+                        return
+                    raise
                 if frame is not None and applied.start is None and not self.readonly:
                     engine.store_position(self.conn, applied.seq, frame, name)  # autocommit: one statement
             if repaired:
@@ -235,6 +325,8 @@ class Node:
             marks = {}
         changed = False
         for flog in (self.log, self.vlog):
+            if not isinstance(flog, FileLog):
+                continue
             key = flog.path.name
             try:
                 mark = verify_sound(flog, marks.get(key))
@@ -278,6 +370,8 @@ class Node:
         with self.lock:
             for attr in ("log", "vlog"):
                 flog: FileLog = getattr(self, attr)
+                if not isinstance(flog, FileLog):
+                    continue
                 try:
                     if not flog.path.exists() or not flog.replaced():
                         continue
@@ -294,7 +388,12 @@ class Node:
         return changed
 
     def _damaged(self, exc: LogDamage) -> None:
-        if self.home.shared is not None and SNAPSHOT_HINT not in exc.fix:
+        if self.company.log.backend == "jetstream":
+            # a stream is not cut from a node (core/sync/nats_check.py): this node starts over from a snapshot
+            exc.fix = ("`crewlet log check` says where the streams and this database disagree; start this node over "
+                       "from a snapshot of a node that is current: `crewlet sync snapshot FILE` there, then "
+                       "`crewlet sync adopt FILE` here")
+        elif self.home.shared is not None and SNAPSHOT_HINT not in exc.fix:
             exc.fix = f"{exc.fix}, {SNAPSHOT_HINT}"
         self.damage = exc
         log.info("%s — writes are refused", exc)  # the CLI and the app say it, once
@@ -315,32 +414,51 @@ class Node:
 
     def publish_position(self) -> None:
         """Say, beside the shared logs, how far this node applied them (a node of a shared directory
-        only; best effort: a peer file that cannot be written never fails the write that moved it)."""
-        if self.home.shared is None or self.readonly:
+        only; best effort: a peer file that cannot be written never fails the write that moved it). A node
+        on JetStream notes instead when it was last in contact with the servers (what "behind since" says)."""
+        if self.company.log.backend == "jetstream" and not self.readonly:
+            from .log import jetstream
+
+            jetstream.note_contact(self.home)
+            if self.offline is not None:
+                return
+        if not self.shares_peers or self.readonly:
             return
         try:
             self.publisher.publish(self.positions())
         except OSError as exc:
-            log.info("could not say where this node is in %s: %s", self.home.peers_dir, exc)
+            log.info("could not say where this node is in %s: %s", self.publisher.board.where, exc)
+
+    @property
+    def shares_peers(self) -> bool:
+        """Do other nodes hear where this one is (a shared directory's nodes/, a company's nodes bucket on NATS)?"""
+        return self.home.shared is not None or self.company.log.backend == "jetstream"
 
     def publish_digest(self, *, force: bool = False) -> dict[str, Any] | None:
         """Compute this node's content digest and say it, with the positions it stands for, beside the shared
         logs: nodes at the same positions must hold the same content, and `crewlet sync status` names any that
-        do not. Not computed again while the positions are those of the last digest (unless `force`)."""
-        if self.home.shared is None:
+        do not. Not computed again while the positions are those of the last digest (unless `force`).
+
+        Computed on a read connection of its own (`content_digest(db_file)`), never under the node's lock: it
+        reads every row (seconds on a large home) while the app's reads and writes go on. The full digest
+        (tables, rows) stays in `last_digest` for whoever asked for it (`sync status --digest`)."""
+        if not self.shares_peers:
             return None
-        with self.lock:
-            positions = self.positions()
-            at = {name: seq for name, (seq, _end) in positions.items()}
-            last = self.publisher.digest
-            if last is not None and last.get("positions") == at and not force:
+        last = self.publisher.digest
+        if last is not None and not force:
+            at = {name: seq for name, (seq, _end) in self.positions().items()}   # the lock for a moment
+            if last.get("positions") == at:
                 return last
-            digest = {"content": content_digest(self.conn).content, "positions": at, "at": now_ms()}
+        full = content_digest(self.home.db_file)
+        # every log this node has, a log it never applied at seq 0 (it has no position row yet)
+        full.logs = {s.position_name: full.logs.get(s.position_name, (0, 0)) for s in self.streams}
+        self.last_digest = full
+        digest = full.published(now_ms())
         if not self.readonly:
             try:
-                self.publisher.publish(positions, digest=digest)
+                self.publisher.publish(full.logs, digest=digest)
             except OSError as exc:
-                log.info("could not say this node's digest in %s: %s", self.home.peers_dir, exc)
+                log.info("could not say this node's digest in %s: %s", self.publisher.board.where, exc)
         else:
             self.publisher.digest = digest
         return digest
@@ -361,6 +479,11 @@ class Node:
 
     def close(self) -> None:
         with self.lock:
+            if self.publisher.every_ms and self.shares_peers and not self.readonly and self.offline is None:
+                try:   # a position the throttle held back is said before the process lets the node go
+                    self.publisher.publish(self.positions(), final=True)
+                except (OSError, sqlite3.Error) as exc:
+                    log.info("could not say where this node is in %s: %s", self.publisher.board.where, exc)
             self.conn.close()
             self.log.close()
             self.vlog.close()
@@ -402,6 +525,7 @@ class Node:
         """Apply what the log holds past this node's position. Refused once damage is known: a log
         that disagrees with the database must be repaired before anything more is applied from it."""
         with self.lock:
+            self.follow_storage()
             self.follow_repair()
             if self.damage is not None:
                 raise self.damage
@@ -410,6 +534,10 @@ class Node:
             except LogDamage as exc:
                 self._damaged(exc)
                 raise
+            except LogFailed as exc:
+                self._unreachable(exc)   # said by whoever shows the node (the app's status line, the CLI)
+                raise
+            self.offline = None
             self.publish_position()
             return applied
 
@@ -434,6 +562,8 @@ class Node:
         database this process cannot write, a record over the size limit, a log it cannot write."""
         if self.damage is not None:
             raise self.damage
+        if self.readonly and self.follow_storage() and self.damage is not None:
+            raise self.damage
         if self.readonly:
             reason = getattr(self.conn, "readonly_reason", "")
             if reason:  # opened read-only because the disk was full when this process opened it
@@ -455,6 +585,12 @@ class Node:
                 return stream.append(self.conn, self._stamped(records), sync=sync, guard=guard)
         except LogDamage as exc:
             self._damaged(exc)
+            raise
+        except LogFailed as exc:
+            if self._unreachable(exc):
+                # a local write that was not ordered is not a write: refused, never queued
+                assert self.offline is not None
+                raise WriteFailed(f"{self.offline.line()} — {nothing}", code="offline") from None
             raise
         except RecordTooLarge as exc:
             raise CrewletError(str(exc), code="record_too_large", size=exc.size) from None
@@ -479,9 +615,12 @@ class Node:
             try:
                 # our own records are applied from the frames in memory, not read back from the file
                 self.pages.catch_up(self.conn, outcomes=decided, appended=written)
-            except (LogDamage, sqlite3.Error, OSError) as exc:
+            except (LogDamage, LogFailed, sqlite3.Error, OSError) as exc:
                 if isinstance(exc, LogDamage):
                     self._damaged(exc)
+                    cause = str(exc)
+                elif isinstance(exc, LogFailed):
+                    self._unreachable(exc)
                     cause = str(exc)
                 else:
                     cause = storage_problem(exc, self.home.db_file)[1]
@@ -531,9 +670,52 @@ class Node:
         return len(records)
 
 
+@dataclasses.dataclass(frozen=True)
+class Offline:
+    """This node cannot reach its log's servers: how far its own copy is, and since when it is behind."""
+
+    servers: str
+    why: str
+    applied_seq: int
+    last_contact_ms: int | None
+
+    @classmethod
+    def of(cls, node: "Node", exc: BaseException) -> "Offline":
+        from .log import jetstream
+
+        contact = jetstream.last_contact(node.home) or getattr(exc, "since_ms", None)
+        return cls(getattr(exc, "servers", ""), getattr(exc, "why", str(exc)), node.applied_seq(), contact)
+
+    def line(self) -> str:
+        since = "never in contact from this home"
+        if self.last_contact_ms:
+            ago = max(0, (time.time_ns() // 1_000_000 - self.last_contact_ms) // 1000)
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.last_contact_ms / 1000))
+            since = f"behind since {when} ({_ago(ago)} ago), the last contact"
+        return (f"offline: the log's NATS servers ({self.servers}) cannot be reached ({self.why}); this node serves "
+                f"its own copy, applied through seq {self.applied_seq:,}, {since} — writes are refused until they "
+                "can be reached")
+
+    def to_json(self) -> dict:
+        return {"servers": self.servers, "why": self.why, "applied_seq": self.applied_seq,
+                "last_contact_ms": self.last_contact_ms}
+
+
+def _ago(seconds: int) -> str:
+    if seconds < 90:
+        return f"{seconds} s"
+    if seconds < 5400:
+        return f"{seconds // 60} min"
+    if seconds < 48 * 3600:
+        return f"{seconds // 3600} h"
+    return f"{seconds // 86400} days"
+
+
 def _earlier_damage(flog: FileLog, found: LogDamage) -> LogDamage:
     """The position's frame is not where it should be: damage earlier in the log (a duplicated frame, a flipped
     length) moves every frame after it, and is what to name. Otherwise the position's own problem."""
+    if not isinstance(flog, FileLog):
+        return found
     try:
         verify_sound(flog, None)
     except LogDamage as first:
@@ -547,6 +729,39 @@ def _not_applied(pending: list[Record], cause: str) -> NotApplied:
     which = f"record {first}" if first == last else f"records {first}-{last}"
     return NotApplied(f"written to the log as {which}, not yet applied: {cause} — it will apply at the next open",
                       seqs=[r.seq for r in pending], op_ids=[r.op_id for r in pending])
+
+
+def _valid_company(file: Path) -> Callable[[str], object]:
+    import tomllib
+
+    return lambda text: config_mod.parse(tomllib.loads(text), file)
+
+
+def _follow(home: Home, settings: config_mod.NodeSettings) -> config_mod.NodeSettings:
+    """A node of a shared directory whose company.toml there now says `backend = "jetstream"` follows: once the
+    streams hold, at each of its database's positions, the very record it applied there, those positions become
+    stream positions, its company.toml becomes a copy of the directory's, and node.toml forgets the directory."""
+    import shutil
+
+    from .log import jetstream, jetstream_company
+
+    company = config_mod.load(home.config_file)
+    if home.db_file.exists():
+        conn = jetstream.Connection(company.log, name=f"crewlet follow {settings.node_id}").retain()
+        try:
+            if not conn.connect():
+                raise CrewletError(f"the company moved to NATS JetStream ({','.join(company.log.url)}), which cannot "
+                                   f"be reached from here ({conn.down_why}) — this node follows once it can",
+                                   code="unreachable")
+            jetstream_company.check_positions(home.db_file, conn, company.log.stream_prefix,
+                                              {stream_applier.position: name for name, _, stream_applier in home_streams(home)})
+        finally:
+            conn.release()
+        jetstream_company.convert_positions(home.db_file)
+    shutil.copy2(home.config_file, home.root / "company.toml")
+    followed = dataclasses.replace(settings, shared=None)
+    config_mod.write_node(home.node_file, followed)
+    return followed
 
 
 def _require_shared(home: Home) -> None:

@@ -21,13 +21,18 @@ another log (and its own applier) is checked and repaired the same way.
 """
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import json
+import logging
 import os
 import shutil
 import tempfile
+import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,7 +46,8 @@ from .log.framing import encode_frame
 from .node import Node, home_streams
 from .pages import applier
 from .paths import Home
-from .recover import LOST, Given, describe_page_change, give_back_page, give_back_vector, guess_what, tombstone
+from .recover import (LOST, RELATED_KEYS, Given, Related, describe_page_change, give_back_page, give_back_vector,
+                      guess_what, tombstone)
 from .repaired import LostChange, held_lost, journal_path, relocate, repairs_of, what_changed  # noqa: F401
 from .replica import engine
 from .replica.engine import Applier
@@ -86,6 +92,8 @@ class Rewrite:
     what: str = ""           # what the lost record did, by name, when any database knew
     source: str = ""         # the database that gave it back
     why: str = ""            # lost: why nothing could give it back
+    candidates: list[Record] = field(default_factory=list)   # what the replay proof chooses `record` among
+    note: str = ""           # what the rows no longer say, which the record given back stands in for
 
     @property
     def lost(self) -> bool:
@@ -95,11 +103,11 @@ class Rewrite:
         what = self.what or "a record no database knew"
         if self.lost:
             return f"seq {self.seq} ({what}): lost — {self.why}"
-        return f"seq {self.seq} ({what}): given back by {self.source}"
+        return f"seq {self.seq} ({what}): given back by {self.source}" + (f" ({self.note})" if self.note else "")
 
     def to_json(self) -> dict[str, Any]:
         return {"seq": self.seq, "how": self.how, "what": self.what, "source": self.source, "why": self.why,
-                "op_id": self.record.op_id}
+                "note": self.note, "op_id": self.record.op_id}
 
 
 @dataclass
@@ -122,6 +130,11 @@ class LogReport:
     rewrites: dict[int, Rewrite] = field(default_factory=dict)
     others: list[str] = field(default_factory=list)          # other nodes that hold records the repair loses
     held: list[LostChange] = field(default_factory=list)     # this database holds records an earlier repair lost
+    # what the tombstones cost this database beyond the lost records themselves: later changes it applied that
+    # a replay of the repaired log refuses, and the pages whose rows it would no longer hold (with their
+    # revisions and comments)
+    cascade: list[LostChange] = field(default_factory=list)
+    pages_lost: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -134,8 +147,15 @@ class LogReport:
 
     @property
     def needs_rebuild(self) -> bool:
-        """This node's database holds what the repaired log will not: it is rebuilt from it."""
-        return self.health.applied_past_cut or bool(self.lost) or bool(self.held)
+        """This node's database must start over from the log: it applied another log than this one, or it holds
+        what an earlier repair lost (asked again, knowing the cost: the second repair)."""
+        return self.health.applied_past_cut or bool(self.held)
+
+    @property
+    def keeps_lost(self) -> bool:
+        """The repair writes the log anew but keeps this node's database, which holds changes the repaired log
+        loses: nothing it holds is thrown away unasked (it reads as it is; a second repair rebuilds it)."""
+        return bool(self.lost) and not self.needs_rebuild
 
     def spot_cost(self, spot: Spot) -> tuple[int, int]:
         """(records a repair loses here, records given back here)."""
@@ -156,6 +176,8 @@ class LogReport:
                         "digest": h.applied.digest},
             "damage": None, "database_disagrees": None, "spots": [], "records_lost": self.records_lost,
             "lost_if_repaired": [], "other_nodes": self.others, "held_lost": [vars(c) for c in self.held],
+            "refused_after": [vars(c) for c in self.cascade], "pages_lost": self.pages_lost,
+            "keeps_database": self.keeps_lost,
         }
         if h.damage is not None:
             out["damage"] = {"kind": h.damage.kind, "offset": h.damage.offset, "seq": h.damage.seq,
@@ -252,8 +274,12 @@ def check_home(home: Home, *, conn: Connection | None = None, verify: bool = Tru
                     if verify:
                         _verify(spec, flog, health, report.rewrites, sources, scratch_in=home.root)
                     report.others = _others_losing(home, spec, report.rewrites, sources, elsewhere)
+                if conn is not None:
+                    report.lost = _lost_changes(conn, health, spec, report.rewrites)
+                    if report.lost and verify and spec.name == "pages" and not health.applied_past_cut:
+                        report.cascade, report.pages_lost = _cost_here(spec, flog, health, report.rewrites, conn,
+                                                                       scratch_in=home.root)
             if conn is not None:
-                report.lost = _lost_changes(conn, health, spec, report.rewrites)
                 report.held = held_lost(conn, spec.path)
             health.op_ids = set()  # only needed to work out the lost changes
             reports.append(report)
@@ -273,22 +299,58 @@ def _peers(home: Home) -> list[Any]:
     return [p for p in peers_mod.read_peers(home) if p.node_id != me]
 
 
-def _give_back(spec: LogSpec, conn: Connection, seq: int) -> Given:
-    return give_back_page(conn, seq) if spec.name == "pages" else give_back_vector(conn, seq)
+def _give_back(spec: LogSpec, conn: Connection, seq: int, related: Related) -> Given:
+    return give_back_page(conn, seq, related) if spec.name == "pages" else give_back_vector(conn, seq, related)
+
+
+def _related(flog: FileLog, health: LogHealth, sources: list[Source], spec: LogSpec) -> Related:
+    """The log's intact records about what the lost records touched (their pages, comments, spaces, agents, as
+    the databases that applied them name them), and every purge — one walk of the log."""
+    out = Related()
+    if spec.name != "pages":
+        return out
+    wanted: set[str] = set()
+    for src in sources:
+        if src.conn is None:
+            continue
+        for seq in health.lost_seqs:
+            row = src.conn.execute("SELECT result FROM applied_ops WHERE seq = ?", (seq,)).fetchone()
+            try:
+                result = json.loads(row["result"]) if row is not None and row["result"] else {}
+            except ValueError:
+                continue
+            if isinstance(result, dict):
+                wanted |= {str(result[k]) for k in ("page_id", "comment_id", "key") if result.get(k)}
+    for what, item in walk(flog, health.applied, others_applied=_others_seq(health)):
+        if what != "keep":
+            continue
+        record = item[1]
+        if record.type == "page.purge":
+            out.purges.append(record)
+        for key in RELATED_KEYS:
+            value = record.payload.get(key)
+            if isinstance(value, str) and (value in wanted or record.type == "onboarding.mark"):
+                out.by_id.setdefault(value, []).append(record)
+    return out
 
 
 def _plan(spec: LogSpec, flog: FileLog, health: LogHealth, sources: list[Source], elsewhere: list[Any]
           ) -> dict[int, Rewrite]:
-    """For each seq the log lost: a record given back by a database that applied it, else a tombstone that
-    says why none could."""
+    """For each seq the log lost: a record given back by a database that applied it (its candidates, for the
+    proof to choose among), else a tombstone that says why none could."""
     out: dict[int, Rewrite] = {}
     legible: dict[int, str] = {}
     for spot in health.spots:
         if len(spot.seqs) == 1 and spot.end > spot.offset:
             legible[spot.seqs[0]] = _legible(flog, spot, sources)
+    related = _related(flog, health, sources, spec) if health.lost_seqs else Related()
     for seq in health.lost_seqs:
         reasons: list[str] = []
         what = ""
+        found: Rewrite | None = None
+        # every database that applied it offers what its rows allow, the one nearest the record first (its rows
+        # are the record's own longest: a later move it has not applied yet left the page where it was created)
+        applied_it = []
         for src in sources:
             if src.conn is None:
                 reasons.append(f"{src.label}: {src.problem}")
@@ -300,12 +362,22 @@ def _plan(spec: LogSpec, flog: FileLog, health: LogHealth, sources: list[Source]
             if at.seq < seq:
                 reasons.append(f"{src.label} applied the log only through seq {at.seq:,}")
                 continue
-            given = _give_back(spec, src.conn, seq)
+            applied_it.append((at.seq, not src.this_node, src))
+        for _at, _peer, src in sorted(applied_it, key=lambda t: (t[0], t[1])):
+            given = _give_back(spec, src.conn, seq, related)
             what = what or given.what
-            if given.record is not None:
-                out[seq] = Rewrite(seq, given.how, given.record.at_seq(seq), given.what, src.label)
-                break
-            reasons.append(f"{src.label} applied it, but {given.why}")
+            if not given.records:
+                reasons.append(f"{src.label} applied it, but {given.why}")
+                continue
+            candidates = [r.at_seq(seq) for r in given.records]
+            if found is None:
+                found = Rewrite(seq, given.how, candidates[0], given.what, src.label, candidates=candidates,
+                                note=given.note)
+            elif found.how == "recovered" and given.how == "recovered":
+                seen = {r.body() for r in found.candidates}
+                found.candidates += [r for r in candidates if r.body() not in seen]
+        if found is not None:
+            out[seq] = found
         else:
             for peer in elsewhere:
                 if peer.seq(spec.position) >= seq:
@@ -388,44 +460,195 @@ def _table_digests(conn: Connection, tables: tuple[str, ...]) -> dict[str, str]:
     return {t: _digest_rows(conn, REPLICATED[t])[0] for t in tables}
 
 
+# replays a repair may run to choose among the candidates of what it gives back (each replays the log from the
+# first lost record to each witness's position): one candidate per lost record is the common case
+MAX_PROOFS = 24
+
+
+@contextmanager
+def _quiet_applier() -> Iterator[None]:
+    """A proving replay applies candidates that may be wrong (a parent that did not exist yet): the applier's
+    warnings about them are the proof's business, never the person's terminal."""
+    me = threading.get_ident()
+
+    def drop(record: logging.LogRecord) -> bool:
+        return record.thread != me
+
+    logger = logging.getLogger("crewlet.applier")
+    logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        logger.removeFilter(drop)
+
+
+class _Prover:
+    """Replays the repaired log — as the rewrites now choose — up to each witness's position and says where it
+    differs from that witness's rows. A witness is a database that applied the lost records (the one that gave
+    them back, and every other readable one that went as far): a record it gave back is kept only when the
+    replay gives every witness exactly its rows. The log before the first lost record is the same in every
+    trial: it is replayed once, and each trial starts from a copy."""
+
+    def __init__(self, spec: LogSpec, flog: FileLog, health: LogHealth, rewrites: dict[int, Rewrite],
+                 witnesses: list[Source], scratch: Path, first: int) -> None:
+        self.spec, self.flog, self.health, self.scratch = spec, flog, health, Path(scratch)
+        self.witnesses = sorted(witnesses, key=lambda w: w.positions[spec.name].seq)
+        self.tables = TABLES[spec.name]
+        self.theirs = {w.label: _table_digests(w.conn, self.tables) for w in self.witnesses}
+        self.trials = 0
+        prefix = self.scratch / "base.log"
+        write_repaired(flog, health, rewrites, prefix, through=first - 1)
+        self.base = connect(self.scratch / "base.db")
+        with FileLog(prefix, readonly=True) as plog:
+            spec.apply(self.base, plog, None)
+
+    def differs(self, rewrites: dict[int, Rewrite], *, keep: Path | None = None) -> dict[str, str]:
+        """Witness label -> what differs ("" for none); a replay that cannot run (a full disk) differs."""
+        self.trials += 1
+        n = self.trials
+        path = keep or self.scratch / f"trial-{n}.db"
+        trial = connect(path)
+        out: dict[str, str] = {}
+        try:
+            self.base.backup(trial)
+            for w in self.witnesses:
+                at = w.positions[self.spec.name].seq
+                prefix = self.scratch / f"trial-{n}-{at}.log"
+                write_repaired(self.flog, self.health, rewrites, prefix, through=at)
+                with FileLog(prefix, readonly=True) as plog:
+                    self.spec.apply(trial, plog, None)
+                prefix.unlink(missing_ok=True)
+                mine = _table_digests(trial, self.tables)
+                differ = [t for t in self.tables if mine[t] != self.theirs[w.label][t]]
+                out[w.label] = ", ".join(differ)
+        except (OSError, sqlite3.Error) as exc:
+            return {w.label: f"the replay that proves it could not run ({exc})" for w in self.witnesses}
+        finally:
+            trial.close()
+            if keep is None:
+                for side in ("", "-wal", "-shm"):
+                    Path(f"{path}{side}").unlink(missing_ok=True)
+        return out
+
+    def close(self) -> None:
+        self.base.close()
+
+
+def _assignments(options: dict[int, int], budget: int) -> Iterator[dict[int, int]]:
+    """Which candidate each lost record tries ({seq: index}; a seq left out takes its first): every one its
+    first, then one record at a time off its first, then two …, at most `budget` in all."""
+    seqs = sorted(s for s, n in options.items() if n > 1)
+    yield {}
+    count = 1
+    for k in range(1, len(seqs) + 1):
+        for combo in itertools.combinations(seqs, k):
+            for idxs in itertools.product(*(range(1, options[s]) for s in combo)):
+                if count >= budget:
+                    return
+                count += 1
+                yield dict(zip(combo, idxs))
+
+
+def _witnesses(spec: LogSpec, health: LogHealth, sources: list[Source], first: int) -> list[Source]:
+    return [s for s in sources if s.conn is not None and not (s.this_node and health.applied_past_cut)
+            and s.positions.get(spec.name, Applied()).seq >= first]
+
+
 def _verify(spec: LogSpec, flog: FileLog, health: LogHealth, rewrites: dict[int, Rewrite],
             sources: list[Source], *, scratch_in: Path) -> None:
-    """A record rebuilt from a database's rows is kept only if the repaired log, replayed up to that
-    database's position, gives its rows exactly; otherwise it becomes a tombstone that says so."""
-    by_source: dict[str, list[Rewrite]] = {}
-    for rw in rewrites.values():
-        if not rw.lost:
-            by_source.setdefault(rw.source, []).append(rw)
-    if not by_source:
+    """Choose, among the candidates of each record given back, those a replay proves: the repaired log replayed
+    up to each witness database's position gives its rows exactly. A record is rebuilt as of its seq, and the
+    rows now do not always say what it was (a page moved since: where was it created?): the candidates are what
+    they allow, the most likely first. When no choice proves, every rebuilt record becomes a tombstone that
+    says so (a record given back as its outcome is exact, and stays)."""
+    given = {seq: rw for seq, rw in rewrites.items() if not rw.lost}
+    if not given:
+        return
+    first = min(given)
+    witnesses = _witnesses(spec, health, sources, first)
+    if not witnesses:
         return
     # the replays are this node's own work: in its home (never the shared directory), removed after
-    with tempfile.TemporaryDirectory(prefix=".crewlet-repair-", dir=scratch_in if scratch_in.is_dir() else None) as scratch:
-        for n, (label, given) in enumerate(sorted(by_source.items())):
-            src = next(s for s in sources if s.label == label)
-            assert src.conn is not None
-            at = src.positions[spec.name].seq
-            prefix = Path(scratch) / f"upto-{n}.log"
+    with tempfile.TemporaryDirectory(prefix=".crewlet-repair-", dir=scratch_in if scratch_in.is_dir() else None) as scratch, \
+            _quiet_applier():
+        try:
+            prover = _Prover(spec, flog, health, rewrites, witnesses, Path(scratch), first)
+        except (OSError, sqlite3.Error) as exc:   # a full disk: nothing is given back unproved
+            differ = {w.label: f"the replay that proves it could not run ({exc})" for w in witnesses}
+        else:
             try:
-                write_repaired(flog, health, rewrites, prefix, through=at)
-                replay = connect(Path(scratch) / f"replay-{n}.db")
-                try:
-                    with FileLog(prefix, readonly=True) as plog:
-                        spec.apply(replay, plog, None)
-                    theirs = _table_digests(src.conn, TABLES[spec.name])
-                    mine = _table_digests(replay, TABLES[spec.name])
-                finally:
-                    replay.close()
-            except (OSError, sqlite3.Error) as exc:   # a full disk: nothing is given back unproved
-                why = f"rebuilt from the rows of {label}, but the replay that proves it could not run ({exc})"
-            else:
-                differ = [t for t in theirs if theirs[t] != mine[t]]
-                if not differ:
+                options = {seq: len(rw.candidates or [rw.record]) for seq, rw in given.items()}
+                differ = {}
+                for choice in _assignments(options, MAX_PROOFS):
+                    for seq, rw in given.items():
+                        rewrites[seq] = dataclasses.replace(rw, record=(rw.candidates or [rw.record])[choice.get(seq, 0)])
+                    differ = {label: d for label, d in prover.differs(rewrites).items() if d}
+                    if not differ:
+                        return
+            finally:
+                prover.close()
+    label, what = next(iter(differ.items()))
+    why = (f"rebuilt from the rows of {given[min(given)].source}, but " + (
+        what if what.startswith("the replay") else
+        f"no record its rows allow gives, replayed, the rows of {label} (they differ in {what})"))
+    for seq, rw in given.items():
+        if rw.how == "outcome":
+            rewrites[seq] = rw
+            continue
+        rewrites[seq] = Rewrite(seq, "lost", tombstone(seq, spec.name, why, was=rw.what).at_seq(seq), rw.what, why=why)
+
+
+def _cost_here(spec: LogSpec, flog: FileLog, health: LogHealth, rewrites: dict[int, Rewrite], conn: Connection, *,
+               scratch_in: Path) -> tuple[list[LostChange], list[str]]:
+    """What the tombstones cost this node's database beyond the lost records themselves: a replay of the
+    repaired log up to its position, set against its rows — the later changes it applied that the replay
+    refuses (a save of a page whose create is lost), and the pages it holds that the replay does not (with
+    their revisions and comments) or holds otherwise."""
+    lost = sorted(seq for seq, rw in rewrites.items() if rw.lost)
+    me = Source("this node's database", Path(), conn=conn, this_node=True,
+                positions={spec.name: engine.applied_position(conn, spec.position)})
+    if not lost or me.positions[spec.name].seq < lost[0]:
+        return [], []
+    with tempfile.TemporaryDirectory(prefix=".crewlet-repair-", dir=scratch_in if scratch_in.is_dir() else None) as scratch, \
+            _quiet_applier():
+        kept = Path(scratch) / "cost.db"
+        try:
+            prover = _Prover(spec, flog, health, rewrites, [me], Path(scratch), lost[0])
+            try:
+                prover.differs(rewrites, keep=kept)
+            finally:
+                prover.close()
+            replay = connect(kept, readonly=True)
+        except (OSError, sqlite3.Error) as exc:
+            return [LostChange(0, "", "", "", f"what else it costs could not be worked out ({exc})")], []
+        try:
+            theirs = {r["seq"]: r for r in replay.execute("SELECT seq, status, code FROM applied_ops WHERE seq > ?",
+                                                             (lost[0],))}
+            cascade = []
+            for r in conn.execute("SELECT op_id, seq, type, status, code, result FROM applied_ops WHERE seq > ? "
+                                  "ORDER BY seq", (lost[0],)):
+                t = theirs.get(r["seq"])
+                if r["seq"] in rewrites or (t is not None and (t["status"], t["code"]) == (r["status"], r["code"])):
                     continue
-                why = (f"rebuilt from the rows of {label}, but a replay of the repaired log with it differs from "
-                       f"them (in {', '.join(differ)})")
-            for rw in given:
-                rewrites[rw.seq] = Rewrite(rw.seq, "lost", tombstone(rw.seq, spec.name, why, was=rw.what).at_seq(rw.seq),
-                                           rw.what, why=why)
+                now = f"{t['status']}" + (f": {t['code']}" if t["code"] else "") if t is not None else "not applied"
+                cascade.append(LostChange(r["seq"], r["op_id"], r["type"], f"{r['status']} here, {now} after",
+                                          what_changed(conn, r["result"])))
+            pages = []
+            replayed = {r[0]: tuple(r) for r in replay.execute(REPLICATED["pages"])}
+            for r in conn.execute(REPLICATED["pages"]):
+                if replayed.get(r[0]) == tuple(r):
+                    continue
+                revisions = conn.execute("SELECT count(*) FROM revisions WHERE page_id = ?", (r[0],)).fetchone()[0]
+                comments = conn.execute("SELECT count(*) FROM comments WHERE page_id = ?", (r[0],)).fetchone()[0]
+                name = f"{r['container']}/{r['title']}"
+                if r[0] in replayed:
+                    pages.append(f"{name}: it would no longer read as it does here")
+                else:
+                    pages.append(f"{name}: the page, its {revisions} revision{'s' if revisions != 1 else ''} and "
+                                 f"{comments} comment{'s' if comments != 1 else ''}")
+            return cascade, pages
+        finally:
+            replay.close()
 
 
 def _others_losing(home: Home, spec: LogSpec, rewrites: dict[int, Rewrite], sources: list[Source],
@@ -517,12 +740,18 @@ class RepairResult:
     lost: list[LostChange] = field(default_factory=list)
     rewrites: list[Rewrite] = field(default_factory=list)
     records_lost: int = 0             # records the logs no longer hold (tombstones, and repeats taken out)
+    # changes this node's database applied that the repaired log lost: the database is kept as it is, holding
+    # them (reads work; writes wait for a second, asked repair that rebuilds it), with what else they cost
+    kept: list[LostChange] = field(default_factory=list)
+    refused_after: list[LostChange] = field(default_factory=list)
+    pages_lost: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"moved_aside": {k: {"file": f, "bytes": n} for k, (f, n) in self.moved.items()},
                 "database_kept_as": self.database_kept_as, "rebuilt": self.rebuilt, "replayed": self.applied,
                 "lost": [vars(c) for c in self.lost], "rewritten": [r.to_json() for r in self.rewrites],
-                "records_lost": self.records_lost}
+                "records_lost": self.records_lost, "database_holds_lost": [vars(c) for c in self.kept],
+                "refused_after": [vars(c) for c in self.refused_after], "pages_lost": self.pages_lost}
 
 
 def _rewrite_log(home: Home, report: LogReport) -> tuple[Path, int]:
@@ -564,8 +793,12 @@ def repair_home(home: Home, reports: list[LogReport], *,
     """Carry out the repair the reports describe (the caller has asked, and been told what is lost).
 
     Each damaged log is written anew (every intact record kept; every lost seq given back or tombstoned), the
-    damaged file kept whole beside it. Then this node's database is kept — its position moves to where its
-    record now is — unless it holds what the repaired log does not, when it is moved aside and rebuilt."""
+    damaged file kept whole beside it. This node's database is kept — its position moves to where its record
+    now is. When it applied a record the repaired log lost, it is kept too, holding that change and what the
+    tombstone costs after it (named in the report): nothing it holds is thrown away by this repair; it reads as
+    it is, refuses writes, and a second repair — asked again, knowing the cost — rebuilds it. Only a database
+    that applied another log than this one, or that was kept so by an earlier repair, is moved aside and
+    rebuilt here."""
     result = RepairResult()
     for report in reports:
         if not report.needs_cut:
@@ -574,6 +807,10 @@ def repair_home(home: Home, reports: list[LogReport], *,
         result.moved[report.spec.name] = (str(aside), size)
         result.rewrites += sorted(report.rewrites.values(), key=lambda r: r.seq)
         result.records_lost += report.records_lost
+        if report.keeps_lost:
+            result.kept += report.lost
+            result.refused_after += report.cascade
+            result.pages_lost += report.pages_lost
     if any(r.needs_rebuild for r in reports):
         result.lost = [c for r in reports for c in r.lost + r.held]
         result.database_kept_as = str(move_database_aside(home, "before-repair"))
@@ -589,7 +826,7 @@ def repair_home(home: Home, reports: list[LogReport], *,
     if home.db_file.exists():
         # opening moves the position to the repaired log, and checks it once more
         with Node.open(home, sync_containers=False) as node:
-            if node.damage is not None:
+            if node.damage is not None and not (result.kept and node.damage.kind == "diverged"):
                 raise node.damage
     if result.rebuilt:
         from .agents.carry import carry_diaries   # diaries are on no log: they follow the database

@@ -69,8 +69,9 @@ def repairs_of(log: Path) -> list[dict[str, Any]]:
 
 def relocate(flog: FileLog, applied: Applied, conn: Connection, spec_name: str) -> Frame | None:
     """After a repair wrote the log anew, where the record this database applied last now is: the frame of its
-    seq, when it holds that very record (its digest), or the record a repair gave back in its place (the same
-    op_id: it did the same). None when no repair explains the difference (then it is damage)."""
+    seq, when it holds that very record (its digest), the record a repair gave back in its place (the same
+    op_id: it did the same), or the tombstone a repair wrote there (then `held_lost` names the change this
+    database holds). None when no repair explains the difference (then it is damage)."""
     entries = repairs_of(flog.path)
     if not entries or applied.nothing:
         return None
@@ -83,9 +84,12 @@ def relocate(flog: FileLog, applied: Applied, conn: Connection, spec_name: str) 
         return None
     if applied.digest is None or frame_digest(found.body) == applied.digest:
         return found
-    given = {int(w["seq"]): w for e in entries for w in e.get("written", []) if w.get("how") != "lost"}
-    if applied.seq not in given:
+    written = {int(w["seq"]): w for e in entries for w in e.get("written", [])}
+    if applied.seq not in written:
         return None
+    if written[applied.seq].get("how") == "lost":
+        return found   # its record is a tombstone now: this database holds a change the log lost (`held_lost`)
+    given = written
     if spec_name == "pages":
         row = conn.execute("SELECT op_id FROM applied_ops WHERE seq = ?", (applied.seq,)).fetchone()
         return found if row is not None and row["op_id"] == given[applied.seq].get("op_id") else None

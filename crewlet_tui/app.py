@@ -56,6 +56,14 @@ if TYPE_CHECKING:
 BACKGROUND_AFTER_S = 1.0     # the background work starts this long after the home opened at the latest
 
 
+def _clock(ms: int | None) -> str:
+    if not ms:
+        return "it opened"
+    import time as time_mod
+
+    return time_mod.strftime("%H:%M", time_mod.localtime(ms / 1000))
+
+
 def _screen_is(screen: Any, module: str, name: str) -> bool:
     """isinstance against a screen class whose module may not be imported yet (then it cannot be one)."""
     mod = sys.modules.get(f"crewlet_tui.screens.{module}")
@@ -285,6 +293,16 @@ class CrewletApp(App[None]):
         elif not self.start_indexer:
             self.index_state = IndexState("off", message="background worker off")
 
+    def _say_offline(self) -> None:
+        """The status line says when this node cannot reach its log's servers (reads go on, writes refuse)."""
+        node = getattr(self.session, "node", None) if self.session is not None else None
+        offline = getattr(node, "offline", None)
+        base = self.actor_line.split(" · offline")[0]
+        line = base if offline is None else f"{base} · offline, behind since {_clock(offline.last_contact_ms)}"
+        if line != self.actor_line:
+            self.actor_line = line
+            self.index_state = self.index_state   # the status line reads actor_line when the state is set
+
     def _resume_gc(self) -> None:
         """The launch is over: the cyclic GC runs again. What the launch built (modules, classes, the
         first screen) is frozen first, so no later collection walks it again."""
@@ -384,6 +402,8 @@ class CrewletApp(App[None]):
     def _duty_passed(self, message: DutyPassed) -> None:
         report, status = message.report, message.status
         self.show_log_damage()
+        if report.duty == APPLY_DUTY:
+            self._say_offline()
         if report.duty == APPLY_DUTY and report.result is not None and report.result.counts.get("applied"):
             self._refresh_views()
             return

@@ -253,6 +253,8 @@ def open_node(*, sync_containers: bool = True) -> Iterator[Node]:
             warn(damage_line(node.damage))
         elif node.apply_error is not None:
             warn(f"records on the log are not applied yet: {node.apply_error}")
+        elif node.offline is not None:
+            warn(node.offline.line())
         elif getattr(node.conn, "readonly_reason", ""):
             warn(f"{node.conn.readonly_reason}: this command read the home as it stands; writes are refused until "
                  "there is room again")

@@ -5,9 +5,9 @@
 frame, one for a flipped bit unless a database gives it back); it exits 1 when anything is damaged, so a
 script can watch a home with it. `repair` writes the log anew keeping every intact record, gives back what a
 database that applied a lost record still holds, tombstones the rest, and keeps the damaged file whole beside
-the log; only where the database applied something the repaired log does not hold is it rebuilt, after
-saying which applied changes that loses (and which other nodes hold such records). It asks first; `--yes`
-answers for a script.
+the log. A database that applied a record the repaired log lost is kept as it is (it reads; writes are refused),
+with what that costs named — the record, the later changes it would refuse, the pages with their revisions
+and comments —; a second repair rebuilds it from the log. It asks first; `--yes` answers for a script.
 """
 from __future__ import annotations
 
@@ -101,6 +101,12 @@ def _render(report: LogReport) -> None:
                                   report.needs_cut else "")
                      + f"rebuilds the database from it and loses {_n(len(lost), 'applied change')}"
                      + (":" if lost else "")))
+    elif report.keeps_lost:
+        after = (f", and {_n(len(report.cascade), 'later change')} it applied after them, which the repaired log "
+                 "refuses" if report.cascade else "")
+        rows.append(("a repair", f"writes the log anew keeping every intact record, losing {_n(total, 'record')}; "
+                                 f"this database is kept as it is — it holds {_n(len(report.lost), 'applied change')} "
+                                 f"the repaired log loses{after}:"))
     else:
         rows.append(("a repair", f"writes the log anew keeping every intact record, losing {_n(total, 'record')}; "
                                  "the database keeps everything it holds"))
@@ -110,10 +116,16 @@ def _render(report: LogReport) -> None:
         for after, line in details:
             if after == n:
                 console.print(f"  {'':<{width}}    {markup_safe(line)}", soft_wrap=True)
-    for change in (report.lost + report.held)[:LOST_LISTED]:
+    changes = report.lost + report.held + report.cascade
+    for change in changes[:LOST_LISTED]:
         console.print(f"    {markup_safe(change.line())}", soft_wrap=True)
-    if len(report.lost) > LOST_LISTED:
-        console.print(f"    … and {len(report.lost) - LOST_LISTED:,} more (--json lists them all)")
+    if len(changes) > LOST_LISTED:
+        console.print(f"    … and {len(changes) - LOST_LISTED:,} more (--json lists them all)")
+    for page in report.pages_lost[:LOST_LISTED]:
+        console.print(f"    lost with them: {markup_safe(page)}", soft_wrap=True)
+    if report.keeps_lost:
+        console.print("    it reads as it is and refuses writes until a second `crewlet log repair` rebuilds it from the "
+                      "log, losing them: copy out what you need first", soft_wrap=True)
 
 
 @log_app.command("check")
@@ -125,6 +137,9 @@ def log_check(as_json: bool = JSON_OPT) -> None:
     from core.repair import check_home
 
     home = existing_home()
+    if _on_jetstream(home):
+        _check_streams(as_json)
+        return
     with err_console.status("reading the log…", spinner="dots") if sys.stderr.isatty() and not as_json else nullcontext():
         reports = check_home(home)
     bad = [r for r in reports if not r.ok]
@@ -148,10 +163,14 @@ def log_repair(
 ) -> None:
     """Write a damaged log anew keeping every intact record; give back lost ones a database still holds.
 
-    The damaged file is kept whole beside the log. Where the database applied something the repaired log does not hold, it is rebuilt from it (the old file is kept beside it) after saying what is lost, and which other nodes hold such records. Stop the app and any `crewlet worker` on this home first."""
+    The damaged file is kept whole beside the log. A database that applied a record the repaired log lost is kept as it is, holding it, with what that costs said; run the repair again to rebuild it from the log (the old file is kept beside it). Which other nodes hold such records is said first. Stop the app and any `crewlet worker` on this home first."""
     from core.repair import check_home, repair_home
 
     home = existing_home()
+    if _on_jetstream(home):
+        from core.sync.nats_check import REPAIR_REFUSED
+
+        fail(REPAIR_REFUSED, as_json=as_json, payload={"error": "jetstream", "message": REPAIR_REFUSED})
     reports = check_home(home)
     bad = [r for r in reports if not r.ok]
     if not bad:
@@ -195,6 +214,12 @@ def log_repair(
         for rw in result.rewrites:
             console.print(f"  {markup_safe(rw.line())}", soft_wrap=True)
         console.print(f"records lost: {result.records_lost:,}")
+        if result.kept:
+            console.print(f"this database is kept as it is: it holds {_n(len(result.kept), 'change')} the repaired log "
+                          f"lost" + (f" (and {_n(len(result.refused_after), 'later change')} it would refuse)"
+                                     if result.refused_after else "")
+                          + " — read or copy what you need (writes are refused), then `crewlet log repair` rebuilds it "
+                          "from the log, losing them", soft_wrap=True)
         if result.rebuilt:
             console.print(f"database rebuilt from the repaired log ({result.applied:,} records replayed); the old one "
                           f"is kept as {markup_safe(result.database_kept_as or '')}", soft_wrap=True)
@@ -203,6 +228,35 @@ def log_repair(
             _render(report)
     if still:
         err_console.print(f"[bold red]crewlet:[/] {markup_safe(_summary(still[0]))}", soft_wrap=True)
+        raise typer.Exit(1)
+
+
+def _on_jetstream(home: object) -> bool:
+    from core import config as config_mod
+
+    cfg = getattr(home, "config_file")
+    return cfg.is_file() and config_mod.load(cfg).log.backend == "jetstream"
+
+
+def _check_streams(as_json: bool) -> None:
+    """`log check` for a company on NATS JetStream: each stream read back and set against the database."""
+    from core.node import Node
+    from core.sync.nats_check import check_streams
+
+    with Node.open(existing_home(), sync_containers=False, catch_up=False) as node:
+        if node.offline is not None:
+            fail(node.offline.line(), as_json=as_json, payload={"error": "offline", **node.offline.to_json()})
+        with err_console.status("reading the streams…", spinner="dots") if sys.stderr.isatty() and not as_json \
+                else nullcontext():
+            reports = check_streams(node)
+    bad = [r for r in reports if not r.ok]
+    if as_json:
+        emit_json({"home": str(node.home.root), "ok": not bad, "logs": [r.to_json() for r in reports]})
+    else:
+        for r in reports:
+            console.print(markup_safe(r.line()), soft_wrap=True)
+    if bad:
+        err_console.print(f"[bold red]crewlet:[/] {markup_safe(bad[0].line())}", soft_wrap=True)
         raise typer.Exit(1)
 
 

@@ -49,15 +49,27 @@ class _Applying:
 @sync_app.command("join")
 @handle_errors
 def sync_join(
-    directory: Path = typer.Argument(..., metavar="DIR", help="The shared directory: empty (this home becomes its first node) or "
-                                               "one other nodes share."),
+    target: str = typer.Argument(..., metavar="DIR|URL", help="The shared directory: empty (this home becomes its "
+                                 "first node) or one other nodes share; or NATS servers, nats://HOST:4222."),
     snapshot: Optional[Path] = typer.Option(None, "--snapshot", metavar="FILE", help="Start a NEW node from this snapshot "
                                                                       "(`crewlet sync snapshot` on a current node)."),
     operator: Optional[str] = typer.Option(None, "--operator", metavar="HANDLE", help="A new node's operator (who it acts as by "
                                                                      "default); else company.toml's."),
+    replicas: Optional[int] = typer.Option(None, "--replicas", min=1, max=5, metavar="N", help="JetStream: copies of each stream "
+                                           "(default 1 for one server, 3 for a cluster)."),
+    prefix: Optional[str] = typer.Option(None, "--prefix", metavar="PREFIX", help="JetStream: the streams' name prefix (default "
+                                                                 "crewlet: crewlet-pages, crewlet-vectors)."),
+    creds: Optional[str] = typer.Option(None, "--creds", metavar="FILE", help="JetStream: a NATS credentials file, kept in [log] "
+                                                               "creds (each node reads its own copy at that path)."),
+    token_env: Optional[str] = typer.Option(None, "--token-env", metavar="NAME", help="JetStream: the NAME of the environment "
+                                                                       "variable holding the server's token."),
+    tls_ca: Optional[str] = typer.Option(None, "--tls-ca", metavar="FILE", help="JetStream: a CA file for tls:// servers whose "
+                                                                 "certificate a private CA signed."),
     as_json: bool = JSON_OPT,
 ) -> None:
-    """Make this home a node of a shared directory of logs, or create a new node from one.
+    """Make this home a node of a shared directory of logs or of NATS JetStream, or create a new node.
+
+    NATS: an existing home moves its company onto JetStream (the streams are created, its records copied and checked there, then company.toml switched); a new --home is made from the servers alone.
 
     An existing home and an empty DIR: its logs and company.toml move into DIR. An existing home and a DIR that holds a log: it joins if it has written nothing of its own. A new --home: a node is made from DIR (or from --snapshot) and applies the log. Stop the app and any worker on the home first."""
     from core.sync import join as join_mod
@@ -66,12 +78,17 @@ def sync_join(
     applying = _Applying(enabled=not as_json and sys.stderr.isatty())
     started = time.perf_counter()
     try:
-        result = join_mod.join(home, directory, snapshot=snapshot, operator=operator, progress=applying)
+        result = join_mod.join(home, target, snapshot=snapshot, operator=operator, progress=applying,
+                               replicas=replicas, prefix=prefix, creds=creds, token_env=token_env,
+                               tls_ca=tls_ca)
     finally:
         applying.close()
     seconds = time.perf_counter() - started
     if as_json:
         emit_json(result.to_json() | {"home": str(home.root), "seconds": round(seconds, 3)})
+        return
+    if not hasattr(result, "shared"):
+        _render_nats_join(home, result, seconds)
         return
     shared = markup_safe(str(result.shared))
     if result.kind == "first":
@@ -92,6 +109,26 @@ def sync_join(
                   "every node is")
 
 
+def _render_nats_join(home, result, seconds: float) -> None:
+    root, servers = markup_safe(str(home.root)), markup_safe(result.servers)
+    if result.kind == "first":
+        copied = ", ".join(f"{n:,} {log} record(s)" for log, n in result.copied.items())
+        console.print(f"{root} moved its company onto NATS JetStream at {servers} (node {result.node_id}): copied "
+                      f"{copied}; a node applied from the streams holds the same content (digest {result.digest})",
+                      soft_wrap=True)
+    elif result.kind == "new":
+        console.print(f"new node {result.node_id} at {root}, on NATS JetStream at {servers}", soft_wrap=True)
+    else:
+        console.print(f"{root} is already node {result.node_id} of the company on {servers}", soft_wrap=True)
+    if result.snapshot is not None:
+        console.print(f"started from the snapshot {markup_safe(result.snapshot.line())}", soft_wrap=True)
+    for kept in result.kept_aside:
+        console.print(f"kept aside: {markup_safe(kept)}", soft_wrap=True)
+    rate = f" in {seconds:.1f} s" if result.applied else ""
+    console.print(f"applied {result.applied:,} record(s) from the streams{rate}; `crewlet sync status` shows where "
+                  "this node is and what the servers promise")
+
+
 @sync_app.command("status")
 @handle_errors
 def sync_status_cmd(
@@ -109,7 +146,8 @@ def sync_status_cmd(
     home = existing_home()
     with Node.open(home, sync_containers=False, catch_up=False) as node:
         st = sync_status(node)
-        dig = content_digest(node.conn) if digest else None
+        # the digest status just computed (a node of a shared directory), else computed here: once either way
+        dig = (node.last_digest or content_digest(home.db_file)) if digest else None
     if st.damage is not None:
         warn(damage_line(st.damage))
     for d in st.disagree:
@@ -126,7 +164,16 @@ def sync_status_cmd(
 def _render_status(st: SyncStatus) -> None:
     console.print(f"node      {st.node_id or '(no id yet)'} — {markup_safe(st.home)}"
                   + (f", operator {markup_safe(st.operator)}" if st.operator else ""), soft_wrap=True)
-    if st.shared is None:
+    if st.jetstream is not None:
+        js = st.jetstream
+        console.print(f"log       NATS JetStream at {markup_safe(', '.join(js['servers']))} (streams {markup_safe(js['stream_prefix'])}-*, "
+                      f"{js['replicas']} replica(s))", soft_wrap=True)
+        if js["offline"]:
+            console.print(f"[yellow]{markup_safe(js['offline'])}[/]", soft_wrap=True)
+        for line, d in zip(js["durability_lines"], js["durability"]):
+            style = "green" if not d["lazy"] and not d["error"] else "yellow"
+            console.print(f"durability [{style}]{markup_safe(line)}[/]", soft_wrap=True)
+    elif st.shared is None:
         console.print("shared    not joined: this home's logs are its own (`crewlet sync join DIR` shares them)",
                       soft_wrap=True)
     else:
@@ -143,7 +190,10 @@ def _render_status(st: SyncStatus) -> None:
             lag = "[red]damaged" + (f" past record {good:,}" if good is not None else "") + "[/] — `crewlet log check`"
         console.print(f"{line.name:<9} applied through seq {line.applied_seq:,} of {line.log_seq:,} — {lag}", soft_wrap=True)
     console.print(f"diaries   {markup_safe(st.diary_line())}", soft_wrap=True)
-    if st.shared is None:
+    if st.jetstream is not None and st.jetstream["lazy"]:
+        err_console.print("crewlet: warning: a server of this company's log does not fsync every write (or does not "
+                          "say): an acknowledged write can be lost with its machine — see `durability` above", soft_wrap=True)
+    if st.shared is None and (st.jetstream is None or st.jetstream["offline"]):
         return
     if not st.peers:
         console.print("peers     none has said where it is yet")

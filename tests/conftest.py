@@ -160,3 +160,22 @@ class OneAtATime:
 
     def apply(self, conn: Any, records: Any, *, careful: bool = False) -> list:
         return [o for o in (applier.apply_record(conn, r) for r in records) if o is not None]
+
+# -- NATS JetStream servers (tests/nats_server.py) ---------------------------------------------------
+
+@pytest.fixture
+def nats_server(tmp_path: Path) -> Iterator[Any]:
+    """A JetStream-enabled nats-server on a free port with its own storage, stopped at teardown."""
+    from nats_server import NatsServer
+
+    with NatsServer(tmp_path / "nats") as server:
+        yield server
+
+
+@pytest.fixture
+def nats_cluster(tmp_path: Path) -> Iterator[Any]:
+    """Three nats-servers in one JetStream cluster, each with its own storage, stopped at teardown."""
+    from nats_server import NatsCluster
+
+    with NatsCluster(tmp_path / "nats-cluster", size=3) as cluster:
+        yield cluster

@@ -9,6 +9,7 @@ from conftest import bump_mtime, config_with, count, create_rec, pid, rec, recor
 
 from core import config as config_mod
 from core.errors import Refused
+from core.log import Record
 from core.node import Node
 from core.pages.service import KnowledgeBase
 
@@ -321,3 +322,171 @@ def test_a_comment_with_a_duplicate_id_is_refused_not_a_crash(node):
     outs = node.submit([first, dup, create_rec("ENG", "Next", "x")])
     assert [o.status for o in outs] == ["applied", "refused", "applied"]
     assert rows(node.conn, "SELECT author, body FROM comments") == [("alex", "first")]
+
+
+# -- a malformed payload of every record kind ---------------------------------------------------------------
+# A record on a log is data another build, node or tool wrote. A page.create whose title was a number raised
+# AttributeError in the applier (not one of the errors it took as "malformed"), so the record stopped the log
+# on every node, at that seq, for good. Every kind's worst shapes — each key missing, each key of the wrong
+# JSON type — must be one refusal every node records alike, with nothing written and the log going on.
+
+def _wrong(value):
+    """A value of another JSON type than `value`'s."""
+    return {str: 7, int: "7", bool: "yes", list: "not a list", dict: ["not", "an object"]}.get(type(value), 7)
+
+
+def _every_page_kind(page: str, other: str, trashed: str, comment: str) -> dict:
+    from core.pages import records as R
+    from core.recover import tombstone
+
+    return {
+        "container.declare": R.container_declare(key="OPS", name="Ops", purpose="run it", lead="alex", chart_epoch=5),
+        "page.create": R.page_create("alex", page_id=pid(), container="ENG", title="New", body="b", parent_id=page,
+                                     message="first", labels=["ops"]),
+        "page.save": R.page_save("alex", page_id=page, base_revision=1, body="v2", message="second"),
+        "page.rename": R.page_rename("alex", page_id=page, title="Renamed"),
+        "page.move": R.page_move("alex", page_id=page, parent_id=other),
+        "page.trash": R.page_trash("alex", page_id=other),
+        "page.restore": R.page_restore("alex", page_id=trashed),
+        "page.purge": R.page_purge("alex", page_id=trashed, reason="done", cutoff=2**40),
+        "page.labels": R.page_labels("alex", page_id=page, labels=["x"]),
+        "comment.add": R.comment_add("alex", comment_id=pid(), page_id=page, body="hi"),
+        "comment.edit": R.comment_edit("alex", comment_id=comment, body="edited"),
+        "comment.remove": R.comment_remove("alex", comment_id=comment),
+        "knowledge.read": R.knowledge_read("eng-bot", via="search", query="q", pages=[{"page_id": page, "rank": 1}],
+                                           turn="t1", phase="answer"),
+        "onboarding.mark": R.onboarding_mark("eng-bot", chain_hash="abc"),
+        "log.lost": Record("log.lost", "op-lost-shape", "crewlet", 1, {
+            "seq": 1, "log": "pages", "why": "given back as its outcome",
+            "outcome": {"type": "page.save", "status": "refused", "code": "stale_revision", "reason": "r",
+                        "result": {}}}),
+    }
+
+
+# the keys a record of each kind cannot do without (the others have a default the applier has always used)
+_NEEDED = {
+    "container.declare": ["key", "name"], "page.create": ["page_id", "container", "title"],
+    "page.save": ["page_id", "base_revision", "body"], "page.rename": ["page_id", "title"],
+    "page.move": ["page_id"], "page.trash": ["page_id"], "page.restore": ["page_id"], "page.purge": ["page_id"],
+    "page.labels": ["page_id", "labels"], "comment.add": ["comment_id", "page_id", "body"],
+    "comment.edit": ["comment_id", "body"], "comment.remove": ["comment_id"], "knowledge.read": ["via"],
+    "onboarding.mark": ["agent_id", "chain_hash"], "log.lost": [],
+}
+
+
+def _shapes_of(good: Record) -> list[tuple[str, Record]]:
+    """Every worst shape of `good`: each needed key missing, each key (and a list's item) of the wrong type."""
+    out = []
+    for key in _NEEDED[good.type]:
+        out.append((f"no {key}", Record(good.type, f"{good.op_id}-no-{key}", good.actor, good.at,
+                                        {k: v for k, v in good.payload.items() if k != key})))
+    for key, value in good.payload.items():
+        out.append((f"{key} wrong", Record(good.type, f"{good.op_id}-{key}", good.actor, good.at,
+                                           {**good.payload, key: _wrong(value)})))
+        if isinstance(value, list) and value:
+            out.append((f"{key} item wrong", Record(good.type, f"{good.op_id}-{key}-item", good.actor, good.at,
+                                                    {**good.payload, key: [_wrong(value[0])]})))
+    if good.type == "log.lost":
+        out.append(("outcome lacks its type", Record(good.type, "op-lost-no-type", good.actor, good.at, {
+            **good.payload, "outcome": {k: v for k, v in good.payload["outcome"].items() if k != "type"}})))
+    return out
+
+
+@pytest.mark.parametrize("kind", list(_NEEDED))
+def test_every_worst_shape_of_every_record_kind_is_refused_as_malformed_and_the_log_goes_on(tmp_path, make_home, kind):
+    from core.store.digest import content_digest
+
+    home = make_home()
+    with Node.open(home) as node:
+        kb = KnowledgeBase(node)
+        page = kb.create_page("ENG", "Page", "v1", actor="alex").id
+        other = kb.create_page("ENG", "Other", "", actor="alex").id
+        trashed = kb.create_page("ENG", "Trashed", "", actor="alex").id
+        kb.trash_page(trashed, actor="alex")
+        comment = kb.add_comment(page, "first", actor="alex").id
+        good = _every_page_kind(page, other, trashed, comment)[kind]
+        bad = _shapes_of(good)
+        before = content_digest(node.conn).tables
+        outs = node.submit([r for _, r in bad])
+        assert [(name, o.status, o.code) for (name, _), o in zip(bad, outs)] == [
+            (name, "refused", "malformed") for name, _ in bad]
+        assert all(f"malformed {kind} record" in o.reason for o in outs), [o.reason for o in outs]
+        after = content_digest(node.conn).tables
+        assert {t: d for t, d in after.items() if t != "applied_ops"} == {
+            t: d for t, d in before.items() if t != "applied_ops"}     # nothing of any of them was written
+        last = node.submit_one(good)                                      # the log goes on: the good one applies
+        assert last.code != "malformed", last
+        seq = node.applied_seq()
+    # every node decides alike: a fresh database replaying the whole log (the fast path, chunk by chunk)
+    import shutil
+
+    from core.paths import Home
+
+    shutil.copytree(home.root, tmp_path / "replay", ignore=shutil.ignore_patterns("crewlet.db*", "index"))
+    with Node.open(Home(tmp_path / "replay"), sync_containers=False) as other_node:
+        assert other_node.applied_seq() == seq
+        decided = {r[0]: (r[1], r[2]) for r in other_node.conn.execute("SELECT op_id, status, code FROM applied_ops")}
+    assert all(decided[r.op_id] == ("refused", "malformed") for _, r in bad)
+
+
+def _every_vector_kind() -> dict:
+    import numpy as np
+
+    from core.vectors import index as ivf
+    from core.vectors import records as V
+
+    vec = np.linspace(-1, 1, 8).astype("<f4")
+    return {
+        "vector.put": V.put_record(pid(), "space-a", "ENG", 1, "d1", 10, 0, vec),
+        "vector.restamp": V.restamp_record(pid(), "space-a", "ENG", 2, "d1"),
+        "vector.drop": V.drop_record(pid()),
+        "index.install": ivf.install_record("space-a", np.zeros((2, 1), dtype=np.uint8), 1, [(1, 5)], 3, 2,
+                                            {"recall": 0.9}, 5),
+        "index.refile": ivf.refile_record("space-a", 1, 0, 1, 5, np.array([1]), np.array([0])),
+        "index.measure": ivf.measure_record("space-a", 1, 2, {"recall": 0.9}, 6),
+        "index.retire": ivf.retire_record("space-a", 1, "replaced"),
+    }
+
+
+_VECTOR_NEEDED = {
+    "vector.put": ["source_id", "space", "container", "revision", "digest", "bytes", "bucket", "dims", "vector"],
+    "vector.restamp": ["source_id", "space", "container", "revision", "digest"], "vector.drop": ["source_id"],
+    "index.install": ["space", "lists", "width", "centroids", "probes", "ranges", "trained_sources", "fullest",
+                      "measured", "at"],
+    "index.refile": ["space", "generation", "lo", "hi", "ids", "lists"],
+    "index.measure": ["space", "generation", "probes", "measured", "at"], "index.retire": ["space", "generation"],
+}
+
+
+@pytest.mark.parametrize("kind", list(_VECTOR_NEEDED))
+def test_every_worst_shape_of_every_vector_record_kind_files_nothing_and_the_log_goes_on(make_home, kind):
+    """The vector log files what nobody waits on: a malformed record files nothing (no outcome to store) —
+    and never raises out of the applier (a list where text belongs made SQLite refuse the binding, which
+    stopped the vector log for good)."""
+    import numpy as np
+
+    from core.store.digest import content_digest
+    from core.vectors import records as V
+
+    from core.replica.shapes import shape_problem
+
+    good = _every_vector_kind()[kind]
+    assert shape_problem(good.payload, V.shapes()[kind]) is None      # what the builder writes is of its shape
+    bad = []
+    for key in _VECTOR_NEEDED[kind]:
+        bad.append(Record(kind, f"{good.op_id}-no-{key}", good.actor, good.at,
+                          {k: v for k, v in good.payload.items() if k != key}))
+    for key, value in good.payload.items():
+        for wrong in (_wrong(value), ["a", "list"]):
+            if type(wrong) is not type(value):
+                bad.append(Record(kind, f"{good.op_id}-{key}-{type(wrong).__name__}", good.actor, good.at,
+                                  {**good.payload, key: wrong}))
+    with Node.open(make_home()) as node:
+        before = content_digest(node.conn).tables
+        node.submit_vectors(bad)
+        assert content_digest(node.conn).tables == before        # nothing of any of them was filed
+        put = V.put_record(pid(), "space-a", "ENG", 1, "d9", 10, 0, np.ones(8, dtype="<f4"))
+        node.submit_vectors([put])                                 # the log goes on
+        assert node.conn.execute("SELECT count(*) FROM vectors WHERE source_id = ?",
+                                 (put.payload["source_id"],)).fetchone()[0] == 1
+        assert V.position(node.conn)[0] == len(bad) + 1

@@ -156,3 +156,73 @@ def test_with_room_again_the_home_takes_writes(full_home):
     (disk / "filler").unlink()
     res = cli(home, "page", "create", "ENG", "Room Again")
     assert res.exit_code == 0, res.stderr
+
+
+# -- a long-lived process opened on a full disk (review finding 4) ----------------------------------------------
+# `crewlet mcp` (or the app) opened while the disk was full got a read-only connection for its whole life: it never
+# saw what others wrote once room came back (the connection was opened immutable, which also ignores other
+# writers), and every write it was asked for was refused "free some space there and retry" until a restart.
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_mcp_opened_on_a_full_disk_recovers_once_there_is_room(small_disk):
+    from mcp_client import call, connect, crewlet
+
+    home = new_home(small_disk / "home")
+    assert crewlet(home.root, "page", "create", "ENG", "Before").returncode == 0
+    filler = fill(small_disk, leave=4096)
+    async with connect(home.root, "eng-bot") as client:
+        await call(client, "list_pages", container="ENG")      # served, read-only: fine
+        refused = await client.call_tool("write_page", {"container": "ENG", "title": "While full"})
+        filler.unlink()                                          # room again
+        res = crewlet(home.root, "page", "create", "ENG", "Written by the CLI")
+        assert res.returncode == 0, res.stderr
+        got = await client.call_tool("get_page", {"ref": "ENG/Written by the CLI"})
+        wrote = await client.call_tool("write_page", {"container": "ENG", "title": "By the agent"})
+    said = lambda r: "".join(getattr(c, "text", "") for c in r.content)  # noqa: E731
+    assert refused.is_error and "is full" in said(refused)
+    assert (got.is_error, wrote.is_error) == (False, False), (said(got), said(wrote))
+
+
+def test_a_node_opened_on_a_full_disk_follows_its_storage_once_there_is_room(small_disk):
+    """The same in one process, through the node alone: reads see another writer's page, and a write that
+    was refused for the full disk lands when retried with room again — without reopening anything."""
+    home = new_home(small_disk / "home")
+    with Node.open(home) as node:
+        KnowledgeBase(node).create_page("ENG", "Before", "x")
+    filler = fill(small_disk, leave=4096)
+    with Node.open(home) as node:
+        kb = KnowledgeBase(node)
+        assert node.readonly
+        with pytest.raises(Exception, match="is full"):
+            kb.create_page("ENG", "While full", "x")
+        filler.unlink()
+        with Node.open(home) as other:
+            KnowledgeBase(other).create_page("ENG", "From another process", "y")
+        node.follow_storage()                     # what a long-lived session asks before each call
+        assert not node.readonly
+        assert kb.get_page("ENG/From another process").body == "y"
+        assert kb.create_page("ENG", "While full", "x").title == "While full"
+
+
+def test_a_snapshot_opened_on_a_full_disk_is_opened_again_when_another_writer_changes_the_files(small_disk):
+    """While the disk stays full, a process that opened the database before it filled can still write (its WAL
+    has room it already holds). A reader opened on the full disk holds an immutable snapshot, which never sees
+    that writer: it is opened again once the files change, so its reads are current."""
+    home = new_home(small_disk / "home")
+    with Node.open(home) as writer:
+        kb_w = KnowledgeBase(writer)
+        kb_w.create_page("ENG", "Before", "x")
+        writer.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")      # an empty WAL: the reader gets a snapshot
+        fill(small_disk, leave=60 * 1024)                           # "full" for SQLite's purposes (< 64 KiB)
+        with Node.open(home) as reader:
+            assert reader.readonly and reader.conn.opened_on is not None
+            assert not reader.follow_storage()                       # nothing changed: the same connection
+            kb_w.create_page("ENG", "Written while full", "y")
+            assert reader.follow_storage() and reader.readonly       # still full: read-only, but current
+            assert KnowledgeBase(reader).get_page("ENG/Written while full").body == "y"

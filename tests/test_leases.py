@@ -27,7 +27,7 @@ from core.log import FileLog, LogBusy, Record
 from core.log import filelog as filelog_mod
 from core.node import Node
 from core.pages.service import KnowledgeBase
-from core.process import HOST, Holder, _read_start
+from core.process import HOST, NAMESPACE, START, Holder, _read_start
 from core.leases import Lease
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -206,3 +206,35 @@ def test_the_holder_is_recorded_beside_the_lock(tmp_path):
         data = json.loads((tmp_path / "p.log.lock-holder").read_text())
     me = Holder.me()
     assert (data["pid"], data["host"], data["start"]) == (os.getpid(), HOST, me.start)
+
+
+def test_a_dead_holder_with_this_process_s_pid_holds_nothing(tmp_path):
+    """Review finding 5: a worker restarted in the same container gets its predecessor's pid (pid 1 again);
+    the lease its killed predecessor left names this pid with another start time — it is not this process."""
+    (tmp_path / "reaper.lease").write_text(json.dumps({
+        "owner": "killed-worker", "label": "crewlet worker", "expires_at": 2**62,
+        "process": {"host": HOST, "pid": os.getpid(), "start": START - 1, "label": "crewlet worker"}}))
+    assert Lease(tmp_path, "reaper", "new-worker", "crewlet worker").acquire() is None
+
+
+def test_this_process_s_own_lease_under_another_owner_is_still_held(tmp_path):
+    """The same pid *and* start: this very process holds it (another duty runner in it), so it runs."""
+    lease_file(tmp_path, "duty", pid=os.getpid(), start=START)
+    assert Lease(tmp_path, "duty", "me", "a new worker").acquire() is not None
+
+
+def test_a_holder_in_another_pid_namespace_on_this_host_is_taken_to_run(tmp_path):
+    """Two containers sharing a hostname (and a shared directory) cannot see each other's processes: a pid
+    recorded in another pid namespace says nothing here, so its lease stands until it expires."""
+    assert NAMESPACE, "this system names its pid namespace (/proc/self/ns/pid)"
+    now = time.time_ns() // 1_000_000
+    (tmp_path / "duty.lease").write_text(json.dumps({
+        "owner": "worker-in-another-container", "label": "crewlet worker", "expires_at": now + 60_000,
+        "process": {"host": HOST, "pid": 999_999_999, "start": 5, "label": "crewlet worker",
+                    "ns": "pid:[1]"}}))
+    held = Lease(tmp_path, "duty", "me", "a new worker").acquire()
+    assert held is not None and not held.dead()
+    # and a lease this namespace wrote records it, so the other container can tell the same
+    assert Lease(tmp_path / "mine", "duty", "me", "w").acquire() is None
+    written = json.loads((tmp_path / "mine" / "duty.lease").read_text())
+    assert written["process"]["ns"] == NAMESPACE

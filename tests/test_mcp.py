@@ -397,11 +397,27 @@ async def _until(condition, what: str, bound_s: float = 60.0) -> None:
         await anyio.sleep(0.002)
 
 
+def _connection_closed(exc: BaseException) -> bool:
+    import anyio
+    from mcp.shared.exceptions import MCPError
+
+    return (isinstance(exc, MCPError) and "closed" in str(exc).lower()) or isinstance(
+        exc, (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, BrokenPipeError))
+
+
+def _leaves(group: BaseExceptionGroup) -> list[BaseException]:
+    out: list[BaseException] = []
+    for exc in group.exceptions:
+        out += _leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc]
+    return out
+
+
 async def test_a_server_killed_mid_write_loses_nothing_it_acknowledged(home):
     import anyio
 
     acknowledged = []
     log_file = home.root / "log" / "pages.log"
+    killed = False
     try:
         async with connect(home.root, "eng-bot") as client:
             server = _server_pid()
@@ -415,8 +431,13 @@ async def test_a_server_killed_mid_write_loses_nothing_it_acknowledged(home):
                                                                "body": "y" * 100_000})
                 await _until(lambda: log_file.stat().st_size > size, "the in-flight write's record")
                 os.kill(server, signal.SIGKILL)
-    except* Exception:
-        pass  # the session ends with the process it talked to
+                killed = True
+    except* Exception as group:
+        # the session ends with the process it talked to ("Connection closed") — and only that: a failed
+        # write or a failed wait before the kill is the test failing, never swallowed with the closed connection
+        if not killed or not all(_connection_closed(e) for e in _leaves(group)):
+            raise
+    assert killed and len(acknowledged) == 20, acknowledged
     assert crewlet(home.root, "log", "check").returncode == 0
     for pid in acknowledged:
         assert crewlet_json(home.root, "page", "show", pid)["body"] == "x" * 4096

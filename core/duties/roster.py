@@ -41,7 +41,7 @@ class ApplyDuty(Duty):
 
     def run_pass(self, ctx: PassContext) -> DutyPass:
         applied = self.node.catch_up(progress=lambda n: ctx.progress(n, 0, "applying the log"))
-        if not applied and self.node.home.shared is not None and time.monotonic() - self._digested_at >= self.DIGEST_EVERY_S:
+        if not applied and self.node.shares_peers and time.monotonic() - self._digested_at >= self.DIGEST_EVERY_S:
             self._digested_at = time.monotonic()
             self.node.publish_digest()
         seq = self.node.applied_seq()
@@ -100,7 +100,7 @@ def run_duties(node: Any, *, label: str, once: bool = False, stop: threading.Eve
     try:
         if once:
             return runner.run_until_idle(stop=stop, progress=progress, on_report=on_report)
-        watch.start(node.home, wake, stop, applied=node.applied_ends)
+        watch.start_node(node, wake, stop)   # a stat watcher on log files, a consumer on JetStream streams
         runner.run_forever(stop=stop, wake=wake, progress=progress, on_report=on_report)
         return []
     finally:

@@ -195,11 +195,19 @@ class DutyRunner:
         self.duties = list(duties)
         self.owner = new_owner(label)
         self.label = f"{label} (pid {os.getpid()})"
-        self.leases = {d.name: Lease(self._lease_dir(d.scope), d.name, self.owner, self.label,
-                                     max(lease_s, 3 * d.interval_s)) for d in self.duties}
+        self.leases = {d.name: self._lease(d.scope, d.name, max(lease_s, 3 * d.interval_s)) for d in self.duties}
         self._next: dict[str, float] = {d.name: 0.0 for d in self.duties}
         self._more: dict[str, bool] = {d.name: False for d in self.duties}
         self.last: dict[str, DutyReport] = {}
+
+    def _lease(self, scope: Scope, name: str, ttl_s: float) -> Any:
+        """A fleet duty's lease on a company on NATS JetStream is a key every node shares (kv_lease.py)."""
+        company = getattr(self.node, "company", None)
+        if scope == "fleet" and company is not None and company.log.backend == "jetstream":
+            from .kv_lease import KvLease
+
+            return KvLease(self.node.log.conn, company.log.stream_prefix, name, self.owner, self.label, ttl_s)
+        return Lease(self._lease_dir(scope), name, self.owner, self.label, ttl_s)
 
     def _lease_dir(self, scope: Scope) -> Path:
         home = self.node.home

@@ -2,14 +2,17 @@
 its database applied each log and when it last looked: `crewlet sync status` lists the peers and their lag
 from these, and a writer about to cut an interrupted append checks that no peer applied those bytes.
 
-A file is rewritten (atomically) when the node's position moved, or once a minute while it looks."""
+A file is rewritten (atomically) when the node's position moved, or once a minute while it looks. Nodes that
+share no directory (a company on NATS JetStream) say the same in a key-value bucket beside their streams, one key
+per node: where a node's word is kept is a `Board` (`FileBoard` here, `jetstream_company.KvBoard` on NATS)."""
 from __future__ import annotations
 
 import json
 import socket
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..clock import now_ms
 from ..durable import write_atomic
@@ -55,44 +58,108 @@ def peer_file(home: Home, node_id: str) -> Path:
     return home.peers_dir / f"{node_id}.json"
 
 
-def read_peers(home: Home) -> list[Peer]:
-    """Every node that has said where it is (this one included), skipping files that do not read."""
-    out = []
-    try:
-        files = sorted(home.peers_dir.glob("*.json"))
-    except OSError:
-        return []
-    for path in files:
+class Board(Protocol):
+    """Where the nodes of a company say where they are: each node's word (a Peer's JSON) under its id."""
+
+    where: str          # named by a message that could not write there
+
+    def read_all(self) -> list[bytes]: ...
+
+    def read(self, node_id: str) -> bytes | None: ...
+
+    def write(self, node_id: str, data: bytes) -> None:
+        """Raises OSError when it cannot be written (best effort: a heartbeat never fails a write)."""
+        ...
+
+
+class FileBoard:
+    """The shared directory's `nodes/<node id>.json`."""
+
+    def __init__(self, home: Home) -> None:
+        self.home = home
+        self.where = str(home.peers_dir)
+
+    def read_all(self) -> list[bytes]:
+        out = []
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            logs = {str(k): {"seq": int(v["seq"]), "end": int(v["end"])} for k, v in dict(data.get("logs", {})).items()}
-            digest = data.get("digest")
-            if not (isinstance(digest, dict) and isinstance(digest.get("content"), str)
-                    and isinstance(digest.get("positions"), dict)):
-                digest = None
-            out.append(Peer(str(data["node_id"]), str(data.get("host", "")), str(data.get("home", "")),
-                            data.get("operator"), int(data.get("seen_at", 0)), logs, digest))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            continue
-    return out
+            files = sorted(self.home.peers_dir.glob("*.json"))
+        except OSError:
+            return []
+        for path in files:
+            try:
+                out.append(path.read_bytes())
+            except OSError:
+                continue
+        return out
+
+    def read(self, node_id: str) -> bytes | None:
+        try:
+            return peer_file(self.home, node_id).read_bytes()
+        except OSError:
+            return None
+
+    def write(self, node_id: str, data: bytes) -> None:
+        self.home.peers_dir.mkdir(parents=True, exist_ok=True)
+        write_atomic(peer_file(self.home, node_id), data, durable=False)   # a heartbeat
+
+
+def parse_peer(raw: bytes) -> Peer | None:
+    """A node's word as a Peer, or None when it does not read."""
+    try:
+        data = json.loads(raw)
+        logs = {str(k): {"seq": int(v["seq"]), "end": int(v["end"])} for k, v in dict(data.get("logs", {})).items()}
+        digest = data.get("digest")
+        if not (isinstance(digest, dict) and isinstance(digest.get("content"), str)
+                and isinstance(digest.get("positions"), dict)):
+            digest = None
+        return Peer(str(data["node_id"]), str(data.get("host", "")), str(data.get("home", "")),
+                    data.get("operator"), int(data.get("seen_at", 0)), logs, digest)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def read_peers(home: Home, board: Board | None = None) -> list[Peer]:
+    """Every node that has said where it is (this one included), skipping words that do not read."""
+    raws = (board or FileBoard(home)).read_all()
+    return sorted((p for p in map(parse_peer, raws) if p is not None), key=lambda p: p.node_id)
 
 
 class Publisher:
     """Writes this node's file when its positions moved, or when the last write is a minute old."""
 
-    def __init__(self, home: Home, node_id: str, operator: str | None) -> None:
+    def __init__(self, home: Home, node_id: str, operator: str | None, *, board: Board | None = None,
+                 every_ms: int = 0) -> None:
+        """`every_ms`: a position that moved is said at most this often (a board across a network is one round
+        trip a write; the next apply or write after it says the newest)."""
         self.home, self.node_id, self.operator = home, node_id, operator
+        # a writer says its position under the node's lock, the apply duty its digest off it: one at a time
+        self._lock = threading.Lock()
+        self.board: Board = board or FileBoard(home)
+        self.every_ms = every_ms
         self._last: dict[str, tuple[int, int]] | None = None
         self._written_at = 0
-        # the last content digest this node published, with the positions it stands for — kept by every later
-        # write of the file, by this process or the next (a digest stays true of its positions)
-        self.digest: dict[str, Any] | None = self._published_digest()
+        self._digest: dict[str, Any] | None = None
+        self._digest_read = False
+
+    @property
+    def digest(self) -> dict[str, Any] | None:
+        """The last content digest this node published, with the positions it stands for — kept by every later
+        write of its word, by this process or the next (a digest stays true of its positions). Read from the
+        board when first asked (a board across a network is not asked by a process that never publishes)."""
+        if not self._digest_read:
+            self._digest, self._digest_read = self._published_digest(), True
+        return self._digest
+
+    @digest.setter
+    def digest(self, value: dict[str, Any] | None) -> None:
+        self._digest, self._digest_read = value, True
 
     def _published_digest(self) -> dict[str, Any] | None:
         if not self.node_id:
             return None
         try:
-            data = json.loads(peer_file(self.home, self.node_id).read_text(encoding="utf-8"))
+            raw = self.board.read(self.node_id)
+            data = json.loads(raw) if raw is not None else None
         except (OSError, ValueError):
             return None
         digest = data.get("digest") if isinstance(data, dict) else None
@@ -100,24 +167,29 @@ class Publisher:
             return digest
         return None
 
-    def publish(self, positions: dict[str, tuple[int, int]], *, digest: dict[str, Any] | None = None) -> bool:
+    def publish(self, positions: dict[str, tuple[int, int]], *, digest: dict[str, Any] | None = None,
+                final: bool = False) -> bool:
         """`positions`: position name -> (seq, end offset); `digest`: a content digest just computed at
-        positions (kept and published with every later heartbeat). Returns whether the file was written."""
+        positions (kept and published with every later heartbeat); `final`: the process is done with the node,
+        so a moved position is said now whatever `every_ms` says. Returns whether the word was written."""
         if not self.node_id:
             return False
-        now = now_ms()
-        if digest is not None:
-            self.digest = digest
-        elif positions == self._last and now - self._written_at < HEARTBEAT_MS:
-            return False
-        peer = Peer(self.node_id, socket.gethostname(), str(self.home.root), self.operator, now,
-                    {name: {"seq": seq, "end": end} for name, (seq, end) in positions.items()}, self.digest)
-        directory = self.home.peers_dir
-        directory.mkdir(parents=True, exist_ok=True)
-        path = peer_file(self.home, self.node_id)
-        write_atomic(path, json.dumps(peer.to_json(), sort_keys=True).encode("utf-8"), durable=False)   # a heartbeat
-        self._last, self._written_at = dict(positions), now
-        return True
+        with self._lock:
+            now = now_ms()
+            if digest is not None:
+                self.digest = digest
+                # a digest computed off the node's lock may stand for positions older than a writer said since
+                if self._last is not None and all(positions.get(k, (0, 0))[0] <= v[0] for k, v in self._last.items()):
+                    positions = self._last
+            elif positions == self._last and (final or now - self._written_at < HEARTBEAT_MS):
+                return False
+            elif not final and now - self._written_at < self.every_ms:
+                return False
+            peer = Peer(self.node_id, socket.gethostname(), str(self.home.root), self.operator, now,
+                        {name: {"seq": seq, "end": end} for name, (seq, end) in positions.items()}, self.digest)
+            self.board.write(self.node_id, json.dumps(peer.to_json(), sort_keys=True).encode("utf-8"))
+            self._last, self._written_at = dict(positions), now
+            return True
 
 
 def furthest(home: Home, position: str, *, other_than: str) -> tuple[int, str]:

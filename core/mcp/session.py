@@ -77,6 +77,7 @@ class Session:
         notice pages others changed: processes on one home share its database, so a page the CLI wrote
         is already applied here, and only the newest page version (one indexed lookup) says so."""
         node = self.node
+        node.follow_storage()   # opened on a full disk: open for writing once there is room again
         if node.damage is None and not node.readonly:
             grown = False
             for path, applied in node.applied_ends().items():

@@ -15,11 +15,13 @@ from typing import Any
 from ..log import FileLog, Record
 from ..log.framing import Applied, Frame
 from ..replica import engine
-from ..replica.appliers import DecidingApplier, Decision, Malformed
+from ..replica.appliers import DecidingApplier, Decision, Malformed, malformed
+from ..replica.shapes import shape_problem
 from ..replica.appliers import Noop as _Noop
 from ..replica.appliers import Refuse as _Refuse
 from ..store import Connection
 from .model import clean_title, normalise_title
+from .records import LOST_OUTCOME, SHAPES
 
 log = logging.getLogger("crewlet.applier")
 
@@ -415,6 +417,9 @@ def _lost(rec: Record) -> Decision:
     p = rec.payload
     kept = p.get("outcome")
     if isinstance(kept, dict):
+        problem = shape_problem(kept, LOST_OUTCOME)
+        if problem is not None:
+            raise malformed(rec, f"its outcome: {problem}")
         result = kept.get("result")
         return Decision(rec.op_id, rec.seq, str(kept["type"]), str(kept["status"]), kept.get("code"), kept.get("reason"),
                         dict(result) if isinstance(result, dict) else {})
@@ -425,7 +430,8 @@ def _lost(rec: Record) -> Decision:
 
 # the pages log as it registers with the engine: its records decide, each outcome stored in applied_ops; a
 # repair's tombstone carries its own outcome
-PAGES = DecidingApplier(APPLIER, HANDLERS, batch=engine.TXN_RECORDS, select=_handlers_for, verdicts={LOST: _lost})
+PAGES = DecidingApplier(APPLIER, HANDLERS, batch=engine.TXN_RECORDS, select=_handlers_for, verdicts={LOST: _lost},
+                        shapes=SHAPES)
 
 
 def catch_up(conn: Connection, flog: FileLog, *, batch: int | None = None,

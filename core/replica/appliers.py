@@ -9,6 +9,10 @@ and one of two kinds of applier around the handlers.
 - `FilingApplier` — records that file derived state nobody waits on (the vector log): each record in a
   savepoint of its own; one of a type this build does not know, or malformed, files nothing.
 
+Both check a record's payload against its kind's shape (shapes.py) before its handler reads it: a payload
+of another shape is refused as malformed (filed as nothing), never raised out of the applier — which would
+stop the log at that record on every node.
+
 An applier is what the engine calls for each chunk of records, inside its transaction:
 `apply(conn, records, careful=...)`. The fast path may raise `Malformed`; the engine then rolls the
 transaction back and applies the same records again with `careful=True` (record by record, each in a
@@ -24,6 +28,7 @@ from typing import Any
 
 from ..log import Record
 from ..store import Connection, sqlite3
+from .shapes import Shape, shape_problem
 
 Handler = Callable[[Connection, Record], Any]
 Verdict = Callable[[Record], "Decision"]     # a record that carries its own outcome (a repair's tombstone)
@@ -70,8 +75,9 @@ class Malformed(Exception):
     """The fast path met a malformed record: the engine rolls back and applies the chunk carefully."""
 
 
-# Exceptions a malformed payload raises (a missing key, a list where text belongs, an int past 64 bits
-# that SQLite refuses): the record is refused as malformed, never half-applied, and never stops the log.
+# Exceptions a malformed payload raises where its kind's shape (shapes.py, checked first) cannot see it (an
+# int past 64 bits that SQLite refuses, a bad base64 text): the record is refused as malformed, never
+# half-applied, and never stops the log.
 MALFORMED = (KeyError, TypeError, ValueError, OverflowError,
              sqlite3.InterfaceError, sqlite3.ProgrammingError, sqlite3.IntegrityError)
 _INSERT_OUTCOME = "INSERT INTO applied_ops (op_id, seq, type, status, code, reason, result) VALUES (?,?,?,?,?,?,?)"
@@ -120,15 +126,25 @@ def applied_already(conn: Connection, records: Sequence[Record]) -> set[str]:
         "SELECT op_id FROM applied_ops WHERE op_id IN (SELECT value FROM json_each(?))", (ids,))}
 
 
+def malformed(rec: Record, why: str) -> Refuse:
+    return Refuse("malformed", f"malformed {rec.type} record: {why}")
+
+
 def decide(conn: Connection, rec: Record, handlers: Mapping[str, Handler],
-           verdicts: Mapping[str, Verdict] | None = None) -> Decision:
-    """Run a record's handler. A handler refuses (or finds nothing to do) BEFORE its first write, so a
-    Refuse or Noop leaves no row behind and needs no savepoint; anything else propagates. A record of a
-    type in `verdicts` writes no row and carries its own outcome (a repair's tombstone)."""
-    if verdicts and rec.type in verdicts:
-        return verdicts[rec.type](rec)
-    handler = handlers.get(rec.type)
+           verdicts: Mapping[str, Verdict] | None = None, shapes: Mapping[str, Shape] | None = None) -> Decision:
+    """Run a record's handler. A payload not of its kind's shape is refused as malformed before the handler
+    reads it. A handler refuses (or finds nothing to do) BEFORE its first write, so a Refuse or Noop leaves
+    no row behind and needs no savepoint; anything else propagates. A record of a type in `verdicts` writes
+    no row and carries its own outcome (a repair's tombstone)."""
     try:
+        shape = shapes.get(rec.type) if shapes else None
+        if shape is not None:
+            problem = shape_problem(rec.payload, shape)
+            if problem is not None:
+                raise malformed(rec, problem)
+        if verdicts and rec.type in verdicts:
+            return verdicts[rec.type](rec)
+        handler = handlers.get(rec.type)
         if handler is None:
             raise Refuse("unknown_record", f"record type '{rec.type}' is not known to this build — upgrade crewlet")
         return Decision(rec.op_id, rec.seq, rec.type, "applied", result=handler(conn, rec))
@@ -139,11 +155,12 @@ def decide(conn: Connection, rec: Record, handlers: Mapping[str, Handler],
 
 
 def decide_carefully(conn: Connection, rec: Record, handlers: Mapping[str, Handler],
-                     verdicts: Mapping[str, Verdict] | None = None) -> Decision:
+                     verdicts: Mapping[str, Verdict] | None = None, shapes: Mapping[str, Shape] | None = None
+                     ) -> Decision:
     """As `decide`, inside a savepoint of its own, so a malformed record's partial writes are undone."""
     conn.execute("SAVEPOINT rec")
     try:
-        outcome = decide(conn, rec, handlers, verdicts)
+        outcome = decide(conn, rec, handlers, verdicts, shapes)
     except MALFORMED as exc:
         conn.execute("ROLLBACK TO rec")
         outcome = Decision(rec.op_id, rec.seq, rec.type, "refused", "malformed", f"malformed {rec.type} record: {exc!r}")
@@ -169,12 +186,13 @@ class DecidingApplier:
 
     def __init__(self, position: str, handlers: Mapping[str, Handler], *, batch: int,
                  select: Callable[[Connection, Sequence[Record]], Mapping[str, Handler]] | None = None,
-                 verdicts: Mapping[str, Verdict] | None = None) -> None:
+                 verdicts: Mapping[str, Verdict] | None = None, shapes: Mapping[str, Shape] | None = None) -> None:
         self.position = position        # this log's row in log_position
         self.handlers = handlers
         self.batch = batch              # records one transaction holds at most
         self.select = select
         self.verdicts = verdicts or {}
+        self.shapes = shapes or {}      # each kind's payload, checked before its handler reads it
 
     def apply(self, conn: Connection, records: Sequence[Record], *, careful: bool = False) -> list[Decision]:
         """Apply `records` in order inside the caller's transaction; returns the outcome of each record
@@ -186,14 +204,15 @@ class DecidingApplier:
         if not records:
             return []
         done = applied_already(conn, records)
-        handlers, verdicts = self.handlers, self.verdicts
+        handlers, verdicts, shapes = self.handlers, self.verdicts, self.shapes
         if careful:
-            outcomes = _apply_each(conn, records, set(done), lambda c, rec: decide_carefully(c, rec, handlers, verdicts))
+            outcomes = _apply_each(conn, records, set(done),
+                                   lambda c, rec: decide_carefully(c, rec, handlers, verdicts, shapes))
         else:
             if self.select is not None:
                 handlers = self.select(conn, records)
             try:
-                outcomes = _apply_each(conn, records, set(done), lambda c, rec: decide(c, rec, handlers, verdicts))
+                outcomes = _apply_each(conn, records, set(done), lambda c, rec: decide(c, rec, handlers, verdicts, shapes))
             except MALFORMED as exc:
                 raise Malformed(str(exc)) from exc
         conn.executemany(_INSERT_OUTCOME, [_outcome_row(o) for o in outcomes])
@@ -203,7 +222,7 @@ class DecidingApplier:
         """Apply one record inside the caller's transaction, carefully. None when its op_id was applied."""
         if conn.execute("SELECT 1 FROM applied_ops WHERE op_id = ?", (rec.op_id,)).fetchone():
             return None
-        outcome = decide_carefully(conn, rec, self.handlers, self.verdicts)
+        outcome = decide_carefully(conn, rec, self.handlers, self.verdicts, self.shapes)
         conn.execute(_INSERT_OUTCOME, _outcome_row(outcome))
         return outcome
 
@@ -212,12 +231,12 @@ class FilingApplier:
     """A log whose records file derived state (see the module's docstring); `handlers()` gives the handler
     of each record type when first asked (a handler module may load what only applying it needs)."""
 
-    MALFORMED = (KeyError, TypeError, ValueError, OverflowError)
-
-    def __init__(self, position: str, handlers: Callable[[], Mapping[str, Handler]], *, batch: int) -> None:
+    def __init__(self, position: str, handlers: Callable[[], Mapping[str, Handler]], *, batch: int,
+                 shapes: Callable[[], Mapping[str, Shape]] | None = None) -> None:
         self.position = position
         self.handlers = handlers
         self.batch = batch
+        self.shapes = shapes or dict      # each kind's payload, checked before its handler reads it
 
     def apply(self, conn: Connection, records: Sequence[Record], *, careful: bool = False) -> list[Decision]:
         for rec in records:
@@ -228,9 +247,12 @@ class FilingApplier:
         handler = self.handlers().get(rec.type)
         if handler is None:
             return  # a record type of a later build: nothing this build can file
+        shape = self.shapes().get(rec.type)
+        if shape is not None and shape_problem(rec.payload, shape) is not None:
+            return  # malformed: filed as nothing, before its handler reads it
         conn.execute("SAVEPOINT filed")
         try:
             handler(conn, rec)
-        except self.MALFORMED:
-            conn.execute("ROLLBACK TO filed")  # malformed: filed as nothing
+        except MALFORMED:
+            conn.execute("ROLLBACK TO filed")  # malformed where no shape can see it: filed as nothing
         conn.execute("RELEASE filed")

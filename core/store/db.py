@@ -43,6 +43,23 @@ class NodeConnection(sqlite3.Connection):  # type: ignore[misc, name-defined]
 
     readonly: bool = False
     readonly_reason: str = ""
+    # opened read-only because the disk was full: the database's files as they were then (`files_stamp`), so a
+    # long-lived process can tell when another writer changed them (core/node.py `follow_storage`)
+    opened_on: tuple[Any, ...] | None = None
+
+
+def files_stamp(path: Path) -> tuple[Any, ...]:
+    """(inode, size, modification time) of the database file and of its WAL: what any writer's commit or
+    checkpoint changes."""
+    out: list[Any] = []
+    for p in (path, path.with_name(path.name + "-wal")):
+        try:
+            st = os.stat(p)
+        except OSError:
+            out.append(None)
+            continue
+        out.append((st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(out)
 
 
 def writable(path: Path) -> bool:
@@ -89,7 +106,12 @@ def _open(uri: str) -> Connection:
 def _open_full(path: Path) -> Connection:
     """Read a database on a full disk without writing a byte: even a read-only connection makes the WAL's
     index file (-shm) beside the database. With no WAL content to read (the last writer checkpointed it, as a
-    clean close does) the file alone is the database, opened as immutable; otherwise as any read-only open."""
+    clean close does) the file alone is the database, opened as immutable; otherwise as any read-only open.
+
+    An immutable connection is a snapshot: it never sees another writer. It is honest for a one-shot read,
+    and a long-lived process keeps it only while the files stay as they were (`opened_on`): the node opens
+    the database again once they change, or once there is room to open it for writing."""
+    stamp = files_stamp(path)
     wal = path.with_name(path.name + "-wal")
     try:
         pending = wal.stat().st_size > 0
@@ -98,8 +120,10 @@ def _open_full(path: Path) -> Connection:
     if not pending:
         conn = _open(f"file:{quote(str(path))}?mode=ro&immutable=1")
         conn.readonly = True
-        return conn
-    return _open_readonly(path)
+    else:
+        conn = _open_readonly(path)
+    conn.opened_on = stamp
+    return conn
 
 
 def _open_readonly(path: Path) -> Connection:

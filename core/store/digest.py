@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 # table -> the query listing its replicated columns in a fixed order (never a row id a node assigns)
@@ -52,10 +53,17 @@ class Digest:
     positions: str                                 # over the log_position rows
     rows: dict[str, int] = field(default_factory=dict)
     tables: dict[str, str] = field(default_factory=dict)
+    # the positions it stands for, read in the same transaction as the rows: name -> (seq, end offset)
+    logs: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"content": self.content, "positions": self.positions, "rows": self.rows, "tables": self.tables,
                 "excluded": EXCLUDED}
+
+    def published(self, at_ms: int) -> dict[str, Any]:
+        """What a node says beside the shared logs: the content and the positions (seqs) it stands for."""
+        return {"content": self.content, "positions": {name: seq for name, (seq, _end) in self.logs.items()},
+                "at": at_ms}
 
 
 def _value(v: Any) -> Any:
@@ -72,8 +80,20 @@ def _digest_rows(conn: Any, sql: str) -> tuple[str, int]:
     return h.hexdigest(), n
 
 
-def content_digest(conn: Any) -> Digest:
-    """Read in one transaction, so a concurrent apply cannot tear it."""
+def content_digest(source: Any) -> Digest:
+    """The content digest of a database: `source` a connection, or the database file's path — then read on a
+    read-only connection of its own, so a process computing it (the apply duty inside the app, `sync status`)
+    holds no lock of its node's and keeps no reader of its waiting: it reads every replicated row, seconds on a
+    large home. Read in one transaction, the positions with the rows, so a concurrent apply cannot tear it."""
+    if isinstance(source, (str, Path)):
+        from .db import connect
+
+        conn = connect(Path(source), readonly=True)
+        try:
+            return content_digest(conn)
+        finally:
+            conn.close()
+    conn = source
     conn.execute("BEGIN")
     try:
         total = hashlib.blake2b(digest_size=16)
@@ -84,6 +104,7 @@ def content_digest(conn: Any) -> Digest:
             total.update(f"{table}:{d}\n".encode())
         out.content = total.hexdigest()
         out.positions = _digest_rows(conn, POSITIONS)[0]
+        out.logs = {r[0]: (int(r[1]), int(r[2])) for r in conn.execute("SELECT name, seq, byte_offset FROM log_position")}
     finally:
         conn.execute("COMMIT")
     return out

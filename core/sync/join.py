@@ -41,6 +41,7 @@ from ..repair import aside_stamp, home_logs, move_database_aside
 from ..store import connect
 from ..log import locks
 from . import snapshot as snapshot_mod
+from .target import LogUrl, parse_target
 
 SHARED_MARKERS = ("pages.log", "company.toml")
 
@@ -101,13 +102,29 @@ def _is_empty_dir(path: Path) -> bool:
     return path.is_dir() and not any(path.iterdir())
 
 
-def join(home: Home, directory: Path, *, snapshot: Path | None = None, operator: str | None = None,
-         progress: Callable[[int], None] | None = None) -> JoinResult:
-    directory = Path(directory).expanduser().resolve()
+def join(home: Home, target: str | Path, *, snapshot: Path | None = None, operator: str | None = None,
+         progress: Callable[[int], None] | None = None, replicas: int | None = None,
+         prefix: str | None = None, creds: str | None = None, token_env: str | None = None,
+         tls_ca: str | None = None) -> Any:
+    """`target`: a shared directory, or NATS servers as `nats://HOST:4222` (a `scheme://` argument is never
+    taken for a directory; an unknown scheme is refused)."""
+    parsed = parse_target(target)
+    home.require_directory()
+    if isinstance(parsed, LogUrl):
+        from . import nats_join
+
+        return nats_join.join(home, parsed, snapshot=snapshot, operator=operator, replicas=replicas, prefix=prefix,
+                              creds=creds, token_env=token_env, tls_ca=tls_ca, progress=progress)
+    if replicas is not None or prefix is not None or creds is not None or token_env is not None or tls_ca is not None:
+        raise Refused("--replicas, --prefix, --creds, --token-env and --tls-ca are settings of a log on NATS JetStream, not of a "
+                      "shared directory", code="usage")
+    directory = Path(parsed).expanduser().resolve()
     if directory.exists() and not directory.is_dir():
         raise Refused(f"{directory} is a file, not a directory — give the shared directory: an empty one (this "
                       "home becomes its first node) or one other nodes share", code="invalid_directory")
-    home.require_directory()
+    if home.config_file.is_file() and config_mod.load(home.config_file).log.backend == "jetstream":
+        raise Refused(f"{home.root}'s company is on NATS JetStream ({','.join(config_mod.load(home.config_file).log.url)}) "
+                      f"— a home's logs are in one place; join {directory} with a new home", code="already_joined")
     settings = config_mod.load_node(home.node_file)
     if home.shared is not None:
         if home.shared.resolve() != directory:

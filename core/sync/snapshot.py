@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import config as config_mod
 from ..agents.carry import carry_diaries
 from ..durable import fsync_dir, fsync_file
 from ..errors import CrewletError
@@ -149,12 +150,51 @@ def check(home: Home, file: Path) -> SnapshotInfo:
     if stored is not None and stored[0] != content:
         raise SnapshotRefused(f"{file} was changed after it was taken: its content digest is {content[:12]}…, it was "
                               f"taken as {stored[0][:12]}… at its log position — take a new snapshot")
+    company = config_mod.load(home.config_file) if home.config_file.is_file() else None
+    if company is not None and company.log.backend == "jetstream":
+        _check_on_streams(file, company.log, first_op, positions)
+        return SnapshotInfo(file, file.stat().st_size, positions)
     _check_against_peers(file, home, _at(home, positions), content)
     _check_same_log(file, home.log_file, first_op)
     for spec in home_logs(home):
         applied = positions[spec.name]
         _check_position(file, spec.name, spec.path, applied)
     return SnapshotInfo(file, file.stat().st_size, positions)
+
+
+def _check_on_streams(file: Path, settings: Any, first_op: str | None, positions: dict[str, Applied]) -> None:
+    """The same checks against the company's streams: the pages stream's seq 1 is the record the snapshot
+    applied as seq 1, and each stream holds, at the snapshot's position, the very record it applied there."""
+    from ..log import LogFailed, Record, jetstream
+
+    try:
+        pages, vectors = jetstream.open_logs(settings, name="crewlet snapshot check")
+    except LogFailed as exc:
+        raise CrewletError(f"{exc} — the snapshot cannot be checked against the streams; nothing was changed",
+                           code="unreachable") from None
+    try:
+        for name, stream in (("pages", pages), ("vectors", vectors)):
+            applied = positions[name]
+            if name == "pages" and first_op is not None:
+                first = stream.frame_at(0)
+                if hasattr(first, "body") and Record.from_body(first.body, 1).op_id != first_op:
+                    raise SnapshotRefused(f"{file} does not match {stream.stream}: another log — its first record is "
+                                          "not the one the snapshot applied as seq 1; take a snapshot of a node of "
+                                          "this company")
+            if applied.nothing:
+                continue
+            if applied.end != applied.seq:
+                raise SnapshotRefused(f"{file} holds a file log's position (seq {applied.seq:,} at byte offset "
+                                      f"{applied.end:,}), not a stream's — take the snapshot on a node on JetStream")
+            try:
+                stream.locate(applied)
+            except LogMismatch as exc:
+                why = "a gap" if exc.kind == "cut" else "another log"
+                raise SnapshotRefused(f"{file} does not match {stream.stream}: {why} — the snapshot applied it through "
+                                      f"seq {applied.seq:,} ({exc.reason}); take a snapshot of a node of this company") from None
+    finally:
+        pages.close()
+        vectors.close()
 
 
 def _at(home: Home, positions: dict[str, Applied]) -> dict[str, int]:

@@ -75,6 +75,7 @@ class SyncStatus:
     digest: dict[str, Any] | None = None                        # this node's, at its positions
     disagree: list[Disagreement] = field(default_factory=list)  # nodes at the same positions, other content
     agree: int = 0                                              # peers whose digest at our positions is ours
+    jetstream: dict[str, Any] | None = None      # servers, offline, durability: a company on NATS JetStream
     # agents' diaries on this node: never on a log, so nothing here lags or converges (`diary_line`)
     diaries: dict[str, int] = field(default_factory=dict)
 
@@ -96,11 +97,14 @@ class SyncStatus:
                 "locks": self.locks.to_json() if self.locks else None, "behind": self.behind, "log_damage": damage,
                 "digest": self.digest, "digests_disagree": [d.to_json() for d in self.disagree], "digests_agree": self.agree,
                 "logs": [line.to_json() for line in self.logs], "peers": [p.to_json() for p in self.peers],
+                "jetstream": self.jetstream,
                 "diaries": {"replicated": False, "notes": sum(self.diaries.values()), "by_agent": self.diaries,
                             "message": self.diary_line()}}
 
 
 def status(node: Any) -> SyncStatus:
+    if node.company.log.backend == "jetstream":
+        return _jetstream_status(node)
     home = node.home
     out = SyncStatus(str(home.root), node.node_id, node.company.operator, str(home.shared) if home.shared else None,
                      locks.check(home.shared) if home.shared else None)
@@ -115,14 +119,53 @@ def status(node: Any) -> SyncStatus:
             out.logs.append(LogLine(spec.name, spec.position, str(spec.path), applied.seq, applied.end, log_seq, log_end))
         out.diaries = {r[0]: int(r[1]) for r in node.conn.execute("SELECT agent, count(*) FROM agent_diary GROUP BY agent")}
     if home.shared is not None:
-        out.digest = node.publish_digest(force=True)   # asked now: computed now (rows can change behind the log)
-    if home.shared is not None:
-        now = now_ms()
-        ends = {line.position: line.log_seq for line in out.logs}
-        for peer in peers.read_peers(home):
-            behind = {line.name: max(0, ends[line.position] - peer.seq(line.position)) for line in out.logs}
-            out.peers.append(PeerLine(peer, behind, max(0.0, (now - peer.seen_at) / 1000), peer.node_id == node.node_id))
-        out.disagree, out.agree = compare_digests(node.node_id, out.digest, [p.peer for p in out.peers])
+        _peers(node, out)
+    return out
+
+
+def _peers(node: Any, out: SyncStatus) -> None:
+    """The nodes that said where they are (a shared directory's nodes/, a company's nodes bucket on NATS), each
+    one's lag behind where the logs end, and whose content differs at the same positions."""
+    out.digest = node.publish_digest(force=True)   # asked now: computed now (rows can change behind the log)
+    now = now_ms()
+    ends = {line.position: line.log_seq for line in out.logs}
+    for peer in peers.read_peers(node.home, node.publisher.board):
+        behind = {line.name: max(0, ends[line.position] - peer.seq(line.position)) for line in out.logs}
+        out.peers.append(PeerLine(peer, behind, max(0.0, (now - peer.seen_at) / 1000), peer.node_id == node.node_id))
+    out.disagree, out.agree = compare_digests(node.node_id, out.digest, [p.peer for p in out.peers])
+
+
+def _jetstream_status(node: Any) -> SyncStatus:
+    """A node on NATS JetStream: each stream's end beside this node's position, and what the servers promise
+    of an acknowledged write (their sync_interval)."""
+    from ..log import LogFailed, jetstream
+
+    s = node.company.log
+    out = SyncStatus(str(node.home.root), node.node_id, node.company.operator, None, None)
+    out.damage = node.damage
+    offline = node.offline.line() if node.offline is not None else None
+    for stream in node.streams:
+        name, position, flog = stream.name, stream.position_name, stream.backend
+        with node.lock:
+            applied = stream.applied(node.conn)
+        log_seq = applied.seq
+        if offline is None:
+            try:
+                log_seq = flog.last_seq()
+            except LogFailed as exc:
+                node._unreachable(exc)
+                offline = node.offline.line() if node.offline is not None else str(exc)
+        out.logs.append(LogLine(name, position, f"{flog.stream} on {flog.conn.servers}", applied.seq, applied.end,
+                                log_seq, log_seq))
+    with node.lock:
+        out.diaries = {r[0]: int(r[1]) for r in node.conn.execute("SELECT agent, count(*) FROM agent_diary GROUP BY agent")}
+    promises = jetstream.durability(s)
+    out.jetstream = {"servers": list(s.url), "stream_prefix": s.stream_prefix, "replicas": s.replicas,
+                     "offline": offline, "durability": [d.to_json() for d in promises],
+                     "durability_lines": [d.line() for d in promises],
+                     "lazy": any(d.lazy or d.error is not None for d in promises)}
+    if offline is None:
+        _peers(node, out)
     return out
 
 

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..log import Record
+from ..replica.shapes import DICT, INT, LIST, TEXT, Shape, need
 from .hamming import nearest_lists
 
 ACTOR = "embedding-duty"
@@ -228,3 +229,15 @@ def _retire(conn: Any, rec: Record) -> None:
 
 
 HANDLERS = {INSTALL: _install, REFILE: _refile, MEASURE: _measure, RETIRE: _retire}
+
+# what each kind's payload holds, as the builders above write it (a record of another shape files nothing)
+SHAPES: dict[str, Shape] = {
+    INSTALL: {"space": need(TEXT), "lists": need(INT), "width": need(INT), "centroids": need(TEXT),
+              "probes": need(INT), "ranges": need(LIST, items=LIST), "trained_sources": need(INT),
+              "fullest": need(INT), "measured": need(DICT), "at": need(INT)},
+    REFILE: {"space": need(TEXT), "generation": need(INT), "lo": need(INT), "hi": need(INT), "ids": need(TEXT),
+             "lists": need(TEXT)},
+    MEASURE: {"space": need(TEXT), "generation": need(INT), "probes": need(INT), "measured": need(DICT),
+              "at": need(INT)},
+    RETIRE: {"space": need(TEXT), "generation": need(INT)},
+}

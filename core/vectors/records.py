@@ -29,6 +29,7 @@ from ..log import FileLog, Record
 from ..log.framing import Frame
 from ..replica import engine
 from ..replica.appliers import FilingApplier
+from ..replica.shapes import INT, NONE, TEXT, Shape, may, need
 from ..store import Connection
 
 if TYPE_CHECKING:
@@ -104,6 +105,26 @@ def _drop(conn: Connection, rec: Record) -> None:
     conn.execute("DELETE FROM vectors WHERE source_id = ?", (source,))
 
 
+# what each kind's payload holds, as the builders write it: a record of another shape files nothing
+# (core/replica/shapes.py), the index's kinds' shapes beside their builders (index.py)
+SHAPES: dict[str, Shape] = {
+    "vector.put": {"source_id": need(TEXT), "kind": may(TEXT), "space": need(TEXT), "container": need(TEXT),
+                   "revision": need(INT), "digest": need(TEXT), "bytes": need(INT), "bucket": need(INT),
+                   "dims": need(INT), "vector": need(TEXT)},
+    "vector.restamp": {"source_id": need(TEXT), "space": need(TEXT), "container": need(TEXT), "revision": need(INT),
+                       "digest": need(TEXT)},
+    "vector.drop": {"source_id": need(TEXT)},
+}
+
+
+@lru_cache(maxsize=1)
+def shapes() -> dict[str, Shape]:
+    """Each vector-log record kind's shape (the index's from index.py, loaded when first asked, as handlers)."""
+    from .index import SHAPES as INDEX_SHAPES
+
+    return {**SHAPES, **INDEX_SHAPES}
+
+
 @lru_cache(maxsize=1)
 def handlers() -> dict[str, Callable[[Connection, Record], None]]:
     """Each vector-log record type's handler (the semantic index's from ivf/store.py)."""
@@ -113,7 +134,7 @@ def handlers() -> dict[str, Callable[[Connection, Record], None]]:
 
 
 # the vector log as it registers with the engine: its records file rows, a transaction of 500 at most
-VECTORS = FilingApplier(POSITION, handlers, batch=500)
+VECTORS = FilingApplier(POSITION, handlers, batch=500, shapes=shapes)
 
 
 def apply_vector_record(conn: Connection, rec: Record) -> None:
