@@ -16,6 +16,7 @@ from typing import Any
 import tomli_w
 
 from core.durable import write_atomic
+from core.errors import KnowledgeElsewhere
 
 from core.embed import LOCAL_DIMENSIONS, LOCAL_MODEL, MAX_BATCH_INPUTS, EmbeddingsSettings
 from core.paths import read_node_file
@@ -113,7 +114,9 @@ class Knowledge:
 
 # -- the remote knowledge backends: [integrations.*] and an actor's own credentials ---------------------
 BACKENDS = ("native", "confluence", "plane", "none")
-REMOTE_BACKENDS = ("confluence", "plane")
+# a remote backend and its name in words: the one list (core.knowledge asks it for every surface)
+REMOTE_LABELS = {"confluence": "Confluence", "plane": "Plane"}
+REMOTE_BACKENDS = tuple(REMOTE_LABELS)
 SCOPE_KEYS = {"native": "scope", "confluence": "confluence_spaces", "plane": "plane_projects"}
 DEFAULT_CONNECT_TIMEOUT_S = 3.0
 DEFAULT_READ_TIMEOUT_S = 10.0
@@ -221,6 +224,43 @@ class Company:
         k = self.knowledge
         listed = {"confluence": k.confluence_spaces, "plane": k.plane_projects}.get(k.backend, k.scope)
         return frozenset(s.strip() for s in listed if s.strip())
+
+
+@dataclass(frozen=True)
+class RemoteSite:
+    """Where a company whose knowledge.backend is remote keeps its knowledge: the backend, its name in
+    words and the site's url. It stands here, beside the configuration that says it, so the knowledge base
+    (which refuses a local write on such a company) and every surface read it alike (core.knowledge)."""
+
+    backend: str
+    label: str
+    url: str
+
+    @property
+    def where(self) -> str:
+        """"Confluence at https://…" (the label alone when no integration names a url)."""
+        return f"{self.label} at {self.url}" if self.url else self.label
+
+    def refusal(self, what: str = "", *, write: bool) -> KnowledgeElsewhere:
+        """The one line a local write (write=True) or a listing of this node's own copy is refused with:
+        where the knowledge lives and to write there. `what`: the copy's part that is not here ("spaces",
+        "outline", "history"…)."""
+        if write:
+            words = (f"this company's knowledge lives in {self.where}, not on this node, and crewlet does not "
+                     "write to it — write it there")
+        else:
+            words = (f"this company's knowledge lives in {self.where}, read live: this node keeps no copy of "
+                     f"{'its ' + what if what else 'it'}")
+        return KnowledgeElsewhere(words, backend=self.backend, url=self.url, write=write)
+
+
+def remote_site(company: Company) -> RemoteSite | None:
+    """Where the company's knowledge lives when knowledge.backend is remote; None for this node's own."""
+    backend = company.knowledge.backend
+    if backend not in REMOTE_LABELS:
+        return None
+    settings = getattr(company.integrations, backend, None)
+    return RemoteSite(backend, REMOTE_LABELS[backend], settings.url if settings is not None else "")
 
 
 def _expect(file: Path, key: str, value: Any, typ: type | tuple[type, ...], fix: str) -> Any:

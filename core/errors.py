@@ -27,6 +27,25 @@ class NotFound(CrewletError):
     code = "not_found"
 
 
+class NoPage(NotFound):
+    """A reference that names no page: the fact alone (details: ref, and the container an address names).
+    Each surface adds its own advice — the CLI names `crewlet pages`, MCP its list_pages tool — since the
+    words of one are no use on the other (a model cannot run a command)."""
+
+    @classmethod
+    def of(cls, ref: str) -> "NoPage":
+        container = ref.split("/", 1)[0].strip() if "/" in ref else None
+        return cls(f"no page '{ref}'", ref=ref, container=container)
+
+
+class KnowledgeElsewhere(Refused):
+    """The company's knowledge lives on a remote site (knowledge.backend): this node keeps no copy of it to
+    write to or to list. The fact in the core's words (details: backend, url, and whether a write was
+    refused); each surface adds how to reach it there (config.RemoteSite.refusal builds it)."""
+
+    code = "knowledge_elsewhere"
+
+
 class StaleRevision(Refused):
     """A save against a revision that is no longer current. Carries the writer's own text so that
     nothing typed is lost."""

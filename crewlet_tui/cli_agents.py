@@ -22,9 +22,14 @@ def register(app: typer.Typer) -> None:
     def agents_cmd(as_json: bool = JSON_OPT) -> None:
         """The configured agents: each one's space, onboarding state and diary size on this node."""
         from core.agents.overview import agents
+        from core.knowledge import FollowingSearcher, onboarding_pages
 
         with open_node() as node:
-            lines = agents(node)
+            follow = FollowingSearcher(node)      # made only when the Onboarding pages live on a remote site
+            try:
+                lines = agents(node, page_of=onboarding_pages(node, follow.get))
+            finally:
+                follow.close()
         if as_json:
             emit_json([line.to_json() for line in lines])
             return

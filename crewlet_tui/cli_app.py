@@ -7,7 +7,7 @@ import typer
 
 from core.errors import CrewletError
 
-from .cli_common import STATE, actor, handle_errors, open_kb
+from .cli_common import STATE, actor, handle_errors, open_node
 
 
 def register(app: typer.Typer) -> None:
@@ -26,8 +26,18 @@ def register(app: typer.Typer) -> None:
                                "or `crewlet init --example` (or pass --home DIR)", code="no_home")
         start_page = None
         if ref is not None:
-            with open_kb() as kb:  # a wrong REF is one line on stderr, not an app that opens onto nothing
-                start_page = kb.resolve(ref, actor=actor()).id
+            from core.knowledge import make_searcher, remote_site
+            from core.pages.service import KnowledgeBase
+
+            with open_node() as node:  # a wrong REF is one line on stderr, not an app that opens onto nothing
+                if remote_site(node.company) is not None:   # the page is the site's, read there (as the app will)
+                    searcher = make_searcher(node)
+                    try:
+                        start_page = searcher.get_page(ref, actor=actor(), record_read=False).id
+                    finally:
+                        searcher.close()
+                else:
+                    start_page = KnowledgeBase(node).resolve(ref, actor=actor()).id
         from .launch import run_app
 
         run_app(home, actor(), start_page=start_page, start_search=search)

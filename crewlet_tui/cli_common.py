@@ -155,6 +155,25 @@ def print_kept_nowhere(body: str) -> None:
     sys.stdout.flush()
 
 
+def advice(exc: CrewletError) -> str:
+    """The CLI's own next step after a refusal whose core words state the fact alone (MCP says its
+    tools instead: core/mcp/session.py)."""
+    from core.errors import KnowledgeElsewhere, NoPage
+
+    details = exc.details
+    if isinstance(exc, KnowledgeElsewhere):
+        if details.get("write"):
+            return (f" (`crewlet {details.get('backend')} import DIR` publishes a directory of Markdown files there)")
+        return " — `crewlet search WORDS` searches it, `crewlet page show ID` reads a page"
+    if isinstance(exc, NoPage):
+        container = details.get("container")
+        return (f" — check the container and title (`crewlet pages {container}` lists its pages)" if container
+                else " — give a page id or CONTAINER/Title")
+    if exc.code == "invalid_parent" and details.get("parent_container"):
+        return f" — list `crewlet pages {details['parent_container']} --parent {details.get('parent')}`"
+    return ""
+
+
 def handle_errors(fn: F) -> F:
     """Turn the engine's refusals into exit code 1 with one line, never a traceback."""
 
@@ -171,7 +190,8 @@ def handle_errors(fn: F) -> F:
         except CrewletError as exc:
             if exc.details.get("kept_nowhere") and not as_json:
                 print_kept_nowhere(str(exc.details.get("your_body", "")))
-            fail(str(exc), as_json=as_json, payload=exc.to_json())
+            message = str(exc) + advice(exc)
+            fail(message, as_json=as_json, payload=exc.to_json() | {"message": message})
         except (typer.Exit, typer.Abort, TyperException):
             raise
         except Exception as exc:
@@ -263,13 +283,26 @@ def open_node(*, sync_containers: bool = True) -> Iterator[Node]:
 
 
 @contextmanager
-def open_kb() -> Iterator[KnowledgeBase]:
+def open_kb(*, local: str | None = None) -> Iterator[KnowledgeBase]:
     """The knowledge base, for the actor of --as (or the operator). Every read and write checks that
-    actor itself (the knowledge app included); an unknown --as is refused by open_node."""
+    actor itself (the knowledge app included); an unknown --as is refused by open_node. `local`: what of
+    this node's own copy the command lists ("spaces", "trash"…), refused in one line when the company's
+    knowledge lives on a remote site (a write is refused by the knowledge base itself)."""
     from core.pages.service import KnowledgeBase
 
     with open_node() as node:
+        if local is not None:
+            refuse_elsewhere(node, local)
         yield KnowledgeBase(node)
+
+
+def refuse_elsewhere(node: Node, what: str) -> None:
+    """Refuse a command that lists this node's own copy (`what` of it) of knowledge kept on a remote site."""
+    from core.knowledge import elsewhere
+
+    refusal = elsewhere(node.company, what)
+    if refusal is not None:
+        raise refusal
 
 
 def actor() -> str | None:

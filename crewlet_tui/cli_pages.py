@@ -1,13 +1,14 @@
 """`crewlet init`, `spaces`, `pages`, `page …` and `trash`: the knowledge base from a shell."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
 from core.errors import CrewletError
 
-from .cli_common import (JSON_OPT, STATE, actor, console, emit_json, handle_errors, open_kb, read_body, when)
+from .cli_common import (JSON_OPT, STATE, actor, console, emit_json, handle_errors, open_kb, open_node, read_body,
+                         refuse_elsewhere, when)
 from .sanitize import clean_line, clean_text, markup_safe
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def spaces(as_json: bool = JSON_OPT) -> None:
         """List the declared spaces with their page counts (undeclared containers shown apart)."""
-        with open_kb() as kb:
+        with open_kb(local="spaces") as kb:
             rows = kb.spaces(actor=actor())
         if as_json:
             emit_json(rows)
@@ -100,7 +101,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = JSON_OPT,
     ) -> None:
         """One level of a space's outline: a window of pages, the level's total, and a cursor."""
-        with open_kb() as kb:
+        with open_kb(local="outline") as kb:
             window = kb.list_pages(container, parent=parent, after=after, limit=limit, actor=actor())
         if as_json:
             emit_json(window.to_json())
@@ -119,7 +120,7 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def trash(as_json: bool = JSON_OPT) -> None:
         """Pages in the trash, with who trashed them and when (purged after 30 days)."""
-        with open_kb() as kb:
+        with open_kb(local="trash") as kb:
             rows = kb.trash(actor=actor())
         if as_json:
             emit_json([p.to_json(with_body=False) for p in rows])
@@ -137,8 +138,20 @@ def register(app: typer.Typer) -> None:
 def page_show(ref: str = typer.Argument(..., metavar="REF", help="Page id or CONTAINER/Title."),
               revision: Optional[int] = typer.Option(None, "--revision", "-r", metavar="N", help="Show this revision's body."),
               as_json: bool = JSON_OPT) -> None:
-    """Show a page: its body, where it sits, its children, backlinks and comments."""
-    with open_kb() as kb:
+    """Show a page: its body, where it sits, its children, backlinks and comments.
+
+    On a company whose knowledge lives in Confluence or Plane, the page is read there, live."""
+    from core.knowledge import remote_site, where
+
+    with open_node() as node:
+        if remote_site(node.company) is not None:
+            if revision is not None:
+                refuse_elsewhere(node, "history")
+            _show_remote(_remote_page(node, ref), where(node.company), as_json)
+            return
+        from core.pages.service import KnowledgeBase
+
+        kb = KnowledgeBase(node)
         who = actor()
         page = kb.get_page(ref, actor=who)
         comments = kb.comments(page.id, actor=who)
@@ -160,17 +173,7 @@ def page_show(ref: str = typer.Argument(..., metavar="REF", help="Page id or CON
                   f"last saved by {markup_safe(page.saved_by)} {when(page.saved_at)}"
                   + (f" · [red]in the trash since {when(page.trashed_at)}[/]" if page.trashed_at else "") + "[/]")
     console.print()
-    body = rev.body if rev else page.body
-    # shown as its own text: a body is untrusted input, never markup or terminal escapes
-    body = clean_text(body)
-    if len(body) > HIGHLIGHT_MAX_CHARS or max(map(len, body.split("\n"))) > HIGHLIGHT_MAX_LINE:
-        # Rich's highlighting and wrapping grow faster than the text (a 10 MB line took minutes):
-        # a body this large is written as the plain text it is, and the terminal wraps it
-        console.file.write(body if body.endswith("\n") else body + "\n")
-    else:
-        from rich.syntax import Syntax
-
-        console.print(Syntax(body, "markdown", word_wrap=True, theme="ansi_dark") if body.strip() else "[dim](a folder: nothing written)[/]")
+    _print_body(rev.body if rev else page.body)
     if children:
         console.print(f"\n[bold]Children[/] ({children.total})")
         for c in children.pages:
@@ -183,6 +186,45 @@ def page_show(ref: str = typer.Argument(..., metavar="REF", help="Page id or CON
         console.print("\n[bold]Comments[/]")
         for c in comments:
             console.print(f"  [bold]{markup_safe(c.author)}[/] {when(c.created_at)} [dim]{c.id}[/]: {markup_safe(c.body)}")
+
+
+def _print_body(body: str) -> None:
+    # shown as its own text: a body is untrusted input, never markup or terminal escapes
+    body = clean_text(body)
+    if len(body) > HIGHLIGHT_MAX_CHARS or max(map(len, body.split("\n"))) > HIGHLIGHT_MAX_LINE:
+        # Rich's highlighting and wrapping grow faster than the text (a 10 MB line took minutes):
+        # a body this large is written as the plain text it is, and the terminal wraps it
+        console.file.write(body if body.endswith("\n") else body + "\n")
+    else:
+        from rich.syntax import Syntax
+
+        console.print(Syntax(body, "markdown", word_wrap=True, theme="ansi_dark") if body.strip() else "[dim](a folder: nothing written)[/]")
+
+
+def _remote_page(node: Any, ref: str, *, record_read: bool = True) -> Any:
+    """A page of the remote site the company's knowledge lives on, read there as the actor (inside the
+    read floor; an agent's read recorded, as on this node's own pages)."""
+    from core.knowledge import make_searcher
+
+    searcher = make_searcher(node)
+    try:
+        return searcher.get_page(ref, actor=actor(), record_read=record_read)
+    finally:
+        searcher.close()
+
+
+def _show_remote(page: Any, where: str, as_json: bool) -> None:
+    if as_json:
+        emit_json(page.to_json())
+        return
+    trail = " › ".join([page.container, *page.ancestors, page.title])
+    console.print(f"[bold]{markup_safe(page.title)}[/]  [dim]{markup_safe(trail)}[/]")
+    console.print(f"[dim]id {markup_safe(page.id)}" + (f" · version {page.version}" if page.version else "")
+                  + f" · read live from {markup_safe(where)}: change it there[/]")
+    if page.url:
+        console.print(f"[dim]{markup_safe(page.url)}[/]", soft_wrap=True)
+    console.print()
+    _print_body(page.body)
 
 
 @page_app.command("create")
@@ -276,7 +318,7 @@ _simple("purge", "purge_page", "Delete a trashed page for good (admin only; cann
 @handle_errors
 def page_history(ref: str = typer.Argument(..., metavar="REF", help="Page id or CONTAINER/Title."), as_json: bool = JSON_OPT) -> None:
     """Every revision: who, when, what kind of change, and the writer's note."""
-    with open_kb() as kb:
+    with open_kb(local="history") as kb:
         revs = kb.history(ref, actor=actor())
     if as_json:
         emit_json([r.to_json(with_body=False) for r in revs])
@@ -296,7 +338,7 @@ def page_diff(ref: str = typer.Argument(..., metavar="REF", help="Page id or CON
               b: Optional[int] = typer.Argument(None, metavar="B", help="A second revision: the diff from A to B."),
               as_json: bool = JSON_OPT) -> None:
     """The line diff between two revisions (or what one save changed)."""
-    with open_kb() as kb:
+    with open_kb(local="history") as kb:
         lines = kb.diff(ref, a, b, actor=actor())
     if as_json:
         emit_json({"from": a - 1 if b is None else a, "to": a if b is None else b, "diff": lines})
@@ -337,7 +379,7 @@ def page_comment(ref: str = typer.Argument(..., metavar="REF", help="Page id or 
 @handle_errors
 def page_backlinks(ref: str = typer.Argument(..., metavar="REF", help="Page id or CONTAINER/Title."), as_json: bool = JSON_OPT) -> None:
     """The pages that link to this one by id ("Linked from")."""
-    with open_kb() as kb:
+    with open_kb(local="backlinks") as kb:
         pages = kb.backlinks(ref, actor=actor())
     if as_json:
         emit_json([{"id": p.id, "container": p.container, "title": p.title} for p in pages])
@@ -354,9 +396,18 @@ def page_reads(ref: str = typer.Argument(..., metavar="REF", help="Page id or CO
                limit: int = typer.Option(100, "--limit", min=1, max=10_000, metavar="N", help="The latest N reads at most."),
                as_json: bool = JSON_OPT) -> None:
     """Who read a page, how (get_page or a search, at what rank) and when: agents' knowledge_read events."""
-    with open_kb() as kb:
-        page = kb.resolve(ref, actor=actor())
-        reads = kb.page_reads(page.id, limit=limit, actor=actor())
+    from core.knowledge import remote_site
+    from core.pages.service import KnowledgeBase
+
+    with open_node() as node:
+        kb = KnowledgeBase(node)
+        site = remote_site(node.company)
+        if site is not None:     # the page is the site's (found there); the reads are this node's records
+            page = _remote_page(node, ref, record_read=False)
+            reads = kb.reads_of(page.id, backend=site.backend, limit=limit, actor=actor())
+        else:
+            page = kb.resolve(ref, actor=actor())
+            reads = kb.page_reads(page.id, limit=limit, actor=actor())
     if as_json:
         emit_json({"page": {"id": page.id, "container": page.container, "title": page.title}, "reads": reads})
         return

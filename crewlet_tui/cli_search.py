@@ -3,9 +3,10 @@
 `crewlet search` is a read, and on one machine it is also the moment a person expects to see their
 own last edit. So before answering it runs a small incremental index pass when the index is behind
 (never inside the apply transaction: the rows are already applied; the pass reads them on its own
-connection). A home whose first build has not run is built inline only when it is small (at most
-INLINE_BUILD_MAX_PAGES live pages, seconds of work); a large one says "not searchable yet" and names
-`crewlet worker --once`, which shows the build's progress. `--no-catch-up` reads the index as it is.
+connection) — core.search.indexer.catch_up_for_search, which `crewlet mcp` runs too. A home whose first
+build has not run is built inline only when it is small (at most INLINE_BUILD_MAX_PAGES live pages,
+seconds of work); a large one says "not searchable yet" and names `crewlet worker --once`, which shows
+the build's progress. `--no-catch-up` reads the index as it is.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from core.search.seam import DEFAULT_LIMIT, NOT_SEARCHABLE_YET, Hit, Result, can
 from .cli_eval import SearchCommand
 from .search_words import search_words
 from .cli_common import (JSON_OPT, actor, console, damage_json, emit_json, err_console, fail, handle_errors, open_node,
-                         when)
+                         refuse_elsewhere, when)
 # every string printed here is one line: made inert (controls, bidi) and markup-escaped by the one sanitiser
 from .sanitize import clean_line, markup_safe as escape
 
@@ -31,9 +32,6 @@ if TYPE_CHECKING:
     from core.search.indexer import IndexPass, IndexStatus
     from core.search.snippets import TermFinder
 # the index, the searcher and the semantic engine are imported by the commands that run them (start-up)
-
-INLINE_BUILD_MAX_PAGES = 2000     # `crewlet search` builds a first index this small itself (a few seconds)
-CATCH_UP_MAX_ROWS = 5000          # and catches up at most this many changed pages before answering
 
 index_app = typer.Typer(help="The search indexes: the keyword index and how much is embedded for search by meaning "
                                  "(and the semantic index): what they cover, and building the keyword index.",
@@ -43,19 +41,15 @@ index_app = typer.Typer(help="The search indexes: the keyword index and how much
 # -- search ------------------------------------------------------------------------------------------
 
 def _catch_up(node: Any, *, show_progress: bool) -> IndexPass | None:
-    """The small pass `crewlet search` runs before answering (see the module's docstring)."""
-    from core.search.indexer import Indexer
+    """The small pass a search runs before answering (core.search.indexer.catch_up_for_search, the one
+    `crewlet mcp` runs too), with its progress bar; a pass that could not run is said as a warning."""
+    from core.search.indexer import catch_up_for_search
 
     from .progress_bars import ProgressBars
 
     progress = ProgressBars(err_console, enabled=show_progress)
     try:
-        with Indexer(node.home) as indexer:
-            return indexer.run_pass(max_rows=CATCH_UP_MAX_ROWS, full_build_max=INLINE_BUILD_MAX_PAGES,
-                                    progress=progress.bar("building the index"))
-    except Exception as exc:  # a search still answers from the index as it is
-        err_console.print(f"[yellow]warning:[/] the index could not catch up: {escape(str(exc))}", soft_wrap=True)
-        return None
+        return catch_up_for_search(node.home, progress=progress.bar("building the index"))
     finally:
         progress.close()
 
@@ -186,8 +180,10 @@ def register(app: typer.Typer) -> None:
         from core.search.indexer import Indexer
         from core.duties.semantic_index import index_status as semantic_index_status
 
-        with open_node() as node, Indexer(node.home) as indexer:
-            st = indexer.status()
+        with open_node() as node:
+            refuse_elsewhere(node, "index")
+            with Indexer(node.home) as indexer:
+                st = indexer.status()
             meaning = semantic_status(node)
             ivf = semantic_index_status(node, meaning.get("space"))
             damage = node.damage
@@ -211,14 +207,16 @@ def register(app: typer.Typer) -> None:
 
         from .progress_bars import ProgressBars
 
-        with open_node() as node, Indexer(node.home) as indexer:
-            damage = node.damage
-            progress = ProgressBars(console, enabled=not as_json)
-            try:
-                report = indexer.run_pass(force_rebuild=rebuild, progress=progress.bar("indexing pages"), wait=True)
-            finally:
-                progress.close()
-            st = indexer.status()
+        with open_node() as node:
+            refuse_elsewhere(node, "index")
+            with Indexer(node.home) as indexer:
+                damage = node.damage
+                progress = ProgressBars(console, enabled=not as_json)
+                try:
+                    report = indexer.run_pass(force_rebuild=rebuild, progress=progress.bar("indexing pages"), wait=True)
+                finally:
+                    progress.close()
+                st = indexer.status()
         if as_json:
             emit_json({"pass": report.to_json(), "status": st.to_json(), "log_damage": damage_json(damage)})
             return

@@ -42,10 +42,18 @@ def register(app: typer.Typer) -> None:
 
         from .progress_bars import ProgressBars
 
+        from core.knowledge import remote_site
+
         with open_node() as node:
             if status:
                 _show_status(node, as_json)
                 return
+            site = remote_site(node.company)
+            knowledge = {"backend": site.backend, "url": site.url} if site is not None else None
+            if site is not None and not as_json:   # default_duties runs the apply and diary-fill duties there
+                console.print(escape(f"this company's knowledge lives in {site.where}, read live: the worker applies "
+                                     "the log (it carries agents' reads) and fills the agents' diaries, and keeps no "
+                                     "local copy of the knowledge to index, embed or reap"), soft_wrap=True)
             bars = ProgressBars(console, enabled=not as_json and sys.stdout.isatty())
             try:
                 if once:
@@ -58,7 +66,8 @@ def register(app: typer.Typer) -> None:
                     bars.close()
                     damage = node.damage
                     if as_json:
-                        emit_json({"duties": [r.to_json() for r in reports], "log_damage": damage_json(damage)})
+                        emit_json({"duties": [r.to_json() for r in reports], "log_damage": damage_json(damage),
+                                   "knowledge": knowledge})
                     else:
                         for line in _summary(reports):
                             console.print(escape(line), soft_wrap=True)

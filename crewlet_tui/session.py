@@ -10,7 +10,6 @@ the searcher up in the background once that screen is shown.
 """
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,52 +51,41 @@ class Session:
     actor_handle: str | None = None
     searcher_factory: Callable[[Node], Any] | None = None
     kb: KnowledgeBase = field(init=False)
-    _searcher: Any = field(init=False, default=None)
-    _searcher_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
+    _follow: Any = field(init=False, default=None)
 
     def __post_init__(self) -> None:
+        from core.knowledge import FollowingSearcher
+
         self.kb = KnowledgeBase(self.node)
+        # made on first use, and again when an edit of company.toml moves the knowledge (core.knowledge's
+        # one rule, which crewlet mcp follows too); a factory (tests) makes the one searcher
+        self._follow = FollowingSearcher(self.node, self.searcher_factory)
 
     @property
     def searcher(self) -> Any:
-        """The Searcher, made on first use (by any thread: one is made), and made again when an edit of
-        company.toml moved knowledge.backend (a live change re-points the app at the new home)."""
-        with self._searcher_lock:
-            if self._searcher is not None and self.searcher_factory is None and self._backend_moved():
-                stale, self._searcher = self._searcher, None
-                closer = getattr(stale, "close", None)
-                if callable(closer):
-                    closer()
-            if self._searcher is None:
-                self._searcher = (self.searcher_factory or make_searcher)(self.node)
-            return self._searcher
-
-    def _backend_moved(self) -> bool:
-        self.node.refresh_config()
-        backend = self.node.company.knowledge.backend
-        current = self._searcher.backend()
-        return backend != current and not (backend == "none" and current == "native")
+        """The Searcher knowledge.backend names, as core.knowledge keeps it (a live change re-points it)."""
+        return self._follow.get()
 
     @property
     def remote(self) -> str | None:
         """The remote backend the company's knowledge lives in ("confluence", "plane"), None for this node's own."""
-        from core.config import REMOTE_BACKENDS
+        from core.knowledge import remote_site
 
-        backend = self.node.company.knowledge.backend
-        return backend if backend in REMOTE_BACKENDS else None
+        site = remote_site(self.node.company)
+        return site.backend if site is not None else None
 
     def where(self) -> str:
         """Where the knowledge lives, in words: "this node's copy", or "Confluence at https://…" (read off the
         configuration, so no searcher is made for it)."""
-        backend = self.remote
-        if backend is None:
-            return "this node's copy"
-        settings = getattr(self.node.company.integrations, backend)
-        return f"{self.remote_label} at {settings.url}" if settings is not None else self.remote_label
+        from core.knowledge import where
+
+        return where(self.node.company)
 
     @property
     def remote_label(self) -> str:
-        return {"confluence": "Confluence", "plane": "Plane"}.get(self.remote or "", "")
+        from core.knowledge import label
+
+        return label(self.node.company)
 
     def knowledge_home(self) -> str:
         """Where the knowledge lives, for the status line."""
@@ -136,12 +124,8 @@ class Session:
         return bool(who and who.admin and not who.is_agent)
 
     def close(self) -> None:
-        with self._searcher_lock:
-            searcher = self._searcher   # never made: nothing to close (and nothing to make now)
-        closer = getattr(searcher, "close", None)
-        if callable(closer):
-            try:
-                closer()
-            except Exception:  # pragma: no cover
-                pass
+        try:
+            self._follow.close()    # never made: nothing to close (and nothing is made now)
+        except Exception:  # pragma: no cover
+            pass
         self.node.close()

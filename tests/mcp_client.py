@@ -51,13 +51,14 @@ async def refused(client: Client, tool: str, **arguments: Any) -> tuple[str, dic
     return text, result.structured_content or {}
 
 
-def crewlet(home: Path, *args: str, actor: str | None = None) -> subprocess.CompletedProcess[str]:
-    """The CLI, as a separate process (what a person runs beside the server)."""
+def crewlet(home: Path, *args: str, actor: str | None = None,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The CLI, as a separate process (what a person runs beside the server); `env` adds to its environment."""
     argv = [*CREWLET, "--home", str(home), *(["--as", actor] if actor else []), *args]
-    return subprocess.run(argv, env=ENV, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    return subprocess.run(argv, env={**ENV, **(env or {})}, cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 
-def crewlet_json(home: Path, *args: str, actor: str | None = None) -> Any:
-    res = crewlet(home, *args, "--json", actor=actor)
+def crewlet_json(home: Path, *args: str, actor: str | None = None, env: dict[str, str] | None = None) -> Any:
+    res = crewlet(home, *args, "--json", actor=actor, env=env)
     assert res.returncode == 0, (res.returncode, res.stdout, res.stderr)
     return json.loads(res.stdout)

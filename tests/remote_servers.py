@@ -10,6 +10,10 @@ calls crewlet makes. The tests start them; nothing is mocked in the client.
         cf.requests                                      # (method, path, query) of each request
         cf.searches                                      # each search's parsed CQL clauses
 
+What Confluence is sent it keeps in its own spelling, as the real one does (`confluence_storage`: a saved
+macro gains ac:schema-version and ac:macro-id, a table a layout and one tbody); Plane's editor classes
+each block (`plane_html`). An --update that compared markup would see every such page as changed.
+
 Confluence's search parses CQL for real (strings with their escapes, AND, =, !=, ~, IN, NOT IN) and
 answers 400 for anything it cannot parse, so a query that broke out of its `text ~ "…"` clause shows
 as a clause the test can see. `text ~` matches every word of its (Lucene-unescaped) phrase against a
@@ -172,6 +176,26 @@ class CfPage:
     restricted_to: set[str] | None = None        # users who may see it (None: everyone)
 
 
+_MACRO = re.compile(r'<ac:structured-macro(?![^>]*ac:macro-id)([^>]*)>')
+_CELL = re.compile(r"<(th|td)>(.*?)</\1>", re.S)
+
+
+def confluence_storage(storage: str, ids: Any) -> str:
+    """Storage as Confluence keeps what it is sent (its own spelling, the same page): a macro gains
+    ac:schema-version and an ac:macro-id, a table a layout and one tbody (no thead) with each cell's
+    text in a paragraph. `ids` yields the macro ids."""
+    storage = _MACRO.sub(lambda m: f'<ac:structured-macro{m.group(1)} ac:schema-version="1" '
+                                   f'ac:macro-id="6f1c0b9e-{next(ids):04d}">', storage)
+
+    def table(m: re.Match[str]) -> str:
+        rows = re.sub(r"</?(thead|tbody)>\s*", "", m.group(1))
+        rows = _CELL.sub(lambda c: f"<{c.group(1)}><p>{c.group(2).strip()}</p></{c.group(1)}>"
+                         if not c.group(2).strip().startswith("<p>") else c.group(0), rows)
+        return f'<table data-layout="default"><tbody>{rows}</tbody></table>'
+
+    return re.sub(r"<table>(.*?)</table>", table, storage, flags=re.S)
+
+
 class CqlError(ValueError):
     pass
 
@@ -253,6 +277,7 @@ class ConfluenceServer(_Server):
         self.searches: list[list[tuple[str, str, Any]]] = []
         self.excerpts = True                    # answer an excerpt per result
         self._ids = itertools.count(1001)
+        self._macro_ids = itertools.count(1)
 
     @property
     def url(self) -> str:
@@ -413,7 +438,8 @@ class ConfluenceServer(_Server):
         if any(p.space == space and p.title == body["title"] for p in self.pages.values()):
             return 400, {"statusCode": 400, "message": "A page with this title already exists"}
         parent = (body.get("ancestors") or [{}])[-1].get("id")
-        pid = self.page(space, body["title"], body["body"]["storage"]["value"], parent=parent)
+        pid = self.page(space, body["title"], confluence_storage(body["body"]["storage"]["value"], self._macro_ids),
+                        parent=parent)
         return 200, self.content(self.pages[pid], {"space", "version", "ancestors"})
 
     def _update(self, user: str, pid: str, body: Any) -> tuple[int, Any]:
@@ -424,7 +450,7 @@ class ConfluenceServer(_Server):
             return 409, {"statusCode": 409, "message": "Version must be incremented on update"}
         page.version += 1
         page.title = body["title"]
-        page.storage = body["body"]["storage"]["value"]
+        page.storage = confluence_storage(body["body"]["storage"]["value"], self._macro_ids)
         return 200, self.content(page, {"space", "version"})
 
 
@@ -440,6 +466,12 @@ class PlPage:
     external_source: str | None = None
     external_id: str | None = None
     updated: int = 0
+
+
+def plane_html(html: str) -> str:
+    """description_html as Plane's editor keeps it: each paragraph and heading classed as its block."""
+    html = re.sub(r"<p>", '<p class="editor-paragraph-block">', html)
+    return re.sub(r"<h([1-6])>", r'<h\1 class="editor-heading-block">', html)
 
 
 class PlaneServer(_Server):
@@ -522,7 +554,8 @@ class PlaneServer(_Server):
                              and p.external_source == one("external_source") and p.external_id == one("external_id")]
                     return 200, {"results": found}
                 if method == "POST":
-                    pid = self.page(project_id, body["name"], body.get("description_html", ""), parent=body.get("parent"))
+                    pid = self.page(project_id, body["name"], plane_html(body.get("description_html", "")),
+                                    parent=body.get("parent"))
                     page = self.pages[pid]
                     page.external_source, page.external_id = body.get("external_source"), body.get("external_id")
                     return 201, self._page_json(page)
@@ -536,7 +569,7 @@ class PlaneServer(_Server):
                     return 200, self._page_json(page)
                 if method == "PATCH":
                     page.name = body.get("name", page.name)
-                    page.html = body.get("description_html", page.html)
+                    page.html = plane_html(body["description_html"]) if "description_html" in body else page.html
                     page.updated = next(self._clock)
                     return 200, self._page_json(page)
         return 404, {"error": f"no route {method} {path}"}

@@ -215,7 +215,7 @@ def test_a_usage_error_exits_2(cli, args):
 
 @pytest.mark.parametrize("args, words", [
     (["page", "create", "NOPE", "A page"], ["not a declared space", "[spaces.NOPE]"]),
-    (["page", "show", "ENG/nothing"], ["no page 'ENG/nothing'"]),
+    (["page", "show", "ENG/nothing"], ["no page 'ENG/nothing'", "`crewlet pages ENG` lists its pages"]),
     (["page", "show", "nothing"], ["CONTAINER/Title"]),
     (["--as", "ghost", "page", "create", "ENG", "x"], ["actors.ghost", "alex"]),
     (["--as", "ghost", "worker", "--once"], ["actors.ghost", "alex"]),   # acting on nobody's behalf, refused alike

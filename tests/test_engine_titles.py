@@ -28,14 +28,18 @@ def test_a_page_is_fetched_by_container_and_title_in_any_case_or_spacing(kb, ref
     assert kb.get_page(ref).id == page.id
 
 
-def test_a_page_is_fetched_by_id_and_an_unknown_ref_says_how_to_name_one(kb):
+def test_a_page_is_fetched_by_id_and_an_unknown_ref_carries_what_it_named(kb):
+    """The refusal states the fact (the ref, and the container an address names); how to name a page is
+    each surface's own advice (tests/test_cli_pages.py, tests/test_mcp.py)."""
     page = kb.create_page("ENG", "Deploy Runbook", "steps")
     assert kb.resolve(page.id).title == "Deploy Runbook"
     with pytest.raises(NotFound) as exc:
         kb.resolve("no-such-id")
-    assert "CONTAINER/Title" in str(exc.value)
-    with pytest.raises(NotFound):
+    assert str(exc.value) == "no page 'no-such-id'" and exc.value.to_json() == {
+        "error": "not_found", "message": "no page 'no-such-id'", "ref": "no-such-id", "container": None}
+    with pytest.raises(NotFound) as exc:
         kb.resolve("PROD/Deploy Runbook")  # the address is per container
+    assert exc.value.details == {"ref": "PROD/Deploy Runbook", "container": "PROD"}
 
 
 def test_titles_are_unique_per_container_regardless_of_case_and_spacing(kb):

@@ -194,7 +194,7 @@ async def test_a_company_on_confluence_is_searched_live_through_the_same_tool(tm
             text, out = await call(client, "search_knowledge", query="roll back", mode="keyword")
     assert [h["title"] for h in out["hits"]] == ["Deploy Runbook"]
     assert out["hits"][0]["url"].startswith(cf.url) and out["hits"][0]["link"].endswith(f"({out['hits'][0]['url']})")
-    assert "Open a hit at its url" in text
+    assert "get_page" in text and "each at its url" in text
 
 
 # -- refusals: the store's one line, as a tool error, and the server serves on -------------------------
@@ -209,6 +209,9 @@ async def test_refusals_are_tool_errors_in_the_stores_words(home):
         assert "container 'NOPE' is not a declared space — declare it in" in text and "[spaces.NOPE]" in text
         text, data = await refused(client, "get_page", ref="ENG/No such page")
         assert text.startswith("no page 'ENG/No such page'") and data["error"] == "not_found"
+        assert "list_pages with container 'ENG'" in text and "crewlet" not in text     # this surface's own advice
+        text, _ = await refused(client, "get_page", ref="nothing")
+        assert "search_knowledge" in text and "CONTAINER" not in text and "crewlet" not in text
         text, _ = await refused(client, "write_page", container="ENG", title="Deploy runbook", body="x")
         assert text.startswith("ENG/Deploy Runbook already exists") and "save_page" in text
         text, _ = await refused(client, "save_page", ref="ENG/Rollback", body="x", base_revision=1, extra=1)

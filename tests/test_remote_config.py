@@ -138,3 +138,35 @@ def test_an_edit_that_moves_the_backend_re_points_the_apps_searcher(make_home):
         assert session.remote == "confluence" and session.where() == f"Confluence at {CONFLUENCE['url']}"
     finally:
         session.close()
+
+
+def test_the_app_and_mcp_follow_the_backend_by_one_rule(make_home):
+    """Review finding 9: the app's session kept its searcher when knowledge.backend went from native to
+    none (the native searcher answers both) and MCP's made a new one (the model loaded again); both now
+    ask core.knowledge, and re-point alike when the knowledge moves to a remote site."""
+    from core.mcp.session import Session as McpSession
+    from crewlet_tui.session import Session as AppSession
+
+    home = make_home()
+    app_session = AppSession.open(home)
+    node = Node.open(home)
+    mcp_session = McpSession(node, None)
+    try:
+        sessions = (app_session, mcp_session)
+        first = [s.searcher for s in sessions]
+        assert all(type(s) is NativeSearcher for s in first)
+        for backend in ("none", "native"):
+            data = config_mod.example_config()
+            data["knowledge"] = {"backend": backend}
+            home.config_file.write_text(tomli_w.dumps(data), encoding="utf-8")
+            assert [s.searcher for s in sessions] == first, backend
+        data = config_mod.example_config()
+        data["knowledge"] = {"backend": "confluence", "confluence_spaces": ["ENG"]}
+        data["integrations"] = {"confluence": CONFLUENCE}
+        home.config_file.write_text(tomli_w.dumps(data), encoding="utf-8")
+        assert all(type(s.searcher) is ConfluenceSearcher for s in sessions)
+        assert app_session.where() == mcp_session.where() == f"Confluence at {CONFLUENCE['url']}"
+    finally:
+        mcp_session.close()
+        node.close()
+        app_session.close()

@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 from core import config as config_mod
-from core.errors import NotFound
+from core.errors import CrewletError, NotFound
 from core.remote.confluence import ConfluenceSearcher, build_cql, lucene_phrase
-from core.search.seam import NO_EMBEDDINGS, OUT_OF_SCOPE, UNAVAILABLE, Query
+from core.remote.searcher import strip_tags
+from core.search.seam import NO_EMBEDDINGS, OUT_OF_SCOPE, UNAVAILABLE, Query, modes_in_words
 from tests.remote_servers import ConfluenceServer, lucene_unescape, parse_cql
 
 ENV = {"CF_TOKEN": "company-token", "ENG_BOT_CF": "eng-token"}
@@ -281,3 +282,90 @@ def test_one_connection_pool_serves_every_search(tmp_path, cf):
     assert s._http is not None and s._http.requests == 3
     assert len(s._http.client()._transport._pool.connections) == 1      # kept alive, reused
     s.close()
+
+
+# -- a page read stays inside what a search may return (review finding 2) ------------------------------
+
+def test_a_page_read_stays_inside_the_read_floor_and_leaves_out_skills(tmp_path, cf):
+    """The reviewer's reproduction: eng-bot has no own credential here (ENG_BOT_CF unset), so the
+    company's token reads; confluence_spaces is ENG; HR and SKILLS are outside what a search returns."""
+    secret = cf.page("HR", "Salaries", "<p>everyone's pay</p>")
+    skill = cf.page("SKILLS", "Rotate keys", "<p>trigger: rotate</p>")
+    s = searcher(tmp_path, cf, env={"CF_TOKEN": "company-token"})
+    assert s.search(Query("salaries", actor="eng-bot", mode="keyword")).hits == []   # search: outside the floor
+    for ref in (secret, skill, "HR/Salaries", "SKILLS/Rotate keys"):
+        with pytest.raises(NotFound):
+            s.get_page(ref, actor="eng-bot")
+    before = len(cf.requests)
+    with pytest.raises(NotFound, match=r"HR is outside knowledge\.confluence_spaces \(ENG\)"):
+        s.get_page("HR/Salaries", actor="eng-bot")
+    assert len(cf.requests) == before                 # an address outside the floor is not even asked for
+    # an actor with its own credential is bound by the same floor
+    with pytest.raises(NotFound):
+        searcher(tmp_path, cf).get_page(secret, actor="eng-bot")
+
+
+def test_a_page_read_leaves_out_auto_drafts_as_a_search_does(tmp_path, cf):
+    drafts = cf.page("ENG", "Auto-Drafted Skills", "<p>container</p>")
+    deep = cf.page("ENG", "Rollout Draft", "<p>rollout</p>", parent=cf.page("ENG", "Batch 7", "<p>x</p>", parent=drafts))
+    titled = cf.page("ENG", "[Auto-draft] Rollout", "<p>rollout</p>")
+    s = searcher(tmp_path, cf)
+    for ref in (deep, titled):
+        with pytest.raises(NotFound, match="auto-draft"):
+            s.get_page(ref, actor="alex")
+    assert s.get_page(cf.page("ENG", "Rollout Guide", "<p>rollout</p>"), actor="alex").title == "Rollout Guide"
+
+
+def test_an_empty_floor_on_the_companys_credential_reads_nothing(tmp_path, cf):
+    pid = cf.page("ENG", "Outage Checklist", "<p>outage</p>")
+    s = searcher(tmp_path, cf, spaces=[])
+    before = len(cf.requests)
+    with pytest.raises(CrewletError, match="knowledge.confluence_spaces, which is empty") as refused:
+        s.get_page(pid, actor="alex")
+    assert "nothing searched" not in str(refused.value) and len(cf.requests) == before
+    assert s.get_page(pid, actor="eng-bot").title == "Outage Checklist"      # its own credential: unscoped
+
+
+# -- snippets (review finding 7), modes (main's aliases), ids in URL paths --------------------------------
+
+def test_remote_snippets_read_every_html_entity_once():
+    assert strip_tags("<p>don&#8217;t roll back &hellip; write &amp;lt;b&amp;gt;</p>") == \
+        "don’t roll back … write &lt;b&gt;"
+    assert strip_tags("a&nbsp;b &quot;c&quot; &#39;d&#39; &lt;e&gt;") == "a\xa0b \"c\" 'd' <e>"
+
+
+def test_the_modes_are_mains_own_names_and_aliases(tmp_path, cf):
+    cf.page("ENG", "Outage Checklist", "<p>outage</p>")
+    s = searcher(tmp_path, cf)
+    meaning = s.search(Query("outage", actor="alex", mode="meaning"))       # main's alias of semantic
+    assert meaning.outcome.degraded == NO_EMBEDDINGS and "cannot rank by meaning" in meaning.outcome.message
+    fuzzy = s.search(Query("outage", actor="alex", mode="fuzzy"))
+    assert fuzzy.outcome.served_mode is None and modes_in_words() in fuzzy.outcome.message
+
+
+def test_a_page_id_cannot_reach_another_path_on_the_site(tmp_path, cf):
+    pid = cf.page("ENG", "Outage Checklist", "<p>outage</p>")
+    s = searcher(tmp_path, cf)
+    for ref in (f"{pid}#x", f"{pid}?expand=x", "..", "."):
+        with pytest.raises(NotFound):
+            s.get_page(ref, actor="alex")
+    api = f"{cf.context}/rest/api"
+    assert not {path.rstrip("/") for _, path, _ in cf.requests} & {api, f"{api}/content", f"{api}/content/{pid}"}
+
+
+def test_a_title_is_looked_up_in_one_space_inside_the_read_floor(tmp_path, cf):
+    """How onboarding finds a space's Onboarding page on Confluence: one address lookup, inside the read
+    floor (an address outside it is not asked for), and not an agent's knowledge_read."""
+    eng = cf.page("ENG", "Onboarding", "<p>welcome to ENG</p>")
+    cf.page("HR", "Onboarding", "<p>pay day</p>")
+    read: list[tuple] = []
+    c = company(tmp_path, cf)
+    s = ConfluenceSearcher(lambda: c, env=ENV, recorder=lambda *a: read.append(a))
+    page = s.titled("ENG", "Onboarding", actor="eng-bot")
+    assert page is not None and (page.id, page.container) == (eng, "ENG") and "welcome to ENG" in page.body
+    before = len(cf.requests)
+    assert s.titled("HR", "Onboarding", actor="eng-bot") is None and len(cf.requests) == before
+    assert s.titled("ENG", "Offboarding", actor="eng-bot") is None
+    assert read == []
+    with pytest.raises(CrewletError, match="no credential"):
+        ConfluenceSearcher(lambda: c, env={}).titled("ENG", "Onboarding", actor="eng-bot")

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from core import config as config_mod
-from core.errors import NotFound
+from core.errors import CrewletError, NotFound
 from core.remote.plane import PlaneSearcher, distinct_tokens, relaxation
 from core.search.seam import OUT_OF_SCOPE, UNAVAILABLE, Query
 from tests.remote_servers import PlaneServer
@@ -227,3 +227,62 @@ def test_a_page_opens_as_markdown(tmp_path, pl):
     assert s.get_page(hit.page_id, actor="alex").id == hit.page_id      # a hit opens by its id alone
     with pytest.raises(NotFound):
         s.get_page(f"PRIV/{pid}", actor="alex")
+
+
+def test_a_page_read_stays_inside_the_read_floor(tmp_path, pl):
+    """Review finding 2 on Plane: eng-bot's own key sees PRIV, but plane_projects is ENG: a search never
+    returns PRIV, and neither does a page read; the skills project never, an auto-draft never."""
+    private = pl.page(pl.priv, "Salaries", "<p>pay</p>")
+    drafts = pl.page(pl.eng, "Auto-Drafted Skills", "<p>x</p>")
+    draft = pl.page(pl.eng, "Rollout Draft", "<p>rollout</p>", parent=drafts)
+    titled = pl.page(pl.eng, "[Auto-draft] Rollout", "<p>rollout</p>")
+    skill = pl.page(pl.skills, "Rotate keys", "<p>trigger: rotate</p>")
+    s = searcher(tmp_path, pl)
+    assert s.search(Query("salaries", actor="eng-bot", mode="keyword")).hits == []
+    for ref, why in ((f"PRIV/{private}", "outside knowledge.plane_projects"), (f"SKILLS/{skill}", "tool skills"),
+                     (f"ENG/{draft}", "auto-draft"), (f"ENG/{titled}", "auto-draft")):
+        with pytest.raises(NotFound, match=why):
+            s.get_page(ref, actor="eng-bot")
+    with pytest.raises(NotFound):
+        searcher(tmp_path, pl, projects=[]).get_page(f"ENG/{draft}", actor="eng-bot")   # unscoped: drafts still out
+    assert searcher(tmp_path, pl, projects=[]).get_page(f"PRIV/{private}", actor="eng-bot").title == "Salaries"
+
+
+def test_a_page_id_is_one_path_segment(tmp_path, pl):
+    """A ref of ENG/.. would GET the project's own endpoint once httpx resolves the dot segment."""
+    s = searcher(tmp_path, pl)
+    for ref in ("ENG/..", "ENG/.", "ENG/x/../..", f"ENG/{pl.eng}#x"):
+        with pytest.raises(NotFound):
+            s.get_page(ref, actor="alex")
+    reached = {path.rstrip("/") for _, path, _ in pl.requests}
+    assert not any(p.endswith(f"/projects/{pl.eng}") or p.endswith(f"/projects/{pl.eng}/pages") for p in reached), reached
+
+
+def test_a_title_is_found_in_one_project_as_a_search_would_return_it(tmp_path, pl):
+    """How onboarding finds a space's Onboarding page on a Plane site (core.knowledge.onboarding_pages):
+    the exact title, in that project, inside the read floor, not an auto-draft — and no knowledge_read."""
+    eng = pl.page(pl.eng, "Onboarding", "<p>welcome to ENG</p>")
+    pl.page(pl.eng, "Onboarding notes", "<p>not the page</p>")
+    pl.page(pl.priv, "Onboarding", "<p>private</p>")
+    drafts = pl.page(pl.eng, "Auto-Drafted Skills", "<p>x</p>")
+    s = searcher(tmp_path, pl)
+    page = s.titled("ENG", "Onboarding", actor="eng-bot")
+    assert page is not None and (page.id, page.container, page.title) == (eng, "ENG", "Onboarding")
+    assert "welcome to ENG" in page.body
+    assert page.ref == f"ENG/{eng}" and s.get_page(page.ref, actor="eng-bot").id == eng   # what get_page opens
+    assert s.titled("PRIV", "Onboarding", actor="eng-bot") is None          # outside plane_projects
+    assert s.titled("ENG", "Onboarding notes x", actor="eng-bot") is None
+    pl.page(pl.eng, "Runbook", "<p>x</p>", parent=drafts)
+    assert s.titled("ENG", "Runbook", actor="eng-bot") is None               # an auto-draft
+    with pytest.raises(CrewletError, match="no credential"):
+        searcher(tmp_path, pl, env={}).titled("ENG", "Onboarding", actor="eng-bot")
+
+
+def test_a_title_among_hits_withheld_as_unverifiable_is_not_taken_to_be_missing(tmp_path, pl):
+    """Without a resolvable tool-skills project a Plane search withholds its hits (none can be checked
+    against it): onboarding must hear "could not say", not "there is no Onboarding page"."""
+    pl.page(pl.eng, "Onboarding", "<p>welcome to ENG</p>")
+    s = searcher(tmp_path, pl, skills_project="NOPE")
+    with pytest.raises(CrewletError, match=r"could not say whether ENG has a page titled 'Onboarding': 1 hit\(s\) withheld"):
+        s.titled("ENG", "Onboarding", actor="eng-bot")
+    assert s.titled("ENG", "Offboarding", actor="eng-bot") is None    # nothing matched, so nothing was withheld

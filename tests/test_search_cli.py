@@ -12,7 +12,6 @@ from typer.testing import CliRunner
 from core.node import Node
 from core.pages.service import KnowledgeBase
 from core.search.indexer import Indexer
-from crewlet_tui import cli_search
 from crewlet_tui.cli import app
 
 
@@ -69,7 +68,9 @@ def test_not_searchable_yet_exits_1_with_one_line_and_the_outcome(home):
 
 
 def test_a_large_home_is_left_to_the_worker(home, monkeypatch):
-    monkeypatch.setattr(cli_search, "INLINE_BUILD_MAX_PAGES", 1)
+    from core.search import indexer
+
+    monkeypatch.setattr(indexer, "INLINE_BUILD_MAX_PAGES", 1)     # the one catch-up `crewlet mcp` runs too
     add(home, "ENG", "Deploy Runbook", "deploy")
     add(home, "ENG", "Deploy FAQ", "deploy")
     r = run(home, "search", "deploy")

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,19 +114,30 @@ def chain_spaces(company: Company, agent: str) -> list[str]:
     return [root] + ([actor.space] if actor.space and actor.space != root else [])
 
 
-def chain_of(node: Any, agent: str) -> Chain:
-    """The agent's chain as the configuration (re-read when company.toml changed: one stat) and the rows
-    say now: one indexed lookup a space."""
+# (space, agent) -> the space's Onboarding page the agent may read, or None: where the company's knowledge
+# lives decides it (core.knowledge.onboarding_pages); raises when that place cannot say
+PageOf = Callable[[str, str], "ChainPage | None"]
+
+
+def local_onboarding_page(node: Any, space: str) -> ChainPage | None:
+    """The space's Onboarding page in this node's copy: one indexed lookup of its address."""
+    with node.lock:
+        row = node.conn.execute("SELECT id, title, revision FROM pages WHERE container = ? AND address = ? "
+                                "AND trashed_at IS NULL", (space, normalise_title(ONBOARDING_TITLE))).fetchone()
+    return ChainPage(space, row["id"], row["title"], int(row["revision"])) if row is not None else None
+
+
+def chain_of(node: Any, agent: str, page_of: PageOf | None = None) -> Chain:
+    """The agent's chain as the configuration (re-read when company.toml changed: one stat) and the
+    pages say now: one lookup a space, in this node's copy unless `page_of` reads where the company's
+    knowledge lives (a Confluence or Plane site)."""
     node.refresh_config()
     spaces = chain_spaces(node.company, agent)
-    address = normalise_title(ONBOARDING_TITLE)
     pages: list[ChainPage] = []
-    with node.lock:
-        for space in spaces:
-            row = node.conn.execute("SELECT id, title, revision FROM pages WHERE container = ? AND address = ? "
-                                    "AND trashed_at IS NULL", (space, address)).fetchone()
-            if row is not None:
-                pages.append(ChainPage(space, row["id"], row["title"], int(row["revision"])))
+    for space in spaces:
+        page = page_of(space, agent) if page_of is not None else local_onboarding_page(node, space)
+        if page is not None:
+            pages.append(page)
     by_space = {p.space: p.id for p in pages}
     blob = json.dumps({"v": CHAIN_VERSION, "chain": [[s, by_space.get(s)] for s in spaces]}, separators=(",", ":"))
     return Chain(agent, spaces, pages, hashlib.sha256(blob.encode("utf-8")).hexdigest())
@@ -152,8 +164,9 @@ def _agent(company: Company, handle: str | None) -> str:
 class Onboarding:
     """One session's view of onboarding: its own lease owner, so two sessions of one agent are told apart."""
 
-    def __init__(self, node: Any, *, label: str = "session") -> None:
+    def __init__(self, node: Any, *, label: str = "session", page_of: PageOf | None = None) -> None:
         self.node = node
+        self.page_of = page_of                     # None: the Onboarding pages are this node's own
         self.owner = new_owner(label)
         self.label = label
         self.handed_out: dict[str, str] = {}       # agent -> the chain hash this session last told it to read
@@ -173,7 +186,7 @@ class Onboarding:
     def peek(self, agent: str) -> OnboardingStatus:
         """The state without taking the pass (for `crewlet agents` and people): never 'to_read' for a
         session, only whether the agent is onboarded and who is onboarding it."""
-        chain, marker = chain_of(self.node, agent), marker_of(self.node, agent)
+        chain, marker = chain_of(self.node, agent, self.page_of), marker_of(self.node, agent)
         if marker is not None and marker.chain_hash == chain.hash:
             return OnboardingStatus(agent, "onboarded", chain, marker, f"onboarded {_when(marker.marked_at)}")
         if not chain.pages:
@@ -190,7 +203,7 @@ class Onboarding:
         session holding the pass, or the pass under way in another session."""
         self.node.refresh_config()
         agent = _agent(self.node.company, actor)
-        chain, marker = chain_of(self.node, agent), marker_of(self.node, agent)
+        chain, marker = chain_of(self.node, agent, self.page_of), marker_of(self.node, agent)
         if marker is not None and marker.chain_hash == chain.hash:
             return OnboardingStatus(agent, "onboarded", chain, marker,
                                     f"{agent} is onboarded (marked {_when(marker.marked_at)}, under the current chain "
@@ -218,7 +231,7 @@ class Onboarding:
         """Record that the calling agent has read its chain's Onboarding pages (UPSERT on the log)."""
         self.node.refresh_config()
         agent = _agent(self.node.company, actor)
-        chain = chain_of(self.node, agent)
+        chain = chain_of(self.node, agent, self.page_of)
         told = self.handed_out.get(agent)
         if told is not None and told != chain.hash:
             self.handed_out.pop(agent, None)

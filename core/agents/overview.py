@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .diary import Diary
-from .onboarding import Onboarding, OnboardingStatus
+from .onboarding import Onboarding, OnboardingStatus, PageOf
 
 
 @dataclass
@@ -28,9 +28,11 @@ class AgentLine:
                 "last_note_at": self.last_note_at, "embeddings_provider": self.has_provider}
 
 
-def agents(node: Any, diary: Diary | None = None) -> list[AgentLine]:
+def agents(node: Any, diary: Diary | None = None, page_of: PageOf | None = None) -> list[AgentLine]:
+    """`page_of`: where the Onboarding pages are found when the company's knowledge lives on a remote site
+    (core.knowledge.onboarding_pages); None: this node's copy."""
     diary = diary or Diary(node)
-    onboarding = Onboarding(node, label="overview")
+    onboarding = Onboarding(node, label="overview", page_of=page_of)
     space = diary.current_space()
     out = []
     for handle, actor in sorted(node.company.actors.items()):

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..clock import now_ms
+from ..config import remote_site
 from ..pages.service import KnowledgeBase
 from ..sync import watch
 from . import APPLY, TRASH_REAPER
@@ -70,7 +71,12 @@ class TrashReaperDuty(Duty):
 
 def default_duties(node: Any, *, index_interval_s: float = 2.0, embed_threads: int | None = None) -> list[Duty]:
     """`embed_threads`: the local model's compute threads (default half the cores; the app gives it one,
-    so a key press still paints promptly while a first fill runs)."""
+    so a key press still paints promptly while a first fill runs). On a company whose knowledge lives on a
+    remote site the log is applied (it carries the agents' reads and onboarding marks) and the agents'
+    diaries are filled — a diary is this node's own, wherever the knowledge lives — but there is no local
+    copy of the knowledge to index, embed or reap."""
+    if remote_site(node.company) is not None:
+        return [ApplyDuty(node), DiaryFillDuty(node, threads=embed_threads)]
     return [ApplyDuty(node), KeywordIndexDuty(node.home, interval_s=index_interval_s), TrashReaperDuty(node),
             EmbeddingDuty(node, threads=embed_threads), IndexTrainingDuty(node), DiaryFillDuty(node, threads=embed_threads)]
 

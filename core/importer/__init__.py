@@ -39,6 +39,7 @@ def import_directory(kb: KnowledgeBase, root: Path, *, actor: str | None = None,
     if into is not None and not into.strip():
         raise Invalid("--into needs a space key (e.g. --into DOCS) — give one, or leave --into out",
                       code="invalid_space")
+    kb.writer(actor)        # a company whose knowledge lives on a remote site is published there, not here
     who = kb.reader(actor)  # publishing pages is the knowledge app: refused once, not once per space
     # A plan holds a few objects per file (its text, node, planned page, record) that reference counting
     # frees; the cyclic collector, set off by their number, walked the growing heap again and again and

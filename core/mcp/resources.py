@@ -2,7 +2,9 @@
 
 A client that browses resources lists every live page (ordered by space, then address, in windows of
 500 with a cursor) and attaches one to a conversation by reading it. An agent's read of a resource is
-a read of the page in full, recorded as get_page records it.
+a read of the page in full, recorded as get_page records it. On a company whose knowledge lives on a
+remote site nothing is listed (this node keeps no copy to list) and a resource reads the site's page
+by the id a search gave, as get_page does.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from urllib.parse import unquote
 from ..errors import NotFound
 from ..pages.model import WINDOW_MAX
 from .session import Session
-from .tools.get_page import page_reply
+from .tools import get_page
 
 SCHEME = "crewlet://pages/"
 TEMPLATE = SCHEME + "{id}"
@@ -33,6 +35,8 @@ def page_uri(page_id: str) -> str:
 
 
 def listing(session: Session, cursor: str | None) -> tuple[list[Listed], str | None]:
+    if session.remote:   # a remote site's pages are not listed from here: a hit's id reads as a resource
+        return [], None
     pages, next_cursor = session.kb.catalogue(after=cursor, limit=WINDOW_MAX, actor=session.handle)
     names = {s["key"]: s["name"] for s in session.kb.spaces(actor=session.handle)} if pages else {}
     out = []
@@ -51,8 +55,7 @@ def page_id_of(uri: str) -> str:
 
 
 def read(session: Session, uri: str) -> tuple[str, dict[str, Any]]:
-    """The page in full as Markdown (the same text get_page gives), and its facts."""
-    session.index_catch_up()
-    page = session.kb.get_page(page_id_of(uri), actor=session.handle)
-    reply = page_reply(session, page)
+    """The page in full as Markdown (the same text get_page gives — a remote site's page read there), and
+    its facts."""
+    reply = get_page.read(session, page_id_of(uri))
     return reply.text, reply.data

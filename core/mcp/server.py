@@ -49,9 +49,16 @@ def _version() -> str:
 def instructions(session: Session) -> str:
     """What the model is told about this server when it connects: who it acts as and what is here."""
     who = session.actor
+    kind = "an agent" if who.is_agent else "a person"
+    if session.remote:
+        return "\n".join([
+            f"crewlet serves the team's knowledge base, which lives in {session.where()}: it is searched and read "
+            f"there live, as {who.handle} ({kind}), and crewlet keeps no copy of it.",
+            "Search with search_knowledge before you act on something the team may have written down; read a hit "
+            "in full with get_page and its id. Pages are written in the site itself: write_page, save_page, "
+            "comment_on_page and list_pages are refused here, saying so."])
     spaces = session.kb.spaces(actor=session.handle)
     listed = ", ".join(f"{s['key']} ({s['name']}, {s['pages']} pages)" for s in spaces if s["declared"])
-    kind = "an agent" if who.is_agent else "a person"
     lines = [
         f"crewlet is the team's knowledge base: pages of Markdown in spaces, each space an outline. You act as "
         f"{who.handle} ({kind}): what you write is under that name.",

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import Actor
+from ..knowledge import FollowingSearcher, RemoteSite, elsewhere, onboarding_pages, remote_site, where
 from ..log import LogDamage
 from ..pages.service import KnowledgeBase
 
@@ -28,10 +29,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("crewlet.mcp")
 
-# as `crewlet search`: a first build this small runs inline; a catch-up pass re-indexes at most this many rows
-INLINE_BUILD_MAX_PAGES = 2000
-CATCH_UP_MAX_ROWS = 5000
-
 
 class Session:
     def __init__(self, node: Node, handle: str | None) -> None:
@@ -40,8 +37,7 @@ class Session:
         # refused here, before the server answers anything: a handle that names no actor, or one without
         # the knowledge app (every tool here is the knowledge app's)
         self.handle = self.kb.reader(handle).handle
-        self._searcher: Any = None
-        self._backend: str | None = None
+        self._follow = FollowingSearcher(node)
         self._index_dirty = True          # a search catches the keyword index up before its first answer
         self._pages_version: int | None = None   # the newest page change this session has seen
         self.lock = threading.RLock()     # one call at a time over the one connection
@@ -63,7 +59,8 @@ class Session:
         if self._onboarding is None:
             from ..agents.onboarding import Onboarding
 
-            self._onboarding = Onboarding(self.node, label=f"crewlet mcp as {self.handle} (pid {os.getpid()})")
+            self._onboarding = Onboarding(self.node, label=f"crewlet mcp as {self.handle} (pid {os.getpid()})",
+                                          page_of=onboarding_pages(self.node, lambda: self.searcher))
         return self._onboarding
 
     @property
@@ -108,37 +105,41 @@ class Session:
     @property
     def searcher(self) -> Any:
         """The searcher knowledge.backend names (core.knowledge): this node's copy, or a remote site
-        searched live. Chosen again when an edit of company.toml moves the backend."""
-        from ..knowledge import make_searcher
+        searched live. Made again when an edit of company.toml moves the knowledge, by the rule the app
+        follows too."""
+        return self._follow.get()
 
+    @property
+    def site(self) -> RemoteSite | None:
+        """The remote site the company's knowledge lives on (configuration current now); None: this node's."""
         self.node.refresh_config()
-        backend = self.node.company.knowledge.backend
-        if self._searcher is None or self._backend != backend:
-            if self._searcher is not None:
-                self._searcher.close()
-            self._searcher, self._backend = make_searcher(self.node), backend
-        return self._searcher
+        return remote_site(self.node.company)
 
     @property
     def remote(self) -> bool:
-        from ..knowledge import is_remote
+        return self.site is not None
 
-        return is_remote(self.searcher)
+    def where(self) -> str:
+        self.node.refresh_config()
+        return where(self.node.company)
+
+    def elsewhere(self, what: str = "", *, write: bool = False) -> None:
+        """Refuse a tool that would write (or list) this node's own copy of knowledge kept on a remote site."""
+        self.node.refresh_config()
+        refusal = elsewhere(self.node.company, what, write=write)
+        if refusal is not None:
+            raise refusal
 
     def index_catch_up(self) -> None:
-        """The small pass `crewlet search` runs before it answers, when this process saw a change."""
-        if not self._index_dirty or self.node.company.knowledge.backend in ("confluence", "plane"):
+        """The small pass `crewlet search` runs before it answers (core.search.indexer.catch_up_for_search),
+        when this process saw a change. A remote site has no index here."""
+        if not self._index_dirty or self.remote:
             return
-        from ..search.indexer import Indexer
+        from ..search.indexer import catch_up_for_search
 
-        try:
-            with Indexer(self.node.home) as indexer:
-                report = indexer.run_pass(max_rows=CATCH_UP_MAX_ROWS, full_build_max=INLINE_BUILD_MAX_PAGES)
-        except Exception as exc:  # the search still answers from the index as it is, and says how far behind
-            log.warning("the keyword index could not catch up: %s", exc)
-            return
-        # busy: another process (the worker, the app) is running a pass; ask again next time
-        self._index_dirty = report.kind == "busy" or report.more
+        report = catch_up_for_search(self.node.home)
+        # failed, or busy (another process — the worker, the app — is running a pass): ask again next time
+        self._index_dirty = report is None or report.kind == "busy" or report.more
 
     def warm(self) -> None:
         """Load the embedding model now (a background thread at start), so the first search by meaning
@@ -157,12 +158,29 @@ class Session:
     def close(self) -> None:
         """Close the searcher (the node is its opener's to close)."""
         with self.lock:
-            if self._searcher is not None:
-                self._searcher.close()
+            self._follow.close()
             if self._diary is not None:
                 self._diary.close()
             if self._onboarding is not None:   # a pass this session held is free for the next at once
                 self._onboarding.release_all()
+
+
+def advice(exc: Any) -> str:
+    """This surface's own next step, after a refusal whose core words state the fact alone: a model is
+    pointed at the tools it has (the CLI points a person at its commands)."""
+    from ..errors import KnowledgeElsewhere, NoPage
+
+    details = getattr(exc, "details", {})
+    if isinstance(exc, KnowledgeElsewhere):
+        return ("; search_knowledge and get_page read it here" if details.get("write")
+                else " — search_knowledge searches it and get_page reads a hit")
+    if isinstance(exc, NoPage):
+        container = details.get("container")
+        return (f" — check the space and title (list_pages with container '{container}' lists its pages)" if container
+                else " — give a page id as search_knowledge or list_pages gave it, or the address SPACE/Title")
+    if getattr(exc, "code", "") == "invalid_parent" and details.get("parent_container"):
+        return f" — call list_pages with container '{details['parent_container']}' to list under it"
+    return ""
 
 
 def describe_error(exc: BaseException, db_file: Path) -> tuple[str, dict[str, Any]]:
@@ -172,7 +190,8 @@ def describe_error(exc: BaseException, db_file: Path) -> tuple[str, dict[str, An
     if isinstance(exc, StaleRevision):
         return str(exc), exc.to_json() | {"rescued_to": exc.rescued_to}
     if isinstance(exc, CrewletError):
-        return str(exc), exc.to_json()
+        message = str(exc) + advice(exc)
+        return message, exc.to_json() | {"message": message}
     if isinstance(exc, LogDamage):
         from ..log import REPAIR_HINT
 

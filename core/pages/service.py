@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from ..config import Actor
-from ..errors import CrewletError, Invalid, NotFound, Refused, StaleRevision
+from ..config import Actor, remote_site
+from ..errors import CrewletError, Invalid, NoPage, NotFound, Refused, StaleRevision
 from ..log import LogDamage, Record
 from ..clock import now_ms
 from . import reads, records, rules
@@ -120,6 +120,14 @@ class KnowledgeBase:
         """Who writes (`handle`, else the operator): `rules.acting`, against the configuration current now."""
         return rules.acting(self.company, handle)
 
+    def writer(self, handle: str | None) -> Actor:
+        """Who writes a page or a comment (`actor`), refused first when the company's knowledge lives on a
+        remote site (knowledge.backend): a page written here would be kept where no search reads it."""
+        site = remote_site(self.company)
+        if site is not None:
+            raise site.refusal(write=True)
+        return self.actor(handle)
+
     def reader(self, handle: str | None) -> Actor:
         """Who reads (`handle`, else the operator), refused unless they hold the knowledge app. Every
         read of pages asks this itself, so no caller (CLI, app, agent runtime) can forget to."""
@@ -137,9 +145,7 @@ class KnowledgeBase:
                 marker = self.conn.execute("SELECT * FROM deleted_pages WHERE page_id = ?", (ref,)).fetchone()
                 if marker:
                     raise NotFound(f"page {ref} ('{marker['title']}') was purged by {marker['purged_by']}", code="purged")
-                hint = ("give a page id or CONTAINER/Title" if "/" not in ref
-                        else "check the container and title (`crewlet pages CONTAINER` lists them)")
-                raise NotFound(f"no page '{ref}' — {hint}")
+                raise NoPage.of(ref)        # the fact: each surface adds where to look (its own command or tool)
         if row["trashed_at"] is not None and not allow_trashed:
             raise Refused(f"{row['container']}/{row['title']} is in the trash — restore it first", code="trashed")
         return row
@@ -183,9 +189,10 @@ class KnowledgeBase:
         return page
 
     def record_read(self, handle: str, via: str, pages: list[Any], query: str | None, *,
-                    turn: str | None = None, phase: str | None = None) -> None:
+                    turn: str | None = None, phase: str | None = None, backend: str = "native") -> None:
         """One event per act, listing its pages; nothing recorded for nothing. `turn` and `phase` are the
-        agent runtime's, when it has them (a read before the first phase has none)."""
+        agent runtime's, when it has them (a read before the first phase has none); `backend` the one the
+        pages' ids are addresses in (a remote site's, when the company's knowledge lives there)."""
         if not pages:
             return
         listed = [{"id": p.id if hasattr(p, "id") else p["id"],
@@ -201,8 +208,8 @@ class KnowledgeBase:
         # the agent waits for (the flush was most of an MCP search's tail under load). A process killed now
         # loses nothing (the bytes are the kernel's); a power cut can lose the newest reads, never a page,
         # and the next flushed write makes them durable with it, in order.
-        self.node.submit([records.knowledge_read(handle, via=via, query=query, pages=listed, turn=turn,
-                                                 phase=phase)], sync=False)
+        self.node.submit([records.knowledge_read(handle, via=via, query=query, pages=listed, backend=backend,
+                                                 turn=turn, phase=phase)], sync=False)
 
     # -- commands ---------------------------------------------------------------------------
     def submit_batch(self, batch: Sequence[Record], *, sync: bool = True) -> list[Decision]:
@@ -221,7 +228,7 @@ class KnowledgeBase:
     def create_page(self, container: str, title: str, body: str = "", *, actor: str | None = None,
                     parent: str | None = None, message: str | None = None, labels: list[str] | None = None,
                     page_id: str | None = None, op_id: str | None = None) -> Page:
-        who = self.actor(actor)
+        who = self.writer(actor)
         title = check_title(title)
         _check_body(body)
         rules.may_create(self.company, who, container)
@@ -247,8 +254,8 @@ class KnowledgeBase:
         """Save against the revision the writer edited. A stale base is refused by the applier and
         the writer's text is kept (returned on the error and written under the home's rescued/)."""
         _check_body(body)
-        who = self.actor(actor)
         try:
+            who = self.writer(actor)
             row = self._row(ref, allow_trashed=False)
             rules.may_save(self.company, who, row)
         except (Refused, NotFound) as exc:
@@ -338,7 +345,7 @@ class KnowledgeBase:
         raise Refused(f"could not keep the text under {rescue}: too many rescued files share one name", code="io")
 
     def rename_page(self, ref: str, new_title: str, *, actor: str | None = None) -> Page:
-        who = self.actor(actor)
+        who = self.writer(actor)
         title = check_title(new_title)
         row = self._row(ref, allow_trashed=False)
         rules.may_rename(self.company, who, row)
@@ -346,7 +353,7 @@ class KnowledgeBase:
         return self._resolve(row["id"])
 
     def move_page(self, ref: str, parent: str | None, *, actor: str | None = None) -> Page:
-        who = self.actor(actor)
+        who = self.writer(actor)
         row = self._row(ref, allow_trashed=False)
         rules.may_move(self.company, who, row)
         parent_id = self._parent_id(parent, f"pick a live page in {row['container']}, or --top") if parent else None
@@ -362,14 +369,14 @@ class KnowledgeBase:
         return page
 
     def trash_page(self, ref: str, *, actor: str | None = None) -> Page:
-        who = self.actor(actor)
+        who = self.writer(actor)
         row = self._row(ref)
         rules.may_trash(self.company, who, row, "trash")
         self._submit(records.page_trash(who.handle, page_id=row["id"]))
         return self._resolve(row["id"])
 
     def restore_page(self, ref: str, *, actor: str | None = None) -> Page:
-        who = self.actor(actor)
+        who = self.writer(actor)
         row = self._row(ref)
         rules.may_trash(self.company, who, row, "restore")
         _require_trashed(row, "nothing to restore")
@@ -377,7 +384,7 @@ class KnowledgeBase:
         return self._resolve(row["id"])
 
     def purge_page(self, ref: str, *, actor: str | None = None, reason: str = "") -> dict[str, Any]:
-        who = self.actor(actor)
+        who = self.writer(actor)
         row = self._row(ref)
         rules.may_purge(self.company, who, row)
         _require_trashed(row, "trash it first")
@@ -385,14 +392,14 @@ class KnowledgeBase:
         return {"page_id": row["id"], "container": row["container"], "title": row["title"], "purged": True}
 
     def set_labels(self, ref: str, labels: list[str], *, actor: str | None = None, op_id: str | None = None) -> Decision:
-        who = self.actor(actor)
+        who = self.writer(actor)
         row = self._row(ref)
         rules.may_save(self.company, who, row)
         return self._submit(records.page_labels(who.handle, page_id=row["id"], labels=labels, op_id=op_id))
 
     # -- comments ---------------------------------------------------------------------------
     def add_comment(self, ref: str, text: str, *, actor: str | None = None) -> Comment:
-        who = self.actor(actor)
+        who = self.writer(actor)
         if not text.strip():
             raise Invalid("a comment needs some text", code="invalid_comment")
         row = self._row(ref, allow_trashed=False)
@@ -412,7 +419,7 @@ class KnowledgeBase:
         return Comment(c["id"], c["page_id"], c["author"], c["body"], c["created_at"], c["edited_at"])
 
     def edit_comment(self, comment_id: str, text: str, *, actor: str | None = None) -> Comment:
-        who = self.actor(actor)
+        who = self.writer(actor)
         if not text.strip():
             raise Invalid("a comment needs some text — to take it back, remove it", code="invalid_comment")
         c = self._comment_row(comment_id)
@@ -421,7 +428,7 @@ class KnowledgeBase:
         return self._comment(comment_id)
 
     def remove_comment(self, comment_id: str, *, actor: str | None = None) -> None:
-        who = self.actor(actor)
+        who = self.writer(actor)
         c = self._comment_row(comment_id)
         rules.may_remove_comment(self.company, who, c, self._row(c["page_id"]))
         self._submit(records.comment_remove(who.handle, comment_id=comment_id))
@@ -459,13 +466,13 @@ class KnowledgeBase:
         """One level of a container's outline, in windows of at most 500, ordered by address."""
         self.reader(actor)
         if not 1 <= limit <= WINDOW_MAX:
-            raise Invalid(f"--limit must be between 1 and {WINDOW_MAX} (got {limit})", code="invalid_limit")
+            raise Invalid(f"the limit must be between 1 and {WINDOW_MAX} (got {limit})", code="invalid_limit")
         parent_id = None
         if parent:
             prow = self._row(parent)
             if prow["container"] != container:
-                raise Invalid(f"--parent {parent} is in {prow['container']}, not {container} — list "
-                              f"`crewlet pages {prow['container']} --parent {parent}`", code="invalid_parent")
+                raise Invalid(f"the parent {parent} is in {prow['container']}, not {container}", code="invalid_parent",
+                              parent=parent, parent_container=prow["container"])   # each surface says where to look
             parent_id = prow["id"]
         where = "container = ? AND parent_id IS ? AND trashed_at IS NULL"
         args: list[Any] = [container, parent_id]
@@ -593,13 +600,19 @@ class KnowledgeBase:
         """The knowledge_read events that listed this page, newest first: who, how (`via`), when, the
         page's rank in that act and the search's query."""
         self.reader(actor)
-        row = self._row(ref)
-        needle = json.dumps(row["id"])
+        return self.reads_of(self._row(ref)["id"], limit=limit, actor=actor)
+
+    def reads_of(self, page_id: str, *, backend: str = "native", limit: int = 100,
+                 actor: str | None = None) -> list[dict[str, Any]]:
+        """The knowledge_read events that listed the page `page_id` of `backend` (a remote site's pages are
+        read there, and their reads recorded here), newest first."""
+        self.reader(actor)
+        needle = json.dumps(page_id)
         with self.node.lock:
             rows = self.conn.execute(
                 "SELECT k.*, json_extract(j.value, '$.rank') AS page_rank FROM knowledge_reads k, json_each(k.pages) j "
-                "WHERE instr(k.pages, ?) > 0 AND json_extract(j.value, '$.id') = ? ORDER BY k.at DESC, k.op_id LIMIT ?",
-                (needle, row["id"], limit)).fetchall()
+                "WHERE instr(k.pages, ?) > 0 AND json_extract(j.value, '$.id') = ? AND k.backend = ? "
+                "ORDER BY k.at DESC, k.op_id LIMIT ?", (needle, page_id, backend, limit)).fetchall()
         return [{"op_id": r["op_id"], "actor": r["actor"], "at": r["at"], "via": r["via"], "query": r["query"],
                  "rank": r["page_rank"], "of": len(json.loads(r["pages"])), "backend": r["backend"],
                  "turn": r["turn"], "phase": r["phase"]} for r in rows]

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from ..config import AUTO_DRAFT_TITLE_PREFIX, AUTO_DRAFTED_PARENT, SCOPE_KEYS, Actor, Company
 from ..pages.model import normalise_title
 from ..search.access import Denial, who_searches
-from ..search.seam import MODES, OUT_OF_SCOPE, UNAVAILABLE, Query
+from ..search.seam import OUT_OF_SCOPE, UNAVAILABLE, Query, canonical_mode, modes_in_words
 from .credentials import Credential, credential_for
 
 NO_CREDENTIAL = "no_credential"        # neither the actor nor the company has a credential that is set
@@ -55,10 +55,13 @@ def skills_container(company: Company, backend: str) -> str:
 
 
 def decide(company: Company, query: Query, backend: str, label: str,
-           env: Mapping[str, str] | None = None) -> RemoteAccess | Denial:
-    mode = (query.mode or "hybrid").strip().lower()
-    if mode not in MODES:
-        return Denial(UNAVAILABLE, f"mode '{query.mode}' is not one of: {', '.join(MODES)}")
+           env: Mapping[str, str] | None = None, *, reading: bool = False) -> RemoteAccess | Denial:
+    """The access of one search, or why it does not run. `reading`: the same rules for one page read
+    (get_page), the denial worded for a read."""
+    done, does = ("read", "reads") if reading else ("searched", "searches")
+    mode = canonical_mode(query.mode)        # the seam's own names and aliases, as the native policy reads them
+    if mode is None:
+        return Denial(UNAVAILABLE, f"mode '{query.mode}' is not one of: {modes_in_words()}")
     who = who_searches(company, query)
     if isinstance(who, Denial):
         return who
@@ -68,7 +71,7 @@ def decide(company: Company, query: Query, backend: str, label: str,
                                    f"'{company.knowledge.backend}' in {company.file}", modes_known=False)
     choice = credential_for(backend, company, who, env)
     if choice.credential is None:
-        return Denial(NO_CREDENTIAL, f"{label} could not be searched: no credential — {choice.missing}")
+        return Denial(NO_CREDENTIAL, f"{label} could not be {done}: no credential — {choice.missing}")
     credential = choice.credential
     notes = list(choice.notes)
     scope_key = f"knowledge.{SCOPE_KEYS[backend]}"
@@ -78,7 +81,7 @@ def decide(company: Company, query: Query, backend: str, label: str,
     if not scope and not credential.own:
         who_words = f"{handle} has no credential of its own" if handle else "no actor is searching"
         cred_key = "confluence_token_env" if backend == "confluence" else "plane_token_env"
-        return Denial(OUT_OF_SCOPE, f"nothing searched: {who_words}, and the company's credential searches only "
+        return Denial(OUT_OF_SCOPE, f"nothing {done}: {who_words}, and the company's credential {does} only "
                                     f"{scope_key}, which is empty — list the containers it may read there, or give "
                                     f"{handle or 'the actor'} its own credential ({cred_key} under "
                                     f"[actors.{handle or 'HANDLE'}.credentials])")

@@ -18,12 +18,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..config import Company, ConfluenceSettings
+from ..config import REMOTE_LABELS, Company, ConfluenceSettings
+from ..errors import NotFound
+from ..pages.model import normalise_title
 from ..search.seam import Hit
 from .access import RemoteAccess
 from .convert import storage_to_markdown
 from .credentials import Credential
-from .http import RemoteFailure, RemoteHTTP
+from .http import RemoteFailure, RemoteHTTP, segment
 from .searcher import Answer, RemotePage, RemoteSearcher, clip, strip_tags
 
 API = "/rest/api"
@@ -77,7 +79,7 @@ class ConfluenceAPI:
         return answer
 
     def content(self, credential: Credential, content_id: str) -> dict[str, Any]:
-        answer = self.http.request("GET", f"{API}/content/{content_id}", credential.auth,
+        answer = self.http.request("GET", f"{API}/content/{segment(content_id)}", credential.auth,
                                    params={"expand": PAGE_EXPAND})
         if not isinstance(answer, dict) or not answer.get("id"):
             raise RemoteFailure("bad_answer", f"Confluence at {self.settings.url} answered page {content_id} "
@@ -96,7 +98,7 @@ class ConfluenceAPI:
         return results[0] if results else None
 
     def space(self, credential: Credential, key: str) -> dict[str, Any] | None:
-        return self.http.request("GET", f"{API}/space/{key}", credential.auth, missing_ok=True)
+        return self.http.request("GET", f"{API}/space/{segment(key)}", credential.auth, missing_ok=True)
 
     def create_space(self, credential: Credential, key: str, name: str) -> dict[str, Any]:
         return self.http.request("POST", f"{API}/space", credential.auth, body={
@@ -113,12 +115,12 @@ class ConfluenceAPI:
 
     def update_page(self, credential: Credential, page: dict[str, Any], title: str, storage: str) -> dict[str, Any]:
         version = int((page.get("version") or {}).get("number") or 0) + 1
-        return self.http.request("PUT", f"{API}/content/{page['id']}", credential.auth, body={
+        return self.http.request("PUT", f"{API}/content/{segment(str(page['id']))}", credential.auth, body={
             "id": page["id"], "type": "page", "title": title, "version": {"number": version},
             "body": {"storage": {"value": storage, "representation": "storage"}}})
 
     def add_labels(self, credential: Credential, content_id: str, labels: list[str]) -> Any:
-        return self.http.request("POST", f"{API}/content/{content_id}/label", credential.auth,
+        return self.http.request("POST", f"{API}/content/{segment(content_id)}/label", credential.auth,
                                  body=[{"prefix": "global", "name": label} for label in labels])
 
 
@@ -151,7 +153,7 @@ def read_hit(result: Any, base: str) -> tuple[Hit, str] | None:
 
 class ConfluenceSearcher(RemoteSearcher):
     BACKEND = "confluence"
-    LABEL = "Confluence"
+    LABEL = REMOTE_LABELS[BACKEND]
     RANKING = "relevance"
 
     def _settings(self, company: Company) -> ConfluenceSettings:
@@ -192,17 +194,32 @@ class ConfluenceSearcher(RemoteSearcher):
         return Answer(hits, requests=1, ranking=self.RANKING, notes=notes,
                       detail={"cql": cql, "dropped": {k: v for k, v in dropped.items() if v}})
 
+    def _container_of(self, ref: str) -> str | None:
+        return ref.partition("/")[0].strip() if _is_address(ref) else None
+
+    def titled(self, container: str, title: str, actor: str | None = None) -> RemotePage | None:
+        """Confluence looks a title up in a space directly: one request (SPACE/Title through get_page)."""
+        try:
+            page = self.get_page(f"{container}/{title}", actor, record_read=False)
+        except NotFound:
+            return None
+        return page if normalise_title(page.title) == normalise_title(title) else None
+
     def _page(self, company: Company, credential: Credential, ref: str) -> RemotePage:
         api = self.api(company)
-        if "/" in ref and not ref.isdigit():
+        if _is_address(ref):
             space, _, title = ref.partition("/")
             content = api.find_page(credential, space.strip(), title.strip())
             if content is None:
-                raise RemoteFailure("not_found", f"Confluence at {api.settings.url} has no page titled {title!r} in "
-                                                 f"space {space}")
+                raise RemoteFailure("not_found", f"space {space} has no page titled {title!r}")
         else:
             content = api.content(credential, ref)
         return read_page(content, api.settings.url)
+
+
+def _is_address(ref: str) -> bool:
+    """SPACE/Title, rather than a content id."""
+    return "/" in ref and not ref.isdigit()
 
 
 def read_page(content: dict[str, Any], site: str) -> RemotePage:

@@ -17,6 +17,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 if TYPE_CHECKING:
     import httpx
@@ -36,6 +37,15 @@ class RemoteFailure(Exception):
         #                             timeout | unreachable | bad_json | bad_answer
         self.words = words
         self.status = status
+
+
+def segment(value: str) -> str:
+    """One segment of a request's path, made of a page id, a key or a slug: every reserved character quoted,
+    so a value can never reach another path ("?", "#" and "/" quoted; "." and "..", which a client resolves
+    as a step up, refused)."""
+    if value in ("", ".", ".."):
+        raise RemoteFailure("not_found", f"'{value}' is not an id")
+    return quote(value, safe="")
 
 
 @dataclass(frozen=True)

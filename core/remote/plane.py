@@ -23,17 +23,18 @@ fails. Plane pages carry no ancestor chain, so hits have none.
 """
 from __future__ import annotations
 
+import re
 import threading
 import time
 from typing import Any
 
-from ..config import Company, PlaneSettings
+from ..config import REMOTE_LABELS, Company, PlaneSettings
 from ..pages.model import normalise_title
 from ..search.seam import OUT_OF_SCOPE, Hit
 from .access import RemoteAccess
 from .convert import html_to_markdown
 from .credentials import Credential
-from .http import RemoteFailure, RemoteHTTP
+from .http import RemoteFailure, RemoteHTTP, segment
 from .searcher import Answer, NotSearched, RemotePage, RemoteSearcher, clip, strip_tags
 
 MAX_TOKENS = 16                    # the server refuses a query of more distinct tokens (400)
@@ -42,7 +43,8 @@ OVERFETCH = 8
 PROJECTS_TTL_S = 300.0             # a credential's project list, remembered
 PARENTS_TTL_S = 300.0              # a parent page's title, remembered
 MAX_PROJECT_PAGES = 20             # project-list pages followed (cursor pagination)
-UNVERIFIED = "unverified"          # hits dropped because their project could not be established
+UNVERIFIED = "unverified"
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")          # hits dropped because their project could not be established
 
 
 def distinct_tokens(text: str) -> list[str]:
@@ -79,7 +81,7 @@ class PlaneAPI:
     def __init__(self, settings: PlaneSettings, http: RemoteHTTP) -> None:
         self.settings = settings
         self.http = http
-        self.ws = f"/api/v1/workspaces/{settings.workspace}"
+        self.ws = f"/api/v1/workspaces/{segment(settings.workspace)}"
 
     def search(self, credential: Credential, tokens: list[str], project_ids: list[str] | None, limit: int) -> list[Any]:
         params: list[tuple[str, str | int]] = [("search", " ".join(tokens)), ("limit", limit)]
@@ -99,13 +101,13 @@ class PlaneAPI:
         return out
 
     def page(self, credential: Credential, project_id: str, page_id: str) -> dict[str, Any]:
-        answer = self.http.request("GET", f"{self.ws}/projects/{project_id}/pages/{page_id}/", credential.auth)
+        answer = self.http.request("GET", f"{self.ws}/projects/{segment(project_id)}/pages/{segment(page_id)}/", credential.auth)
         if not isinstance(answer, dict) or not answer.get("id"):
             raise RemoteFailure("bad_answer", f"Plane answered page {page_id} without an id")
         return answer
 
     def find_external(self, credential: Credential, project_id: str, external_id: str) -> dict[str, Any] | None:
-        answer = self.http.request("GET", f"{self.ws}/projects/{project_id}/pages/", credential.auth,
+        answer = self.http.request("GET", f"{self.ws}/projects/{segment(project_id)}/pages/", credential.auth,
                                    params={"external_source": "crewlet", "external_id": external_id})
         found = [p for p in _results(answer) if isinstance(p, dict) and p.get("external_id") == external_id
                  and p.get("external_source") == "crewlet"]
@@ -117,10 +119,10 @@ class PlaneAPI:
                                 "external_id": external_id}
         if parent_id:
             body["parent"] = parent_id
-        return self.http.request("POST", f"{self.ws}/projects/{project_id}/pages/", credential.auth, body=body)
+        return self.http.request("POST", f"{self.ws}/projects/{segment(project_id)}/pages/", credential.auth, body=body)
 
     def update_page(self, credential: Credential, project_id: str, page_id: str, name: str, html: str) -> dict[str, Any]:
-        return self.http.request("PATCH", f"{self.ws}/projects/{project_id}/pages/{page_id}/", credential.auth,
+        return self.http.request("PATCH", f"{self.ws}/projects/{segment(project_id)}/pages/{segment(page_id)}/", credential.auth,
                                  body={"name": name, "description_html": html})
 
 
@@ -134,7 +136,7 @@ class Projects:
 
 class PlaneSearcher(RemoteSearcher):
     BACKEND = "plane"
-    LABEL = "Plane"
+    LABEL = REMOTE_LABELS[BACKEND]
     RANKING = "recency"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -263,6 +265,12 @@ class PlaneSearcher(RemoteSearcher):
     @staticmethod
     def _page_url(api: PlaneAPI, project_id: str, page_id: str) -> str:
         return f"{api.settings.url}/{api.settings.workspace}/projects/{project_id}/pages/{page_id}/"
+
+    def _container_of(self, ref: str) -> str | None:
+        """PROJECT/PAGE-ID names its project by identifier (checked before any request); a project's id
+        in its place is checked once the page is read."""
+        container = ref.rpartition("/")[0].strip()
+        return container if container and not _UUID.fullmatch(container.lower()) else None
 
     def _page(self, company: Company, credential: Credential, ref: str) -> RemotePage:
         api = self.api(company)

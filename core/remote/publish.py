@@ -22,19 +22,18 @@ free-form labels, so `labels:` there is a note.
 """
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config import KEY_RE, Company
+from ..config import KEY_RE, REMOTE_LABELS, Company
 from ..errors import CrewletError, Invalid
 from ..importer.docs import DocPlanner, _Node
 from ..importer.model import ImportFailure, ImportNote, ImportProblem, ImportProblems, ImportReport, PlannedPage
 from .confluence import ConfluenceAPI
-from .convert import markdown_to_html, markdown_to_storage
+from .convert import html_to_markdown, markdown_to_html, markdown_to_storage
 from .credentials import Credential, credential_for
 from .http import RemoteFailure, RemoteHTTP
 from .plane import PlaneAPI, Projects
@@ -44,12 +43,15 @@ DOC_MARKER = "crewlet-doc"
 SKILL_MARKER = "crewlet-skill"
 # a failure that will fail every later write the same way: the run stops there
 _SITE_FAILURES = ("unauthorized", "unreachable", "timeout")
-_BETWEEN_TAGS = re.compile(r">\s+<")
 
 
-def _same_html(a: str, b: str) -> bool:
-    """The same markup, whitespace between tags aside (what an editor's save reflows)."""
-    return _BETWEEN_TAGS.sub("><", (a or "").strip()) == _BETWEEN_TAGS.sub("><", (b or "").strip())
+def _says_the_same(stored: str, sent: str) -> bool:
+    """Whether the page the site holds says what the file says, compared as Markdown: a site keeps what it
+    is sent in its own spelling (Confluence gives a saved macro ac:schema-version and ac:macro-id and
+    re-lays tables; Plane's editor classes every block), so markup compared as markup would call every
+    such page changed and --update would write it again on every run. Both sides are read by the one
+    reader a page opens with (html_to_markdown), what was sent as well as what is stored."""
+    return html_to_markdown(stored or "") == html_to_markdown(sent or "")
 
 
 @dataclass
@@ -267,7 +269,7 @@ class Publisher:
 
 class ConfluencePublisher(Publisher):
     BACKEND = "confluence"
-    LABEL = "Confluence"
+    LABEL = REMOTE_LABELS[BACKEND]
     CONTAINER = "space"
 
     def __init__(self, *args: Any, create_space: bool = False, **kwargs: Any) -> None:
@@ -327,7 +329,7 @@ class ConfluencePublisher(Publisher):
     def changes(self, n: _Node, row: dict[str, Any]) -> list[str]:
         found = []
         storage = ((row.get("body") or {}).get("storage") or {}).get("value") or ""
-        if not _same_html(storage, markdown_to_storage(n.body)):
+        if not _says_the_same(storage, markdown_to_storage(n.body)):
             found.append("body")
         have = {lab.get("name") for lab in ((row.get("metadata") or {}).get("labels") or {}).get("results") or []}
         if set(self.labels_for(n)) - have:
@@ -364,7 +366,7 @@ class ConfluencePublisher(Publisher):
 
 class PlanePublisher(Publisher):
     BACKEND = "plane"
-    LABEL = "Plane"
+    LABEL = REMOTE_LABELS[BACKEND]
     CONTAINER = "project"
 
     def settings(self) -> Any:
@@ -420,7 +422,7 @@ class PlanePublisher(Publisher):
 
     def changes(self, n: _Node, row: dict[str, Any]) -> list[str]:
         found = []
-        if not _same_html(str(row.get("description_html") or ""), markdown_to_html(n.body)):
+        if not _says_the_same(str(row.get("description_html") or ""), markdown_to_html(n.body)):
             found.append("body")
         if str(row.get("name") or "") != n.title:
             found.append("title")

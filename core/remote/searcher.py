@@ -9,19 +9,23 @@ unreachable host, an answer that is not JSON), which is a different answer from 
 `Outcome.source` says where the answer came from and whose credential asked.
 
 `get_page(ref)` opens one page through the backend's page API, as the same actor, and reads its body
-as Markdown.
+as Markdown — only a page a search could return (the same access decision: read floor, empty-scope rule,
+skills container, auto-drafts). An agent's search and page read are each one knowledge_read, through the
+recorder core.knowledge gives (the node's), naming this backend.
 """
 from __future__ import annotations
 
+import html
 import logging
 import re
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ..config import Company
+from ..config import SCOPE_KEYS, Company
 from ..errors import CrewletError, NotFound
+from ..pages.model import normalise_title
 from ..search.access import Denial
 from ..search.seam import NO_EMBEDDINGS, NO_TERMS, UNAVAILABLE, Coverage, Hit, Outcome, Query, Result
 from .access import RemoteAccess, decide
@@ -30,10 +34,12 @@ from .http import RemoteFailure, RemoteHTTP
 
 log = logging.getLogger("crewlet.search")
 
+# (agent, via, pages [{id, container, title}], query, backend): records one knowledge_read
+ReadRecorder = Callable[[str, str, list[dict[str, Any]], "str | None", str], None]
+
 MODES = ["keyword"]
 SNIPPET_MAX = 200
 _TAGS = re.compile(r"<[^>]{0,200}>")
-_ENTITIES = {"&amp;": "&", "&lt;": "<", "&gt;": ">", "&quot;": '"', "&#39;": "'", "&nbsp;": " "}
 
 
 class NotSearched(Exception):
@@ -74,18 +80,18 @@ class RemotePage:
 
     @property
     def ref(self) -> str:
-        return f"{self.container}/{self.title}"
+        """The address get_page opens it by: SPACE/Title on Confluence, PROJECT/PAGE-ID on Plane (a Plane
+        page is found by id in its project, never by title)."""
+        return f"{self.container}/{self.id}" if self.backend == "plane" else f"{self.container}/{self.title}"
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self) | {"ref": self.ref}
 
 
 def strip_tags(text: str) -> str:
-    """A server-built snippet as plain text (tags out, the common entities read)."""
-    text = _TAGS.sub("", text or "")
-    for entity, char in _ENTITIES.items():
-        text = text.replace(entity, char)
-    return text
+    """A server-built snippet as plain text: tags out, then every character reference read once (so
+    "&amp;lt;" is the text "&lt;", as the page says, never "<")."""
+    return html.unescape(_TAGS.sub("", text or ""))
 
 
 def clip(text: str, limit: int = SNIPPET_MAX) -> str:
@@ -107,9 +113,11 @@ class RemoteSearcher:
     RANKING = "relevance"
     local_copy = False          # what the app says: there is no local copy, no index, no revisions here
 
-    def __init__(self, company: Callable[[], Company], *, env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, company: Callable[[], Company], *, env: Mapping[str, str] | None = None,
+                 recorder: ReadRecorder | None = None) -> None:
         self._company = company            # read at each call: a live config edit flows through
         self.env = env                     # None: the process environment (tests pass their own)
+        self._recorder = recorder          # where an agent's reads are recorded (None: nowhere)
         self._http: RemoteHTTP | None = None
         self._http_key: tuple[Any, ...] | None = None
         self._lock = threading.Lock()
@@ -185,16 +193,21 @@ class RemoteSearcher:
                             "was ranked by meaning")
         outcome = Outcome("keyword", self.modes(), degraded, "; ".join(n for n in notes if n),
                           Coverage(nodes=0, complete=True), source=source)
+        if access.actor is not None and access.actor.is_agent:
+            self._record(access.actor.handle, "search", answer.hits, text)
         return Result(answer.hits, outcome)
 
     def _source(self, company: Company, credential: Credential) -> dict[str, Any]:
         return {"backend": self.BACKEND, "url": self._settings(company).url, **credential.to_json()}
 
     # -- one page ---------------------------------------------------------------------------------------
-    def get_page(self, ref: str, actor: str | None = None) -> RemotePage:
+    def get_page(self, ref: str, actor: str | None = None, *, record_read: bool = True) -> RemotePage:
         """One page through the backend's page API, as `actor` (its own credential, else the company's),
-        its body as Markdown. Raises NotFound (a page this credential cannot see is not found) or
-        CrewletError with the backend's failure in words."""
+        its body as Markdown — only a page a search could return: inside the read floor (and the
+        empty-scope rule), not in the tool-skills container, not under an excluded ancestor (an
+        auto-draft). Anything else is not found, as a hit there is dropped. An agent's read is one
+        knowledge_read (via get_page), as on the native backend. Raises NotFound, or CrewletError with
+        the backend's failure in words."""
         company = self._company()
         handle = actor or company.operator
         who = company.actors.get(handle) if handle else None
@@ -202,19 +215,93 @@ class RemoteSearcher:
             raise CrewletError(f"no actor '{handle}' is configured in {company.file}", code="unknown_actor")
         if who is not None and not who.holds_knowledge:
             raise CrewletError(f"{handle} does not hold the knowledge app", code="forbidden")
-        choice = credential_for(self.BACKEND, company, who, self.env)
-        if choice.credential is None:
-            raise CrewletError(f"{self.LABEL} could not be read: no credential — {choice.missing}", code="no_credential")
+        access = decide(company, Query(ref, actor=actor, mode="keyword"), self.BACKEND, self.LABEL, self.env,
+                        reading=True)
+        if isinstance(access, Denial):
+            raise CrewletError(access.message, code=access.degraded)
+        ref = ref.strip()
+        credential = access.credential
+        cannot = f"no page {ref} that {credential.describe()} may read on {self.where()}"
+        container = self._container_of(ref)
+        if container is not None and (why := self._withheld(access, container)):
+            raise NotFound(f"{cannot}: {why}", ref=ref)          # an address outside the floor: not even asked
         try:
-            page = self._page(company, choice.credential, ref.strip())
+            page = self._page(company, credential, ref)
         except RemoteFailure as failure:
             if failure.kind in ("not_found", "forbidden"):
-                raise NotFound(f"no page {ref} that {choice.credential.describe()} can read on {self.where()} "
-                               f"({failure.words})") from None
+                raise NotFound(f"{cannot} ({failure.words})", ref=ref) from None
             raise CrewletError(failure.words, code=failure.kind) from None
+        why = self._withheld(access, page.container, page.title, page.ancestors)
+        if why:
+            raise NotFound(f"{cannot}: {why}", ref=ref)
         page.backend = self.BACKEND
-        page.source = self._source(company, choice.credential)
+        page.source = self._source(company, credential)
+        if record_read and access.actor is not None and access.actor.is_agent:
+            self._record(access.actor.handle, "get_page", [page], None)
         return page
+
+    def titled(self, container: str, title: str, actor: str | None = None) -> RemotePage | None:
+        """The page titled exactly `title` in `container` that `actor` may read (as get_page would give
+        it), or None when there is none such — outside the read floor counts as none. Not an agent's
+        read: it is how onboarding finds its pages, not what the agent read. Raises CrewletError when
+        the site cannot say (no credential, an empty floor, the site failing), which is not "none".
+        This finds it by the backend's search (one request, at most three on Plane) and one page read;
+        a backend that looks a title up directly overrides it."""
+        company = self._company()
+        access = decide(company, Query(title, actor=actor, mode="keyword"), self.BACKEND, self.LABEL, self.env,
+                        reading=True)
+        if isinstance(access, Denial):
+            raise CrewletError(access.message, code=access.degraded)
+        if not access.admits_container(container):
+            return None
+        try:
+            answer = self._ask(company, replace(access, containers=[container]), title, 25)
+        except NotSearched as exc:
+            raise CrewletError(exc.message, code=exc.degraded) from None
+        except RemoteFailure as failure:
+            raise CrewletError(failure.words, code=failure.kind) from None
+        wanted = normalise_title(title)
+        for hit in answer.hits:
+            if hit.container == container and normalise_title(hit.title) == wanted:
+                try:
+                    return self.get_page(f"{container}/{hit.page_id}", actor, record_read=False)
+                except NotFound:
+                    continue
+        if answer.degraded:     # hits were withheld (unverifiable): the page may be among them
+            why = "; ".join(n for n in answer.notes if "withheld" in n) or answer.degraded
+            raise CrewletError(f"{self.LABEL} could not say whether {container} has a page titled {title!r}: {why}",
+                               code=answer.degraded)
+        return None
+
+    def _withheld(self, access: RemoteAccess, container: str, title: str = "",
+                  ancestors: list[str] | None = None) -> str:
+        """Why a search would drop this page ("" when it would not)."""
+        if container == access.skills:
+            return f"{container} holds tool skills, which are not read as knowledge"
+        if not access.admits_container(container):
+            scope_key = f"knowledge.{SCOPE_KEYS[self.BACKEND]}"
+            return f"{container} is outside {scope_key} ({', '.join(access.containers or [])})"
+        if access.excluded_title(title) or access.excluded_ancestors(ancestors or []):
+            return "it is an auto-draft, which search leaves out"
+        return ""
+
+    def _container_of(self, ref: str) -> str | None:
+        """The container an address names before any request (None: an id alone, whose container only the
+        page says)."""
+        return None
+
+    # -- what an agent read -------------------------------------------------------------------------------
+    def _record(self, handle: str, via: str, pages: list[Any], query: str | None) -> None:
+        """One knowledge_read event listing the pages (the ids are this backend's), when a recorder was
+        given (core.knowledge gives the node's); the answer stands if it cannot be written."""
+        if self._recorder is None or not pages:
+            return
+        listed = [{"id": p.id if isinstance(p, RemotePage) else p.page_id, "container": p.container,
+                   "title": p.title} for p in pages]
+        try:
+            self._recorder(handle, via, listed, query, self.BACKEND)
+        except Exception:  # noqa: BLE001 - the audit trail says what it could
+            log.exception("could not record %s's %s as a knowledge_read", handle, via)
 
     # -- what a backend implements ------------------------------------------------------------------------
     def _settings(self, company: Company) -> Any:

@@ -581,3 +581,24 @@ class Indexer:
         keeps none); returns the rows whose links are stored."""
         with transaction(self.conn) as conn:
             return store_range_links(conn, lo, hi, links)
+
+
+# -- the pass a search runs before it answers ---------------------------------------------------------------
+
+INLINE_BUILD_MAX_PAGES = 2000     # a search builds a first index this small itself (a few seconds)
+CATCH_UP_MAX_ROWS = 5000          # and catches up at most this many changed pages before answering
+
+
+def catch_up_for_search(home: Home, *, progress: Progress | None = None) -> IndexPass | None:
+    """The small pass a search runs before it answers, so a person (or an agent) finds what was just
+    written: an incremental pass of at most CATCH_UP_MAX_ROWS changed rows, or the first build of a home of
+    at most INLINE_BUILD_MAX_PAGES live pages (a larger one is the worker's, and a search says "not
+    searchable yet"). `crewlet search` and `crewlet mcp` both run this one. None (said as a warning) when
+    it could not run: the search still answers from the index as it is, and says how far behind it is."""
+    try:
+        with Indexer(home) as indexer:
+            return indexer.run_pass(max_rows=CATCH_UP_MAX_ROWS, full_build_max=INLINE_BUILD_MAX_PAGES,
+                                    progress=progress)
+    except Exception as exc:  # noqa: BLE001 - a search answers from the index as it stands
+        log.warning("the index could not catch up: %s", exc)
+        return None

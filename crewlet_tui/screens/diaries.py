@@ -70,8 +70,10 @@ class DiariesScreen(CrewletScreen):
 
     def _agents(self) -> list[Any]:
         from core.agents.overview import agents
+        from core.knowledge import onboarding_pages
 
-        lines = agents(self.session.node, self.diary)
+        session = self.session
+        lines = agents(session.node, self.diary, page_of=onboarding_pages(session.node, lambda: session.searcher))
         who = self.session.who()
         if who is not None and who.is_agent:          # an agent sees its own diary only
             lines = [line for line in lines if line.handle == who.handle]

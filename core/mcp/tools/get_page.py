@@ -54,10 +54,36 @@ def page_reply(session: Session, page: Any) -> Reply:
     return Reply("\n".join(head) + body + "\n" + "\n".join(tail), data)
 
 
-def run(session: Session, args: GetPageArgs) -> Reply:
+def remote_page_reply(where: str, page: Any) -> Reply:
+    """A page of a remote site (core.remote.searcher.RemotePage) as get_page gives it: its body and where
+    it lives. No revision to save against, no children or backlinks: the site keeps those."""
+    address = page.ref            # what get_page opens it by again (on Plane PROJECT/PAGE-ID)
+    data = {"id": page.id, "title": page.title, "container": page.container, "address": address,
+            "url": page.url, "link": f"[{page.title}]({page.url})", "ancestors": list(page.ancestors),
+            "version": page.version, "updated_at": page.updated_at, "backend": page.backend, "body": page.body,
+            "lives_in": where}
+    trail = " › ".join([page.container, *page.ancestors, page.title])
+    head = [f"# {page.title}",
+            f"id {page.id} · address {address}" + (f" · version {page.version}" if page.version else "")
+            + f" · in {trail}",
+            f"This page lives in {where}, read live: open it at {page.url}; it is changed there, not here.", ""]
+    body = page.body if page.body.strip() else "(nothing is written in this page)"
+    return Reply("\n".join(head) + body, data)
+
+
+def read(session: Session, ref: str) -> Reply:
+    """One page as get_page gives it — this node's, or a remote site's through its page API (inside the
+    read floor) — an agent's read recorded as one knowledge_read naming the backend either way."""
+    if session.remote:
+        page = session.searcher.get_page(ref, actor=session.handle)
+        return remote_page_reply(session.where(), page)
     session.index_catch_up()  # backlinks are derived with the keyword index: a link written a moment ago counts
-    page = session.kb.get_page(args.ref, actor=session.handle)  # an agent's read is one knowledge_read
+    page = session.kb.get_page(ref, actor=session.handle)  # an agent's read is one knowledge_read
     return page_reply(session, page)
+
+
+def run(session: Session, args: GetPageArgs) -> Reply:
+    return read(session, args.ref)
 
 
 TOOL = Tool(

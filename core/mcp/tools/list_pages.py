@@ -37,6 +37,7 @@ def _spaces(session: Session) -> Reply:
 
 
 def run(session: Session, args: ListPagesArgs) -> Reply:
+    session.elsewhere("spaces and their outline")    # a remote site's are not listed from here
     if not args.container:
         if args.parent or args.cursor:
             from ...errors import Invalid

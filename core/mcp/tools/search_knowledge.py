@@ -71,8 +71,8 @@ def run(session: Session, args: SearchArgs) -> Reply:
         if h["snippet"]:
             lines.append(f"   {h['snippet']}")
     if hits:
-        lines.append("Open a hit at its url: this company's pages live on its own site." if remote
-                     else "Read a page in full with get_page and its id.")
+        lines.append("Read a page in full with get_page and its id; this company's pages live on its own site, "
+                     "each at its url." if remote else "Read a page in full with get_page and its id.")
     out = result.outcome
     return Reply("\n".join(lines), {"hits": hits, "outcome": words, "served_mode": out.served_mode,
                                     "degraded": out.degraded, "coverage": out.coverage.to_json()})
