@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/embed.py                          # 2,000 windows-driver-docs pages, 2 rounds
     .venv/bin/python bench/embed.py --pages 3000 --rounds 3 --threads 1
+    .venv/bin/python bench/embed.py --threads 1 --vs-threads 2   # one thread against `worker --once` (2 cores)
+    .venv/bin/python bench/embed.py --threads 1 --vs-threads 2 --vs-sessions 1   # ... as 1 session of 2 threads
 
 Builds one home: a sample of --pages Markdown files of windows-driver-docs (every k-th file of the
 sorted list, their directory tree kept), imported with `import_directory(..., into="WDD")` as
@@ -19,6 +21,12 @@ fresh processes (peak RSS is a process's high-water mark), duty, peer, duty, pee
 Both load the model before their clock starts (a cold load is ~1 s in either). Both check what they
 embedded: the duty's stored digests must equal the peer's, or the bench stops. The ratio is the
 duty's seconds over the peer's (aim: at most 1.15). Benchmarks print; they never assert a time.
+
+`--vs-threads N` puts the duty at N threads in the peer's place: `crewlet worker --once` gives the local
+model every core (N = the cores), the app's fill one thread. The two sides alternate, each in a fresh
+process on a fresh copy of the home, and must store byte-identical vectors (a digest of every stored
+vector's bytes), or the bench stops. `--vs-sessions S` arranges the N threads as S sessions (default:
+the provider's own choice, `core.embed.local.lanes_for`): S 1 is one session with N onnxruntime threads.
 """
 from __future__ import annotations
 
@@ -41,7 +49,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine_load  # noqa: E402
+from _common import find_corpus, machine_load  # noqa: E402
 from core import config as config_mod  # noqa: E402
 from core.duties.embedding import REQUEST_TIMEOUT_S, EmbeddingDuty, Item, coverage, pack  # noqa: E402
 from core.embed.local import LocalProvider  # noqa: E402
@@ -54,7 +62,7 @@ from core.paths import Home  # noqa: E402
 from core.store.driver import sqlite3  # noqa: E402
 from core.duties.runner import DutyRunner  # noqa: E402
 
-DEFAULT_CORPUS = ROOT.parent / "shared" / "corpora" / "windows-driver-docs" / "windows-driver-docs-pr"
+DEFAULT_CORPUS = ""   # the shared windows-driver-docs tree, wherever _common.find_corpus finds it
 SPACE = "WDD"
 ACTOR = "alex"
 
@@ -128,12 +136,17 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run_duty(home: Home, threads: int) -> dict[str, Any]:
-    LocalProvider(threads=threads).load()            # the process's session, shared with the duty's provider
+def run_duty(home: Home, threads: int, sessions: int | None = None) -> dict[str, Any]:
+    warm = LocalProvider(threads=threads, sessions=sessions)
+    warm.embed(["warm every session"] * 64, timeout=600)   # the process's sessions, shared with the duty's
+    warm.close()
     inside = {"seconds": 0.0, "requests": 0}
 
     def factory(company: Any, *, threads: int | None = None) -> Any:
         provider = make_provider(company, threads=threads)
+        if sessions is not None and isinstance(provider, LocalProvider):
+            provider = LocalProvider(threads=provider.threads, sessions=sessions,
+                                     batch_inputs=company.embeddings.max_batch_inputs)
         if provider is None:
             return None
         embed = provider.embed
@@ -165,9 +178,12 @@ def run_duty(home: Home, threads: int) -> dict[str, Any]:
         assert provider is not None
         cov = coverage(node.conn, provider.space.key())
         digests = [r[0] for r in node.conn.execute("SELECT digest FROM vectors")]
+        stored = hashlib.sha256()
+        for (blob,) in node.conn.execute("SELECT vector FROM vectors ORDER BY source_id"):
+            stored.update(blob)
     return {"seconds": seconds, "pages": cov.covered, "total": cov.total, "ticks": len(reports),
             "embed_s": inside["seconds"], "requests": inside["requests"], "digests": digests_key(digests),
-            "peak_rss_mb": peak_rss_mb()}
+            "vectors": stored.hexdigest()[:16], "peak_rss_mb": peak_rss_mb()}
 
 
 def run_peer(home: Home, threads: int) -> dict[str, Any]:
@@ -184,8 +200,10 @@ def run_peer(home: Home, threads: int) -> dict[str, Any]:
             "digests": digests_key([i.digest for b in requests for i in b]), "peak_rss_mb": peak_rss_mb()}
 
 
-def in_subprocess(side: str, home: Home, threads: int) -> dict[str, Any]:
+def in_subprocess(side: str, home: Home, threads: int, sessions: int | None = None) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--worker", side, "--home", str(home.root), "--threads", str(threads)]
+    if sessions is not None:
+        cmd += ["--sessions", str(sessions)]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"bench: the {side} run failed:\n{done.stderr.strip()[-2000:]}")
@@ -197,18 +215,28 @@ def in_subprocess(side: str, home: Home, threads: int) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--corpus", default=str(DEFAULT_CORPUS))
+    ap.add_argument("--corpus", default=DEFAULT_CORPUS, help="a Markdown tree (default: windows-driver-docs)")
     ap.add_argument("--pages", type=int, default=2000, help="Markdown files to import (0: all of them)")
     ap.add_argument("--rounds", type=int, default=2, help="duty/peer pairs, alternated")
     ap.add_argument("--threads", type=int, default=0, help="onnxruntime threads (0: the duty's default, half the cores)")
     ap.add_argument("--keep", default="", help="build the homes here and keep them (default: a temporary directory)")
+    ap.add_argument("--vs-threads", type=int, default=0,
+                    help="compare the duty at --threads with the duty at this many threads (no peer)")
+    ap.add_argument("--vs-sessions", type=int, default=None, help="with --vs-threads: sessions those threads run as")
     ap.add_argument("--worker", choices=["duty", "peer"], help=argparse.SUPPRESS)
     ap.add_argument("--home", help=argparse.SUPPRESS)
+    ap.add_argument("--sessions", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if not args.worker and not args.corpus:
+        args.corpus = str(find_corpus("windows-driver-docs", "windows-driver-docs-pr"))
     if args.worker:
         home = Home(Path(args.home))
-        out = run_duty(home, args.threads) if args.worker == "duty" else run_peer(home, args.threads)
+        out = (run_duty(home, args.threads, args.sessions) if args.worker == "duty"
+               else run_peer(home, args.threads))
         print(json.dumps(out))
+        return
+    if args.vs_threads:
+        compare_threads(args)
         return
 
     from core.embed.provider import default_threads
@@ -251,6 +279,52 @@ def main() -> None:
         print(f"{'peer (provider.embed)':24} {p_rate:>8.2f} {max(p['peak_rss_mb'] for p in peer):>12.0f}")
         print(f"duty overhead: {p_rate / d_rate:.3f}x the peer's time (pairs: "
               f"{', '.join(f'{r:.3f}' for r in pairs)}); {100 * own:.1f}% of the duty's time is outside the model")
+        print(machine_load() + " at end")
+    finally:
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def compare_threads(args: argparse.Namespace) -> None:
+    """The duty at --threads against the duty at --vs-threads, alternating, each on a fresh copy."""
+    from core.embed.local import lanes_for
+
+    one, many = args.threads or 1, args.vs_threads
+    arrangement = (args.vs_sessions, max(1, many // args.vs_sessions)) if args.vs_sessions else lanes_for(many)
+    tmp = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="crewlet-bench-embed-"))
+    tmp.mkdir(parents=True, exist_ok=True)
+    try:
+        print(machine_load() + " at start", flush=True)
+        base, built = build_home(tmp, Path(args.corpus), args.pages)
+        print(f"imported {built['files']:,} files as {built['pages']:,} pages (folders included) in "
+              f"{built['import_s']:.1f} s; {one} thread(s) against {many} ({arrangement[0]} session(s) of "
+              f"{arrangement[1]} thread(s))", flush=True)
+        runs: dict[int, list[dict[str, Any]]] = {one: [], many: []}
+        for rnd in range(args.rounds):
+            for threads in ((one, many) if rnd % 2 == 0 else (many, one)):
+                home = copy_home(base, tmp / f"duty-{rnd}-{threads}")
+                out = in_subprocess("duty", home, threads, args.vs_sessions if threads == many else None)
+                out["load"] = os.getloadavg()[0]
+                runs[threads].append(out)
+                shutil.rmtree(home.root, ignore_errors=True)
+                print(f"  round {rnd + 1}, {threads} thread(s): {out['pages']:,} pages in {out['seconds']:.1f} s = "
+                      f"{out['pages'] / out['seconds']:.2f} pages/s, peak RSS {out['peak_rss_mb']:.0f} MB, "
+                      f"load {out['load']:.2f}, vectors {out['vectors']}", flush=True)
+        every = runs[one] + runs[many]
+        if any(d["pages"] != d["total"] for d in every):
+            sys.exit("bench: a duty stopped before every page had a vector")
+        if len({d["vectors"] for d in every}) != 1:
+            sys.exit("bench: the stored vectors differ between thread counts: " +
+                     ", ".join(sorted({d["vectors"] for d in every})))
+        rate = {t: statistics.median(d["pages"] / d["seconds"] for d in runs[t]) for t in runs}
+        pairs = [a["seconds"] / b["seconds"] for a, b in zip(runs[one], runs[many])]
+        print(f"\n{every[0]['pages']:,} pages; every run stored the same vector bytes ({every[0]['vectors']})")
+        print(f"{'':34} {'pages/s':>8} {'peak RSS MB':>12}")
+        for t in (one, many):
+            label = f"duty, {t} thread(s)" + (" (worker --once)" if t == (os.cpu_count() or 1) else "")
+            print(f"{label:34} {rate[t]:>8.2f} {max(d['peak_rss_mb'] for d in runs[t]):>12.0f}")
+        print(f"{many} threads embed {rate[many] / rate[one]:.2f}x the pages/s of {one} (pairs: "
+              f"{', '.join(f'{r:.2f}' for r in pairs)})")
         print(machine_load() + " at end")
     finally:
         if not args.keep:

@@ -29,6 +29,14 @@ For keyword, SQLite FTS5 (porter + unicode61, bm25()) over the same rows is the 
 queried in the same run. Every phase's time is printed (load, index, embed, queries per mode) with
 the machine's load; a kept home reports the times measured when it was built.
 
+`--floor none|K,U` searches with nothing cut (no relevance floor, no folder rule), or with the floors K (a question the pages hold a
+word of) and U (one whose words none holds) in place of the configured space's (core/search/floor.py);
+`--compare-floor` runs every mode with the configured floor and with nothing cut (no floor, no folder
+rule), side by side, and prints the change. `--nonsense` asks the nonsense questions (bench/questions/nonsense.jsonl) of every home in every
+mode and counts the answers with no hit (`--wdd DIR` adds a windows-driver-docs home; the bundled example
+is built under --out); with `--cli-check N` the first N of them also run as `crewlet search` processes,
+whose exit must be what `crewlet search --help` says: 0 when the search ran, 1 when it could not.
+
 `--cli-check N` also runs the first N queries of each set as `crewlet search --json` processes and
 compares their answers with the seam's. `--sweep-k` reruns hybrid with other RRF constants (tune on
 SciFact's train split, read on test: docs/relevance.md has the k chosen and why); `--sweep` prints the
@@ -157,6 +165,27 @@ class Run:
     seconds: float
 
 
+def floor_arg(text: str | None) -> Any:
+    """--floor: None (the configured floors), 'none' (nothing cut: no floor, no folder rule), or 'K,U'."""
+    if text is None:
+        return native.CONFIGURED
+    if text == "none":
+        return False
+    known, unknown = (float(x) for x in text.split(","))
+    return (known, unknown)
+
+
+def searchers_for(node: Node, args: argparse.Namespace) -> dict[str, NativeSearcher]:
+    """The searcher(s) a run measures with: the configured (or --floor) floor, and with --compare-floor
+    the same with no floor, first."""
+    out = {}
+    if args.compare_floor:   # the baseline cuts nothing: no floor, and folders found on their title alone stay
+        out["no floor"] = NativeSearcher(node, query_timeout_s=QUERY_TIMEOUT_S, relevance_floor=False)
+    out["floor" if args.compare_floor else ""] = NativeSearcher(node, query_timeout_s=QUERY_TIMEOUT_S,
+                                                                relevance_floor=floor_arg(args.floor))
+    return out
+
+
 def search_all(searcher: NativeSearcher, queries: dict[str, str], mode: str, container: list[str] | None = None) -> Run:
     ranked: dict[str, list[str]] = {}
     started = time.perf_counter()
@@ -233,7 +262,8 @@ def run_collection(args: argparse.Namespace, name: str, splits: list[str]) -> di
             stale.unlink()
         fts, fts_build = fts5_from_home(node, built.folder / "fts5.db")
         print(f"FTS5 peer build {fts_build:.1f}s")
-        searcher = NativeSearcher(node, query_timeout_s=QUERY_TIMEOUT_S)
+        searchers = searchers_for(node, args)
+        searcher = searchers[list(searchers)[-1]]
         try:
             for split in splits:
                 qrels = read_qrels(folder / "qrels" / f"{split}.tsv")
@@ -243,12 +273,18 @@ def run_collection(args: argparse.Namespace, name: str, splits: list[str]) -> di
                 per_mode: dict[str, dict[str, float]] = {}
                 seam: dict[str, dict[str, list[str]]] = {}
                 for mode in MODES:
-                    run = search_all(searcher, judged, mode)
-                    seam[mode] = run.ranked
-                    m = measures({q: [mapping[p] for p in r] for q, r in run.ranked.items()}, qrels)
-                    per_mode[mode] = m
-                    label = f"crewlet {mode}" + (f" (RRF k {fusion.RRF_K})" if mode == "hybrid" else "")
-                    print(_row(label, m, run.seconds, len(judged)))
+                    by: dict[str, dict[str, float]] = {}
+                    for which, one in searchers.items():
+                        run = search_all(one, judged, mode)
+                        seam[mode] = run.ranked
+                        by[which] = m = measures({q: [mapping[p] for p in r] for q, r in run.ranked.items()}, qrels)
+                        label = f"crewlet {mode}" + (f" (RRF k {fusion.RRF_K})" if mode == "hybrid" else "")
+                        print(_row(f"{label} {which}".rstrip(), m, run.seconds, len(judged)))
+                    if len(by) == 2:
+                        a, b = by["no floor"], by["floor"]
+                        print(f"{'  change with the floor':30} {b['nDCG@10'] - a['nDCG@10']:+8.4f} "
+                              f"{b['recall@100'] - a['recall@100']:+11.4f} {b['MRR@10'] - a['MRR@10']:+8.4f}")
+                    per_mode[mode] = by[list(by)[-1]]
                 started = time.perf_counter()
                 theirs = {q: [mapping[p] for p, _ in fts.search(t, LIMIT)] for q, t in judged.items()}
                 m_fts = measures(theirs, qrels)
@@ -266,7 +302,8 @@ def run_collection(args: argparse.Namespace, name: str, splits: list[str]) -> di
                 if args.sweep:
                     sweep_bm25(node, judged, qrels, mapping)
         finally:
-            searcher.close()
+            for one in searchers.values():
+                one.close()
             fts.db.close()
     return results
 
@@ -454,17 +491,19 @@ def run_questions(args: argparse.Namespace) -> dict[str, Any]:
             per_corpus[q.corpus.split("/")[0]] = per_corpus.get(q.corpus.split("/")[0], 0) + 1
         print(f"{len(questions)} questions ({', '.join(f'{k} {v}' for k, v in per_corpus.items())}); "
               f"{no_share} share no content word with their target's title ({machine_load()})")
-        searcher = NativeSearcher(node, query_timeout_s=QUERY_TIMEOUT_S)
+        searchers = searchers_for(node, args)
+        searcher = searchers[list(searchers)[-1]]
         ranks: dict[str, dict[str, int | None]] = {}
         texts = {q.qid: q.text for q in questions}
         seam: dict[str, dict[str, list[str]]] = {}
         print(f"{'':30} {'success@10':>10} {'MRR@10':>8} {'found@100':>10} {'time':>9} {'ms/query':>8}")
         try:
             for mode in MODES:
-                run = search_all(searcher, texts, mode)
-                seam[mode] = run.ranked
-                ranks[mode] = {q.qid: first_rank(run.ranked[q.qid], q.page_ids) for q in questions}
-                print(_qrow(f"crewlet {mode}", list(ranks[mode].values()), run.seconds))
+                for which, one in searchers.items():
+                    run = search_all(one, texts, mode)
+                    seam[mode] = run.ranked
+                    ranks[mode] = {q.qid: first_rank(run.ranked[q.qid], q.page_ids) for q in questions}
+                    print(_qrow(f"crewlet {mode} {which}".rstrip(), list(ranks[mode].values()), run.seconds))
             if args.sweep_k:
                 print("RRF k sweep (hybrid through the seam):")
                 try:
@@ -477,7 +516,8 @@ def run_questions(args: argparse.Namespace) -> dict[str, Any]:
                 finally:
                     with_rrf_k(None)
         finally:
-            searcher.close()
+            for one in searchers.values():
+                one.close()
     if args.cli_check:
         print(f"the first {args.cli_check} questions through the CLI, one process each:")
         cli_check(built.folder / "home", texts, seam, args.cli_check)
@@ -524,6 +564,85 @@ def _question_breakdown(questions: list[Question], ranks: dict[str, dict[str, in
     print("  (* shares no content word with its target's title)")
 
 
+# -- the nonsense questions ----------------------------------------------------------------------------
+
+NONSENSE = Path(__file__).resolve().parent / "questions" / "nonsense.jsonl"
+
+
+def example_home(out: Path) -> Path:
+    """The bundled example, imported and embedded the way `crewlet init --example` and `worker --once` do."""
+    folder = out / "example"
+    if not (folder / BUILT).is_file():
+        shutil.rmtree(folder, ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "crewlet_tui.cli", "--home", str(folder / "home"), "init", "--example"],
+                       check=True, capture_output=True, cwd=ROOT)
+        with Node.open(Home(folder / "home")) as node:
+            with Indexer(node.home) as indexer:
+                indexer.run_pass()
+            run_worker_once(node, label="example")
+        (folder / BUILT).write_text("{}")
+    return folder / "home"
+
+
+def expected_exit(outcome: Any) -> int:
+    """What `crewlet search --help` says: 0 when the search ran (hits or none), 1 when it could not."""
+    return 0 if outcome.served_mode is not None else 1
+
+
+def run_nonsense(args: argparse.Namespace) -> None:
+    questions = read_jsonl(NONSENSE)
+    homes: list[tuple[str, Path, list[str] | None]] = [("example", example_home(args.out), None)]
+    for name in ("scifact", "vaswani_npl", "corpora"):
+        if (args.out / name / BUILT).is_file():
+            homes.append((name, args.out / name / "home", None))
+    if (args.out / "corpora" / BUILT).is_file():
+        homes.append(("corpora, WDD only", args.out / "corpora" / "home", ["WDD"]))
+    if args.wdd:
+        homes.append(("windows-driver-docs", args.wdd, None))
+    print(f"\n== {len(questions)} nonsense questions ({NONSENSE.name}) in every mode ({machine_load()})")
+    print(f"{'home':24} {'pages':>7} " + " ".join(f"{m + ' empty':>16}" for m in MODES) + "  kept a hit (hybrid)")
+    for label, root, containers in homes:
+        with Node.open(Home(root)) as node:
+            pages = node.conn.execute("SELECT count(*) FROM pages WHERE trashed_at IS NULL").fetchone()[0]
+            searcher = NativeSearcher(node, query_timeout_s=QUERY_TIMEOUT_S, relevance_floor=floor_arg(args.floor))
+            cells, kept = [], []
+            outcomes: dict[tuple[str, str], Any] = {}
+            try:
+                for mode in MODES:
+                    empty = 0
+                    for q in questions:
+                        res = searcher.search(Query(q["query"], mode=mode, exclude_ancestors=[], containers=containers))
+                        outcomes[(mode, q["id"])] = res
+                        if not res.hits:
+                            empty += 1
+                        elif mode == "hybrid":
+                            kept.append(f"{q['query']!r}: {res.hits[0].title[:40]!r} ({res.hits[0].score:.2f})")
+                    cells.append(f"{empty:>3}/{len(questions)} {100 * empty / len(questions):5.1f}%")
+            finally:
+                searcher.close()
+        print(f"{label:24} {pages:>7,} " + " ".join(f"{c:>16}" for c in cells) + "  " + "; ".join(kept[:3])
+              + (f" (+{len(kept) - 3})" if len(kept) > 3 else ""))
+        if args.cli_check and containers is None:
+            nonsense_cli_check(root, questions[:args.cli_check], outcomes)
+
+
+def nonsense_cli_check(home: Path, questions: list[dict[str, Any]], outcomes: dict[tuple[str, str], Any]) -> None:
+    exe = [sys.executable, "-m", "crewlet_tui.cli", "--home", str(home.resolve()), "search", "--json"]
+    agree, wrong = 0, []
+    for mode in MODES:
+        for q in questions:
+            proc = subprocess.run([*exe, "--mode", mode, "--", q["query"]], capture_output=True, text=True, timeout=300,
+                                  cwd=ROOT)
+            want = expected_exit(outcomes[(mode, q["id"])].outcome)
+            hits = len(json.loads(proc.stdout)["hits"]) if proc.stdout.strip() else None
+            if proc.returncode == want and hits == len(outcomes[(mode, q["id"])].hits):
+                agree += 1
+            else:
+                wrong.append(f"{mode} {q['query']!r}: exit {proc.returncode} (help says {want}), {hits} hits")
+    print(f"  as `crewlet search` processes: {agree}/{agree + len(wrong)} exited as the help says with the "
+          f"seam's hit count" + "".join(f"\n    {w}" for w in wrong[:10]))
+
+
 def _ks(text: str) -> list[int]:
     try:
         ks = [int(x) for x in text.split(",") if x.strip()]
@@ -540,7 +659,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=OUT / "relevance", type=Path, help="where homes are built and kept")
     ap.add_argument("--corpora", default=Path("/work/shared/corpora"), type=Path)
     ap.add_argument("--questions", default=QUESTIONS, type=Path, help="the question set (JSON lines)")
-    ap.add_argument("--only", choices=("ir", "questions"), help="run only the judged collections or the question set")
+    ap.add_argument("--only", choices=("ir", "questions", "nonsense"),
+                    help="run only the judged collections, the question set, or the nonsense questions")
     ap.add_argument("--collection", action="append", choices=sorted(COLLECTIONS))
     ap.add_argument("--split", action="append", help="qrels split(s) to score (default: every known split)")
     ap.add_argument("--reuse", action="store_true", help="search homes kept by an earlier run (built when missing)")
@@ -549,20 +669,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cli-check", type=int, default=0, metavar="N",
                     help="also run the first N queries of each set through `crewlet search --json` processes")
     ap.add_argument("--sweep", action="store_true", help="also print a keyword k1 × b × title-boost grid")
+    ap.add_argument("--floor", help="'none', or 'K,U': the relevance floors to search with (default: the configured)")
+    ap.add_argument("--compare-floor", action="store_true", help="every mode with the floor and with none, side by side")
+    ap.add_argument("--nonsense", action="store_true", help="also count the nonsense questions' empty answers")
+    ap.add_argument("--wdd", type=Path, help="with --nonsense: a windows-driver-docs home, embedded")
     args = ap.parse_args(argv)
     print(f"relevance bench — {machine_load()}")
     built: list[Path] = []
     try:
-        for name in (args.collection or list(COLLECTIONS)) if args.only != "questions" else []:
+        for name in (args.collection or list(COLLECTIONS)) if args.only not in ("questions", "nonsense") else []:
             splits = args.split or list(COLLECTIONS[name])
             unknown = [s for s in splits if not (args.ir / name / "qrels" / f"{s}.tsv").is_file()]
             if unknown:
                 ap.error(f"{name} has no qrels split {', '.join(unknown)} (known: {', '.join(COLLECTIONS[name])})")
             built.append(args.out / name)
             run_collection(args, name, splits)
-        if args.only != "ir" and not args.collection:
+        if args.only not in ("ir", "nonsense") and not args.collection:
             built.append(args.out / "corpora")
             run_questions(args)
+        if args.nonsense or args.only == "nonsense":
+            run_nonsense(args)
     finally:
         if not (args.keep or args.reuse):
             for folder in built:

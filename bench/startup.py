@@ -1,6 +1,7 @@
 """Start-up: crewlet's commands as whole processes, each next to a peer measured in the same run.
 
     python bench/startup.py [--runs 15] [--docs DIR] [--home DIR] [--compile] [--keep]
+    python bench/startup.py --only search --hybrid-home DIR   # hybrid against keyword on an embedded home
 
 What a person waits for is a process: the interpreter, the imports, the work, the output. Builds (or
 takes, --home) a home holding the windows-driver-docs tree with its keyword index, an example home whose
@@ -14,7 +15,14 @@ same pages; then runs, alternating, round after round:
 | `crewlet search QUERY` (hybrid, example)  | `crewlet search --mode keyword QUERY` on the same home: what hybrid adds (the model load) |
 | `crewlet` to the spaces screen painted    | a bare Textual app to its first screen painted (both in a pseudo-terminal) |
 
-Prints each one's median and best wall time, its median CPU time, the ratios, and the load average
+With `--hybrid-home DIR` (a home whose pages are embedded, e.g. the SciFact home of bench/scifact_home.py or
+bench/relevance.py) the hybrid pair runs there instead of on the example, and a third line joins it: the
+hybrid search asked a question it was asked before (its vector read from the home's query-vector cache:
+no model). Each round asks a question not asked before (a different one every round, from --queries or
+a built-in list), so the first two lines embed their query; the keyword line asks the same questions.
+
+Prints each one's median and best wall time, its median CPU time and peak RSS (each process's own, from
+wait4), the ratios, and the load average
 `uptime` shows before and after (the machine is shared: only ratios in one run mean anything), and
 whether the project's own modules have compiled bytecode (an editable install under
 PYTHONDONTWRITEBYTECODE has none, and every process compiles them again: `--compile` compiles them
@@ -41,6 +49,7 @@ import tempfile
 import termios
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -109,19 +118,22 @@ def bytecode_state() -> str:
 
 # -- running one process -----------------------------------------------------------------------------
 
-def run(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """(wall, CPU) seconds of one process to its exit; its output is discarded (it must succeed)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+def run(argv: list[str], env: dict[str, str]) -> tuple[float, float, float]:
+    """(wall, CPU seconds, peak RSS MB) of one process to its exit, from its own rusage (wait4); its output
+    is discarded (it must succeed)."""
     started = time.perf_counter()
-    out = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, timeout=300)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if out.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed ({out.returncode}): {out.stderr.decode(errors='replace')[-500:]}")
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}): {err.decode(errors='replace')[-500:]}")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
-def launch(argv: list[str], marker: str, env: dict[str, str], timeout: float = 60.0) -> tuple[float, float]:
+def launch(argv: list[str], marker: str, env: dict[str, str], timeout: float = 60.0) -> tuple[float, float, float]:
     """Wall seconds from starting a terminal app in a pseudo-terminal (120x40) to `marker` painted on
     it; then ctrl+q. (CPU is not comparable here: the app lives on until it is told to quit.)"""
     pid, fd = pty.fork()
@@ -168,7 +180,7 @@ def launch(argv: list[str], marker: str, env: dict[str, str], timeout: float = 6
     if found is None:
         tail = ANSI.sub(b"", seen)[-300:].decode(errors="replace")
         raise SystemExit(f"{' '.join(argv)} never showed {marker!r} (last: {tail!r})")
-    return found, 0.0
+    return found, 0.0, 0.0
 
 
 # -- the homes ---------------------------------------------------------------------------------------
@@ -230,11 +242,39 @@ def a_page(home: Path) -> str:
 
 # -- the run ---------------------------------------------------------------------------------------------
 
+# questions for the hybrid line: one not asked before each round (a repeat would be answered from the
+# query-vector cache); SciFact's claims when the shared corpus is here, else these
+HYBRID_QUERIES = ["roll back a deploy", "how do we handle rate limits", "who reviews changes to a repository",
+                  "what is on the roadmap", "database migration undone", "first week on the team",
+                  "weekly one on one agenda", "usage based billing", "on call rota", "deploy pipeline speed"]
+REPEATED_QUERY = "a question asked before"
+
+
+def hybrid_queries(path: Path | None, count: int) -> list[str]:
+    import json
+
+    source = path or Path("/work/shared/ir/scifact/queries.jsonl")
+    if source.is_file():
+        rows = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
+        texts = [str(r.get("text") or r.get("question") or "") for r in rows]
+        texts = [t for t in texts if t]
+        if len(texts) >= count:
+            return texts[:count]
+    return [f"{HYBRID_QUERIES[i % len(HYBRID_QUERIES)]} {i // len(HYBRID_QUERIES) or ''}".strip() for i in range(count)]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=15, help="rounds (each runs every command once)")
     ap.add_argument("--docs", type=Path, default=None, help="the Markdown tree (default: windows-driver-docs)")
     ap.add_argument("--home", type=Path, default=None, help="an existing home with its index built")
+    ap.add_argument("--hybrid-home", type=Path, default=None,
+                    help="an embedded home for the hybrid lines (copied first; default: the example)")
+    ap.add_argument("--queries", type=Path, default=None, help="JSON lines with text/question: the hybrid lines' questions")
+    ap.add_argument("--only", choices=("all", "search"), default="all",
+                    help="search: only the hybrid and keyword lines on the hybrid home")
+    ap.add_argument("--peer-checkout", type=Path, default=None,
+                    help="another checkout (e.g. main's) whose hybrid-home lines run beside these, on this venv")
     ap.add_argument("--compile", action="store_true", help="compile the project's modules first (compileall)")
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
@@ -247,65 +287,115 @@ def main() -> None:
     print(f"bytecode  {bytecode_state()}")
     work = Path(tempfile.mkdtemp(prefix="crewlet-startup-"))
     try:
-        if args.home is not None:
-            home = args.home.resolve()
-        else:
-            docs = args.docs or find_corpus("windows-driver-docs", "windows-driver-docs-pr")
-            home = build_docs_home(work, docs, env)
-        example = build_example_home(work, env)
-        fts_db = fts_table(work, home)
-        ref = a_page(home)
-        (work / "bare_typer.py").write_text(BARE_TYPER)
-        (work / "bare_textual.py").write_text(BARE_TEXTUAL)
-        (work / "fts_query.py").write_text(FTS_QUERY)
         py, cr = sys.executable, crewlet_argv()
-        commands: dict[str, tuple[str, list[str], str | None]] = {
-            "python -c pass": ("run", [py, "-c", "pass"], None),
-            "bare typer --help": ("run", [py, str(work / "bare_typer.py"), "--help"], None),
-            "crewlet --help": ("run", [*cr, "--help"], None),
-            "crewlet page show": ("run", [*cr, "--home", str(home), "page", "show", ref], None),
-            "fts5 query script": ("run", [py, str(work / "fts_query.py"), str(fts_db), KEYWORD_QUERY], None),
-            "crewlet search --mode keyword": ("run", [*cr, "--home", str(home), "search", "--mode", "keyword",
-                                                      KEYWORD_QUERY], None),
-            "example: search --mode keyword": ("run", [*cr, "--home", str(example), "search", "--mode", "keyword",
-                                                       EXAMPLE_QUERY], None),
-            "example: search (hybrid)": ("run", [*cr, "--home", str(example), "search", EXAMPLE_QUERY], None),
-            "bare Textual app, first paint": ("launch", [py, str(work / "bare_textual.py")], BARE_MARKER),
-            "crewlet app, spaces painted": ("launch", [*cr, "--home", str(example)], SPACES_MARKER),
+        if args.hybrid_home is not None:
+            hybrid_home = work / "hybrid-home"
+            shutil.copytree(args.hybrid_home, hybrid_home, ignore=shutil.ignore_patterns("leases", "*.lease", "*.lock"))
+            print(f"hybrid    a copy of {args.hybrid_home}")
+        else:
+            hybrid_home = build_example_home(work, env)
+        queries = hybrid_queries(args.queries, args.runs + 1)
+        hh = ["--home", str(hybrid_home), "search"]
+        # each command: (kind, argv for round r (-1: the warm-up), marker)
+        commands: dict[str, tuple[str, Any, str | None]] = {
+            "hybrid home: search --mode keyword": ("run", lambda r: [*cr, *hh, "--mode", "keyword", "--",
+                                                                     queries[r + 1]], None),
+            "hybrid home: search (new question)": ("run", lambda r: [*cr, *hh, "--", queries[r + 1]], None),
+            "hybrid home: search (asked before)": ("run", lambda r: [*cr, *hh, "--", REPEATED_QUERY], None),
         }
-        for kind, argv, marker in commands.values():   # one warm-up each (the OS's file cache)
-            (launch(argv, marker, env) if kind == "launch" else run(argv, env))
+        if args.only == "all":
+            if args.home is not None:
+                home = args.home.resolve()
+            else:
+                docs = args.docs or find_corpus("windows-driver-docs", "windows-driver-docs-pr")
+                home = build_docs_home(work, docs, env)
+            example = build_example_home(work, env) if args.hybrid_home is not None else hybrid_home
+            fts_db = fts_table(work, home)
+            ref = a_page(home)
+            (work / "bare_typer.py").write_text(BARE_TYPER)
+            (work / "bare_textual.py").write_text(BARE_TEXTUAL)
+            (work / "fts_query.py").write_text(FTS_QUERY)
+
+            def fixed(argv: list[str]) -> Any:
+                return lambda r: argv
+
+            commands = {
+                "python -c pass": ("run", fixed([py, "-c", "pass"]), None),
+                "bare typer --help": ("run", fixed([py, str(work / "bare_typer.py"), "--help"]), None),
+                "crewlet --help": ("run", fixed([*cr, "--help"]), None),
+                "crewlet page show": ("run", fixed([*cr, "--home", str(home), "page", "show", ref]), None),
+                "fts5 query script": ("run", fixed([py, str(work / "fts_query.py"), str(fts_db), KEYWORD_QUERY]), None),
+                "crewlet search --mode keyword": ("run", fixed([*cr, "--home", str(home), "search", "--mode", "keyword",
+                                                                KEYWORD_QUERY]), None),
+                **commands,
+                "bare Textual app, first paint": ("launch", fixed([py, str(work / "bare_textual.py")]), BARE_MARKER),
+                "crewlet app, spaces painted": ("launch", fixed([*cr, "--home", str(example)]), SPACES_MARKER),
+            }
+        envs: dict[str, dict[str, str]] = {}
+        if args.peer_checkout is not None:
+            # the same lines run by the other checkout's code (its modules first on the path), on copies of
+            # the hybrid home of their own (a query-vector cache, if that code keeps one, is its own)
+            peer_home = work / "hybrid-home-peer"
+            shutil.copytree(hybrid_home, peer_home, ignore=shutil.ignore_patterns("leases", "*.lease", "*.lock",
+                                                                                  "query-vectors.db*"))
+            peer_env = dict(env, PYTHONPATH=str(args.peer_checkout.resolve()))
+            # -P: the working directory (this checkout) is not put before PYTHONPATH
+            pe = [py, "-P", "-m", "crewlet_tui.cli", "--home", str(peer_home), "search"]
+            commands["peer: search --mode keyword"] = ("run", lambda r: [*pe, "--mode", "keyword", "--",
+                                                                         queries[r + 1]], None)
+            commands["peer: search (new question)"] = ("run", lambda r: [*pe, "--", queries[r + 1]], None)
+            commands["peer: search (asked before)"] = ("run", lambda r: [*pe, "--", REPEATED_QUERY], None)
+            envs = {name: peer_env for name in commands if name.startswith("peer:")}
+        for name, (kind, argv, marker) in commands.items():   # one warm-up each (the file cache; the repeated question)
+            (launch(argv(-1), marker, env) if kind == "launch" else run(argv(-1), envs.get(name, env)))
         walls: dict[str, list[float]] = {k: [] for k in commands}
         cpus: dict[str, list[float]] = {k: [] for k in commands}
+        rss: dict[str, list[float]] = {k: [] for k in commands}
         names = list(commands)
         for r in range(args.runs):
             order = names[r % len(names):] + names[:r % len(names)]   # alternate who goes first
             for name in order:
                 kind, argv, marker = commands[name]
-                wall, cpu = launch(argv, marker, env) if kind == "launch" else run(argv, env)
+                wall, cpu, peak = (launch(argv(r), marker, env) if kind == "launch"
+                                   else run(argv(r), envs.get(name, env)))
                 walls[name].append(wall)
                 cpus[name].append(cpu)
+                rss[name].append(peak)
         print(f"\n{args.runs} rounds, alternating; {uptime()} after\n")
-        print(f"{'process':34} {'median':>9} {'best':>9} {'CPU':>9}")
+        print(f"{'process':36} {'median':>9} {'best':>9} {'CPU':>9} {'peak RSS':>9}")
         med = {k: statistics.median(v) for k, v in walls.items()}
         for name in names:
-            cpu = f"{statistics.median(cpus[name]):8.3f}s" if commands[name][0] == "run" else "        —"
-            print(f"{name:34} {med[name]:8.3f}s {min(walls[name]):8.3f}s {cpu}")
+            run_kind = commands[name][0] == "run"
+            cpu = f"{statistics.median(cpus[name]):8.3f}s" if run_kind else "        —"
+            peak = f"{statistics.median(rss[name]):6.0f} MB" if run_kind else "        —"
+            print(f"{name:36} {med[name]:8.3f}s {min(walls[name]):8.3f}s {cpu} {peak}")
 
         def ratio(a: str, b: str) -> str:
             return f"{med[a] / med[b]:.1f}x"
 
         print()
-        print(f"crewlet --help                 {ratio('crewlet --help', 'python -c pass')} python -c pass, "
-              f"{ratio('crewlet --help', 'bare typer --help')} a bare typer app")
-        print(f"crewlet page show              {ratio('crewlet page show', 'python -c pass')} python -c pass")
-        print(f"crewlet search --mode keyword  {ratio('crewlet search --mode keyword', 'fts5 query script')} "
-              f"the FTS5 script")
-        hybrid = med["example: search (hybrid)"] - med["example: search --mode keyword"]
-        print(f"hybrid search                  +{hybrid:.3f} s over keyword on the same home (the query embedded: "
-              f"the local model loaded)")
-        print(f"app to the spaces screen       {ratio('crewlet app, spaces painted', 'bare Textual app, first paint')} "
-              f"a bare Textual app")
+        if args.only == "all":
+            print(f"crewlet --help                 {ratio('crewlet --help', 'python -c pass')} python -c pass, "
+                  f"{ratio('crewlet --help', 'bare typer --help')} a bare typer app")
+            print(f"crewlet page show              {ratio('crewlet page show', 'python -c pass')} python -c pass")
+            print(f"crewlet search --mode keyword  {ratio('crewlet search --mode keyword', 'fts5 query script')} "
+                  f"the FTS5 script")
+        kw, new, again = ("hybrid home: search --mode keyword", "hybrid home: search (new question)",
+                          "hybrid home: search (asked before)")
+        print(f"hybrid search, a new question  {ratio(new, kw)} the keyword process (+{med[new] - med[kw]:.3f} s, "
+              f"{statistics.median(rss[new]) - statistics.median(rss[kw]):+.0f} MB peak): the query embedded")
+        print(f"hybrid search, asked before    {ratio(again, kw)} the keyword process (+{med[again] - med[kw]:.3f} s, "
+              f"{statistics.median(rss[again]) - statistics.median(rss[kw]):+.0f} MB peak): its vector from the cache")
+        if args.peer_checkout is not None:
+            pk, pn, pa = "peer: search --mode keyword", "peer: search (new question)", "peer: search (asked before)"
+            print(f"peer ({args.peer_checkout}): hybrid, a new question {ratio(pn, pk)} its keyword process "
+                  f"(+{med[pn] - med[pk]:.3f} s, {statistics.median(rss[pn]) - statistics.median(rss[pk]):+.0f} MB); "
+                  f"asked before {ratio(pa, pk)}")
+            print(f"this checkout against the peer: a new question {ratio(new, pn)} the time, "
+                  f"{statistics.median(rss[new]) / statistics.median(rss[pn]):.2f}x the peak RSS; keyword {ratio(kw, pk)}")
+        if args.only == "all":
+            print(f"app to the spaces screen       {ratio('crewlet app, spaces painted', 'bare Textual app, first paint')} "
+                  f"a bare Textual app")
     finally:
         if args.keep:
             print(f"kept {work}")

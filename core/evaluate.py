@@ -56,6 +56,7 @@ class EvalReport:
     scan: measure.Measurement               # the same search, the full scan as its first stage
     window: int
     past_window: list[PastWindow] = field(default_factory=list)
+    index_served: bool = True               # searches read through the installed index now (see evaluate)
 
     @property
     def measured(self) -> measure.Measurement:
@@ -80,6 +81,7 @@ class EvalReport:
                 "queries": self.queries, "depth": measure.DEPTH, "candidates": semantic.STAGE_ONE,
                 "index": self.index.summary() | {"centroids": None} if self.index else None,
                 "probes": self.probes, "through_index": self.through.to_json() if self.through else None,
+                "index_served": self.index_served if self.index else None,
                 "scan": self.scan.to_json(), "passed": self.passed, "failures": self.failures,
                 "window": self.window, "past_window": [pw.__dict__ for pw in self.past_window]}
 
@@ -152,7 +154,10 @@ def evaluate(path: Path, *, probes: int | None = None, window: int | None = None
         index = store.read_index(conn, space)
         used = None
         through = None
-        if table.index is not None and index is not None:
+        # searches read through the index only while its latest measurement covers the corpus as it is
+        # (store.SERVE_GROWTH): past that they scan, and so does this measurement, unless --probes asks
+        served = index is not None and store.serves(store.measured_sources(index), table.live)
+        if table.index is not None and index is not None and (served or probes is not None):
             used = probes or index.probes
             through = measure.measure(table, cases, used)
         scan = measure.measure(table, cases, None)
@@ -160,7 +165,7 @@ def evaluate(path: Path, *, probes: int | None = None, window: int | None = None
         if progress:
             progress(table.live, table.live, "reading every body for the window")
         return EvalReport(str(path), spaces, space, table.live, len(cases), index, used, through, scan, bound,
-                          past_window(conn, space, bound))
+                          past_window(conn, space, bound), served)
     finally:
         conn.close()
 
@@ -191,6 +196,13 @@ def render(report: EvalReport) -> list[str]:
         lines.append(("index", f"measured on {m.get('sources', ix.trained_sources)} pages: "
                                f"{m.get('worst_recall', 0):.4f} against a {m.get('worst_floor', 0):.4f} floor in its "
                                f"worst shape ({m.get('worst_shape', '—')}), {m.get('head_misses', 0)} head miss(es)"))
+    elif ix is not None:
+        measured_on = store.measured_sources(ix)
+        lines.append(("first stage", f"the full scan: the index (generation {ix.generation}) was last measured on "
+                                     f"{measured_on:,} sources and the corpus is now {report.sources:,} — searches "
+                                     "read it again once the duty measures it on the corpus as it is"))
+        lines.append(("index", f"not served: the corpus grew past {store.SERVE_GROWTH:g} times its latest measurement "
+                               "(`--probes N` measures it anyway)"))
     else:
         why = (f"below the {training.MIN_SOURCES:,} pages an index needs" if report.sources < training.MIN_SOURCES
                else "no index is installed (a training that needed more than half its lists installs none)")

@@ -116,6 +116,17 @@ class Home:
         return self.root / "index"
 
     @property
+    def floors_file(self) -> Path:
+        """Relevance floors measured on this company's corpus, by embedding space (core/search/floor.py):
+        beside the logs, so every node sharing them reads the same."""
+        return self.log_dir / "relevance-floors.json"
+
+    @property
+    def query_cache_file(self) -> Path:
+        """The last query vectors this node embedded (a cache: core/search/query_cache.py)."""
+        return self.root / "query-vectors.db"
+
+    @property
     def verified_file(self) -> Path:
         """What this node last found of each log's soundness: a read need not scan an unchanged log again."""
         return self.root / "log-verified.json"

@@ -1,9 +1,10 @@
 """`crewlet search eval`: measure, against a store's own vectors, whether the two-stage search recovers the
 exact ranking (core/evaluate.py).
 
-`crewlet search QUERY` is a command of its own, so `eval` is dispatched by the search command: when its
-first word is `eval` the rest is this command's arguments (`crewlet search eval --help` is its help). To
-search for the word "eval" alone, put an option first: `crewlet search --mode hybrid eval`.
+`crewlet search QUERY` is a command of its own, so `eval` (and `floor`, cli_floor.py) is dispatched by the
+search command: when its first word is `eval` the rest is this command's arguments (`crewlet search eval
+--help` is its help). To search for the word "eval" alone, put an option first: `crewlet search --mode
+hybrid eval`.
 """
 from __future__ import annotations
 
@@ -63,20 +64,29 @@ def search_eval(
 EVAL_COMMAND: Any = typer.main.get_command(eval_app)
 
 
+def _subcommands() -> dict[str, Any]:
+    from .cli_floor import FLOOR_COMMAND
+
+    return {"eval": EVAL_COMMAND, "floor": FLOOR_COMMAND}
+
+
 class SearchCommand(TyperCommand):
-    """`crewlet search QUERY`, and `crewlet search eval …` when the first word is `eval`."""
+    """`crewlet search QUERY`, and `crewlet search eval …` / `crewlet search floor …` when the first word
+    is `eval` or `floor` (to search for either word alone, put an option first)."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if args[:1] == ["eval"]:
+        if args[:1] in (["eval"], ["floor"]):
+            command = _subcommands()[args[0]]
             # named from the root ("crewlet search eval"), not after the search's own QUERY argument
-            sub = EVAL_COMMAND.make_context(f"{ctx.info_name} eval", list(args[1:]), parent=ctx.parent)
-            ctx.meta["crewlet.eval"] = sub
+            sub = command.make_context(f"{ctx.info_name} {args[0]}", list(args[1:]), parent=ctx.parent)
+            ctx.meta["crewlet.sub"] = (command, sub)
             return []
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
-        sub = ctx.meta.get("crewlet.eval")
-        if sub is not None:
+        found = ctx.meta.get("crewlet.sub")
+        if found is not None:
+            command, sub = found
             with sub:
-                return EVAL_COMMAND.invoke(sub)
+                return command.invoke(sub)
         return super().invoke(ctx)

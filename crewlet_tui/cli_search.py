@@ -130,11 +130,11 @@ def register(app: typer.Typer) -> None:
                                          help="Read the index as it is: no catch-up pass before answering."),
         as_json: bool = JSON_OPT,
     ) -> None:
-        """Search the knowledge base (hybrid by default: keyword BM25 and meaning, fused). Exit 1 when it could not run, 2 for no query.
+        """Search the knowledge base (hybrid by default: keyword BM25 and meaning, fused). Exit 0 when it ran, hits or none; 1 when it could not run; 2 for no query.
 
-        A query with no word that can be searched (only punctuation or common words) exits 1 too.
+        An answer with no hits says "nothing matched", or "nothing close enough" when pages were ranked by meaning but none reached the relevance floor (`crewlet search floor`). A query of only punctuation or common words cannot run in keyword mode, nor with nothing to rank it by meaning, and exits 1; hybrid and semantic rank it by meaning, under the floor.
 
-        `crewlet search eval [--store FILE] [--probes N] [--window BYTES] [--json]` measures instead whether search by meaning recovers the exact ranking on this corpus (`crewlet search eval --help`); to search for the word "eval" alone, put an option first."""
+        `crewlet search eval [--store FILE] [--probes N] [--window BYTES] [--json]` measures instead whether search by meaning recovers the exact ranking on this corpus (`crewlet search eval --help`); `crewlet search floor [--measure] [--json]` shows (or measures) the relevance floor. To search for the word "eval" or "floor" alone, put an option first."""
         asked = canonical_mode(mode)
         if asked is None:
             raise typer.BadParameter(f"'{mode}' is not one of: {modes_in_words()}", param_hint="--mode")
@@ -151,12 +151,14 @@ def register(app: typer.Typer) -> None:
             caught = None
             searcher = make_searcher(node)   # knowledge.backend decides: this node's copy, or the site, live
             remote = is_remote(searcher)
-            if not remote and not no_catch_up and not node.readonly:  # a read-only home: its index as it stands
-                caught = _catch_up(node, show_progress=not as_json and sys.stderr.isatty())
+            asked = Query(text, actor=actor(), limit=limit, mode=mode, containers=list(container) if container else None)
             try:
+                if not remote:
+                    searcher.prefetch(asked)   # the query's vector is embedded while the index catches up
+                if not remote and not no_catch_up and not node.readonly:  # a read-only home: its index as it stands
+                    caught = _catch_up(node, show_progress=not as_json and sys.stderr.isatty())
                 with _outcome_speaks():
-                    result = searcher.search(Query(text, actor=actor(), limit=limit, mode=mode,
-                                                   containers=list(container) if container else None))
+                    result = searcher.search(asked)
                 # the search's own term finder (no second analysis); a remote backend has none
                 finder = getattr(searcher, "last_finder", None) if result.hits else None
             finally:

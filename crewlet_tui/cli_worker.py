@@ -6,6 +6,7 @@ included) without running anything.
 """
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from datetime import datetime
@@ -58,7 +59,10 @@ def register(app: typer.Typer) -> None:
             try:
                 if once:
                     try:
-                        reports = run_duties(node, label=LABEL, once=True, index_interval_s=interval, progress=bars)
+                        # --once is waited for: the local model embeds on every core (core/embed/local.py runs a
+                        # request's runs side by side, the same vectors as one thread); the loop keeps half for the rest
+                        reports = run_duties(node, label=LABEL, once=True, index_interval_s=interval, progress=bars,
+                                             embed_threads=os.cpu_count() or 1)
                     except KeyboardInterrupt:
                         bars.close()
                         fail("worker stopped: what its passes finished is kept, and `crewlet worker --once` "

@@ -54,7 +54,10 @@ def search_words(result: Result, *, asked: str, limit: int, more: str = "") -> S
         facts = (f"searching by {ranked_by(asked)} was asked",)
         return SearchWords(NOTHING_SEARCHED_HEADLINE, "warning", facts, (message,) if message else ())
     n = len(result.hits)
-    headline = plural(n, "result") if n else "nothing matched"
+    floor = out.floor
+    # "nothing close enough" is another answer: pages were ranked by meaning, none near enough (core/search/floor.py)
+    cut = floor is not None and bool(floor.cut or floor.folders)
+    headline = plural(n, "result") if n else ("nothing close enough" if cut else "nothing matched")
     cov = out.coverage
     if out.source is not None:      # a remote backend: the site searched live, ranked its own way
         requests = int(out.source.get("requests") or 0)
@@ -67,6 +70,10 @@ def search_words(result: Result, *, asked: str, limit: int, more: str = "") -> S
         pages = cov.embedded if out.served_mode == "semantic" else cov.pages_indexed
         if pages:
             facts.append(f"over {plural(pages, 'page')}")
+    if floor is not None and n and floor.left_out():
+        facts.append(floor.left_out())
+    if floor is not None and floor.source == "none" and out.served_mode in ("hybrid", "semantic"):
+        facts.append("no relevance floor for this model")
     if n and n >= limit and more:
         facts.append(f"the first {n:,} — {more}")
     warnings = [message] if message else []

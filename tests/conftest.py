@@ -31,6 +31,18 @@ from core.pages.service import KnowledgeBase  # noqa: E402
 from core.paths import Home  # noqa: E402
 from core.replica import engine  # noqa: E402
 
+# What crewlet derives for itself (the local model as onnxruntime optimised it: core/embed/prepared.py)
+# goes to a directory of this test session, not the user's cache: set before anything loads the model,
+# and inherited by the CLI processes tests start. A cache named from outside (CREWLET_CACHE) is kept.
+if not os.environ.get("CREWLET_CACHE"):
+    import atexit
+    import shutil
+    import tempfile
+
+    _TEST_CACHE = tempfile.mkdtemp(prefix="crewlet-test-cache-")
+    os.environ["CREWLET_CACHE"] = _TEST_CACHE
+    atexit.register(shutil.rmtree, _TEST_CACHE, True)
+
 DAY_MS = 24 * 3600 * 1000
 # a fixed instant for records whose `at` a test controls (2025-01-01T00:00:00Z)
 T0 = 1_735_689_600_000

@@ -311,3 +311,77 @@ def test_worker_once_embeds_then_trains_over_what_it_embedded(tmp_path):
         row = store.read_index(node.conn, SPACE)
         assert row is not None and not row.refiling
         assert node.conn.execute("SELECT count(*) FROM vector_codes WHERE list IS NULL").fetchone()[0] == 0
+
+
+def test_a_corpus_grown_past_doubling_in_one_run_leaves_an_index_measured_on_it(tmp_path):
+    """The issue's home: 6,154 pages, one `crewlet worker --once`. Trained when the fill reached 2,048, the
+    index used to be left as it was (its re-filing pass said it had no more, and only a duty that says so
+    is run again), and `crewlet search eval` failed. Now the duty follows the fill: after the run, the
+    installed index was measured on the corpus as it is, and the evaluation passes."""
+    from core.duties.embedding import EmbeddingDuty
+    from core.evaluate import evaluate
+
+    home = Home(tmp_path / "h")
+    init_home(home, config_mod.example_config())
+    model = TopicalModel()
+    with Node.open(home) as node:
+        ids = [f"s{i:06d}" for i in range(6154)]
+        for start in range(0, len(ids), 1000):
+            node.submit([Record.new("page.create", "alex", {"page_id": pid, "container": ("ENG", "OPS")[i % 2],
+                                                             "title": pid, "body": "x", "parent_id": None})
+                         for i, pid in enumerate(ids[start:start + 1000], start)], sync=False)
+        factory = lambda company, threads=None: model  # noqa: E731
+        runner = DutyRunner(node, [EmbeddingDuty(node, provider_factory=factory),
+                                   IndexTrainingDuty(node, provider_factory=factory, threads=2)])
+        reports = runner.run_until_idle()
+        runner.close()
+        lines = [r.line() for r in reports if r.duty == "semantic-index"]
+        assert sum(1 for line in lines if "installed:" in line and "not installed" not in line) >= 1, lines
+        row = store.read_index(node.conn, SPACE)
+        assert row is not None and not row.refiling
+        live = node.conn.execute("SELECT count(*) FROM vectors WHERE space = ?", (SPACE,)).fetchone()[0]
+        assert live == 6154
+        assert abs(store.measured_sources(row) - live) <= max(16, live // 100), (store.measured_sources(row), lines)
+        table = semantic.SemanticRetriever(node).table(SPACE)
+        assert semantic.SemanticRetriever.index_served(table)
+    report = evaluate(home.db_file)
+    assert report.through is not None and report.index_served
+    assert report.passed, report.failures
+
+
+def test_an_index_the_corpus_outgrew_is_not_served_until_it_is_measured_again(tmp_path):
+    """Grown past 1.25 times what the index was measured on (vectors arriving from another node, or a duty
+    not yet run), the index no longer answers stage one: the scan does. The duty's next pass measures it
+    on the corpus as it is, and searches read through it again."""
+    vecs = topical(4000, seed=3)
+    home = make_home(tmp_path / "h", vecs[:1600])
+    with Node.open(home) as node:
+        duty = duty_for(node)
+        cursor = None
+        for _ in range(4):                      # train, install, re-file
+            out = run(duty, cursor)
+            cursor = out.cursor
+        row = store.read_index(node.conn, SPACE)
+        assert row is not None and not row.refiling and store.measured_sources(row) == 1600
+        searcher = semantic.SemanticRetriever(node)
+        q = vecs[3999]
+        searcher.rank(q, SPACE, EVERYONE)
+        assert searcher.last_read[0] == "index"
+        ids = [f"g{i:06d}" for i in range(1600, 2100)]    # 2,100 sources: 1.31 times 1,600
+        node.submit([Record.new("page.create", "alex", {"page_id": pid, "container": "ENG", "title": pid,
+                                                         "body": "x", "parent_id": None}) for pid in ids], sync=False)
+        node.submit_vectors([vectors.put_record(pid, SPACE, "ENG", 1, "d" + pid, 10, 0, vecs[i])
+                             for i, pid in zip(range(1600, 2100), ids)], sync=False)
+        ranked = searcher.rank(q, SPACE, EVERYONE)
+        assert searcher.last_read == ("scan", 2100)
+        exact = semantic.SemanticRetriever(node)
+        assert [p for p, _ in ranked.ranked] == [p for p, _ in exact.rank(q, SPACE, EVERYONE).ranked]
+        from core.evaluate import evaluate
+        stale = evaluate(home.db_file)
+        assert stale.through is None and not stale.index_served          # eval measures what searches run
+        out = run(duty, cursor)
+        assert out.summary.startswith("re-measured over 2,100 sources") or "installed" in out.summary, out.summary
+        row = store.read_index(node.conn, SPACE)
+        assert store.measured_sources(row) == 2100
+        searcher.rank(q, SPACE, EVERYONE)
+        assert searcher.last_read[0] == "index"

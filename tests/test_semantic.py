@@ -307,7 +307,7 @@ def test_an_agents_semantic_search_is_one_knowledge_read(node):
 
 def test_the_query_cache_is_emptied_when_the_model_changes(node):
     model = FakeModel()
-    _one_page(node, model)
+    pid = _one_page(node, model)
     s = searcher_for(node, model)
     s.search(Query("deploy"))
     s.search(Query("deploy"))
@@ -316,7 +316,19 @@ def test_the_query_cache_is_emptied_when_the_model_changes(node):
     node.home.config_file.write_text(text + '\n[providers.embeddings]\nprovider = "local"\nmax_batch_inputs = 8\n')
     node.refresh_config()
     s.search(Query("deploy"))
+    assert model.calls == 1       # a change that leaves the model alone: the vector kept on disk still holds
+    other = FakeModel("fake-2")   # another model (its own space): nothing kept for the first one is used
+    put(node, pid, unit(5), space=other.space.key())
+    s2 = searcher_for(node, other)
+    s2.search(Query("deploy"))
+    assert other.calls == 1
+    assert s2.embedder.store.get(model.space.key(), "deploy", DIMS) is None     # emptied on disk too
+    put(node, pid, unit(6), space=model.space.key())
+    s3 = searcher_for(node, model)
+    s3.search(Query("deploy"))
     assert model.calls == 2
+    for searcher in (s, s2, s3):
+        searcher.close()
 
 
 # -- the real embedded model ----------------------------------------------------------------------------

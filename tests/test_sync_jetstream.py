@@ -375,3 +375,32 @@ def test_tls_servers_signed_by_a_private_ca(tmp_path):
         ok(cli(tmp_path / "B", "sync", "join", server.url, "--tls-ca", str(ca)))
         ok(cli(tmp_path / "B", "page", "create", "ENG", "Over TLS"))
         assert "Over TLS" in ok(cli(a.root, "page", "show", "ENG/over tls"))
+
+
+def test_adopt_refuses_a_snapshot_whose_content_a_peer_in_the_nodes_bucket_contradicts(tmp_path, nats_server):
+    """A hand-edited snapshot whose stored digest was rewritten too passes every check against the streams: the
+    digest a node said in the company's nodes bucket, at the very positions the snapshot stands for, still tells."""
+    import sqlite3
+
+    from core.store import connect
+
+    a = first_node(tmp_path, nats_server.url)
+    b = Home(tmp_path / "B")
+    ok(cli(b.root, "sync", "join", nats_server.url))
+    ok(cli(a.root, "sync", "status"))                        # A says its digest at this position in the bucket
+    snap = tmp_path / "snap.db"
+    ok(cli(a.root, "sync", "snapshot", str(snap)))
+    conn = sqlite3.connect(snap)
+    conn.execute("UPDATE pages SET body = 'changed by hand' WHERE title = 'Before Moving'")
+    conn.commit()
+    conn.close()
+    c = connect(snap, migrate_schema=False)
+    c.execute("UPDATE crewlet_snapshot SET value = ? WHERE key = 'content_digest'", (content_digest(c).content,))
+    c.close()
+    before = digest(b)
+    res = cli(b.root, "sync", "adopt", str(snap), "--yes")
+    a_id = config_mod.load_node(a.node_file).node_id
+    assert res.exit_code == 1 and "does not hold what the log made" in res.stderr and a_id in res.stderr
+    assert digest(b) == before                               # nothing was changed
+    line = refused(cli(tmp_path / "C", "sync", "join", nats_server.url, "--snapshot", str(snap)))
+    assert "does not hold what the log made" in line and not (tmp_path / "C").exists()

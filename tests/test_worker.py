@@ -51,6 +51,55 @@ def test_run_until_idle_passes_until_nothing_is_left_and_keeps_the_cursor(node):
     assert record.cursor == "0" and record.status == {"left": 0} and record.last_summary == "0 left"
 
 
+class Consumer(Duty):
+    """Works through what `Producer` made; has nothing to do until it made something."""
+
+    name = "consumer"
+
+    def __init__(self, shelf: list[int]) -> None:
+        self.shelf, self.taken, self.interval_s = shelf, 0, 60.0
+
+    def run_pass(self, ctx: PassContext) -> DutyPass:
+        took = len(self.shelf)
+        self.taken += took
+        self.shelf.clear()
+        return DutyPass(summary=f"took {took}", worked=took > 0)
+
+
+class Producer(Duty):
+    name = "producer"
+
+    def __init__(self, shelf: list[int], batches: int, *, forever: bool = False) -> None:
+        self.shelf, self.batches, self.forever, self.interval_s = shelf, batches, forever, 60.0
+
+    def run_pass(self, ctx: PassContext) -> DutyPass:
+        if not self.batches and not self.forever:
+            return DutyPass(summary="nothing to make")
+        self.batches -= 1
+        self.shelf.append(1)
+        return DutyPass(summary="made one", worked=True, more=self.batches > 0)
+
+
+def test_run_until_idle_asks_a_duty_again_after_another_made_it_work(node):
+    """The consumer runs before the producer in a tick and says it has nothing to do; idle is a whole tick
+    in which nothing worked, so it is asked again and takes what the producer made after it."""
+    shelf: list[int] = []
+    consumer, producer = Consumer(shelf), Producer(shelf, batches=3)
+    runner = DutyRunner(node, [consumer, producer])
+    reports = runner.run_until_idle()
+    runner.close()
+    assert consumer.taken == 3 and not shelf
+    assert [r.result.summary for r in reports if r.duty == "consumer"] == ["took 0", "took 3"]
+    # the closing tick found nothing to do: it is not reported, and the records still say what the working
+    # passes did
+    assert read_duty_records(node.conn)["consumer"].last_summary == "took 3"
+    forever = DutyRunner(node, [Consumer(shelf), Producer(shelf, batches=0, forever=True)])
+    ran = forever.run_until_idle()            # a duty that works on every pass: bounded, not for ever
+    forever.close()
+    from core.duties.runner import SETTLE_TICKS
+    assert sum(1 for r in ran if r.duty == "producer") == SETTLE_TICKS
+
+
 def test_a_failed_pass_is_recorded_and_the_next_pass_runs(node):
     duty = Countdown(3, per_pass=1, fail_at=2)
     runner = DutyRunner(node, [duty])

@@ -41,6 +41,7 @@ Scope = Literal["node", "fleet"]
 # (duty name, done, total, label): a duty's progress through its current pass
 ProgressFn = Callable[[str, int, int, str], None]
 
+SETTLE_TICKS = 8          # run_until_idle: whole ticks at most, each after one in which a duty worked
 
 
 # -- what a pass says --------------------------------------------------------------------------------
@@ -238,7 +239,7 @@ class DutyRunner:
                 "json_patch(COALESCE(duties.status, '{}'), excluded.status)", (name, json.dumps(status, default=str)))
 
     def run_one(self, duty: Duty, *, stop: threading.Event, progress: ProgressFn | None = None,
-                budget_s: float | None = None) -> DutyReport:
+                budget_s: float | None = None, record_idle: bool = True) -> DutyReport:
         lease = self.leases[duty.name]
         try:
             held = lease.acquire()
@@ -267,16 +268,18 @@ class DutyRunner:
             log.exception("%s pass failed", duty.name)
             report = DutyReport(duty.name, ran=True, error=str(exc) or type(exc).__name__)
         report.seconds = time.perf_counter() - started
-        try:
-            self._record(report)
-        except Exception:  # a locked or read-only database must not stop the duties themselves
-            log.exception("could not record the %s pass", duty.name)
+        idle = report.ran and not report.error and not (report.result and (report.result.worked or report.result.more))
+        if record_idle or not idle:
+            try:
+                self._record(report)
+            except Exception:  # a locked or read-only database must not stop the duties themselves
+                log.exception("could not record the %s pass", duty.name)
         self.last[duty.name] = report
         return report
 
     # -- ticks ---------------------------------------------------------------------------------------
     def tick(self, *, stop: threading.Event, progress: ProgressFn | None = None, force: bool = False,
-             budget_s: float | None = None) -> list[DutyReport]:
+             budget_s: float | None = None, record_idle: bool = True) -> list[DutyReport]:
         """One pass of every duty that is due (`force`: every duty), in their order."""
         reports = []
         now = time.monotonic()
@@ -285,7 +288,7 @@ class DutyRunner:
                 break
             if not force and not self._more[duty.name] and now < self._next[duty.name]:
                 continue
-            report = self.run_one(duty, stop=stop, progress=progress, budget_s=budget_s)
+            report = self.run_one(duty, stop=stop, progress=progress, budget_s=budget_s, record_idle=record_idle)
             reports.append(report)
             self._more[duty.name] = report.more and not report.error
             # a duty whose lease is held elsewhere is asked again a little later, not every tick
@@ -298,20 +301,37 @@ class DutyRunner:
 
     def run_until_idle(self, *, stop: threading.Event | None = None, progress: ProgressFn | None = None,
                        on_report: Callable[[DutyReport], None] | None = None) -> list[DutyReport]:
-        """Every duty, pass after pass, until none has anything left to do (`crewlet worker --once`)."""
+        """Every duty, pass after pass, until none has anything left to do (`crewlet worker --once`).
+
+        Idle means a whole tick of every duty in which none changed anything or had more: a duty that
+        said it had nothing to do is asked again after the others worked, since what they did (pages
+        embedded, purged, applied) can be its work (the semantic index over a corpus the embedding duty
+        grew). At most SETTLE_TICKS such ticks: a duty that works on every pass is not run for ever."""
         stop = stop or threading.Event()
-        reports = self.tick(stop=stop, progress=progress, force=True)
-        for r in reports:
+        reports: list[DutyReport] = []
+
+        def note(report: DutyReport) -> None:
+            reports.append(report)
             if on_report:
-                on_report(r)
-        while self.pending() and not stop.is_set():
-            more = [d for d in self.duties if self._more[d.name]]
-            for duty in more:
-                report = self.run_one(duty, stop=stop, progress=progress)
-                self._more[duty.name] = report.more and not report.error
-                reports.append(report)
-                if on_report:
-                    on_report(report)
+                on_report(report)
+
+        for settling in range(SETTLE_TICKS):
+            if stop.is_set():
+                break
+            first = len(reports)
+            # a settling tick's pass that found nothing to do is neither recorded nor reported: the duty's
+            # working pass said what is still true (`crewlet worker --status`, `--once --json`)
+            for r in self.tick(stop=stop, progress=progress, force=True, record_idle=not settling):
+                if not settling or r.error or not r.ran or (r.result is not None and (r.result.worked or r.result.more)):
+                    note(r)
+            while self.pending() and not stop.is_set():
+                for duty in [d for d in self.duties if self._more[d.name]]:
+                    report = self.run_one(duty, stop=stop, progress=progress)
+                    self._more[duty.name] = report.more and not report.error
+                    note(report)
+            worked = [r for r in reports[first:] if r.result is not None and r.result.worked]
+            if not worked or len(self.duties) == 1:
+                break
         return reports
 
     def run_forever(self, *, stop: threading.Event, wake: threading.Event | None = None,

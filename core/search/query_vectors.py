@@ -1,8 +1,11 @@
 """The query's own vector: embedded once through the configured provider, in the corpus's space.
 
-The last 1,024 query vectors are kept (per node: per process here), emptied when the model changes; one
-query embedding is bounded at two seconds. An embedding that runs past the bound is not abandoned: it
-finishes in the background and fills the cache, so asking again a moment later is answered by meaning.
+The last 1,024 query vectors are kept (per node: in this process's memory, and on disk in the home
+through `query_cache.py`, so a query asked again by a new process needs no model), emptied when the
+model changes; one query embedding is bounded at two seconds. An embedding that runs past the bound is
+not abandoned: it finishes in the background and fills both caches, so asking again a moment later is
+answered by meaning. `start` begins the embedding early (the CLI calls it before its index catch-up, so
+the model loads while the process does other work).
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..embed.provider import Provider, ProviderError
 from ..embed.registry import make_provider
+from .query_cache import QueryVectorStore
 
 if TYPE_CHECKING:
     import numpy as np
@@ -41,8 +45,10 @@ class QueryEmbedder:
     """Thread-safe. One background thread runs the provider, so a slow one never blocks past the bound."""
 
     def __init__(self, provider_factory: Callable[..., Provider | None] = make_provider, *,
-                 cache_size: int = CACHE_SIZE, timeout_s: float = TIMEOUT_S, threads: int | None = None) -> None:
+                 cache_size: int = CACHE_SIZE, timeout_s: float = TIMEOUT_S, threads: int | None = None,
+                 store: QueryVectorStore | None = None) -> None:
         self.provider_factory = provider_factory
+        self.store = store
         self.cache_size = cache_size
         self.timeout_s = timeout_s
         self.threads = threads
@@ -66,23 +72,47 @@ class QueryEmbedder:
                 self._inflight.clear()
             return self._provider
 
-    def vector(self, company: Any, text: str) -> QueryVector:
-        provider = self.provider(company)
-        if provider is None:
-            return QueryVector(None, "", "", "off", "vectors are off (knowledge.vectors = false)")
+    def _lookup(self, provider: Provider, key: str) -> tuple[np.ndarray | None, Future[np.ndarray] | None]:
+        """The cached vector, else the embedding under way (started here when none is)."""
         space = provider.space.key()
-        key = " ".join(text.split())
         with self._lock:
             hit = self._cache.get(key)
             if hit is not None:
                 self._cache.move_to_end(key)
-                return QueryVector(hit, space, provider.space.model, cached=True)
+                return hit, None
+            future = self._inflight.get(key)
+            if future is not None:
+                return None, future
+        stored = self.store.get(space, key, provider.space.dimensions) if self.store is not None else None
+        with self._lock:
+            if stored is not None:
+                if self._provider is provider:
+                    self._remember(key, stored)
+                return stored, None
             future = self._inflight.get(key)
             if future is None:
                 if self._pool is None:
                     self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="crewlet-query-embed")
                 future = self._pool.submit(self._embed, provider, key)
                 self._inflight[key] = future
+            return None, future
+
+    def start(self, company: Any, text: str) -> None:
+        """Begin embedding `text` now (or find it cached), without waiting for it."""
+        provider = self.provider(company)
+        if provider is not None:
+            self._lookup(provider, " ".join(text.split()))
+
+    def vector(self, company: Any, text: str) -> QueryVector:
+        provider = self.provider(company)
+        if provider is None:
+            return QueryVector(None, "", "", "off", "vectors are off (knowledge.vectors = false)")
+        space = provider.space.key()
+        key = " ".join(text.split())
+        hit, future = self._lookup(provider, key)
+        if hit is not None:
+            return QueryVector(hit, space, provider.space.model, cached=True)
+        assert future is not None
         try:
             vector = future.result(timeout=self.timeout_s)
         except FutureTimeout:
@@ -93,6 +123,13 @@ class QueryEmbedder:
                                f"{provider.space.model} could not embed the query: {exc}")
         return QueryVector(vector, space, provider.space.model)
 
+    def _remember(self, key: str, vector: np.ndarray) -> None:
+        """Into the memory cache (under the lock)."""
+        self._cache[key] = vector
+        self._cache.move_to_end(key)
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+
     def _embed(self, provider: Provider, key: str) -> np.ndarray:
         import numpy as np
 
@@ -101,11 +138,11 @@ class QueryEmbedder:
             if not np.all(np.isfinite(vector)) or not np.any(vector):
                 raise ProviderError("the query's vector is not finite or is all zero")
             with self._lock:
-                if self._provider is provider:
-                    self._cache[key] = vector
-                    self._cache.move_to_end(key)
-                    while len(self._cache) > self.cache_size:
-                        self._cache.popitem(last=False)
+                current = self._provider is provider
+                if current:
+                    self._remember(key, vector)
+            if current and self.store is not None:
+                self.store.put(provider.space.key(), key, vector)
             return vector
         finally:
             with self._lock:
@@ -120,3 +157,5 @@ class QueryEmbedder:
                 self._provider.close()
                 self._provider = None
             self._settings = None
+        if self.store is not None:
+            self.store.close()

@@ -96,10 +96,13 @@ class Outcome:
     # a remote backend's answer: where it came from (backend, url), whose credential asked, how it
     # ranked, how many requests it took (None for this node's own copy)
     source: dict[str, Any] | None = None
+    # what the relevance floor did (core/search/floor.py FloorReport); None when nothing was ranked by meaning
+    floor: Any = None
 
     def to_json(self) -> dict[str, Any]:
         out = {"served_mode": self.served_mode, "modes": self.modes, "degraded": self.degraded,
-               "message": self.message, "coverage": self.coverage.to_json()}
+               "message": self.message, "coverage": self.coverage.to_json(),
+               "floor": self.floor.to_json() if self.floor is not None else None}
         return out if self.source is None else out | {"source": self.source}
 
 

@@ -13,7 +13,9 @@ container's nearest pages even when they are far from the global nearest.
 Once the corpus has a semantic index (core/search/ivf/), stage one reads only the rows of the lists
 nearest the query's code, plus the rows no list holds yet (a re-filing in progress): an unfiltered
 search reads as many lists as the index's measurement says, a narrowed one reads lists nearest first until
-it has seen as many of its own rows as an unfiltered search reads, or scans past half the lists.
+it has seen as many of its own rows as an unfiltered search reads, or scans past half the lists. An index
+is read only while the corpus is at most 1.25 times what its latest measurement saw: grown past that, it
+is unmeasured on the corpus as it is, and the scan answers until the duty measures it again or retrains.
 
 Speed (bench/semantic.py measures each choice):
 
@@ -87,7 +89,7 @@ class CodeTable:
     n: int = 0                                  # rows used (live and dead)
     live: int = 0
     index: "IndexView | None" = None            # the installed semantic index, when there is one
-    index_key: tuple[int, int, int] | None = None
+    index_key: tuple[int, int, int, int] | None = None
     version: int = 0                            # moves whenever a row is added or killed
     _container_index: dict[str, int] = field(default_factory=dict, repr=False)
 
@@ -175,6 +177,7 @@ class IndexView:
     generation: int
     centroids: np.ndarray                       # (lists, width) uint8
     probes: int
+    measured_sources: int = 0                   # the corpus its latest measurement saw (0: unknown)
     members: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))   # filed live rows by list
     offsets: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))   # list l: members[o[l]:o[l+1]]
     sizes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
@@ -241,7 +244,7 @@ def rows_to_read(table: CodeTable, q: np.ndarray, mask: np.ndarray | None, probe
 def load_table(conn: Any, space: str, seq: int) -> CodeTable:
     """The space's codes read whole, through the covering index (never the wide rows), with the semantic
     index when one is installed."""
-    from ..vectors.index import index_key, read_index  # loads numpy: the semantic engine has it already
+    from ..vectors.index import index_key, measured_sources, read_index  # loads numpy: the semantic engine has it already
 
     row = read_index(conn, space)
     generation = row.generation if row is not None else None
@@ -262,7 +265,7 @@ def load_table(conn: Any, space: str, seq: int) -> CodeTable:
     table.append([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], b"".join(r[3] for r in rows),
                  [-1 if r[4] is None else r[4] for r in rows])
     if row is not None and (not rows or row.width == width):
-        table.index = IndexView(row.generation, row.centroids, row.probes)
+        table.index = IndexView(row.generation, row.centroids, row.probes, measured_sources(row))
     table.index_key = index_key(conn, space)
     return table
 
@@ -278,7 +281,7 @@ def refresh_table(conn: Any, table: CodeTable, seq: int) -> CodeTable:
     if (key is None) != (table.index_key is None) or (key and table.index_key and key[:2] != table.index_key[:2]):
         return load_table(conn, table.space, seq)
     if key and table.index is not None:
-        table.index.probes, table.index_key = key[2], key
+        table.index.probes, table.index.measured_sources, table.index_key = key[2], key[3], key
     generation = table.index.generation if table.index is not None else None
     changed = conn.execute(
         "SELECT v.id, v.source_id, v.space, v.container, c.code, CASE WHEN c.generation = ? THEN c.list END "
@@ -385,12 +388,21 @@ class SemanticRetriever:
             mask[np.asarray(rows, dtype=np.int64)] = False
         return mask
 
+    @staticmethod
+    def index_served(table: CodeTable) -> bool:
+        """The installed index answers stage one only over a corpus its latest measurement vouches for
+        (core/vectors/index.py, SERVE_GROWTH): grown past it, the scan answers until the duty measures again."""
+        from ..vectors.index import serves
+
+        index = table.index
+        return index is not None and (not index.measured_sources or serves(index.measured_sources, table.live))
+
     def candidates(self, table: CodeTable, q: np.ndarray, mask: np.ndarray, stage_one: int,
                    probes: int | None = None) -> np.ndarray:
         """Stage one: the rows (of those `mask` admits) nearest `q` — through the index's nearest lists when
         one is installed (`probes` overrides how many an unfiltered search reads), else every row."""
         admitted = int(np.count_nonzero(mask))
-        if table.index is not None:
+        if table.index is not None and self.index_served(table):
             narrowed = admitted < table.live - max(self.NARROW_SLACK, table.live // 100)
             rows, _ = rows_to_read(table, q, mask if narrowed else None, probes or table.index.probes)
             if rows is not None:

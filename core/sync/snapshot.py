@@ -152,7 +152,7 @@ def check(home: Home, file: Path) -> SnapshotInfo:
                               f"taken as {stored[0][:12]}… at its log position — take a new snapshot")
     company = config_mod.load(home.config_file) if home.config_file.is_file() else None
     if company is not None and company.log.backend == "jetstream":
-        _check_on_streams(file, company.log, first_op, positions)
+        _check_on_streams(file, company.log, first_op, positions, home, content)
         return SnapshotInfo(file, file.stat().st_size, positions)
     _check_against_peers(file, home, _at(home, positions), content)
     _check_same_log(file, home.log_file, first_op)
@@ -162,10 +162,13 @@ def check(home: Home, file: Path) -> SnapshotInfo:
     return SnapshotInfo(file, file.stat().st_size, positions)
 
 
-def _check_on_streams(file: Path, settings: Any, first_op: str | None, positions: dict[str, Applied]) -> None:
+def _check_on_streams(file: Path, settings: Any, first_op: str | None, positions: dict[str, Applied], home: Home,
+                      content: str) -> None:
     """The same checks against the company's streams: the pages stream's seq 1 is the record the snapshot
-    applied as seq 1, and each stream holds, at the snapshot's position, the very record it applied there."""
+    applied as seq 1, each stream holds, at the snapshot's position, the very record it applied there, and no
+    node that said its digest in the company's nodes bucket at those positions holds other content."""
     from ..log import LogFailed, Record, jetstream
+    from ..log.jetstream_company import KvBoard
 
     try:
         pages, vectors = jetstream.open_logs(settings, name="crewlet snapshot check")
@@ -192,6 +195,7 @@ def _check_on_streams(file: Path, settings: Any, first_op: str | None, positions
                 why = "a gap" if exc.kind == "cut" else "another log"
                 raise SnapshotRefused(f"{file} does not match {stream.stream}: {why} — the snapshot applied it through "
                                       f"seq {applied.seq:,} ({exc.reason}); take a snapshot of a node of this company") from None
+        _check_against_peers(file, home, _at(home, positions), content, KvBoard(pages.conn, settings.stream_prefix))
     finally:
         pages.close()
         vectors.close()
@@ -202,14 +206,15 @@ def _at(home: Home, positions: dict[str, Applied]) -> dict[str, int]:
     return {spec.position: positions[spec.name].seq for spec in home_logs(home) if spec.name in positions}
 
 
-def _check_against_peers(file: Path, home: Home, at: dict[str, int], content: str) -> None:
-    """A node of the shared directory that published its content digest at the very positions the snapshot stands
-    for must hold the snapshot's content: otherwise the snapshot (or that node) is not what the log made."""
-    if home.shared is None:
+def _check_against_peers(file: Path, home: Home, at: dict[str, int], content: str, board: Any = None) -> None:
+    """A node of the company that published its content digest at the very positions the snapshot stands for
+    must hold the snapshot's content: otherwise the snapshot (or that node) is not what the log made. The peers
+    are read from `board` (the nodes bucket on JetStream), else from the shared directory's nodes/."""
+    if board is None and home.shared is None:
         return
     from ..log import peers as peers_mod
 
-    for peer in peers_mod.read_peers(home):
+    for peer in peers_mod.read_peers(home, board):
         if peer.digest is None or peer.digest.get("positions") != at or peer.digest["content"] == content:
             continue
         where = ", ".join(f"{name} seq {seq:,}" for name, seq in sorted(at.items()))
