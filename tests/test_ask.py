@@ -296,6 +296,23 @@ def test_a_question_nothing_matches_is_answered_without_a_model_and_costs_nothin
     assert server.requests == 0 and not (home.log_dir / "spend.jsonl").exists()
 
 
+def test_a_question_no_page_is_near_by_meaning_is_answered_without_a_model_on_an_embedded_home(tmp_path, server):
+    """With vectors on, search by meaning always has a nearest page: the search's relevance floor leaves it out, so
+    the ask sends nothing (before the floor, this question went out with 8 pages as its sources, and was paid)."""
+    root = tmp_path / "example"
+    assert cli(root, "init", "--example").exit_code == 0
+    worker = cli(root, "worker", "--once")
+    assert worker.exit_code == 0, worker.stderr
+    h = Home(root)
+    with_llm(h, base_url=server.url, model="test-model", max_output_tokens=200, timeout_s=10)
+    out = ask_json(root, "zebra quartz xylophone")
+    assert (out["status"], out["sources"], out["spent"]) == ("no_match", [], 0)
+    assert out["search"]["served_mode"] == "hybrid" and "nothing close enough" in out["reason"]
+    assert server.requests == 0
+    # the same home answers a question its pages hold, by a model: the floor cut noise, not the search
+    assert ask_json(root, "how do we roll back a deploy?")["status"] == "answered" and server.requests == 1
+
+
 def test_usage_errors_and_an_agent_is_refused(home, server):
     assert cli(home.root, "ask").exit_code == 2
     assert cli(home.root, "ask", "   ").exit_code == 2
