@@ -21,6 +21,10 @@ from core.errors import KnowledgeElsewhere
 from core.embed import LOCAL_DIMENSIONS, LOCAL_MODEL, MAX_BATCH_INPUTS, EmbeddingsSettings
 from core.paths import read_node_file
 
+from core.chat import DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_MAX_SOURCES, DEFAULT_SOURCE_TOKENS, DEFAULT_TIMEOUT_S
+from core.chat import KEYS as LLM_KEYS
+from core.chat import MAX_TIMEOUT_S, WINDOWS, LlmSettings
+
 ACTOR_KINDS = ("person", "agent")
 KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 HANDLE_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
@@ -173,6 +177,7 @@ class Company:
     knowledge: Knowledge = field(default_factory=Knowledge)
     operator: str | None = None
     embeddings: EmbeddingsSettings = field(default_factory=EmbeddingsSettings)
+    llm: LlmSettings | None = None   # [providers.llm]: the chat model answers are written by (optional)
     activated_at: int = 0          # ms; the instant this configuration was activated (the file's mtime)
     integrations: Integrations = field(default_factory=Integrations)
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -343,6 +348,67 @@ def _parse_embeddings(file: Path, raw: Any) -> EmbeddingsSettings:
     )
 
 
+_LLM_TABLE = "providers.llm"
+_LLM_EXAMPLES = {"base_url": 'base_url = "https://api.openai.com/v1"', "model": 'model = "gpt-4o-mini"'}
+
+
+def _parse_llm(file: Path, raw: Any) -> LlmSettings | None:
+    """[providers.llm], or None when the table is absent."""
+    if raw is None:
+        return None
+    e = _expect(file, _LLM_TABLE, raw, dict, "make [providers.llm] a table")
+    for key in e:
+        if key not in LLM_KEYS:
+            raise ConfigError(file, f"{_LLM_TABLE}.{key}", "not a setting of the chat provider",
+                              f"remove it, or use one of: {', '.join(LLM_KEYS)}")
+    provider = e.get("provider", "openai")
+    if provider != "openai":
+        raise ConfigError(file, f"{_LLM_TABLE}.provider", f"{provider!r} is not a chat provider",
+                          'remove it, or set provider = "openai" (any OpenAI-compatible chat endpoint)')
+    missing = [k for k in ("base_url", "model") if k not in e]
+    if missing:
+        raise ConfigError(file, f"{_LLM_TABLE}.{missing[0]}", f"a chat provider needs {', '.join(missing)}",
+                          "add " + "; ".join(_LLM_EXAMPLES[k] for k in missing))
+    base_url = _expect(file, f"{_LLM_TABLE}.base_url", e["base_url"], str, _LLM_EXAMPLES["base_url"]).strip()
+    if not re.match(r"^https?://[^/\s]+", base_url):
+        raise ConfigError(file, f"{_LLM_TABLE}.base_url", f"{base_url!r} is not an http(s) URL",
+                          'write it with its scheme, e.g. base_url = "http://127.0.0.1:8080/v1" '
+                          "(questions are POSTed to {base_url}/chat/completions)")
+    model = _expect(file, f"{_LLM_TABLE}.model", e["model"], str, _LLM_EXAMPLES["model"]).strip()
+    if not model:
+        raise ConfigError(file, f"{_LLM_TABLE}.model", "is empty", f"name the endpoint's model, e.g. {_LLM_EXAMPLES['model']}")
+    api_key_env = _expect(file, f"{_LLM_TABLE}.api_key_env", e.get("api_key_env", ""), str, 'api_key_env = "OPENAI_API_KEY"')
+    if api_key_env and not ENV_NAME_RE.match(api_key_env):
+        looks_like_key = api_key_env.startswith("sk-") or len(api_key_env) >= 32
+        raise ConfigError(file, f"{_LLM_TABLE}.api_key_env",
+                          "looks like a key, not the name of an environment variable" if looks_like_key
+                          else "is not an environment variable name",
+                          'put the key in an environment variable and name it here, e.g. api_key_env = "OPENAI_API_KEY"'
+                          + (" (and rotate the key: it has been written to a file)" if looks_like_key else ""))
+    max_output = _whole(file, f"{_LLM_TABLE}.max_output_tokens", e.get("max_output_tokens", DEFAULT_MAX_OUTPUT_TOKENS),
+                        low=16, high=32_768, example=f"max_output_tokens = {DEFAULT_MAX_OUTPUT_TOKENS}")
+    max_source_tokens = _whole(file, f"{_LLM_TABLE}.max_source_tokens",
+                               e.get("max_source_tokens", DEFAULT_SOURCE_TOKENS), low=200, high=200_000,
+                               example=f"max_source_tokens = {DEFAULT_SOURCE_TOKENS}")
+    max_sources_n = _whole(file, f"{_LLM_TABLE}.max_sources", e.get("max_sources", DEFAULT_MAX_SOURCES), low=1, high=50,
+                           example=f"max_sources = {DEFAULT_MAX_SOURCES}")
+    timeout = e.get("timeout_s", DEFAULT_TIMEOUT_S)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise ConfigError(file, f"{_LLM_TABLE}.timeout_s", f"expected a number of seconds, found {type(timeout).__name__} "
+                          f"{timeout!r}", f"write a number, e.g. timeout_s = {DEFAULT_TIMEOUT_S:g}")
+    if not 0 < timeout <= MAX_TIMEOUT_S:
+        raise ConfigError(file, f"{_LLM_TABLE}.timeout_s", f"{timeout:g} is out of range",
+                          f"use more than 0 and at most {MAX_TIMEOUT_S:g} seconds, e.g. timeout_s = {DEFAULT_TIMEOUT_S:g}")
+    budgets = {}
+    for window in WINDOWS:
+        key = f"budget_tokens_{window}"
+        if key in e:
+            budgets[key] = _whole(file, f"{_LLM_TABLE}.{key}", e[key], low=1, example=f"{key} = 200000")
+    return LlmSettings(base_url=base_url.rstrip("/"), model=model, api_key_env=api_key_env,
+                       max_output_tokens=max_output, timeout_s=float(timeout), max_source_tokens=max_source_tokens,
+                       max_sources=max_sources_n, **budgets)
+
+
 def _urls(file: Path, key: str, value: Any, schemes: tuple[str, ...], example: str) -> tuple[str, ...]:
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, list) or not items or not all(isinstance(u, str) for u in items):
@@ -504,10 +570,11 @@ def parse(data: dict[str, Any], file: Path, activated_at: int = 0) -> Company:
 
     prov = _expect(file, "providers", data.get("providers", {}), dict, "make [providers] a table")
     embeddings = _parse_embeddings(file, prov.get("embeddings", {}))
+    llm = _parse_llm(file, prov.get("llm"))
 
     return Company(file=file, spaces=spaces, actors=actors, knowledge=knowledge, operator=operator,
-                   embeddings=embeddings, activated_at=activated_at, integrations=integrations, raw=data,
-                   log=_parse_log(file, data.get("log", {})))
+                   embeddings=embeddings, llm=llm, activated_at=activated_at, integrations=integrations,
+                   raw=data, log=_parse_log(file, data.get("log", {})))
 
 
 # -- the knowledge home: one backend, its integration, and an actor's own credential ---------------------

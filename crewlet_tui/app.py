@@ -517,6 +517,24 @@ class CrewletApp(App[None]):
         self.push_screen(SearchScreen(query, mode="keyword") if self.session and self.session.remote
                          else SearchScreen(query))
 
+    def open_ask(self, question: str = "") -> None:
+        """The Ask screen: a question answered from the pages, every claim cited (asked at once when given)."""
+        from .screens.ask import AskScreen
+
+        screen = self.screen
+        if isinstance(screen, AskScreen):
+            field = screen.query_one("#ask-input")
+            field.value = question  # type: ignore[attr-defined]
+            if question.strip():
+                screen.ask(question)
+            field.focus()
+            return
+        self.push_screen(AskScreen(question))
+
+    def action_ask(self) -> None:
+        if self.session is not None:
+            self.open_ask("")
+
     def open_external(self, url: str) -> None:
         """http(s) and mailto only (see links.py). Tests and screenshots never open anything."""
         self.opened_urls.append(url)

@@ -9,7 +9,8 @@ from typing import Optional
 
 import typer
 
-from . import cli_agents, cli_app, cli_import, cli_log, cli_mcp, cli_pages, cli_remote, cli_search, cli_sync, cli_worker
+from . import (cli_agents, cli_app, cli_ask, cli_import, cli_log, cli_mcp, cli_pages, cli_remote, cli_search, cli_sync,
+               cli_worker)
 from .cli_common import STATE, handle_errors, say_warnings_safely
 
 app = typer.Typer(
@@ -46,5 +47,5 @@ def _open_app() -> None:
 
 
 for _module in (cli_pages, cli_import, cli_search, cli_worker, cli_app, cli_log, cli_sync, cli_remote, cli_mcp,
-                cli_agents):
+                cli_agents, cli_ask):
     _module.register(app)

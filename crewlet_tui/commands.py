@@ -1,4 +1,4 @@
-"""The command palette (ctrl+p): search the knowledge base for what you type, or go to a screen."""
+"""The command palette (ctrl+p): search the knowledge base for what you type, ask it, or go to a screen."""
 from __future__ import annotations
 
 from functools import partial
@@ -22,6 +22,7 @@ class CrewletCommands(Provider):
         app = self.crewlet
         return [
             ("Search the knowledge base", "open the search screen", app.action_search),
+            ("Ask the knowledge base", "a question answered from the pages, every claim cited", app.action_ask),
             ("Spaces", "the declared spaces with their page counts", app.action_spaces),
             ("Trash", "trashed pages: restore, or purge (admin)", app.action_trash),
             ("Diaries", "agents' private diaries on this node, and their onboarding", app.action_diaries),
@@ -43,6 +44,9 @@ class CrewletCommands(Provider):
             yield Hit(1.0, Text.assemble("Search pages for ", (f"“{shown}”", "bold")),
                       partial(self.crewlet.open_search, text), text=f"Search pages for {shown}",
                       help="reads this node's copy: keyword and meaning, fused")
+            yield Hit(0.95, Text.assemble("Ask ", (f"“{shown}”", "bold")),
+                      partial(self.crewlet.open_ask, text), text=f"Ask {shown}",
+                      help="an answer written from the pages you may read, every claim cited")
         matcher = self.matcher(query)
         for name, help_text, action in self._screens():
             score = matcher.match(name)

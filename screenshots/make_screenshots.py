@@ -3,7 +3,7 @@
 Builds a temporary home with the bundled example knowledge base (or, in a build without the importer,
 a few pages made through KnowledgeBase), drives the app with Pilot at a fixed size with a fixed clock,
 fixed record times and page ids, and no cursor blink, and saves an SVG of each screen: spaces, outline,
-page, edit, conflict, history, search, trash, diaries, help. The same input gives the same SVGs.
+page, edit, conflict, history, search, ask, trash, diaries, help. The same input gives the same SVGs.
 
 With no --size it shoots both sizes the app is laid out for: 120x36 (`page.svg`, …) and the smallest
 terminal it promises to be usable in, 80x24 (`page-80x24.svg`, …), each from a home of its own.
@@ -47,14 +47,14 @@ _RECORD_NEW = record_mod.Record.new.__func__  # type: ignore[attr-defined]
 
 def fix_the_clock() -> None:
     ticks = itertools.count()
-    record_mod._now_ms = lambda: T0_MS + next(ticks) * 97_000  # type: ignore[attr-defined]
     # the background worker's records (vectors, the semantic index) tick a clock of their own: how many it
-    # writes between two saves depends on timing, and must not move the times the screens show
+    # writes between two saves depends on timing, and must not move the times the screens show. A record's
+    # time is given here, where it is made (core.clock.now_ms is imported by name wherever it is read)
     background = itertools.count()
 
     def new(cls, type: str, actor: str, payload: dict, *, at: int | None = None, **kw):  # type: ignore[no-untyped-def]
-        if at is None and type.startswith(("vector.", "index.")):
-            at = T0_MS + next(background) * 97_000
+        if at is None:
+            at = T0_MS + next(background if type.startswith(("vector.", "index.")) else ticks) * 97_000
         return _RECORD_NEW(cls, type, actor, payload, at=at, **kw)
 
     record_mod.Record.new = classmethod(new)  # type: ignore[assignment]
@@ -69,7 +69,7 @@ def fix_the_clock() -> None:
     service_mod.now_ms = lambda: T0_MS + next(ticks) * 97_000  # the rescued file's name  # type: ignore[assignment]
     try:
         from core.importer import plan as plan_mod
-        plan_mod._new_ids = lambda: iter(new_id, None)  # the importer draws its ids in bulk  # type: ignore[attr-defined]
+        plan_mod.new_ids = lambda: iter(new_id, None)  # the importer draws its ids in bulk  # type: ignore[assignment]
     except ImportError:
         pass
 
@@ -232,6 +232,13 @@ async def shoot(home: Home, ids: dict[str, str], out: Path, size: tuple[int, int
                          and "searching for" not in str(app.screen.query_one("#search-outcome").render()))
         await settle(pilot)
         save("search")
+
+        await pilot.press("f3")  # the same words, asked: no model is configured here, so its passages
+        await wait_until(pilot, lambda: screen_is("AskScreen") and app.screen.answer is not None)
+        await settle(pilot)
+        save("ask")
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: screen_is("SearchScreen"))
 
         app.action_trash()
         await wait_until(pilot, lambda: screen_is("TrashScreen") and app.screen.pages)

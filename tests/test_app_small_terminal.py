@@ -34,6 +34,7 @@ NEEDED: dict[str, set[str]] = {
     "conflict": {"Merged: keep mine", "Add theirs below", "Back to editor", "Help"},
     "history": {"Body/diff", "Back", "Search", "Help"},
     "search": {"Mode", "Back", "Help"},
+    "ask": {"Ask again", "Back", "Help"},
     "trash": {"Restore", "Purge (admin)", "Back", "Search", "Help"},
     # a dialog's footer says what the dialog takes (the keys of the screen beneath wait)
     "help": {"Close"},
@@ -45,6 +46,7 @@ NOT_SHOWN: dict[str, set[str]] = {
     "page": {"Restore"},
     "trashed-page": {"Edit", "Trash", "Comment", "New", "Rename"},
     "search": {"Search"},          # the box types a slash: "/ Search" there would be a key that does not work
+    "ask": {"Search"},             # the same box, and a question ends in "?"
     **{d: {"Edit", "History", "Trash", "Back"} for d in ("help", "move", "new-page", "confirm")},
 }
 # what each screen shows of the example, so "usable" is more than a footer
@@ -58,6 +60,7 @@ SHOWS: dict[str, tuple[str, ...]] = {
     "conflict": ("Not saved", "Your text (not saved yet)", "Revision 2 by sam"),
     "history": ("History of ENG/Deploy Runbook", "create"),
     "search": ("searching this copy", "429 backoff in the GitLab client", "↓ the results"),
+    "ask": ("No model is configured", "Sources", "[1] Deploy Runbook"),
     "trash": ("Trash", "ENG/Rollback"),
     "help": ("crewlet — keys", "escape"),
     "move": ("Move",),
@@ -103,6 +106,14 @@ async def go(pilot: Any, name: str) -> None:
         await pilot.press(*"429 backoff")
         await pilot.press("enter")
         await wait_until(pilot, lambda: app.screen.last is not None and app.screen.last.hits)
+        return
+    if name == "ask":
+        from test_app_support import build_index
+
+        build_index(app.home)
+        app.open_ask("how do we deploy a change?")
+        await wait_screen(pilot, "AskScreen")
+        await wait_until(pilot, lambda: app.screen.answer is not None)
         return
     ref = "ENG/Deploy Runbook"
     if name == "trashed-page":

@@ -16,7 +16,7 @@ CORE = ROOT / "core"
 # the floors, lowest first: a package imports packages on its own floor or below
 FLOORS = [
     {"errors", "durable", "clock", "text", "store", "process"},
-    {"paths", "log", "embed", "diagnostics", "leases"},
+    {"paths", "log", "embed", "chat", "diagnostics", "leases"},
     {"config"},
     {"replica"},
     {"pages", "vectors", "recover", "repaired"},
@@ -24,7 +24,7 @@ FLOORS = [
     {"repair", "search", "agents"},
     {"sync", "importer", "evaluate", "remote"},
     {"duties", "knowledge"},
-    {"mcp"},
+    {"mcp", "ask"},
 ]
 # the arrows that run up a floor, each named and justified in docs/architecture.md (at most two)
 UPWARD: dict[tuple[str, str], str] = {}

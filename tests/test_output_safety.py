@@ -99,6 +99,7 @@ def test_json_output_escapes_what_a_terminal_would_act_on_and_keeps_the_data(hos
     ["page", "show", "{pid}"], ["page", "show", "{pid}", "--revision", "1"], ["pages", "ENG"],
     ["pages", "ENG", "--parent", "ENG/Hostile Folder"], ["page", "history", "{pid}"], ["page", "diff", "{pid}", "2"],
     ["page", "backlinks", "{pid}"], ["trash"], ["spaces"], ["page", "rename", "{pid}", "Runbook Safe"],
+    ["ask", "deploy"], ["ask", "--spend"],
 ])
 def test_every_plain_and_json_output_is_inert(hostile, args):
     home, pid = hostile

@@ -68,6 +68,10 @@ def instructions(session: Session) -> str:
         "list_pages. Create pages with write_page, change them with save_page against the revision you read, "
         "remark on them with comment_on_page. Link pages by id: [its title](#/knowledge/pages/<page id>).",
     ]
+    if not who.is_agent:
+        lines.append("When the person wants an answer rather than a list of pages, answer_knowledge writes one from the "
+                     "pages with a chat model, every claim cited [n] to its numbered sources (it spends the company's "
+                     "tokens).")
     if who.is_agent:
         lines.append("You also have a private diary and an onboarding: call onboarding_status first in every session "
                      "(read what it names, then mark_onboarded); recall_memory before a task brings back what you "

@@ -359,8 +359,28 @@ def m009_agent_diary(conn: Any) -> None:
                      f"ON CONFLICT(agent) DO UPDATE SET version = version + 1, notes = notes + ({delta}); END")
 
 
+# A migration is known by its name (recorded in _migrations), not its place: m009 landed on main before m008
+# did, so a home that ran m009 first runs m008 on its next open. Each stands alone (its own tables), so the
+# order they run in does not matter.
+def m010_answer_cache(conn: Any) -> None:
+    """This node's answers to questions (`crewlet ask`), each kept at the corpus position it was written
+    at: a write that moves the pages or vector log's applied position retires it (core/ask/cache.py)."""
+    _run_script(conn, """
+        CREATE TABLE answer_cache (
+            key TEXT PRIMARY KEY,          -- sha256 of the folded question, the spaces read, the model
+            pages_seq INTEGER NOT NULL,    -- the applied positions the answer was written at
+            vectors_seq INTEGER NOT NULL,
+            answer TEXT NOT NULL,          -- JSON: the Answer as first given
+            created_at INTEGER NOT NULL,
+            used_at INTEGER NOT NULL
+        );
+        CREATE INDEX answer_cache_used ON answer_cache(used_at)
+        """)
+
+
 MIGRATIONS: list[Migration] = [m001_pages, m002_read_context, m003_duties, m004_vectors, m005_log_position_digest,
-                               m006_vector_reads, m007_semantic_index, m008_counts, m009_agent_diary]
+                               m006_vector_reads, m007_semantic_index, m008_counts, m009_agent_diary,
+                               m010_answer_cache]
 
 
 def migrate(conn: Any) -> list[str]:

@@ -35,8 +35,8 @@ from ..store.migrations import MIGRATIONS
 from ..store.digest import content_digest
 
 # each node's own: never carried by a snapshot (agents' diaries are private to the node they run on, and
-# follow its own database instead: core/agents/carry.py)
-NODE_LOCAL_TABLES = ("duties", "page_links", "embed_holds", "agent_diary", "agent_diary_versions")
+# follow its own database instead: core/agents/carry.py; cached answers are the node's own, written for its askers)
+NODE_LOCAL_TABLES = ("duties", "page_links", "embed_holds", "agent_diary", "agent_diary_versions", "answer_cache")
 # what a snapshot says of itself: its content digest (core/store/digest.py) at its positions, checked on adopt
 META = "crewlet_snapshot"
 

@@ -71,8 +71,16 @@ SECTIONS: list[tuple[str, tuple[str, ...], list[tuple[str, str]]]] = [
         ("", "it searches as you type, when you pause (0.6 s)"),
         ("enter", "search now (in the box) / open the result (in the list)"),
         ("f2", "next mode: hybrid, keyword, meaning"),
+        ("f3", "ask the words in the box as a question (the Ask screen)"),
         ("f1", "this help (the box types ? and /)"),
         ("↓", "from the box to the results"),
+    ]),
+    ("Ask", ("AskScreen",), [
+        ("enter", "ask (in the box) / open the source's page (in the list)"),
+        ("f1", "this help (the box types ? and /)"),
+        ("↓", "from the box to the sources"),
+        ("f5", "write the answer again, even when one is cached"),
+        ("[n] links", "a citation opens source n's page"),
     ]),
     ("Trash", ("TrashScreen",), [
         ("u", "restore the page"),

@@ -61,6 +61,7 @@ class SearchScreen(CrewletScreen):
     # the box takes every printable key (/ and ? are typed, not keys here): help is f1, as in the editor
     BINDINGS = [
         Binding("f2", "next_mode", "Mode"),
+        Binding("f3", "ask", "Ask"),
         Binding("down", "focus_results", "Results", show=False),   # the box scrolls on ↓ first: said below
         Binding("escape", "back", "Back"),
         Binding("f1", "app.help", "Help"),
@@ -207,6 +208,10 @@ class SearchScreen(CrewletScreen):
 
     def action_focus_query(self) -> None:
         self.query_one("#search-input", Input).focus()
+
+    def action_ask(self) -> None:
+        """The words in the box, asked as a question (the Ask screen)."""
+        self.crewlet.open_ask(self.query_one("#search-input", Input).value)
 
     def action_focus_results(self) -> None:
         results = self.query_one("#search-results", OptionList)

@@ -8,7 +8,8 @@ changes. See docs/architecture.md.
 """
 from __future__ import annotations
 
-from . import comment_on_page, diary, get_page, list_pages, onboarding, save_page, search_knowledge, write_page
+from . import (answer_knowledge, comment_on_page, diary, get_page, list_pages, onboarding, save_page, search_knowledge,
+               write_page)
 from .base import Args, Reply, Tool
 
 # the knowledge app, as the spec names it
@@ -19,6 +20,8 @@ TOOLS: list[Tool] = [
     write_page.TOOL,
     save_page.TOOL,
     comment_on_page.TOOL,
+    # a person's question answered by the chat model from the pages (core/ask): offered to persons only
+    answer_knowledge.TOOL,
     # an agent's own memory (core/agents): offered to agents only
     diary.REMEMBER,
     diary.RECALL,
