@@ -69,7 +69,7 @@ def fix_the_clock() -> None:
     service_mod.now_ms = lambda: T0_MS + next(ticks) * 97_000  # the rescued file's name  # type: ignore[assignment]
     try:
         from core.importer import plan as plan_mod
-        plan_mod.new_ids = lambda: iter(new_id, None)  # the importer draws its ids in bulk  # type: ignore[assignment]
+        plan_mod._new_ids = lambda: iter(new_id, None)  # the importer draws its ids in bulk  # type: ignore[assignment]
     except ImportError:
         pass
 
