@@ -163,6 +163,7 @@ class Fleet:
                  sync: str = "always") -> None:
         self.base, self.backend, self.fault = base, backend, fault
         self.servers: list = []
+        self.cluster = None
         first = Home(base / "node0")
         init_home(first, config_mod.example_config())
         if backend == "jetstream":
@@ -171,7 +172,7 @@ class Fleet:
 
             if fault == "cluster":
                 cluster = NatsCluster(base / "nats", size=3, sync=sync).start()
-                self.servers, target = cluster.servers, cluster.url
+                self.servers, target, self.cluster = cluster.servers, cluster.url, cluster
             else:
                 server = NatsServer(base / "nats", sync=sync).start()
                 self.servers, target = [server], server.url
@@ -192,6 +193,13 @@ class Fleet:
             self.servers[0].start()
         elif self.fault == "cluster":
             self.servers[1].kill()
+
+    def settle(self) -> None:
+        """Before the nodes are compared: the stopped server's streams and buckets have new leaders among the
+        other two (until the election, seconds after the stop, a request to them gets no answer and a node
+        opened then is offline for a while: the nodes are compared once the cluster can answer)."""
+        if self.cluster is not None:
+            self.cluster.wait_leaders()
 
     def records(self) -> int:
         with Node.open(self.homes[0], sync_containers=False) as node:
@@ -317,6 +325,7 @@ def _run(fleet: Fleet, base: Path, ops: int, rnd: random.Random, kill: bool, sta
         else:
             result.rescued += 1
     by_op = {op: out for op, out in acked.items() if out[0] != "save"}
+    fleet.settle()
     for home in homes:
         with Node.open(home, sync_containers=False) as node:
             if node.damage is not None or node.offline is not None:

@@ -187,6 +187,34 @@ class NatsCluster:
             s.wait_ready()
         return self
 
+    def leaders(self, server: "NatsServer") -> dict[str, str | None]:
+        """Each stream's leader (KV buckets are streams too) as `server` sees it, by its monitor's /jsz, and the
+        leader of the JetStream API's own group under "(meta)"."""
+        with urllib.request.urlopen(f"{server.monitor}/jsz?accounts=true&streams=true", timeout=2) as resp:
+            data = json.loads(resp.read())
+        out = {"(meta)": (data.get("meta_cluster") or {}).get("leader")}
+        out.update({st["name"]: (st.get("cluster") or {}).get("leader")
+                    for acc in data.get("account_details") or [] for st in acc.get("stream_detail") or []})
+        return out
+
+    def wait_leaders(self, timeout: float = 3 * READY_S) -> None:
+        """Until every running server sees a running server lead every stream and the meta group. After a server stops, the
+        streams and buckets it led answer nothing until the others elect a new leader (nats-server's election
+        timeout, seconds): a request then times out, though two of three keep quorum."""
+        deadline = time.monotonic() + timeout
+        running = [s for s in self.servers if s.running]
+        names = {s.name for s in running}
+        views: dict[str, dict] = {}
+        while time.monotonic() < deadline:
+            try:
+                views = {s.name: self.leaders(s) for s in running}
+            except (OSError, ValueError):
+                views = {}
+            if views and all(v and all(lead in names for lead in v.values()) for v in views.values()):
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"no leader among the running servers {sorted(names)} in {timeout} s: {views}")
+
     def __enter__(self) -> "NatsCluster":
         return self.start()
 

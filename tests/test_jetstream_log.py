@@ -169,6 +169,67 @@ def test_servers_that_cannot_be_reached_refuse_at_once():
     flog.close()
 
 
+class RefusingServer:
+    """A server on 127.0.0.1 that does what nats-server does to a client without credentials, the socket
+    torn down the hard way: INFO, the client's CONNECT and PING read, `-ERR 'Authorization Violation'`, then
+    a reset (SO_LINGER 0) — as the kernel does when nats-server closes with bytes of the client unread. nats-py
+    reports the refusal and, closing the socket, a "Connection reset by peer" after it."""
+
+    def __init__(self) -> None:
+        import socket
+
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"nats://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.refused = 0
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        import socket
+        import struct
+
+        while True:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:     # closed: the test is over
+                return
+            with client:
+                client.sendall(b'INFO {"server_id":"refuser","version":"2.10.0","proto":1,"max_payload":1048576,'
+                               b'"auth_required":true}\r\n')
+                seen = b""
+                while b"PING\r\n" not in seen:
+                    chunk = client.recv(4096)
+                    if not chunk:
+                        break
+                    seen += chunk
+                client.sendall(b"-ERR 'Authorization Violation'\r\n")
+                client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                self.refused += 1
+
+    def close(self) -> None:
+        import socket
+
+        self.sock.shutdown(socket.SHUT_RDWR)     # wakes the accept() (a close alone does not, on Linux)
+        self.sock.close()
+        self._thread.join(timeout=5)
+        assert not self._thread.is_alive()
+
+
+def test_a_refusal_by_the_servers_is_the_reason_said_not_the_reset_of_the_socket_after_it():
+    server = RefusingServer()
+    try:
+        conn = Connection(settings(server.url))
+        assert conn.connect() is False
+        assert server.refused >= 1
+        assert "Authorization Violation" in conn.down_why, conn.down_why
+        with pytest.raises(LogUnreachable) as err:
+            JetStreamLog(conn, "crewlet", "pages").append_frames(recs(1))
+        assert "Authorization Violation" in str(err.value)
+        conn.close()
+    finally:
+        server.close()
+
+
 def test_a_read_far_behind_streams_through_a_consumer_in_order(nats_server):
     from core.log import jetstream
 

@@ -175,7 +175,8 @@ class Connection:
         self.down_why: str | None = None
         self._tried_at = 0.0
         self._users = 0
-        self._last_error: str | None = None     # what the servers last said went wrong (auth, TLS…)
+        self._last_error: str | None = None     # what last went wrong connecting (auth, TLS, a refused socket…)
+        self._server_said = False               # …and whether the servers said it (then it is the reason)
         self._acks: dict[str, asyncio.Future] = {}
         self._ack_prefix = ""
         self._ack_count = 0
@@ -213,7 +214,11 @@ class Connection:
 
     async def _on_error(self, exc: Exception) -> None:
         logger.info("NATS: %s", exc)
-        self._last_error = _why(exc)
+        # nats-py reports the server's refusal (-ERR 'Authorization Violation') and then, as it closes the socket
+        # the server has already reset, a "Connection reset by peer": the refusal stays the reason
+        said = _said_by_server(exc)
+        if said or not self._server_said:
+            self._last_error, self._server_said = _why(exc), said
 
     async def _on_disconnected(self) -> None:
         self._mark_down("the connection was lost")
@@ -237,6 +242,7 @@ class Connection:
     async def _connect(self) -> None:
         import nats
 
+        self._last_error, self._server_said = None, False    # this attempt's reasons, not an earlier one's
         nc = await nats.connect(**self._options())
         nc.options["max_reconnect_attempts"] = -1
         self._deliver_raw(nc)
@@ -582,6 +588,14 @@ class Connection:
 def _why(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text.removeprefix("nats: ")
+
+
+def _said_by_server(exc: BaseException) -> bool:
+    """The servers' own refusal of a connection: an -ERR line (nats-py raises it as a bare `Error`, or
+    `AuthorizationError`), or a TLS handshake that failed — not the socket and timeout errors around it."""
+    from nats import errors
+
+    return type(exc) in (errors.Error, errors.AuthorizationError) or isinstance(exc, ssl.SSLError)
 
 
 def _is_connection_error(exc: BaseException) -> bool:
