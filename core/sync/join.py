@@ -285,6 +285,23 @@ def _join_existing(home: Home, directory: Path, settings: config_mod.NodeSetting
 
 # -- a new node ---------------------------------------------------------------------------------------------
 
+@contextmanager
+def whole_or_nothing(root: Path) -> Iterator[None]:
+    """A new node's directory, made whole or not at all: on any failure inside, no half-made node is left
+    behind — the directory is as it was (absent, or empty)."""
+    created = not root.exists()
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        yield
+    except BaseException:
+        if created:
+            shutil.rmtree(root, ignore_errors=True)
+        else:
+            for child in list(root.iterdir()):
+                shutil.rmtree(child, ignore_errors=True) if child.is_dir() else child.unlink(missing_ok=True)
+        raise
+
+
 def _new_node(home: Home, directory: Path, snapshot: Path | None, operator: str | None,
               progress: Callable[[int], None] | None) -> JoinResult:
     if home.root.exists() and not _is_empty_dir(home.root):
@@ -301,22 +318,12 @@ def _new_node(home: Home, directory: Path, snapshot: Path | None, operator: str 
         raise Refused(f"--operator {operator} is not an actor of {directory / 'company.toml'} — name one of: "
                       f"{', '.join(sorted(company.actors)) or 'none'}", code="unknown_actor")
     result = JoinResult("new", directory, config_mod.new_node_id())
-    created = not home.root.exists()
-    home.root.mkdir(parents=True, exist_ok=True)
-    try:
+    with whole_or_nothing(home.root):
         config_mod.write_node(home.node_file, config_mod.NodeSettings(result.node_id, operator, str(directory)))
         joined = Home(home.root)  # points at DIR now: the snapshot is checked against the shared logs
         if snapshot is not None:
             result.snapshot = snapshot_mod.check(joined, snapshot)
             snapshot_mod.install(joined, result.snapshot)
-    except BaseException:
-        # no half-made node is left behind: the directory is as it was (absent, or empty)
-        if created:
-            shutil.rmtree(home.root, ignore_errors=True)
-        else:
-            for child in list(home.root.iterdir()):
-                shutil.rmtree(child, ignore_errors=True) if child.is_dir() else child.unlink(missing_ok=True)
-        raise
     result.applied = _open_and_apply(Home(home.root), progress)
     return result
 

@@ -18,7 +18,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 import time
 from collections.abc import Callable
@@ -302,22 +301,15 @@ def _new_node(home: Home, url: LogUrl, snapshot: Path | None, operator: str | No
         raise Refused(f"--operator {operator} is not an actor of the company on {url} — name one of: "
                       f"{', '.join(sorted(company.actors)) or 'none'}", code="unknown_actor")
     result = NatsJoinResult("new", url.shown(), config_mod.new_node_id())
-    created = not home.root.exists()
-    home.root.mkdir(parents=True, exist_ok=True)
-    try:
+    from .join import whole_or_nothing
+
+    with whole_or_nothing(home.root):
         write_atomic(home.config_file, text.encode("utf-8"))
         set_activation(home.config_file, activated_at)
         config_mod.write_node(home.node_file, config_mod.NodeSettings(result.node_id, operator, None))
         if snapshot is not None:
             result.snapshot = snapshot_mod.check(Home(home.root), snapshot)
             snapshot_mod.install(Home(home.root), result.snapshot)
-    except BaseException:
-        if created:
-            shutil.rmtree(home.root, ignore_errors=True)
-        else:
-            for child in list(home.root.iterdir()):
-                shutil.rmtree(child, ignore_errors=True) if child.is_dir() else child.unlink(missing_ok=True)
-        raise
     result.applied = _open_and_apply(Home(home.root), progress)
     return result
 
