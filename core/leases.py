@@ -57,6 +57,19 @@ class LeaseHolder:
         return self.process is not None and not self.process.running()
 
 
+def decide(held: LeaseHolder | None, owner: str, name: str, now: int) -> tuple[LeaseHolder | None, bool]:
+    """Who has the `name` lease that `owner` asks for at `now`, whatever keeps it (a file, a bucket):
+    (another holder, False) while that one is alive and unexpired; else (None, fresh) — `owner` has it, and
+    `fresh` when it is newly taken (its holding starts now)."""
+    if held is not None and held.owner != owner:
+        if held.expires_at > now and not held.dead():
+            return held, False
+        why = "its holder is not running" if held.expires_at > now else "it expired"
+        log.info("taking over the %s lease from %s (%s)", name, held.label, why)
+        return None, True
+    return None, held is None
+
+
 def _age(ms: int) -> str:
     s = max(0, ms) / 1000
     if s < 90:
@@ -117,14 +130,10 @@ class Lease:
         """Take or renew the lease. Returns None when this owner holds it now, else who does (a live holder)."""
         with self._locked():
             now = self.clock()
-            held = self.holder()
-            if held is not None and held.owner != self.owner:
-                if held.expires_at > now and not held.dead():
-                    return held
-                why = "its holder is not running" if held.expires_at > now else "it expired"
-                log.info("taking over the %s lease from %s (%s)", self.name, held.label, why)
-                self._since = None
-            elif held is None:
+            waits_for, fresh = decide(self.holder(), self.owner, self.name, now)
+            if waits_for is not None:
+                return waits_for
+            if fresh:
                 self._since = None
             self._write(now)
             return None

@@ -275,6 +275,18 @@ def test_a_fleet_duty_runs_on_one_node_of_the_company_whatever_machine_each_is_o
         ra.leases["fleet-probe"].release()
         assert rb.run_one(rb.duties[0], stop=stop).ran
 
+        from core.duties.kv_lease import KvLease
+
+        t = [10**13]
+        mine, theirs = (KvLease(n.log.conn, n.company.log.stream_prefix, "expiry-probe", owner, owner, 5,
+                                clock=lambda: t[0]) for n, owner in ((a, "node-a"), (b, "node-b")))
+        assert mine.acquire() is None
+        assert theirs.acquire().owner == "node-a"          # alive and unexpired: the other waits
+        t[0] += 6_000
+        assert theirs.acquire() is None                    # expired: taken over
+        assert theirs.holder().since == t[0]               # its holding starts at the takeover
+        assert mine.acquire().owner == "node-b"
+
 
 def test_log_check_reads_the_streams_back_and_a_stream_that_lost_what_a_node_applied_is_damage(tmp_path, nats_server):
     from nats_server import NatsServer

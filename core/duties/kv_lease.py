@@ -11,17 +11,15 @@ to well within a lease (minutes), as NTP keeps them."""
 from __future__ import annotations
 
 import json
-import logging
 import os
 from collections.abc import Callable
 from typing import Any
 
 from ..clock import now_ms
-from ..leases import LeaseHolder
+from ..leases import LeaseHolder, decide
 from ..log import LogFailed
 from ..process import Holder
 
-log = logging.getLogger("crewlet.worker")
 
 LEASES = "leases"
 
@@ -75,15 +73,10 @@ class KvLease:
         now = self.clock()
         try:
             held, revision = self._read()
-            if held is not None and held.owner != self.owner:
-                if held.expires_at > now and not held.dead():
-                    return held
-                why = "its holder is not running" if held.expires_at > now else "it expired"
-                log.info("taking over the %s lease from %s (%s)", self.name, held.label, why)
-                self._since = None
-            elif held is None:
-                self._since = None
-            if self._since is None:
+            waits_for, fresh = decide(held, self.owner, self.name, now)
+            if waits_for is not None:
+                return waits_for
+            if fresh or self._since is None:
                 self._since = now
             value = json.dumps({"owner": self.owner, "label": self.label, "pid": os.getpid(),
                                 "process": Holder.me().to_json(), "since": self._since, "renewed_at": now,
