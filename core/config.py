@@ -281,6 +281,20 @@ def _whole(file: Path, key: str, value: Any, *, low: int, high: int | None = Non
     return value
 
 
+def _api_key_env(file: Path, table: str, e: dict[str, Any]) -> str:
+    """The name of the environment variable holding a provider's key: a key written here instead is refused
+    (and said to be rotated: it is in a file now)."""
+    api_key_env = _expect(file, f"{table}.api_key_env", e.get("api_key_env", ""), str, 'api_key_env = "OPENAI_API_KEY"')
+    if api_key_env and not ENV_NAME_RE.match(api_key_env):
+        looks_like_key = api_key_env.startswith("sk-") or len(api_key_env) >= 32
+        raise ConfigError(file, f"{table}.api_key_env",
+                          "looks like a key, not the name of an environment variable" if looks_like_key
+                          else "is not an environment variable name",
+                          'put the key in an environment variable and name it here, e.g. api_key_env = "OPENAI_API_KEY"'
+                          + (" (and rotate the key: it has been written to a file)" if looks_like_key else ""))
+    return api_key_env
+
+
 def _parse_embeddings(file: Path, raw: Any) -> EmbeddingsSettings:
     """[providers.embeddings]; absent means the local model. An endpoint needs base_url, model and
     dimensions; its key is named by api_key_env and read from the environment when it is used."""
@@ -329,14 +343,7 @@ def _parse_embeddings(file: Path, raw: Any) -> EmbeddingsSettings:
     if not model:
         raise ConfigError(file, f"{table}.model", "is empty", 'name the endpoint\'s model, e.g. model = "text-embedding-3-small"')
     dimensions = _whole(file, f"{table}.dimensions", e["dimensions"], low=1, high=65_536, example="dimensions = 1536")
-    api_key_env = _expect(file, f"{table}.api_key_env", e.get("api_key_env", ""), str, 'api_key_env = "OPENAI_API_KEY"')
-    if api_key_env and not ENV_NAME_RE.match(api_key_env):
-        looks_like_key = api_key_env.startswith("sk-") or len(api_key_env) >= 32
-        raise ConfigError(file, f"{table}.api_key_env",
-                          "looks like a key, not the name of an environment variable" if looks_like_key
-                          else "is not an environment variable name",
-                          'put the key in an environment variable and name it here, e.g. api_key_env = "OPENAI_API_KEY"'
-                          + (" (and rotate the key: it has been written to a file)" if looks_like_key else ""))
+    api_key_env = _api_key_env(file, table, e)
     max_input_tokens = _whole(file, f"{table}.max_input_tokens", e.get("max_input_tokens", 8192), low=1,
                               example="max_input_tokens = 8192")
     max_batch_tokens = _whole(file, f"{table}.max_batch_tokens", e.get("max_batch_tokens", 300_000), low=1,
@@ -377,14 +384,7 @@ def _parse_llm(file: Path, raw: Any) -> LlmSettings | None:
     model = _expect(file, f"{_LLM_TABLE}.model", e["model"], str, _LLM_EXAMPLES["model"]).strip()
     if not model:
         raise ConfigError(file, f"{_LLM_TABLE}.model", "is empty", f"name the endpoint's model, e.g. {_LLM_EXAMPLES['model']}")
-    api_key_env = _expect(file, f"{_LLM_TABLE}.api_key_env", e.get("api_key_env", ""), str, 'api_key_env = "OPENAI_API_KEY"')
-    if api_key_env and not ENV_NAME_RE.match(api_key_env):
-        looks_like_key = api_key_env.startswith("sk-") or len(api_key_env) >= 32
-        raise ConfigError(file, f"{_LLM_TABLE}.api_key_env",
-                          "looks like a key, not the name of an environment variable" if looks_like_key
-                          else "is not an environment variable name",
-                          'put the key in an environment variable and name it here, e.g. api_key_env = "OPENAI_API_KEY"'
-                          + (" (and rotate the key: it has been written to a file)" if looks_like_key else ""))
+    api_key_env = _api_key_env(file, _LLM_TABLE, e)
     max_output = _whole(file, f"{_LLM_TABLE}.max_output_tokens", e.get("max_output_tokens", DEFAULT_MAX_OUTPUT_TOKENS),
                         low=16, high=32_768, example=f"max_output_tokens = {DEFAULT_MAX_OUTPUT_TOKENS}")
     max_source_tokens = _whole(file, f"{_LLM_TABLE}.max_source_tokens",
