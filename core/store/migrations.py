@@ -268,7 +268,12 @@ _COUNTS = [
             SELECT space FROM vectors WHERE source_id = OLD.id AND revision = OLD.revision
             AND container = OLD.container);
     END""",
-    """CREATE TRIGGER pages_count_update AFTER UPDATE OF container, parent_id, trashed_at, revision ON pages BEGIN
+    # a save changes a page's revision and nothing of where it is counted: its level and container counts are
+    # touched only when the page moved or went to or from the trash, its vector count only when a vector may
+    # stand for it differently
+    """CREATE TRIGGER pages_count_move AFTER UPDATE OF container, parent_id, trashed_at ON pages
+        WHEN OLD.container IS NOT NEW.container OR OLD.parent_id IS NOT NEW.parent_id
+          OR OLD.trashed_at IS NOT NEW.trashed_at BEGIN
         UPDATE page_levels SET live = live - 1 WHERE OLD.trashed_at IS NULL
             AND parent = coalesce(OLD.parent_id, '') AND container = OLD.container;
         UPDATE page_spaces SET live = live - 1 WHERE OLD.trashed_at IS NULL AND container = OLD.container;
@@ -276,6 +281,10 @@ _COUNTS = [
             WHERE NEW.trashed_at IS NULL ON CONFLICT (parent, container) DO UPDATE SET live = live + 1;
         INSERT INTO page_spaces (container, live) SELECT NEW.container, 1
             WHERE NEW.trashed_at IS NULL ON CONFLICT (container) DO UPDATE SET live = live + 1;
+    END""",
+    """CREATE TRIGGER pages_count_vectors AFTER UPDATE OF container, trashed_at, revision ON pages
+        WHEN OLD.container IS NOT NEW.container OR OLD.trashed_at IS NOT NEW.trashed_at
+          OR OLD.revision IS NOT NEW.revision BEGIN
         UPDATE vector_counts SET current = current - 1 WHERE OLD.trashed_at IS NULL AND space IN (
             SELECT space FROM vectors WHERE source_id = OLD.id AND revision = OLD.revision
             AND container = OLD.container);
