@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..agents.diary import diary_provider, has_provider, unit_vector
+from ..embed.registry import ProviderSlot
 from . import DIARY_FILL
 from .runner import Duty, DutyPass, PassContext
 
@@ -36,22 +37,13 @@ class DiaryFillDuty(Duty):
         self.threads = threads
         self.interval_s = interval_s
         self.provider_factory = provider_factory
-        self._provider: Any = None
-        self._settings: Any = None
+        self._slot = ProviderSlot(lambda company: self.provider_factory(company, threads=self.threads))
 
     def provider(self) -> Any:
-        settings = self.node.company.embeddings
-        if self._provider is None or settings != self._settings:
-            if self._provider is not None:
-                self._provider.close()
-            self._provider = self.provider_factory(self.node.company, threads=self.threads)
-            self._settings = settings
-        return self._provider
+        return self._slot.get(self.node.company, self.node.company.embeddings)
 
     def close(self) -> None:
-        if self._provider is not None:
-            self._provider.close()
-            self._provider = None
+        self._slot.close()
 
     def run_pass(self, ctx: PassContext) -> DutyPass:
         from ..embed.provider import InputRefused, ProviderError, ResponseRefused

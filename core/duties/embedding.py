@@ -41,7 +41,7 @@ from ..diagnostics import Diagnostics
 from ..clock import now_ms
 from ..vectors import records as vectors
 from ..embed.provider import InputRefused, Provider, ProviderError, ResponseRefused, default_threads
-from ..embed.registry import make_provider
+from ..embed.registry import ProviderSlot, make_provider
 from ..embed.text import BODY_READ_CHARS, bucket, embed_text
 from . import EMBEDDING
 from .runner import Duty, DutyPass, PassContext, read_duty_records
@@ -147,8 +147,7 @@ class EmbeddingDuty(Duty):
         self.pass_budget_s = pass_budget_s     # hand back after this long (None: at the tick's caps)
         self.yield_to = yield_to               # hand back as soon as this is set (another duty is wanted)
         self.diagnostics = Diagnostics(node.home.diagnostics_file)
-        self._provider: Provider | None = None
-        self._settings: Any = None
+        self._slot = ProviderSlot(lambda company: self.provider_factory(company, threads=self.threads))
         self._accepted_since: str | None = None    # the fingerprint a request was last accepted under
         self._said_every_refused: str | None = None
         self._run_done = 0
@@ -156,18 +155,10 @@ class EmbeddingDuty(Duty):
     # -- the provider as configured now ----------------------------------------------------------------
     def provider(self) -> Provider | None:
         company = self.node.company
-        settings = (company.knowledge.vectors, company.embeddings)
-        if self._provider is None or settings != self._settings:
-            if self._provider is not None:
-                self._provider.close()
-            self._provider = self.provider_factory(company, threads=self.threads)
-            self._settings = settings
-        return self._provider
+        return self._slot.get(company, (company.knowledge.vectors, company.embeddings))
 
     def close(self) -> None:
-        if self._provider is not None:
-            self._provider.close()
-            self._provider = None
+        self._slot.close()
 
     # -- one tick --------------------------------------------------------------------------------------
     def run_pass(self, ctx: PassContext) -> DutyPass:

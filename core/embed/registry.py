@@ -59,3 +59,24 @@ def make_provider(company: Configured, *, threads: int | None = None) -> Provide
         return None
     settings = company.embeddings
     return factory_for(settings.provider)(settings, threads)
+
+
+class ProviderSlot:
+    """The provider a long-lived worker embeds with: made on first use, and made again (the old one closed)
+    when the settings it was made from change — an edit of company.toml applies at the next pass."""
+
+    def __init__(self, make: Callable[[Any], Any]) -> None:
+        self._make = make
+        self._provider: Any = None
+        self._settings: Any = None
+
+    def get(self, company: Any, settings: Any) -> Any:
+        if self._provider is None or settings != self._settings:
+            self.close()
+            self._provider, self._settings = self._make(company), settings
+        return self._provider
+
+    def close(self) -> None:
+        if self._provider is not None:
+            self._provider.close()
+            self._provider = None
