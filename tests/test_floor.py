@@ -77,10 +77,11 @@ def test_apply_keeps_what_both_halves_found_and_cuts_folders_on_their_title_alon
 
 # -- through the searcher ----------------------------------------------------------------------------------
 
-@pytest.fixture
-def corpus(node):
+@pytest.fixture(params=["", "\n\t \n"], ids=["empty", "blank-lines"])
+def corpus(node, request):
     """Three pages at chosen cosines from the question "rollback plan": one near (0.6), one far (0.3), one
-    nearly unrelated (0.12); an empty folder near it (0.7); and what "zzqx" and "the" embed as."""
+    nearly unrelated (0.12); an empty folder near it (0.7) — its body empty, or only blank lines and tabs, a
+    folder by the outline's rule all the same —; and what "zzqx" and "the" embed as."""
     model = FakeModel()
     q = unit(3)
     model.vectors["rollback plan"] = q
@@ -90,7 +91,7 @@ def corpus(node):
     pages = {"near": add_page(node, "ENG", "Release notes", "what changed in the release"),
              "far": add_page(node, "ENG", "Incident review", "a postmortem of the outage"),
              "unrelated": add_page(node, "ENG", "Deploy checklist", "deploy steps, and the plan for a rollback"),
-             "folder": add_page(node, "ENG", "Operations", "")}
+             "folder": add_page(node, "ENG", "Operations", request.param)}
     for (name, pid), (cos, seed) in zip(pages.items(), ((0.6, 11), (0.3, 12), (0.12, 13), (0.7, 14))):
         put(node, pid, cosine_to(q, cos, seed))
     build_index(node)

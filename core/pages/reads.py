@@ -50,6 +50,21 @@ def by_id(conn: Any, ids: Sequence[str], columns: str = HIT_COLUMNS) -> dict[str
     return {r["id"]: r for r in conn.execute(f"SELECT {columns} FROM pages WHERE id IN ({_marks(len(ids))})", list(ids))}
 
 
+# a folder is a page whose body is blank by pages.model.is_folder's rule (FOLDER_BLANK): the same trim in SQL
+IS_FOLDER_SQL = "length(trim(body, char(9,10,13,32))) = 0"
+
+
+def folder_titles(conn: Any, ids: Sequence[str]) -> dict[str, str]:
+    """Which of these pages are folders: id -> title."""
+    found: dict[str, str] = {}
+    ids = list(ids)
+    for start in range(0, len(ids), 500):
+        chunk = ids[start:start + 500]
+        found.update((r[0], r[1]) for r in conn.execute(
+            f"SELECT id, title FROM pages WHERE id IN ({_marks(len(chunk))}) AND {IS_FOLDER_SQL}", chunk))
+    return found
+
+
 def bodies(conn: Any, ids: Sequence[str]) -> list[Any]:
     """(id, version, body) of the rows of `ids` that exist."""
     return conn.execute(f"SELECT id, version, body FROM pages WHERE id IN ({_marks(len(ids))})", list(ids)).fetchall()

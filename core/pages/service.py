@@ -494,7 +494,7 @@ class KnowledgeBase:
             rows = self.conn.execute(
                 "SELECT id, container, address, title, '' AS body, revision, parent_id, created_by, created_at, "
                 "saved_by, saved_at, updated_at, trashed_at, trashed_by, version, labels, "
-                "(length(trim(body, char(9,10,13,32))) = 0) AS is_folder, "
+                f"({reads.IS_FOLDER_SQL}) AS is_folder, "
                 "coalesce((SELECT live FROM page_levels l WHERE l.parent = p.id AND l.container = p.container), 0) "
                 "AS child_count "
                 # pages_level (container, parent_id, address) holds a level in order: without the hint SQLite
@@ -644,7 +644,7 @@ class KnowledgeBase:
             rows = self.conn.execute(
                 "SELECT id, container, address, title, '' AS body, revision, parent_id, created_by, created_at, "
                 "saved_by, saved_at, updated_at, trashed_at, trashed_by, version, labels, "
-                "(length(trim(body, char(9,10,13,32))) = 0) AS is_folder "
+                f"({reads.IS_FOLDER_SQL}) AS is_folder "
                 f"FROM pages WHERE {where} ORDER BY container, address, id LIMIT ?", [*args, limit + 1]).fetchall()
         more = len(rows) > limit
         rows = rows[:limit]

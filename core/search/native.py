@@ -174,9 +174,8 @@ class NativeSearcher:
             if provider is None:
                 return
             with self.node.lock:
-                stored = self.node.conn.execute("SELECT 1 FROM vectors WHERE space = ? LIMIT 1",
-                                                (provider.space.key(),)).fetchone()
-            if stored is not None:
+                stored = vectors.sources(self.node.conn, provider.space.key()) > 0
+            if stored:
                 self.embedder.start(company, query.text)
         except Exception:
             log.debug("query prefetch failed", exc_info=True)
@@ -294,7 +293,7 @@ class NativeSearcher:
             return half
         # the codes are read while the query embeds (a process's first search loads the model meanwhile)
         self.embedder.start(company, text)
-        self.semantic.table(space)
+        self.semantic.table(space, stamp.vectors)
         qv = self.embedder.vector(company, text)
         if qv.vector is None:
             half.degraded = PROVIDER_SLOW if qv.failure == "slow" else PROVIDER_FAILED
@@ -348,14 +347,8 @@ class NativeSearcher:
             return bool(terms & set(lexical.analyze(analyzer, title, None)))
 
         def folders(pages: list[str]) -> dict[str, str]:
-            found: dict[str, str] = {}
             with self.node.lock:
-                for start in range(0, len(pages), 500):
-                    chunk = pages[start:start + 500]
-                    found.update((r[0], r[1]) for r in self.node.conn.execute(
-                        f"SELECT id, title FROM pages WHERE id IN ({','.join('?' * len(chunk))}) AND trim(body) = ''",
-                        chunk))
-            return found
+                return reads.folder_titles(self.node.conn, pages)
 
         if meaning.known_words is None:
             meaning.known_words = self._known_words(words, text)
