@@ -13,11 +13,14 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from conftest import REPLAYED_TABLES, new_home, table_rows
 from typer.testing import CliRunner
 
 from core.log import FileLog
 from core.log.framing import HEADER_SIZE
+from core.errors import StaleRevision
 from core.node import Node
 from core.pages.service import KnowledgeBase
 from core.paths import Home
@@ -181,10 +184,8 @@ def test_a_refused_record_lost_from_the_log_is_given_back_as_the_outcome_it_was_
         kb = KnowledgeBase(node)
         page = kb.create_page("ENG", "Shared", "first")
         kb.save_page(page.id, "second", base_revision=1)
-        try:
+        with pytest.raises(StaleRevision):
             kb.save_page(page.id, "a stale third", base_revision=1)
-        except Exception:  # noqa: BLE001 - refused: stale
-            pass
         kb.create_page("ENG", "Later", "after")
     refused = [f for f in frames(home.log_file) if f[3] == "page.save"][-1]
     flip(home.log_file, refused[0] + HEADER_SIZE + 30)
@@ -382,10 +383,8 @@ def _every_kind_history(home: Home) -> dict[str, str]:
         kb.rename_page(d.id, "Delta Renamed", actor="alex")
         kb.trash_page(d.id, actor="alex")
         kb.purge_page(d.id, actor="alex")
-        try:
+        with pytest.raises(StaleRevision):                          # refused: stale, kept in rescued/
             kb.save_page(a.id, "a stale save", base_revision=1, actor="alex")
-        except Exception:  # noqa: BLE001 - refused: stale, kept in rescued/
-            pass
         kb.save_page(b.id, "", base_revision=1, actor="alex")          # a no-op: the body is unchanged
         kb.get_page(a.id, actor="eng-bot")                              # an agent's read: knowledge.read
         kb.mark_onboarded("eng-bot", "chain-1")
