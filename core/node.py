@@ -707,7 +707,7 @@ class Offline:
     def line(self) -> str:
         since = "never in contact from this home"
         if self.last_contact_ms:
-            ago = max(0, (time.time_ns() // 1_000_000 - self.last_contact_ms) // 1000)
+            ago = max(0, (now_ms() - self.last_contact_ms) // 1000)
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.last_contact_ms / 1000))
             since = f"behind since {when} ({_ago(ago)} ago), the last contact"
         return (f"offline: the log's NATS servers ({self.servers}) cannot be reached ({self.why}); this node serves "

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..clock import now_ms
 from .filelog import LogCorrupt, LogDamage, LogFailed, LogGap, LogMismatch, RecordTooLarge
 from .framing import MAX_BODY, Applied, Frame, FrameStatus, Stop, frame_digest
 from .nats_loop import LoopThread
@@ -230,13 +231,13 @@ class Connection:
         pass
 
     def _mark_up(self) -> None:
-        self.last_contact_ms = time.time_ns() // 1_000_000
+        self.last_contact_ms = now_ms()
         self.down_since_ms = None
         self.down_why = None
 
     def _mark_down(self, why: str) -> None:
         if self.down_since_ms is None:
-            self.down_since_ms = time.time_ns() // 1_000_000
+            self.down_since_ms = now_ms()
         self.down_why = why
 
     async def _connect(self) -> None:
@@ -362,7 +363,7 @@ class Connection:
                 self._mark_down(_why(exc))
                 raise LogUnreachable(self.servers, _why(exc), since_ms=self.down_since_ms) from exc
             raise
-        self.last_contact_ms = time.time_ns() // 1_000_000
+        self.last_contact_ms = now_ms()
         return out
 
     def retain(self) -> "Connection":
@@ -1128,7 +1129,7 @@ def note_contact(home: Any) -> None:
 
     from ..durable import write_atomic
 
-    now = time.time_ns() // 1_000_000
+    now = now_ms()
     path = home.root / CONTACT_FILE
     if now - _noted.get(path, 0) < CONTACT_EVERY_MS:
         return

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import os
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from .. import config as config_mod
+from ..clock import now_ms
 from ..durable import fsync_dir, write_atomic
 from ..errors import CrewletError, Refused
 from ..log import FileLog, Record
@@ -166,7 +166,7 @@ def _first(home: Home, url: LogUrl, company: config_mod.Company, s: config_mod.L
             data = dict(company.raw)
             data["log"] = log_table(s)
             text = _toml(data, home.config_file)
-            publish_company(conn, s.stream_prefix, text, company.activated_at or _now_ms())
+            publish_company(conn, s.stream_prefix, text, company.activated_at or now_ms())
             stamp = aside_stamp()
             shared = home.shared
             own_config = home.root / "company.toml"
@@ -269,10 +269,6 @@ def _toml(data: dict[str, Any], file: Path) -> str:
     text = tomli_w.dumps(data)
     config_mod.parse(__import__("tomllib").loads(text), file)   # never publish a configuration that would not load
     return text
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 # -- a new node -------------------------------------------------------------------------------------------------
