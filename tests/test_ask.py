@@ -352,6 +352,26 @@ def test_a_repeat_is_cached_until_a_write_moves_the_position(home, server):
     assert Ledger(home.log_dir).windows(None)[0].spent > spent_before
 
 
+def test_an_answer_paid_for_stands_when_the_cache_cannot_keep_it(home, server, monkeypatch):
+    from core.ask.cache import AnswerCache
+    from core.store.driver import sqlite3
+
+    def full(*_a, **_k):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    server.default = Reply("Roll back first [1].")
+    build_index(home)
+    with Node.open(home) as node:
+        asker = Asker(node)
+        monkeypatch.setattr(asker.cache, "put", full)      # the disk fills between the reply and the cache
+        try:
+            got = asker.answer("how do we roll back a deploy?", containers=["ENG"])
+        finally:
+            asker.close()
+    assert got.text == "Roll back first [1]." and not got.cached and server.requests == 1
+    assert isinstance(asker.cache, AnswerCache)
+
+
 def test_a_home_migrated_before_the_answer_cache_gains_it_and_keeps_its_diary(tmp_path, server,
                                                                                                monkeypatch):
     """A home made by the crewlet before the answer cache has m009 (the diary) and no m010. Migrations are known

@@ -12,6 +12,7 @@ import logging
 from pathlib import Path
 
 from ..store import connect, sqlite3
+from ..store.db import transaction
 
 log = logging.getLogger("crewlet.diary")
 
@@ -31,14 +32,9 @@ def carry_diaries(old_db: Path | str | None, new_db: Path) -> int:
             has = conn.execute("SELECT 1 FROM old.sqlite_master WHERE type = 'table' AND name = 'agent_diary'").fetchone()
             if not has:
                 return 0
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with transaction(conn):
                 cur = conn.execute(f"INSERT OR IGNORE INTO main.agent_diary ({_COLUMNS}) SELECT {_COLUMNS} "
                                    "FROM old.agent_diary ORDER BY id")
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
             return cur.rowcount or 0
         finally:
             conn.execute("DETACH DATABASE old")

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..errors import CrewletError, Invalid, Refused
+from ..store.driver import sqlite3
 from . import citations, passages, prompt, tokens
 from .cache import AnswerCache, cache_key
 from ..chat.openai_http import ChatFailed, ChatProvider, Usage
@@ -280,7 +281,10 @@ class Asker:
         written = self._write(base, settings, sent, who.handle, on_text, cancel)
         if key and use_cache and written.status in WRITTEN and _keepable(outcome) and \
                 (cancel is None or not cancel.is_set()):
-            self.cache.put(key, position, written.to_json())
+            try:
+                self.cache.put(key, position, written.to_json())
+            except (sqlite3.Error, OSError) as exc:   # the answer was written and paid for: it stands uncached
+                log.warning("could not keep the answer in the cache: %s", exc)
         return written
 
     def _spaces(self, question: str, handle: str, narrowing: list[str] | None) -> str:

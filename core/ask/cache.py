@@ -19,6 +19,7 @@ import json
 from typing import Any
 
 from ..clock import now_ms
+from ..store.db import transaction
 
 SIZE = 256
 
@@ -64,18 +65,12 @@ class AnswerCache:
             return
         now = now_ms()
         with self.node.lock:
-            conn = self.node.conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with transaction(self.node.conn) as conn:
                 conn.execute("INSERT OR REPLACE INTO answer_cache (key, pages_seq, vectors_seq, answer, created_at, "
                              "used_at) VALUES (?, ?, ?, ?, ?, ?)", (key, *position, json.dumps(answer), now, now))
                 conn.execute("DELETE FROM answer_cache WHERE key NOT IN "
                              "(SELECT key FROM answer_cache ORDER BY used_at DESC, created_at DESC LIMIT ?)",
                              (self.size,))
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
 
     def count(self) -> int:
         with self.node.lock:

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..agents.diary import diary_provider, has_provider, unit_vector
 from ..embed.registry import ProviderSlot
+from ..store.db import transaction
 from . import DIARY_FILL
 from .runner import Duty, DutyPass, PassContext
 
@@ -86,15 +87,9 @@ class DiaryFillDuty(Duty):
                     refused.append(note_id)
                 else:
                     updates.append((space, unit.tobytes(), note_id))
-            with self.node.lock:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    # a note forgotten meanwhile is simply not there to update
-                    conn.executemany("UPDATE agent_diary SET space = ?, vector = ?, held = NULL WHERE id = ?", updates)
-                    conn.execute("COMMIT")
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
+            with self.node.lock, transaction(conn):
+                # a note forgotten meanwhile is simply not there to update
+                conn.executemany("UPDATE agent_diary SET space = ?, vector = ?, held = NULL WHERE id = ?", updates)
             for note_id in refused:
                 held += self._hold(note_id, fingerprint, "a vector that is not finite or all zero")
             filled += len(updates)
