@@ -43,6 +43,7 @@ class Session:
         self.lock = threading.RLock()     # one call at a time over the one connection
         self._diary: Diary | None = None
         self._onboarding: Onboarding | None = None
+        self._asker: Any = None            # answer_knowledge's Asker: its chat client kept across calls
 
     # -- an agent's own memory (core/agents): made on first use ---------------------------------------
     @property
@@ -110,6 +111,19 @@ class Session:
         return self._follow.get()
 
     @property
+    def asker(self) -> Any:
+        """One Asker a session (its connection to the chat model kept across calls) over the searcher as it is
+        now: made again when the knowledge moved, as the searcher is (the Asker closes only what it made)."""
+        searcher = self.searcher
+        if self._asker is None or self._asker.searcher is not searcher:
+            from ..ask.answer import Asker
+
+            if self._asker is not None:
+                self._asker.close()
+            self._asker = Asker(self.node, searcher)
+        return self._asker
+
+    @property
     def site(self) -> RemoteSite | None:
         """The remote site the company's knowledge lives on (configuration current now); None: this node's."""
         self.node.refresh_config()
@@ -158,6 +172,8 @@ class Session:
     def close(self) -> None:
         """Close the searcher (the node is its opener's to close)."""
         with self.lock:
+            if self._asker is not None:
+                self._asker.close()
             self._follow.close()
             if self._diary is not None:
                 self._diary.close()

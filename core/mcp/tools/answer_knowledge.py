@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from ...ask.answer import FAILED, MAX_QUESTION_CHARS, NOT_SEARCHED, OVER_BUDGET, REFUSED, Asker
+from ...ask.answer import FAILED, MAX_QUESTION_CHARS, NOT_SEARCHED, OVER_BUDGET, REFUSED
 from ..session import Session
 from .base import Args, Reply, Tool
 
@@ -35,13 +35,9 @@ class AnswerArgs(Args):
 
 def run(session: Session, args: AnswerArgs) -> Reply:
     session.index_catch_up()
-    # the session's searcher is shared (its embedding model loaded once); the Asker closes only what it made
-    asker = Asker(session.node, session.searcher)
-    try:
-        result = asker.answer(args.question, session.handle, [args.container] if args.container else None,
-                              use_cache=not args.fresh)
-    finally:
-        asker.close()
+    # the session's Asker: its searcher the session's (the embedding model loaded once), its chat client kept
+    result = session.asker.answer(args.question, session.handle, [args.container] if args.container else None,
+                                  use_cache=not args.fresh)
     text = result.to_text()
     if result.status in NO_ANSWER:            # the reason is already its verdict line; say plainly there is none
         text = f"No answer was written — {text}"
