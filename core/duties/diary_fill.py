@@ -19,6 +19,7 @@ from typing import Any
 from ..agents.diary import diary_provider, has_provider, unit_vector
 from ..embed.registry import ProviderSlot
 from ..store.db import transaction
+from .embedding import pack
 from . import DIARY_FILL
 from .runner import Duty, DutyPass, PassContext
 
@@ -61,7 +62,7 @@ class DiaryFillDuty(Duty):
                 "SELECT id, text FROM agent_diary WHERE (space IS NULL OR space != ?) "
                 "AND (held IS NULL OR held != ?) ORDER BY id LIMIT ?", (space, fingerprint, MAX_NOTES_PASS)).fetchall()
         notes = [(int(r["id"]), r["text"]) for r in rows]
-        batches = _pack(notes, provider)
+        batches = pack(notes, provider, lambda note: len(note[1].encode("utf-8")))
         filled = held = requests = 0
         failure = ""
         while batches and not ctx.out_of_time():
@@ -117,22 +118,3 @@ class DiaryFillDuty(Duty):
         with self.node.lock:
             self.node.conn.execute("UPDATE agent_diary SET held = ? WHERE id = ?", (fingerprint, note_id))
         return 1
-
-
-def _pack(notes: list[tuple[int, str]], provider: Any) -> list[list[tuple[int, str]]]:
-    """Requests within the provider's input count and byte total, in order."""
-    limits = provider.limits
-    per_request = max(1, limits.max_batch_inputs)
-    batches: list[list[tuple[int, str]]] = []
-    batch: list[tuple[int, str]] = []
-    size = 0
-    for note in notes:
-        n = len(note[1].encode("utf-8"))
-        if batch and (len(batch) >= per_request or size + n > limits.max_batch_bytes):
-            batches.append(batch)
-            batch, size = [], 0
-        batch.append(note)
-        size += n
-    if batch:
-        batches.append(batch)
-    return batches

@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -114,20 +114,25 @@ def coverage(conn: Any, space: str, fingerprint: str | None = None) -> Embedding
     return EmbeddingCoverage(space, covered, total, held)
 
 
-def pack(items: list[Item], provider: Provider) -> list[list[Item]]:
+T = TypeVar("T")
+
+
+def pack(items: list[T], provider: Provider, nbytes: Callable[[T], int] = lambda item: item.nbytes  # type: ignore[attr-defined]
+         ) -> list[list[T]]:
     """Requests the model accepts for their size: at most 128 inputs (or the provider's fewer) and the
-    provider's byte total, greedily in order."""
+    provider's byte total (each item's `nbytes`), greedily in order."""
     limits = provider.limits
     per_request = max(1, min(MAX_INPUTS_REQUEST, limits.max_batch_inputs))
-    batches: list[list[Item]] = []
-    batch: list[Item] = []
+    batches: list[list[T]] = []
+    batch: list[T] = []
     size = 0
     for item in items:
-        if batch and (len(batch) >= per_request or size + item.nbytes > limits.max_batch_bytes):
+        n = nbytes(item)
+        if batch and (len(batch) >= per_request or size + n > limits.max_batch_bytes):
             batches.append(batch)
             batch, size = [], 0
         batch.append(item)
-        size += item.nbytes
+        size += n
     if batch:
         batches.append(batch)
     return batches
