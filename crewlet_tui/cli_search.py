@@ -178,14 +178,15 @@ def register(app: typer.Typer) -> None:
         """What the keyword index covers, how much is embedded for search by meaning, and the semantic index.
 
         How far behind the rows the keyword index is; the embedding duty's coverage and latest events; whether the semantic index is installed, how many lists a search reads, and a training in progress."""
-        from core.duties.embedding import semantic_status
-        from core.search.indexer import Indexer
-        from core.duties.semantic_index import index_status as semantic_index_status
+        # rows and the index's small files only: no Whoosh, no numpy, no model (flat at any size)
+        from core.duties.status import index_status as semantic_index_status
+        from core.duties.status import semantic_status
+        from core.search.index_state import keyword_status
 
         with open_node() as node:
             refuse_elsewhere(node, "index")
-            with Indexer(node.home) as indexer:
-                st = indexer.status()
+            with node.lock:
+                st = keyword_status(node.home.index_dir, node.conn)
             meaning = semantic_status(node)
             ivf = semantic_index_status(node, meaning.get("space"))
             damage = node.damage

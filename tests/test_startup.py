@@ -79,6 +79,25 @@ def test_page_show_imports_neither_textual_nor_the_search_engines(example_home):
     assert not report["asyncio"]
 
 
+def test_status_commands_load_no_engine(example_home):
+    """`index status`, `spaces`, `sync status` and `pages` answer from rows and the index's small files: at a
+    million pages their cost is the interpreter's, so none of them may pull in numpy, Whoosh or a model."""
+    home, _ = example_home
+    with Node.open(home) as node:        # a keyword index to report on, and a local model configured
+        from core.search.indexer import Indexer
+
+        with Indexer(node.home) as indexer:
+            indexer.run_pass(wait=True)
+    for argv in (["index", "status"], ["index", "status", "--json"], ["spaces"], ["sync", "status"], ["pages", "ENG"]):
+        report = probe("--home", str(home.root), *argv)
+        assert report["code"] == 0, (argv, report)
+        assert not set(HEAVY) & set(report["loaded"]), (argv, set(HEAVY) & set(report["loaded"]))
+    report = probe("--home", str(home.root), "index", "status", "--json")
+    status = json.loads(report["stdout"])
+    assert status["pages_indexed"] == 1 and status["behind"] == 0 and status["first_build_done"]
+    assert status["semantic"]["model"] and status["semantic"]["total"] == 1   # the provider was read, not loaded
+
+
 def test_a_keyword_search_loads_no_model_and_no_app(example_home):
     home, _ = example_home
     report = probe("--home", str(home.root), "search", "--mode", "keyword", "roll back")

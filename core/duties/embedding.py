@@ -44,7 +44,9 @@ from ..embed.provider import InputRefused, Provider, ProviderError, ResponseRefu
 from ..embed.registry import ProviderSlot, make_provider
 from ..embed.text import BODY_READ_CHARS, bucket, embed_text
 from . import EMBEDDING
-from .runner import Duty, DutyPass, PassContext, read_duty_records
+from .runner import Duty, DutyPass, PassContext
+# what the duty reports (its coverage, the held pages, `index status`'s section) is read in .status, without numpy
+from .status import coverage
 
 log = logging.getLogger("crewlet.embed")
 
@@ -85,33 +87,6 @@ class Request:
 
     items: list[Item]
     isolating: bool = False
-
-
-@dataclass
-class EmbeddingCoverage:
-    """The share of live pages with a current vector in the configured space."""
-
-    space: str
-    covered: int
-    total: int
-    held: int
-
-    @property
-    def share(self) -> float:
-        return self.covered / self.total if self.total else 1.0
-
-    def to_json(self) -> dict[str, Any]:
-        return {"space": self.space, "covered": self.covered, "total": self.total, "held": self.held,
-                "coverage": round(self.share, 4), "behind": self.total - self.covered}
-
-
-def coverage(conn: Any, space: str, fingerprint: str | None = None) -> EmbeddingCoverage:
-    covered, total = vectors.coverage(conn, space)
-    held = conn.execute("SELECT count(*) FROM embed_holds h JOIN pages p ON p.id = h.source_id "
-                        "WHERE p.trashed_at IS NULL AND h.revision = p.revision"
-                        + (" AND h.fingerprint = ?" if fingerprint else ""),
-                        (fingerprint,) if fingerprint else ()).fetchone()[0]
-    return EmbeddingCoverage(space, covered, total, held)
 
 
 T = TypeVar("T")
@@ -386,48 +361,3 @@ class EmbeddingDuty(Duty):
     def _event(self, event: str, message: str, provider: Provider, **fields: Any) -> str:
         self.diagnostics.record(event, message, model=provider.space.model, space=provider.space.key(), **fields)
         return message
-
-
-COVERAGE_WARNING = 0.95
-
-
-def semantic_status(node: Any) -> dict[str, Any]:
-    """How much of the knowledge base can be searched by meaning, for `crewlet index status` and the app:
-    the configured space and its coverage, every space the stored vectors are in, the embedding duty's last
-    pass and the latest of each embedding event. Reads rows only: nothing is loaded or called."""
-    company = node.company
-    out: dict[str, Any] = {"vectors": bool(company.knowledge.vectors)}
-    with node.lock:
-        out["spaces"] = vectors.spaces(node.conn)
-        record = read_duty_records(node.conn).get(EmbeddingDuty.name)
-    if record is not None:
-        out["last_pass"] = {"at": record.last_run_at, "summary": record.last_summary, "error": record.last_error,
-                            "holder": record.holder}
-    out["events"] = Diagnostics(node.home.diagnostics_file).latest("search_embed_")
-    if not company.knowledge.vectors:
-        return out
-    provider = make_provider(company, threads=1)
-    assert provider is not None
-    with node.lock:
-        cov = coverage(node.conn, provider.space.key(), provider.fingerprint)
-    out |= {"provider": provider.space.provider, "model": provider.space.model,
-            "dimensions": provider.space.dimensions} | cov.to_json()
-    out["warning"] = cov.share < COVERAGE_WARNING
-    out["held_pages"] = held_pages(node, provider.fingerprint) if cov.held else []
-    return out
-
-
-HELD_LISTED = 20   # held pages named by `index status` (--json lists as many)
-
-
-def held_pages(node: Any, fingerprint: str | None = None, limit: int = HELD_LISTED) -> list[dict[str, Any]]:
-    """The pages the provider refused, by name: what `crewlet index status` shows of them (the events name
-    only the latest, by id)."""
-    with node.lock:
-        rows = node.conn.execute(
-            "SELECT p.id, p.container, p.title, h.reason, h.refused_at, h.held_until, h.bytes FROM embed_holds h "
-            "JOIN pages p ON p.id = h.source_id WHERE p.trashed_at IS NULL AND h.revision = p.revision"
-            + (" AND h.fingerprint = ?" if fingerprint else "") + " ORDER BY p.container, p.title LIMIT ?",
-            ((fingerprint, limit) if fingerprint else (limit,))).fetchall()
-    return [{"page_id": r["id"], "container": r["container"], "title": r["title"], "reason": r["reason"],
-             "refused_at": r["refused_at"], "held_until": r["held_until"], "bytes": r["bytes"]} for r in rows]

@@ -42,7 +42,7 @@ from ..search.ivf import kmeans, measure, training
 from ..vectors import index as store
 from ..vectors import records as vectors
 from . import SEMANTIC_INDEX
-from .runner import Duty, DutyPass, PassContext, read_duty_records
+from .runner import Duty, DutyPass, PassContext
 
 log = logging.getLogger("crewlet.search")
 
@@ -312,25 +312,3 @@ class IndexTrainingDuty(Duty):
             ctx.note_status({"running": {"phase": phase, "label": label, "done": done, "total": total, "since": started}})
 
         return progress
-
-
-def index_status(node: Any, space: str | None) -> dict[str, Any]:
-    """The semantic index for `crewlet index status` and the app: what is installed, the duty's last pass,
-    and a training or re-measurement in progress (written by the duty about once a second)."""
-    with node.lock:
-        row = store.read_index(node.conn, space) if space else None
-        record = read_duty_records(node.conn).get(IndexTrainingDuty.name)
-        sources = vectors.sources(node.conn, space) if space else 0
-    out: dict[str, Any] = {"space": space, "sources": sources, "installed": row is not None,
-                           "min_sources": training.MIN_SOURCES}
-    if row is not None:
-        out |= {k: v for k, v in row.summary().items() if k != "space"}
-    if record is not None:
-        out["last_pass"] = {"at": record.last_run_at, "summary": record.last_summary, "error": record.last_error,
-                            "holder": record.holder}
-        running = record.status.get("running")
-        if running and record.last_run_at is not None and running.get("since", 0) > record.last_run_at:
-            out["running"] = running
-        if record.status.get("declined_at") and row is None:
-            out["declined_at"] = record.status["declined_at"]
-    return out

@@ -8,7 +8,7 @@ its space names. Nothing is downloaded at run time.
 The pipeline is sentence-transformers' for this model: at most 256 tokens an input (longer inputs
 are truncated), mean pooling over the attention mask, then L2 normalisation.
 
-onnxruntime and tokenizers are imported inside functions: a CLI command that never embeds never
+onnxruntime, tokenizers and numpy are imported inside functions: a CLI command that never embeds never
 pays for them. The session loads once per process (per thread count) and is shared.
 """
 from __future__ import annotations
@@ -19,9 +19,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 from core.embed.provider import (
     MAX_INPUT_BYTES,
@@ -146,7 +147,9 @@ def _load(threads: int, lane: int = 0) -> _Loaded:
 
 def _run(loaded: _Loaded, ids: list[list[int]], deadline: float) -> np.ndarray:
     """One onnxruntime run over inputs padded to the longest: pooled, normalised vectors."""
+    import numpy as np
     import onnxruntime as ort
+
     width = max(len(x) for x in ids)
     input_ids = np.zeros((len(ids), width), dtype=np.int64)
     mask = np.zeros((len(ids), width), dtype=np.int64)

@@ -18,7 +18,7 @@ import numpy as np
 
 from . import lexical
 from .access import Access
-from .indexer import IndexManifest, covered_seq, read_state, state_path
+from .index_state import IndexManifest, covered_seq, read_state, state_path
 from .lexical import DEFAULT_RANKING, Ranking, SegmentCache, Snapshot
 from .seam import Coverage
 from .snippets import TermFinder

@@ -13,7 +13,7 @@ stored ids and posting lists by the segment's id (Whoosh never rewrites a segmen
 read afresh per generation), and everything else per index generation (a `Snapshot`).
 
 A change to what the index derives — a field, the analyser, the body's text, the link grammar —
-bumps INDEX_DERIVATION; the indexer then re-derives every row once, on its own.
+bumps INDEX_DERIVATION (defined in core/search/index_state.py); the indexer then re-derives every row once.
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ from .index_files import (BODY, INDEX_NAME, TITLE, FileMarks, create_index, docu
 from .analysis import (MAX_QUERY_TERMS, WORD_PATTERN, TermCounts, TermWeights, UnderscoreParts, analyze,  # noqa: F401
                        make_analyzer, term_counter, token_spans)
 
-INDEX_DERIVATION = 3
+from .index_state import INDEX_DERIVATION  # noqa: E402,F401  (bumped there: the status reads it without Whoosh)
 DERIVATION_NOTE = ("title and plain-text body (Markdown, YAML front matter and URLs stripped, backslash escapes "
                    "resolved), an identifier's underscore-separated parts as words too, Snowball English stems "
                    "(libstemmer), English stop words; backlinks by page id outside code")

@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import json
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -26,6 +25,8 @@ import numpy as np
 from ..log import Record
 from ..replica.shapes import DICT, INT, LIST, TEXT, Shape, need
 from .hamming import nearest_lists
+# the installed index as its row reads it lives in .index_row (no numpy until the centroids are asked for)
+from .index_row import SERVE_GROWTH, IndexRow, index_key, measured_sources, read_index, serves  # noqa: F401
 
 ACTOR = "embedding-duty"
 INSTALL, REFILE, MEASURE, RETIRE = "index.install", "index.refile", "index.measure", "index.retire"
@@ -68,84 +69,6 @@ def retire_record(space: str, generation: int, reason: str) -> Record:
 
 
 # -- reading ---------------------------------------------------------------------------------------------
-
-@dataclass
-class IndexRow:
-    """The installed index of one space, as this node applied it."""
-
-    space: str
-    generation: int
-    lists: int
-    width: int
-    centroids: np.ndarray
-    probes: int
-    ranges: list[list[int]]
-    refiled: int
-    trained_sources: int
-    fullest: int
-    measured: dict[str, Any]
-    trained_at: int
-    measured_at: int
-
-    @property
-    def batches(self) -> int:
-        return len(self.ranges)
-
-    @property
-    def refiling(self) -> bool:
-        return self.refiled < self.batches
-
-    def summary(self) -> dict[str, Any]:
-        return {"space": self.space, "generation": self.generation, "lists": self.lists, "probes": self.probes,
-                "batches": self.batches, "refiled": self.refiled, "trained_sources": self.trained_sources,
-                "fullest": self.fullest, "trained_at": self.trained_at, "measured_at": self.measured_at,
-                "measured": self.measured}
-
-
-def read_index(conn: Any, space: str) -> IndexRow | None:
-    try:
-        r = conn.execute("SELECT * FROM semantic_index WHERE space = ?", (space,)).fetchone()
-    except Exception as exc:  # a store from before the index (eval reads any copy): no index
-        if "no such table" in str(exc):
-            return None
-        raise
-    if r is None:
-        return None
-    centroids = np.frombuffer(r["centroids"], dtype=np.uint8).reshape(r["lists"], r["width"])
-    return IndexRow(r["space"], r["generation"], r["lists"], r["width"], centroids, r["probes"],
-                    json.loads(r["ranges"]), r["refiled"], r["trained_sources"], r["fullest"],
-                    json.loads(r["measured"]), r["trained_at"], r["measured_at"])
-
-
-# A search reads through the index only while the corpus is at most this many times the size its latest
-# measurement saw; past it the index is unmeasured on the corpus as it is (a training at 2,048 sources
-# recalled 0.963 against a 0.98 floor at 6,154), so the scan answers until the duty measures it again
-# or retrains it. The duty measures again at a tenth of growth (duty.REMEASURE_SHARE), well before this.
-SERVE_GROWTH = 1.25
-
-
-def measured_sources(row: IndexRow) -> int:
-    """The corpus size the index's latest measurement (its training's, or a re-measurement's) saw."""
-    return int(row.measured.get("sources") or row.trained_sources)
-
-
-def serves(measured: int, live: int) -> bool:
-    """Does a search read through an index measured over `measured` sources, at `live` sources now?"""
-    return live <= measured * SERVE_GROWTH
-
-
-def index_key(conn: Any, space: str) -> tuple[int, int, int, int] | None:
-    """(generation, batches re-filed, probes, sources measured): what a code table compares to know
-    whether to reload."""
-    try:
-        r = conn.execute("SELECT generation, refiled, probes, COALESCE(json_extract(measured, '$.sources'), "
-                         "trained_sources) FROM semantic_index WHERE space = ?", (space,)).fetchone()
-    except Exception as exc:
-        if "no such table" in str(exc):
-            return None
-        raise
-    return (r[0], r[1], r[2], int(r[3] or 0)) if r else None
-
 
 def list_counts(conn: Any, generation: int) -> np.ndarray:
     """Codes per list under `generation` (the covering index: no code is read)."""

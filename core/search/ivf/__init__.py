@@ -8,3 +8,5 @@ the codes").
 - `training.py` one training over a node's own rows: read, cluster, file, measure;
 - `duty.py`     the background duty that trains, re-measures and re-files it.
 """
+
+MIN_SOURCES = 1024            # a corpus below this has no index at all (here: a status reads it without numpy)

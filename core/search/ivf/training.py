@@ -23,9 +23,8 @@ import numpy as np
 
 from ...vectors.read import read_vectors, scan_vectors
 from .. import semantic
-from . import kmeans, measure
+from . import MIN_SOURCES, kmeans, measure  # noqa: F401  (MIN_SOURCES: training.MIN_SOURCES as before)
 
-MIN_SOURCES = 1024            # a corpus below this has no index at all
 BATCH_ROWS = 1000             # rows a re-filing batch covers
 READ_CHUNK = 1024
 TOP_ID = 2 ** 62              # the last batch's range runs to here: a row put later still falls in one
