@@ -107,7 +107,7 @@ def test_a_crash_after_a_chunks_commit_before_its_journal_moves_resumes_past_it(
 def test_a_stop_during_an_in_process_chunk_stops_the_build(tmp_path):
     """segments.write_chunk never looks at the pass's stop event: a build in this process (a home under
     PARALLEL_MIN pages, or any home when build_workers() finds one idle core) reads a whole chunk of up to
-    IN_FLIGHT = 32,000 pages after the stop is set. Quitting the app during such a first build leaves
+    IN_FLIGHT = 64,000 pages after the stop is set. Quitting the app during such a first build leaves
     the process running until the chunk (here: the whole build) is done; measured 3.5 s after Ctrl-Q at
     8,000 pages, against 0.4 s with worker processes (which poll the stop every 0.25 s)."""
     home = _home(tmp_path, 600)

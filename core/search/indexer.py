@@ -51,7 +51,7 @@ from .index_state import (BUILD_FILE, BuildJournal, IndexManifest, IndexStatus, 
 log = logging.getLogger("crewlet.indexer")
 
 LOCK_FILE = "indexer.lock"
-BUILD_CHUNK = 32_000         # pages a first-build segment holds at most (and all segments in the making, together:
+BUILD_CHUNK = 64_000         # pages a first-build segment holds at most (and all segments in the making, together:
 #                              segments.IN_FLIGHT — one segment in this process, or one a worker each)
 RETIRED_GRACE_S = 30.0       # an index swapped out is removed this long after (open readers finish)
 

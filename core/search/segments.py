@@ -15,7 +15,11 @@ chunk before it has (the build journal's cursor moves with it), so a killed buil
 last committed chunk. Nothing of a page is kept past its analysis but its postings (the rows are read
 through a cursor), so memory is the postings of the segments in the making: at most IN_FLIGHT pages
 together (one segment of that many in this process, or half as many in each of two workers) — about
-200 MB at 50,000 pages — and fewer, larger segments write each term fewer times.
+200 MB at 50,000 pages — and fewer, larger segments write each term fewer times. IN_FLIGHT is 64,000
+because every search pays for the segment count: opening a snapshot reads each segment's term table and
+rank file, and a query term is looked up in each. At 1,000,000 pages (bench/scale.py, load ~1.5) 32,000
+gave 64 segments, a snapshot opened in 148 ms (profiled) and warm queries p50/p95 70/220 ms, the build peaking at
+575 MB; 64,000 gives 32 segments, 80 ms, 51/163 ms, and a 756 MB peak.
 """
 from __future__ import annotations
 
@@ -52,7 +56,7 @@ from . import rank_data
 from .index_files import BODY, TITLE, open_index
 from .analysis import term_counter
 
-IN_FLIGHT = 32_000           # pages all the segments being written hold together (indexer.BUILD_CHUNK)
+IN_FLIGHT = 64_000           # pages all the segments being written hold together (indexer.BUILD_CHUNK)
 PARALLEL_MIN = 3000          # below this many pages a build stays in this process (a worker costs ~0.3 s to start)
 PROGRESS_EVERY = 250         # pages between a worker's progress reports
 ID, CONTAINER = "id", "container"
