@@ -29,6 +29,12 @@ from core.vectors import records as vectors  # noqa: E402
 
 OUT = Path(os.environ.get("CREWLET_BENCH_OUT") or ROOT / "bench" / ".out")   # big homes: set it to a disk with room
 SPACE_OF = {384: "local:all-MiniLM-L6-v2-int8:384:bench", 3072: "openai:text-embedding-3-large:3072"}
+
+
+def space_of(dims: int) -> str:
+    """The embedding space a synthetic corpus of `dims` is filed under (any width: 1,536 has no named model here)."""
+    return SPACE_OF.get(dims, f"bench:synthetic:{dims}")
+
 CONTAINERS = 20
 BATCH = 1000
 
@@ -134,6 +140,6 @@ def cached_home(n: int, dims: int, *, seed: int = 7, page_size: int | None = Non
     done = root / "built.ok"
     if not done.exists():
         print(f"building {key} (once; kept in {root})", file=sys.stderr)
-        build_home(root / "home", corpus, SPACE_OF.get(dims, f"bench:synthetic:{dims}"), page_size=page_size)
+        build_home(root / "home", corpus, space_of(dims), page_size=page_size)
         done.write_text("ok")
     return Home(root / "home"), ids, corpus

@@ -41,7 +41,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _vectors import SPACE_OF, cached_home, queries  # noqa: E402
+from _vectors import cached_home, queries, space_of  # noqa: E402
 from _common import machine_load as load  # noqa: E402
 from semantic import line, timed  # noqa: E402
 
@@ -64,7 +64,7 @@ def run(n: int, dims: int, nq: int, threads: int, factors: list[int] | None = No
         serve_rss: bool = False) -> None:
     print(f"\n== {n:,} sources × {dims} dimensions ({dims} bits a code) ==")
     home, ids, corpus = cached_home(n, dims)
-    space = SPACE_OF[dims]
+    space = space_of(dims)
     qs = queries(corpus, nq)
     with Node.open(home) as node:
         os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:max(1, threads)]))

@@ -38,7 +38,7 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _vectors import SPACE_OF, cached_home, queries  # noqa: E402
+from _vectors import cached_home, queries, space_of  # noqa: E402
 from _common import machine_load  # noqa: E402
 from core.node import Node  # noqa: E402
 from core.search import semantic  # noqa: E402
@@ -101,7 +101,7 @@ def run(n: int, dims: int, nq: int) -> None:
     print(f"\n== {n:,} sources × {dims} dimensions ==")
     started = time.perf_counter()
     home, ids, corpus = cached_home(n, dims)
-    space = SPACE_OF[dims]
+    space = space_of(dims)
     qs = queries(corpus, nq)
     print(f"  home ready in {time.perf_counter() - started:.1f}s ({home.root})")
     exact_m = corpus.vectors                                   # the exact scan's peer holds every vector

@@ -127,6 +127,12 @@ class Home:
         return self.root / "query-vectors.db"
 
     @property
+    def codes_dir(self) -> Path:
+        """Each embedding space's code table as one file (a cache a new process reads in one pass:
+        core/search/code_file.py)."""
+        return self.root / "codes"
+
+    @property
     def verified_file(self) -> Path:
         """What this node last found of each log's soundness: a read need not scan an unchanged log again."""
         return self.root / "log-verified.json"

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -46,6 +47,7 @@ from ..pages import reads
 from ..vectors import records as vectors
 from ..vectors.hamming import hamming, sign_code
 from ..vectors.read import read_vectors
+from . import code_file
 from .access import Access
 from .stages import STAGE_ONE, STAGE_TWO
 from .stamp import Stamp, read_stamp
@@ -420,6 +422,32 @@ def load_table(conn: Any, space: str, seq: int) -> CodeTable:
     return table
 
 
+def open_table(conn: Any, space: str, seq: int, cache_file: Path | None) -> CodeTable:
+    """The space's table at log position `seq` for a process that has none yet: from its file (one
+    sequential read, then the rows filed since) when the file can be trusted, else from the database —
+    whose whole read is then kept in the file for the next process (core/search/code_file.py)."""
+    from ..vectors.index import measured_sources, read_index
+
+    if cache_file is not None:
+        table = code_file.load(cache_file, space)
+        # ahead of the database (a restored copy), or not made from it: not this database's file
+        if table is not None and table.seq <= seq and code_file.vouched(conn, table):
+            row = read_index(conn, space)
+            if row is not None and row.width == table.width:
+                table.index = IndexView(row.generation, row.centroids, row.probes, measured_sources(row))
+            # the refresh reads the whole table instead when the file's index (generation, re-filing) is not
+            # the database's, or its live count is not the database's
+            kept, rows = table, table.n
+            table = refresh_table(conn, table, seq)
+            if table is not kept or table.n - rows > max(4096, table.live // 100):
+                code_file.save(table, cache_file)      # read whole after all, or much filed since: keep it
+            return table
+    table = load_table(conn, space, seq)
+    if cache_file is not None and table.n:
+        code_file.save(table, cache_file)
+    return table
+
+
 def refresh_table(conn: Any, table: CodeTable, seq: int) -> CodeTable:
     """The table moved to log position `seq`: the rows filed since are applied to it in place, or the
     whole table is read again when that is cheaper, an increment cannot say what vanished, or the
@@ -504,7 +532,8 @@ class SemanticRetriever:
                 seq = vectors.position(self.node.conn)[0]
             table = self._table
             if table is None or table.space != space:
-                table = self._table = load_table(self.node.conn, space, seq)
+                table = self._table = open_table(self.node.conn, space, seq,
+                                                 code_file.file_for(self.node.home.codes_dir, space))
             elif table.seq != seq:
                 table = self._table = refresh_table(self.node.conn, table, seq)
         return table
