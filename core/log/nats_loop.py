@@ -57,7 +57,21 @@ class LoopThread:
     def close(self) -> None:
         if not self.alive:
             return
+        try:   # bounded: a task that will not end is left to the loop's close, as before
+            asyncio.run_coroutine_threadsafe(_settle(), self.loop).result(5)
+        except Exception:
+            pass
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=5)
         if not self._thread.is_alive():
             self.loop.close()
+
+
+async def _settle() -> None:
+    """Cancel every other task on the loop and wait for each to end. A connect given up on by its timeout is
+    cancelled but still unwinding (a TLS handshake, say) when the caller closes; stopped then, the loop would
+    destroy it pending, and asyncio says so on stderr past the one line a refused command prints."""
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
