@@ -29,9 +29,11 @@ Speed (bench/semantic.py measures each choice):
   only when rows vanished without a successor (a purge) or the change is most of the table.
 - Ties at stage one's cut go to the lower `vectors.id`, so the candidates never depend on how rows
   happen to be laid out in memory.
-- Stage two reads the candidates in one statement in primary-key order through SQLite's memory map
-  (a 12 KB vector is not copied through read() calls into the page cache first: 27 → 14 ms for 1,200
-  at 3,072 dims), each straight into one preallocated matrix.
+- Stage two reads the candidates in one statement in primary-key order, each straight into one
+  preallocated matrix, through SQLite's page cache (no memory map: see MMAP_BYTES below).
+- A new process reads its table from the space's file in the home when the database vouches for it, then
+  the rows filed since (`open_table`, core/search/code_file.py): one sequential read instead of the code
+  rows by id, whose pages lie between the wide rows'.
 """
 from __future__ import annotations
 
