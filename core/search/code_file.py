@@ -51,6 +51,7 @@ def save(table: "CodeTable", path: Path) -> bool:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+        os.fchmod(fd, 0o644)       # as the home's other files (mkstemp makes it the owner's alone)
         with os.fdopen(fd, "wb") as fh:
             np.savez(fh, meta=np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8),
                      ids=table.ids[live], sources=table.sources.data[live], containers=table.containers[live],
