@@ -145,3 +145,22 @@ def test_no_file_is_written_where_the_home_cannot_keep_one(home):
         table = opened(node)                                   # served from the database all the same
         same(table, semantic.load_table(node.conn, SPACE, position(node)))
         assert not code_file.save(table, code_file.file_for(home.codes_dir, SPACE))
+
+
+def test_the_index_trained_from_the_file_is_the_one_trained_from_the_database(tmp_path, monkeypatch):
+    from core.search.ivf import training
+    from test_ivf import digest
+
+    home = make_home(tmp_path / "h", topical(1600))
+    with Node.open(home) as node:
+        from_db = training.train(node.conn, node.lock, SPACE, threads=2)
+        path = code_file.file_for(home.codes_dir, SPACE)
+        opened(node)                                           # the file, kept
+
+        def no_whole_read(*args, **kwargs):
+            raise AssertionError("the database was read whole: the file was not used")
+
+        monkeypatch.setattr(semantic, "load_table", no_whole_read)
+        from_file = training.train(node.conn, node.lock, SPACE, threads=2, codes_file=path)
+    assert digest(from_file) == digest(from_db) and from_file.probes == from_db.probes
+    assert from_file.measurement.shapes["unfiltered"].recall == from_db.measurement.shapes["unfiltered"].recall

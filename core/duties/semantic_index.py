@@ -30,6 +30,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 
@@ -37,7 +38,7 @@ from ..clock import half_the_cores, now_ms
 from ..diagnostics import Diagnostics
 from ..embed.provider import Provider
 from ..embed.registry import make_provider
-from ..search import semantic
+from ..search import code_file
 from ..search.ivf import kmeans, measure, training
 from ..vectors import index as store
 from ..vectors import records as vectors
@@ -177,13 +178,16 @@ class IndexTrainingDuty(Duty):
                 f"(generation {row.generation})")
 
     # -- steps -----------------------------------------------------------------------------------------------
+    def _codes_file(self, space: str) -> Path:
+        return code_file.file_for(self.node.home.codes_dir, space)
+
     def _train(self, ctx: PassContext, row: store.IndexRow | None, reason: str, cursor: dict[str, Any], space: str,
                sources: int) -> DutyPass:
         log.info("semantic index: training over %s sources (%s)", f"{sources:,}", reason)
         progress = self._progress_fn(ctx, "training")
         try:
             result = training.train(self.node.conn, self.node.lock, space, threads=self.threads, progress=progress,
-                                     stop=ctx.stop, renew=ctx.renew)
+                                     stop=ctx.stop, renew=ctx.renew, codes_file=self._codes_file(space))
         except kmeans.Stopped:
             return DutyPass(summary="training stopped before it finished (it starts again next tick)",
                             status={"space": space})
@@ -222,8 +226,7 @@ class IndexTrainingDuty(Duty):
                               more=moving)
         result = self._pending if self._pending_generation == row.generation else None
         if result is None:  # the training ran elsewhere or before a restart: file from the centroids
-            with self.node.lock:
-                table = semantic.load_table(self.node.conn, row.space, 0)
+            table = training.read_table(self.node.conn, self.node.lock, row.space, self._codes_file(row.space))
             lists, _ = kmeans.assign(table.codes[:table.n], row.centroids, threads=self.threads)
             alive = table.alive[:table.n]
             batches = training.split_batches(table.ids[:table.n][alive], lists[alive], row.ranges)
@@ -247,7 +250,7 @@ class IndexTrainingDuty(Duty):
                    more: bool = False) -> DutyPass:
         try:
             result = training.remeasure(self.node.conn, self.node.lock, space, progress=self._progress_fn(ctx, "measuring"),
-                                        stop=ctx.stop, renew=ctx.renew)
+                                        stop=ctx.stop, renew=ctx.renew, codes_file=self._codes_file(space))
         except kmeans.Stopped:
             return DutyPass(summary="re-measurement stopped before it finished", status={"space": space})
         if result is None:
