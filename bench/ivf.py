@@ -1,12 +1,13 @@
 """The semantic index against the full scan, side by side in one run (issue 12).
 
     .venv/bin/python bench/ivf.py [--sizes 40000 120000] [--dims 3072 384] [--queries 200] [--threads 2]
-                                  [--factors 0 1 2 4 8 16] [--serve-rss]
+                                  [--factors 0 1 2 4 8 16] [--serve-rss] [--codes-from file|db]
 
 For each corpus (synthetic, clustered: topics under subjects, bench/_vectors.py; a real home with the
 vectors applied through the vector log), it trains the index the way the duty does (core/search/ivf/
-training.py: k-means over the codes on `--threads` cores, filing, the exact pass over 25 held-out
-documents, the measured probe count) and prints:
+training.py: the codes read from the space's file when the database vouches for it — `--codes-from db`
+reads them by id from the database —, k-means over them on `--threads` cores, filing, the exact pass over
+25 held-out documents, the measured probe count) and prints:
 
 - training time, by phase, and the lists it probes (or that it would not install);
 - stage one p50/p95 through the index and with the full scan, over fresh queries of the corpus's topics,
@@ -46,7 +47,7 @@ from _common import machine_load as load  # noqa: E402
 from semantic import line, timed  # noqa: E402
 
 from core.node import Node  # noqa: E402
-from core.search import semantic  # noqa: E402
+from core.search import code_file, semantic  # noqa: E402
 from core.vectors import records as vectors  # noqa: E402
 from core.search.access import Access  # noqa: E402
 from core.search.ivf import training  # noqa: E402
@@ -61,7 +62,7 @@ def recall_of(cands: np.ndarray, scores: np.ndarray, ids_to_rows: np.ndarray) ->
 
 
 def run(n: int, dims: int, nq: int, threads: int, factors: list[int] | None = None,
-        serve_rss: bool = False) -> None:
+        serve_rss: bool = False, codes_from: str = "file") -> None:
     print(f"\n== {n:,} sources × {dims} dimensions ({dims} bits a code) ==")
     home, ids, corpus = cached_home(n, dims)
     space = space_of(dims)
@@ -69,7 +70,10 @@ def run(n: int, dims: int, nq: int, threads: int, factors: list[int] | None = No
     with Node.open(home) as node:
         os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:max(1, threads)]))
         started = time.perf_counter()
-        result = training.train(node.conn, node.lock, space, threads=threads)
+        # as the duty does: the codes from the space's file when the database vouches for it (--codes-from db:
+        # read by id from the database, as before the file)
+        codes = None if codes_from == "db" else code_file.file_for(home.codes_dir, space)
+        result = training.train(node.conn, node.lock, space, threads=threads, codes_file=codes)
         took = time.perf_counter() - started
         assert result is not None
         phases = ", ".join(f"{k} {v:.1f}s" for k, v in result.phases.items())
@@ -217,11 +221,13 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--factors", type=int, nargs="*", help="READ_FACTOR values to compare (recall, codes read, time)")
     ap.add_argument("--serve-rss", action="store_true", help="install the index and measure a serving process's memory")
+    ap.add_argument("--codes-from", choices=("file", "db"), default="file",
+                    help="where the training reads the codes: the space's file, as the duty does, or the database by id")
     args = ap.parse_args()
     print(f"crewlet ivf bench: numpy {np.__version__}, {os.cpu_count()} cores on the machine   [{load()}]")
     for dims in args.dims:
         for n in args.sizes:
-            run(n, dims, args.queries, args.threads, args.factors, args.serve_rss)
+            run(n, dims, args.queries, args.threads, args.factors, args.serve_rss, args.codes_from)
 
 
 if __name__ == "__main__":
