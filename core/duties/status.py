@@ -1,7 +1,7 @@
 """What the search duties report, read from rows alone: the embedding coverage and the pages a provider
 refused, the semantic index installed, the duties' last passes and a training in progress. Neither numpy
 nor a model is loaded here, so `crewlet index status` (and the app's status) costs what `crewlet spaces`
-does, at any size; the duties themselves (embedding.py, semantic_index.py) import these names from here.
+does, at any size. The embedding duty counts its own coverage with `coverage` from here.
 """
 from __future__ import annotations
 
