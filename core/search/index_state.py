@@ -32,7 +32,6 @@ def _read_json(path: Path) -> dict[str, Any] | None:
         return None
 
 
-
 @dataclass
 class IndexManifest:
     """What the index in use covers. Exists only once this node's first build has finished."""
@@ -123,7 +122,6 @@ class IndexStatus:
         return out
 
 
-
 def page_change_since(conn: Connection, seq: int) -> bool:
     """Has any record past `seq` changed what the index derives (a page row, or a purge)?"""
     row = conn.execute(
@@ -139,7 +137,6 @@ def covered_seq(conn: Connection, indexed_seq: int, applied_seq: int) -> int:
     if applied_seq <= indexed_seq:
         return indexed_seq
     return indexed_seq if page_change_since(conn, indexed_seq) else applied_seq
-
 
 
 def keyword_status(index_dir: Path, conn: Connection, *, current_derivation: int = INDEX_DERIVATION) -> IndexStatus:
