@@ -24,8 +24,10 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from local_http import LocalHttpServer
 
 
 @dataclass
@@ -45,8 +47,12 @@ class Reply:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-class ChatServer:
+class ChatServer(LocalHttpServer):
+    name = "chat"
+    path = "/v1"
+
     def __init__(self, *, api_key: str = "", model: str = "test-model") -> None:
+        super().__init__()
         self.api_key = api_key
         self.model = model
         self.default = Reply("The sources say so [1].")
@@ -57,49 +63,6 @@ class ChatServer:
         self.answered = threading.Event()        # set after each reply is fully sent
         self.first_sent = threading.Event()      # set when a paused stream sent its first piece
         self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        assert self._httpd is not None, "start the server first"
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
-
-    def start(self) -> ChatServer:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                return
-
-            def do_POST(self) -> None:  # noqa: N802
-                try:
-                    server._handle(self)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass                        # the client gave up (its timeout, a cancel): expected
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self._httpd.block_on_close = False
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="chat-server", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stopping.set()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def __enter__(self) -> ChatServer:
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
 
     # -- one request -------------------------------------------------------------------------------
     def _wait(self, gate: threading.Event) -> bool:

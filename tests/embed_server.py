@@ -37,10 +37,12 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import numpy as np
+
+from local_http import LocalHttpServer
 
 REFUSE_MARK = "<<refuse>>"
 NAN_MARK = "<<nan>>"
@@ -56,8 +58,12 @@ def vector_for(text: str, dimensions: int) -> list[float]:
     return [float(x) for x in v / np.linalg.norm(v)]
 
 
-class EmbedServer:
+class EmbedServer(LocalHttpServer):
+    name = "embed"
+    path = "/v1"
+
     def __init__(self, dimensions: int = 16, *, api_key: str = "", delay: float = 3.0) -> None:
+        super().__init__()
         self.dimensions = dimensions
         self.api_key = api_key
         self.delay = delay
@@ -68,49 +74,6 @@ class EmbedServer:
         self.bodies: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        assert self._httpd is not None, "start the server first"
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
-
-    def start(self) -> EmbedServer:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:   # keep pytest output clean
-                return
-
-            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-                try:
-                    server._handle(self)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass                                  # the client gave up (its timeout): expected
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self._httpd.block_on_close = False
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="embed-server", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stopping.set()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def __enter__(self) -> EmbedServer:
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
 
     # -- one request ---------------------------------------------------------------------------
     def _handle(self, h: BaseHTTPRequestHandler) -> None:

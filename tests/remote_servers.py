@@ -34,9 +34,11 @@ import re
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from local_http import LocalHttpServer
 
 _WORD = re.compile(r"\w+")
 _TAGS = re.compile(r"<[^>]*>")
@@ -46,65 +48,24 @@ def _words(text: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(text)]
 
 
-class _Server:
-    """The HTTP plumbing both fakes share: a threading server, a request log, failure modes, a gate."""
+class _Server(LocalHttpServer):
+    """What both fakes share beyond the HTTP plumbing: a request log, failure modes, a gate."""
 
     name = "server"
+    protocol = "HTTP/1.1"
+    methods = ("GET", "POST", "PUT", "PATCH", "DELETE")
 
     def __init__(self) -> None:
+        super().__init__()
         self.mode = "ok"
         self.script: list[str] = []        # modes for the next requests, one each, before `mode`
         self.requests: list[tuple[str, str, dict[str, list[str]]]] = []
         self.lock = threading.RLock()
         self.gate = threading.Event()      # a "hang" request waits for this (or for stop)
-        self._stopping = threading.Event()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        assert self._httpd is not None, "start the server first"
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
-
-    def start(self) -> Any:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                return
-
-            def _go(self) -> None:
-                try:
-                    server._dispatch(self)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
-            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _go  # noqa: N815
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self._httpd.block_on_close = False
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name=f"{self.name}-server", daemon=True)
-        self._thread.start()
-        return self
 
     def stop(self) -> None:
-        self._stopping.set()
-        self.gate.set()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def __enter__(self) -> Any:
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
+        self.gate.set()                    # a "hang" request ends with the server
+        super().stop()
 
     def writes(self) -> list[tuple[str, str]]:
         return [(m, p) for m, p, _ in self.requests if m in ("POST", "PUT", "PATCH", "DELETE")]
@@ -113,7 +74,7 @@ class _Server:
         return sum(1 for m, p, _ in self.requests if m == method and path_part in p)
 
     # -- one request -----------------------------------------------------------------------------
-    def _dispatch(self, h: BaseHTTPRequestHandler) -> None:
+    def _handle(self, h: BaseHTTPRequestHandler) -> None:
         parts = urlsplit(h.path)
         query = parse_qs(parts.query, keep_blank_values=True)
         raw = h.rfile.read(int(h.headers.get("Content-Length") or 0))
