@@ -287,3 +287,29 @@ def run_worker_once(node: Node, *, embed_threads: int | None = None, label: str 
     totals["covered"] = int(state.get("covered", 0))
     totals["total"] = int(state.get("total", 0))
     return totals
+
+
+def rss(pids: list[int]) -> int:
+    """Resident bytes of these processes together (Linux /proc; a process gone meanwhile counts 0)."""
+    total = 0
+    for p in pids:
+        try:
+            for line in open(f"/proc/{p}/status"):
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) * 1024
+        except OSError:
+            pass
+    return total
+
+
+def tree_rss(pid: int) -> int:
+    """Resident bytes of a process and its descendants (Linux /proc)."""
+    pids, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        pids.append(p)
+        try:
+            todo += [int(c) for c in Path(f"/proc/{p}/task/{p}/children").read_text().split()]
+        except OSError:
+            pass
+    return rss(pids)

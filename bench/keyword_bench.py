@@ -37,7 +37,7 @@ import threading
 import time
 from pathlib import Path
 
-from _common import ROOT, Doc, Fts5, Timer, find_corpus, load_pages, new_home, percentile
+from _common import ROOT, Doc, Fts5, Timer, find_corpus, load_pages, new_home, percentile, rss, tree_rss
 
 from core.node import Node
 from core.pages.service import KnowledgeBase
@@ -97,32 +97,7 @@ def grown_tree(root: Path, pages: int) -> Path:
 
 
 def tree_rss_self(pid: int) -> int:
-    return _rss([pid])
-
-
-def tree_rss(pid: int) -> int:
-    """Resident bytes of a process and its descendants (Linux /proc)."""
-    pids, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        pids.append(p)
-        try:
-            todo += [int(c) for c in Path(f"/proc/{p}/task/{p}/children").read_text().split()]
-        except OSError:
-            pass
-    return _rss(pids)
-
-
-def _rss(pids: list[int]) -> int:
-    total = 0
-    for p in pids:
-        try:
-            for line in open(f"/proc/{p}/status"):
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1]) * 1024
-        except OSError:
-            pass
-    return total
+    return rss([pid])
 
 
 class PeakMemory:

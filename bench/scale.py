@@ -43,12 +43,12 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Fts5, find_corpus, machine_load, percentile  # noqa: E402
+from _common import Fts5, find_corpus, machine_load, percentile, tree_rss  # noqa: E402
 
 from core.importer import source as import_source  # noqa: E402
 from core.importer.titles import find_h1, inline_to_plain  # noqa: E402
@@ -208,25 +208,6 @@ class Ran:
     stderr: bytes = b""
 
 
-def _tree_rss(pid: int) -> int:
-    pids, todo, total = [], [pid], 0
-    while todo:
-        p = todo.pop()
-        pids.append(p)
-        try:
-            todo += [int(c) for c in Path(f"/proc/{p}/task/{p}/children").read_text().split()]
-        except OSError:
-            pass
-    for p in pids:
-        try:
-            for line in open(f"/proc/{p}/status"):
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1]) * 1024
-        except OSError:
-            pass
-    return total
-
-
 def _io(pid: int) -> dict[str, int]:
     try:
         return {k: int(v) for k, v in (line.split(": ") for line in Path(f"/proc/{pid}/io").read_text().splitlines())}
@@ -260,7 +241,7 @@ def run(argv: list[str], *, env: dict[str, str] | None = None, keep_stdout: bool
 
     def sampler() -> None:
         while not stop.wait(0.1):
-            peak[0] = max(peak[0], _tree_rss(proc.pid))
+            peak[0] = max(peak[0], tree_rss(proc.pid))
 
     threads = [threading.Thread(target=drain, daemon=True), threading.Thread(target=drain_err, daemon=True)]
     if sample:
