@@ -182,18 +182,21 @@ def timed(fn) -> tuple[float, float]:
     return time.perf_counter() - w, time.process_time() - c
 
 
+def write_all(node: Node, records: list[Record]) -> None:
+    """The writer's side: every record submitted, 1,000 a submit; a refusal ends the bench."""
+    for i in range(0, len(records), 1000):
+        outs = node.submit(records[i:i + 1000])
+        bad = [o for o in outs if o.status == "refused"]
+        if bad:
+            raise SystemExit(f"refused while writing: {bad[0]}")
+
+
 def bench_apply_backend(base: Path, records: list[Record], target: str | None) -> dict[str, tuple[int, float, float]]:
     """The writer's append + apply (1,000 a submit) and a new node applying the whole log, on one backend."""
     shared, a, _ = fleet(base, target)
     out: dict[str, tuple[int, float, float]] = {}
     with Node.open(a) as node:
-        def write() -> None:
-            for i in range(0, len(records), 1000):
-                outs = node.submit(records[i:i + 1000])
-                bad = [o for o in outs if o.status == "refused"]
-                if bad:
-                    raise SystemExit(f"refused while writing: {bad[0]}")
-        out["append"] = (len(records), *timed(write))
+        out["append"] = (len(records), *timed(lambda: write_all(node, records)))
     applied: list[int] = []
     prefix = {"prefix": "".join(c for c in base.name if c.isalnum())[:32]} if target else {}
     wall, cpu = timed(lambda: applied.append(join_mod.join(Home(base / "C"), shared, **prefix).applied))
@@ -223,13 +226,7 @@ def bench_apply(base: Path, n: int) -> dict[str, tuple[int, float, float]]:
     shared, a, _ = fleet(base / "apply")
     results: dict[str, tuple[int, float, float]] = {}
     with Node.open(a) as node:
-        def write() -> None:
-            for i in range(0, len(records), 1000):
-                outs = node.submit(records[i:i + 1000])
-                bad = [o for o in outs if o.status == "refused"]
-                if bad:
-                    raise SystemExit(f"refused while writing: {bad[0]}")
-        results["writer: append + apply, 1,000 a submit"] = (n, *timed(write))
+        results["writer: append + apply, 1,000 a submit"] = (n, *timed(lambda: write_all(node, records)))
     fresh = Home(base / "apply" / "C")
     applied: list[int] = []
 
