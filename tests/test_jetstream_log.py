@@ -345,3 +345,45 @@ def test_a_streaming_read_answers_the_servers_flow_control_and_a_stalled_consume
         while len(heard) < 2 and time.monotonic() < deadline:
             conn.run(conn.nc.flush())
         assert sorted(heard) == [b"fc.asked", b"fc.stalled"]
+
+
+def _move_subject(flog: JetStreamLog, subject: str) -> None:
+    """Point the log's stream at another subject: its own subject then has no responders (as on a cluster's
+    server that has not yet learned where a new stream's leader is)."""
+    async def move() -> None:
+        info = await flog.conn.js.stream_info(flog.stream)
+        info.config.subjects = [subject]
+        await flog.conn.js.update_stream(info.config)
+
+    flog.conn.run(move())
+
+
+def test_an_append_waits_for_a_stream_that_does_not_answer_yet_instead_of_counting_it_a_lost_race(nats_server):
+    """CI failed a join on a three-server cluster at once: 'the rest lost the race to other writers 200 times'.
+    The new stream's subject had no responders on the server the writer was connected to yet, and each 503
+    was taken for a lost race, 200 rounds in about a second."""
+    with open_log(nats_server.url) as flog:
+        flog.append_frames(recs(2))
+        _move_subject(flog, "elsewhere.pages")
+        back = threading.Timer(2.5, _move_subject, args=(flog, flog.subject))
+        back.start()
+        try:
+            written = flog.append_frames(recs(5, "late"))
+        finally:
+            back.join()
+        assert [r.seq for r, _ in written] == [3, 4, 5, 6, 7]
+        assert flog.last_seq() == 7
+
+
+def test_an_append_to_a_stream_that_never_answers_says_so_after_its_patience(nats_server, monkeypatch):
+    import core.log.jetstream as js_mod
+
+    monkeypatch.setattr(js_mod, "UNANSWERED_S", 1.0)
+    with open_log(nats_server.url) as flog:
+        flog.append_frames(recs(1))
+        _move_subject(flog, "elsewhere.pages")
+        with pytest.raises(js_mod.LogFailed, match=r"no server answered .* in 1 s .* sync status") as err:
+            flog.append_frames(recs(3))
+        assert "lost the race" not in str(err.value)
+        _move_subject(flog, flog.subject)
+        assert flog.last_seq() == 1

@@ -49,6 +49,8 @@ ACK_S = 15.0             # a round of pipelined publishes, all acknowledged
 READ_IDLE_S = 10.0       # a read that hears nothing for this long gives up (the server went away)
 RETRY_CONNECT_S = 5.0    # an unreachable server is tried again at most this often
 APPEND_ROUNDS = 200      # rounds of an append contending with other writers before it gives up
+UNANSWERED_S = 30.0      # how long an append waits while nobody answers on the stream's subject (a new stream's
+                         # leader being elected, or the server not yet knowing where it is) before it gives up
 DIRECT_BATCH = 1000      # a read this far behind is one direct-get request; further, a consumer streams it
 FLUSH_RECORDS = 256      # a streaming read hands records to the reading thread this many at a time
 HEADER_ROOM = 512        # bytes of headers a message carries beside its payload (max_payload counts both)
@@ -157,6 +159,28 @@ class Ack:
     duplicate: bool = False
     code: int | None = None
     error: str | None = None
+    unanswered: bool = False    # no responders (status 503): nobody took the subject, which is not a lost race
+
+
+class _Patience:
+    """An append's wait while nobody answers on its stream's subject: pauses growing to a second, for at most
+    UNANSWERED_S in all."""
+
+    def __init__(self, log: "JetStreamLog") -> None:
+        self.log = log
+        self.since: float | None = None
+        self.pause = 0.05
+
+    async def wait(self) -> None:
+        now = time.monotonic()
+        if self.since is None:
+            self.since = now
+        if now - self.since >= UNANSWERED_S:
+            raise LogFailed(f"{self.log.path}: no server answered on the subject {self.log.subject} in "
+                            f"{UNANSWERED_S:g} s (the stream {self.log.stream} has no leader, or takes other "
+                            "subjects) — nothing more was appended; see `crewlet sync status`, then run the command again")
+        await asyncio.sleep(min(self.pause, UNANSWERED_S - (now - self.since)))
+        self.pause = min(self.pause * 2, 1.0)
 
 
 class Connection:
@@ -300,7 +324,8 @@ class Connection:
         err = data.get("error") or {}
         status = (msg.headers or {}).get("Status")
         fut.set_result(Ack(None, False, err.get("err_code"), err.get("description") or
-                           ("no stream takes the subject" if status == "503" else f"no acknowledgement ({msg.data[:80]!r})")))
+                           ("no stream takes the subject" if status == "503" else f"no acknowledgement ({msg.data[:80]!r})"),
+                           unanswered=status == "503" and not err))
 
     async def publish_acked(self, subject: str, payload: bytes, headers: dict[str, str]) -> asyncio.Future:
         """Publish and return a future of its Ack (pipelined: the caller awaits many at once)."""
@@ -743,21 +768,29 @@ class JetStreamLog:
         expected = self._last
         if expected is None:
             expected = await self._stream_last()
-        for _round in range(APPEND_ROUNDS):
+        patience = _Patience(self)
+        lost = 0        # rounds lost to other writers (or to acks lost); a round nobody answered is not one
+        first = True
+        while lost < APPEND_ROUNDS:
             start = next((i for i, s in enumerate(seqs) if s is None), None)
             if start is None:
                 break
-            if _round:
+            if not first:
                 # A retry: records of an earlier round may have been stored although their acks were refused
                 # behind a lost one, or came too late. The server checks the expected end before the msg-id,
                 # so a stored record answers "duplicate" only when expected at the stream's true end, and a
                 # duplicate does not move that end: one record at a time until one is stored anew.
-                start, expected, stored = await self._resume(bodies, op_ids, seqs, start, expected)
+                start, expected, stored, unanswered = await self._resume(bodies, op_ids, seqs, start, expected)
+                if unanswered:
+                    await patience.wait()
+                    continue
                 if not stored:
+                    lost += 1
                     continue
                 start = next((i for i, s in enumerate(seqs) if s is None), None)
                 if start is None:
                     break
+            first = False
             futs, idx = [], []
             for j in range(start, n):
                 if seqs[j] is not None:
@@ -773,22 +806,28 @@ class JetStreamLog:
                 done, pending = await asyncio.wait(pending, timeout=ACK_S)
                 if not done:
                     break       # nothing in ACK_S: what is left is lost (the next round finds out)
-            refused_last: int | None = None
+            refused: Ack | None = None
+            refused_last = -1
             for j, fut in zip(idx, futs):
                 ack = fut.result() if fut.done() else Ack(None, False, None, "no acknowledgement in time")
                 if ack.seq is not None:
                     seqs[j] = ack.seq
                     expected = max(expected, ack.seq)
-                elif refused_last is None:
+                elif refused is None:
                     if ack.code not in (WRONG_LAST_SEQ, WRONG_LAST_MSG_ID, None):
                         raise LogFailed(f"{self.path}: appending record {op_ids[j]} was refused: {ack.error}")
+                    refused = ack
                     m = _WRONG_LAST.search(ack.error or "")
                     refused_last = int(m.group(1)) if m else -1
             for fut in futs:
                 if not fut.done():
                     fut.cancel()
-            if refused_last is None:
+            if refused is None:
                 break
+            if refused.unanswered:
+                await patience.wait()
+            else:
+                lost += 1
             # someone else appended first (or an ack was lost): go on from where the stream really ends
             expected = refused_last if refused_last >= 0 else await self._stream_last()
         if any(s is None for s in seqs):
@@ -802,11 +841,11 @@ class JetStreamLog:
         return got
 
     async def _resume(self, bodies: list[bytes], op_ids: list[str], seqs: list[int | None], start: int,
-                      expected: int) -> tuple[int, int, bool]:
+                      expected: int) -> tuple[int, int, bool, bool]:
         """Publish from `start` one record at a time, each expected at the stream's end: a duplicate is a record
         an earlier round stored (its seq taken, the end unmoved), a wrong end is taken from the refusal and the
         record sent again. Returns (where it stopped, the stream's end, whether a record was stored anew: then
-        the rest are pipelined from there)."""
+        the rest are pipelined from there, whether nobody answered on the subject)."""
         j = start
         while j < len(bodies):
             fut = await self.conn.publish_acked(self.subject, bodies[j],
@@ -814,18 +853,20 @@ class JetStreamLog:
             try:
                 ack = await asyncio.wait_for(fut, ACK_S)
             except asyncio.TimeoutError:
-                return j, await self._stream_last(), False
+                return j, await self._stream_last(), False, False
             if ack.seq is not None:
                 seqs[j] = ack.seq
                 if not ack.duplicate:
-                    return j + 1, ack.seq, True
+                    return j + 1, ack.seq, True, False
                 j += 1
                 continue
             if ack.code not in (WRONG_LAST_SEQ, WRONG_LAST_MSG_ID, None):
                 raise LogFailed(f"{self.path}: appending record {op_ids[j]} was refused: {ack.error}")
+            if ack.unanswered:
+                return j, expected, False, True
             m = _WRONG_LAST.search(ack.error or "")
-            return j, int(m.group(1)) if m else await self._stream_last(), False
-        return j, expected, True
+            return j, int(m.group(1)) if m else await self._stream_last(), False, False
+        return j, expected, True, False
 
     async def _stream_last(self) -> int:
         info = await self.conn.js.stream_info(self.stream)
