@@ -61,10 +61,13 @@ def _everything(reader) -> dict:
     return out
 
 
-def test_the_bulk_writer_writes_what_whooshs_writer_writes(tmp_path):
+def test_the_bulk_writer_writes_what_whooshs_writer_writes(tmp_path, monkeypatch):
+    from whoosh.codec.whoosh3 import W3Codec
+
     rows = _rows(400)
+    monkeypatch.setattr(segments, "BLOCK_POSTINGS", 16)     # many blocks, and lists longer than one
     by_whoosh = lexical.create_index(tmp_path / "whoosh")
-    with by_whoosh.writer() as w:
+    with by_whoosh.writer(codec=W3Codec(blocklimit=16)) as w:
         for page_id, container, title, body, _ in rows:
             w.add_document(**lexical.document(page_id, container, title, lexical_plain(body)))
     bulk = lexical.create_index(tmp_path / "bulk")
@@ -82,12 +85,22 @@ def test_the_bulk_writer_writes_what_whooshs_writer_writes(tmp_path):
         # the cases the writer packs itself, and the blocks it hands over whole, are all there
         dfs = [v[1] for v in eb["terms"].values()]
         assert 1 in dfs and any(2 <= d <= 8 for d in dfs) and any(d > 128 for d in dfs)
-    # each term's entry is byte for byte Whoosh's (statistics, inlined postings, block offsets), and so is
-    # the postings file the longer lists are written to
+        # a search's own block reader finds every posting Whoosh's matchers find, in both indexes
+        for (name, term), stats in eb["terms"].items():
+            for reader in (a, b):
+                ids, weights = lexical._read_postings(reader, name, term.decode() if isinstance(term, bytes) else term)
+                assert list(zip(ids.tolist(), weights.tolist())) == stats[-1], (name, term)
+    # each short list's term entry is byte for byte Whoosh's (statistics and inlined postings); a longer
+    # one's blocks hold arrays (Whoosh pickles tuples), each block as long as Whoosh's
     ta = dict(_term_entries(tmp_path / "whoosh"))
     tb = dict(_term_entries(tmp_path / "bulk"))
-    assert ta == tb
-    assert _segment_file(tmp_path / "whoosh", ".pst") == _segment_file(tmp_path / "bulk", ".pst")
+    assert ta.keys() == tb.keys()
+    inline = [k for k, v in ta.items() if v[0] != 0]
+    assert len(inline) > 100 and all(ta[k] == tb[k] for k in inline)
+    assert all(ta[k][:segments._TERMINFO.size] == tb[k][:segments._TERMINFO.size] for k in ta)   # every term's statistics
+    blocks = _blocks_of(tmp_path / "bulk")
+    assert blocks and max(len(ids) for ids, _ in blocks) == 16
+    assert all(type(ids).__name__ == "array" for ids, _ in blocks)
 
     # the rank file holds what the reader would derive document by document
     with bulk.reader() as b:
@@ -115,16 +128,23 @@ def _term_entries(path: Path):
             yield key, tindex[key]
 
 
-def _segment_file(path: Path, ext: str) -> bytes:
+def _blocks_of(path: Path) -> list[tuple]:
+    """Every block of every posting list in a one-segment index, as its pickle holds it (ids, weights)."""
     ix = lexical.open_index(path)
+    out = []
     with ix.reader() as r:
-        seg = r.segment()
-        compound = seg.open_compound_file(ix.storage)
-        try:
-            f = compound.open_file(seg.make_filename(ext))
-            return f.read()
-        finally:
-            compound.close()
+        for name in ("body", "title"):
+            for term in r.lexicon(name):
+                m = r._terms.matcher(name, term, r.schema[name].format)
+                if not hasattr(m, "_goto"):
+                    continue
+                while True:
+                    m._read_data()
+                    out.append(m._data[:2])
+                    if m._lastblock:
+                        break
+                    m._goto(m._nextoffset)
+    return out
 
 
 def test_a_rank_file_that_does_not_fit_its_segment_is_derived_again(tmp_path):

@@ -382,22 +382,27 @@ class Snapshot:
         n = self.count
         if not n:
             return scores
-        fields_ = [(TITLE, r.title_weight, r.b_title), (BODY, r.body_weight, r.b_body)]
-        norms = {name: weight / ((1.0 - b) + b * self.lengths[name] / self.avg_length[name])
-                 for name, weight, b in fields_ if weight > 0}
+        fields_ = {name: (weight, b) for name, weight, b in
+                   [(TITLE, r.title_weight, r.b_title), (BODY, r.body_weight, r.b_body)] if weight > 0}
+
+        def norm(name: str, ids: np.ndarray) -> np.ndarray:
+            # the field's weight over its length normalisation, for the documents holding the term only
+            weight, b = fields_[name]
+            return weight / ((1.0 - b) + b * self.lengths[name][ids] / self.avg_length[name])
+
         k1 = r.k1
         for term, qf in terms.items():
-            parts = [(name, *self._postings(name, term)) for name in norms]
+            parts = [(name, *self._postings(name, term)) for name in fields_]
             parts = [(name, ids, tf) for name, ids, tf in parts if len(ids)]
             if not parts:
                 continue
             if len(parts) == 1:
                 name, ids, tf = parts[0]
-                pseudo = tf * norms[name][ids]
+                pseudo = tf * norm(name, ids)
             else:
                 acc = np.zeros(self.size, dtype=np.float64)
                 for name, ids, tf in parts:
-                    acc[ids] += tf * norms[name][ids]
+                    acc[ids] += tf * norm(name, ids)
                 ids = np.flatnonzero(acc)
                 pseudo = acc[ids]
             df = len(ids)
