@@ -94,17 +94,31 @@ class _Segment:
 
 
 class PageIds:
-    """Every document's page id, as one numpy array of fixed-width bytes (a Python list of a million str
-    was built at every CLI search's start): reads as that list (`ids[docnum]` is the str)."""
+    """Every document's page id, as numpy arrays of fixed-width bytes, one a segment (a Python list of a
+    million str was built at every CLI search's start): reads as that list (`ids[docnum]` is the str).
+    The one array of them all (`data`, 26 MB at a million pages) is put together only when a ranking
+    needs the whole id order: a search reads a few ids, each from its segment's array."""
 
-    def __init__(self, data: np.ndarray) -> None:
-        self.data = data
+    def __init__(self, parts: list[np.ndarray]) -> None:
+        self.parts = [p for p in parts if len(p)]
+        self.starts = np.cumsum([0] + [len(p) for p in self.parts])
+        self._data: np.ndarray | None = None
+
+    @property
+    def data(self) -> np.ndarray:
+        if self._data is None:
+            self._data = np.concatenate(self.parts) if self.parts else np.zeros(0, "S1")
+        return self._data
 
     def __len__(self) -> int:
-        return len(self.data)
+        return int(self.starts[-1])
 
     def __getitem__(self, docnum: Any) -> str:
-        return self.data[docnum].decode("utf-8", "surrogatepass")
+        d = int(docnum)
+        if not 0 <= d < len(self):
+            raise IndexError(docnum)
+        i = int(np.searchsorted(self.starts, d, side="right")) - 1
+        return self.parts[i][d - self.starts[i]].decode("utf-8", "surrogatepass")
 
 
 class DocNums:
@@ -289,7 +303,7 @@ class Snapshot:
                 live.append(mask)
                 for name in lengths:
                     lengths[name].append(seg.lengths[name])
-            self.ids = PageIds(np.concatenate(id_parts) if id_parts else np.zeros(0, "S1"))
+            self.ids = PageIds(id_parts)
             self.size = len(self.ids)
             self.live = np.concatenate(live) if live else np.zeros(0, dtype=bool)
             self.auto_draft = np.concatenate(drafts) if drafts else np.zeros(0, dtype=bool)
@@ -298,7 +312,7 @@ class Snapshot:
             self.container_codes = np.concatenate(codes) if codes else np.zeros(0, dtype=np.int32)
             self.avg_length = {}
             for name, arr in self.lengths.items():
-                total = float(arr[self.live].sum()) if self.count else 0.0
+                total = float(arr[self.live].sum(dtype=np.float64)) if self.count else 0.0
                 self.avg_length[name] = (total / self.count) if self.count and total > 0 else 1.0
             self._terms: OrderedDict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = OrderedDict()
             self._lock = threading.Lock()
@@ -388,7 +402,7 @@ class Snapshot:
         def norm(name: str, ids: np.ndarray) -> np.ndarray:
             # the field's weight over its length normalisation, for the documents holding the term only
             weight, b = fields_[name]
-            return weight / ((1.0 - b) + b * self.lengths[name][ids] / self.avg_length[name])
+            return weight / ((1.0 - b) + b * self.lengths[name][ids].astype(np.float64) / self.avg_length[name])
 
         k1 = r.k1
         for term, qf in terms.items():

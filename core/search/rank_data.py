@@ -21,6 +21,8 @@ pages, and growing with them); a version-1 file is foreign here and derived agai
 from __future__ import annotations
 
 import json
+import mmap
+import os
 import sys
 from array import array
 from dataclasses import dataclass
@@ -170,13 +172,17 @@ def read(folder: Path, segment_id: str, expected_count: int) -> dict[str, Any] |
     import numpy as np
 
     try:
-        blob = (Path(folder) / file_name(segment_id)).read_bytes()
-    except OSError:
+        # mapped, not read: the arrays below are views of it, and a search touches few of the ids
+        with open(Path(folder) / file_name(segment_id), "rb") as f:
+            blob: Any = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if os.fstat(f.fileno()).st_size else b""
+    except (OSError, ValueError):
         return None
     try:
-        if not blob.startswith(MAGIC):
+        if blob[:len(MAGIC)] != MAGIC:
             return None
-        end = blob.index(b"\n", len(MAGIC))
+        end = blob.find(b"\n", len(MAGIC))
+        if end < 0:
+            return None
         head = json.loads(blob[len(MAGIC):end])
         n = int(head["count"])
         width = int(head["width"])
@@ -189,13 +195,13 @@ def read(folder: Path, segment_id: str, expected_count: int) -> dict[str, Any] |
             return None
         ids = np.frombuffer(blob, dtype=f"S{width}", count=n, offset=pos)
         pos += n * width
-        title = np.frombuffer(blob, dtype="<f4", count=n, offset=pos).astype(np.float64)
+        title = np.frombuffer(blob, dtype="<f4", count=n, offset=pos)
         pos += n * 4
-        body = np.frombuffer(blob, dtype="<f4", count=n, offset=pos).astype(np.float64)
+        body = np.frombuffer(blob, dtype="<f4", count=n, offset=pos)
         pos += n * 4
-        draft = np.frombuffer(blob, dtype=np.uint8, count=n, offset=pos).astype(bool)
+        draft = np.frombuffer(blob, dtype=np.uint8, count=n, offset=pos).view(bool)
         pos += n
-        codes = np.frombuffer(blob, dtype=code, count=n, offset=pos).astype(np.int64)
+        codes = np.frombuffer(blob, dtype=code, count=n, offset=pos)
         containers = [str(c) for c in head["containers"]]
         if n and (codes.max(initial=0) >= len(containers)):
             return None
