@@ -314,3 +314,20 @@ def test_the_word_caches_keep_no_long_word(monkeypatch):
     assert analysis.english_stem(long_word) == long_word and long_word not in analysis._STEMS
     count = analysis.term_counter(analysis.make_analyzer())
     assert count(f"running {long_word} running") == {"run": 2, long_word: 1}
+
+
+def test_page_ids_read_across_segments_without_joining_them_until_the_whole_order_is_asked():
+    import numpy as np
+
+    parts = [np.array([b"p1", b"p2"]), np.zeros(0, "S1"), np.array([b"q-long-id", b"q2"]), np.array([b"\xc3\xa9t\xc3\xa9"])]
+    ids = lexical.PageIds(parts)
+    assert len(ids) == 5
+    assert [ids[d] for d in range(5)] == ["p1", "p2", "q-long-id", "q2", "été"]
+    assert ids[np.int64(3)] == "q2"
+    assert ids._data is None                      # nothing joined for a few ids
+    assert ids.data.tolist() == [b"p1", b"p2", b"q-long-id", b"q2", "été".encode()]
+    with pytest.raises(IndexError):
+        ids[5]
+    with pytest.raises(IndexError):
+        ids[-1]
+    assert len(lexical.PageIds([])) == 0 and lexical.PageIds([]).data.size == 0
