@@ -164,3 +164,29 @@ def test_the_index_trained_from_the_file_is_the_one_trained_from_the_database(tm
         from_file = training.train(node.conn, node.lock, SPACE, threads=2, codes_file=path)
     assert digest(from_file) == digest(from_db) and from_file.probes == from_db.probes
     assert from_file.measurement.shapes["unfiltered"].recall == from_db.measurement.shapes["unfiltered"].recall
+
+
+def test_a_whole_read_drops_the_files_no_space_needs_and_a_killed_saves_leftovers(home):
+    import os
+    import time
+
+    home.codes_dir.mkdir(parents=True, exist_ok=True)
+    old_model = code_file.file_for(home.codes_dir, "local:some-old-model:384")       # no vectors of it are left
+    old_model.write_bytes(b"a table of a space nobody searches")
+    killed = home.codes_dir / (old_model.name + ".abc123.tmp")                      # a save killed long ago
+    killed.write_bytes(b"half")
+    os.utime(killed, (time.time() - 7200, time.time() - 7200))
+    in_flight = home.codes_dir / (code_file.file_for(home.codes_dir, SPACE).name + ".def456.tmp")
+    in_flight.write_bytes(b"another process's save")                                # young: left alone
+    stranger = home.codes_dir / "notes.txt"
+    stranger.write_text("not ours")
+    with Node.open(home) as node:
+        first = opened(node)                                   # no file of SPACE yet: a whole read, then the sweep
+        assert first.live == 1200
+    assert code_file.file_for(home.codes_dir, SPACE).exists()
+    assert not old_model.exists() and not killed.exists()
+    assert in_flight.exists() and stranger.exists()
+    # a space the database still holds vectors of keeps its file, configured or not
+    with Node.open(home) as node:
+        assert code_file.sweep(home.codes_dir, set(vectors.spaces(node.conn))) == []
+    assert code_file.sweep(home.codes_dir, set()) == [code_file.file_for(home.codes_dir, SPACE)]

@@ -447,6 +447,8 @@ def open_table(conn: Any, space: str, seq: int, cache_file: Path | None) -> Code
     table = load_table(conn, space, seq)
     if cache_file is not None and table.n:
         code_file.save(table, cache_file)
+        # a whole read is rare (a first search, a model change): the time to drop files no space needs
+        code_file.sweep(cache_file.parent, set(vectors.spaces(conn)) | {space})
     return table
 
 
