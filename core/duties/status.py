@@ -47,6 +47,12 @@ def coverage(conn: Any, space: str, fingerprint: str | None = None) -> Embedding
 COVERAGE_WARNING = 0.95
 
 
+def last_pass(record: Any) -> dict[str, Any]:
+    """A duty's last pass as the status reports show it."""
+    return {"at": record.last_run_at, "summary": record.last_summary, "error": record.last_error,
+            "holder": record.holder}
+
+
 def semantic_status(node: Any) -> dict[str, Any]:
     """How much of the knowledge base can be searched by meaning, for `crewlet index status` and the app:
     the configured space and its coverage, every space the stored vectors are in, the embedding duty's last
@@ -57,8 +63,7 @@ def semantic_status(node: Any) -> dict[str, Any]:
         out["spaces"] = vectors.spaces(node.conn)
         record = read_duty_records(node.conn).get(EMBEDDING)
     if record is not None:
-        out["last_pass"] = {"at": record.last_run_at, "summary": record.last_summary, "error": record.last_error,
-                            "holder": record.holder}
+        out["last_pass"] = last_pass(record)
     out["events"] = Diagnostics(node.home.diagnostics_file).latest("search_embed_")
     if not company.knowledge.vectors:
         return out
@@ -101,8 +106,7 @@ def index_status(node: Any, space: str | None) -> dict[str, Any]:
     if row is not None:
         out |= {k: v for k, v in row.summary().items() if k != "space"}
     if record is not None:
-        out["last_pass"] = {"at": record.last_run_at, "summary": record.last_summary, "error": record.last_error,
-                            "holder": record.holder}
+        out["last_pass"] = last_pass(record)
         running = record.status.get("running")
         if running and record.last_run_at is not None and running.get("since", 0) > record.last_run_at:
             out["running"] = running

@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import tempfile
+import time
 import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -72,8 +73,6 @@ def sweep(cache_dir: Path, spaces: set[str], *, stale_tmp_s: float = 3600.0) -> 
     """Remove the files of spaces not in `spaces` (a model no longer configured, a space whose vectors are
     all gone: 224 MB a million sources at 1,536 dimensions) and temporary files a killed save left behind
     (older than `stale_tmp_s`: a younger one may be another process's save in flight). Returns what went."""
-    import time
-
     keep = {file_for(cache_dir, space).name for space in spaces}
     gone: list[Path] = []
     try:
