@@ -46,8 +46,8 @@ from .log.framing import encode_frame
 from .node import Node, home_streams
 from .pages import applier
 from .paths import Home
-from .recover import (LOST, RELATED_KEYS, Given, Related, describe_page_change, give_back_page, give_back_vector,
-                      guess_what, tombstone)
+from .recover import (LOST, Given, Related, describe_page_change, give_back_page, give_back_vector, guess_what,
+                      kinds_of, tombstone)
 from .repaired import LostChange, held_lost, journal_path, relocate, repairs_of, what_changed  # noqa: F401
 from .replica import engine
 from .replica.engine import Applier
@@ -76,10 +76,8 @@ def home_logs(home: Home) -> list[LogSpec]:
     return [LogSpec(name, path, applier) for name, path, applier in home_streams(home)]
 
 
-# the replicated tables each log fills (a replay is compared with a database on these)
-
-VECTOR_TABLES = ("vectors", "vector_codes", "semantic_index")
-TABLES = {"pages": tuple(t for t in REPLICATED if t not in VECTOR_TABLES), "vectors": VECTOR_TABLES}
+# the replicated tables each log fills, as its kinds declare them (a replay is compared with a database on these)
+TABLES = {log: tuple(t for t in REPLICATED if t in kinds_of(log).tables) for log in ("pages", "vectors")}
 
 
 @dataclass
@@ -307,7 +305,9 @@ def _related(flog: FileLog, health: LogHealth, sources: list[Source], spec: LogS
     """The log's intact records about what the lost records touched (their pages, comments, spaces, agents, as
     the databases that applied them name them), and every purge — one walk of the log."""
     out = Related()
-    if spec.name != "pages":
+    kinds = kinds_of(spec.name)
+    keys, every = kinds.related_keys, kinds.related_all
+    if not keys and not every:
         return out
     wanted: set[str] = set()
     for src in sources:
@@ -320,16 +320,16 @@ def _related(flog: FileLog, health: LogHealth, sources: list[Source], spec: LogS
             except ValueError:
                 continue
             if isinstance(result, dict):
-                wanted |= {str(result[k]) for k in ("page_id", "comment_id", "key") if result.get(k)}
+                wanted |= {str(result[k]) for k in keys if result.get(k)}
     for what, item in walk(flog, health.applied, others_applied=_others_seq(health)):
         if what != "keep":
             continue
         record = item[1]
-        if record.type == "page.purge":
-            out.purges.append(record)
-        for key in RELATED_KEYS:
+        if record.type in every:
+            out.every.setdefault(record.type, []).append(record)
+        for key in keys:
             value = record.payload.get(key)
-            if isinstance(value, str) and (value in wanted or record.type == "onboarding.mark"):
+            if isinstance(value, str) and value in wanted:
                 out.by_id.setdefault(value, []).append(record)
     return out
 

@@ -47,9 +47,10 @@ DAY_MS = 24 * 3600 * 1000
 # a fixed instant for records whose `at` a test controls (2025-01-01T00:00:00Z)
 T0 = 1_735_689_600_000
 
-# tables every node fills from the log alone (compared by the replay test)
-REPLAYED_TABLES = ("pages", "revisions", "comments", "deleted_pages", "containers", "applied_ops",
-                   "knowledge_reads", "agent_onboarding_markers", "log_position")
+# tables every node fills from the pages log alone, as its kinds declare them (compared by the replay test)
+from core.pages.kinds import KINDS as _PAGE_KINDS  # noqa: E402
+
+REPLAYED_TABLES = (*_PAGE_KINDS.tables, "log_position")
 
 
 # -- homes -----------------------------------------------------------------------------------------

@@ -363,21 +363,18 @@ def _every_page_kind(page: str, other: str, trashed: str, comment: str) -> dict:
     }
 
 
-# the keys a record of each kind cannot do without (the others have a default the applier has always used)
-_NEEDED = {
-    "container.declare": ["key", "name"], "page.create": ["page_id", "container", "title"],
-    "page.save": ["page_id", "base_revision", "body"], "page.rename": ["page_id", "title"],
-    "page.move": ["page_id"], "page.trash": ["page_id"], "page.restore": ["page_id"], "page.purge": ["page_id"],
-    "page.labels": ["page_id", "labels"], "comment.add": ["comment_id", "page_id", "body"],
-    "comment.edit": ["comment_id", "body"], "comment.remove": ["comment_id"], "knowledge.read": ["via"],
-    "onboarding.mark": ["agent_id", "chain_hash"], "log.lost": [],
-}
+def _needed(kinds, kind: str) -> list[str]:
+    """The keys a record of `kind` cannot do without, as its declaration's shape says (the others have a default
+    the applier has always used)."""
+    return [key for key, f in kinds[kind].shape.items() if f.required]
 
 
 def _shapes_of(good: Record) -> list[tuple[str, Record]]:
     """Every worst shape of `good`: each needed key missing, each key (and a list's item) of the wrong type."""
+    from core.pages.kinds import KINDS
+
     out = []
-    for key in _NEEDED[good.type]:
+    for key in _needed(KINDS, good.type):
         out.append((f"no {key}", Record(good.type, f"{good.op_id}-no-{key}", good.actor, good.at,
                                         {k: v for k, v in good.payload.items() if k != key})))
     for key, value in good.payload.items():
@@ -392,7 +389,13 @@ def _shapes_of(good: Record) -> list[tuple[str, Record]]:
     return out
 
 
-@pytest.mark.parametrize("kind", list(_NEEDED))
+def _page_kinds() -> list[str]:
+    from core.pages.kinds import KINDS
+
+    return list(KINDS.types)
+
+
+@pytest.mark.parametrize("kind", _page_kinds())
 def test_every_worst_shape_of_every_record_kind_is_refused_as_malformed_and_the_log_goes_on(tmp_path, make_home, kind):
     from core.store.digest import content_digest
 
@@ -404,7 +407,9 @@ def test_every_worst_shape_of_every_record_kind_is_refused_as_malformed_and_the_
         trashed = kb.create_page("ENG", "Trashed", "", actor="alex").id
         kb.trash_page(trashed, actor="alex")
         comment = kb.add_comment(page, "first", actor="alex").id
-        good = _every_page_kind(page, other, trashed, comment)[kind]
+        samples = _every_page_kind(page, other, trashed, comment)
+        assert kind in samples, f"declared kind {kind} has no sample record here: add one to _every_page_kind"
+        good = samples[kind]
         bad = _shapes_of(good)
         before = content_digest(node.conn).tables
         outs = node.submit([r for _, r in bad])
@@ -448,17 +453,13 @@ def _every_vector_kind() -> dict:
     }
 
 
-_VECTOR_NEEDED = {
-    "vector.put": ["source_id", "space", "container", "revision", "digest", "bytes", "bucket", "dims", "vector"],
-    "vector.restamp": ["source_id", "space", "container", "revision", "digest"], "vector.drop": ["source_id"],
-    "index.install": ["space", "lists", "width", "centroids", "probes", "ranges", "trained_sources", "fullest",
-                      "measured", "at"],
-    "index.refile": ["space", "generation", "lo", "hi", "ids", "lists"],
-    "index.measure": ["space", "generation", "probes", "measured", "at"], "index.retire": ["space", "generation"],
-}
+def _vector_kinds() -> list[str]:
+    from core.vectors.kinds import KINDS
+
+    return [k for k in KINDS.types if k != "log.lost"]     # a tombstone files nothing whatever its shape
 
 
-@pytest.mark.parametrize("kind", list(_VECTOR_NEEDED))
+@pytest.mark.parametrize("kind", _vector_kinds())
 def test_every_worst_shape_of_every_vector_record_kind_files_nothing_and_the_log_goes_on(make_home, kind):
     """The vector log files what nobody waits on: a malformed record files nothing (no outcome to store) —
     and never raises out of the applier (a list where text belongs made SQLite refuse the binding, which
@@ -469,11 +470,14 @@ def test_every_worst_shape_of_every_vector_record_kind_files_nothing_and_the_log
     from core.vectors import records as V
 
     from core.replica.shapes import shape_problem
+    from core.vectors.kinds import KINDS
 
-    good = _every_vector_kind()[kind]
+    samples = _every_vector_kind()
+    assert kind in samples, f"declared kind {kind} has no sample record here: add one to _every_vector_kind"
+    good = samples[kind]
     assert shape_problem(good.payload, V.shapes()[kind]) is None      # what the builder writes is of its shape
     bad = []
-    for key in _VECTOR_NEEDED[kind]:
+    for key in _needed(KINDS, kind):
         bad.append(Record(kind, f"{good.op_id}-no-{key}", good.actor, good.at,
                           {k: v for k, v in good.payload.items() if k != key}))
     for key, value in good.payload.items():

@@ -1,6 +1,7 @@
-"""The pages log's records, built in one place — all fourteen kinds — and the ids they carry: `KnowledgeBase`,
+"""The pages log's records, built in one place — a builder per kind — and the ids they carry: `KnowledgeBase`,
 the node's container documents, the trash reaper and the importer all write through these, so a payload has
-one shape whoever writes it (the applier, pages/applier.py, reads exactly these keys).
+one shape whoever writes it: the shape its kind declares (pages/kinds.py), which its handler
+(pages/handlers.py) reads exactly.
 
 Builders check nothing — the writer has asked the rules, and the applier decides what depends on order.
 They only shape: a note is stripped and left out when empty, labels are trimmed, lower-cased,
@@ -13,7 +14,6 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..log import Record
-from ..replica.shapes import DICT, INT, LIST, NONE, TEXT, Shape, may, need
 
 SYSTEM_ACTOR = "crewlet"           # who writes what the configuration says (the container documents)
 REAPER = "trash-reaper"            # who purges what stayed in the trash past its term
@@ -130,33 +130,3 @@ def knowledge_read(actor: str, *, via: str, query: str | None, pages: list[dict[
 
 def onboarding_mark(agent: str, *, chain_hash: str) -> Record:
     return Record.new("onboarding.mark", agent, {"agent_id": agent, "chain_hash": chain_hash})
-
-
-# -- what each kind's payload holds, as the builders above write it ---------------------------------------
-# The applier refuses a payload of another shape as malformed before its handler reads it (core/replica/
-# shapes.py). A key the applier has always read with a default (`p.get`) may be missing, as before.
-
-_ID = need(TEXT)
-SHAPES: dict[str, Shape] = {
-    "container.declare": {"key": need(TEXT), "name": need(TEXT), "purpose": may(TEXT), "lead": may(TEXT, NONE),
-                          "chart_epoch": may(INT)},
-    "page.create": {"page_id": _ID, "container": need(TEXT), "title": need(TEXT), "body": may(TEXT),
-                    "parent_id": may(TEXT, NONE), "message": may(TEXT, NONE), "labels": may(LIST, items=TEXT)},
-    "page.save": {"page_id": _ID, "base_revision": need(INT), "body": need(TEXT), "message": may(TEXT, NONE)},
-    "page.rename": {"page_id": _ID, "title": need(TEXT), "message": may(TEXT, NONE)},
-    "page.move": {"page_id": _ID, "parent_id": may(TEXT, NONE)},
-    "page.trash": {"page_id": _ID},
-    "page.restore": {"page_id": _ID},
-    "page.purge": {"page_id": _ID, "reason": may(TEXT), "cutoff": may(INT, NONE)},
-    "page.labels": {"page_id": _ID, "labels": need(LIST, items=TEXT)},
-    "comment.add": {"comment_id": _ID, "page_id": _ID, "body": need(TEXT)},
-    "comment.edit": {"comment_id": _ID, "body": need(TEXT)},
-    "comment.remove": {"comment_id": _ID},
-    "knowledge.read": {"via": need(TEXT), "query": may(TEXT, NONE), "pages": may(LIST, items=DICT),
-                       "backend": may(TEXT), "turn": may(TEXT, NONE), "phase": may(TEXT, NONE)},
-    "onboarding.mark": {"agent_id": need(TEXT), "chain_hash": need(TEXT)},
-    # a repair's tombstone (core/recover.py); the outcome it may carry is checked by its verdict (LOST_OUTCOME)
-    "log.lost": {"seq": may(INT), "log": may(TEXT), "why": may(TEXT), "was": may(TEXT), "outcome": may(DICT)},
-}
-LOST_OUTCOME: Shape = {"type": need(TEXT), "status": need(TEXT), "code": may(TEXT, NONE), "reason": may(TEXT, NONE),
-                       "result": may(DICT, NONE)}

@@ -15,36 +15,77 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# table -> the query listing its replicated columns in a fixed order (never a row id a node assigns)
-REPLICATED: dict[str, str] = {
-    "pages": "SELECT id, container, address, title, body, revision, parent_id, created_by, created_at, saved_by, "
-             "saved_at, updated_at, trashed_at, trashed_by, labels, version FROM pages ORDER BY id",
-    "revisions": "SELECT page_id, revision, title, body, author, at, kind, message FROM revisions "
-                 "ORDER BY page_id, revision",
-    "comments": "SELECT id, page_id, author, body, created_at, edited_at FROM comments ORDER BY id",
-    "deleted_pages": "SELECT page_id, container, title, purged_by, purged_at, reason FROM deleted_pages "
-                     "ORDER BY page_id",
-    "containers": "SELECT key, name, purpose, lead, chart_epoch FROM containers ORDER BY key",
-    "applied_ops": "SELECT op_id, seq, type, status, code, reason, result FROM applied_ops ORDER BY seq, op_id",
-    "knowledge_reads": "SELECT op_id, actor, at, via, query, pages, backend, turn, phase FROM knowledge_reads "
-                       "ORDER BY op_id",
-    "agent_onboarding_markers": "SELECT agent_id, chain_hash, marked_at FROM agent_onboarding_markers "
-                                "ORDER BY agent_id",
-    "vectors": "SELECT source_id, kind, space, container, revision, digest, bytes, bucket, dims, seq, vector "
-               "FROM vectors ORDER BY source_id, space",
+
+@dataclass(frozen=True)
+class Table:
+    """A table the migrations create, and what it is to replication — exactly one of:
+
+    - `rows`: replicated — every node that applied the same logs holds the same rows; the query lists its
+      replicated columns in a fixed order (never a row id a node assigns). The digest covers it, a snapshot
+      carries it, a repair's replay compares it; some record kind's handler writes it (`RecordKind.writes`).
+    - `local`: this node's own (why, in words) — no log fills it: no digest covers it, a snapshot leaves it out.
+    - `carried`: kept in step with other rows (by triggers, or the engine, in their transaction) — a snapshot
+      carries it as it is; the digest covers the rows it follows from.
+
+    A new table is one line here beside its migration (tests/test_record_kinds.py opens a fresh database and
+    fails on a table of sqlite_master that is not here, or on a kind that writes a table not replicated)."""
+
+    name: str
+    rows: str = ""
+    local: str = ""
+    carried: str = ""
+
+    def __post_init__(self) -> None:
+        if sum(bool(x) for x in (self.rows, self.local, self.carried)) != 1:
+            raise TypeError(f"table '{self.name}' must be exactly one of replicated (rows), local or carried")
+
+
+# every table, the replicated ones in the digest's order (the content digest hashes them in this order: a
+# new replicated table goes at the end, so the digests of the tables before it stay what older builds say)
+TABLES: tuple[Table, ...] = (
+    Table("pages", rows="SELECT id, container, address, title, body, revision, parent_id, created_by, created_at, "
+                        "saved_by, saved_at, updated_at, trashed_at, trashed_by, labels, version FROM pages ORDER BY id"),
+    Table("revisions", rows="SELECT page_id, revision, title, body, author, at, kind, message FROM revisions "
+                            "ORDER BY page_id, revision"),
+    Table("comments", rows="SELECT id, page_id, author, body, created_at, edited_at FROM comments ORDER BY id"),
+    Table("deleted_pages", rows="SELECT page_id, container, title, purged_by, purged_at, reason FROM deleted_pages "
+                                "ORDER BY page_id"),
+    Table("containers", rows="SELECT key, name, purpose, lead, chart_epoch FROM containers ORDER BY key"),
+    Table("applied_ops", rows="SELECT op_id, seq, type, status, code, reason, result FROM applied_ops "
+                              "ORDER BY seq, op_id"),
+    Table("knowledge_reads", rows="SELECT op_id, actor, at, via, query, pages, backend, turn, phase "
+                                  "FROM knowledge_reads ORDER BY op_id"),
+    Table("agent_onboarding_markers", rows="SELECT agent_id, chain_hash, marked_at FROM agent_onboarding_markers "
+                                           "ORDER BY agent_id"),
+    Table("vectors", rows="SELECT source_id, kind, space, container, revision, digest, bytes, bucket, dims, seq, "
+                          "vector FROM vectors ORDER BY source_id, space"),
     # each code with its list under the index that filed it
-    "vector_codes": "SELECT v.source_id, v.space, c.code, c.list, c.generation FROM vector_codes c "
-                    "JOIN vectors v ON v.id = c.id ORDER BY v.source_id, v.space",
+    Table("vector_codes", rows="SELECT v.source_id, v.space, c.code, c.list, c.generation FROM vector_codes c "
+                               "JOIN vectors v ON v.id = c.id ORDER BY v.source_id, v.space"),
     # the semantic index as its records installed it (what a node measures for itself left out)
-    "semantic_index": "SELECT space, generation, lists, width, centroids, probes, ranges, refiled, trained_sources, "
-                      "fullest, trained_at FROM semantic_index ORDER BY space",
-}
+    Table("semantic_index", rows="SELECT space, generation, lists, width, centroids, probes, ranges, refiled, "
+                                 "trained_sources, fullest, trained_at FROM semantic_index ORDER BY space"),
+    Table("log_position", carried="where this database stands on each log: digested apart (POSITIONS), "
+                                  "in the transaction that applied the rows"),
+    Table("_migrations", carried="which migrations made the file's schema: a snapshot's own"),
+    Table("page_levels", carried="live pages per level, kept by triggers on pages (m008)"),
+    Table("page_spaces", carried="live pages per space, kept by triggers on pages (m008)"),
+    Table("vector_counts", carried="vectors per space, kept by triggers on vectors and pages (m008)"),
+    Table("duties", local="each node's duties: their cursors, status and leases"),
+    Table("page_links", local="backlinks, derived by this node's keyword index"),
+    Table("embed_holds", local="the sources a provider refused, held back by this node's embedding duty"),
+    Table("agent_diary", local="agents' diaries are this node's own (never on a log): each node holds the diaries "
+                               "of the agents it runs, so nodes at one position may differ there"),
+    Table("agent_diary_versions", local="counts of the diaries, kept by triggers on agent_diary"),
+    Table("answer_cache", local="cached answers are the node's own, written for its askers"),
+)
+# table -> the query listing its replicated columns in a fixed order (never a row id a node assigns)
+REPLICATED: dict[str, str] = {t.name: t.rows for t in TABLES if t.rows}
+# each node's own: no digest covers them, no snapshot carries them (core/sync/snapshot.py)
+NODE_LOCAL: tuple[str, ...] = tuple(t.name for t in TABLES if t.local)
 POSITIONS = "SELECT name, seq, byte_offset, frame_offset, digest FROM log_position ORDER BY name"
 # rows a node holds that no log carries, so no digest covers them: table -> why (said in --json)
-EXCLUDED: dict[str, str] = {
-    "agent_diary": "agents' diaries are this node's own (never on a log): each node holds the diaries of the "
-                   "agents it runs, so nodes at one position may differ there",
-}
+EXCLUDED: dict[str, str] = {t.name: t.local for t in TABLES if t.name == "agent_diary"}
 
 
 @dataclass

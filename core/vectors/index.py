@@ -18,15 +18,17 @@ from __future__ import annotations
 import base64
 import json
 import threading
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ..log import Record
-from ..replica.shapes import DICT, INT, LIST, TEXT, Shape, need
-from .hamming import nearest_lists
 # the installed index as its row reads it lives in .index_row (no numpy until the centroids are asked for)
 from .index_row import SERVE_GROWTH, IndexRow, index_key, measured_sources, read_index, serves  # noqa: F401
+
+if TYPE_CHECKING:
+    import numpy as np
+# numpy (and the Hamming kernel, which loads it) is imported by the functions that use it: the vector log's
+# kinds are declared with these builders and handlers (vectors/kinds.py), and a node that opens — or a repair
+# that reads the declarations — applies no index record
 
 ACTOR = "embedding-duty"
 INSTALL, REFILE, MEASURE, RETIRE = "index.install", "index.refile", "index.measure", "index.retire"
@@ -34,10 +36,14 @@ RECORD_TYPES = (INSTALL, REFILE, MEASURE, RETIRE)
 
 
 def _b64(array: np.ndarray) -> str:
+    import numpy as np
+
     return base64.b64encode(np.ascontiguousarray(array).tobytes()).decode("ascii")
 
 
 def _array(text: str, dtype: str) -> np.ndarray:
+    import numpy as np
+
     return np.frombuffer(base64.b64decode(text), dtype=dtype)
 
 
@@ -45,6 +51,8 @@ def _array(text: str, dtype: str) -> np.ndarray:
 
 def install_record(space: str, centroids: np.ndarray, probes: int, ranges: list[tuple[int, int]],
                    trained_sources: int, fullest: int, measured: dict[str, Any], at: int) -> Record:
+    import numpy as np
+
     return Record.new(INSTALL, ACTOR, {
         "space": space, "lists": int(len(centroids)), "width": int(centroids.shape[1]),
         "centroids": _b64(centroids.astype(np.uint8)), "probes": int(probes),
@@ -54,6 +62,8 @@ def install_record(space: str, centroids: np.ndarray, probes: int, ranges: list[
 
 def refile_record(space: str, generation: int, batch: int, lo: int, hi: int, ids: np.ndarray,
                   lists: np.ndarray) -> Record:
+    import numpy as np
+
     return Record.new(REFILE, ACTOR, {
         "space": space, "generation": int(generation), "batch": int(batch), "lo": int(lo), "hi": int(hi),
         "ids": _b64(np.asarray(ids, dtype="<i8")), "lists": _b64(np.asarray(lists, dtype="<i4"))})
@@ -72,6 +82,8 @@ def retire_record(space: str, generation: int, reason: str) -> Record:
 
 def list_counts(conn: Any, generation: int) -> np.ndarray:
     """Codes per list under `generation` (the covering index: no code is read)."""
+    import numpy as np
+
     rows = conn.execute("SELECT list, count(*) FROM vector_codes WHERE generation = ? GROUP BY list",
                         (generation,)).fetchall()
     if not rows:
@@ -90,6 +102,8 @@ _centroid_cache: dict[tuple[int, str, int, int], np.ndarray] = {}
 
 def _centroids(conn: Any, space: str) -> tuple[int, np.ndarray] | None:
     """The installed index's (generation, centroids) for `space`, cached per connection and generation."""
+    import numpy as np
+
     r = conn.execute("SELECT generation, lists, width, trained_at FROM semantic_index WHERE space = ?",
                      (space,)).fetchone()
     if r is None:
@@ -108,6 +122,10 @@ def _centroids(conn: Any, space: str) -> tuple[int, np.ndarray] | None:
 
 def file_new_code(conn: Any, space: str, vector_id: int) -> None:
     """A code put while an index is installed goes straight into its list (no index: nothing to do)."""
+    import numpy as np
+
+    from .hamming import nearest_lists
+
     found = _centroids(conn, space)
     if found is None:
         return
@@ -119,7 +137,7 @@ def file_new_code(conn: Any, space: str, vector_id: int) -> None:
     conn.execute("UPDATE vector_codes SET list = ?, generation = ? WHERE id = ?", (lst, generation, vector_id))
 
 
-def _install(conn: Any, rec: Record) -> None:
+def install(conn: Any, rec: Record) -> None:
     p = rec.payload
     lists, width = int(p["lists"]), int(p["width"])
     centroids = base64.b64decode(p["centroids"])
@@ -137,7 +155,11 @@ def _install(conn: Any, rec: Record) -> None:
          int(p["trained_sources"]), int(p["fullest"]), json.dumps(p["measured"]), int(p["at"]), int(p["at"])))
 
 
-def _refile(conn: Any, rec: Record) -> None:
+def refile(conn: Any, rec: Record) -> None:
+    import numpy as np
+
+    from .hamming import nearest_lists
+
     p = rec.payload
     found = _centroids(conn, p["space"])
     if found is None or found[0] != int(p["generation"]):
@@ -158,28 +180,13 @@ def _refile(conn: Any, rec: Record) -> None:
                  (p["space"], generation))
 
 
-def _measure(conn: Any, rec: Record) -> None:
+def measure(conn: Any, rec: Record) -> None:
     p = rec.payload
     conn.execute("UPDATE semantic_index SET probes = ?, measured = ?, measured_at = ? WHERE space = ? "
                  "AND generation = ?", (int(p["probes"]), json.dumps(p["measured"]), int(p["at"]), p["space"],
                                         int(p["generation"])))
 
 
-def _retire(conn: Any, rec: Record) -> None:
+def retire(conn: Any, rec: Record) -> None:
     p = rec.payload
     conn.execute("DELETE FROM semantic_index WHERE space = ? AND generation = ?", (p["space"], int(p["generation"])))
-
-
-HANDLERS = {INSTALL: _install, REFILE: _refile, MEASURE: _measure, RETIRE: _retire}
-
-# what each kind's payload holds, as the builders above write it (a record of another shape files nothing)
-SHAPES: dict[str, Shape] = {
-    INSTALL: {"space": need(TEXT), "lists": need(INT), "width": need(INT), "centroids": need(TEXT),
-              "probes": need(INT), "ranges": need(LIST, items=LIST), "trained_sources": need(INT),
-              "fullest": need(INT), "measured": need(DICT), "at": need(INT)},
-    REFILE: {"space": need(TEXT), "generation": need(INT), "lo": need(INT), "hi": need(INT), "ids": need(TEXT),
-             "lists": need(TEXT)},
-    MEASURE: {"space": need(TEXT), "generation": need(INT), "probes": need(INT), "measured": need(DICT),
-              "at": need(INT)},
-    RETIRE: {"space": need(TEXT), "generation": need(INT)},
-}

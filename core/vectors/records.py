@@ -29,7 +29,7 @@ from ..log import FileLog, Record
 from ..log.framing import Frame
 from ..replica import engine
 from ..replica.appliers import FilingApplier
-from ..replica.shapes import INT, NONE, TEXT, Shape, may, need
+from ..replica.shapes import Shape
 from ..store import Connection
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ def drop_record(source_id: str) -> Record:
 
 # -- applying -------------------------------------------------------------------------------------------
 
-def _put(conn: Connection, rec: Record) -> None:
+def put(conn: Connection, rec: Record) -> None:
     p = rec.payload
     vector = decode_vector(p["vector"])
     dims = int(p["dims"])
@@ -93,44 +93,46 @@ def _put(conn: Connection, rec: Record) -> None:
     ivf_store.file_new_code(conn, p["space"], cur.lastrowid)
 
 
-def _restamp(conn: Connection, rec: Record) -> None:
+def restamp(conn: Connection, rec: Record) -> None:
     p = rec.payload
     conn.execute("UPDATE vectors SET container = ?, revision = ?, seq = ? WHERE source_id = ? AND space = ? "
                  "AND digest = ?", (p["container"], int(p["revision"]), rec.seq, p["source_id"], p["space"], p["digest"]))
 
 
-def _drop(conn: Connection, rec: Record) -> None:
+def drop(conn: Connection, rec: Record) -> None:
     source = rec.payload["source_id"]
     conn.execute("DELETE FROM vector_codes WHERE id IN (SELECT id FROM vectors WHERE source_id = ?)", (source,))
     conn.execute("DELETE FROM vectors WHERE source_id = ?", (source,))
 
 
-# what each kind's payload holds, as the builders write it: a record of another shape files nothing
-# (core/replica/shapes.py), the index's kinds' shapes beside their builders (index.py)
-SHAPES: dict[str, Shape] = {
-    "vector.put": {"source_id": need(TEXT), "kind": may(TEXT), "space": need(TEXT), "container": need(TEXT),
-                   "revision": need(INT), "digest": need(TEXT), "bytes": need(INT), "bucket": need(INT),
-                   "dims": need(INT), "vector": need(TEXT)},
-    "vector.restamp": {"source_id": need(TEXT), "space": need(TEXT), "container": need(TEXT), "revision": need(INT),
-                       "digest": need(TEXT)},
-    "vector.drop": {"source_id": need(TEXT)},
-}
+def give_back_put(conn: Connection, seq: int, op: object, related: object) -> tuple[list[Record], str]:
+    """A lost vector-log record, when it filed a vector the database still holds (its `seq`): given back as the
+    put that files exactly that row (a restamp moved the row's seq too: a put of the row as it is replays alike)."""
+    from ..replica.kinds import CannotSay
+
+    row = conn.execute("SELECT * FROM vectors WHERE seq = ?", (seq,)).fetchone()
+    if row is None:
+        raise CannotSay(f"it holds no vector filed by seq {seq} (a later put replaced it, or it was no put)")
+    payload = {"source_id": row["source_id"], "kind": row["kind"], "space": row["space"], "container": row["container"],
+               "revision": row["revision"], "digest": row["digest"], "bytes": row["bytes"], "bucket": row["bucket"],
+               "dims": row["dims"], "vector": base64.b64encode(bytes(row["vector"])).decode("ascii")}
+    return [Record.new("vector.put", DUTY_ACTOR, payload)], ""
 
 
 @lru_cache(maxsize=1)
 def shapes() -> dict[str, Shape]:
-    """Each vector-log record kind's shape (the index's from index.py, loaded when first asked, as handlers)."""
-    from .index import SHAPES as INDEX_SHAPES
+    """Each vector-log record kind's shape, as its declaration says it (vectors/kinds.py)."""
+    from .kinds import KINDS
 
-    return {**SHAPES, **INDEX_SHAPES}
+    return KINDS.shapes
 
 
 @lru_cache(maxsize=1)
 def handlers() -> dict[str, Callable[[Connection, Record], None]]:
-    """Each vector-log record type's handler (the semantic index's from ivf/store.py)."""
-    from . import index as ivf_store
+    """Each vector-log record kind's handler, as its declaration says it (vectors/kinds.py)."""
+    from .kinds import KINDS
 
-    return {"vector.put": _put, "vector.restamp": _restamp, "vector.drop": _drop, **ivf_store.HANDLERS}
+    return KINDS.handlers
 
 
 # the vector log as it registers with the engine: its records file rows, a transaction of 500 at most

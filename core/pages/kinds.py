@@ -1,0 +1,96 @@
+"""The pages log's record kinds: one declaration each (core/replica/kinds.py `RecordKind`).
+
+Everything the house keeps per kind is read off these: the shapes and handlers the applier registers
+(pages/applier.py `PAGES`), the tables a repair's replay compares (`KINDS.tables`), how a repair gives a lost
+record back (core/recover.py dispatches on `give_back`) and which keys relate records (core/repair.py
+`_related`); tests/test_record_kinds.py holds them against a freshly migrated database and the content digest.
+
+To add a kind (spec 003's `entry.add`, `entry.status`, `entry.supersede` …, issue 35):
+
+1. its table, if it has one: a migration (core/store/migrations.py) and the table's line in the digest's
+   `TABLES` (core/store/digest.py: its replicated columns, in a fixed order); and, if its rows sit under a page,
+   what a purge does to them (`PURGED_WITH_PAGE` below);
+2. its builder in records.py, its handler in handlers.py, its give-back in give_back.py;
+3. its declaration below. Nothing else registers it: forget a part and the declaration does not import; forget
+   the digest, or a table's line, and tests/test_record_kinds.py fails; forget to exercise its give-back and
+   tests/test_log_repair.py's every-kind sweep fails (it asks every declared kind to be in its history).
+
+The payload shapes are what the builders write (a key the applier has always read with a default, `p.get`,
+may be missing, as before); a payload of another shape is refused as malformed before its handler runs.
+"""
+from __future__ import annotations
+
+from ..replica.kinds import LOST_GIVE_BACK, LOST_SHAPE, LogKinds, RecordKind, tombstone
+from ..replica.shapes import DICT, INT, LIST, NONE, TEXT, may, need
+from . import give_back as back
+from . import handlers as do
+from . import records as build
+
+_ID = need(TEXT)
+_PAGE_ROWS = ("pages", "revisions")     # a change to what a page says writes its row and a revision
+
+
+KINDS = LogKinds("pages", own_tables=("applied_ops",), kinds=[
+    RecordKind("container.declare", build.container_declare, writes=("containers",),
+               shape={"key": need(TEXT), "name": need(TEXT), "purpose": may(TEXT), "lead": may(TEXT, NONE),
+                      "chart_epoch": may(INT)},
+               handle=do.container_declare, give_back=back.container_declare, related=("key",)),
+    RecordKind("page.create", build.page_create, writes=_PAGE_ROWS,
+               shape={"page_id": _ID, "container": need(TEXT), "title": need(TEXT), "body": may(TEXT),
+                      "parent_id": may(TEXT, NONE), "message": may(TEXT, NONE), "labels": may(LIST, items=TEXT)},
+               handle=do.page_create, give_back=back.page_create, related=("page_id",)),
+    RecordKind("page.save", build.page_save, writes=_PAGE_ROWS,
+               shape={"page_id": _ID, "base_revision": need(INT), "body": need(TEXT), "message": may(TEXT, NONE)},
+               handle=do.page_save, give_back=back.page_save, related=("page_id",)),
+    RecordKind("page.rename", build.page_rename, writes=_PAGE_ROWS,
+               shape={"page_id": _ID, "title": need(TEXT), "message": may(TEXT, NONE)},
+               handle=do.page_rename, give_back=back.page_rename, related=("page_id",)),
+    RecordKind("page.move", build.page_move, writes=("pages",), shape={"page_id": _ID, "parent_id": may(TEXT, NONE)},
+               handle=do.page_move, give_back=back.page_move, related=("page_id",)),
+    RecordKind("page.trash", build.page_trash, writes=("pages",), shape={"page_id": _ID},
+               handle=do.page_trash, give_back=back.page_trash, related=("page_id",)),
+    RecordKind("page.restore", build.page_restore, writes=("pages",), shape={"page_id": _ID},
+               handle=do.page_restore, give_back=back.page_restore, related=("page_id",)),
+    # a purge deletes the page and what PURGED_WITH_PAGE says, and keeps a marker; every intact purge is related
+    # to a lost record (it re-filed the purged page's children)
+    RecordKind("page.purge", build.page_purge, writes=("pages", "revisions", "comments", "deleted_pages"),
+               shape={"page_id": _ID, "reason": may(TEXT), "cutoff": may(INT, NONE)},
+               handle=do.page_purge, give_back=back.page_purge, related=("page_id",), related_all=True),
+    RecordKind("page.labels", build.page_labels, writes=("pages",),
+               shape={"page_id": _ID, "labels": need(LIST, items=TEXT)},
+               handle=do.page_labels, give_back=back.page_labels, related=("page_id",)),
+    RecordKind("comment.add", build.comment_add, writes=("comments",),
+               shape={"comment_id": _ID, "page_id": _ID, "body": need(TEXT)},
+               handle=do.comment_add, give_back=back.comment_add, related=("page_id", "comment_id")),
+    RecordKind("comment.edit", build.comment_edit, writes=("comments",), shape={"comment_id": _ID, "body": need(TEXT)},
+               handle=do.comment_edit, give_back=back.comment_edit, related=("comment_id",)),
+    RecordKind("comment.remove", build.comment_remove, writes=("comments",), shape={"comment_id": _ID},
+               handle=do.comment_remove, give_back=back.comment_remove, related=("comment_id",)),
+    RecordKind("knowledge.read", build.knowledge_read, writes=("knowledge_reads",),
+               shape={"via": need(TEXT), "query": may(TEXT, NONE), "pages": may(LIST, items=DICT),
+                      "backend": may(TEXT), "turn": may(TEXT, NONE), "phase": may(TEXT, NONE)},
+               handle=do.knowledge_read, give_back=back.knowledge_read),
+    # its outcome names no agent: every intact mark is related to a lost one
+    RecordKind("onboarding.mark", build.onboarding_mark, writes=("agent_onboarding_markers",),
+               shape={"agent_id": need(TEXT), "chain_hash": need(TEXT)},
+               handle=do.onboarding_mark, give_back=back.onboarding_mark, related_all=True),
+    # a repair's tombstone (core/recover.py): it carries its own outcome (the applier's verdict stores it)
+    RecordKind("log.lost", tombstone, writes=(), shape=LOST_SHAPE, verdict=do.lost, give_back=LOST_GIVE_BACK),
+])
+
+# What a page's purge does to the rows under it, table by table: a statement run with the page's id before its
+# row is deleted, or BY_FOREIGN_KEY (the table's page_id references pages ON DELETE CASCADE), or KEPT (with the
+# reason). tests/test_record_kinds.py fails on a table whose rows name a page (a page_id column, or a foreign
+# key to pages) that is not here: its rows would outlive their page. Trash writes no row but the page's own.
+BY_FOREIGN_KEY = "by its foreign key"
+PURGED_WITH_PAGE: dict[str, str] = {
+    "page_links": "DELETE FROM page_links WHERE src = ?",    # this node's backlinks from it (the indexer's)
+    "revisions": BY_FOREIGN_KEY,
+    "comments": BY_FOREIGN_KEY,
+    "deleted_pages": "KEPT: the purge marker itself (a replayed create can never bring the page back)",
+}
+
+
+def purge_statements() -> list[str]:
+    """The statements a purge runs, in order, for the rows under the purged page."""
+    return [s for s in PURGED_WITH_PAGE.values() if s.startswith("DELETE ")]
