@@ -8,6 +8,9 @@ is trusted only once a replay proves it: the repaired log, replayed into a scrat
 source's position, must give the source's rows exactly (core/repair.py does that replay); anything else is
 written as a tombstone.
 
+How each kind is rebuilt is its declaration's (`RecordKind.give_back`, core/replica/kinds.py): the pages log's in
+core/pages/give_back.py, the vector log's in core/vectors/records.py. Nothing here branches on a kind.
+
 - An **applied** record is rebuilt as itself (same op_id, type and payload shape).
 - A **refused or no-op** record changed no row: it is given back as a tombstone carrying the outcome it was
   given, which every applier stores as that outcome (the same `applied_ops` row on every node).

@@ -25,12 +25,13 @@ Nothing here knows a page or a vector: this is the replica floor (tests/test_imp
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..clock import now_ms
 from ..log import Record
+from ..store.digest import REPLICATED, TABLES
 from .shapes import DICT, INT, NONE, TEXT, Shape, may, need
 
 # a repair's give-back: (the database that applied it, the lost seq, its outcome row in applied_ops — None
@@ -139,7 +140,7 @@ class LogKinds:
             self.kinds[kind.type] = kind
         self.own_tables = own_tables
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[RecordKind]:
         return iter(self.kinds.values())
 
     def __contains__(self, kind: str) -> bool:
@@ -204,6 +205,32 @@ def every_table(logs: Sequence[LogKinds]) -> dict[str, str]:
         for table in log.tables:
             if out.setdefault(table, log.log) != log.log:
                 raise TypeError(f"table '{table}' is written by both the {out[table]} and the {log.log} log")
+    return out
+
+
+def house_problems(logs: Sequence[LogKinds], conn: Any) -> list[str]:
+    """What the declarations of `logs` leave undone, against the migrated database `conn` and the content
+    digest's tables (core/store/digest.py `TABLES`): each line names the fix. Empty when the house is whole."""
+    out = [f"record kind '{k.type}' on the {log.log} log: {p}" for log in logs for k in log for p in k.problems()]
+    try:
+        written = every_table(logs)
+    except TypeError as exc:
+        return [*out, str(exc)]
+    for log in logs:
+        for k in log:
+            out += [f"record kind '{k.type}' writes table '{t}', which the content digest does not cover: add its "
+                    "replicated rows to core/store/digest.py TABLES" for t in k.writes if t not in REPLICATED]
+    out += [f"replicated table '{t}' is written by no record kind: name it in the `writes` of the kinds that fill it"
+            for t in REPLICATED if t not in written]
+    made = {r[0] for r in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")}
+    declared = [t.name for t in TABLES]
+    out += [f"table '{t}' is declared twice in core/store/digest.py TABLES" for t in sorted(set(declared))
+            if declared.count(t) > 1]
+    out += [f"table '{t}' (made by a migration) is not declared: add it to core/store/digest.py TABLES — replicated "
+            "(its rows), a node's own (local) or carried" for t in sorted(made - set(declared))]
+    out += [f"table '{t}' is declared in core/store/digest.py TABLES, but no migration makes it"
+            for t in sorted(set(declared) - made)]
     return out
 
 
