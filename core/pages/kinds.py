@@ -11,9 +11,17 @@ To add a kind (spec 003's `entry.add`, `entry.status`, `entry.supersede` …, is
    `TABLES` (core/store/digest.py: its replicated columns, in a fixed order); and, if its rows sit under a page,
    what a purge does to them (`PURGED_WITH_PAGE` below);
 2. its builder in records.py, its handler in handlers.py, its give-back in give_back.py;
-3. its declaration below. Nothing else registers it: forget a part and the declaration does not import; forget
-   the digest, or a table's line, and tests/test_record_kinds.py fails; forget to exercise its give-back and
-   tests/test_log_repair.py's every-kind sweep fails (it asks every declared kind to be in its history).
+3. its declaration below, as
+
+       RecordKind("entry.add", build.entry_add, writes=("entries",),
+                  shape={"entry_id": _ID, "page_id": _ID, "body": need(TEXT), "scope": may(TEXT, NONE), ...},
+                  handle=do.entry_add, give_back=back.entry_add, related=("page_id", "entry_id")),
+
+   Nothing else registers it: forget a part and the declaration does not import; forget the digest, or a
+   table's line, or what a purge does to rows under a page, and tests/test_record_kinds.py fails naming it;
+4. its tests: the tests that walk every kind read the declarations and fail naming the new one until it has a
+   sample record in tests/test_engine_rules.py `_every_page_kind` (its worst shapes are refused) and a step in
+   tests/test_log_repair.py `_every_kind_history` (a flipped byte in it is given back by its give-back).
 
 The payload shapes are what the builders write (a key the applier has always read with a default, `p.get`,
 may be missing, as before); a payload of another shape is refused as malformed before its handler runs.

@@ -1,6 +1,6 @@
 """The page tables as the rest of the engine reads them: a search's hits, its access policy and its stamp,
 the importer's plan, a repair's report. Each function runs on the connection it is given, under the
-caller's lock; what writes these tables is the applier (pages/applier.py) and, for the backlinks a node
+caller's lock; what writes these tables is the applier (pages/handlers.py) and, for the backlinks a node
 derives, pages/links.py.
 """
 from __future__ import annotations

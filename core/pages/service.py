@@ -28,7 +28,7 @@ from .model import (LINE_BREAK_RE, MAX_BODY_BYTES, MAX_TITLE, WINDOW_MAX, Commen
 
 TRASH_TERM_MS = 30 * 24 * 3600 * 1000
 REAP_PASS_MAX = 1000
-# the current revision's body lives in the page row (see applier._add_revision)
+# the current revision's body lives in the page row (see handlers._add_revision)
 REVISION_SQL = ("SELECT r.page_id, r.revision, r.title, COALESCE(r.body, p.body) AS body, r.author, r.at, r.kind, "
                 "r.message FROM revisions r JOIN pages p ON p.id = r.page_id")
 

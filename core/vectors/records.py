@@ -13,7 +13,10 @@ it. The records:
   that digest.
 - `vector.drop`: a source that no longer exists (purged).
 - `index.install`, `index.refile`, `index.measure`, `index.retire`: the semantic index over the codes
-  (core/search/ivf/store.py); a code put while an index is installed is filed in its list as it applies.
+  (core/vectors/index.py); a code put while an index is installed is filed in its list as it applies.
+
+Each kind is declared once in vectors/kinds.py (builder, shape, handler, tables, give-back); `VECTORS` reads its
+handlers and shapes off those declarations.
 
 Applying a put writes the wide row (`vectors`, the float32 vector last) and the narrow sign code
 (`vector_codes`, sqlite-vec's `vec_quantize_binary`), in the same transaction as the log position.
@@ -34,7 +37,7 @@ from ..store import Connection
 
 if TYPE_CHECKING:
     import numpy as np
-# numpy and the semantic index's records (ivf/store.py, which loads the semantic engine) are imported by
+# numpy and the semantic index's records (index.py, whose handlers load numpy) are imported by
 # the functions that use them: opening a node imports this module to apply the vector log, and a command
 # that never touches a vector (`crewlet page show`, the app's first screen) should not pay for them
 
