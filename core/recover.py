@@ -51,8 +51,10 @@ def kinds_of(log: str) -> LogKinds:
     """The declared kinds of the log a person calls `log` ("pages", "vectors")."""
     if log == "pages":
         from .pages.kinds import KINDS
-    else:
+    elif log == "vectors":
         from .vectors.kinds import KINDS
+    else:
+        raise ValueError(f"no log is named {log!r} (a home has the pages and the vectors log)")
     return KINDS
 
 

@@ -26,7 +26,7 @@ PURGED_SINCE = "its text is not kept (the page was purged since, with its revisi
 
 # -- what the rows say ---------------------------------------------------------------------------------
 
-def _outcome(op: Any, *, salvaged: bool = False) -> dict[str, Any]:
+def _outcome(op: Any, *, salvaged: bool = False) -> Any:
     """The record's outcome (its result); a salvaged one (a warning: the writer asked for something else than what
     was done) says what it was only for the kinds that read the warning (`salvaged`)."""
     result = json.loads(op["result"] or "{}")
@@ -169,7 +169,8 @@ def page_create(conn: Any, seq: int, op: Any, related: Related) -> Candidates:
         note = PURGED_SINCE
     parents = _parents_then(conn, related, page, page_id, seq)
     if result.get("warnings"):
-        parents = _salvaged_parents(conn, result) or parents
+        asked: list[str | None] = list(_salvaged_parents(conn, result))
+        parents = asked or parents
     labels = _labels_then(conn, related, page, page_id, seq)
     out = []
     for parent in parents:
