@@ -78,6 +78,7 @@ if str(ROOT) not in sys.path:
 from core import config as config_mod  # noqa: E402
 from core.log import FileLog, LogDamage  # noqa: E402
 from core.node import Node, init_home  # noqa: E402
+from core.pages.kinds import KINDS as PAGE_KINDS  # noqa: E402
 from core.pages.service import KnowledgeBase  # noqa: E402
 from core.paths import Home  # noqa: E402
 from core.repair import check_home, repair_home  # noqa: E402
@@ -89,9 +90,8 @@ ENV.pop("CREWLET_HOME", None)
 ENV.pop("CREWLET_AS", None)
 CREWLET = [PY, "-c", "import sys; from crewlet_tui.cli import main; sys.argv[0] = 'crewlet'; main()"]
 
-# the tables every node fills from the log alone
-REPLAYED_TABLES = ("pages", "revisions", "comments", "deleted_pages", "containers", "applied_ops",
-                   "knowledge_reads", "agent_onboarding_markers", "log_position")
+# the tables every node fills from the pages log alone, as its kinds declare them
+REPLAYED_TABLES = (*PAGE_KINDS.tables, "log_position")
 
 KINDS = ("kill_import", "kill_save", "kill_worker", "torn_tail", "flip_tail", "flip_mid", "dup_frame",
          "drop_frame", "disk_full", "read_only", "full_read", "slow_save", "hostile_endpoint", "divergence")
