@@ -102,8 +102,6 @@ _centroid_cache: dict[tuple[int, str, int, int], np.ndarray] = {}
 
 def _centroids(conn: Any, space: str) -> tuple[int, np.ndarray] | None:
     """The installed index's (generation, centroids) for `space`, cached per connection and generation."""
-    import numpy as np
-
     r = conn.execute("SELECT generation, lists, width, trained_at FROM semantic_index WHERE space = ?",
                      (space,)).fetchone()
     if r is None:
@@ -112,6 +110,8 @@ def _centroids(conn: Any, space: str) -> tuple[int, np.ndarray] | None:
     with _cache_lock:
         found = _centroid_cache.get(key)
         if found is None or found.shape != (r[1], r[2]):
+            import numpy as np
+
             blob = conn.execute("SELECT centroids FROM semantic_index WHERE space = ?", (space,)).fetchone()[0]
             found = np.frombuffer(blob, dtype=np.uint8).reshape(r[1], r[2]).copy()
             if len(_centroid_cache) > 16:
@@ -122,13 +122,13 @@ def _centroids(conn: Any, space: str) -> tuple[int, np.ndarray] | None:
 
 def file_new_code(conn: Any, space: str, vector_id: int) -> None:
     """A code put while an index is installed goes straight into its list (no index: nothing to do)."""
+    found = _centroids(conn, space)
+    if found is None:
+        return
     import numpy as np
 
     from .hamming import nearest_lists
 
-    found = _centroids(conn, space)
-    if found is None:
-        return
     generation, centroids = found
     code = conn.execute("SELECT code FROM vector_codes WHERE id = ?", (vector_id,)).fetchone()[0]
     if len(code) != centroids.shape[1]:
