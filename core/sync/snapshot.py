@@ -34,9 +34,9 @@ from ..store import connect, sqlite3
 from ..store.migrations import MIGRATIONS
 from ..store.digest import NODE_LOCAL, content_digest
 
-# each node's own, as core/store/digest.py `TABLES` declares them: never carried by a snapshot (agents' diaries
-# are private to the node they run on, and follow its own database instead: core/agents/carry.py)
-NODE_LOCAL_TABLES = NODE_LOCAL
+# each node's own: never carried by a snapshot (agents' diaries are private to the node they run on, and
+# follow its own database instead: core/agents/carry.py; cached answers are the node's own, written for its askers)
+NODE_LOCAL_TABLES = NODE_LOCAL   # as core/store/digest.py `TABLES` declares them
 # what a snapshot says of itself: its content digest (core/store/digest.py) at its positions, checked on adopt
 META = "crewlet_snapshot"
 
