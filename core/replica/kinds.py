@@ -14,11 +14,13 @@ hand-kept list per kind is read off the declarations (`LogKinds`):
 - which payload keys **relate** records (a repair collects the log's intact records about what a lost
   record touched by these keys, to rebuild it as of its seq).
 
-Forgetting a part is an error at import (every part is a required argument, checked in `__post_init__`), and
-tests/test_record_kinds.py holds the declarations against the database a fresh home migrates to: a table a
-kind writes that the digest does not cover, a table the migrations create that is neither replicated nor a
-node's own, fails there. Spec 003's entries (issue 35) are the next kinds: each is one declaration here, one
-migration (and its table's line in the digest's `TABLES`) and one handler function.
+Every kind on a log replicates (every node applies the log), so what it writes must be replicated: that is what
+"whether it replicates" comes to, and `house_problems` checks it. Forgetting a part is an error at import (every
+part is a required argument, checked in `__post_init__`), and `house_problems` (run by
+tests/test_record_kinds.py on a freshly migrated database) names a table a kind writes that the digest does not
+cover, a replicated table no kind writes, and a table the migrations make that is declared nowhere. Spec 003's
+entries (issue 35) are the next kinds: each is one declaration (core/pages/kinds.py says how), one migration (and
+its table's line in the digest's `TABLES`) and one handler function, with its builder and its give-back.
 
 Nothing here knows a page or a vector: this is the replica floor (tests/test_import_graph.py).
 """
