@@ -3,7 +3,10 @@ function, under TYPE_CHECKING): no circle between the packages of `core`, and no
 to a higher one but the ones docs/architecture.md names and justifies ("The floors").
 
 A package of `core` is its first name below `core` (`core/search/ivf/kmeans.py` is `search`, `core/node.py`
-is `node`); imports inside one package are its own business.
+is `node`); imports inside one package are its own business. A feature's settings module
+(`core/<feature>/settings.py`, its section of company.toml) is a room of its own, `<feature>.settings`, on
+floor 1 whatever its feature's floor: `config` (floor 2) composes every section, so a section imports the
+kit (`settings`, floor 0) and never its feature's higher rooms.
 """
 from __future__ import annotations
 
@@ -14,9 +17,10 @@ ROOT = Path(__file__).resolve().parent.parent
 CORE = ROOT / "core"
 
 # the floors, lowest first: a package imports packages on its own floor or below
+SECTION_ROOMS = {f"{p.parent.name}.settings" for p in CORE.glob("*/settings.py")}
 FLOORS = [
-    {"errors", "durable", "clock", "text", "store", "process"},
-    {"paths", "log", "embed", "chat", "diagnostics", "leases"},
+    {"errors", "durable", "clock", "text", "store", "process", "settings"},
+    {"paths", "log", "embed", "chat", "diagnostics", "leases", *SECTION_ROOMS},
     {"config"},
     {"replica"},
     {"pages", "vectors", "recover", "repaired"},
@@ -35,6 +39,8 @@ def package_of(module: str) -> str | None:
     if parts[0] != "core" or len(parts) < 2:
         return None
     name = parts[1]
+    if len(parts) > 2 and parts[2] == "settings" and (CORE / name / "settings.py").is_file():
+        return f"{name}.settings"
     return name if (CORE / name).is_dir() or (CORE / f"{name}.py").is_file() else None
 
 
@@ -152,6 +158,15 @@ def test_every_arrow_runs_down_or_level_but_the_named_ones() -> None:
     doc = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     for a, b in UPWARD:
         assert f"`{a}` → `{b}`" in doc, f"docs/architecture.md does not name the arrow {a} -> {b}"
+
+
+def test_a_section_stands_on_floor_one_and_imports_only_the_kit() -> None:
+    """Every feature's settings module is a room on floor 1, and the floor test above holds it there: a
+    section that imported its feature's higher rooms would be an arrow up."""
+    assert {"embed.settings", "chat.settings", "log.settings", "remote.settings", "pages.settings"} <= SECTION_ROOMS
+    graph = package_graph()
+    for room in SECTION_ROOMS:
+        assert set(graph.get(room, {})) <= set(FLOORS[0]), (room, graph.get(room))
 
 
 def test_every_package_has_a_floor() -> None:
