@@ -32,10 +32,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from core.embed.provider import one_line, redact
+from core.http_client import Pool
+from core.http_client import read_bounded as _read_body
 
 if TYPE_CHECKING:
-    import httpx
-
     from . import LlmSettings
 
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024        # a short answer is kilobytes; past this it is not one
@@ -80,8 +80,7 @@ class ChatProvider:
     def __init__(self, settings: LlmSettings) -> None:
         self.settings = settings
         self.url = f"{settings.base_url.rstrip('/')}/chat/completions"
-        self._client: httpx.Client | None = None
-        self._lock = threading.Lock()
+        self._pool = Pool()
 
     def key(self) -> str:
         name = self.settings.api_key_env
@@ -111,11 +110,7 @@ class ChatProvider:
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream, application/json"}
         if key:
             headers["Authorization"] = f"Bearer {key}"
-        with self._lock:
-            if self._client is None:
-                # never follow a redirect: it would carry the key to wherever the endpoint points
-                self._client = httpx.Client(follow_redirects=False)
-            client = self._client
+        client = self._pool.client()
         timeout = self.settings.timeout_s
         deadline = time.monotonic() + timeout
         reader = _Reader(on_text)
@@ -183,25 +178,13 @@ class ChatProvider:
         return ChatFailed("http", self._line(text, key), status=status)
 
     def close(self) -> None:
-        with self._lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None
+        self._pool.close()
 
 
 def _read_bounded(response: Any, deadline: float) -> bytes:
-    import httpx
-
-    chunks: list[bytes] = []
-    size = 0
-    for chunk in response.iter_bytes():
-        size += len(chunk)
-        if size > MAX_RESPONSE_BYTES:
-            raise ChatFailed("garbage", f"the reply passed {MAX_RESPONSE_BYTES >> 20} MiB")
-        if time.monotonic() > deadline:
-            raise httpx.ReadTimeout("the reply was still arriving at the deadline")
-        chunks.append(chunk)
-    return b"".join(chunks)
+    """A reply's whole body (an error's, or a server's that ignored `stream`), bounded in time and size."""
+    return _read_body(response, deadline, MAX_RESPONSE_BYTES,
+                      lambda bound: ChatFailed("garbage", f"the reply passed {bound >> 20} MiB"))
 
 
 def _usage(payload: Any) -> Usage | None:

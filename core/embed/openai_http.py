@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import json
 import os
-import threading
-import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from core.http_client import Pool, transport_failure
 
 from core.embed.provider import (
     MAX_INPUT_BYTES,
@@ -36,8 +36,6 @@ from core.embed.provider import (
 from core.embed.registry import register
 
 if TYPE_CHECKING:
-    import httpx
-
     from core.embed import EmbeddingsSettings
 
 INPUT_REFUSED_STATUSES = (400, 413, 422)
@@ -125,8 +123,7 @@ class OpenAIHTTPProvider:
             max_batch_inputs=settings.max_batch_inputs or 128,
         )
         self.fingerprint = fingerprint_of(self.space, self.limits, endpoint=self.url)
-        self._client: httpx.Client | None = None
-        self._client_lock = threading.Lock()
+        self._pool = Pool()
 
     def _key(self) -> str:
         name = self.settings.api_key_env
@@ -145,40 +142,24 @@ class OpenAIHTTPProvider:
     def embed(self, texts: list[str], *, timeout: float) -> list[np.ndarray]:
         if not texts:
             return []
-        import httpx
-
         key = self._key()
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if key:
             headers["Authorization"] = f"Bearer {key}"
         body = {"model": self.settings.model, "input": list(texts), "dimensions": self.settings.dimensions}
-        with self._client_lock:
-            if self._client is None:
-                # never follow a redirect: it would carry the key to wherever the endpoint points
-                self._client = httpx.Client(follow_redirects=False)
-            client = self._client
-        deadline = time.monotonic() + timeout
         try:
-            # httpx bounds each connect/read/write, not the whole exchange: the body is read in
-            # chunks and cut at the first one past the deadline
-            with client.stream("POST", self.url, json=body, headers=headers,
-                                     timeout=httpx.Timeout(timeout)) as response:
-                status = response.status_code
-                chunks: list[bytes] = []
-                size = 0
-                for chunk in response.iter_bytes():
-                    size += len(chunk)
-                    if size > MAX_RESPONSE_BYTES:
-                        raise ResponseRefused(self._fail(f"the answer passed {MAX_RESPONSE_BYTES >> 20} MiB", key))
-                    if time.monotonic() > deadline:
-                        raise httpx.ReadTimeout("the answer was still arriving at the deadline")
-                    chunks.append(chunk)
-                raw = b"".join(chunks)
-        except httpx.TimeoutException:
-            raise ProviderUnavailable(self._fail(f"no answer within {timeout:g} s", key)) from None
-        except httpx.HTTPError as exc:
-            reason = str(exc) or type(exc).__name__
-            raise ProviderUnavailable(self._fail(f"cannot reach the endpoint: {reason}", key)) from None
+            status, raw = self._pool.fetch(
+                "POST", self.url, bound_s=timeout, timeout=timeout, max_bytes=MAX_RESPONSE_BYTES,
+                too_large=lambda bound: ResponseRefused(self._fail(f"the answer passed {bound >> 20} MiB", key)),
+                json=body, headers=headers)
+        except Exception as exc:
+            kind = transport_failure(exc)
+            if kind in ("connect_timeout", "timeout"):
+                raise ProviderUnavailable(self._fail(f"no answer within {timeout:g} s", key)) from None
+            if kind is not None:
+                reason = str(exc) or type(exc).__name__
+                raise ProviderUnavailable(self._fail(f"cannot reach the endpoint: {reason}", key)) from None
+            raise
 
         if status in INPUT_REFUSED_STATUSES:
             message, code = _endpoint_error(raw)
@@ -209,10 +190,7 @@ class OpenAIHTTPProvider:
             raise ResponseRefused(self._fail(f"refused the answer: {exc.message}", key)) from None
 
     def close(self) -> None:
-        with self._client_lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None
+        self._pool.close()
 
 
 register("openai", lambda settings, threads: OpenAIHTTPProvider(settings))

@@ -1,10 +1,8 @@
 """One connection pool per remote backend, bounded requests, and every failure in words.
 
-A searcher keeps one `httpx.Client` for its life (keep-alive: a search after the first one costs no TCP
-or TLS handshake). Each request is bounded by the integration's connect and read timeouts, and the whole
-exchange by their sum: httpx bounds each connect and each read, not the answer, so the body is read in
-chunks and cut at the first one past the deadline (a server that trickles bytes costs the bound, no more).
-Redirects are never followed: they would carry the credential wherever the server points.
+A searcher keeps one pool for its life (core/http_client.py: keep-alive, no redirect followed, the answer
+read bounded). Each request is bounded by the integration's connect and read timeouts, and the whole
+exchange by their sum.
 
 Nothing here raises past `request()` but `RemoteFailure`, whose `words` say what a person can act on —
 the status (401, 403, 404, 429, 5xx), a timeout with its bound, an unreachable host, an answer that is
@@ -13,16 +11,15 @@ not JSON — with every secret the request carried taken out.
 from __future__ import annotations
 
 import json
-import threading
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from core.http_client import Pool, transport_failure
+
 if TYPE_CHECKING:
     import httpx
-# httpx is imported when the first request is made: `import httpx` loads its command line (click, rich)
-# too, and core stays importable without any UI framework (tests/test_core_isolation.py)
+# httpx is imported when the first request is made (core/http_client.py says why)
 
 MAX_ANSWER_BYTES = 32 * 1024 * 1024
 MAX_WORDS = 300
@@ -87,15 +84,19 @@ def _server_message(raw: bytes) -> str:
 
 
 class RemoteHTTP:
-    """A backend's base URL and its one connection pool. Thread-safe (httpx.Client is)."""
+    """A backend's base URL and its one connection pool (core/http_client.py). Thread-safe."""
 
     def __init__(self, name: str, base_url: str, *, connect_s: float, read_s: float) -> None:
         self.name = name                 # "Confluence" | "Plane": the words say who answered
         self.base_url = base_url.rstrip("/")
         self.connect_s, self.read_s = connect_s, read_s
-        self._client: httpx.Client | None = None
-        self._lock = threading.Lock()
-        self.requests = 0                # made over this pool's life (for a bench or a test to read)
+        self._pool = Pool(timeout={"connect": connect_s, "read": read_s, "write": read_s, "pool": connect_s},
+                          max_connections=8, headers={"Accept": "application/json", "User-Agent": "crewlet"})
+
+    @property
+    def requests(self) -> int:
+        """Made over this pool's life (for a bench or a test to read)."""
+        return self._pool.requests
 
     @property
     def bound_s(self) -> float:
@@ -103,59 +104,36 @@ class RemoteHTTP:
         return self.connect_s + self.read_s
 
     def client(self) -> httpx.Client:
-        import httpx
-
-        with self._lock:
-            if self._client is None:
-                self._client = httpx.Client(
-                    follow_redirects=False,
-                    timeout=httpx.Timeout(connect=self.connect_s, read=self.read_s, write=self.read_s,
-                                          pool=self.connect_s),
-                    limits=httpx.Limits(max_connections=8, max_keepalive_connections=4),
-                    headers={"Accept": "application/json", "User-Agent": "crewlet"})
-            return self._client
+        return self._pool.client()
 
     def close(self) -> None:
-        with self._lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None
+        self._pool.close()
 
     def request(self, method: str, path: str, auth: Auth, *, params: Any = None, body: Any = None,
                 missing_ok: bool = False) -> Any:
         """The parsed JSON answer (None for an empty 2xx body, or a 404 when `missing_ok`); every other
         outcome is a RemoteFailure."""
-        import httpx
-
-        url = f"{self.base_url}{path}"
         headers = dict(auth.headers)
         if body is not None:
             headers["Content-Type"] = "application/json"
-        deadline = time.monotonic() + self.bound_s
-        with self._lock:
-            self.requests += 1
         try:
-            with self.client().stream(method, url, params=params, headers=headers,
-                                      content=None if body is None else json.dumps(body).encode("utf-8")) as response:
-                status = response.status_code
-                chunks: list[bytes] = []
-                size = 0
-                for chunk in response.iter_bytes():
-                    size += len(chunk)
-                    if size > MAX_ANSWER_BYTES:
-                        raise RemoteFailure("bad_answer", self._words(
-                            f"the answer passed {MAX_ANSWER_BYTES >> 20} MiB", auth))
-                    if time.monotonic() > deadline:
-                        raise httpx.ReadTimeout("the answer was still arriving at the bound")
-                    chunks.append(chunk)
-                raw = b"".join(chunks)
-        except httpx.TimeoutException as exc:
-            what = "no connection" if isinstance(exc, (httpx.ConnectTimeout, httpx.PoolTimeout)) else "no answer"
-            raise RemoteFailure("timeout", self._words(
-                f"timed out: {what} within {self.bound_s:g} s (connect_timeout_s {self.connect_s:g} + "
-                f"read_timeout_s {self.read_s:g})", auth)) from None
-        except httpx.HTTPError as exc:
-            raise RemoteFailure("unreachable", self._words(f"cannot be reached: {exc or type(exc).__name__}", auth)) from None
+            status, raw = self._pool.fetch(
+                method, f"{self.base_url}{path}", bound_s=self.bound_s, max_bytes=MAX_ANSWER_BYTES,
+                too_large=lambda bound: RemoteFailure("bad_answer", self._words(
+                    f"the answer passed {bound >> 20} MiB", auth)),
+                params=params, headers=headers,
+                content=None if body is None else json.dumps(body).encode("utf-8"))
+        except Exception as exc:
+            kind = transport_failure(exc)
+            if kind in ("connect_timeout", "timeout"):
+                what = "no connection" if kind == "connect_timeout" else "no answer"
+                raise RemoteFailure("timeout", self._words(
+                    f"timed out: {what} within {self.bound_s:g} s (connect_timeout_s {self.connect_s:g} + "
+                    f"read_timeout_s {self.read_s:g})", auth)) from None
+            if kind is not None:
+                raise RemoteFailure("unreachable", self._words(f"cannot be reached: {exc or type(exc).__name__}",
+                                                               auth)) from None
+            raise
         return self._read(status, raw, auth, missing_ok)
 
     def _words(self, what: str, auth: Auth) -> str:
