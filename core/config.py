@@ -394,6 +394,9 @@ def load(file: Path) -> Company:
         raw_bytes = file.read_bytes()
     except FileNotFoundError:
         raise ConfigError(file, "(file)", "not found", "run `crewlet init` (or `crewlet init --example`), or pass --home") from None
+    except OSError as exc:
+        # a READ failure, said as one: the file is there and this process cannot read it
+        raise ConfigError(file, "(file)", f"cannot be read ({exc.strerror or exc})", unreadable_fix(file, exc)) from None
     try:
         data = tomllib.loads(raw_bytes.decode("utf-8"))
     except UnicodeDecodeError:
@@ -401,6 +404,15 @@ def load(file: Path) -> Company:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(file, "(syntax)", str(exc), "fix the TOML syntax at that line") from None
     return parse(data, file, activated_at=file.stat().st_mtime_ns // 1_000_000)
+
+
+def unreadable_fix(file: Path, exc: OSError) -> str:
+    """What to do about a company.toml this process cannot read."""
+    if isinstance(exc, IsADirectoryError):
+        return f"{file.name} must be a file: move the directory aside and put the file back"
+    if isinstance(exc, PermissionError):
+        return f"let this user read it (e.g. chmod u+r {file}), or run crewlet as the user who owns the home"
+    return "check the disk and the file, then retry"
 
 
 # -- node.toml: what is this node's own ------------------------------------------------------------------
@@ -430,6 +442,8 @@ def load_node(file: Path) -> NodeSettings:
     """node.toml, strictly (a home without one has no id yet: see `ensure_node_id`)."""
     try:
         data = read_node_file(file, cached=False)
+    except OSError as exc:
+        raise ConfigError(file, "(file)", f"cannot be read ({exc.strerror or exc})", unreadable_fix(file, exc)) from None
     except UnicodeDecodeError:
         raise ConfigError(file, "(file)", "is not UTF-8 text", "save it as UTF-8") from None
     except tomllib.TOMLDecodeError as exc:

@@ -149,6 +149,9 @@ class Node:
         """Open the home: check the database's position on each log and apply what was appended since
         (`catch_up`; `progress` hears each batch). A node of a shared directory first checks that the
         directory is there and that its filesystem honours the writers' lock (refused otherwise)."""
+        missing = home.config_problem()
+        if missing:     # said before "company.toml: not found — run crewlet init", which would adopt the database
+            raise CrewletError(missing, code="config_missing")
         settings = config_mod.load_node(home.node_file)
         if home.shared is not None:
             _require_shared(home)
@@ -811,6 +814,9 @@ def _open_log(path: Path) -> FileLog:
 def init_home(home: Home, data: dict, *, force: bool = False) -> Path:
     """Create a home: company.toml, the SQLite file and the log file."""
     home.require_directory()
+    orphaned = home.config_problem()
+    if orphaned:     # never adopt a database or logs under a configuration that did not make them
+        raise CrewletError(orphaned, code="config_missing")
     if home.config_file.exists() and not force:
         raise CrewletError(f"{home.config_file} already exists — this home is initialised; use it, or pick another --home",
                            code="exists")

@@ -164,8 +164,28 @@ class Home:
 
     def exists(self) -> bool:
         """An initialised home — or a node of a shared directory, even one that cannot be reached
-        right now (opening it then says so, rather than offering to create a home over it)."""
-        return self.config_file.is_file() or self.shared is not None
+        right now, or a home whose company.toml is gone (opening either then says so, rather than
+        offering to create a home over it)."""
+        return self.config_file.is_file() or self.shared is not None or self.config_problem() is not None
+
+    def config_problem(self) -> str | None:
+        """Why a home that is here has no company.toml to run under (None when it has one, or when nothing
+        of a home is here): the file is something else, or it is missing beside the database or the logs
+        it made. Said with the fix, because `crewlet init` here would otherwise adopt that database under
+        a configuration that did not make it (core.node.init_home refuses to)."""
+        config = self.config_file
+        if self.shared is not None or config.is_file():
+            return None
+        if config.exists() or config.is_symlink():
+            what = "a dangling link" if not config.exists() else "not a file"
+            return (f"{config} is {what} — put the company's company.toml there (from a backup, or from "
+                    "another node of the company)")
+        left = [name for name, path in (("crewlet.db", self.db_file), ("log/", self.root / "log")) if path.exists()]
+        if not left:
+            return None
+        both = " and ".join(left)
+        return (f"company.toml is missing beside {both} in {self.root} — restore it (from a backup, or from another "
+                f"node of the company), or move {both} aside to start a new home there")
 
 
 def resolve_home(explicit: str | os.PathLike | None = None) -> Home:
