@@ -158,7 +158,7 @@ class DocPlanner:
             self.problems.append(ImportProblem("unreadable", f"cannot be read: {exc.strerror or exc}",
                                                "check the file's permissions, or remove it from the tree", [rel]))
             return None
-        text, problem = decode(rel, data)
+        text, problem = decode(rel, data, self.company.limits.page_body_bytes)
         if problem is not None:
             self.problems.append(problem)
             return None

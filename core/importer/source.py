@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from ..pages.model import MAX_BODY_BYTES
+from ..pages.settings import sizes_in_words
 from .model import ImportProblem
 
 MAX_FILE = MAX_BODY_BYTES
@@ -37,11 +38,14 @@ class Source:
     body_line: int = 1          # the file line the body starts on
 
 
-def decode(rel: str, data: bytes) -> tuple[str | None, ImportProblem | None]:
-    """UTF-8 text with line endings normalised and a byte-order mark dropped, or the problem."""
-    if len(data) > MAX_FILE:
-        return None, ImportProblem("too_large", f"is {len(data) // (1024 * 1024)} MiB; a page holds at most "
-                                   f"{MAX_FILE // (1024 * 1024)} MiB", "split it into several files", [rel])
+def decode(rel: str, data: bytes, limit: int = MAX_FILE) -> tuple[str | None, ImportProblem | None]:
+    """UTF-8 text with line endings normalised and a byte-order mark dropped, or the problem. `limit`: the
+    company's bound on a page body ([limits] page_body_bytes); a file within it holds a body within it."""
+    limit = min(limit, MAX_FILE)
+    if len(data) > limit:
+        said, bound = sizes_in_words(len(data), limit)
+        return None, ImportProblem("too_large", f"is {said}; a page holds at most {bound} (limits.page_body_bytes)",
+                                   "split it into several files", [rel])
     if b"\x00" in data:
         return None, ImportProblem("not_text", "is not text (it holds NUL bytes)",
                                    "remove it from the tree, or rename it so it does not end in .md", [rel])

@@ -23,6 +23,7 @@ from .records import REAPER, new_id
 from ..replica.appliers import Decision
 from .applier import parent_problem
 from .containers import unknown_container
+from .settings import sizes_in_words
 from .model import (LINE_BREAK_RE, MAX_BODY_BYTES, MAX_TITLE, WINDOW_MAX, Comment, Page, Revision, Window, clean_title,
                     line_diff, normalise_title, title_problem)
 
@@ -51,11 +52,27 @@ def check_title(title: str) -> str:
     return cleaned
 
 
-def _check_body(body: str) -> None:
-    size = len(body.encode("utf-8"))
-    if size > MAX_BODY_BYTES:
-        raise Invalid(f"a body is at most {MAX_BODY_BYTES // (1024 * 1024)} MiB (this one is "
-                      f"{size / (1024 * 1024):.1f} MiB) — split it into several pages", code="body_too_large")
+def _check_size(text: str, limit: int, *, what: str, setting: str, fix: str, code: str) -> None:
+    """Refuse a text past its bound ([limits] in company.toml), naming the bound and the setting. Counted in
+    UTF-8 bytes, what the log and the database hold; a text of no more characters than the bound has
+    bytes is under it, so the common case costs no encoding."""
+    if len(text) <= limit // 4:
+        return
+    size = len(text.encode("utf-8"))
+    if size > limit:
+        said, bound = sizes_in_words(size, limit)
+        raise Invalid(f"{what} is at most {bound} (limits.{setting}); this one is {said} — {fix}",
+                      code=code, limit=limit, size=size)
+
+
+def _check_body(body: str, limit: int = MAX_BODY_BYTES) -> None:
+    _check_size(body, min(limit, MAX_BODY_BYTES), what="a page body", setting="page_body_bytes",
+                fix="split it into several pages", code="body_too_large")
+
+
+def _check_comment(text: str, limit: int) -> None:
+    _check_size(text, limit, what="a comment", setting="comment_bytes",
+                fix="shorten it, or put the detail in a page and link it", code="comment_too_large")
 
 
 def _require_trashed(row: Any, fix: str) -> None:
@@ -237,7 +254,7 @@ class KnowledgeBase:
                     page_id: str | None = None, op_id: str | None = None) -> Page:
         who = self.writer(actor)
         title = check_title(title)
-        _check_body(body)
+        _check_body(body, self.company.limits.page_body_bytes)
         rules.may_create(self.company, who, container)
         parent_id = None
         if parent:
@@ -260,7 +277,7 @@ class KnowledgeBase:
                   message: str | None = None) -> Page:
         """Save against the revision the writer edited. A stale base is refused by the applier and
         the writer's text is kept (returned on the error and written under the home's rescued/)."""
-        _check_body(body)
+        _check_body(body, self.company.limits.page_body_bytes)
         try:
             who = self.writer(actor)
             row = self._row(ref, allow_trashed=False)
@@ -409,6 +426,7 @@ class KnowledgeBase:
         who = self.writer(actor)
         if not text.strip():
             raise Invalid("a comment needs some text", code="invalid_comment")
+        _check_comment(text, self.company.limits.comment_bytes)
         row = self._row(ref, allow_trashed=False)
         rules.may_comment(self.company, who, row)
         out = self._submit(records.comment_add(who.handle, comment_id=new_id(), page_id=row["id"], body=text))
@@ -429,6 +447,7 @@ class KnowledgeBase:
         who = self.writer(actor)
         if not text.strip():
             raise Invalid("a comment needs some text — to take it back, remove it", code="invalid_comment")
+        _check_comment(text, self.company.limits.comment_bytes)
         c = self._comment_row(comment_id)
         rules.may_edit_comment(self.company, who, c, self._row(c["page_id"]))
         self._submit(records.comment_edit(who.handle, comment_id=comment_id, body=text))

@@ -45,6 +45,12 @@ def in_words(size: int) -> str:
     return f"{size} bytes"
 
 
+def sizes_in_words(size: int, limit: int) -> tuple[str, str]:
+    """(size, limit) in words that tell them apart: in bytes when both round to the same words."""
+    said, bound = in_words(size), in_words(limit)
+    return (f"{size:,} bytes", f"{limit:,} bytes") if said == bound else (said, bound)
+
+
 def parse(file: Path, raw: Any) -> PageLimits:
     """[limits]; absent (None) means the defaults."""
     t = table(file, TABLE, raw)
