@@ -132,3 +132,22 @@ def test_the_home_says_which_part_is_missing(tmp_path):
     assert home.config_problem().startswith("company.toml is missing beside log/ in ")
     (home.root / "company.toml").symlink_to(tmp_path / "gone.toml")
     assert "is a dangling link" in home.config_problem()
+
+
+async def test_the_app_names_the_missing_company_toml_and_offers_no_new_home(tmp_path):
+    """The app at 80x24 on such a home: the same line, and no welcome screen offering `init` over it."""
+    from test_app_support import app_for, new_home, screen_name, wait_until
+
+    home = new_home(tmp_path)
+    home.config_file.unlink()
+    app = app_for(home)
+    said: list[str] = []
+    exit_ = app.exit
+    app.exit = lambda *a, **k: (said.append(str(k.get("message"))), exit_(*a, **k))[1]  # type: ignore[method-assign]
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until(pilot, lambda: not app.is_running or screen_name(app) != "Screen", what="the app to settle")
+        assert screen_name(app) != "WelcomeScreen"
+        await wait_until(pilot, lambda: not app.is_running, what="the app to exit")
+    told = " ".join(said)
+    assert "company.toml is missing beside crewlet.db and log/" in told, told
+    assert not home.config_file.exists()
