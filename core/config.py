@@ -20,17 +20,17 @@ from typing import Any
 import tomli_w
 
 import core.chat.settings as chat_settings
+import core.embed.settings as embed_settings
+import core.log.settings as log_settings
+import core.pages.settings as pages_settings
+import core.remote.settings as remote_settings
 from core.chat.settings import LlmSettings
 from core.durable import write_atomic
-import core.embed.settings as embed_settings
 from core.embed.settings import EmbeddingsSettings
 from core.errors import KnowledgeElsewhere
-import core.log.settings as log_settings
 from core.log.settings import LogSettings
-import core.pages.settings as pages_settings
 from core.pages.settings import PageLimits
 from core.paths import read_node_file
-import core.remote.settings as remote_settings
 from core.remote.settings import (REMOTE_BACKENDS, REMOTE_LABELS, ConfluenceSettings, Credentials, Integrations,
                                   PlaneSettings)
 from core.settings import ConfigError, expect, only_known, table
@@ -195,7 +195,8 @@ class Section:
 
 
 # Adding a section: a `settings.py` in the feature's package (its dataclass and `parse`, built with
-# core/settings.py), a line here, and a field of Company below with the section's defaults.
+# core/settings.py), a line here, and a field of Company above holding what its parse gives when absent
+# (tests/test_settings_tables.py holds the two together).
 SECTIONS: tuple[Section, ...] = (
     Section("integrations", "integrations", remote_settings.parse),
     Section("providers.embeddings", "embeddings", embed_settings.parse),

@@ -91,3 +91,16 @@ def test_the_cli_refuses_a_typo_that_would_remove_an_admin(tmp_path):
     assert "\n" not in line, line
     assert str(f) in line and "actors.alex.admn" in line and "did you mean 'admin'" in line
     assert "kind, admin, space, knowledge, credentials" in line
+
+
+def test_each_section_fills_a_company_field_whose_default_is_the_absent_table(tmp_path):
+    """A section registered without its Company field, or with a default that is not what an absent table
+    parses to, fails here: a Company made in code (tests, tools) and one loaded from a file agree."""
+    import dataclasses
+
+    fields = {f.name: f for f in dataclasses.fields(config_mod.Company)}
+    for section in SECTIONS:
+        assert section.field in fields, section
+        f = fields[section.field]
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        assert section.parse(tmp_path / "c.toml", None) == default, section
