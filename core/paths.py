@@ -180,7 +180,9 @@ class Home:
             what = "a dangling link" if not config.exists() else "not a file"
             return (f"{config} is {what} — put the company's company.toml there (from a backup, or from "
                     "another node of the company)")
-        left = [name for name, path in (("crewlet.db", self.db_file), ("log/", self.root / "log")) if path.exists()]
+        # what crewlet itself makes (a directory that merely holds a log/ of its own was never a home)
+        left = [name for name, path in (("crewlet.db", self.db_file), ("log/", self.root / "log" / "pages.log"))
+                if path.exists()]
         if not left:
             return None
         both = " and ".join(left)

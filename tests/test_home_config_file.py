@@ -128,6 +128,8 @@ def test_the_home_says_which_part_is_missing(tmp_path):
     assert home.config_problem() is None and not home.exists()      # nothing of a home: offer to make one
     home.root.mkdir()
     (home.root / "log").mkdir()
+    assert home.config_problem() is None and not home.exists()      # a log/ of someone else's: not a home
+    (home.root / "log" / "pages.log").write_bytes(b"")
     assert home.exists()
     assert home.config_problem().startswith("company.toml is missing beside log/ in ")
     (home.root / "company.toml").symlink_to(tmp_path / "gone.toml")
