@@ -163,3 +163,25 @@ def test_the_bounds_are_read_as_the_file_changes(tmp_path):
         bump_mtime(path, 2000)
         with pytest.raises(Invalid, match="at most 1 KiB"):
             kb.create_page("ENG", "Another", lorem(2048), actor="alex")
+
+
+async def test_a_person_saving_past_the_bound_in_the_app_is_told_it_and_keeps_the_text(tmp_path):
+    from test_app_support import app_for, new_home, open_editor, open_kb, wait_screen, wait_until
+
+    home = new_home(tmp_path, config=config_with(limits={"page_body_bytes": 1024}))
+    with open_kb(home) as kb:
+        page = kb.create_page("ENG", "Runbook", "step one\n", actor="alex")
+    app = app_for(home, "alex")
+    async with app.run_test(size=(80, 24)) as pilot:
+        editing = await open_editor(pilot, app, page.id)
+        editing.editor.text = lorem(2048)
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, lambda: app.screen.id == "save-note", what="the note dialog")
+        await pilot.press("enter")
+        await wait_screen(pilot, "EditScreen")
+        await wait_until(pilot, lambda: not editing.saving, what="the save to come back")
+        assert editing.editor.text == lorem(2048) and editing.dirty
+        told = [n.message for n in app._notifications]
+        assert any("a page body is at most 1 KiB (limits.page_body_bytes); this one is 2 KiB" in m for m in told), told
+    with open_kb(home) as kb:
+        assert kb.resolve(page.id).revision == 1
