@@ -12,7 +12,9 @@ what a failure means differs between them; what they share is the transport:
   connect and each read, not the answer, so the body is read in chunks and cut at the first one past the
   deadline (a server that trickles bytes costs the bound, no more) or past the size;
 - `read_bounded()`: the same for a response a client streams itself (the chat endpoint's error body);
-- `transport_failure()`: which of timeout (connecting or answering) and unreachable an httpx error is.
+- `transport_failure()`: which of timeout (connecting or answering) and unreachable an httpx error is;
+- the words a failure is told in: `redact()` (a key, and anything key-like, taken out), `one_line()`,
+  `error_in_body()` (an endpoint's own message and code from its error body).
 
 httpx is imported at the first request: `import httpx` loads its command line (click, rich) too, and core
 stays importable without any UI framework (tests/test_core_isolation.py). This module imports nothing of
@@ -20,6 +22,8 @@ crewlet: it stands on the bottom floor.
 """
 from __future__ import annotations
 
+import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -30,6 +34,57 @@ if TYPE_CHECKING:
 
 # what a client says when the answer grows past its bound: an exception of its own kind
 TooLarge = Callable[[int], Exception]
+MAX_WORDS = 300          # a failure's line, at most
+
+
+# Anything that looks like a credential: OpenAI-style keys, bearer tokens, key=value pairs and long
+# unbroken runs of key alphabet (a gateway may echo a key of any shape).
+_SECRET_PATTERNS = [
+    re.compile(r"(?<=//)[^/@\s]+@"),                       # user:password@ in a URL
+    re.compile(r"(?i)\bbearer\s+\S+"),
+    re.compile(r"(?i)\b(api[_-]?key|token|secret|password|authorization)(\s*[:=]\s*)(\S+)"),
+    re.compile(r"\bsk-[A-Za-z0-9_*.\-]{4,}"),
+    re.compile(r"[A-Za-z0-9_\-]{32,}"),
+]
+
+
+def redact(text: str, *secrets: str) -> str:
+    """The text with every given secret and anything key-like replaced by [redacted]."""
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "[redacted]")
+    for pattern in _SECRET_PATTERNS:
+        if pattern.groups == 3:
+            text = pattern.sub(lambda m: f"{m.group(1)}{m.group(2)}[redacted]", text)
+        elif "@" in pattern.pattern:
+            text = pattern.sub("[redacted]@", text)
+        else:
+            text = pattern.sub("[redacted]", text)
+    return text
+
+
+def one_line(text: str) -> str:
+    """Collapsed to one line of at most 300 characters."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= MAX_WORDS else line[:MAX_WORDS - 1] + "…"
+
+
+def error_in_body(body: bytes) -> tuple[str, str]:
+    """(message, code) from an error body: OpenAI's {"error": {"message", "code"}}, a bare
+    {"error": "..."}, FastAPI's {"detail": ...}, or the text itself."""
+    text = body.decode("utf-8", "replace")
+    try:
+        payload = json.loads(text)
+    except ValueError:
+        return text.strip(), ""
+    if isinstance(payload, dict):
+        error = payload.get("error", payload.get("detail"))
+        if isinstance(error, dict):
+            code = error.get("code") or error.get("type") or ""
+            return str(error.get("message", json.dumps(error))), str(code)
+        if error is not None:
+            return error if isinstance(error, str) else json.dumps(error), str(payload.get("code", ""))
+    return json.dumps(payload), ""
 
 
 def read_bounded(response: Any, deadline: float, max_bytes: int, too_large: TooLarge) -> bytes:

@@ -31,8 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from core.embed.provider import one_line, redact
-from core.http_client import Pool
+from core.http_client import Pool, error_in_body, one_line, redact
 from core.http_client import read_bounded as _read_body
 
 if TYPE_CHECKING:
@@ -160,9 +159,7 @@ class ChatProvider:
         return ChatReply(reader.text, reader.refusal, reader.finish_reason, reader.usage, reader.model)
 
     def _status_failure(self, status: int, raw: bytes, key: str) -> ChatFailed:
-        from core.embed.openai_http import _endpoint_error
-
-        message, code = _endpoint_error(raw)
+        message, code = error_in_body(raw)
         message, code = redact(message, key), redact(code, key)
         detail = message[:200] + (f" (code {code})" if code else "")
         if status in (401, 403):

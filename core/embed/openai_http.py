@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from core.http_client import Pool, transport_failure
+from core.http_client import Pool, error_in_body, transport_failure
 
 from core.embed.provider import (
     MAX_INPUT_BYTES,
@@ -90,22 +90,7 @@ def map_response(payload: Any, count: int, dimensions: int) -> list[np.ndarray]:
     return [v for v in out if v is not None]
 
 
-def _endpoint_error(body: bytes) -> tuple[str, str]:
-    """(message, code) from an error body: OpenAI's {"error": {"message", "code"}}, a bare
-    {"error": "..."}, FastAPI's {"detail": ...}, or the text itself."""
-    text = body.decode("utf-8", "replace")
-    try:
-        payload = json.loads(text)
-    except ValueError:
-        return text.strip(), ""
-    if isinstance(payload, dict):
-        error = payload.get("error", payload.get("detail"))
-        if isinstance(error, dict):
-            code = error.get("code") or error.get("type") or ""
-            return str(error.get("message", json.dumps(error))), str(code)
-        if error is not None:
-            return error if isinstance(error, str) else json.dumps(error), str(payload.get("code", ""))
-    return json.dumps(payload), ""
+_endpoint_error = error_in_body     # the name the tests and older callers know
 
 
 class OpenAIHTTPProvider:

@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ..clock import half_the_cores
+# the words a failure is told in, shared with every HTTP client (re-exported: core.embed.provider.redact)
+from ..http_client import one_line, redact  # noqa: F401
 
 if TYPE_CHECKING:
     import numpy as np
 
 MAX_INPUT_BYTES = 8 * 1024
-MAX_MESSAGE_CHARS = 300
 
 
 @dataclass(frozen=True)
@@ -105,38 +105,6 @@ def fingerprint_of(space: EmbeddingSpace, limits: Limits, endpoint: str = "") ->
         "limits": [limits.max_input_bytes, limits.max_batch_bytes, limits.max_batch_inputs],
     }, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
-
-
-# Anything that looks like a credential: OpenAI-style keys, bearer tokens, key=value pairs and long
-# unbroken runs of key alphabet (a gateway may echo a key of any shape).
-_SECRET_PATTERNS = [
-    re.compile(r"(?<=//)[^/@\s]+@"),                       # user:password@ in a URL
-    re.compile(r"(?i)\bbearer\s+\S+"),
-    re.compile(r"(?i)\b(api[_-]?key|token|secret|password|authorization)(\s*[:=]\s*)(\S+)"),
-    re.compile(r"\bsk-[A-Za-z0-9_*.\-]{4,}"),
-    re.compile(r"[A-Za-z0-9_\-]{32,}"),
-]
-
-
-def redact(text: str, *secrets: str) -> str:
-    """The text with every given secret and anything key-like replaced by [redacted]."""
-    for secret in secrets:
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, "[redacted]")
-    for pattern in _SECRET_PATTERNS:
-        if pattern.groups == 3:
-            text = pattern.sub(lambda m: f"{m.group(1)}{m.group(2)}[redacted]", text)
-        elif "@" in pattern.pattern:
-            text = pattern.sub("[redacted]@", text)
-        else:
-            text = pattern.sub("[redacted]", text)
-    return text
-
-
-def one_line(text: str) -> str:
-    """Collapsed to one line of at most 300 characters."""
-    line = " ".join(str(text).split())
-    return line if len(line) <= MAX_MESSAGE_CHARS else line[:MAX_MESSAGE_CHARS - 1] + "…"
 
 
 def default_threads() -> int:
