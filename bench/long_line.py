@@ -42,7 +42,11 @@ async def keys_on(app, pilot, page_id: str, n: int) -> list[float]:
 
 
 async def round_(size: int, n: int) -> tuple[list[float], list[float], float, str]:
-    home = new_home(Path(tempfile.mkdtemp(prefix="crewlet-longline-")))
+    from core import config as config_mod
+
+    # a page past the default [limits] bound (1 MiB): the company raises it to the ceiling
+    config = config_mod.example_config() | {"limits": {"page_body_bytes": 32 * 1024 * 1024}}
+    home = new_home(Path(tempfile.mkdtemp(prefix="crewlet-longline-")), config=config)
     with open_kb(home) as kb:
         big = kb.create_page("ENG", "One Long Line", "x" * size, actor="alex")
         small = kb.create_page("ENG", "Small", "# Small\n\n" + "a sentence of text. " * 40 + "\n", actor="alex")
