@@ -83,6 +83,12 @@ def test_a_bound_out_of_range_is_refused(tmp_path, limits, key, words):
     assert exc.value.key == key and words in exc.value.problem
 
 
+def test_limits_that_is_not_a_table_is_refused(tmp_path):
+    with pytest.raises(ConfigError) as exc:
+        config_mod.parse(config_with(limits=1048576), tmp_path / "company.toml")
+    assert exc.value.key == "limits" and exc.value.fix == "make [limits] a table"
+
+
 def test_the_cli_refuses_a_body_past_the_bound_in_one_line(tmp_path):
     root = tmp_path / "h"
     assert crewlet(root, "init", "--example").returncode == 0
