@@ -20,7 +20,7 @@ CORE = ROOT / "core"
 SECTION_ROOMS = {f"{p.parent.name}.settings" for p in CORE.glob("*/settings.py")}
 FLOORS = [
     {"errors", "durable", "clock", "text", "store", "process", "settings", "http_client"},
-    {"paths", "log", "embed", "chat", "diagnostics", "leases", *SECTION_ROOMS},
+    {"paths", "log", "embed", "chat", "diagnostics", "leases", "repos", *SECTION_ROOMS},
     {"config"},
     {"replica"},
     {"pages", "vectors", "recover", "repaired"},

@@ -1,0 +1,171 @@
+"""The `git` executable, the one way this package reads a repository.
+
+Every call is an argument list (never a shell string), with the settings that make git's output the same
+on every machine: no pager, no colour, no external diff or textconv driver, paths unquoted past ASCII.
+Objects are read through ONE long-lived `git cat-file --batch-command` process per repository (`CatFile`):
+a blob read is a line written and an answer read on a pipe, not a process started (~1-2 ms each). Questions
+cat-file cannot answer (a diff, a branch name, a tree listing) are one `run_git` call each.
+
+A repository that cannot be read just then (no such folder, not a git repository, git refusing it) raises
+`Unreadable`: a distinct outcome the callers turn into "not read yet", never into a refusal of the writer.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.errors import CrewletError
+
+# the same output everywhere: a user's config may set a pager, colours, an external diff or a textconv
+_CONFIG = ["-c", "core.quotepath=off", "-c", "color.ui=never", "-c", "diff.noprefix=false",
+           "-c", "diff.mnemonicPrefix=false", "-c", "core.pager=cat"]
+_TIMEOUT_S = 120.0
+
+
+class Unreadable(CrewletError):
+    """The repository cannot be read just then: the caller's "not read yet", never the writer's fault."""
+
+    code = "not_read_yet"
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({"GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat", "LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0"})
+    return env
+
+
+def run_git(repo_path: Path, args: list[str], *, name: str, ok_codes: tuple[int, ...] = (0,),
+            stdin: bytes | None = None) -> bytes:
+    """One git command in the repository; its stdout. A failure is `Unreadable` with git's first line."""
+    if not repo_path.is_dir():
+        raise Unreadable(f"repository '{name}': no folder {repo_path}", repository=name)
+    try:
+        done = subprocess.run(["git", *_CONFIG, "-C", str(repo_path), *args], input=stdin,
+                              capture_output=True, env=_env(), timeout=_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise Unreadable(f"repository '{name}': git could not run ({exc})", repository=name) from exc
+    if done.returncode not in ok_codes:
+        first = (done.stderr.decode("utf-8", "replace").strip().splitlines() or ["no message"])[0]
+        raise Unreadable(f"repository '{name}': git {args[0]} failed: {first}", repository=name)
+    return done.stdout
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    oid: str
+    type: str
+    size: int
+
+
+class CatFile:
+    """One `git cat-file --batch-command` process for one repository, shared by threads under a lock.
+
+    It is started on first use and again after it died (killed, or its pipe broken): one request retried
+    once on a new process, then `Unreadable`. `close()` ends it; the object can be used again after."""
+
+    def __init__(self, repo_path: Path, name: str) -> None:
+        self._path = repo_path
+        self._name = name
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0  # how many processes this reader started (a restart shows here)
+
+    @property
+    def pid(self) -> int | None:
+        proc = self._proc
+        return proc.pid if proc is not None and proc.poll() is None else None
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        if not self._path.is_dir():
+            raise Unreadable(f"repository '{self._name}': no folder {self._path}", repository=self._name)
+        # a folder git does not take as a repository would make cat-file exit at once: ask first, in words
+        run_git(self._path, ["rev-parse", "--git-dir"], name=self._name)
+        try:
+            proc = subprocess.Popen(["git", *_CONFIG, "-C", str(self._path), "cat-file", "--batch-command"],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                    env=_env())
+        except OSError as exc:
+            raise Unreadable(f"repository '{self._name}': git could not run ({exc})",
+                             repository=self._name) from exc
+        self.starts += 1
+        return proc
+
+    def _ask(self, command: bytes, want_body: bool) -> tuple[ObjectInfo | None, bytes | None]:
+        """One request on the live process: (None, None) when the object is missing or ambiguous."""
+        if self._proc is None or self._proc.poll() is not None:
+            self._proc = self._start()
+        proc = self._proc
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(command)
+        proc.stdin.flush()
+        header = proc.stdout.readline()
+        if not header.endswith(b"\n"):
+            raise BrokenPipeError("cat-file ended mid-answer")
+        parts = header.rstrip(b"\n").split(b" ")
+        if len(parts) != 3 or parts[-1] in (b"missing", b"ambiguous"):
+            return None, None
+        info = ObjectInfo(parts[0].decode("ascii"), parts[1].decode("ascii"), int(parts[2]))
+        if not want_body:
+            return info, None
+        body = proc.stdout.read(info.size + 1)
+        if len(body) != info.size + 1:
+            raise BrokenPipeError("cat-file ended mid-object")
+        return info, body[:-1]
+
+    def _request(self, verb: str, spec: str) -> tuple[ObjectInfo | None, bytes | None]:
+        if "\n" in spec:
+            return None, None  # a name with a newline cannot be asked on a line-based protocol
+        command = f"{verb} {spec}\n".encode("utf-8", "surrogateescape")
+        with self._lock:
+            for attempt in (1, 2):
+                try:
+                    return self._ask(command, want_body=verb == "contents")
+                except (BrokenPipeError, OSError, ValueError) as exc:
+                    self._kill()
+                    if attempt == 2:
+                        raise Unreadable(f"repository '{self._name}': cat-file failed twice ({exc})",
+                                         repository=self._name) from exc
+        raise AssertionError("unreachable")
+
+    def info(self, spec: str) -> ObjectInfo | None:
+        """What `spec` (`<sha>`, `<rev>:<path>`, `<sha>^{commit}`) names, or None when it names nothing."""
+        return self._request("info", spec)[0]
+
+    def contents(self, spec: str) -> tuple[ObjectInfo, bytes] | None:
+        info, body = self._request("contents", spec)
+        return None if info is None or body is None else (info, body)
+
+    def _kill(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        for stream in (proc.stdin, proc.stdout):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+    def close(self) -> None:
+        """End the process: its stdin closed (cat-file exits at end of input), waited for, killed if it
+        does not end."""
+        with self._lock:
+            proc, self._proc = self._proc, None
+            if proc is None:
+                return
+            try:
+                if proc.stdin is not None:
+                    proc.stdin.close()
+                proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                proc.kill()
+                proc.wait()
+            finally:
+                if proc.stdout is not None:
+                    proc.stdout.close()

@@ -1,0 +1,152 @@
+"""core/repos: a Repository read through its one cat-file process, over real git repositories."""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+from test_repos_support import GitRepo, numbered
+
+from core.repos import Repository, Unreadable
+from core.repos.diff import parse_patch
+
+
+@pytest.fixture
+def made(tmp_path: Path) -> tuple[GitRepo, str]:
+    g = GitRepo(tmp_path / "r", branch="trunk")
+    g.write("src/app.py", numbered(20))
+    g.write("README.md", "hello\n")
+    return g, g.commit("first")
+
+
+def test_default_branch_is_what_head_is_on(made: tuple[GitRepo, str]) -> None:
+    g, sha = made
+    with Repository("r", g.path) as repo:
+        assert repo.default_branch == "trunk"
+        assert repo.head() == sha
+    g.git("branch", "release")
+    with Repository("r", g.path, default_branch="release") as repo:
+        assert repo.default_branch == "release"
+        assert repo.head() == sha
+
+
+def test_blob_read_and_id_agree_with_git(made: tuple[GitRepo, str]) -> None:
+    g, sha = made
+    with Repository("r", g.path) as repo:
+        blob, data = repo.read(sha, "src/app.py")  # type: ignore[misc]
+        assert data == numbered(20).encode()
+        assert blob == g.git("rev-parse", f"{sha}:src/app.py").strip()
+        assert repo.blob_id(sha, "src/app.py") == blob
+        assert repo.read_blob(blob) == data
+        assert repo.read(sha, "src/none.py") is None
+        assert repo.blob_id(sha, "src") is None          # a folder is no blob
+        assert repo.is_folder(sha, "src") and not repo.is_folder(sha, "README.md")
+        assert repo.commit(sha[:9]) == sha               # an abbreviated id names the commit
+        assert repo.commit("0" * 40) is None
+        assert repo.commit(blob) is None                  # a blob is no commit
+        assert repo.files(sha) == ["README.md", "src/app.py"]
+
+
+def test_a_path_that_is_no_repository_cannot_be_read_yet(tmp_path: Path) -> None:
+    with Repository("gone", tmp_path / "nowhere") as repo:
+        with pytest.raises(Unreadable, match="'gone': no folder"):
+            repo.commit("HEAD")
+        with pytest.raises(Unreadable):
+            _ = repo.default_branch
+    (tmp_path / "plain").mkdir()
+    with Repository("plain", tmp_path / "plain") as repo:
+        with pytest.raises(Unreadable, match="not a git repository"):
+            repo.commit("HEAD")
+
+
+def test_a_killed_cat_file_is_started_again(made: tuple[GitRepo, str]) -> None:
+    g, sha = made
+    with Repository("r", g.path) as repo:
+        assert repo.blob_id(sha, "README.md")
+        pid = repo.reader.pid
+        assert pid is not None and repo.reader.starts == 1
+        os.kill(pid, signal.SIGKILL)
+        # the next read finds the pipe broken or the process gone, starts a new one, and answers
+        got = repo.read(sha, "README.md")
+        assert got is not None and got[1] == b"hello\n"
+        assert repo.reader.starts == 2 and repo.reader.pid not in (None, pid)
+
+
+def test_close_ends_the_process_and_a_later_read_starts_one(made: tuple[GitRepo, str]) -> None:
+    g, sha = made
+    repo = Repository("r", g.path)
+    assert repo.blob_id(sha, "README.md")
+    proc = repo.reader._proc
+    assert proc is not None
+    repo.close()
+    assert proc.returncode is not None                  # waited for, not left behind
+    assert repo.reader.pid is None
+    assert repo.blob_id(sha, "README.md")
+    assert repo.reader.starts == 2
+    repo.close()
+
+
+def test_threads_share_one_process(made: tuple[GitRepo, str]) -> None:
+    g, _ = made
+    for i in range(30):
+        g.write(f"f/{i}.txt", f"content {i}\n" * (i + 1))
+    sha = g.commit("many")
+    errors: list[str] = []
+    with Repository("r", g.path) as repo:
+        def reader(k: int) -> None:
+            for n in range(100):
+                i = (n * 7 + k) % 30
+                got = repo.read(sha, f"f/{i}.txt")
+                if got is None or got[1] != (f"content {i}\n" * (i + 1)).encode():
+                    errors.append(f"thread {k} read {i} wrong")
+        threads = [threading.Thread(target=reader, args=(k,)) for k in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert repo.reader.starts == 1
+    assert errors == []
+
+
+def test_changed_files_names_each_kind_of_change(made: tuple[GitRepo, str]) -> None:
+    g, first = made
+    g.write("src/app.py", "top\n" + numbered(20))
+    g.write("new.txt", "new\n")
+    g.remove("README.md")
+    g.write("lib/big.py", numbered(50, "big"))
+    mid = g.commit("second")
+    g.move("lib/big.py", "lib/moved.py")
+    last = g.commit("third")
+    with Repository("r", g.path) as repo:
+        changes = repo.changed_files(first, mid)
+        assert {p: c.status for p, c in changes.items()} == {
+            "src/app.py": "M", "new.txt": "A", "README.md": "D", "lib/big.py": "A"}
+        renamed = repo.changed_files(mid, last)["lib/big.py"]
+        assert (renamed.status, renamed.new_path) == ("R", "lib/moved.py")
+
+
+def test_patches_read_paths_git_quotes(tmp_path: Path) -> None:
+    g = GitRepo(tmp_path / "q")
+    names = ["dir/a b.txt", 'we"ird.txt', "ünï.txt", "tab\there.txt"]
+    for n in names:
+        g.write(n, numbered(5))
+    first = g.commit()
+    for n in names:
+        g.write(n, "zero\n" + numbered(5))
+    second = g.commit()
+    with Repository("q", g.path) as repo:
+        patches = repo.patches(first, second, names)
+    assert sorted(p.old_path for p in patches) == sorted(names)  # type: ignore[type-var]
+    for p in patches:
+        assert p.new_path == p.old_path
+        assert [(h.old_start, h.old_count, h.new_start, h.new_count) for h in p.hunks] == [(0, 0, 1, 1)]
+
+
+def test_a_binary_patch_is_marked() -> None:
+    raw = (b"diff --git a/x.bin b/x.bin\nindex 1..2 100644\nBinary files a/x.bin and b/x.bin differ\n"
+           b"diff --git a/y b/z\nsimilarity index 100%\nrename from y\nrename to z\n")
+    x, yz = parse_patch(raw)
+    assert x.binary and not x.hunks and x.old_path == x.new_path == "x.bin"
+    assert (yz.old_path, yz.new_path, yz.hunks) == ("y", "z", [])
