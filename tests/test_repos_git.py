@@ -150,3 +150,20 @@ def test_a_binary_patch_is_marked() -> None:
     x, yz = parse_patch(raw)
     assert x.binary and not x.hunks and x.old_path == x.new_path == "x.bin"
     assert (yz.old_path, yz.new_path, yz.hunks) == ("y", "z", [])
+
+
+def test_a_blob_at_the_head_changed_since_the_one_checked(made: tuple[GitRepo, str]) -> None:
+    g, first = made
+    with Repository("r", g.path) as repo:
+        checked = repo.blob_id(first, "src/app.py")
+        assert checked is not None
+        assert not repo.head_blob_changed("src/app.py", checked)
+        g.write("README.md", "other\n")
+        g.commit()
+        assert not repo.head_blob_changed("src/app.py", checked)     # another file's commit
+        g.write("src/app.py", "x\n")
+        g.commit()
+        assert repo.head_blob_changed("src/app.py", checked)
+        g.remove("src/app.py")
+        g.commit()
+        assert repo.head_blob_changed("src/app.py", checked)         # gone counts as changed

@@ -1,0 +1,112 @@
+"""Reading a blob at a commit (`<commit>:<path>`): core/repos's one long-lived `git cat-file
+--batch-command` against pygit2 (libgit2 in process) and dulwich (pure Python, C helpers), and against a
+`git cat-file -p` process per read (what a naive reader does).
+
+    python bench/git_read.py [--files 1000] [--reads 5000] [--size 4000] [--rounds 3]
+
+Makes a throwaway repository with `--files` files of about `--size` bytes (git fast-import, one commit,
+then `git gc` so reads come from a pack, as in a real clone), reads `--reads` random files by path at the
+commit through each reader, alternating readers each round so load drifts hit all of them. Prints the
+median microseconds per read, each reader's ratio to cat-file, and the load. A reader whose library is
+not installed is skipped (neither is a dependency of crewlet). Never asserts a time.
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench._common import machine_load  # noqa: E402
+from core.repos import Repository  # noqa: E402
+
+
+def make_repo(path: Path, files: int, size: int, seed: int = 7) -> tuple[str, list[str]]:
+    rng = random.Random(seed)
+    subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True)
+    names = [f"src/pkg{i % 40}/mod{i}.py" for i in range(files)]
+    chunks = [b"commit refs/heads/main\ncommitter Bench <b@example.com> 1700000000 +0000\ndata 5\nbench\n"]
+    for name in names:
+        lines = []
+        while sum(map(len, lines)) < size:
+            lines.append(f"def f{rng.randrange(10**9)}(x):  return x * {rng.randrange(1000)}\n")
+        body = "".join(lines).encode()
+        chunks.append(f"M 100644 inline {name}\ndata {len(body)}\n".encode() + body + b"\n")
+    subprocess.run(["git", "-C", str(path), "fast-import", "--quiet"], input=b"".join(chunks), check=True)
+    subprocess.run(["git", "-C", str(path), "gc", "-q"], check=True)
+    sha = subprocess.run(["git", "-C", str(path), "rev-parse", "main"], capture_output=True, check=True)
+    return sha.stdout.decode().strip(), names
+
+
+def readers(path: Path, sha: str) -> dict[str, Callable[[str], bytes]]:
+    repo = Repository("bench", path)
+    out: dict[str, Callable[[str], bytes]] = {
+        "cat-file --batch-command (crewlet)": lambda p: repo.read(sha, p)[1],  # type: ignore[index]
+    }
+    try:
+        import pygit2
+        r = pygit2.Repository(str(path))
+        commit = r.revparse_single(sha)
+        out["pygit2 (libgit2 %s)" % pygit2.LIBGIT2_VERSION] = lambda p: commit.tree[p].data
+    except ImportError:
+        print("pygit2 not installed: skipped", file=sys.stderr)
+    try:
+        from dulwich.object_store import tree_lookup_path
+        from dulwich.repo import Repo
+        d = Repo(str(path))
+        tree = d[sha.encode()].tree
+
+        def dulwich_read(p: str) -> bytes:
+            _, oid = tree_lookup_path(d.object_store.__getitem__, tree, p.encode())
+            return d.object_store[oid].data
+        out["dulwich"] = dulwich_read
+    except ImportError:
+        print("dulwich not installed: skipped", file=sys.stderr)
+    out["git cat-file -p, a process per read"] = lambda p: subprocess.run(
+        ["git", "-C", str(path), "cat-file", "-p", f"{sha}:{p}"], capture_output=True, check=True).stdout
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--files", type=int, default=1000)
+    ap.add_argument("--reads", type=int, default=5000)
+    ap.add_argument("--size", type=int, default=4000)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "repo"
+        sha, names = make_repo(path, args.files, args.size)
+        rng = random.Random(1)
+        picks = [rng.choice(names) for _ in range(args.reads)]
+        reads = readers(path, sha)
+        expect = {p: reads["cat-file --batch-command (crewlet)"](p) for p in set(picks[:50])}
+        for name, read in reads.items():  # all agree on the bytes, and each is warmed once
+            assert all(read(p) == data for p, data in expect.items()), name
+        per_read: dict[str, list[float]] = {name: [] for name in reads}
+        for _ in range(args.rounds):
+            for name, read in reads.items():
+                n = len(picks) if "per read" not in name else min(len(picks), 300)
+                t = time.perf_counter()
+                for p in picks[:n]:
+                    read(p)
+                per_read[name].append((time.perf_counter() - t) / n * 1e6)
+        base = statistics.median(per_read["cat-file --batch-command (crewlet)"])
+        print(f"{args.files} files of ~{args.size} B, {args.reads} reads by path at one commit, "
+              f"{args.rounds} rounds; {machine_load()}")
+        for name, values in per_read.items():
+            med = statistics.median(values)
+            print(f"  {name:42s} {med:9.1f} µs/read   ×{med / base:6.2f} of cat-file")
+
+
+if __name__ == "__main__":
+    main()
