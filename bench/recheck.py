@@ -137,9 +137,11 @@ def main() -> None:
             cits.append(CodeCitation("bench", p, start, end, first, quote))
         with Repository("bench", path) as repo:
             touched = len(repo.changed_files(first, head))
+            calls, asked = repo.git_calls, repo.reader.requests
             t = time.perf_counter()
             anchors = recheck(repo, cits)
             took = time.perf_counter() - t
+            calls, asked = repo.git_calls - calls, repo.reader.requests - asked
             wrong = [a for a in anchors if a.holds and check_code(1, a.moved_citation(), repo).outcome != HOLDS]
         counts = collections.Counter(a.outcome for a in anchors)
         print(f"repository: {args.files} files, {args.commits} commits × {args.per_commit} files edited "
@@ -149,6 +151,7 @@ def main() -> None:
         followed = sum(1 for a in anchors if a.followed_from)
         print("outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
               + f"; {followed} followed a rename")
+        print(f"git processes run: {calls}; objects asked of cat-file: {asked}")
         print(f"held citations failing the write check at the head: {len(wrong)}")
         print(machine_load())
 

@@ -258,3 +258,36 @@ def test_a_block_is_matched_as_whole_lines_only(g: GitRepo) -> None:
     g.commit()
     (anchor,) = carry(g, at(a, 2, 2))       # "return total" now only as the head of a longer line
     assert anchor.outcome == CHANGED and anchor.new_text == "    return x.sum()"
+
+
+def test_a_citation_of_a_file_its_commit_never_held_is_gone(g: GitRepo) -> None:
+    g.write("app.py", numbered(5))
+    a = g.commit()
+    (anchor,) = carry(g, at(a, 1, 1, path="never.py"))
+    assert anchor.outcome == GONE and "no file never.py" in anchor.reason
+
+
+def test_the_cost_follows_files_not_citations(g: GitRepo) -> None:
+    """60 citations of 6 files, every file edited: two git diffs for the jump (which files, their hunks),
+    each file's blob read once at each commit however many of its citations were rewritten, and the reads
+    asked of cat-file together."""
+    for f in range(6):
+        g.write(f"f{f}.py", numbered(40, f"f{f}"))
+    a = g.commit()
+    for f in range(6):
+        body = [f"f{f} {i}" for i in range(1, 41)]
+        body[0] = "rewritten"                                          # line 1 of each file rewritten
+        g.write(f"f{f}.py", text(["top"] + body))
+    b = g.commit()
+    cits = [at(a, 1 + (k % 2) * 10, 1 + (k % 2) * 10, path=f"f{k % 6}.py") for k in range(60)]
+    with Repository("server", g.path) as repo:
+        head = repo.head()
+        calls, asked, trips = repo.git_calls, repo.reader.requests, repo.reader.round_trips
+        anchors = recheck(repo, cits, head)
+        assert repo.git_calls - calls == 2
+        # the target resolved, the old commit resolved, per file: old and new blob read, new blob id
+        assert repo.reader.requests - asked <= 2 + 6 * 3
+        # and those reads asked at once: the two commits, the blobs read, the blob ids
+        assert repo.reader.round_trips - trips <= 4
+    assert head == b
+    assert {x.outcome for x in anchors[0::2]} == {CHANGED} and {x.outcome for x in anchors[1::2]} == {SHIFTED}

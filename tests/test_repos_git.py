@@ -167,3 +167,37 @@ def test_a_blob_at_the_head_changed_since_the_one_checked(made: tuple[GitRepo, s
         g.remove("src/app.py")
         g.commit()
         assert repo.head_blob_changed("src/app.py", checked)         # gone counts as changed
+
+
+def test_paths_with_spaces_and_quotes_read_through_cat_file(tmp_path: Path) -> None:
+    g = GitRepo(tmp_path / "s")
+    g.write("dir/a b.txt", "spaced\n")
+    g.write('we"ird\tname.txt', "odd\n")
+    sha = g.commit()
+    with Repository("s", g.path) as repo:
+        assert repo.read(sha, "dir/a b.txt")[1] == b"spaced\n"  # type: ignore[index]
+        assert repo.read(sha, 'we"ird\tname.txt')[1] == b"odd\n"  # type: ignore[index]
+        assert repo.read(sha, "dir/a b.txt missing") is None
+        assert repo.read(sha, "two\nlines") is None             # cannot be asked on a line: no file
+
+
+def test_many_reads_asked_at_once_come_back_in_order(tmp_path: Path) -> None:
+    """More requests than one pipelined write holds, blobs larger than a pipe, missing names among them:
+    every answer in its place, no wait on a full pipe."""
+    g = GitRepo(tmp_path / "m")
+    for i in range(40):
+        g.write(f"big/{i}.txt", f"{i}\n" * (40_000 + i))           # ~120-200 kB each
+    sha = g.commit()
+    names = [f"big/{i % 40}.txt" if i % 7 else f"missing/{i}.txt" for i in range(1200)]
+    with Repository("m", g.path) as repo:
+        got = repo.read_many([(sha, n) for n in names[:200]])
+        for n, answer in zip(names[:200], got):
+            if n.startswith("missing"):
+                assert answer is None
+            else:
+                i = int(n.split("/")[1].split(".")[0])
+                assert answer is not None and answer[1] == f"{i}\n".encode() * (40_000 + i)
+        ids = repo.blob_ids([(sha, "x" * 40 + n) for n in names] + [(sha, "big/3.txt")])
+        assert ids[:-1] == [None] * len(names) and ids[-1] == repo.blob_id(sha, "big/3.txt")
+        assert repo.reader.round_trips >= 3          # 1,200 long names do not fit one write
+        assert repo.reader.starts == 1

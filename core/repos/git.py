@@ -23,6 +23,8 @@ from core.errors import CrewletError
 _CONFIG = ["-c", "core.quotepath=off", "-c", "color.ui=never", "-c", "diff.noprefix=false",
            "-c", "diff.mnemonicPrefix=false", "-c", "core.pager=cat"]
 _TIMEOUT_S = 120.0
+# requests written before their answers are read: well under a pipe's 64 KiB, so the write never waits
+_PIPELINE_BYTES = 32 * 1024
 
 
 class Unreadable(CrewletError):
@@ -71,7 +73,9 @@ class CatFile:
         self._name = name
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
-        self.starts = 0  # how many processes this reader started (a restart shows here)
+        self.starts = 0    # how many processes this reader started (a restart shows here)
+        self.requests = 0     # how many objects it was asked for (what a pass cost shows here)
+        self.round_trips = 0  # how many times it waited on git for answers
 
     @property
     def pid(self) -> int | None:
@@ -93,50 +97,83 @@ class CatFile:
         self.starts += 1
         return proc
 
-    def _ask(self, command: bytes, want_body: bool) -> tuple[ObjectInfo | None, bytes | None]:
-        """One request on the live process: (None, None) when the object is missing or ambiguous."""
+    def _ask(self, commands: list[bytes], want_body: bool) -> list[tuple[ObjectInfo | None, bytes | None]]:
+        """Requests written at once, then their answers read in order: one round trip for many objects.
+        The commands fit in the pipe's buffer (`_PIPELINE_BYTES`), so writing them never waits on git, and
+        git never waits on us while we read."""
         if self._proc is None or self._proc.poll() is not None:
             self._proc = self._start()
         proc = self._proc
         assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(command)
+        proc.stdin.write(b"".join(commands))
         proc.stdin.flush()
-        header = proc.stdout.readline()
-        if not header.endswith(b"\n"):
-            raise BrokenPipeError("cat-file ended mid-answer")
-        parts = header.rstrip(b"\n").split(b" ")
-        if len(parts) != 3 or parts[-1] in (b"missing", b"ambiguous"):
-            return None, None
-        info = ObjectInfo(parts[0].decode("ascii"), parts[1].decode("ascii"), int(parts[2]))
-        if not want_body:
-            return info, None
-        body = proc.stdout.read(info.size + 1)
-        if len(body) != info.size + 1:
-            raise BrokenPipeError("cat-file ended mid-object")
-        return info, body[:-1]
+        answers: list[tuple[ObjectInfo | None, bytes | None]] = []
+        for _ in commands:
+            header = proc.stdout.readline()
+            if not header.endswith(b"\n"):
+                raise BrokenPipeError("cat-file ended mid-answer")
+            parts = header.rstrip(b"\n").split(b" ")
+            if len(parts) != 3 or parts[-1] in (b"missing", b"ambiguous"):
+                answers.append((None, None))
+                continue
+            info = ObjectInfo(parts[0].decode("ascii"), parts[1].decode("ascii"), int(parts[2]))
+            if not want_body:
+                answers.append((info, None))
+                continue
+            body = proc.stdout.read(info.size + 1)
+            if len(body) != info.size + 1:
+                raise BrokenPipeError("cat-file ended mid-object")
+            answers.append((info, body[:-1]))
+        return answers
 
-    def _request(self, verb: str, spec: str) -> tuple[ObjectInfo | None, bytes | None]:
-        if "\n" in spec:
-            return None, None  # a name with a newline cannot be asked on a line-based protocol
-        command = f"{verb} {spec}\n".encode("utf-8", "surrogateescape")
+    def _request(self, verb: str, specs: list[str]) -> list[tuple[ObjectInfo | None, bytes | None]]:
+        out: list[tuple[ObjectInfo | None, bytes | None]] = [(None, None)] * len(specs)
+        # a name with a newline cannot be asked on a line-based protocol: it names nothing
+        asked = [(i, f"{verb} {spec}\n".encode("utf-8", "surrogateescape"))
+                 for i, spec in enumerate(specs) if "\n" not in spec]
+        chunks: list[list[tuple[int, bytes]]] = [[]]
+        size = 0
+        for item in asked:
+            if size + len(item[1]) > _PIPELINE_BYTES and chunks[-1]:
+                chunks.append([])
+                size = 0
+            chunks[-1].append(item)
+            size += len(item[1])
         with self._lock:
-            for attempt in (1, 2):
-                try:
-                    return self._ask(command, want_body=verb == "contents")
-                except (BrokenPipeError, OSError, ValueError) as exc:
-                    self._kill()
-                    if attempt == 2:
-                        raise Unreadable(f"repository '{self._name}': cat-file failed twice ({exc})",
-                                         repository=self._name) from exc
-        raise AssertionError("unreachable")
+            self.requests += len(asked)
+            for chunk in chunks:
+                if not chunk:
+                    continue
+                for attempt in (1, 2):
+                    try:
+                        answers = self._ask([c for _, c in chunk], want_body=verb == "contents")
+                        break
+                    except (BrokenPipeError, OSError, ValueError) as exc:
+                        self._kill()
+                        if attempt == 2:
+                            raise Unreadable(f"repository '{self._name}': cat-file failed twice ({exc})",
+                                             repository=self._name) from exc
+                for (i, _), answer in zip(chunk, answers):
+                    out[i] = answer
+            self.round_trips += sum(1 for c in chunks if c)
+        return out
 
     def info(self, spec: str) -> ObjectInfo | None:
         """What `spec` (`<sha>`, `<rev>:<path>`, `<sha>^{commit}`) names, or None when it names nothing."""
-        return self._request("info", spec)[0]
+        return self._request("info", [spec])[0][0]
 
     def contents(self, spec: str) -> tuple[ObjectInfo, bytes] | None:
-        info, body = self._request("contents", spec)
+        info, body = self._request("contents", [spec])[0]
         return None if info is None or body is None else (info, body)
+
+    def info_many(self, specs: list[str]) -> list[ObjectInfo | None]:
+        """`info` of many objects in a few round trips."""
+        return [info for info, _ in self._request("info", specs)]
+
+    def contents_many(self, specs: list[str]) -> list[tuple[ObjectInfo, bytes] | None]:
+        """`contents` of many objects in a few round trips."""
+        return [None if info is None or body is None else (info, body)
+                for info, body in self._request("contents", specs)]
 
     def _kill(self) -> None:
         proc, self._proc = self._proc, None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Mapping
 
+from core.errors import NotFound
 from core.repos.modules import Scope, find_modules, modules_reached, parse_scope
 from core.repos.repository import Repository
 
@@ -44,7 +45,7 @@ class Repositories(Mapping[str, Repository]):
         repo = self._repos[name]
         at = repo.commit(commit) if commit else repo.head()
         if at is None:
-            raise KeyError(f"no commit {commit} in repository '{name}'")
+            raise NotFound(f"no commit {commit} in repository '{name}'; name a commit it holds")
         key = (name, at)
         with self._lock:
             cached = self._modules.get(key)

@@ -27,6 +27,7 @@ class Repository:
         self._cat = CatFile(self.path, name)
         self._lock = threading.Lock()
         self._trees: dict[str, list[str]] = {}
+        self.git_calls = 0  # git processes run besides cat-file (what a pass cost shows here)
 
     def __repr__(self) -> str:
         return f"Repository({self.name!r}, {str(self.path)!r})"
@@ -45,6 +46,7 @@ class Repository:
         return self._cat
 
     def git(self, *args: str, ok_codes: tuple[int, ...] = (0,)) -> bytes:
+        self.git_calls += 1
         return run_git(self.path, list(args), name=self.name, ok_codes=ok_codes)
 
     # -- branches and commits ------------------------------------------------------------------------
@@ -88,6 +90,16 @@ class Repository:
         if got is None or got[0].type != "blob":
             return None
         return got[0].oid, got[1]
+
+    def blob_ids(self, at: list[tuple[str, str]]) -> list[str | None]:
+        """`blob_id` of many (commit, path) pairs in a few round trips."""
+        infos = self._cat.info_many([f"{c}:{p}" for c, p in at])
+        return [i.oid if i is not None and i.type == "blob" else None for i in infos]
+
+    def read_many(self, at: list[tuple[str, str]]) -> list[tuple[str, bytes] | None]:
+        """`read` of many (commit, path) pairs in a few round trips."""
+        got = self._cat.contents_many([f"{c}:{p}" for c, p in at])
+        return [(g[0].oid, g[1]) if g is not None and g[0].type == "blob" else None for g in got]
 
     def read_blob(self, oid: str) -> bytes | None:
         got = self._cat.contents(oid)
