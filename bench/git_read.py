@@ -2,17 +2,19 @@
 --batch-command` against pygit2 (libgit2 in process) and dulwich (pure Python, C helpers), and against a
 `git cat-file -p` process per read (what a naive reader does).
 
-    python bench/git_read.py [--files 1000] [--reads 5000] [--size 4000] [--rounds 3]
+    python bench/git_read.py [--files 1000] [--reads 5000] [--size 4000] [--rounds 3] [--one-core]
 
 Makes a throwaway repository with `--files` files of about `--size` bytes (git fast-import, one commit,
 then `git gc` so reads come from a pack, as in a real clone), reads `--reads` random files by path at the
-commit through each reader, alternating readers each round so load drifts hit all of them. Prints the
+commit through each reader, alternating readers each round so load drifts hit all of them. Also times crewlet's
+many-at-once path (`read_many`, 100 reads a round trip). Prints the
 median microseconds per read, each reader's ratio to cat-file, and the load. A reader whose library is
 not installed is skipped (neither is a dependency of crewlet). Never asserts a time.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import subprocess
@@ -82,7 +84,12 @@ def main() -> None:
     ap.add_argument("--reads", type=int, default=5000)
     ap.add_argument("--size", type=int, default=4000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--one-core", action="store_true",
+                    help="pin this process and its git children to one core (each round trip then waits for "
+                         "a switch between them)")
     args = ap.parse_args()
+    if args.one_core:
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "repo"
         sha, names = make_repo(path, args.files, args.size)
@@ -100,9 +107,19 @@ def main() -> None:
                 for p in picks[:n]:
                     read(p)
                 per_read[name].append((time.perf_counter() - t) / n * 1e6)
+        # crewlet's many-at-once path (a recheck's prefetch): 100 reads written before their answers are read
+        repo = Repository("bench-many", path)
+        many = "cat-file, 100 asked at once (crewlet)"
+        per_read[many] = []
+        for _ in range(args.rounds):
+            t = time.perf_counter()
+            for i in range(0, len(picks), 100):
+                repo.read_many([(sha, p) for p in picks[i:i + 100]])
+            per_read[many].append((time.perf_counter() - t) / len(picks) * 1e6)
+        repo.close()
         base = statistics.median(per_read["cat-file --batch-command (crewlet)"])
         print(f"{args.files} files of ~{args.size} B, {args.reads} reads by path at one commit, "
-              f"{args.rounds} rounds; {machine_load()}")
+              f"{args.rounds} rounds{', one core' if args.one_core else ''}; {machine_load()}")
         for name, values in per_read.items():
             med = statistics.median(values)
             print(f"  {name:42s} {med:9.1f} µs/read   ×{med / base:6.2f} of cat-file")

@@ -129,3 +129,13 @@ def test_a_repository_that_cannot_be_read_is_not_read_yet(tmp_path: Path) -> Non
     assert c.outcome == NOT_READ_YET and not c.holds
     assert c.message.startswith("citation 1 (a.py): not read yet")
     repos.close()
+
+
+def test_an_entrys_citations_are_read_together(world: tuple[Repositories, str, GitRepo]) -> None:
+    repos, sha, _ = world
+    reader = repos["server"].reader
+    trips = reader.round_trips
+    checks = check_citations([cite(sha), cite(sha, path="win.txt", lines=[1, 1]), cite("ab" * 20),
+                              cite(sha, lines=[2, 2], quote="respond")], repos)
+    assert [c.outcome for c in checks] == [HOLDS, HOLDS, FAILS, HOLDS]
+    assert reader.round_trips - trips == 2          # the commits at once, then the files at once

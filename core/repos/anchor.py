@@ -120,15 +120,25 @@ def recheck(repo: Repository, citations: Sequence[CodeCitation], new: str | None
     if target is None:
         return [Anchor(c, NOT_READ_YET, f"not read yet: no commit {new} in repository '{repo.name}'")
                 for c in citations]
+    out: list[Anchor | None] = [None] * len(citations)
+    refs = sorted({c.commit for c in citations})
+    try:
+        resolved = dict(zip(refs, repo.commits(refs)))  # every old commit in one round trip
+    except Unreadable as exc:
+        return [Anchor(c, NOT_READ_YET, f"not read yet ({exc})") for c in citations]
     by_old: dict[str, list[int]] = defaultdict(list)
     for i, c in enumerate(citations):
-        by_old[c.commit].append(i)
-    out: list[Anchor | None] = [None] * len(citations)
+        old = resolved[c.commit]
+        if old is None:
+            out[i] = Anchor(c, CHANGED, f"changed: commit {c.commit} is no longer in repository "
+                            f"'{repo.name}'; cite the lines again at {target[:7]}", target)
+        else:
+            by_old[old].append(i)  # an abbreviated id and the full one are one jump
     files = _Files(repo)
-    for old_ref, indices in by_old.items():
+    for old, indices in by_old.items():
         group = [citations[i] for i in indices]
         try:
-            anchors = _jump(repo, files, old_ref, target, group)
+            anchors = _jump(repo, files, old, target, group)
         except Unreadable as exc:
             anchors = [Anchor(c, NOT_READ_YET, f"not read yet ({exc})") for c in group]
         for i, a in zip(indices, anchors):
@@ -154,12 +164,8 @@ def recheck_all(repositories: Mapping[str, Repository],
     return [a for a in out if a is not None]
 
 
-def _jump(repo: Repository, files: _Files, old_ref: str, new: str,
-          group: list[CodeCitation]) -> list[Anchor]:
-    old = repo.commit(old_ref)
-    if old is None:
-        return [Anchor(c, CHANGED, f"commit {old_ref} is no longer in repository '{repo.name}': "
-                       f"cite the lines again at {new[:7]}", new) for c in group]
+def _jump(repo: Repository, files: _Files, old: str, new: str, group: list[CodeCitation]) -> list[Anchor]:
+    """One group's jump old → new (full commit ids): which files changed, their hunks, then each citation."""
     changes: dict[str, Change] = {} if old == new else repo.changed_files(old, new)
     touched = sorted({c.path for c in group if c.path in changes and changes[c.path].status != "D"})
     pathspec = touched + [changes[p].new_path or p for p in touched]

@@ -153,16 +153,28 @@ def _parse_code(raw: Mapping[str, Any], keys: set[str], repositories: Sequence[s
 
 def check_code(index: int, cit: CodeCitation, repo: Repository) -> CitationCheck:
     """Read the cited file at the cited commit and say whether the citation holds."""
-    label = f"citation {index} ({cit.path})"
+    return _check_group(repo, [(index, cit)])[0]
+
+
+def _check_group(repo: Repository, cits: list[tuple[int, CodeCitation]]) -> list[CitationCheck]:
+    """Citations of one repository checked together: their commits resolved in one round trip to cat-file,
+    their files read in one more."""
     try:
-        commit = repo.commit(cit.commit)
-        if commit is None:
-            return CitationCheck(index, FAILS, f"{label}: commit {cit.commit} is not in repository "
-                                 f"'{cit.repository}' (or names more than one commit); cite a commit it "
-                                 f"holds", cit)
-        got = repo.read(commit, cit.path)
+        commits = repo.commits([c.commit for _, c in cits])
+        wanted = [(sha, c.path) for sha, (_, c) in zip(commits, cits) if sha is not None]
+        reads = iter(repo.read_many(wanted))
     except Unreadable as exc:
-        return CitationCheck(index, NOT_READ_YET, f"{label}: not read yet ({exc})", cit)
+        return [CitationCheck(i, NOT_READ_YET, f"citation {i} ({c.path}): not read yet ({exc})", c)
+                for i, c in cits]
+    return [_judge(i, c, sha, next(reads) if sha is not None else None) for sha, (i, c) in zip(commits, cits)]
+
+
+def _judge(index: int, cit: CodeCitation, commit: str | None, got: tuple[str, bytes] | None) -> CitationCheck:
+    label = f"citation {index} ({cit.path})"
+    if commit is None:
+        return CitationCheck(index, FAILS, f"{label}: commit {cit.commit} is not in repository "
+                             f"'{cit.repository}' (or names more than one commit); cite a commit it "
+                             f"holds", cit)
     short = commit[:7]
     if got is None:
         return CitationCheck(index, FAILS, f"{label}: no file {cit.path} at {short}", cit, commit)
@@ -190,19 +202,23 @@ def check_citations(raw: Any, repositories: Mapping[str, Repository]) -> list[Ci
     if len(raw) > MAX_CITATIONS:
         raise Refused(f"{len(raw)} citations; an entry cites at most {MAX_CITATIONS} (MAX_CITATIONS): keep "
                       f"the ones it rests on", bound=MAX_CITATIONS)
-    checks: list[CitationCheck] = []
+    checks: dict[int, CitationCheck] = {}
+    code: dict[str, list[tuple[int, CodeCitation]]] = {}
     for index, item in enumerate(raw, 1):
         try:
             cit = parse_citation(item, list(repositories))
         except ShapeError as exc:
-            checks.append(CitationCheck(index, FAILS, f"{_label(index, item)}: {exc}"))
+            checks[index] = CitationCheck(index, FAILS, f"{_label(index, item)}: {exc}")
             continue
         if isinstance(cit, LinkCitation):
-            checks.append(CitationCheck(index, HOLDS, f"citation {index} ({cit.link[:80]}): a {cit.kind} link",
-                                        cit))
+            checks[index] = CitationCheck(index, HOLDS, f"citation {index} ({cit.link[:80]}): a {cit.kind} link",
+                                          cit)
         else:
-            checks.append(check_code(index, cit, repositories[cit.repository]))
-    return checks
+            code.setdefault(cit.repository, []).append((index, cit))
+    for name, cits in code.items():
+        for check in _check_group(repositories[name], cits):
+            checks[check.index] = check
+    return [checks[i] for i in sorted(checks)]
 
 
 def first_failure(checks: Sequence[CitationCheck]) -> CitationCheck | None:

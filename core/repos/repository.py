@@ -77,6 +77,11 @@ class Repository:
         info = self._cat.info(f"{rev}^{{commit}}")
         return info.oid if info is not None and info.type == "commit" else None
 
+    def commits(self, revs: list[str]) -> list[str | None]:
+        """`commit` of many revisions in one round trip."""
+        infos = self._cat.info_many([f"{r}^{{commit}}" for r in revs])
+        return [i.oid if i is not None and i.type == "commit" else None for i in infos]
+
     # -- files at a commit ---------------------------------------------------------------------------
 
     def blob_id(self, commit: str, path: str) -> str | None:
