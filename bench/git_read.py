@@ -2,14 +2,16 @@
 --batch-command` against pygit2 (libgit2 in process) and dulwich (pure Python, C helpers), and against a
 `git cat-file -p` process per read (what a naive reader does).
 
-    python bench/git_read.py [--files 1000] [--reads 5000] [--size 4000] [--rounds 3] [--one-core]
+    python bench/git_read.py [--files 1000] [--reads 5000] [--size 4000] [--rounds 3] [--one-core] [--jump]
 
 Makes a throwaway repository with `--files` files of about `--size` bytes (git fast-import, one commit,
 then `git gc` so reads come from a pack, as in a real clone), reads `--reads` random files by path at the
 commit through each reader, alternating readers each round so load drifts hit all of them. Also times crewlet's
 many-at-once path (`read_many`, 100 reads a round trip). Prints the
 median microseconds per read, each reader's ratio to cat-file, and the load. A reader whose library is
-not installed is skipped (neither is a dependency of crewlet). Never asserts a time.
+not installed is skipped (neither is a dependency of crewlet). With `--jump`, also times what a recheck
+spends most on, a jump's diff (bench/recheck.py's repository: 2,000 files, 500 commits): git's
+`--name-status` and `-U0` patch against pygit2's diff, rename detection and hunks. Never asserts a time.
 """
 from __future__ import annotations
 
@@ -87,6 +89,7 @@ def main() -> None:
     ap.add_argument("--one-core", action="store_true",
                     help="pin this process and its git children to one core (each round trip then waits for "
                          "a switch between them)")
+    ap.add_argument("--jump", action="store_true", help="also time a 500-commit jump's diff: git against pygit2")
     args = ap.parse_args()
     if args.one_core:
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
@@ -123,6 +126,38 @@ def main() -> None:
         for name, values in per_read.items():
             med = statistics.median(values)
             print(f"  {name:42s} {med:9.1f} µs/read   ×{med / base:6.2f} of cat-file")
+        if args.jump:
+            jump_diff(Path(tmp) / "jump", args.rounds)
+
+
+def jump_diff(path: Path, rounds: int) -> None:
+    from bench.recheck import build
+    ns = argparse.Namespace(files=2000, commits=500, per_commit=12, cited_at=1)
+    revs, _ = build(path, ns)
+    a, b = revs[0], revs[-1]
+    git_s, lib_s = [], []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        for extra in (["--name-status", "-z"], ["-U0"]):
+            subprocess.run(["git", "-C", str(path), "diff", "--find-renames", *extra, a, b], capture_output=True,
+                           check=True)
+        git_s.append(time.perf_counter() - t)
+        try:
+            import pygit2
+        except ImportError:
+            continue
+        t = time.perf_counter()
+        diff = pygit2.Repository(str(path)).diff(a, b, context_lines=0)
+        diff.find_similar()
+        hunks = sum(len(patch.hunks) for patch in diff)
+        lib_s.append(time.perf_counter() - t)
+    g = statistics.median(git_s)
+    print(f"a 500-commit jump over 2,000 files: git diff --name-status + -U0 {g:.2f} s", end="")
+    if lib_s:
+        lib = statistics.median(lib_s)
+        print(f"; pygit2 diff + find_similar + {hunks} hunks {lib:.2f} s (×{lib / g:.2f} of git)")
+    else:
+        print()
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """Rechecking code citations across a long jump of the default branch (issue 35's aim: 10,000 citations of
 2,000 files across a 500-commit jump in at most 30 s on one core).
 
-    python bench/recheck.py [--files 2000] [--citations 10000] [--commits 500] [--per-commit 12] [--keep DIR]
+    python bench/recheck.py [--files 2000] [--citations 10000] [--commits 500] [--per-commit 12]
+                            [--cited-at 1] [--keep DIR]
 
 Makes a synthetic repository with git fast-import (`--files` files of ~120 unique lines; then `--commits`
 commits, each editing `--per-commit` random files — lines inserted, deleted, rewritten, a block moved —,
@@ -77,9 +78,13 @@ class Synthetic:
                 del lines[k:k + 3]
                 lines[dest:dest] = block
 
-    def jump(self, commits: int, per_commit: int) -> None:
+    def jump(self, commits: int, per_commit: int, keep: set[int]) -> dict[int, dict[str, list[str]]]:
+        """The commits; the files as they stood after each commit numbered in `keep` (0: the first)."""
         rng = self.rng
+        kept: dict[int, dict[str, list[str]]] = {}
         for n in range(commits):
+            if n in keep:
+                kept[n] = {p: list(lines) for p, lines in self.files.items()}
             changed: dict[str, list[str] | None] = {}
             for path in rng.sample(sorted(self.files), per_commit):
                 self.edit(self.files[path])
@@ -98,18 +103,21 @@ class Synthetic:
                 self.files[added] = [self.line() for _ in range(60)]
                 changed[added] = self.files[added]
             self.commit(changed)
+        return kept
 
 
-def build(path: Path, args: argparse.Namespace) -> tuple[str, str, dict[str, list[str]]]:
+def build(path: Path, args: argparse.Namespace) -> tuple[list[str], dict[int, dict[str, list[str]]]]:
+    """The repository made; its commits oldest first, and the files at each commit citations cite (the
+    first, or `--cited-at` commits spread over the first half of the jump)."""
     syn = Synthetic(args.files, seed=11)
-    first = {p: list(lines) for p, lines in syn.files.items()}
     syn.commit(dict(syn.files))
-    syn.jump(args.commits, args.per_commit)
+    step = max(1, args.commits // 2 // args.cited_at)
+    kept = syn.jump(args.commits, args.per_commit, {k * step for k in range(args.cited_at)})
     subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True)
     subprocess.run(["git", "-C", str(path), "fast-import", "--quiet"], input=b"".join(syn.stream), check=True)
     revs = subprocess.run(["git", "-C", str(path), "rev-list", "--reverse", "main"], capture_output=True,
                           check=True).stdout.decode().split()
-    return revs[0], revs[-1], first
+    return revs, kept
 
 
 def main() -> None:
@@ -118,23 +126,29 @@ def main() -> None:
     ap.add_argument("--citations", type=int, default=10_000)
     ap.add_argument("--commits", type=int, default=500)
     ap.add_argument("--per-commit", type=int, default=12)
+    ap.add_argument("--cited-at", type=int, default=1,
+                    help="citations spread over this many commits (each a jump of its own); 1: all at the first")
     ap.add_argument("--keep", type=Path, help="make the repository here and keep it")
     args = ap.parse_args()
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core, inherited by the git children
     with tempfile.TemporaryDirectory() as tmp:
         path = args.keep or Path(tmp) / "repo"
         t = time.perf_counter()
-        first, head, files = build(path, args)
+        revs, kept = build(path, args)
+        first, head = revs[0], revs[-1]
         made = time.perf_counter() - t
         rng = random.Random(5)
-        paths = sorted(files)
+        cited = sorted(kept)
         cits = []
         for i in range(args.citations):
-            p = paths[i % len(paths)]
+            n = cited[i % len(cited)]  # commit n of the jump is revs[n]: the files as they stood before it
+            files = kept[n]
+            paths = sorted(files)
+            p = paths[(i // len(cited)) % len(paths)]
             start = rng.randint(1, len(files[p]) - 5)
             end = start + rng.randint(0, 4)
             quote = files[p][rng.randint(start, end) - 1].strip() if i % 2 else None
-            cits.append(CodeCitation("bench", p, start, end, first, quote))
+            cits.append(CodeCitation("bench", p, start, end, revs[n], quote))
         with Repository("bench", path) as repo:
             touched = len(repo.changed_files(first, head))
             calls, asked = repo.git_calls, repo.reader.requests
@@ -146,7 +160,7 @@ def main() -> None:
         counts = collections.Counter(a.outcome for a in anchors)
         print(f"repository: {args.files} files, {args.commits} commits × {args.per_commit} files edited "
               f"(made in {made:.1f} s); the jump changed {touched} files")
-        print(f"recheck of {len(cits)} citations on one core: {took:.2f} s "
+        print(f"recheck of {len(cits)} citations at {len(cited)} commit(s) on one core: {took:.2f} s "
               f"({took / len(cits) * 1e6:.0f} µs a citation); aim ≤ 30 s")
         followed = sum(1 for a in anchors if a.followed_from)
         print("outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))

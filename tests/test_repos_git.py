@@ -201,3 +201,8 @@ def test_many_reads_asked_at_once_come_back_in_order(tmp_path: Path) -> None:
         assert ids[:-1] == [None] * len(names) and ids[-1] == repo.blob_id(sha, "big/3.txt")
         assert repo.reader.round_trips >= 3          # 1,200 long names do not fit one write
         assert repo.reader.starts == 1
+
+
+def test_the_git_on_path_is_new_enough_for_batch_command() -> None:
+    from core.repos.git import MIN_GIT, git_version
+    assert git_version() >= MIN_GIT, "core/repos reads through `git cat-file --batch-command` (git 2.36)"

@@ -33,6 +33,24 @@ class Unreadable(CrewletError):
     code = "not_read_yet"
 
 
+MIN_GIT = (2, 36)  # `cat-file --batch-command` came in git 2.36
+_git_version: tuple[int, ...] | None = None
+
+
+def git_version() -> tuple[int, ...]:
+    """The git executable's version, asked once a process; (0,) when there is no git to run."""
+    global _git_version
+    if _git_version is None:
+        try:
+            out = subprocess.run(["git", "--version"], capture_output=True, timeout=30, check=True).stdout
+            words = out.decode("ascii", "replace").split()
+            numbers = words[2].split(".") if len(words) > 2 else []
+            _git_version = tuple(int(n) for n in numbers[:3] if n.isdigit()) or (0,)
+        except (OSError, subprocess.SubprocessError):
+            _git_version = (0,)
+    return _git_version
+
+
 def _env() -> dict[str, str]:
     env = dict(os.environ)
     env.update({"GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat", "LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0"})
@@ -85,6 +103,11 @@ class CatFile:
     def _start(self) -> subprocess.Popen[bytes]:
         if not self._path.is_dir():
             raise Unreadable(f"repository '{self._name}': no folder {self._path}", repository=self._name)
+        if git_version() < MIN_GIT:
+            found = ".".join(map(str, git_version())) if git_version() != (0,) else "none"
+            raise Unreadable(f"repository '{self._name}': reading it needs git "
+                             f"{'.'.join(map(str, MIN_GIT))} or later on PATH (found: {found})",
+                             repository=self._name)
         # a folder git does not take as a repository would make cat-file exit at once: ask first, in words
         run_git(self._path, ["rev-parse", "--git-dir"], name=self._name)
         try:
