@@ -293,3 +293,20 @@ def test_the_cost_follows_files_not_citations(g: GitRepo) -> None:
         assert repo.reader.round_trips - trips <= 4
     assert head == b
     assert {x.outcome for x in anchors[0::2]} == {CHANGED} and {x.outcome for x in anchors[1::2]} == {SHIFTED}
+
+
+def test_a_recheck_after_cat_file_was_killed_starts_it_again(g: GitRepo) -> None:
+    import os
+    import signal
+    g.write("app.py", numbered(20))
+    a = g.commit()
+    g.write("app.py", "top\n" + numbered(20))
+    g.commit()
+    with Repository("server", g.path) as repo:
+        assert repo.commit(a) == a
+        pid = repo.reader.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        (anchor,) = recheck(repo, [at(a, 3, 4)])
+        assert (anchor.outcome, anchor.start, anchor.end) == (SHIFTED, 4, 5)
+        assert repo.reader.starts == 2

@@ -137,7 +137,7 @@ def test_patches_read_paths_git_quotes(tmp_path: Path) -> None:
         g.write(n, "zero\n" + numbered(5))
     second = g.commit()
     with Repository("q", g.path) as repo:
-        patches = repo.patches(first, second, names)
+        patches = repo.patches(first, second, [(n, n) for n in names])
     assert sorted(p.old_path for p in patches) == sorted(names)  # type: ignore[type-var]
     for p in patches:
         assert p.new_path == p.old_path
@@ -206,3 +206,28 @@ def test_many_reads_asked_at_once_come_back_in_order(tmp_path: Path) -> None:
 def test_the_git_on_path_is_new_enough_for_batch_command() -> None:
     from core.repos.git import MIN_GIT, git_version
     assert git_version() >= MIN_GIT, "core/repos reads through `git cat-file --batch-command` (git 2.36)"
+
+
+def test_patches_in_batches_keep_a_rename_together(tmp_path: Path) -> None:
+    """More files than one git call takes, and a rename whose two paths sort far apart: every file's hunks
+    come back, and the rename is paired (its hunks, not a deletion of every line)."""
+    g = GitRepo(tmp_path / "b")
+    for i in range(450):
+        g.write(f"m/{i:03}.txt", numbered(10, f"m{i}"))
+    g.write("a/first.txt", numbered(30, "moved"))
+    first = g.commit()
+    for i in range(450):
+        g.write(f"m/{i:03}.txt", "top\n" + numbered(10, f"m{i}"))
+    g.move("a/first.txt", "z/last.txt")
+    g.write("z/last.txt", "head\n" + numbered(30, "moved"))
+    second = g.commit()
+    with Repository("b", g.path) as repo:
+        changes = repo.changed_files(first, second)
+        pairs = [(p, c.new_path or p) for p, c in changes.items()]
+        calls = repo.git_calls
+        patches = {p.old_path: p for p in repo.patches(first, second, pairs)}
+        assert repo.git_calls - calls >= 2
+    assert len(patches) == 451
+    renamed = patches["a/first.txt"]
+    assert renamed.new_path == "z/last.txt"
+    assert [(h.old_start, h.old_count, h.new_start, h.new_count) for h in renamed.hunks] == [(0, 0, 1, 1)]

@@ -168,10 +168,9 @@ def _jump(repo: Repository, files: _Files, old: str, new: str, group: list[CodeC
     """One group's jump old → new (full commit ids): which files changed, their hunks, then each citation."""
     changes: dict[str, Change] = {} if old == new else repo.changed_files(old, new)
     touched = sorted({c.path for c in group if c.path in changes and changes[c.path].status != "D"})
-    pathspec = touched + [changes[p].new_path or p for p in touched]
     patches: dict[str, FilePatch] = {}
     if touched:
-        for patch in repo.patches(old, new, pathspec):
+        for patch in repo.patches(old, new, [(p, changes[p].new_path or p) for p in touched]):
             if patch.old_path is not None:
                 patches[patch.old_path] = patch
     _prefetch(files, old, new, group, changes, patches)

@@ -52,6 +52,8 @@ class Repositories(Mapping[str, Repository]):
         if cached is None:
             cached = find_modules(repo.files(at), self._listed.get(name, ()))
             with self._lock:
+                if len(self._modules) >= 64:  # a long-running process sees many heads: keep the recent ones
+                    self._modules.pop(next(iter(self._modules)))
                 self._modules[key] = cached
         return cached
 

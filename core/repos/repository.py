@@ -141,14 +141,24 @@ class Repository:
                        old, new)
         return parse_name_status(raw)
 
-    def patches(self, old: str, new: str, paths: list[str]) -> list[FilePatch]:
-        """The -U0 hunks of the given files across old → new, in batches of paths (both sides of a rename
-        must be among them for git to pair them)."""
+    def patches(self, old: str, new: str, files: list[tuple[str, str]]) -> list[FilePatch]:
+        """The -U0 hunks of the given files — (old path, new path) pairs, the same path twice when not
+        renamed — across old → new, in batches of paths; both sides of a rename go in one batch, for git
+        to pair them."""
         out: list[FilePatch] = []
-        unique = sorted(set(paths))
-        for i in range(0, len(unique), _PATHSPEC_BATCH):
-            batch = unique[i:i + _PATHSPEC_BATCH]
+        pairs = sorted(set(files))
+        batch: list[str] = []
+
+        def run() -> None:
             raw = self.git("diff", "--no-ext-diff", "--no-textconv", "-U0", "--find-renames", old, new, "--",
-                           *[f":(literal){p}" for p in batch])
+                           *[f":(literal){p}" for p in dict.fromkeys(batch)])
             out.extend(parse_patch(raw))
+            batch.clear()
+
+        for a, b in pairs:
+            batch.extend((a, b) if a != b else (a,))
+            if len(batch) >= _PATHSPEC_BATCH:
+                run()
+        if batch:
+            run()
         return out
