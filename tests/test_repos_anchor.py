@@ -310,3 +310,19 @@ def test_a_recheck_after_cat_file_was_killed_starts_it_again(g: GitRepo) -> None
         (anchor,) = recheck(repo, [at(a, 3, 4)])
         assert (anchor.outcome, anchor.start, anchor.end) == (SHIFTED, 4, 5)
         assert repo.reader.starts == 2
+
+
+def test_a_users_git_settings_do_not_change_what_is_read(g: GitRepo) -> None:
+    """A repository whose own config asks for colour, no prefixes, mnemonic prefixes, an external diff and
+    a textconv driver: the hunks read are git's plain ones all the same."""
+    for key, value in [("color.ui", "always"), ("color.diff", "always"), ("diff.noprefix", "true"),
+                       ("diff.mnemonicPrefix", "true"), ("diff.external", "false"), ("core.pager", "less"),
+                       ("diff.py.textconv", "tac"), ("core.quotepath", "true")]:
+        g.git("config", key, value)
+    g.write(".gitattributes", "*.py diff=py\n")
+    g.write("ünï.py", numbered(20))
+    a = g.commit()
+    g.write("ünï.py", "top\n" + numbered(20))
+    g.commit()
+    (anchor,) = carry(g, at(a, 3, 4, path="ünï.py", quote="line 4"))
+    assert (anchor.outcome, anchor.start, anchor.end) == (SHIFTED, 4, 5)

@@ -20,7 +20,7 @@ from pathlib import Path
 from core.errors import CrewletError
 
 # the same output everywhere: a user's config may set a pager, colours, an external diff or a textconv
-_CONFIG = ["-c", "core.quotepath=off", "-c", "color.ui=never", "-c", "diff.noprefix=false",
+_CONFIG = ["-c", "core.quotepath=off", "-c", "color.ui=never", "-c", "color.diff=never", "-c", "diff.noprefix=false",
            "-c", "diff.mnemonicPrefix=false", "-c", "core.pager=cat"]
 _TIMEOUT_S = 120.0
 # requests written before their answers are read: well under a pipe's 64 KiB, so the write never waits

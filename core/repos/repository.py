@@ -137,7 +137,7 @@ class Repository:
 
     def changed_files(self, old: str, new: str) -> dict[str, Change]:
         """Every file the jump old → new changed, renames found: {old path (new path for additions): Change}."""
-        raw = self.git("diff", "--no-ext-diff", "--no-textconv", "--name-status", "-z", "--find-renames",
+        raw = self.git("diff", "--no-ext-diff", "--no-textconv", "--no-color", "--name-status", "-z", "--find-renames",
                        old, new)
         return parse_name_status(raw)
 
@@ -150,7 +150,9 @@ class Repository:
         batch: list[str] = []
 
         def run() -> None:
-            raw = self.git("diff", "--no-ext-diff", "--no-textconv", "-U0", "--find-renames", old, new, "--",
+            # the prefixes named: a user's diff.srcPrefix / diff.noprefix would change the lines parsed
+            raw = self.git("diff", "--no-ext-diff", "--no-textconv", "--no-color", "--src-prefix=a/",
+                           "--dst-prefix=b/", "-U0", "--find-renames", old, new, "--",
                            *[f":(literal){p}" for p in dict.fromkeys(batch)])
             out.extend(parse_patch(raw))
             batch.clear()
