@@ -231,3 +231,17 @@ def test_patches_in_batches_keep_a_rename_together(tmp_path: Path) -> None:
     renamed = patches["a/first.txt"]
     assert renamed.new_path == "z/last.txt"
     assert [(h.old_start, h.old_count, h.new_start, h.new_count) for h in renamed.hunks] == [(0, 0, 1, 1)]
+
+
+def test_a_path_inside_a_checkout_reads_the_whole_repository(made: tuple[GitRepo, str]) -> None:
+    """A repository configured at a folder inside its checkout: paths still count from the top."""
+    g, first = made
+    g.git("config", "diff.relative", "true")
+    g.write("src/app.py", "top\n" + numbered(20))
+    second = g.commit()
+    with Repository("r", g.path / "src") as repo:
+        assert repo.files(first) == ["README.md", "src/app.py"]
+        assert list(repo.changed_files(first, second)) == ["src/app.py"]
+        (patch,) = repo.patches(first, second, [("src/app.py", "src/app.py")])
+        assert patch.old_path == "src/app.py"
+        assert repo.read(second, "src/app.py") is not None

@@ -125,7 +125,7 @@ class Repository:
             cached = self._trees.get(commit)
         if cached is not None:
             return cached
-        raw = self.git("ls-tree", "-r", "--name-only", "-z", commit)
+        raw = self.git("ls-tree", "-r", "--full-tree", "--name-only", "-z", commit)
         names = [p for p in raw.decode("utf-8", "surrogateescape").split("\0") if p]
         with self._lock:
             if len(self._trees) > 32:
@@ -137,8 +137,8 @@ class Repository:
 
     def changed_files(self, old: str, new: str) -> dict[str, Change]:
         """Every file the jump old → new changed, renames found: {old path (new path for additions): Change}."""
-        raw = self.git("diff", "--no-ext-diff", "--no-textconv", "--no-color", "--name-status", "-z", "--find-renames",
-                       old, new)
+        raw = self.git("diff", "--no-ext-diff", "--no-textconv", "--no-color", "--no-relative", "--name-status",
+                       "-z", "--find-renames", old, new)
         return parse_name_status(raw)
 
     def patches(self, old: str, new: str, files: list[tuple[str, str]]) -> list[FilePatch]:
@@ -151,9 +151,10 @@ class Repository:
 
         def run() -> None:
             # the prefixes named: a user's diff.srcPrefix / diff.noprefix would change the lines parsed
-            raw = self.git("diff", "--no-ext-diff", "--no-textconv", "--no-color", "--src-prefix=a/",
-                           "--dst-prefix=b/", "-U0", "--find-renames", old, new, "--",
-                           *[f":(literal){p}" for p in dict.fromkeys(batch)])
+            # paths from the top, taken literally, wherever in the checkout the repository was configured
+            raw = self.git("diff", "--no-ext-diff", "--no-textconv", "--no-color", "--no-relative",
+                           "--src-prefix=a/", "--dst-prefix=b/", "-U0", "--find-renames", old, new, "--",
+                           *[f":(top,literal){p}" for p in dict.fromkeys(batch)])
             out.extend(parse_patch(raw))
             batch.clear()
 
