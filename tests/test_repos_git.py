@@ -167,6 +167,9 @@ def test_a_blob_at_the_head_changed_since_the_one_checked(made: tuple[GitRepo, s
         g.remove("src/app.py")
         g.commit()
         assert repo.head_blob_changed("src/app.py", checked)         # gone counts as changed
+        readme = repo.blob_id(repo.head(), "README.md")
+        assert readme is not None
+        assert repo.changed_at_head({"src/app.py": checked, "README.md": readme}) == {"src/app.py"}
 
 
 def test_paths_with_spaces_and_quotes_read_through_cat_file(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 
 from core.repos.diff import Change, FilePatch, parse_name_status, parse_patch
@@ -118,6 +119,14 @@ class Repository:
         """Whether `path`'s blob at the branch head differs from the one last checked (a file gone counts
         as changed)."""
         return self.blob_id(self.head(), path) != last_blob
+
+    def changed_at_head(self, checked: Mapping[str, str]) -> set[str]:
+        """Of the files given with the blob last checked ({path: blob id}), those whose blob at the branch
+        head differs (or that are gone): the serve-time check for many citations, two round trips."""
+        head = self.head()
+        paths = sorted(checked)
+        now = self.blob_ids([(head, p) for p in paths])
+        return {p for p, blob in zip(paths, now) if blob != checked[p]}
 
     def files(self, commit: str) -> list[str]:
         """Every file path at `commit` (kept per commit: a commit's tree never changes)."""
