@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from test_repos_support import GitRepo
 
-from core.errors import Invalid
+from core.errors import Invalid, NotFound
 from core.repos import Repositories, Repository, Scope, find_modules, modules_reached, parse_scope, scope_matches
 
 
@@ -82,3 +82,5 @@ def test_repositories_find_modules_at_the_branch_head(tmp_path: Path) -> None:
         assert repos.reached(repos.scope("apps")) == [("mono", "apps/server"), ("mono", "apps/web")]
         assert repos.reached(repos.scope("apps/server/prisma")) == [("mono", "apps/server")]
         assert len(repos.reached(None)) == 4
+        with pytest.raises(NotFound, match="no commit abababa"):
+            repos.modules("mono", "abababa")

@@ -53,7 +53,10 @@ def git_version() -> tuple[int, ...]:
 
 def _env() -> dict[str, str]:
     env = dict(os.environ)
-    env.update({"GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat", "LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0"})
+    # never a prompt, and (git 2.45+) never a fetch from a partial clone's remote to answer a read: a
+    # missing object is "not there", not a network wait under the reader's lock
+    env.update({"GIT_TERMINAL_PROMPT": "0", "GIT_PAGER": "cat", "LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0",
+                "GIT_NO_LAZY_FETCH": "1"})
     return env
 
 
