@@ -248,3 +248,25 @@ def test_a_path_inside_a_checkout_reads_the_whole_repository(made: tuple[GitRepo
         (patch,) = repo.patches(first, second, [("src/app.py", "src/app.py")])
         assert patch.old_path == "src/app.py"
         assert repo.read(second, "src/app.py") is not None
+
+
+def test_a_cat_file_that_stops_answering_is_not_waited_on_for_ever(made: tuple[GitRepo, str]) -> None:
+    """A stopped cat-file (SIGSTOP: a real process that no longer answers, as on a stuck disk): the read
+    ends as "not read yet" after the reader's deadline, the process is killed, the next read starts anew."""
+    g, sha = made
+    with Repository("r", g.path, read_timeout_s=0.5) as repo:
+        assert repo.blob_id(sha, "README.md")
+        proc = repo.reader._proc
+        assert proc is not None
+        os.kill(proc.pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(Unreadable, match="gave no answer in 0.5 s"):
+                repo.read(sha, "README.md")
+        finally:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGCONT)
+        assert proc.returncode is not None             # killed and reaped, not left stopped
+        repo.reader.timeout_s = 60.0                   # a new process on a busy machine: no race with it
+        got = repo.read(sha, "README.md")
+        assert got is not None and got[1] == b"hello\n"
+        assert repo.reader.starts == 2

@@ -12,8 +12,10 @@ A repository that cannot be read just then (no such folder, not a git repository
 from __future__ import annotations
 
 import os
+import select
 import subprocess
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +25,7 @@ from core.errors import CrewletError
 _CONFIG = ["-c", "core.quotepath=off", "-c", "color.ui=never", "-c", "color.diff=never", "-c", "diff.noprefix=false",
            "-c", "diff.mnemonicPrefix=false", "-c", "core.pager=cat"]
 _TIMEOUT_S = 120.0
+READ_TIMEOUT_S = 30.0  # an object's answer from cat-file; past it the repository is "not read yet"
 # requests written before their answers are read: well under a pipe's 64 KiB, so the write never waits
 _PIPELINE_BYTES = 32 * 1024
 
@@ -83,15 +86,63 @@ class ObjectInfo:
     size: int
 
 
+class NoAnswer(Exception):
+    """cat-file gave no answer within the deadline."""
+
+
+class _Answers:
+    """cat-file's stdout read from its descriptor with a deadline an answer: a git that stops answering
+    (a stuck disk, a stopped process) ends the wait instead of holding the reader's lock for ever."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._poll = select.poll()  # registered once: a wait is one poll call, a read one read call
+        self._poll.register(fd, select.POLLIN)
+        self._buf = bytearray()
+        self._pos = 0
+
+    def _fill(self, want: int, deadline: float) -> None:
+        if self._pos:
+            del self._buf[:self._pos]
+            self._pos = 0
+        left_ms = (deadline - time.monotonic()) * 1000
+        if left_ms <= 0 or not self._poll.poll(left_ms):
+            raise NoAnswer()
+        chunk = os.read(self._fd, max(1 << 16, want))
+        if not chunk:
+            raise BrokenPipeError("cat-file ended mid-answer")
+        self._buf += chunk
+
+    def readline(self, deadline: float) -> bytes:
+        while True:
+            end = self._buf.find(b"\n", self._pos)
+            if end >= 0:
+                line = bytes(self._buf[self._pos:end + 1])
+                self._pos = end + 1
+                return line
+            self._fill(0, deadline)
+
+    def read(self, n: int, deadline: float) -> bytes:
+        while len(self._buf) - self._pos < n:
+            self._fill(n - (len(self._buf) - self._pos), deadline)
+        out = bytes(self._buf[self._pos:self._pos + n])
+        self._pos += n
+        return out
+
+
 class CatFile:
     """One `git cat-file --batch-command` process for one repository, shared by threads under a lock.
 
     It is started on first use and again after it died (killed, or its pipe broken): one request retried
-    once on a new process, then `Unreadable`. `close()` ends it; the object can be used again after."""
+    once on a new process, then `Unreadable`. One that gives no answer within `timeout_s` an object is
+    killed and the request is `Unreadable` (not retried: the next request starts a new process). `close()`
+    ends it; the object can be used again after."""
 
-    def __init__(self, repo_path: Path, name: str) -> None:
+    def __init__(self, repo_path: Path, name: str, timeout_s: float = READ_TIMEOUT_S) -> None:
         self._path = repo_path
         self._name = name
+        self.timeout_s = timeout_s
+        self._answers: _Answers | None = None
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self.starts = 0    # how many processes this reader started (a restart shows here)
@@ -121,6 +172,8 @@ class CatFile:
             raise Unreadable(f"repository '{self._name}': git could not run ({exc})",
                              repository=self._name) from exc
         self.starts += 1
+        assert proc.stdout is not None
+        self._answers = _Answers(proc.stdout.fileno())
         return proc
 
     def _ask(self, commands: list[bytes], want_body: bool) -> list[tuple[ObjectInfo | None, bytes | None]]:
@@ -133,11 +186,12 @@ class CatFile:
         assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.write(b"".join(commands))
         proc.stdin.flush()
+        answers_in = self._answers
+        assert answers_in is not None
         answers: list[tuple[ObjectInfo | None, bytes | None]] = []
         for _ in commands:
-            header = proc.stdout.readline()
-            if not header.endswith(b"\n"):
-                raise BrokenPipeError("cat-file ended mid-answer")
+            deadline = time.monotonic() + self.timeout_s
+            header = answers_in.readline(deadline)
             parts = header.rstrip(b"\n").split(b" ")
             if len(parts) != 3 or parts[-1] in (b"missing", b"ambiguous"):
                 answers.append((None, None))
@@ -146,9 +200,7 @@ class CatFile:
             if not want_body:
                 answers.append((info, None))
                 continue
-            body = proc.stdout.read(info.size + 1)
-            if len(body) != info.size + 1:
-                raise BrokenPipeError("cat-file ended mid-object")
+            body = answers_in.read(info.size + 1, deadline)
             answers.append((info, body[:-1]))
         return answers
 
@@ -174,6 +226,10 @@ class CatFile:
                     try:
                         answers = self._ask([c for _, c in chunk], want_body=verb == "contents")
                         break
+                    except NoAnswer:
+                        self._kill()
+                        raise Unreadable(f"repository '{self._name}': git cat-file gave no answer in "
+                                         f"{self.timeout_s:g} s", repository=self._name) from None
                     except (BrokenPipeError, OSError, ValueError) as exc:
                         self._kill()
                         if attempt == 2:
@@ -202,24 +258,24 @@ class CatFile:
                 for info, body in self._request("contents", specs)]
 
     def _kill(self) -> None:
-        proc, self._proc = self._proc, None
+        proc, self._proc, self._answers = self._proc, None, None
         if proc is None:
             return
+        if proc.poll() is None:
+            proc.kill()  # first: a stopped or stuck process ends on SIGKILL, and its pipes close with it
         for stream in (proc.stdin, proc.stdout):
             try:
                 if stream is not None:
                     stream.close()
             except OSError:
                 pass
-        if proc.poll() is None:
-            proc.kill()
         proc.wait()
 
     def close(self) -> None:
         """End the process: its stdin closed (cat-file exits at end of input), waited for, killed if it
         does not end."""
         with self._lock:
-            proc, self._proc = self._proc, None
+            proc, self._proc, self._answers = self._proc, None, None
             if proc is None:
                 return
             try:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from core.repos.diff import Change, FilePatch, parse_name_status, parse_patch
-from core.repos.git import CatFile, Unreadable, run_git
+from core.repos.git import READ_TIMEOUT_S, CatFile, Unreadable, run_git
 
 SHA = re.compile(r"[0-9a-f]{7,64}")
 _PATHSPEC_BATCH = 400  # paths per `git diff` call: one process for many files, argument lists kept short
@@ -21,11 +21,12 @@ class Repository:
     """`Repository(name, path, default_branch=None)`: the default branch is what HEAD is on, asked
     the first time it is needed (so a repository that cannot be read yet can still be configured)."""
 
-    def __init__(self, name: str, path: str | Path, default_branch: str | None = None) -> None:
+    def __init__(self, name: str, path: str | Path, default_branch: str | None = None, *,
+                 read_timeout_s: float = READ_TIMEOUT_S) -> None:
         self.name = name
         self.path = Path(path).expanduser()
         self._branch = default_branch
-        self._cat = CatFile(self.path, name)
+        self._cat = CatFile(self.path, name, read_timeout_s)
         self._lock = threading.Lock()
         self._trees: dict[str, list[str]] = {}
         self.git_calls = 0  # git processes run besides cat-file (what a pass cost shows here)
