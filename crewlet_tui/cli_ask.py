@@ -17,13 +17,15 @@ from typing import TYPE_CHECKING, Any, Optional
 import typer
 from rich.text import Text
 
-from .cli_common import JSON_OPT, actor, console, emit_json, err_console, fail, handle_errors, open_node
+from .cli_common import (JSON_OPT, actor, catch_up_index, console, emit_json, err_console, fail, handle_errors, open_node,
+                         outcome_speaks)
 from .sanitize import clean_line, clean_text, markup_safe as escape
 
 if TYPE_CHECKING:
     from core.ask.answer import Answer
     from core.ask.spend import Window
 
+app = typer.Typer()             # this module's top-level commands (cli_root adds them to `crewlet`)
 PASSAGE_LINES = 6           # lines of each passage shown when no model wrote an answer
 
 
@@ -135,55 +137,52 @@ def _render_spend(windows: list[Window], model: str | None, ledger: str) -> None
     console.print(f"[dim]model: {escape(model) if model else 'none configured ([providers.llm] in company.toml)'}[/]")
 
 
-def register(app: typer.Typer) -> None:
-    @app.command()
-    @handle_errors
-    def ask(
-        question: Optional[list[str]] = typer.Argument(None, metavar="QUESTION", help="The question, in words."),
-        container: Optional[list[str]] = typer.Option(None, "--container", "-c", metavar="KEY",
-                                                      help="Answer only from this container (repeatable)."),
-        spend: bool = typer.Option(False, "--spend", help="Show what answers spent in the company's day, week and "
-                                                          "month windows, and the budgets; ask nothing."),
-        fresh: bool = typer.Option(False, "--fresh", help="Write a new answer even when one is cached."),
-        no_catch_up: bool = typer.Option(False, "--no-catch-up",
-                                         help="Read the index as it is: no catch-up pass before searching."),
-        as_json: bool = JSON_OPT,
-    ) -> None:
-        r"""Answer a question from the knowledge base's own pages, each claim citing its source (exit 1: no answer).
+@app.command()
+@handle_errors
+def ask(
+    question: Optional[list[str]] = typer.Argument(None, metavar="QUESTION", help="The question, in words."),
+    container: Optional[list[str]] = typer.Option(None, "--container", "-c", metavar="KEY",
+                                                  help="Answer only from this container (repeatable)."),
+    spend: bool = typer.Option(False, "--spend", help="Show what answers spent in the company's day, week and "
+                                                      "month windows, and the budgets; ask nothing."),
+    fresh: bool = typer.Option(False, "--fresh", help="Write a new answer even when one is cached."),
+    no_catch_up: bool = typer.Option(False, "--no-catch-up",
+                                     help="Read the index as it is: no catch-up pass before searching."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    r"""Answer a question from the knowledge base's own pages, each claim citing its source (exit 1: no answer).
 
-        The model is \[providers.llm] in company.toml (any OpenAI-compatible chat endpoint); without one, the answer is the passages it would be written from. A question nothing matches is answered without a model. A repeat at the same corpus position is served from this node's cache and spends nothing. `--spend` shows the company's day, week and month windows."""
-        if spend:
-            if question:
-                raise typer.BadParameter("--spend asks nothing: give it no question", param_hint="--spend")
-            _spend(as_json)
-            return
-        text = " ".join(question or []).strip()
-        if not text:
-            fail("the question is empty: ask it in words, e.g. `crewlet ask \"how do we roll back a deploy?\"`",
-                 as_json=as_json, payload={"error": "usage", "message": "the question is empty"}, code=2)
-        from core.ask.answer import FAILED, NOT_SEARCHED, OVER_BUDGET, REFUSED, Asker
+    The model is \[providers.llm] in company.toml (any OpenAI-compatible chat endpoint); without one, the answer is the passages it would be written from. A question nothing matches is answered without a model. A repeat at the same corpus position is served from this node's cache and spends nothing. `--spend` shows the company's day, week and month windows."""
+    if spend:
+        if question:
+            raise typer.BadParameter("--spend asks nothing: give it no question", param_hint="--spend")
+        _spend(as_json)
+        return
+    text = " ".join(question or []).strip()
+    if not text:
+        fail("the question is empty: ask it in words, e.g. `crewlet ask \"how do we roll back a deploy?\"`",
+             as_json=as_json, payload={"error": "usage", "message": "the question is empty"}, code=2)
+    from core.ask.answer import FAILED, NOT_SEARCHED, OVER_BUDGET, REFUSED, Asker
 
-        from .cli_search import _catch_up, _outcome_speaks
-
-        streaming = not as_json and sys.stdout.isatty()
-        with open_node() as node:
-            if not no_catch_up and not node.readonly:
-                _catch_up(node, show_progress=not as_json and sys.stderr.isatty())
-            asker = Asker(node)
-            try:
-                with _outcome_speaks():
-                    result = asker.answer(text, actor(), list(container) if container else None,
-                                          on_text=_stream_to_terminal() if streaming else None, use_cache=not fresh)
-            finally:
-                asker.close()
-        streamed = streaming and not result.cached and bool(result.text)   # printed as it arrived
-        if as_json:
-            emit_json(result.to_json())
-        else:
-            _render(result, streamed)
-        if result.status in (FAILED, OVER_BUDGET, REFUSED, NOT_SEARCHED):
-            err_console.print(f"[bold red]crewlet:[/] {escape(result.reason)}", soft_wrap=True)
-            raise typer.Exit(1)
+    streaming = not as_json and sys.stdout.isatty()
+    with open_node() as node:
+        if not no_catch_up and not node.readonly:
+            catch_up_index(node, show_progress=not as_json and sys.stderr.isatty())
+        asker = Asker(node)
+        try:
+            with outcome_speaks():
+                result = asker.answer(text, actor(), list(container) if container else None,
+                                      on_text=_stream_to_terminal() if streaming else None, use_cache=not fresh)
+        finally:
+            asker.close()
+    streamed = streaming and not result.cached and bool(result.text)   # printed as it arrived
+    if as_json:
+        emit_json(result.to_json())
+    else:
+        _render(result, streamed)
+    if result.status in (FAILED, OVER_BUDGET, REFUSED, NOT_SEARCHED):
+        err_console.print(f"[bold red]crewlet:[/] {escape(result.reason)}", soft_wrap=True)
+        raise typer.Exit(1)
 
 
 def _spend(as_json: bool) -> None:

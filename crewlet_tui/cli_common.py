@@ -1,4 +1,7 @@
-"""What every CLI command shares: finding the home, acting as an actor, errors and --json output.
+"""What every CLI command shares: finding the home, acting as an actor, errors and --json output, and the
+helpers more than one command module uses (the search's catch-up, an import plan's sections, the words under
+`crewlet search`). A command module imports only public names from here, never another module's `_private`
+ones (tests/test_cli_style.py).
 
 Exit codes: 0 done, 1 refused or failed (one line on stderr), 2 usage (typer/click's own).
 
@@ -8,6 +11,7 @@ holds `--help` and `page show` to that).
 """
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sys
@@ -15,10 +19,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import wraps
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import typer
 from rich.console import Console, ConsoleDimensions
+from typer.core import TyperCommand
 from typer.exceptions import TyperException
 
 from core.errors import CrewletError, StaleRevision
@@ -28,9 +33,14 @@ from .fmt import when  # noqa: F401  (re-exported for the CLI modules)
 from .sanitize import json_text, markup_safe
 
 if TYPE_CHECKING:
+    import click
+    from rich.table import Table
+
+    from core.importer import ImportReport
     from core.log import LogDamage
     from core.node import Node
     from core.pages.service import KnowledgeBase
+    from core.search.indexer import IndexPass
 
 # how wide plain output is where nothing sets a width: a line, whatever its length, stays one line
 UNWRAPPED_WIDTH = 100_000
@@ -335,3 +345,122 @@ def read_body(body_file: str | None) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise CrewletError(f"{name} is not UTF-8 (byte {exc.start}) — save it as UTF-8", code="invalid_body") from None
+
+
+# -- the search's catch-up (crewlet search, crewlet ask) ------------------------------------------------
+
+def catch_up_index(node: Node, *, show_progress: bool) -> IndexPass | None:
+    """The small pass a search runs before answering (core.search.indexer.catch_up_for_search, the one
+    `crewlet mcp` runs too), with its progress bar; a pass that could not run is said as a warning."""
+    from core.search.indexer import catch_up_for_search
+
+    from .progress_bars import ProgressBars
+
+    progress = ProgressBars(err_console, enabled=show_progress)
+    try:
+        return catch_up_for_search(node.home, progress=progress.bar("building the index"))
+    finally:
+        progress.close()
+
+
+@contextmanager
+def outcome_speaks() -> Iterator[None]:
+    """The search's own warning (the reason it could not run) is what its outcome says, and the CLI
+    prints the outcome: meanwhile the warning does not reach stderr a second time through the log."""
+    logger = logging.getLogger("crewlet.search")
+    propagate = logger.propagate
+    logger.propagate = False
+    quiet = logging.NullHandler()
+    logger.addHandler(quiet)
+    try:
+        yield
+    finally:
+        logger.removeHandler(quiet)
+        logger.propagate = propagate
+
+
+# -- an import's plan, printed (crewlet import, crewlet confluence|plane import) -----------------------
+
+LISTED = 100          # lines per section of a printed plan; --json lists everything
+
+
+class Listing(list):
+    """The first LISTED lines of a section, and how many it has in all (a plan of a million pages is
+    counted, never turned into a million lines)."""
+
+    total: int = 0
+
+
+def section(title: str, lines: list[str]) -> None:
+    """A titled section of a plan: its count, its first LISTED lines and how many more there are."""
+    total = getattr(lines, "total", len(lines))
+    if not total:
+        return
+    console.print(f"[bold]{title}[/] ({total})")
+    for line in lines[:LISTED]:
+        console.print(f"  {line}", soft_wrap=True)
+    if total > LISTED:
+        console.print(f"  … and {total - LISTED} more (--json lists them all)")
+
+
+def page_lines(report: ImportReport, action: str) -> Listing:
+    """The plan's pages of one action (create, update, unchanged), one marked line each."""
+    out = Listing()
+    for p in report.iter_pages(action):
+        out.total += 1
+        if len(out) >= LISTED:
+            continue
+        mark = {"create": "[green]+[/]", "update": "[yellow]~[/]", "unchanged": "="}[action]
+        line = f"{mark} {markup_safe(p.ref)}"
+        if action == "create" and p.parent_title:
+            line += f" [dim](under {markup_safe(p.parent_title)})[/]"
+        if action == "update":
+            line += f" [dim]({', '.join(p.changes)})[/]"
+        if p.kind == "folder":
+            line += " [dim](folder)[/]"
+        if p.source:
+            line += f" [dim]← {markup_safe(p.source)}{'/' if p.kind == 'folder' else ''}[/]"
+        out.append(line)
+    return out
+
+
+def containers_table(report: ImportReport) -> Table:
+    """How many pages of each space the plan creates, updates and leaves unchanged."""
+    from rich.table import Table
+
+    counts = report.container_counts()
+    table = Table("space", "create", "update", "unchanged")
+    for key in sorted(counts):
+        c = counts[key]
+        table.add_row(markup_safe(key), str(c["create"]), str(c["update"]), str(c["unchanged"]))
+    return table
+
+
+# -- a command whose first word may name a subcommand (crewlet search eval|floor) ---------------------
+
+class WordsOrSubcommand(TyperCommand):
+    """A command taking free words (`crewlet search QUERY`) whose first word may instead name one of its
+    subcommands (`crewlet search eval …`): the rest of the line is then that command's (its own --help
+    included). A subclass names them in `subcommands`: word -> "module:attribute" of a module-level
+    typer.Typer holding that one command, imported only when its word is given. To pass the word itself as
+    the free text, put an option first."""
+
+    subcommands: ClassVar[dict[str, str]] = {}
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] in self.subcommands:
+            module, _, attribute = self.subcommands[args[0]].partition(":")
+            command = typer.main.get_command(getattr(importlib.import_module(module), attribute))
+            # named from the root ("crewlet search eval"), not after this command's own free words
+            sub = command.make_context(f"{ctx.info_name} {args[0]}", list(args[1:]), parent=ctx.parent)
+            ctx.meta["crewlet.sub"] = (command, sub)
+            return []
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        found = ctx.meta.get("crewlet.sub")
+        if found is not None:
+            command, sub = found
+            with sub:
+                return command.invoke(sub)
+        return super().invoke(ctx)

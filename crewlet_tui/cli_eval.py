@@ -2,24 +2,21 @@
 exact ranking (core/evaluate.py).
 
 `crewlet search QUERY` is a command of its own, so `eval` (and `floor`, cli_floor.py) is dispatched by the
-search command: when its first word is `eval` the rest is this command's arguments (`crewlet search eval
---help` is its help). To search for the word "eval" alone, put an option first: `crewlet search --mode
-hybrid eval`.
+search command (cli_search.SearchCommand, a cli_common.WordsOrSubcommand): when its first word is `eval` the
+rest is this command's arguments (`crewlet search eval --help` is its help). To search for the word "eval"
+alone, put an option first: `crewlet search --mode hybrid eval`.
 """
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Optional
 
 import typer
-from typer.core import TyperCommand
 
 from .cli_common import JSON_OPT, STATE, console, emit_json, err_console, fail, handle_errors
-if TYPE_CHECKING:
-    import click
 
-eval_app = typer.Typer(add_completion=False)
+eval_app = typer.Typer(add_completion=False)     # `crewlet search eval`: its one command
 
 
 @eval_app.command("eval")
@@ -59,34 +56,3 @@ def search_eval(
         if as_json:
             raise typer.Exit(1)
         fail("below the floor: " + "; ".join(report.failures))
-
-
-EVAL_COMMAND: Any = typer.main.get_command(eval_app)
-
-
-def _subcommands() -> dict[str, Any]:
-    from .cli_floor import FLOOR_COMMAND
-
-    return {"eval": EVAL_COMMAND, "floor": FLOOR_COMMAND}
-
-
-class SearchCommand(TyperCommand):
-    """`crewlet search QUERY`, and `crewlet search eval …` / `crewlet search floor …` when the first word
-    is `eval` or `floor` (to search for either word alone, put an option first)."""
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if args[:1] in (["eval"], ["floor"]):
-            command = _subcommands()[args[0]]
-            # named from the root ("crewlet search eval"), not after the search's own QUERY argument
-            sub = command.make_context(f"{ctx.info_name} {args[0]}", list(args[1:]), parent=ctx.parent)
-            ctx.meta["crewlet.sub"] = (command, sub)
-            return []
-        return super().parse_args(ctx, args)
-
-    def invoke(self, ctx: click.Context) -> Any:
-        found = ctx.meta.get("crewlet.sub")
-        if found is not None:
-            command, sub = found
-            with sub:
-                return command.invoke(sub)
-        return super().invoke(ctx)

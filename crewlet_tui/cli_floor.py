@@ -1,6 +1,6 @@
 """`crewlet search floor`: the relevance floor of the configured model, and measuring one on this corpus.
 
-Dispatched by the search command like `crewlet search eval` (cli_eval.SearchCommand): `crewlet search
+Dispatched by the search command like `crewlet search eval` (cli_search.SearchCommand): `crewlet search
 floor` shows the floors a search applies now and where they come from; `--measure` asks this corpus the
 shipped questions that mean nothing (core/search/data/floor_probes.txt) with the configured provider, and
 keeps the floor they give (core/search/floor.py) for every node sharing these logs; `--forget` drops it.
@@ -15,7 +15,7 @@ import typer
 from .cli_common import JSON_OPT, console, emit_json, fail, handle_errors, open_node
 from .sanitize import markup_safe as escape
 
-floor_app = typer.Typer(add_completion=False)
+floor_app = typer.Typer(add_completion=False)     # `crewlet search floor`: its one command
 
 
 @floor_app.command("floor")
@@ -121,5 +121,3 @@ def _render(model: str, floor: Any, measured: dict[str, Any] | None) -> None:
     for key, text in lines:
         console.print(f"{key:<{width}}  {text}", soft_wrap=True)
 
-
-FLOOR_COMMAND: Any = typer.main.get_command(floor_app)

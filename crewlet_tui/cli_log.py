@@ -27,15 +27,12 @@ if TYPE_CHECKING:
     from core.repair import LogReport
 # the repair machinery is imported when a command runs (start-up: every command imports this module)
 
+app = typer.Typer()             # this module's commands (cli_root adds them to `crewlet`)
 log_app = typer.Typer(help="The ordered log: check it against the database, and repair damage.",
                       no_args_is_help=True)
+app.add_typer(log_app, name="log")
 
 LOST_LISTED = 20  # lost changes printed before "… and N more" (--json lists them all)
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(log_app, name="log")
-
 
 
 def _n(n: int, word: str) -> str:

@@ -13,6 +13,8 @@ import typer
 from .cli_common import STATE, err_console, handle_errors, open_node
 from .sanitize import markup_safe
 
+app = typer.Typer()             # this module's top-level commands (cli_root adds them to `crewlet`)
+
 
 class _Verbose(logging.Handler):
     """--verbose: the server's refusals and catch-ups (below WARNING) on stderr, one sanitised line each;
@@ -28,41 +30,40 @@ class _Verbose(logging.Handler):
         err_console.print(f"[dim]crewlet mcp:[/] {markup_safe(text)}", soft_wrap=True)
 
 
-def register(app: typer.Typer) -> None:
-    @app.command()
-    @handle_errors
-    def mcp(
-        as_: Optional[str] = typer.Option(None, "--as", metavar="HANDLE", help="Act as this configured actor (an agent's handle, or "
-                                                             "yours); default: the global --as, else the operator."),
-        home: Optional[str] = typer.Option(None, "--home", metavar="DIR", help="The crewlet home to serve (default: the global "
-                                                                "--home, $CREWLET_HOME, else the user data directory)."),
-        verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every refusal and catch-up to stderr."),
-    ) -> None:
-        """Serve the knowledge base to an MCP client over stdio (the knowledge app's tools, an agent's own memory).
+@app.command()
+@handle_errors
+def mcp(
+    as_: Optional[str] = typer.Option(None, "--as", metavar="HANDLE", help="Act as this configured actor (an agent's handle, or "
+                                                         "yours); default: the global --as, else the operator."),
+    home: Optional[str] = typer.Option(None, "--home", metavar="DIR", help="The crewlet home to serve (default: the global "
+                                                            "--home, $CREWLET_HOME, else the user data directory)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every refusal and catch-up to stderr."),
+) -> None:
+    """Serve the knowledge base to an MCP client over stdio (the knowledge app's tools, an agent's own memory).
 
-        The knowledge app's six tools and pages as resources; an agent also gets its own diary and onboarding."""
-        import os
-        import sys
+    The knowledge app's six tools and pages as resources; an agent also gets its own diary and onboarding."""
+    import os
+    import sys
 
-        if home:
-            STATE.home_arg = home
-        if as_:
-            STATE.actor = as_
-        if verbose:
-            crewlet_log = logging.getLogger("crewlet")
-            crewlet_log.setLevel(logging.INFO)
-            crewlet_log.addHandler(_Verbose(level=logging.INFO))
-        with open_node() as node:
-            from core.mcp.server import serve
-            from core.mcp.session import Session
+    if home:
+        STATE.home_arg = home
+    if as_:
+        STATE.actor = as_
+    if verbose:
+        crewlet_log = logging.getLogger("crewlet")
+        crewlet_log.setLevel(logging.INFO)
+        crewlet_log.addHandler(_Verbose(level=logging.INFO))
+    with open_node() as node:
+        from core.mcp.server import serve
+        from core.mcp.session import Session
 
-            session = Session(node, STATE.actor)   # an unknown actor is refused here, before any protocol
-            try:
-                serve(session)
-            finally:
-                session.close()
-        # the client closed standard input and everything is closed: leave now rather than wait for a query
-        # embedding still running in the background (the model's first load), which a client would
-        # otherwise see as a server that does not exit and end with SIGTERM
-        sys.stderr.flush()
-        os._exit(0)
+        session = Session(node, STATE.actor)   # an unknown actor is refused here, before any protocol
+        try:
+            serve(session)
+        finally:
+            session.close()
+    # the client closed standard input and everything is closed: leave now rather than wait for a query
+    # embedding still running in the background (the model's first load), which a client would
+    # otherwise see as a server that does not exit and end with SIGTERM
+    sys.stderr.flush()
+    os._exit(0)

@@ -19,7 +19,9 @@ if TYPE_CHECKING:
 HIGHLIGHT_MAX_CHARS = 256 * 1024
 HIGHLIGHT_MAX_LINE = 20_000
 
+app = typer.Typer()             # this module's top-level commands (cli_root adds them to `crewlet`)
 page_app = typer.Typer(help="Read and change one page. REF is a page id or CONTAINER/Title.", no_args_is_help=True)
+app.add_typer(page_app, name="page")
 
 
 def _page_line(p: Page) -> str:
@@ -32,105 +34,102 @@ def _print_page_summary(p: Page, verb: str) -> None:
         console.print(f"[yellow]warning:[/] {markup_safe(w['message'])}")
 
 
-def register(app: typer.Typer) -> None:
-    app.add_typer(page_app, name="page")
+@app.command()
+@handle_errors
+def init(
+    example: bool = typer.Option(False, "--example", help="Load the bundled example knowledge base (HOME, ENG, LEAD, PROD)."),
+    operator: str = typer.Option("admin", "--operator", metavar="HANDLE", help="Handle of the first (admin) actor when not --example."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Create a home: company.toml, the node's SQLite file and its log file."""
+    from core import config as config_mod
+    from core.node import Node, init_home
+    from core.pages.service import KnowledgeBase
+    from core.paths import examples_dir
 
-    @app.command()
-    @handle_errors
-    def init(
-        example: bool = typer.Option(False, "--example", help="Load the bundled example knowledge base (HOME, ENG, LEAD, PROD)."),
-        operator: str = typer.Option("admin", "--operator", metavar="HANDLE", help="Handle of the first (admin) actor when not --example."),
-        as_json: bool = JSON_OPT,
-    ) -> None:
-        """Create a home: company.toml, the node's SQLite file and its log file."""
-        from core import config as config_mod
-        from core.node import Node, init_home
-        from core.pages.service import KnowledgeBase
-        from core.paths import examples_dir
+    home = STATE.home
+    if not example and not config_mod.HANDLE_RE.match(operator):
+        raise typer.BadParameter(f"'{operator}' is not a handle: use lower-case letters, digits, '.', '_' or '-'",
+                                 param_hint="--operator")
+    data = config_mod.example_config() if example else config_mod.empty_config(operator)
+    source = examples_dir() if example else None  # a missing example is refused before a home is made
+    init_home(home, data)
+    created = 0
+    with Node.open(home) as node:
+        if source is not None:
+            from core.importer import import_directory
 
-        home = STATE.home
-        if not example and not config_mod.HANDLE_RE.match(operator):
-            raise typer.BadParameter(f"'{operator}' is not a handle: use lower-case letters, digits, '.', '_' or '-'",
-                                     param_hint="--operator")
-        data = config_mod.example_config() if example else config_mod.empty_config(operator)
-        source = examples_dir() if example else None  # a missing example is refused before a home is made
-        init_home(home, data)
-        created = 0
-        with Node.open(home) as node:
-            if source is not None:
-                from core.importer import import_directory
+            report = import_directory(KnowledgeBase(node), source, actor="alex")
+            created = report.created
+    if as_json:
+        emit_json({"home": str(home.root), "config": str(home.config_file), "example": example, "pages_created": created})
+    else:
+        console.print(f"Created a crewlet home at [bold]{markup_safe(str(home.root))}[/]")
+        if example:
+            console.print(f"Loaded the example knowledge base: {created} pages. Try `crewlet spaces`.")
 
-                report = import_directory(KnowledgeBase(node), source, actor="alex")
-                created = report.created
-        if as_json:
-            emit_json({"home": str(home.root), "config": str(home.config_file), "example": example, "pages_created": created})
-        else:
-            console.print(f"Created a crewlet home at [bold]{markup_safe(str(home.root))}[/]")
-            if example:
-                console.print(f"Loaded the example knowledge base: {created} pages. Try `crewlet spaces`.")
+@app.command()
+@handle_errors
+def spaces(as_json: bool = JSON_OPT) -> None:
+    """List the declared spaces with their page counts (undeclared containers shown apart)."""
+    with open_kb(local="spaces") as kb:
+        rows = kb.spaces(actor=actor())
+    if as_json:
+        emit_json(rows)
+        return
+    from rich.table import Table
 
-    @app.command()
-    @handle_errors
-    def spaces(as_json: bool = JSON_OPT) -> None:
-        """List the declared spaces with their page counts (undeclared containers shown apart)."""
-        with open_kb(local="spaces") as kb:
-            rows = kb.spaces(actor=actor())
-        if as_json:
-            emit_json(rows)
-            return
-        from rich.table import Table
+    table = Table("space", "name", "lead", "pages", "purpose", title="Spaces")
+    for r in rows:
+        if r["declared"]:
+            key = r["key"] + (" (reserved)" if r["reserved"] else "")
+            table.add_row(markup_safe(key), markup_safe(r["name"]), markup_safe(r["lead"] or "—"), str(r["pages"]), markup_safe(r["purpose"]))
+    console.print(table)
+    undeclared = [r for r in rows if not r["declared"]]
+    if undeclared:
+        console.print("[yellow]Containers that hold pages but no space declares:[/] "
+                      + ", ".join(f"{markup_safe(r['key'])} ({r['pages']})" for r in undeclared))
 
-        table = Table("space", "name", "lead", "pages", "purpose", title="Spaces")
-        for r in rows:
-            if r["declared"]:
-                key = r["key"] + (" (reserved)" if r["reserved"] else "")
-                table.add_row(markup_safe(key), markup_safe(r["name"]), markup_safe(r["lead"] or "—"), str(r["pages"]), markup_safe(r["purpose"]))
-        console.print(table)
-        undeclared = [r for r in rows if not r["declared"]]
-        if undeclared:
-            console.print("[yellow]Containers that hold pages but no space declares:[/] "
-                          + ", ".join(f"{markup_safe(r['key'])} ({r['pages']})" for r in undeclared))
+@app.command()
+@handle_errors
+def pages(
+    container: str = typer.Argument(..., metavar="CONTAINER", help="The space key, e.g. ENG."),
+    parent: Optional[str] = typer.Option(None, "--parent", metavar="REF", help="List the children of this page (REF) instead of the top."),
+    after: Optional[str] = typer.Option(None, "--after", metavar="CURSOR", help="The cursor a previous window printed."),
+    limit: int = typer.Option(500, "--limit", min=1, max=500, metavar="N", help="Window size, at most 500."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """One level of a space's outline: a window of pages, the level's total, and a cursor."""
+    with open_kb(local="outline") as kb:
+        window = kb.list_pages(container, parent=parent, after=after, limit=limit, actor=actor())
+    if as_json:
+        emit_json(window.to_json())
+        return
+    from rich.table import Table
 
-    @app.command()
-    @handle_errors
-    def pages(
-        container: str = typer.Argument(..., metavar="CONTAINER", help="The space key, e.g. ENG."),
-        parent: Optional[str] = typer.Option(None, "--parent", metavar="REF", help="List the children of this page (REF) instead of the top."),
-        after: Optional[str] = typer.Option(None, "--after", metavar="CURSOR", help="The cursor a previous window printed."),
-        limit: int = typer.Option(500, "--limit", min=1, max=500, metavar="N", help="Window size, at most 500."),
-        as_json: bool = JSON_OPT,
-    ) -> None:
-        """One level of a space's outline: a window of pages, the level's total, and a cursor."""
-        with open_kb(local="outline") as kb:
-            window = kb.list_pages(container, parent=parent, after=after, limit=limit, actor=actor())
-        if as_json:
-            emit_json(window.to_json())
-            return
-        from rich.table import Table
+    table = Table("", "title", "id", "children", "rev", "last saved", title=f"{container} — {window.total} page(s) at this level")
+    for p in window.pages:
+        table.add_row("📁" if p.is_folder else "📄", markup_safe(p.title), p.id, str(p.child_count or ""), str(p.revision),
+                      f"{markup_safe(p.saved_by)} {when(p.saved_at)}")
+    console.print(table)
+    if window.next_cursor:
+        console.print(f"more: --after {window.next_cursor}")
 
-        table = Table("", "title", "id", "children", "rev", "last saved", title=f"{container} — {window.total} page(s) at this level")
-        for p in window.pages:
-            table.add_row("📁" if p.is_folder else "📄", markup_safe(p.title), p.id, str(p.child_count or ""), str(p.revision),
-                          f"{markup_safe(p.saved_by)} {when(p.saved_at)}")
-        console.print(table)
-        if window.next_cursor:
-            console.print(f"more: --after {window.next_cursor}")
+@app.command()
+@handle_errors
+def trash(as_json: bool = JSON_OPT) -> None:
+    """Pages in the trash, with who trashed them and when (purged after 30 days)."""
+    with open_kb(local="trash") as kb:
+        rows = kb.trash(actor=actor())
+    if as_json:
+        emit_json([p.to_json(with_body=False) for p in rows])
+        return
+    from rich.table import Table
 
-    @app.command()
-    @handle_errors
-    def trash(as_json: bool = JSON_OPT) -> None:
-        """Pages in the trash, with who trashed them and when (purged after 30 days)."""
-        with open_kb(local="trash") as kb:
-            rows = kb.trash(actor=actor())
-        if as_json:
-            emit_json([p.to_json(with_body=False) for p in rows])
-            return
-        from rich.table import Table
-
-        table = Table("page", "id", "trashed by", "trashed at", title=f"Trash — {len(rows)} page(s)")
-        for p in rows:
-            table.add_row(markup_safe(_page_line(p)), p.id, markup_safe(p.trashed_by or ""), when(p.trashed_at))
-        console.print(table)
+    table = Table("page", "id", "trashed by", "trashed at", title=f"Trash — {len(rows)} page(s)")
+    for p in rows:
+        table.add_row(markup_safe(_page_line(p)), p.id, markup_safe(p.trashed_by or ""), when(p.trashed_at))
+    console.print(table)
 
 
 @page_app.command("show")
@@ -293,25 +292,39 @@ def page_move(ref: str = typer.Argument(..., metavar="REF", help="Page id or CON
         _print_page_summary(page, "moved")
 
 
-def _simple(verb: str, method: str, help_text: str) -> None:
-    @page_app.command(verb, help=help_text)
-    @handle_errors
-    def _cmd(ref: str = typer.Argument(..., metavar="REF", help="Page id or CONTAINER/Title."), as_json: bool = JSON_OPT) -> None:
-        from core.pages.model import Page
+def _trash_verb(verb: str, method: str, ref: str, as_json: bool) -> None:
+    """trash, restore and purge: one page by REF, and what became of it."""
+    from core.pages.model import Page
 
-        with open_kb() as kb:
-            result = getattr(kb, method)(ref, actor=actor())
-        if as_json:
-            emit_json(result.to_json(with_body=False) if isinstance(result, Page) else result)
-        elif isinstance(result, Page):
-            _print_page_summary(result, f"{verb}ed" if not verb.endswith("e") else f"{verb}d")
-        else:
-            console.print(f"purged [bold]{markup_safe(result['container'])}/{markup_safe(result['title'])}[/] ({result['page_id']})")
+    with open_kb() as kb:
+        result = getattr(kb, method)(ref, actor=actor())
+    if as_json:
+        emit_json(result.to_json(with_body=False) if isinstance(result, Page) else result)
+    elif isinstance(result, Page):
+        _print_page_summary(result, f"{verb}ed" if not verb.endswith("e") else f"{verb}d")
+    else:
+        console.print(f"purged [bold]{markup_safe(result['container'])}/{markup_safe(result['title'])}[/] ({result['page_id']})")
 
 
-_simple("trash", "trash_page", "Move a page to the trash (restorable for 30 days).")
-_simple("restore", "restore_page", "Bring a page back from the trash.")
-_simple("purge", "purge_page", "Delete a trashed page for good (admin only; cannot be undone).")
+@page_app.command("trash")
+@handle_errors
+def page_trash(ref: str = typer.Argument(..., metavar="REF", help="Page id or CONTAINER/Title."), as_json: bool = JSON_OPT) -> None:
+    """Move a page to the trash (restorable for 30 days)."""
+    _trash_verb("trash", "trash_page", ref, as_json)
+
+
+@page_app.command("restore")
+@handle_errors
+def page_restore(ref: str = typer.Argument(..., metavar="REF", help="Page id or CONTAINER/Title."), as_json: bool = JSON_OPT) -> None:
+    """Bring a page back from the trash."""
+    _trash_verb("restore", "restore_page", ref, as_json)
+
+
+@page_app.command("purge")
+@handle_errors
+def page_purge(ref: str = typer.Argument(..., metavar="REF", help="Page id or CONTAINER/Title."), as_json: bool = JSON_OPT) -> None:
+    """Delete a trashed page for good (admin only; cannot be undone)."""
+    _trash_verb("purge", "purge_page", ref, as_json)
 
 
 @page_app.command("history")
@@ -424,4 +437,4 @@ def page_reads(ref: str = typer.Argument(..., metavar="REF", help="Page id or CO
     console.print(table)
 
 
-__all__ = ["register", "CrewletError"]
+__all__ = ["app", "CrewletError"]

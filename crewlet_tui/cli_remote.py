@@ -8,15 +8,18 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from .cli_common import JSON_OPT, actor, console, emit_json, err_console, fail, handle_errors, open_node
-from .cli_import import _containers_table, _page_lines, _section
+from .cli_common import (JSON_OPT, actor, console, containers_table, emit_json, err_console, fail, handle_errors,
+                         open_node, page_lines, section)
 from .sanitize import markup_safe as escape
 
 if TYPE_CHECKING:
     from core.remote.publish import RemoteImportReport
 
+app = typer.Typer()             # this module's commands (cli_root adds them to `crewlet`)
 confluence_app = typer.Typer(help="The Confluence backend: publish Markdown to it.", no_args_is_help=True)
 plane_app = typer.Typer(help="The Plane backend: publish Markdown to it.", no_args_is_help=True)
+app.add_typer(confluence_app, name="confluence")
+app.add_typer(plane_app, name="plane")
 
 DIR_ARG = typer.Argument(..., metavar="DIR", exists=True, file_okay=False, dir_okay=True,
                          help="The directory of Markdown files, walked recursively (dot-directories skipped).")
@@ -37,12 +40,12 @@ def _print(report: RemoteImportReport) -> None:
         if report.spaces_to_create:
             console.print("Would create spaces: " + ", ".join(escape(k) for k in report.spaces_to_create))
     if report.pages and report.dry_run:
-        console.print(_containers_table(report))
-    _section("Creates" if report.dry_run else "Created", _page_lines(report, "create"))
-    _section("Updates" if report.dry_run else "Updated", _page_lines(report, "update"))
+        console.print(containers_table(report))
+    section("Creates" if report.dry_run else "Created", page_lines(report, "create"))
+    section("Updates" if report.dry_run else "Updated", page_lines(report, "update"))
     if report.dry_run:
-        _section("Unchanged", _page_lines(report, "unchanged"))
-    _section("Notes", [escape(str(n)) for n in report.notes])
+        section("Unchanged", page_lines(report, "unchanged"))
+    section("Notes", [escape(str(n)) for n in report.notes])
     if report.dry_run:
         console.print(f"Would create {report.created}, update {report.updated}, leave {report.unchanged} as they are; "
                       f"{len(report.notes)} note(s).")
@@ -99,30 +102,26 @@ def _run(backend: str, directory: Path, *, dry_run: bool, update: bool, as_json:
              + f" (created {report.created}, updated {report.updated}) — fix them and run again")
 
 
-def register(app: typer.Typer) -> None:
-    app.add_typer(confluence_app, name="confluence")
-    app.add_typer(plane_app, name="plane")
+@confluence_app.command("import")
+@handle_errors
+def confluence_import(
+    directory: Path = DIR_ARG,
+    dry_run: bool = DRY_RUN,
+    update: bool = UPDATE,
+    create_space: bool = typer.Option(False, "--create-space",
+                                      help="Create a space the tree needs that Confluence does not have."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Publish DIR's .md files to Confluence: one space per directory, titled by each file's first # H1.
 
-    @confluence_app.command("import")
-    @handle_errors
-    def confluence_import(
-        directory: Path = DIR_ARG,
-        dry_run: bool = DRY_RUN,
-        update: bool = UPDATE,
-        create_space: bool = typer.Option(False, "--create-space",
-                                          help="Create a space the tree needs that Confluence does not have."),
-        as_json: bool = JSON_OPT,
-    ) -> None:
-        """Publish DIR's .md files to Confluence: one space per directory, titled by each file's first # H1.
+    Credentials from integrations.confluence (or the acting actor's own). A file with `trigger:` is a tool skill (knowledge.skills_container). Pages are matched by (space, title); one that exists is left as it is unless --update. Pages carry their `labels:` and the crewlet-doc label. Every problem (a missing space, no title, two files publishing as one page…) is listed before anything is written."""
+    _run("confluence", directory, dry_run=dry_run, update=update, as_json=as_json, create_space=create_space)
 
-        Credentials from integrations.confluence (or the acting actor's own). A file with `trigger:` is a tool skill (knowledge.skills_container). Pages are matched by (space, title); one that exists is left as it is unless --update. Pages carry their `labels:` and the crewlet-doc label. Every problem (a missing space, no title, two files publishing as one page…) is listed before anything is written."""
-        _run("confluence", directory, dry_run=dry_run, update=update, as_json=as_json, create_space=create_space)
+@plane_app.command("import")
+@handle_errors
+def plane_import(directory: Path = DIR_ARG, dry_run: bool = DRY_RUN, update: bool = UPDATE,
+                 as_json: bool = JSON_OPT) -> None:
+    """Publish DIR's .md files to Plane: one project per directory (by identifier), titled by each first # H1.
 
-    @plane_app.command("import")
-    @handle_errors
-    def plane_import(directory: Path = DIR_ARG, dry_run: bool = DRY_RUN, update: bool = UPDATE,
-                     as_json: bool = JSON_OPT) -> None:
-        """Publish DIR's .md files to Plane: one project per directory (by identifier), titled by each first # H1.
-
-        Credentials from integrations.plane (or the acting actor's own key). A file with `trigger:` is a tool skill (integrations.plane.skills_project). Pages are matched by external_source "crewlet" and external_id "doc:<title>"; one that exists is left as it is unless --update. A project that does not exist stops the run before anything is written (crewlet never creates projects)."""
-        _run("plane", directory, dry_run=dry_run, update=update, as_json=as_json)
+    Credentials from integrations.plane (or the acting actor's own key). A file with `trigger:` is a tool skill (integrations.plane.skills_project). Pages are matched by external_source "crewlet" and external_id "doc:<title>"; one that exists is left as it is unless --update. A project that does not exist stops the run before anything is written (crewlet never creates projects)."""
+    _run("plane", directory, dry_run=dry_run, update=update, as_json=as_json)

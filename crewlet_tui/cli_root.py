@@ -2,6 +2,11 @@
 
 `crewlet_tui.cli` is the entry point; it imports this module for every command line except the app's
 own (`crewlet` alone, with at most --home and --as), which it runs without typer.
+
+One style for every command: a command module declares a module-level `app = typer.Typer()` and its
+commands as module functions decorated `@app.command()` (a group of them is a module-level sub-Typer,
+`app.add_typer(page_app, name="page")`); it is listed in COMMAND_MODULES below, whose order is the order
+`crewlet --help` lists them in. Helpers more than one module uses live, public, in cli_common.py.
 """
 from __future__ import annotations
 
@@ -12,6 +17,9 @@ import typer
 from . import (cli_agents, cli_app, cli_ask, cli_import, cli_log, cli_mcp, cli_pages, cli_remote, cli_search, cli_sync,
                cli_worker)
 from .cli_common import STATE, handle_errors, say_warnings_safely
+
+COMMAND_MODULES = (cli_pages, cli_import, cli_search, cli_worker, cli_app, cli_log, cli_sync, cli_remote, cli_mcp,
+                   cli_agents, cli_ask)
 
 app = typer.Typer(
     name="crewlet",
@@ -46,6 +54,5 @@ def _open_app() -> None:
     run_app(STATE.home, actor=STATE.actor)
 
 
-for _module in (cli_pages, cli_import, cli_search, cli_worker, cli_app, cli_log, cli_sync, cli_remote, cli_mcp,
-                cli_agents, cli_ask):
-    _module.register(app)
+for _module in COMMAND_MODULES:
+    app.add_typer(_module.app)     # no name: the module's commands and groups join `crewlet` itself

@@ -10,10 +10,7 @@ the build's progress. `--no-catch-up` reads the index as it is.
 """
 from __future__ import annotations
 
-import logging
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Optional
 
 import typer
@@ -21,10 +18,9 @@ from rich.text import Text
 
 from core.search.seam import DEFAULT_LIMIT, NOT_SEARCHABLE_YET, Hit, Result, canonical_mode, modes_in_words
 
-from .cli_eval import SearchCommand
+from .cli_common import (JSON_OPT, WordsOrSubcommand, actor, catch_up_index, console, damage_json, emit_json, fail,
+                         handle_errors, open_node, outcome_speaks, refuse_elsewhere, when)
 from .search_words import search_words
-from .cli_common import (JSON_OPT, actor, console, damage_json, emit_json, err_console, fail, handle_errors, open_node,
-                         refuse_elsewhere, when)
 # every string printed here is one line: made inert (controls, bidi) and markup-escaped by the one sanitiser
 from .sanitize import clean_line, markup_safe as escape
 
@@ -33,42 +29,21 @@ if TYPE_CHECKING:
     from core.search.snippets import TermFinder
 # the index, the searcher and the semantic engine are imported by the commands that run them (start-up)
 
+app = typer.Typer()             # this module's top-level commands (cli_root adds them to `crewlet`)
 index_app = typer.Typer(help="The search indexes: the keyword index and how much is embedded for search by meaning "
                                  "(and the semantic index): what they cover, and building the keyword index.",
                          no_args_is_help=True)
+app.add_typer(index_app, name="index")
+
+
+class SearchCommand(WordsOrSubcommand):
+    """`crewlet search QUERY`, and `crewlet search eval …` / `crewlet search floor …` when the first word
+    is `eval` or `floor` (to search for either word alone, put an option first)."""
+
+    subcommands = {"eval": "crewlet_tui.cli_eval:eval_app", "floor": "crewlet_tui.cli_floor:floor_app"}
 
 
 # -- search ------------------------------------------------------------------------------------------
-
-def _catch_up(node: Any, *, show_progress: bool) -> IndexPass | None:
-    """The small pass a search runs before answering (core.search.indexer.catch_up_for_search, the one
-    `crewlet mcp` runs too), with its progress bar; a pass that could not run is said as a warning."""
-    from core.search.indexer import catch_up_for_search
-
-    from .progress_bars import ProgressBars
-
-    progress = ProgressBars(err_console, enabled=show_progress)
-    try:
-        return catch_up_for_search(node.home, progress=progress.bar("building the index"))
-    finally:
-        progress.close()
-
-
-@contextmanager
-def _outcome_speaks() -> Iterator[None]:
-    """The search's own warning (the reason it could not run) is what its outcome says, and the CLI
-    prints the outcome: meanwhile the warning does not reach stderr a second time through the log."""
-    logger = logging.getLogger("crewlet.search")
-    propagate = logger.propagate
-    logger.propagate = False
-    quiet = logging.NullHandler()
-    logger.addHandler(quiet)
-    try:
-        yield
-    finally:
-        logger.removeHandler(quiet)
-        logger.propagate = propagate
-
 
 def _highlighted(snippet: str, finder: TermFinder | None) -> Text:
     text = Text(snippet)  # a Text, never markup: nothing from a page is ever parsed as markup
@@ -112,119 +87,116 @@ def _not_served_line(result: Result, caught: IndexPass | None) -> str:
 
 # -- the commands --------------------------------------------------------------------------------------
 
-def register(app: typer.Typer) -> None:
-    app.add_typer(index_app, name="index")
+@app.command(cls=SearchCommand)
+@handle_errors
+def search(
+    query: list[str] = typer.Argument(..., metavar="QUERY", help="Plain words; no query language."),
+    mode: str = typer.Option("hybrid", "--mode", "-m", metavar="MODE",
+                             help=f"What to rank by: {modes_in_words()} — words and meaning fused, words "
+                                  "alone (BM25), or meaning alone."),
+    limit: int = typer.Option(DEFAULT_LIMIT, "--limit", "-n", min=1, max=1000, metavar="N",
+                              help="At most this many hits (the app shows 20)."),
+    container: Optional[list[str]] = typer.Option(None, "--container", "-c", metavar="KEY",
+                                                  help="Only this container (repeatable), inside knowledge.scope."),
+    no_catch_up: bool = typer.Option(False, "--no-catch-up",
+                                     help="Read the index as it is: no catch-up pass before answering."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Search the knowledge base (hybrid by default: keyword BM25 and meaning, fused). Exit 0 when it ran, hits or none; 1 when it could not run; 2 for no query.
 
-    @app.command(cls=SearchCommand)
-    @handle_errors
-    def search(
-        query: list[str] = typer.Argument(..., metavar="QUERY", help="Plain words; no query language."),
-        mode: str = typer.Option("hybrid", "--mode", "-m", metavar="MODE",
-                                 help=f"What to rank by: {modes_in_words()} — words and meaning fused, words "
-                                      "alone (BM25), or meaning alone."),
-        limit: int = typer.Option(DEFAULT_LIMIT, "--limit", "-n", min=1, max=1000, metavar="N",
-                                  help="At most this many hits (the app shows 20)."),
-        container: Optional[list[str]] = typer.Option(None, "--container", "-c", metavar="KEY",
-                                                      help="Only this container (repeatable), inside knowledge.scope."),
-        no_catch_up: bool = typer.Option(False, "--no-catch-up",
-                                         help="Read the index as it is: no catch-up pass before answering."),
-        as_json: bool = JSON_OPT,
-    ) -> None:
-        """Search the knowledge base (hybrid by default: keyword BM25 and meaning, fused). Exit 0 when it ran, hits or none; 1 when it could not run; 2 for no query.
+    An answer with no hits says "nothing matched", or "nothing close enough" when pages were ranked by meaning but none reached the relevance floor (`crewlet search floor`). A query of only punctuation or common words cannot run in keyword mode, nor with nothing to rank it by meaning, and exits 1; hybrid and semantic rank it by meaning, under the floor.
 
-        An answer with no hits says "nothing matched", or "nothing close enough" when pages were ranked by meaning but none reached the relevance floor (`crewlet search floor`). A query of only punctuation or common words cannot run in keyword mode, nor with nothing to rank it by meaning, and exits 1; hybrid and semantic rank it by meaning, under the floor.
+    `crewlet search eval [--store FILE] [--probes N] [--window BYTES] [--json]` measures instead whether search by meaning recovers the exact ranking on this corpus (`crewlet search eval --help`); `crewlet search floor [--measure] [--json]` shows (or measures) the relevance floor. To search for the word "eval" or "floor" alone, put an option first."""
+    asked = canonical_mode(mode)
+    if asked is None:
+        raise typer.BadParameter(f"'{mode}' is not one of: {modes_in_words()}", param_hint="--mode")
+    mode = asked
+    from core.knowledge import is_remote, make_searcher
+    from core.search.seam import Query
 
-        `crewlet search eval [--store FILE] [--probes N] [--window BYTES] [--json]` measures instead whether search by meaning recovers the exact ranking on this corpus (`crewlet search eval --help`); `crewlet search floor [--measure] [--json]` shows (or measures) the relevance floor. To search for the word "eval" or "floor" alone, put an option first."""
-        asked = canonical_mode(mode)
-        if asked is None:
-            raise typer.BadParameter(f"'{mode}' is not one of: {modes_in_words()}", param_hint="--mode")
-        mode = asked
-        from core.knowledge import is_remote, make_searcher
-        from core.search.seam import Query
+    text = " ".join(query)
+    if not text.strip():
+        fail("the query is empty: give the words to search for, e.g. `crewlet search deploy runbook`",
+             as_json=as_json, payload={"error": "usage", "message": "the query is empty"}, code=2)
+    with open_node() as node:
+        damage = node.damage
+        caught = None
+        searcher = make_searcher(node)   # knowledge.backend decides: this node's copy, or the site, live
+        remote = is_remote(searcher)
+        asked = Query(text, actor=actor(), limit=limit, mode=mode, containers=list(container) if container else None)
+        try:
+            if not remote:
+                searcher.prefetch(asked)   # the query's vector is embedded while the index catches up
+            if not remote and not no_catch_up and not node.readonly:  # a read-only home: its index as it stands
+                caught = catch_up_index(node, show_progress=not as_json and sys.stderr.isatty())
+            with outcome_speaks():
+                result = searcher.search(asked)
+            # the search's own term finder (no second analysis); a remote backend has none
+            finder = getattr(searcher, "last_finder", None) if result.hits else None
+        finally:
+            searcher.close()
+    # a damaged log is carried in the answer (the key is there only then: the answer's shape stays as it was)
+    said = {"log_damage": damage_json(damage)} if damage is not None else {}
+    if result.outcome.served_mode is None:
+        fail(_not_served_line(result, caught), as_json=as_json, payload=result.to_json() | said)
+    if as_json:
+        emit_json(result.to_json() | said)
+        return
+    _render(result, finder, asked=mode, limit=limit)
 
-        text = " ".join(query)
-        if not text.strip():
-            fail("the query is empty: give the words to search for, e.g. `crewlet search deploy runbook`",
-                 as_json=as_json, payload={"error": "usage", "message": "the query is empty"}, code=2)
-        with open_node() as node:
+@index_app.command("status")
+@handle_errors
+def index_status(as_json: bool = JSON_OPT) -> None:
+    """What the keyword index covers, how much is embedded for search by meaning, and the semantic index.
+
+    How far behind the rows the keyword index is; the embedding duty's coverage and latest events; whether the semantic index is installed, how many lists a search reads, and a training in progress."""
+    # rows and the index's small files only: no Whoosh, no numpy, no model (flat at any size)
+    from core.duties.status import index_status as semantic_index_status
+    from core.duties.status import semantic_status
+    from core.search.index_state import keyword_status
+
+    with open_node() as node:
+        refuse_elsewhere(node, "index")
+        with node.lock:
+            st = keyword_status(node.home.index_dir, node.conn)
+        meaning = semantic_status(node)
+        ivf = semantic_index_status(node, meaning.get("space"))
+        damage = node.damage
+    if as_json:
+        emit_json(st.to_json() | {"semantic": meaning, "semantic_index": ivf, "log_damage": damage_json(damage)})
+        return
+    _render_status(st, damage)
+    _render_semantic(meaning)
+    _render_index(ivf)
+
+@index_app.command("build")
+@handle_errors
+def index_build(
+    rebuild: bool = typer.Option(False, "--rebuild", help="Derive every page again into a new index."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Build the keyword index now (the first build, a due re-derivation, or --rebuild), then catch up.
+
+    Embedding for search by meaning is the background worker's (`crewlet worker`, or the app while it runs)."""
+    from core.search.indexer import Indexer
+
+    from .progress_bars import ProgressBars
+
+    with open_node() as node:
+        refuse_elsewhere(node, "index")
+        with Indexer(node.home) as indexer:
             damage = node.damage
-            caught = None
-            searcher = make_searcher(node)   # knowledge.backend decides: this node's copy, or the site, live
-            remote = is_remote(searcher)
-            asked = Query(text, actor=actor(), limit=limit, mode=mode, containers=list(container) if container else None)
+            progress = ProgressBars(console, enabled=not as_json)
             try:
-                if not remote:
-                    searcher.prefetch(asked)   # the query's vector is embedded while the index catches up
-                if not remote and not no_catch_up and not node.readonly:  # a read-only home: its index as it stands
-                    caught = _catch_up(node, show_progress=not as_json and sys.stderr.isatty())
-                with _outcome_speaks():
-                    result = searcher.search(asked)
-                # the search's own term finder (no second analysis); a remote backend has none
-                finder = getattr(searcher, "last_finder", None) if result.hits else None
+                report = indexer.run_pass(force_rebuild=rebuild, progress=progress.bar("indexing pages"), wait=True)
             finally:
-                searcher.close()
-        # a damaged log is carried in the answer (the key is there only then: the answer's shape stays as it was)
-        said = {"log_damage": damage_json(damage)} if damage is not None else {}
-        if result.outcome.served_mode is None:
-            fail(_not_served_line(result, caught), as_json=as_json, payload=result.to_json() | said)
-        if as_json:
-            emit_json(result.to_json() | said)
-            return
-        _render(result, finder, asked=mode, limit=limit)
-
-    @index_app.command("status")
-    @handle_errors
-    def index_status(as_json: bool = JSON_OPT) -> None:
-        """What the keyword index covers, how much is embedded for search by meaning, and the semantic index.
-
-        How far behind the rows the keyword index is; the embedding duty's coverage and latest events; whether the semantic index is installed, how many lists a search reads, and a training in progress."""
-        # rows and the index's small files only: no Whoosh, no numpy, no model (flat at any size)
-        from core.duties.status import index_status as semantic_index_status
-        from core.duties.status import semantic_status
-        from core.search.index_state import keyword_status
-
-        with open_node() as node:
-            refuse_elsewhere(node, "index")
-            with node.lock:
-                st = keyword_status(node.home.index_dir, node.conn)
-            meaning = semantic_status(node)
-            ivf = semantic_index_status(node, meaning.get("space"))
-            damage = node.damage
-        if as_json:
-            emit_json(st.to_json() | {"semantic": meaning, "semantic_index": ivf, "log_damage": damage_json(damage)})
-            return
-        _render_status(st, damage)
-        _render_semantic(meaning)
-        _render_index(ivf)
-
-    @index_app.command("build")
-    @handle_errors
-    def index_build(
-        rebuild: bool = typer.Option(False, "--rebuild", help="Derive every page again into a new index."),
-        as_json: bool = JSON_OPT,
-    ) -> None:
-        """Build the keyword index now (the first build, a due re-derivation, or --rebuild), then catch up.
-
-        Embedding for search by meaning is the background worker's (`crewlet worker`, or the app while it runs)."""
-        from core.search.indexer import Indexer
-
-        from .progress_bars import ProgressBars
-
-        with open_node() as node:
-            refuse_elsewhere(node, "index")
-            with Indexer(node.home) as indexer:
-                damage = node.damage
-                progress = ProgressBars(console, enabled=not as_json)
-                try:
-                    report = indexer.run_pass(force_rebuild=rebuild, progress=progress.bar("indexing pages"), wait=True)
-                finally:
-                    progress.close()
-                st = indexer.status()
-        if as_json:
-            emit_json({"pass": report.to_json(), "status": st.to_json(), "log_damage": damage_json(damage)})
-            return
-        console.print(escape("index " + report.describe()) + f" in {report.seconds:.1f}s")
-        _render_status(st, damage)
+                progress.close()
+            st = indexer.status()
+    if as_json:
+        emit_json({"pass": report.to_json(), "status": st.to_json(), "log_damage": damage_json(damage)})
+        return
+    console.print(escape("index " + report.describe()) + f" in {report.seconds:.1f}s")
+    _render_status(st, damage)
 
 
 def _render_status(st: IndexStatus, damage: Any = None) -> None:

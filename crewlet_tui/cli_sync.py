@@ -20,12 +20,10 @@ if TYPE_CHECKING:
     from core.sync.status import SyncStatus
 # the engine is imported by the commands that use it (start-up: every command imports this module)
 
+app = typer.Typer()             # this module's commands (cli_root adds them to `crewlet`)
 sync_app = typer.Typer(help="Replication: several homes share one directory of logs and converge on the same "
                             "knowledge base.", no_args_is_help=True)
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(sync_app, name="sync")
+app.add_typer(sync_app, name="sync")
 
 
 class _Applying:

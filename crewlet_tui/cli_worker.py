@@ -24,64 +24,64 @@ if TYPE_CHECKING:
     from .progress_bars import ProgressBars
 # the duties and the runner are imported when the command runs (start-up: every command imports this module)
 
+app = typer.Typer()             # this module's top-level commands (cli_root adds them to `crewlet`)
 LABEL = "crewlet worker"   # who holds the duties' leases, as another process says it
 
 
-def register(app: typer.Typer) -> None:
-    @app.command()
-    @handle_errors
-    def worker(
-        once: bool = typer.Option(False, "--once", help="Run every duty until none has anything left to do, then exit."),
-        interval: float = typer.Option(2.0, "--interval", min=0.1, metavar="SECONDS", help="Seconds between keyword-index passes."),
-        status: bool = typer.Option(False, "--status", help="Show each duty's last pass and who runs it; run nothing."),
-        as_json: bool = JSON_OPT,
-    ) -> None:
-        """Run the background duties: apply the logs, index, reap the trash, embed, train the semantic index.
+@app.command()
+@handle_errors
+def worker(
+    once: bool = typer.Option(False, "--once", help="Run every duty until none has anything left to do, then exit."),
+    interval: float = typer.Option(2.0, "--interval", min=0.1, metavar="SECONDS", help="Seconds between keyword-index passes."),
+    status: bool = typer.Option(False, "--status", help="Show each duty's last pass and who runs it; run nothing."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """Run the background duties: apply the logs, index, reap the trash, embed, train the semantic index.
 
-        One process runs each duty at a time (a lease): while the app is open on this home, its own background worker holds them and this command says so."""
-        from core.duties.roster import run_duties
+    One process runs each duty at a time (a lease): while the app is open on this home, its own background worker holds them and this command says so."""
+    from core.duties.roster import run_duties
 
-        from .progress_bars import ProgressBars
+    from .progress_bars import ProgressBars
 
-        from core.knowledge import remote_site
+    from core.knowledge import remote_site
 
-        with open_node() as node:
-            if status:
-                _show_status(node, as_json)
-                return
-            site = remote_site(node.company)
-            knowledge = {"backend": site.backend, "url": site.url} if site is not None else None
-            if site is not None and not as_json:   # default_duties runs the apply and diary-fill duties there
-                console.print(escape(f"this company's knowledge lives in {site.where}, read live: the worker applies "
-                                     "the log (it carries agents' reads) and fills the agents' diaries, and keeps no "
-                                     "local copy of the knowledge to index, embed or reap"), soft_wrap=True)
-            bars = ProgressBars(console, enabled=not as_json and sys.stdout.isatty())
-            try:
-                if once:
-                    try:
-                        # --once is waited for: the local model embeds on every core (core/embed/local.py runs a
-                        # request's runs side by side, the same vectors as one thread); the loop keeps half for the rest
-                        reports = run_duties(node, label=LABEL, once=True, index_interval_s=interval, progress=bars,
-                                             embed_threads=os.cpu_count() or 1)
-                    except KeyboardInterrupt:
-                        bars.close()
-                        fail("worker stopped: what its passes finished is kept, and `crewlet worker --once` "
-                             "carries on from there", code=130)
+    with open_node() as node:
+        if status:
+            _show_status(node, as_json)
+            return
+        site = remote_site(node.company)
+        knowledge = {"backend": site.backend, "url": site.url} if site is not None else None
+        if site is not None and not as_json:   # default_duties runs the apply and diary-fill duties there
+            console.print(escape(f"this company's knowledge lives in {site.where}, read live: the worker applies "
+                                 "the log (it carries agents' reads) and fills the agents' diaries, and keeps no "
+                                 "local copy of the knowledge to index, embed or reap"), soft_wrap=True)
+        bars = ProgressBars(console, enabled=not as_json and sys.stdout.isatty())
+        try:
+            if once:
+                try:
+                    # --once is waited for: the local model embeds on every core (core/embed/local.py runs a
+                    # request's runs side by side, the same vectors as one thread); the loop keeps half for the rest
+                    reports = run_duties(node, label=LABEL, once=True, index_interval_s=interval, progress=bars,
+                                         embed_threads=os.cpu_count() or 1)
+                except KeyboardInterrupt:
                     bars.close()
-                    damage = node.damage
-                    if as_json:
-                        emit_json({"duties": [r.to_json() for r in reports], "log_damage": damage_json(damage),
-                                   "knowledge": knowledge})
-                    else:
-                        for line in _summary(reports):
-                            console.print(escape(line), soft_wrap=True)
-                    if damage is not None:
-                        # the duties that need no sound log ran; the worker did not do its job: exit 1, one line
-                        fail(damage_line(damage))
-                    return
-                _loop(node, interval, bars, as_json)
-            finally:
+                    fail("worker stopped: what its passes finished is kept, and `crewlet worker --once` "
+                         "carries on from there", code=130)
                 bars.close()
+                damage = node.damage
+                if as_json:
+                    emit_json({"duties": [r.to_json() for r in reports], "log_damage": damage_json(damage),
+                               "knowledge": knowledge})
+                else:
+                    for line in _summary(reports):
+                        console.print(escape(line), soft_wrap=True)
+                if damage is not None:
+                    # the duties that need no sound log ran; the worker did not do its job: exit 1, one line
+                    fail(damage_line(damage))
+                return
+            _loop(node, interval, bars, as_json)
+        finally:
+            bars.close()
 
 
 def _summary(reports: list[DutyReport]) -> list[str]:
