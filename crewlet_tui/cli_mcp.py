@@ -41,7 +41,7 @@ def mcp(
 ) -> None:
     """Serve the knowledge base to an MCP client over stdio (the knowledge app's tools, an agent's own memory).
 
-    The knowledge app's six tools and pages as resources; an agent also gets its own diary and onboarding."""
+    The knowledge app's tools and pages as resources; a person also gets answer_knowledge, an agent its own diary and onboarding."""
     import os
     import sys
 

@@ -1,4 +1,4 @@
-"""`crewlet mcp`: the knowledge app's six tools and pages as resources, through a real MCP client
+"""`crewlet mcp`: the knowledge app's tools and pages as resources, through a real MCP client
 session from the SDK that spawns the server over stdio (tests/mcp_client.py). Nothing here calls the
 server's functions behind the protocol."""
 from __future__ import annotations
@@ -17,12 +17,14 @@ from mcp_client import CREWLET, ENV, ROOT, call, connect, crewlet, crewlet_json,
 from core import config as config_mod
 from core.node import Node
 from core.pages.links import extract_links
+from core.mcp.tools import TOOLS
 from core.pages.service import KnowledgeBase
 from core.paths import Home
 
 pytestmark = pytest.mark.anyio
 
-SIX = {"get_page", "list_pages", "search_knowledge", "write_page", "save_page", "comment_on_page"}
+# the knowledge app's tools, as the registry says them (everyone's who holds the app)
+KNOWLEDGE_APP = {t.name for t in TOOLS if t.audience == "anyone"}
 
 
 @pytest.fixture
@@ -53,18 +55,48 @@ def page_id(home: Home, ref: str) -> str:
 
 # -- what the server offers --------------------------------------------------------------------------
 
-async def test_lists_the_six_tools_each_described_for_a_model(home):
+async def test_lists_the_knowledge_app_s_tools_each_described_for_a_model(home):
     async with connect(home.root, "eng-bot") as client:
         tools = (await client.list_tools()).tools
-    # an agent is offered its own memory's tools too (tests/test_mcp_diary.py); here, the knowledge app's six
-    tools = [t for t in tools if t.name in SIX]
-    assert {t.name for t in tools} == SIX
+    # an agent is offered its own memory's tools too (tests/test_mcp_diary.py); here, the knowledge app's
+    tools = [t for t in tools if t.name in KNOWLEDGE_APP]
+    assert {t.name for t in tools} == KNOWLEDGE_APP
     for t in tools:
         assert len(t.description) > 150, t.name  # what it does, what it returns, when to use it
         assert "Returns" in t.description and "Use it" in t.description, t.name
         for name, prop in t.input_schema["properties"].items():
             assert len(prop.get("description", "")) > 20, (t.name, name)
-        assert t.annotations.read_only_hint == (t.name in {"get_page", "list_pages", "search_knowledge"})
+        assert t.annotations.read_only_hint == next(r.read_only for r in TOOLS if r.name == t.name)
+
+
+def test_every_tool_declares_a_one_line_hint_beside_its_description():
+    names = [t.name for t in TOOLS]
+    assert len(names) == len(set(names))
+    for t in TOOLS:
+        assert t.hint.strip() and "\n" not in t.hint and len(t.hint) <= 200, t.name
+        assert not t.hint.endswith("."), t.name        # the instructions end each line themselves
+
+
+def _tool_lines(instructions: str) -> dict[str, str]:
+    return {line[2:].split(":", 1)[0]: line for line in instructions.splitlines() if line.startswith("- ")}
+
+
+async def test_the_instructions_name_exactly_the_offered_tools_in_their_own_hints(home):
+    """The server's instructions are composed from the registry: every tool the actor is offered, in its own
+    hint, and none it is not — a tool added to TOOLS is told of without a word written in server.py."""
+    for actor, is_agent in (("eng-bot", True), ("alex", False)):
+        async with connect(home.root, actor) as client:
+            instructions = client.instructions or ""
+            listed = {t.name for t in (await client.list_tools()).tools}
+        offered = [t for t in TOOLS if t.offered_to(is_agent)]
+        assert {t.name for t in offered} == listed
+        lines = _tool_lines(instructions)
+        assert set(lines) == listed, (actor, instructions)
+        for t in offered:
+            assert lines[t.name] == f"- {t.name}: {t.hint}.", actor
+        assert f"You act as {actor}" in instructions and "Spaces: " in instructions and "ENG (" in instructions
+        rule = "As an agent you may not add pages to HOME"
+        assert (rule in instructions) == is_agent
 
 
 async def test_the_body_parameter_links_by_id_with_an_example_the_link_extractor_reads(home):
@@ -192,9 +224,17 @@ async def test_a_company_on_confluence_is_searched_live_through_the_same_tool(tm
         config_mod.write(root / "company.toml", data)
         async with connect(root, "eng-bot", env={"CF_TOKEN": "company-token"}) as client:
             text, out = await call(client, "search_knowledge", query="roll back", mode="keyword")
+            instructions = client.instructions or ""
     assert [h["title"] for h in out["hits"]] == ["Deploy Runbook"]
     assert out["hits"][0]["url"].startswith(cf.url) and out["hits"][0]["link"].endswith(f"({out['hits'][0]['url']})")
     assert "get_page" in text and "each at its url" in text
+    # a remote company's instructions: the tools that serve it in their hints, the others named as refused there
+    lines = _tool_lines(instructions)
+    served = {t.name for t in TOOLS if t.offered_to(True) and t.on_remote}
+    assert set(lines) == served and {"search_knowledge", "get_page"} <= served
+    refused_there = [t.name for t in TOOLS if t.offered_to(True) and not t.on_remote]
+    assert refused_there and all(name in instructions.split("refused here")[0].splitlines()[-1] for name in refused_there)
+    assert "lives in Confluence" in instructions
 
 
 # -- refusals: the store's one line, as a tool error, and the server serves on -------------------------

@@ -13,13 +13,16 @@ from mcp_client import call, connect, crewlet, crewlet_json, refused
 
 from core import config as config_mod
 from core.agents.diary import Diary
+from core.mcp.tools import TOOLS
 from core.node import Node
 from core.paths import Home
 
 pytestmark = pytest.mark.anyio
 
-SIX = {"get_page", "list_pages", "search_knowledge", "write_page", "save_page", "comment_on_page"}
-AGENT_ONLY = {"remember", "recall_memory", "forget", "onboarding_status", "mark_onboarded"}
+# who is offered what, as the registry says it
+KNOWLEDGE_APP = {t.name for t in TOOLS if t.audience == "anyone"}
+PERSON_ONLY = {t.name for t in TOOLS if t.audience == "person"}
+AGENT_ONLY = {t.name for t in TOOLS if t.audience == "agent"}
 
 
 @pytest.fixture
@@ -68,11 +71,12 @@ def seed(home: Home, agent: str, texts: list[str]) -> list[int]:
 
 async def test_the_memory_tools_are_an_agent_s_and_described_for_a_model(home):
     async with connect(home.root, "alex") as client:
-        assert {t.name for t in (await client.list_tools()).tools} == SIX | {"answer_knowledge"}  # no diary
+        assert {t.name for t in (await client.list_tools()).tools} == KNOWLEDGE_APP | PERSON_ONLY  # no diary
     async with connect(home.root, "eng-bot") as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         result = await client.call_tool("recall_memory", {"query": "x", "agent": "ops-bot"})
-    assert set(tools) == SIX | AGENT_ONLY
+    assert set(tools) == KNOWLEDGE_APP | AGENT_ONLY
+    assert {"remember", "recall_memory", "forget", "onboarding_status", "mark_onboarded"} <= AGENT_ONLY
     for name in AGENT_ONLY:
         t = tools[name]
         assert len(t.description) > 150 and "Returns" in t.description and "Use it" in t.description, name

@@ -46,39 +46,38 @@ def _version() -> str:
         return "0"
 
 
-def instructions(session: Session) -> str:
-    """What the model is told about this server when it connects: who it acts as and what is here."""
+def instructions(session: Session, tools: list[Tool] | None = None) -> str:
+    """What the model is told about this server when it connects: who it acts as, what is here, and the tools
+    it is offered — each in its own one-line hint (Tool.hint, declared beside its description), so a new tool
+    is told of here without a word written in this function."""
     who = session.actor
     kind = "an agent" if who.is_agent else "a person"
+    offered = [t for t in (tools if tools is not None else TOOLS) if t.offered_to(who.is_agent)]
     if session.remote:
-        return "\n".join([
-            f"crewlet serves the team's knowledge base, which lives in {session.where()}: it is searched and read "
-            f"there live, as {who.handle} ({kind}), and crewlet keeps no copy of it.",
-            "Search with search_knowledge before you act on something the team may have written down; read a hit "
-            "in full with get_page and its id. Pages are written in the site itself: write_page, save_page, "
-            "comment_on_page and list_pages are refused here, saying so."])
-    spaces = session.kb.spaces(actor=session.handle)
-    listed = ", ".join(f"{s['key']} ({s['name']}, {s['pages']} pages)" for s in spaces if s["declared"])
-    lines = [
-        f"crewlet is the team's knowledge base: pages of Markdown in spaces, each space an outline. You act as "
-        f"{who.handle} ({kind}): what you write is under that name.",
-        f"Spaces: {listed or 'none declared yet'}.",
-        "Search with search_knowledge before you act on something the team may have written down, and before "
-        "you write a page (so you do not write one that exists); read hits with get_page; browse with "
-        "list_pages. Create pages with write_page, change them with save_page against the revision you read, "
-        "remark on them with comment_on_page. Link pages by id: [its title](#/knowledge/pages/<page id>).",
-    ]
-    if not who.is_agent:
-        lines.append("When the person wants an answer rather than a list of pages, answer_knowledge writes one from the "
-                     "pages with a chat model, every claim cited [n] to its numbered sources (it spends the company's "
-                     "tokens).")
-    if who.is_agent:
-        lines.append("You also have a private diary and an onboarding: call onboarding_status first in every session "
-                     "(read what it names, then mark_onboarded); recall_memory before a task brings back what you "
-                     "noted for yourself; remember keeps one new fact a call; forget drops a note that is wrong.")
-        lines.append(f"As an agent you may not add pages to {session.node.company.knowledge.root_space} (the "
-                     f"company root) nor write in {session.node.company.knowledge.skills_container} (tool skills).")
+        lines = [f"crewlet serves the team's knowledge base, which lives in {session.where()}: it is searched and "
+                 f"read there live, as {who.handle} ({kind}), and crewlet keeps no copy of it."]
+    else:
+        spaces = session.kb.spaces(actor=session.handle)
+        listed = ", ".join(f"{s['key']} ({s['name']}, {s['pages']} pages)" for s in spaces if s["declared"])
+        lines = [f"crewlet is the team's knowledge base: pages of Markdown in spaces, each space an outline. You act "
+                 f"as {who.handle} ({kind}): what you write is under that name.",
+                 f"Spaces: {listed or 'none declared yet'}."]
+    usable = [t for t in offered if t.on_remote or not session.remote]
+    lines.append("Your tools:")
+    lines += [f"- {t.name}: {t.hint}." for t in usable]
+    refused = [t.name for t in offered if t not in usable]
+    if refused:
+        lines.append(f"Pages are written in the site itself: {_listed(refused)} "
+                     f"{'is' if len(refused) == 1 else 'are'} refused here, saying so.")
+    if who.is_agent and not session.remote:
+        knowledge = session.node.company.knowledge
+        lines.append(f"As an agent you may not add pages to {knowledge.root_space} (the company root) nor write in "
+                     f"{knowledge.skills_container} (tool skills).")
     return "\n".join(lines)
+
+
+def _listed(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def _sdk() -> SimpleNamespace:
@@ -99,7 +98,7 @@ class CrewletServer:
         self._warm_started = False
         self.server = sdk.Server(
             SERVER_NAME, version=_version(), title="crewlet knowledge base",
-            instructions=instructions(session),
+            instructions=instructions(session, list(self.tools.values())),
             on_list_tools=self.list_tools, on_call_tool=self.call_tool,
             on_list_resources=self.list_resources, on_list_resource_templates=self.list_templates,
             on_read_resource=self.read_resource)

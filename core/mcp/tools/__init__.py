@@ -1,10 +1,11 @@
 """The tools `crewlet mcp` serves: one module per tool, registered in TOOLS.
 
 Adding a tool is one module here exporting `TOOL = Tool(...)` (or a group's module exporting a few:
-`diary.py`, `onboarding.py`) (name, description written for a model,
-an `Args` model, `run(session, args) -> Reply`, and who it is offered to) and one line in TOOLS. The
-server lists, validates, runs and turns refusals into tool errors for every tool alike; no other tool
-changes. See docs/architecture.md.
+`diary.py`, `onboarding.py`) (name, description written for a model, its one-line hint for the server's
+instructions, an `Args` model, `run(session, args) -> Reply`, who it is offered to, whether a remote
+company serves it) and one line in TOOLS. The server lists, validates, runs, tells of it in its
+instructions and turns refusals into tool errors for every tool alike; no other file changes (tests ask
+TOOLS, not a copied set). See docs/architecture.md.
 """
 from __future__ import annotations
 

@@ -58,4 +58,6 @@ TOOL = Tool(
         "in full with get_page and its id before you rely on a claim. It spends the company's tokens on the "
         "person's behalf."),
     # not read-only: it spends the company's tokens (a client must not run it unasked as it may a read)
+    hint=("when the person wants an answer rather than a list of pages: one written from the pages by a chat model, "
+          "every claim cited [n] to its numbered sources (it spends the company's tokens)"),
     args=AnswerArgs, run=run, audience="person")

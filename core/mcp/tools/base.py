@@ -50,10 +50,16 @@ class Tool:
     name: str
     title: str
     description: str                            # what it does, what it returns, when to use it
+    # one line for the server's instructions (what a model is told when it connects): when to reach for the
+    # tool, beside its siblings; server.instructions() lists the offered tools' hints, and nothing else names them
+    hint: str
     args: type[Args]
     run: Callable[[Session, Any], Reply]
     read_only: bool = False
     audience: Audience = "anyone"
+    # False: it works on this node's own copy of the knowledge, and a company whose knowledge lives on a
+    # remote site refuses it (saying so); the instructions say which are refused there
+    on_remote: bool = True
 
     def offered_to(self, is_agent: bool) -> bool:
         return self.audience == "anyone" or (self.audience == "agent") == is_agent

@@ -28,4 +28,5 @@ TOOL = Tool(
         "Add a comment to a page, shown under your name without changing the page's body. Returns the comment's "
         "id. Use it for a question, a correction you are not sure enough to make, or a note for the page's "
         "readers; to change what the page says, use save_page instead."),
-    args=CommentArgs, run=run)
+    hint="remark on a page under your name without changing what it says",
+    args=CommentArgs, run=run, on_remote=False)

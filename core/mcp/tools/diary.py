@@ -93,6 +93,7 @@ REMEMBER = Tool(
         "recall by meaning. Use it when you learn something worth keeping, one fact per call; knowledge the team "
         "should share belongs in a page (write_page), not in your diary. Only you can read or forget your notes; "
         "the people running you can read them."),
+    hint="keep one new fact a call in your private diary",
     args=RememberArgs, run=remember, audience="agent")
 
 RECALL = Tool(
@@ -105,6 +106,7 @@ RECALL = Tool(
         "found it and its similarity, plus a sentence saying how it was selected (by recency alone when notes "
         "cannot be compared by meaning just now). Use it at the start of a task and before you decide something "
         "you may have learned about before."),
+    hint="before a task, bring back what you noted for yourself",
     args=RecallArgs, run=recall, read_only=True, audience="agent")
 
 FORGET = Tool(
@@ -114,4 +116,5 @@ FORGET = Tool(
         "Delete one note from your own diary by its id, for good. Returns the note that was forgotten. Use it for "
         "a note that turned out wrong or no longer holds (then remember the corrected fact). You can forget only "
         "your own notes."),
+    hint="drop a note of yours that turned out wrong",
     args=ForgetArgs, run=forget, audience="agent")

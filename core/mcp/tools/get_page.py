@@ -95,4 +95,5 @@ TOOL = Tool(
         "under it (children), the pages that link to it (backlinks) and its comments. Use it after "
         "search_knowledge or list_pages gave you a page worth reading, or when you know a page's address. "
         "A page that does not exist is an error naming it."),
+    hint="read a hit in full by its id (or SPACE/Title): its body, revision, children, backlinks and comments",
     args=GetPageArgs, run=run, read_only=True)

@@ -71,4 +71,5 @@ TOOL = Tool(
         f"windows of at most {WINDOW_MAX} with the level's total and a cursor for the next window. With no "
         "container it returns the spaces. Use it to see what a space holds or where a new page belongs; to "
         "find pages about something, search_knowledge is faster."),
-    args=ListPagesArgs, run=run, read_only=True)
+    hint="browse a space's outline one level at a time (with no space: the spaces themselves)",
+    args=ListPagesArgs, run=run, read_only=True, on_remote=False)

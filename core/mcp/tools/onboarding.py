@@ -37,6 +37,7 @@ ONBOARDING_STATUS = Tool(
         "order to read them, root first, with their ids. Use it at the start of every session: when it says "
         "to_read, read each page with get_page, in order, then call mark_onboarded; when another session is "
         "onboarding you, carry on with your task. It asks again by itself when your space or the pages change."),
+    hint="call it first in every session: read the pages it names, in order, then mark_onboarded",
     args=NoArgs, run=status, audience="agent")
 
 MARK_ONBOARDED = Tool(
@@ -47,4 +48,5 @@ MARK_ONBOARDED = Tool(
         "you to read them again (until your space or those pages change). Returns your onboarding state after the "
         "mark. Use it once, right after reading every page onboarding_status listed; it is refused if the pages "
         "changed since it listed them, or while another session is onboarding you."),
+    hint="record that you read the pages onboarding_status named",
     args=NoArgs, run=mark, audience="agent")

@@ -37,4 +37,5 @@ TOOL = Tool(
         "page of the same title. If somebody saved the page since you read it, the save is refused (nothing "
         "is overwritten): your text is kept in a file the error names; read the page again with get_page, "
         "merge, and save against its new revision."),
-    args=SavePageArgs, run=run)
+    hint="change a page against the revision you read (base_revision): a stale one is refused, nothing overwritten",
+    args=SavePageArgs, run=run, on_remote=False)

@@ -88,4 +88,6 @@ TOOL = Tool(
         "searchable from this node yet' means you do not know — ask a colleague rather than concluding nothing "
         "has been written down. Use it before you act on something the team may already have written down, and "
         "before you write a page, so you do not write one that exists; read a hit in full with get_page."),
+    hint=("search before you act on something the team may have written down, and before you write a page (so you "
+          "do not write one that exists)"),
     args=SearchArgs, run=run, read_only=True)

@@ -5,7 +5,7 @@ from pydantic import Field
 
 from ...errors import Refused
 from ..session import Session
-from .base import BODY_LINKS, Args, Reply, Tool, page_brief, page_line
+from .base import BODY_LINKS, LINK_EXAMPLE, Args, Reply, Tool, page_brief, page_line
 
 
 class WritePageArgs(Args):
@@ -47,4 +47,5 @@ TOOL = Tool(
         "it to write down what the team should know (a runbook, a decision, how something works) once "
         "search_knowledge showed no page already says it. A title that exists in the space is refused: read "
         "that page with get_page and change it with save_page instead. Pages are filed parents first."),
-    args=WritePageArgs, run=run)
+    hint=f"create a page once search_knowledge showed none says it; link pages by id: {LINK_EXAMPLE}",
+    args=WritePageArgs, run=run, on_remote=False)
