@@ -116,7 +116,7 @@ def test_a_walk_through_the_page_commands(cli, tmp_path, chome):
     created = ok_json(cli("page", "create", "ENG", "Incident  Review", "--body-file", f, "--json"))
     assert PAGE_KEYS <= set(created)
     assert (created["title"], created["address"], created["revision"], created["is_folder"]) == (
-        "Incident Review", "incident review", 1, False)
+        "Incident Review", "ENG/incident review", 1, False)
     assert (created["created_by"], created["saved_by"], created["trashed_at"], created["parent_id"]) == (
         "alex", "alex", None, None)
     pid = created["id"]
@@ -151,7 +151,7 @@ def test_a_walk_through_the_page_commands(cli, tmp_path, chome):
     refused(cli("page", "show", pid, "-r", "9"), "no revision 9")
 
     renamed = ok_json(cli("page", "rename", pid, "Incident Reviews", "--json"))
-    assert (renamed["address"], renamed["revision"]) == ("incident reviews", 3)
+    assert (renamed["address"], renamed["revision"]) == ("ENG/incident reviews", 3)
     folder = ok_json(cli("page", "create", "ENG", "Postmortems", "--json"))
     assert folder["is_folder"] is True and folder["body"] == ""
     moved = ok_json(cli("page", "move", "ENG/incident reviews", "--parent", "ENG/Postmortems", "--json"))

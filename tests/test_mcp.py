@@ -237,6 +237,23 @@ async def test_a_company_on_confluence_is_searched_live_through_the_same_tool(tm
     assert "lives in Confluence" in instructions
 
 
+async def test_a_container_key_in_another_case_names_the_declared_one_and_address_means_what_the_cli_says(home):
+    """`eng` is ENG for every tool, as for the CLI (tests/test_cli_trips.py); and a page's `address` is the same
+    CONTAINER/address in get_page, list_pages and `crewlet page show --json`."""
+    async with connect(home.root, "eng-bot") as client:
+        _, page = await call(client, "get_page", ref="eng/deploy runbook")
+        _, top = await call(client, "list_pages", container="eng")
+        _, found = await call(client, "search_knowledge", query="roll back", mode="keyword", container="eng")
+        _, written = await call(client, "write_page", container="eng", title="Pager rota", body="Who is on call.")
+    assert (page["container"], page["title"]) == ("ENG", "Deploy Runbook")
+    assert top["container"] == "ENG" and "Deploy Runbook" in {p["title"] for p in top["pages"]}
+    assert found["hits"] and all(h["address"].startswith("ENG/") for h in found["hits"])
+    assert written["container"] == "ENG"
+    shown = crewlet_json(home.root, "page", "show", page["id"])
+    assert page["address"] == shown["address"] == "ENG/deploy runbook"
+    assert next(p for p in top["pages"] if p["id"] == page["id"])["address"] == shown["address"]
+
+
 # -- refusals: the store's one line, as a tool error, and the server serves on -------------------------
 
 async def test_refusals_are_tool_errors_in_the_stores_words(home):

@@ -55,6 +55,9 @@ class Page:
 
     def to_json(self, *, with_body: bool = True) -> dict[str, Any]:
         out = asdict(self)
+        # one meaning on every surface (MCP's page_brief says the same): CONTAINER/address, what opens the page
+        # whatever its case; the title is its own field
+        out["address"] = f"{self.container}/{self.address}"
         out["ref"] = self.ref
         if not with_body:
             out.pop("body")

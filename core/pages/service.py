@@ -22,7 +22,7 @@ from . import reads, records, rules
 from .records import REAPER, new_id
 from ..replica.appliers import Decision
 from .applier import parent_problem
-from .containers import unknown_container
+from .containers import container_key, unknown_container
 from .settings import sizes_in_words
 from .model import (LINE_BREAK_RE, MAX_BODY_BYTES, MAX_TITLE, WINDOW_MAX, Comment, Page, Revision, Window, clean_title,
                     line_diff, normalise_title, title_problem)
@@ -157,6 +157,7 @@ class KnowledgeBase:
             row = self.conn.execute("SELECT * FROM pages WHERE id = ?", (ref,)).fetchone()
             if row is None and "/" in ref:
                 container, title = ref.split("/", 1)
+                container = container_key(self.conn, self.company, container)   # `eng/…` is ENG's, as `ENG/…` is
                 row = self.conn.execute("SELECT * FROM pages WHERE container = ? AND address = ?",
                                         (container, normalise_title(title))).fetchone()
             if row is None:
@@ -168,11 +169,17 @@ class KnowledgeBase:
             raise Refused(f"{row['container']}/{row['title']} is in the trash — restore it first", code="trashed")
         return row
 
+    def container_key(self, key: str) -> str:
+        """The container a key names, its case folded to the declared key's (`eng` is ENG): containers.container_key."""
+        with self.node.lock:
+            return container_key(self.conn, self.company, key)
+
     def _parent_id(self, parent: str, fix: str) -> str:
         try:
             return self._row(parent)["id"]
         except NotFound:
-            raise Refused(f"parent_id {parent} names no page — {fix}", code="invalid_parent") from None
+            raise Refused(f"parent_id {parent} names no page — {fix}", code="invalid_parent", field="parent_id",
+                          parent=parent) from None
 
     def ancestors(self, parent_id: str | None) -> list[dict[str, str]]:
         """The pages above a page whose parent is `parent_id`, outermost first ({"id", "title"}): the one
@@ -255,6 +262,7 @@ class KnowledgeBase:
         who = self.writer(actor)
         title = check_title(title)
         _check_body(body, self.company.limits.page_body_bytes)
+        container = self.container_key(container)
         rules.may_create(self.company, who, container)
         parent_id = None
         if parent:
@@ -263,7 +271,7 @@ class KnowledgeBase:
                 problem = parent_problem(self.conn, container, parent_id, None)
             if problem:
                 raise Refused(f"{problem} — pick a live page in {container} as parent, or none for the top",
-                              code="invalid_parent")
+                              code="invalid_parent", field="parent_id", parent=parent)
         out = self._submit(records.page_create(who.handle, page_id=page_id or new_id(), container=container,
                                                title=title, body=body, parent_id=parent_id, message=message,
                                                labels=labels or (), op_id=op_id))
@@ -385,7 +393,7 @@ class KnowledgeBase:
             problem = parent_problem(self.conn, row["container"], parent_id, row["id"])
         if problem:
             raise Refused(f"{problem} — pick a live page in {row['container']} that is not beneath this one, "
-                          "or --top", code="invalid_parent")
+                          "or --top", code="invalid_parent", field="parent_id", parent=parent)
         out = self._submit(records.page_move(who.handle, page_id=row["id"], parent_id=parent_id))
         page = self._resolve(row["id"])
         if out.warnings:
@@ -492,6 +500,7 @@ class KnowledgeBase:
         self.reader(actor)
         if not 1 <= limit <= WINDOW_MAX:
             raise Invalid(f"the limit must be between 1 and {WINDOW_MAX} (got {limit})", code="invalid_limit")
+        container = self.container_key(container)
         parent_id = None
         if parent:
             prow = self._row(parent)

@@ -14,13 +14,13 @@ index.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..config import AUTO_DRAFT_TITLE_PREFIX, AUTO_DRAFTED_PARENT, Actor, Company, ConfigError
-from ..errors import Refused
+from ..errors import Invalid, Refused
 from ..pages import reads, rules
-from ..pages.containers import unknown_container
+from ..pages.containers import container_key, unknown_container
 from ..pages.model import normalise_title
 from .seam import OUT_OF_SCOPE, UNAVAILABLE, UNKNOWN_CONTAINER, Query, canonical_mode, modes_in_words
 from .stamp import Stamp, read_stamp
@@ -98,6 +98,10 @@ class AccessPolicy:
         if company.knowledge.backend != backend:
             return Denial(UNAVAILABLE, f"this company does not search: knowledge.backend is "
                                        f"'{company.knowledge.backend}' in {company.file}", modes_known=False)
+        try:
+            query = self._folded(query)
+        except Invalid as exc:                    # a key two containers' keys fold to
+            return Denial(UNKNOWN_CONTAINER, str(exc))
         unknown = self._unknown(query)
         if unknown:
             return Denial(UNKNOWN_CONTAINER, unknown)
@@ -108,6 +112,15 @@ class AccessPolicy:
         return Access(actor=who, mode=mode, allowed=allowed, skills=company.knowledge.skills_container,
                       exclusions=exclusions, draft_backstop=normalise_title(AUTO_DRAFTED_PARENT) in exclusions,
                       excluded_ids=self._excluded_pages(exclusions, stamp) if exclusions else frozenset(), notes=notes)
+
+    def _folded(self, query: Query) -> Query:
+        """The query with each container it asks for named as declared (`eng` is ENG: containers.container_key)."""
+        if not query.containers:
+            return query
+        with self.node.lock:
+            keys = [container_key(self.node.conn, self.node.company, c.strip()) if c and c.strip() else c
+                    for c in query.containers]
+        return replace(query, containers=keys)
 
     def _unknown(self, query: Query) -> str | None:
         """Why a container asked for names none (a typo is refused, as `crewlet pages` refuses it)."""

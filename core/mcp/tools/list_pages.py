@@ -48,7 +48,7 @@ def run(session: Session, args: ListPagesArgs) -> Reply:
                                    actor=session.handle)
     pages = [page_brief(p) for p in window.pages]
     where = f"under {args.parent}" if args.parent else "at the top"
-    lines = [f"{args.container}: {window.total} page(s) {where}; this window shows {len(pages)}."]
+    lines = [f"{window.container}: {window.total} page(s) {where}; this window shows {len(pages)}."]
     for p in window.pages:
         extra = []
         if p.is_folder:
@@ -58,7 +58,7 @@ def run(session: Session, args: ListPagesArgs) -> Reply:
         lines.append(f"- {p.title} (id {p.id}, revision {p.revision}){' — ' + ', '.join(extra) if extra else ''}")
     if window.next_cursor:
         lines.append(f"More: call list_pages again with cursor '{window.next_cursor}'.")
-    return Reply("\n".join(lines), {"container": args.container, "parent_id": window.parent_id, "total": window.total,
+    return Reply("\n".join(lines), {"container": window.container, "parent_id": window.parent_id, "total": window.total,
                                     "pages": pages, "next_cursor": window.next_cursor})
 
 
