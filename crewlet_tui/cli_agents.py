@@ -77,6 +77,10 @@ def diary_cmd(
     if not page.total:
         console.print(f"{markup_safe(agent)}'s diary on this node is empty", soft_wrap=True)
         return
+    if not page.notes:       # a window past the oldest note: one line, not a title over an empty table
+        console.print(f"no notes before {before} in {markup_safe(agent)}'s diary on this node "
+                      f"({page.total:,} in all)", soft_wrap=True)
+        return
     from rich.table import Table
 
     shown = f"{len(page.notes):,} newest of {page.total:,}" if page.total > len(page.notes) else f"{page.total:,}"

@@ -62,13 +62,15 @@ def _render_sources(result: Answer, *, with_passages: bool) -> None:
 
 def _facts(result: Answer) -> str:
     facts = []
-    if result.cached:
-        facts.append("cached: true (nothing spent)")
     if result.model:
         facts.append(result.model)
     if result.usage is not None:
         how = "as the endpoint reported" if result.usage.reported else "estimated here"
-        facts.append(f"{result.usage.prompt_tokens:,} tokens in, {result.usage.completion_tokens:,} out ({how})")
+        cost = f"{result.usage.prompt_tokens:,} tokens in, {result.usage.completion_tokens:,} out ({how})"
+        # a cached answer: what it cost when it was written, then that this ask spent nothing
+        facts.append(f"written for {cost}" if result.cached else cost)
+    if result.cached:
+        facts.append("cached: this ask spent nothing")
     facts.append(f"{len(result.sources)} source{'s' if len(result.sources) != 1 else ''}, "
                  f"{result.source_tokens:,} tokens of passages")
     if result.usage is None and result.prompt_tokens:
@@ -150,9 +152,11 @@ def ask(
                                      help="Read the index as it is: no catch-up pass before searching."),
     as_json: bool = JSON_OPT,
 ) -> None:
-    r"""Answer a question from the knowledge base's own pages, each claim citing its source (exit 1: no answer).
+    r"""Answer a question from the knowledge base's own pages, each claim citing its source.
 
-    The model is \[providers.llm] in company.toml (any OpenAI-compatible chat endpoint); without one, the answer is the passages it would be written from. A question nothing matches is answered without a model. A repeat at the same corpus position is served from this node's cache and spends nothing. `--spend` shows the company's day, week and month windows."""
+    The model is \[providers.llm] in company.toml (any OpenAI-compatible chat endpoint); without one, the answer is the passages it would be written from. A question nothing matches is answered without a model. A repeat at the same corpus position is served from this node's cache and spends nothing. `--spend` shows the company's day, week and month windows.
+
+    Exit 0 with an answer: a written one (checked, or marked unchecked), the passages when no model is configured, or "nothing matches". Exit 1 when there is no answer (the search could not run, a spend window had no room, the model failed or refused); 2 for no question."""
     if spend:
         if question:
             raise typer.BadParameter("--spend asks nothing: give it no question", param_hint="--spend")

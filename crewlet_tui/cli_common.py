@@ -63,6 +63,14 @@ class PlainConsole(Console):
     def size(self, new_size: tuple[int, int]) -> None:
         Console.size.fset(self, new_size)  # type: ignore[attr-defined]
 
+    def on_broken_pipe(self) -> None:
+        """Rich's own exits 1; a reader that stopped reading stdout (`| head -1`) is no failure (closed_pipe).
+        A closed stderr keeps Rich's exit 1: the line it could not say may have been a refusal."""
+        if self.stderr:
+            super().on_broken_pipe()
+        else:
+            closed_pipe()
+
 
 console = PlainConsole(highlight=False)
 err_console = PlainConsole(stderr=True, highlight=False)
@@ -184,6 +192,31 @@ def advice(exc: CrewletError) -> str:
     return ""
 
 
+# the engine names a refused argument by its field (the spec's `parent_id`); the CLI says the option a person typed
+OPTION_OF_FIELD = {"parent_id": "--parent"}
+
+
+def in_cli_words(exc: CrewletError) -> str:
+    """A refusal's line with the field it names (details["field"]) said as the CLI's option for it."""
+    text = str(exc)
+    field = str(exc.details.get("field") or "")
+    option = OPTION_OF_FIELD.get(field)
+    return text.replace(field, option) if option else text
+
+
+def closed_pipe() -> None:
+    """stdout's reader has gone (`crewlet search deploy | head -1`): what is left unprinted is not wanted, and
+    that is no failure — exit 0, quietly. Whatever is still buffered goes to devnull (the recipe in Python's
+    `signal` docs), so the interpreter's last flush does not fail on the closed pipe either."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):   # no stdout file descriptor to point elsewhere: nothing more is written
+        pass
+    raise SystemExit(0)
+
+
 def handle_errors(fn: F) -> F:
     """Turn the engine's refusals into exit code 1 with one line, never a traceback."""
 
@@ -200,10 +233,12 @@ def handle_errors(fn: F) -> F:
         except CrewletError as exc:
             if exc.details.get("kept_nowhere") and not as_json:
                 print_kept_nowhere(str(exc.details.get("your_body", "")))
-            message = str(exc) + advice(exc)
+            message = in_cli_words(exc) + advice(exc)
             fail(message, as_json=as_json, payload=exc.to_json() | {"message": message})
         except (typer.Exit, typer.Abort, TyperException):
             raise
+        except BrokenPipeError:
+            closed_pipe()
         except Exception as exc:
             _fail_for(exc, as_json)
             raise

@@ -107,7 +107,7 @@ def pages(
         return
     from rich.table import Table
 
-    table = Table("", "title", "id", "children", "rev", "last saved", title=f"{container} — {window.total} page(s) at this level")
+    table = Table("", "title", "id", "children", "rev", "last saved", title=f"{window.container} — {window.total} page(s) at this level")
     for p in window.pages:
         table.add_row("📁" if p.is_folder else "📄", markup_safe(p.title), p.id, str(p.child_count or ""), str(p.revision),
                       f"{markup_safe(p.saved_by)} {when(p.saved_at)}")
@@ -231,7 +231,7 @@ def _show_remote(page: Any, where: str, as_json: bool) -> None:
 def page_create(container: str = typer.Argument(..., metavar="CONTAINER", help="The space key."),
                 title: str = typer.Argument(..., metavar="TITLE", help="The page title (its address is the title lower-cased)."),
                 parent: Optional[str] = typer.Option(None, "--parent", metavar="REF", help="File it under this page (REF)."),
-                body_file: Optional[str] = typer.Option(None, "--body-file", metavar="FILE", help="Read the body from a file, or - for stdin. None makes a folder."),
+                body_file: Optional[str] = typer.Option(None, "--body-file", metavar="FILE", help="Read the body from a file, or - for stdin. Without it the page is a folder (nothing written in it)."),
                 message: Optional[str] = typer.Option(None, "--message", "-m", metavar="TEXT", help="A note for the history."),
                 as_json: bool = JSON_OPT) -> None:
     """Create a page (an empty body makes a folder)."""

@@ -57,7 +57,7 @@ def sync_join(
                                            "(default 1 for one server, 3 for a cluster)."),
     prefix: Optional[str] = typer.Option(None, "--prefix", metavar="PREFIX", help="JetStream: the streams' name prefix (default "
                                                                  "crewlet: crewlet-pages, crewlet-vectors)."),
-    creds: Optional[str] = typer.Option(None, "--creds", metavar="FILE", help="JetStream: a NATS credentials file, kept in [log] "
+    creds: Optional[str] = typer.Option(None, "--creds", metavar="FILE", help="JetStream: a NATS credentials file, kept in \\[log] "
                                                                "creds (each node reads its own copy at that path)."),
     token_env: Optional[str] = typer.Option(None, "--token-env", metavar="NAME", help="JetStream: the NAME of the environment "
                                                                        "variable holding the server's token."),
