@@ -70,7 +70,7 @@ def _facts(result: Answer) -> str:
         # a cached answer: what it cost when it was written, then that this ask spent nothing
         facts.append(f"written for {cost}" if result.cached else cost)
     if result.cached:
-        facts.append("cached: this ask spent nothing")
+        facts.append("cached: true, this ask spent nothing")
     facts.append(f"{len(result.sources)} source{'s' if len(result.sources) != 1 else ''}, "
                  f"{result.source_tokens:,} tokens of passages")
     if result.usage is None and result.prompt_tokens:
