@@ -6,13 +6,15 @@ own (`crewlet` alone, with at most --home and --as), which it runs without typer
 One style for every command: a command module declares a module-level `app = typer.Typer()` and its
 commands as module functions decorated `@app.command()` (a group of them is a module-level sub-Typer,
 `app.add_typer(page_app, name="page")`); it is listed in COMMAND_MODULES below, whose order is the order
-`crewlet --help` lists them in. Helpers more than one module uses live, public, in cli_common.py.
+`crewlet --help` lists them in (commands first, then groups). Helpers more than one module uses live, public,
+in cli_common.py.
 """
 from __future__ import annotations
 
 from typing import Optional
 
 import typer
+from typer.core import TyperGroup
 
 from . import (cli_agents, cli_app, cli_ask, cli_import, cli_log, cli_mcp, cli_pages, cli_remote, cli_search, cli_sync,
                cli_worker)
@@ -21,8 +23,20 @@ from .cli_common import STATE, handle_errors, say_warnings_safely
 COMMAND_MODULES = (cli_pages, cli_import, cli_search, cli_worker, cli_app, cli_log, cli_sync, cli_remote, cli_mcp,
                    cli_agents, cli_ask)
 
+
+
+class CommandsThenGroups(TyperGroup):
+    """`crewlet --help` lists the commands first, then the groups (page, index, log, …), each in
+    COMMAND_MODULES order — as it did before every module's commands and groups were added as one."""
+
+    def list_commands(self, ctx: typer.Context) -> list[str]:
+        names = super().list_commands(ctx)
+        return sorted(names, key=lambda name: isinstance(self.commands[name], TyperGroup))   # stable: order kept
+
+
 app = typer.Typer(
     name="crewlet",
+    cls=CommandsThenGroups,
     help="A local-first knowledge base: pages in spaces, on an ordered log, applied into SQLite.\n\n"
          "Run `crewlet` alone to open the terminal app.",
     no_args_is_help=False,
