@@ -77,6 +77,12 @@ def test_every_tool_declares_a_one_line_hint_beside_its_description():
         assert not t.hint.endswith("."), t.name        # the instructions end each line themselves
 
 
+def test_the_readme_documents_every_tool_of_the_registry():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r"^\| `(\w+)\(", readme, flags=re.M))
+    assert documented == {t.name for t in TOOLS}, documented ^ {t.name for t in TOOLS}
+
+
 def _tool_lines(instructions: str) -> dict[str, str]:
     return {line[2:].split(":", 1)[0]: line for line in instructions.splitlines() if line.startswith("- ")}
 
