@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import wraps
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar
 
 import typer
 from rich.console import Console, ConsoleDimensions
@@ -204,7 +204,7 @@ def in_cli_words(exc: CrewletError) -> str:
     return text.replace(field, option) if option else text
 
 
-def closed_pipe() -> None:
+def closed_pipe() -> NoReturn:
     """stdout's reader has gone (`crewlet search deploy | head -1`): what is left unprinted is not wanted, and
     that is no failure — exit 0, quietly. Whatever is still buffered goes to devnull (the recipe in Python's
     `signal` docs), so the interpreter's last flush does not fail on the closed pipe either."""
