@@ -58,7 +58,8 @@ def instructions(session: Session, tools: list[Tool] | None = None) -> str:
                  f"read there live, as {who.handle} ({kind}), and crewlet keeps no copy of it."]
     else:
         spaces = session.kb.spaces(actor=session.handle)
-        listed = ", ".join(f"{s['key']} ({s['name']}, {s['pages']} pages)" for s in spaces if s["declared"])
+        listed = ", ".join(f"{s['key']} ({s['name']}, {s['pages']} page{'' if s['pages'] == 1 else 's'})"
+                           for s in spaces if s["declared"])
         lines = [f"crewlet is the team's knowledge base: pages of Markdown in spaces, each space an outline. You act "
                  f"as {who.handle} ({kind}): what you write is under that name.",
                  f"Spaces: {listed or 'none declared yet'}."]
