@@ -106,3 +106,20 @@ def test_every_command_of_the_tree_runs_a_module_function():
         if fn is not None and "<locals>" in fn.__qualname__:
             closures.append(" ".join(path))
     assert not closures, closures
+
+
+def test_words_under_search_are_its_subcommands_and_an_option_first_makes_them_words(tmp_path):
+    """`crewlet search eval|floor …` (cli_search.SearchCommand, a cli_common.WordsOrSubcommand) run their own
+    command with its own help; with an option first, the word is what is searched for."""
+    from typer.testing import CliRunner
+
+    from crewlet_tui.cli import app
+
+    runner = CliRunner()
+    env = {"CREWLET_HOME": None, "CREWLET_AS": None, "COLUMNS": "200"}
+    for word, says in (("eval", "Measure whether search by meaning"), ("floor", "The relevance floor")):
+        res = runner.invoke(app, ["search", word, "--help"], env=env)
+        assert res.exit_code == 0 and f"crewlet search {word}" in res.stdout and says in res.stdout, res.stdout
+    # an option first: `eval` is the query, and a home that does not exist is refused in one line as a search is
+    res = runner.invoke(app, ["--home", str(tmp_path / "none"), "search", "--mode", "keyword", "eval"], env=env)
+    assert res.exit_code == 1 and "no crewlet home" in res.stderr, (res.stdout, res.stderr)
