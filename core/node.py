@@ -35,6 +35,7 @@ from .replica import engine
 from .replica.appliers import Decision, outcome_of
 from .replica.engine import Applier, Stream, gc_paused
 from .store import Connection, connect, sqlite3
+from .store import replace as replace_db
 from .store.db import FULL_BELOW, files_stamp, room_left
 from .store.digest import content_digest
 from .vectors import records as vectors
@@ -104,6 +105,21 @@ def _no_space_left(path: Path) -> bool:
     return st.f_bavail * st.f_frsize < 64 * 1024
 
 
+def _finish_swap(home: Home) -> None:
+    """A database swap (`sync adopt`) a killed process left half done is finished before the database is
+    opened: otherwise the open would make an empty database where the adopted one belongs, and this node's
+    own rows (its agents' diaries) would stay behind in the file kept aside."""
+    try:
+        kept = replace_db.finish(home.db_file)
+    except (OSError, sqlite3.Error) as exc:
+        raise CrewletError(f"{home.db_file} was being replaced (a snapshot adopted) when that process stopped, and "
+                           f"the swap cannot be finished now ({exc}) — fix the cause and run the command again; "
+                           "nothing was lost", code="swap_unfinished") from None
+    if kept is not None:
+        log.warning("finished adopting a snapshot a stopped process left half done; the database it replaced "
+                    "is kept as %s", kept)
+
+
 def home_streams(home: Home) -> list[tuple[str, Path, Applier]]:
     """A home's logs, in the order they are opened, checked and applied: each with the applier its records
     registered (a third log is one more line here)."""
@@ -159,6 +175,7 @@ class Node:
                 # the company moved from the shared directory onto JetStream: this node follows
                 settings = _follow(home, settings)
         company = config_mod.with_operator(config_mod.load(home.config_file), settings, home.node_file)
+        _finish_swap(home)
         conn = connect(home.db_file)
         if not settings.node_id and not getattr(conn, "readonly", False):
             settings = _give_node_id(home, settings)

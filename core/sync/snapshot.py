@@ -22,21 +22,25 @@ from pathlib import Path
 from typing import Any
 
 from .. import config as config_mod
-from ..agents.carry import carry_diaries
 from ..durable import fsync_dir, fsync_file
 from ..errors import CrewletError
 from ..log import FileLog, LogMismatch
 from ..log.framing import Applied
 from ..replica import engine
 from ..paths import Home
-from ..repair import home_logs, move_database_aside
+from ..repair import database_aside_path, home_logs
 from ..store import connect, sqlite3
+from ..store import replace as replace_mod
 from ..store.migrations import MIGRATIONS
 from ..store.digest import NODE_LOCAL, content_digest
 
 # each node's own: never carried by a snapshot (agents' diaries are private to the node they run on, and
 # follow its own database instead: core/agents/carry.py; cached answers are the node's own, written for its askers)
 NODE_LOCAL_TABLES = NODE_LOCAL   # as core/store/digest.py `TABLES` declares them
+# the node-local tables a replaced database does not carry over, because they are derived again from the rows
+# the new one holds: backlinks by the indexer, each duty's cursor by its next pass, a diary's counts by the
+# triggers that insert its notes. Every other node-local table is this node's own and is carried.
+REBUILT_NODE_LOCAL = ("duties", "page_links", "agent_diary_versions")
 # what a snapshot says of itself: its content digest (core/store/digest.py) at its positions, checked on adopt
 META = "crewlet_snapshot"
 
@@ -257,25 +261,34 @@ def _check_position(file: Path, name: str, path: Path, applied: Applied) -> None
 
 def install(home: Home, info: SnapshotInfo) -> Path | None:
     """Put a checked snapshot in place as the home's database; returns where the database it replaced
-    was kept (None when the home had none). The keyword index is derived from the rows: it is dropped
-    and built again by the next pass."""
+    was kept (None when the home had none). This node's own rows (diaries, the embedding duty's holds, cached
+    answers: `carried_tables`) follow into the new file; the swap is written down before it starts, so a
+    process killed in it leaves the next open to finish it (core/store/replace.py). The keyword index is
+    derived from the rows: it is dropped and built again by the next pass."""
     home.root.mkdir(parents=True, exist_ok=True)
-    incoming = home.db_file.with_name(home.db_file.name + ".adopting")
-    incoming.unlink(missing_ok=True)
-    shutil.copyfile(info.path, incoming)
-    conn = connect(incoming)  # runs any migration this build has and the snapshot's did not
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-        _strip_node_local(conn)
-        conn.execute(f"DROP TABLE IF EXISTS {META}")   # what the snapshot said of itself: checked, not carried
-        conn.execute("COMMIT")
-        _single_file(conn)
-    finally:
-        conn.close()
-    fsync_file(incoming)
-    kept = move_database_aside(home, "before-adopt") if home.db_file.exists() else None
-    shutil.rmtree(home.index_dir, ignore_errors=True)   # a home with no database may hold an index
-    os.replace(incoming, home.db_file)
-    fsync_dir(home.root)
-    carry_diaries(kept, home.db_file)      # this node's agents keep their diaries; the snapshot held none
-    return kept
+    db = home.db_file
+    incoming = db.with_name(db.name + ".adopting")
+    with replace_mod.held(db):
+        replace_mod.finish_held(db)   # an earlier swap a killed process left: finished first, then ours
+        for stale in (incoming, *(incoming.with_name(incoming.name + s) for s in ("-wal", "-shm", "-journal"))):
+            stale.unlink(missing_ok=True)   # a killed adoption's half-made copy (no note names it)
+        shutil.copyfile(info.path, incoming)
+        conn = connect(incoming)  # runs any migration this build has and the snapshot's did not
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            _strip_node_local(conn)
+            conn.execute(f"DROP TABLE IF EXISTS {META}")   # what the snapshot said of itself: checked, not carried
+            conn.execute("COMMIT")
+            _single_file(conn)
+        finally:
+            conn.close()
+        fsync_file(incoming)
+        shutil.rmtree(home.index_dir, ignore_errors=True)   # derived from the rows being replaced
+        aside = database_aside_path(home, "before-adopt")
+        return replace_mod.replace(db, incoming, aside, carried_tables())
+
+
+def carried_tables() -> list[str]:
+    """The node-local tables whose rows follow this node's database when it is replaced: every one but those
+    derived again from the rows the new file holds."""
+    return [t for t in NODE_LOCAL_TABLES if t not in REBUILT_NODE_LOCAL]
