@@ -7,7 +7,9 @@ duty's holds), leaving one self-contained file.
 `check` sets a snapshot against the shared logs before anything adopts it: the log must still hold, at
 the snapshot's position, the very record the snapshot applied last (its seq, offset and digest). A log
 that ends before that position, or no longer holds that record there, is a gap; a log that holds
-another record there is another log. Either is refused with the reason.
+another record there is another log. Either is refused with the reason. Its content is held against every
+digest this home knows at that position: the one it says it was taken as, the ones peers published, and this
+node's own database's when it stands there.
 
 `install` puts a checked snapshot in place as a home's database (the one it replaces is kept aside), so
 the node applies only the log after the snapshot's position.
@@ -157,8 +159,10 @@ def check(home: Home, file: Path) -> SnapshotInfo:
     company = config_mod.load(home.config_file) if home.config_file.is_file() else None
     if company is not None and company.log.backend == "jetstream":
         _check_on_streams(file, company.log, first_op, positions, home, content)
+        _check_against_own(file, home, positions, content)
         return SnapshotInfo(file, file.stat().st_size, positions)
     _check_against_peers(file, home, _at(home, positions), content)
+    _check_against_own(file, home, positions, content)
     _check_same_log(file, home.log_file, first_op)
     for spec in home_logs(home):
         applied = positions[spec.name]
@@ -225,6 +229,37 @@ def _check_against_peers(file: Path, home: Home, at: dict[str, int], content: st
         raise SnapshotRefused(f"{file} does not hold what the log made at its position ({where}): {peer.label()} "
                               f"applied the same records and holds content {peer.digest['content'][:12]}…, the "
                               f"snapshot {content[:12]}… — take a snapshot of a node that agrees")
+
+
+def _where(positions: dict[str, Applied]) -> dict[str, tuple[int, int, str | None]]:
+    return {name: (a.seq, a.end, a.digest) for name, a in positions.items()}
+
+
+def _check_against_own(file: Path, home: Home, positions: dict[str, Applied], content: str) -> None:
+    """This home's own database, when it stands at the snapshot's very positions, is one more digest the home
+    knows there: a snapshot whose content differs is not what the log made (or this database is not), and it
+    is not adopted over it unasked — a body edited and the stored digest recomputed passed every other check
+    on a home with no peers."""
+    db = home.db_file
+    if not db.is_file() or db.resolve() == file:
+        return
+    try:
+        conn = connect(db, readonly=True)
+        try:
+            if _where(_positions(conn, home)) != _where(positions):
+                return
+        finally:
+            conn.close()
+        own = content_digest(db)   # its own read transaction, the positions with the rows
+    except (sqlite3.Error, OSError):
+        return   # a database that cannot be read knows no digest (and is what an adoption replaces)
+    if any(own.logs.get(row, (0, 0))[0] != seq for row, seq in _at(home, positions).items()) or own.content == content:
+        return   # it moved on meanwhile (its digest is of another position), or it agrees
+    where = ", ".join(f"{name} seq {a.seq:,}" for name, a in sorted(positions.items()))
+    raise SnapshotRefused(f"{file} does not hold what the log made at its position ({where}): this node's database "
+                          f"{db} applied the same records and holds content {own.content[:12]}…, the snapshot "
+                          f"{content[:12]}… — take a snapshot of a node that agrees (if it is this database that "
+                          "is wrong, move it aside first and adopt again)")
 
 
 def _check_same_log(file: Path, path: Path, first_op: str | None) -> None:
