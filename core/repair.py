@@ -85,7 +85,8 @@ class Rewrite:
     """What a repair writes at one seq whose record the log lost."""
 
     seq: int
-    how: str                 # recovered (rebuilt from a database's rows) | outcome (a refused/no-op record's outcome) | lost
+    how: str                 # recovered (rebuilt from a database's rows) | outcome (a refused/no-op record's outcome) |
+    #                          found (its intact frame stood out of its place) | lost
     record: Record
     what: str = ""           # what the lost record did, by name, when any database knew
     source: str = ""         # the database that gave it back
@@ -101,6 +102,8 @@ class Rewrite:
         what = self.what or "a record no database knew"
         if self.lost:
             return f"seq {self.seq} ({what}): lost — {self.why}"
+        if self.how == "found":
+            return f"seq {self.seq} ({what}): {self.source}, put back in its place"
         return f"seq {self.seq} ({what}): given back by {self.source}" + (f" ({self.note})" if self.note else "")
 
     def to_json(self) -> dict[str, Any]:
@@ -344,7 +347,13 @@ def _plan(spec: LogSpec, flog: FileLog, health: LogHealth, sources: list[Source]
         if len(spot.seqs) == 1 and spot.end > spot.offset:
             legible[spot.seqs[0]] = _legible(flog, spot, sources)
     related = _related(flog, health, sources, spec) if health.lost_seqs else Related()
+    found = health.found
     for seq in health.lost_seqs:
+        if seq in found:
+            back = _found_out_of_place(spec, flog, seq, found[seq], sources)
+            if back is not None:
+                out[seq] = back
+                continue
         reasons: list[str] = []
         what = ""
         found: Rewrite | None = None
@@ -389,6 +398,30 @@ def _plan(spec: LogSpec, flog: FileLog, health: LogHealth, sources: list[Source]
             why = "; ".join(reasons)
             out[seq] = Rewrite(seq, "lost", tombstone(seq, spec.name, why, was=what).at_seq(seq), what, why=why)
     return out
+
+
+def _found_out_of_place(spec: LogSpec, flog: FileLog, seq: int, offset: int, sources: list[Source]) -> Rewrite | None:
+    """The record of `seq`, from its intact frame further on in the log (two frames swapped): the very record,
+    put back in its place — unless a database that applied `seq` applied another record there."""
+    frame = flog.frame_at(offset)
+    if not hasattr(frame, "body") or frame.seq != seq:
+        return None
+    try:
+        record = Record.from_body(frame.body, seq)
+    except ValueError:
+        return None
+    conn = None
+    for src in sources:
+        if src.conn is None or src.positions.get(spec.name, Applied()).seq < seq:
+            continue
+        conn = conn or src.conn
+        if spec.name == "pages":
+            row = src.conn.execute("SELECT op_id FROM applied_ops WHERE seq = ?", (seq,)).fetchone()
+            if row is not None and row["op_id"] != record.op_id:
+                return None    # not the record that stood there: a stranger claiming its seq
+    what = guess_what(frame.body, conn or next((s.conn for s in sources if s.conn is not None), None))
+    what = what.removesuffix(" (read from the damaged bytes)")   # these bytes are intact
+    return Rewrite(seq, "found", record, what, f"its intact frame, out of its place at byte offset {offset:,}")
 
 
 def _legible(flog: FileLog, spot: Spot, sources: list[Source]) -> str:
@@ -592,7 +625,7 @@ def _verify(spec: LogSpec, flog: FileLog, health: LogHealth, rewrites: dict[int,
         what if what.startswith("the replay") else
         f"no record its rows allow gives, replayed, the rows of {label} (they differ in {what})"))
     for seq, rw in given.items():
-        if rw.how == "outcome":
+        if rw.how in ("outcome", "found"):   # exact: the outcome it was given, the very record out of place
             rewrites[seq] = rw
             continue
         rewrites[seq] = Rewrite(seq, "lost", tombstone(seq, spec.name, why, was=rw.what).at_seq(seq), rw.what, why=why)
