@@ -583,6 +583,7 @@ class Node:
             except LogDamage as exc:
                 self._damaged(exc)
                 raise
+            self.offline = None
             self.publish_position()
             return applied
 
@@ -601,6 +602,15 @@ class Node:
                                   code="disk_full")
             raise WriteFailed(f"{self.home.db_file} is read-only for this process — {nothing}; make the home "
                               "writable to change it (reading works as it is)", code="read_only")
+        if self.offline is not None:
+            # the servers could not serve the log a moment ago: asked again (the record this database applied
+            # last, by seq) — still so, the write is refused at once rather than after an append's patience
+            self.offline = None
+            self.verify_log(whole=False)
+            if self.damage is not None:
+                raise self.damage
+            if self.offline is not None:
+                raise WriteFailed(f"{self.offline.line()} — {nothing}", code="offline")
         guard = self._peers_guard(stream.position_name)
         try:
             try:
@@ -669,6 +679,7 @@ class Node:
                     raise _not_applied(pending, cause) from exc
                 raise
             self.apply_error = None
+            self.offline = None      # the servers took the records and the log was read: in contact again
             self.publish_position()
             outcomes = []
             for rec in appended:
@@ -716,13 +727,15 @@ class Offline:
     why: str
     applied_seq: int
     last_contact_ms: int | None
+    quorum: bool = False       # the servers answer, but without a quorum to serve the log
 
     @classmethod
     def of(cls, node: "Node", exc: BaseException) -> "Offline":
         from .log import jetstream
 
         contact = jetstream.last_contact(node.home) or getattr(exc, "since_ms", None)
-        return cls(getattr(exc, "servers", ""), getattr(exc, "why", str(exc)), node.applied_seq(), contact)
+        return cls(getattr(exc, "servers", ""), getattr(exc, "why", str(exc)), node.applied_seq(), contact,
+                   bool(getattr(exc, "quorum", False)))
 
     def line(self) -> str:
         since = "never in contact from this home"
@@ -730,13 +743,14 @@ class Offline:
             ago = max(0, (now_ms() - self.last_contact_ms) // 1000)
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.last_contact_ms / 1000))
             since = f"behind since {when} ({_ago(ago)} ago), the last contact"
-        return (f"offline: the log's NATS servers ({self.servers}) cannot be reached ({self.why}); this node serves "
+        state = "have no quorum" if self.quorum else "cannot be reached"
+        return (f"offline: the log's NATS servers ({self.servers}) {state} ({self.why}); this node serves "
                 f"its own copy, applied through seq {self.applied_seq:,}, {since} — writes are refused until they "
                 "can be reached")
 
     def to_json(self) -> dict:
         return {"servers": self.servers, "why": self.why, "applied_seq": self.applied_seq,
-                "last_contact_ms": self.last_contact_ms}
+                "last_contact_ms": self.last_contact_ms, "no_quorum": self.quorum}
 
 
 def _ago(seconds: int) -> str:
