@@ -39,6 +39,7 @@ from ..paths import Home
 from ..agents.carry import carry_diaries
 from ..repair import aside_stamp, home_logs, move_database_aside
 from ..store import connect
+from ..store import replace as replace_db
 from ..log import locks
 from . import snapshot as snapshot_mod
 from .target import LogUrl, parse_target
@@ -366,6 +367,7 @@ def adopt(home: Home, file: Path, *, progress: Callable[[int], None] | None = No
     if busy:
         raise Refused(f"{busy} is running on {home.root} — stop it (quit the app, stop `crewlet worker`) and adopt "
                       "again", code="busy")
+    replace_db.finish(home.db_file)   # an adoption a killed process left half done: finished before this one is checked
     info = snapshot_mod.check(home, file)
     kept = snapshot_mod.install(home, info)
     return AdoptResult(info, str(kept) if kept else None, _open_and_apply(Home(home.root), progress))
