@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from .clock import now_ms
-from .durable import fsync_dir
+from .durable import fsync_dir, fsync_file
 from .log import FileLog, Record
 from .log.check import Applied, LogHealth, Spot, inspect, walk
 from .log.filelog import LogMismatch, _sync_fd
@@ -846,26 +846,46 @@ def repair_home(home: Home, reports: list[LogReport], *,
             result.pages_lost += report.pages_lost
     if any(r.needs_rebuild for r in reports):
         result.lost = [c for r in reports for c in r.lost + r.held]
-        result.database_kept_as = str(move_database_aside(home, "before-repair"))
-        conn = connect(home.db_file)
-        try:
-            for spec in home_logs(home):
-                if spec.path.exists():
-                    with FileLog(spec.path, readonly=True) as flog:
-                        result.applied += spec.apply(conn, flog, progress)
-        finally:
-            conn.close()
+        kept = _rebuild(home, result, progress)
+        result.database_kept_as = str(kept) if kept is not None else None
         result.rebuilt = True
     if home.db_file.exists():
         # opening moves the position to the repaired log, and checks it once more
         with Node.open(home, sync_containers=False) as node:
             if node.damage is not None and not (result.kept and node.damage.kind == "diverged"):
                 raise node.damage
-    if result.rebuilt:
-        from .agents.carry import carry_diaries   # diaries are on no log: they follow the database
-
-        carry_diaries(result.database_kept_as, home.db_file)
     return result
+
+
+# this node's own rows a rebuilt database takes over from the one it replaces: its agents' diaries (on no log)
+REBUILD_CARRIES = ("agent_diary",)
+
+
+def _rebuild(home: Home, result: RepairResult, progress: Callable[[int], None] | None) -> Path | None:
+    """The database replayed from the repaired logs into a file beside it, then swapped in for the old one (kept
+    aside) with this node's diaries carried over — a swap written down first, so a kill anywhere in it is finished
+    by the next open (core/store/replace.py) rather than leaving a database without its diaries."""
+    from .store import replace as replace_db
+
+    db = home.db_file
+    fresh = db.with_name(db.name + ".rebuilding")
+    with replace_db.held(db):
+        replace_db.finish_held(db)
+        for stale in (fresh, *(fresh.with_name(fresh.name + s) for s in ("-wal", "-shm", "-journal"))):
+            stale.unlink(missing_ok=True)    # a killed rebuild's half-made file (no note names it)
+        conn = connect(fresh)
+        try:
+            for spec in home_logs(home):
+                if spec.path.exists():
+                    with FileLog(spec.path, readonly=True) as flog:
+                        result.applied += spec.apply(conn, flog, progress)
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            conn.execute("PRAGMA journal_mode = DELETE")   # one file, to be renamed into place
+        finally:
+            conn.close()
+        fsync_file(fresh)
+        shutil.rmtree(home.index_dir, ignore_errors=True)   # derived from the rows being replaced
+        return replace_db.replace(db, fresh, database_aside_path(home, "before-repair"), REBUILD_CARRIES)
 
 
 def move_database_aside(home: Home, label: str) -> Path:

@@ -33,14 +33,16 @@ PROC_ENV.pop("CREWLET_HOME", None)
 PROC_ENV.pop("CREWLET_AS", None)
 
 # Runs the real `crewlet` entry point, counting every file operation (rename, unlink, fsync, copy, tree removal)
-# made while the snapshot is installed, plus one step once it returns, and SIGKILLs itself before step KILL_AT
-# (0: never). The steps counted are written to STEPS_FILE when the run is not killed.
+# made inside TARGET (module:function — the database swap: a snapshot installed, a repair's rebuild), plus one step
+# once it returns, and SIGKILLs itself before step KILL_AT. The steps counted are written to STEPS_FILE when the
+# run is not killed.
 KILLING_CLI = textwrap.dedent("""
-    import os, shutil, signal, sys
-    kill_at, steps_file, *argv = sys.argv[1:]
+    import importlib, os, shutil, signal, sys
+    kill_at, steps_file, target, *argv = sys.argv[1:]
     kill_at = int(kill_at)
     from crewlet_tui.cli import main
-    from core.sync import snapshot
+    module_name, attr = target.split(":")
+    module = importlib.import_module(module_name)
 
     seen, inside = [0], [False]
 
@@ -59,17 +61,17 @@ KILLING_CLI = textwrap.dedent("""
     for name in ("replace", "rename", "unlink", "fsync", "link"):
         setattr(os, name, counted(getattr(os, name)))
     shutil.rmtree, shutil.copyfile = counted(shutil.rmtree), counted(shutil.copyfile)
-    install = snapshot.install
+    swapping = getattr(module, attr)
 
-    def installing(*args, **kwargs):
+    def counting(*args, **kwargs):
         inside[0] = True
         try:
-            return install(*args, **kwargs)
+            return swapping(*args, **kwargs)
         finally:
-            step()              # the swap done, the log after the snapshot not applied yet
+            step()              # the swap done, what follows it not done yet
             inside[0] = False
 
-    snapshot.install = installing
+    setattr(module, attr, counting)
     sys.argv = ["crewlet", *argv]
     try:
         main()
@@ -150,7 +152,8 @@ def test_adopt_killed_at_each_step_keeps_every_diary_and_node_local_row(fleet, t
     kill_at, killed = 1, 0
     while True:
         steps_file.unlink(missing_ok=True)
-        proc = subprocess.run([sys.executable, "-c", KILLING_CLI, str(kill_at), str(steps_file), *argv], env=PROC_ENV,
+        proc = subprocess.run([sys.executable, "-c", KILLING_CLI, str(kill_at), str(steps_file),
+                               "core.sync.snapshot:install", *argv], env=PROC_ENV,
                               capture_output=True, text=True, timeout=120)
         if proc.returncode != -signal.SIGKILL:
             assert proc.returncode == 0, proc.stderr
@@ -178,3 +181,57 @@ def test_adopt_killed_at_each_step_keeps_every_diary_and_node_local_row(fleet, t
         kill_at += 1
     assert killed >= 8, killed      # the copy, the index, the note, the renames, the carry, the note removed
     assert node_local_rows(b.db_file) == before and diary_counts(b.db_file) == counts
+
+
+@pytest.mark.timeout(600)
+def test_a_repair_rebuilding_the_database_killed_at_each_step_keeps_the_diaries(tmp_path):
+    """The same swap when `crewlet log repair` rebuilds a node's database from the repaired log (node B applied a
+    record the shared log then lost): killed at each step, the next open finds B's diary."""
+    from test_log_repair import HEADER_SIZE, flip, middle_page_create
+
+    from core.pages.service import KnowledgeBase
+
+    data = config_mod.example_config()
+    data["providers"] = {"embeddings": {"provider": "none"}}
+    a = new_home(tmp_path / "A", data)
+    shared = tmp_path / "shared"
+    ok(cli(a.root, "sync", "join", str(shared)))
+    ok(cli(tmp_path / "B", "sync", "join", str(shared), "--operator", "sam"))
+    b = Home(tmp_path / "B")
+    with Node.open(b) as node:
+        for i in range(3):
+            Diary(node).remember(f"the repair keeps note {i}", actor="eng-bot")
+        for i in range(12):
+            KnowledgeBase(node).create_page("ENG", f"From B {i}", f"written on B, {i}\n")
+    peer_file = next(p for p in (shared / "nodes").glob("*.json") if json.loads(p.read_text())["home"] == str(b.root))
+    peer_file.write_text(json.dumps(json.loads(peer_file.read_text()) | {"host": "another-machine"}))
+    start, _, _ = middle_page_create(shared / "pages.log")
+    flip(shared / "pages.log", start + HEADER_SIZE + 40)
+    ok(cli(a.root, "log", "repair", "--yes"))
+    notes = sorted(tuple(r) for r in node_local_rows(b.db_file)["agent_diary"])
+    assert len(notes) == 3
+    template = tmp_path / "B.template"
+    shutil.copytree(b.root, template)
+    steps_file = tmp_path / "steps"
+    kill_at = killed = 0
+    while True:
+        kill_at += 1
+        steps_file.unlink(missing_ok=True)
+        proc = subprocess.run([sys.executable, "-c", KILLING_CLI, str(kill_at), str(steps_file), "core.repair:_rebuild",
+                               "--home", str(b.root), "log", "repair", "--yes"], env=PROC_ENV,
+                              capture_output=True, text=True, timeout=120)
+        if proc.returncode != -signal.SIGKILL:
+            assert proc.returncode == 0, proc.stderr
+            assert int(steps_file.read_text()) == kill_at - 1
+            break
+        killed += 1
+        res = cli(b.root, "pages", "ENG")          # the next command finishes the swap, or finds it never began
+        assert res.exit_code == 0 or "damaged" in res.stderr, (kill_at, res.stderr)
+        assert not note_path(b.db_file).exists(), kill_at
+        assert sorted(tuple(r) for r in node_local_rows(b.db_file)["agent_diary"]) == notes, kill_at
+        out = json.loads(ok(cli(b.root, "log", "repair", "--yes", "--json")))   # and the repair goes through
+        assert sorted(tuple(r) for r in node_local_rows(b.db_file)["agent_diary"]) == notes, (kill_at, out)
+        shutil.rmtree(b.root)
+        shutil.copytree(template, b.root)
+    assert killed >= 6, killed
+    assert sorted(tuple(r) for r in node_local_rows(b.db_file)["agent_diary"]) == notes
