@@ -106,18 +106,18 @@ def _no_space_left(path: Path) -> bool:
 
 
 def _finish_swap(home: Home) -> None:
-    """A database swap (`sync adopt`) a killed process left half done is finished before the database is
-    opened: otherwise the open would make an empty database where the adopted one belongs, and this node's
-    own rows (its agents' diaries) would stay behind in the file kept aside."""
+    """A database swap (`sync adopt`, a repair's rebuild) a killed process left half done is finished before the
+    database is opened: otherwise the open would make an empty database where the new one belongs, and this
+    node's own rows (its agents' diaries) would stay behind in the file kept aside."""
     try:
         kept = replace_db.finish(home.db_file)
     except (OSError, sqlite3.Error) as exc:
-        raise CrewletError(f"{home.db_file} was being replaced (a snapshot adopted) when that process stopped, and "
-                           f"the swap cannot be finished now ({exc}) — fix the cause and run the command again; "
-                           "nothing was lost", code="swap_unfinished") from None
+        raise CrewletError(f"{home.db_file} was being replaced (a snapshot adopted, or a repair's rebuild) when that "
+                           f"process stopped, and the swap cannot be finished now ({exc}) — fix the cause and run the "
+                           "command again; nothing was lost", code="swap_unfinished") from None
     if kept is not None:
-        log.warning("finished adopting a snapshot a stopped process left half done; the database it replaced "
-                    "is kept as %s", kept)
+        log.warning("finished replacing the database (an adoption or a repair's rebuild) a stopped process left "
+                    "half done; the database it replaced is kept as %s", kept)
 
 
 def home_streams(home: Home) -> list[tuple[str, Path, Applier]]:

@@ -9,7 +9,6 @@ checksum fails is damage: named by check, refused by a write, never cut."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest

@@ -1,6 +1,7 @@
 """A home's database replaced by another file — wholly, or not yet — even when the process is killed halfway.
 
-Adopting a snapshot swaps the home's database for another file and keeps the old one aside. The swap is
+Adopting a snapshot (and a repair that rebuilds the database from the log) swaps the home's database for
+another file and keeps the old one aside. The swap is
 several renames (the database, its -wal and -shm aside; the new file in), and the node's own rows (an agent's
 diary above all, which no log holds) must follow into the new file. Killed between two renames, the home was
 left with no database: the next command made an empty one, replayed the log into it and said nothing, and every
@@ -25,7 +26,6 @@ from pathlib import Path
 
 from ..durable import fsync_dir, write_atomic
 from .db import connect
-from .driver import sqlite3
 
 log = logging.getLogger("crewlet.store")
 
