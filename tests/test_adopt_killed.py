@@ -235,3 +235,24 @@ def test_a_repair_rebuilding_the_database_killed_at_each_step_keeps_the_diaries(
         shutil.copytree(template, b.root)
     assert killed >= 6, killed
     assert sorted(tuple(r) for r in node_local_rows(b.db_file)["agent_diary"]) == notes
+
+
+def test_a_home_that_joins_a_shared_directory_starting_its_database_over_keeps_its_diaries(tmp_path):
+    """The third command that starts a database over: a fresh home joining a shared directory replays the shared
+    log into a new file, through the same swap, and its agents' notes come along."""
+    data = config_mod.example_config()
+    data["providers"] = {"embeddings": {"provider": "none"}}
+    a = new_home(tmp_path / "A", data)
+    shared = tmp_path / "shared"
+    ok(cli(a.root, "sync", "join", str(shared)))
+    ok(cli(a.root, "page", "create", "ENG", "On The Shared Log"))
+    c = new_home(tmp_path / "C", data)
+    with Node.open(c) as node:
+        kept = [Diary(node).remember(f"C's agent keeps fact {i}", actor="eng-bot").note for i in range(2)]
+    out = json.loads(ok(cli(c.root, "sync", "join", str(shared), "--json")))
+    assert out["joined"] == "joined" and any("crewlet.db.before-join" in k for k in out["kept_aside"])
+    with Node.open(Home(c.root)) as node:
+        assert [(n.id, n.text) for n in Diary(node).notes("eng-bot", actor="alex").notes] == \
+            [(n.id, n.text) for n in reversed(kept)]
+        assert node.conn.execute("SELECT count(*) FROM pages WHERE title = 'On The Shared Log'").fetchone()[0] == 1
+    assert not note_path(c.db_file).exists() and not list(c.root.glob("crewlet.db.joining*"))

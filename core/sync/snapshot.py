@@ -37,7 +37,7 @@ from ..store.migrations import MIGRATIONS
 from ..store.digest import NODE_LOCAL, content_digest
 
 # each node's own: never carried by a snapshot (agents' diaries are private to the node they run on, and
-# follow its own database instead: core/agents/carry.py; cached answers are the node's own, written for its askers)
+# follow its own database instead: `install` below; cached answers are the node's own, written for its askers)
 NODE_LOCAL_TABLES = NODE_LOCAL   # as core/store/digest.py `TABLES` declares them
 # the node-local tables a replaced database does not carry over, because they are derived again from the rows
 # the new one holds: backlinks by the indexer, each duty's cursor by its next pass, a diary's counts by the
