@@ -21,6 +21,15 @@ is left:
   with stderr a pipe;
 * divergence — two nodes on one shared directory; one's rows changed behind the log's back; a snapshot
   changed after it was taken.
+* kill_adopt — `crewlet sync adopt` (the real CLI) SIGKILLed before a random file operation of the database
+  swap, on a home whose agents keep diaries and whose node holds other rows of its own (issue 34);
+* swap_frames — two adjacent frames swapped in the middle of the log (issue 34: the displaced record was
+  tombstoned although its intact frame lay one frame on); flip_tail's copy of the log with no database is
+  repaired too (a damaged whole last frame is damage, not an interrupted append: it costs that one record);
+* forged_snapshot — a snapshot of a single home, a body edited and its stored digest recomputed, adopted over
+  the database it was taken from;
+* quorum_loss — a company on a three-server JetStream cluster (needs nats-server): two servers stop while two
+  nodes write and read, then start again.
 
 Columns ("–" where a fault does not exercise it):
 
@@ -47,7 +56,12 @@ Columns ("–" where a fault does not exercise it):
 * full-disk reads — reads that worked on the full disk and wrote not a byte;
 * rescue whole — the refused save's text was whole in rescued/, or absent and returned in the answer;
 * output inert — no raw control character reached stdout or stderr;
-* divergence named — `sync status` named the changed node, and adopting the changed snapshot was refused.
+* divergence named — `sync status` named the changed node, and adopting the changed snapshot was refused;
+* node-local kept — after a killed adoption, the next open held every diary note and every other node-local
+  row the home held before (and adopting again went through keeping them);
+* forged refused — adopting a forged snapshot was refused in one line, the database untouched;
+* one line, no false damage — while the cluster had no quorum and after: every command answered in one stderr
+  line or none, no traceback, nothing called damaged; reads answered from the database.
 
 `tests/test_faults.py` runs a few rounds of every kind; this runs many. Prints; never asserts.
 """
@@ -94,8 +108,9 @@ CREWLET = [PY, "-c", "import sys; from crewlet_tui.cli import main; sys.argv[0] 
 REPLAYED_TABLES = (*PAGE_KINDS.tables, "log_position")
 
 KINDS = ("kill_import", "kill_save", "kill_worker", "torn_tail", "flip_tail", "flip_mid", "dup_frame",
-         "drop_frame", "disk_full", "read_only", "full_read", "slow_save", "hostile_endpoint", "divergence")
-DAMAGE_KINDS = ("flip_tail", "flip_mid", "dup_frame", "drop_frame")
+         "drop_frame", "disk_full", "read_only", "full_read", "slow_save", "hostile_endpoint", "divergence",
+         "kill_adopt", "swap_frames", "forged_snapshot", "quorum_loss")
+DAMAGE_KINDS = ("flip_tail", "flip_mid", "dup_frame", "drop_frame", "swap_frames")
 
 
 @dataclass
@@ -119,6 +134,9 @@ class Round:
     rescue_whole: bool | None = None                  # a refused save's rescue was whole, or absent and printed
     inert: bool | None = None                         # an endpoint's hostile error reached no output raw
     divergence_named: bool | None = None              # a node holding other content was named; a forged snapshot refused
+    node_local_kept: bool | None = None               # a killed adoption kept every diary and node-local row
+    forged_refused: bool | None = None                # a forged snapshot of a single home was not adopted
+    one_line: tuple[int, int] | None = None           # commands that answered in one line, no traceback, no false damage
 
     @property
     def perfect(self) -> bool:
@@ -126,8 +144,10 @@ class Round:
                 and self.repair_lost == self.repair_expected
                 and (self.said is None or self.said[0] == self.said[1])
                 and (self.full_reads is None or self.full_reads[0] == self.full_reads[1])
+                and (self.one_line is None or self.one_line[0] == self.one_line[1])
                 and all(v is not False for v in (self.digest_kept, self.lease_free, self.app_alive, self.rescue_whole,
-                                                 self.inert, self.divergence_named)))
+                                                 self.inert, self.divergence_named, self.node_local_kept,
+                                                 self.forged_refused)))
 
 
 # -- homes -------------------------------------------------------------------------------------------
@@ -512,12 +532,18 @@ def _damage(kind: str, rng: random.Random, path: Path) -> int:
         start, end, _ = fs[rng.randrange(1, len(fs) - 1)]
         path.write_bytes(bytes(data[:start] + data[end:]))
         return start
+    if kind == "swap_frames":
+        i = rng.randrange(1, len(fs) - 2)
+        (a, _, _), (b, c, _) = fs[i], fs[i + 1]
+        path.write_bytes(bytes(data[:a] + data[b:c] + data[a:b] + data[c:]))
+        return a
     raise ValueError(kind)
 
 
 # records a repair must lose for each damage where no database can give them back (a node with only a copy of
-# the log): a duplicate costs nothing, a flipped or dropped frame the one record it held
-EXPECTED_LOST = {"flip_mid": 1, "dup_frame": 0, "drop_frame": 1}
+# the log): a duplicate or two swapped frames cost nothing, a flipped or dropped frame the one record it held (a
+# flipped last frame too: a whole frame whose checksum fails is damage, never an interrupted append cut quietly)
+EXPECTED_LOST = {"flip_tail": 1, "flip_mid": 1, "dup_frame": 0, "drop_frame": 1, "swap_frames": 0}
 
 
 def replica(home: Home, root: Path) -> Home:
@@ -972,6 +998,228 @@ def divergence(rng: random.Random, home: Home, scratch: Path) -> Round:
         return r
 
 
+# `crewlet sync adopt` SIGKILLed before its Nth file operation (rename, unlink, fsync, copy, tree removal) while
+# the snapshot is installed, or just after (N past the last: never killed); "steps N" on stderr when not killed
+KILLING_ADOPT = textwrap.dedent("""
+    import os, shutil, signal, sys
+    kill_at, *argv = sys.argv[1:]
+    kill_at = int(kill_at)
+    from crewlet_tui.cli import main
+    from core.sync import snapshot
+
+    seen, inside = [0], [False]
+
+    def step():
+        if inside[0]:
+            seen[0] += 1
+            if seen[0] == kill_at:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    def counted(fn):
+        def run(*args, **kwargs):
+            step()
+            return fn(*args, **kwargs)
+        return run
+
+    for name in ("replace", "rename", "unlink", "fsync", "link"):
+        setattr(os, name, counted(getattr(os, name)))
+    shutil.rmtree, shutil.copyfile = counted(shutil.rmtree), counted(shutil.copyfile)
+    install = snapshot.install
+
+    def installing(*args, **kwargs):
+        inside[0] = True
+        try:
+            return install(*args, **kwargs)
+        finally:
+            step()
+            inside[0] = False
+
+    snapshot.install = installing
+    sys.argv = ["crewlet", *argv]
+    try:
+        main()
+    finally:
+        print("steps", seen[0], file=sys.stderr)
+""")
+
+
+def _node_local(home: Home) -> dict[str, list[tuple]]:
+    from core.store import connect
+    from core.sync.snapshot import carried_tables
+
+    conn = connect(home.db_file, readonly=True)
+    try:
+        out = {t: rows(conn, t) for t in carried_tables()}
+        out["diary counts"] = rows(conn, "agent_diary_versions")
+        out["diary counts"] = [(agent, notes) for agent, _version, notes in out["diary counts"] if notes]
+        return out
+    finally:
+        conn.close()
+
+
+def kill_adopt(rng: random.Random, home: Home, scratch: Path) -> Round:
+    """A node whose agents keep diaries (and which holds an embedding hold and a cached answer: rows on no log)
+    adopts a snapshot of itself; the adoption is killed before a random step of the swap."""
+    from core.agents.diary import Diary
+    from core.store.replace import note_path
+
+    r = Round("kill_adopt")
+    try:
+        with Node.open(home) as node:
+            for i in range(rng.randint(1, 5)):
+                Diary(node).remember(f"eng-bot keeps fact {i} of round {uuid.uuid4().hex[:6]}", actor="eng-bot")
+            node.conn.execute("INSERT INTO embed_holds VALUES ('p1', 1, 'fp', 1, 2, 10, 'refused by the provider')")
+            node.conn.execute("INSERT INTO answer_cache VALUES ('k1', 1, 0, '{}', 1, 1)")
+        snap = scratch / "snap.db"
+        if cli(home, "sync", "snapshot", str(snap)).exit_code != 0:
+            raise RuntimeError("no snapshot")
+        with Node.open(home) as node:   # the database moves past the snapshot: the adoption replays the rest
+            KnowledgeBase(node).create_page("ENG", "After The Snapshot", "written after it\n")
+        before, pages = _node_local(home), pages_in_db(home)
+        kill_at = rng.randint(1, 19)
+        p = subprocess.run([PY, "-c", KILLING_ADOPT, str(kill_at), "--home", str(home.root), "sync", "adopt",
+                            str(snap), "--yes"], env=ENV, capture_output=True, text=True, timeout=120)
+        killed = p.returncode == -signal.SIGKILL
+        r.seen = f"killed at step {kill_at}" if killed else f"not killed ({p.stderr.strip().splitlines()[-1:]})"
+        if not killed and p.returncode != 0:
+            r.notes.append(f"adopt failed: {p.stderr.strip()[-200:]!r}")
+        shown = cli(home, "pages", "ENG")      # the next command finishes the swap, or finds it never began
+        if shown.exit_code != 0:
+            r.clean_reopen = False
+            r.notes.append(f"the next command after the kill: {shown.stderr.strip()[:200]!r}")
+        after = _node_local(home)
+        r.node_local_kept = after == before and not note_path(home.db_file).exists()
+        if not r.node_local_kept:
+            r.notes.append(f"node-local rows after the kill: {[t for t in before if before[t] != after.get(t)]} differ")
+        again = cli(home, "sync", "adopt", str(snap), "--yes")
+        if again.exit_code != 0 or _node_local(home) != before:
+            r.node_local_kept = False
+            r.notes.append(f"adopting again: exit {again.exit_code} {again.stderr.strip()[:160]!r}")
+        now = pages_in_db(home)
+        r.lost_acked = sum(1 for k, v in pages.items() if now.get(k) != v)
+        r.clean_reopen = r.clean_reopen and write_works(home)
+    except Exception as exc:  # noqa: BLE001
+        r.clean_reopen = False
+        r.node_local_kept = False
+        r.notes.append(f"failed: {exc!r}")
+    return finish(r, home, scratch)
+
+
+def forged_snapshot(rng: random.Random, home: Home, scratch: Path) -> Round:
+    """A snapshot of a home with no peers: one body edited by hand and the digest it says it was taken as
+    recomputed. Adopted over the database it was taken from (at the same position, holding the true content),
+    it must be refused."""
+    import sqlite3 as plain
+
+    from core.store import connect
+
+    r = Round("forged_snapshot")
+    snap = scratch / "snap.db"
+    try:
+        if cli(home, "sync", "snapshot", str(snap)).exit_code != 0:
+            raise RuntimeError("no snapshot")
+        conn = plain.connect(snap)
+        table = rng.choice(["pages", "revisions", "comments"])
+        column = {"pages": "body", "revisions": "title", "comments": "body"}[table]
+        conn.execute(f"UPDATE {table} SET {column} = {column} || ' (forged)' "
+                     f"WHERE rowid = (SELECT rowid FROM {table} ORDER BY random() LIMIT 1)")
+        conn.commit()
+        conn.close()
+        c = connect(snap, migrate_schema=False)
+        try:
+            c.execute("UPDATE crewlet_snapshot SET value = ? WHERE key = 'content_digest'", (content_digest(c).content,))
+        finally:
+            c.close()
+        before = home.db_file.read_bytes()
+        res = cli(home, "sync", "adopt", str(snap), "--yes")
+        lines = res.stderr.strip().splitlines()
+        r.forged_refused = res.exit_code == 1 and len(lines) == 1 and home.db_file.read_bytes() == before
+        r.seen = f"{table} forged: adopt exit {res.exit_code}"
+        if not r.forged_refused:
+            r.notes.append(f"forged snapshot: adopt exit {res.exit_code} {res.stderr.strip()[:160]!r}")
+    except Exception as exc:  # noqa: BLE001
+        r.clean_reopen = False
+        r.forged_refused = False
+        r.notes.append(f"failed: {exc!r}")
+    return finish(r, home, scratch)
+
+
+def _crewlet(root: Path, *args: str) -> tuple[int, str, str]:
+    p = subprocess.run([*CREWLET, "--home", str(root), *args], env=ENV, capture_output=True, text=True, timeout=180)
+    return p.returncode, p.stdout, p.stderr
+
+
+def quorum_loss(rng: random.Random, home: Home, scratch: Path) -> Round:
+    """A company on a three-server JetStream cluster; two servers stop while two nodes create, save and show
+    pages, then start again. Every answer is one line or none (no traceback, nothing called damaged), a read
+    answers from the database, and every create that exited 0 is on both nodes after."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from nats_server import NatsCluster, binary
+
+    r = Round("quorum_loss")
+    if binary() is None:
+        r.skipped = "no nats-server binary (the test extra installs one)"
+        return r
+    r.replay_equal = True   # a stream is not replayed into a file here
+    runs: list[tuple[str, int, str, str]] = []
+    acked: list[str] = []
+    b = scratch / "B"
+    body = scratch / "body.md"
+    body.write_text("edited while the cluster had no quorum\n", encoding="utf-8")
+
+    def step(root: Path, phase: str, *args: str) -> int:
+        rc, out, err = _crewlet(root, *args)
+        runs.append((f"{root.name} {phase} {' '.join(args[:2])}", rc, out, err))
+        if args[:2] == ("page", "create") and rc == 0:
+            acked.append(args[3])
+        return rc
+
+    try:
+        with NatsCluster(scratch / "nats", size=3) as cluster:
+            for root, args in ((home.root, ("sync", "join", cluster.url, "--replicas", "3")),
+                               (b, ("sync", "join", cluster.url, "--operator", "sam"))):
+                rc, _, err = _crewlet(root, *args)
+                if rc != 0:
+                    raise RuntimeError(f"sync join: {err.strip()[:200]}")
+            down = rng.sample([0, 1, 2], 2)
+            for i in down:
+                cluster.servers[i].stop()
+            for k in range(rng.randint(1, 3)):
+                for root in (home.root, b):
+                    step(root, "down", "page", "create", "ENG", f"{root.name} down {k}")
+                    step(root, "down", "page", "save", "ENG/Runbook 3", "--body-file", str(body), "--base-rev", "1")
+                    if step(root, "down", "page", "show", "ENG/Runbook 3") != 0 and root == home.root:
+                        r.notes.append("a read during the outage failed")
+            for i in down:
+                cluster.servers[i].start(wait=False)
+            deadline = time.monotonic() + 120
+            for root in (home.root, b):
+                k = 0
+                while step(root, "back", "page", "create", "ENG", f"{root.name} back {k}") != 0:
+                    k += 1
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("no write went through after the servers came back")
+            quiet = 0
+            for what, rc, out, err in runs:
+                lines = err.strip().splitlines()
+                fine = ("Traceback" not in err and "damaged" not in err + out and rc in (0, 1)
+                        and (len(lines) <= 1 if rc == 0 else len(lines) == 1))
+                quiet += fine
+                if not fine:
+                    r.notes.append(f"{what}: exit {rc} {err.strip()[-200:]!r}")
+            r.one_line = (quiet, len(runs))
+            for root in (home.root, b):
+                missing = [t for t in acked if _crewlet(root, "page", "show", f"ENG/{t}")[0] != 0]
+                r.lost_acked += len(missing)
+                if missing:
+                    r.notes.append(f"{root.name} lacks acknowledged {missing}")
+            r.seen = f"servers {down} stopped; {len(runs)} commands, {len(acked)} creates acknowledged"
+    except Exception as exc:  # noqa: BLE001
+        r.clean_reopen = False
+        r.notes.append(f"failed: {exc!r}")
+    return r
+
+
 def run_round(kind: str, rng: random.Random, template: Home, work: Path, docs: Path) -> Round:
     scratch = Path(tempfile.mkdtemp(prefix=f"{kind}-", dir=work))
     try:
@@ -999,6 +1247,12 @@ def run_round(kind: str, rng: random.Random, template: Home, work: Path, docs: P
             return hostile_endpoint(rng, home, scratch)
         if kind == "divergence":
             return divergence(rng, home, scratch)
+        if kind == "kill_adopt":
+            return kill_adopt(rng, home, scratch)
+        if kind == "forged_snapshot":
+            return forged_snapshot(rng, home, scratch)
+        if kind == "quorum_loss":
+            return quorum_loss(rng, home, scratch)
         raise ValueError(f"no fault '{kind}': one of {', '.join(KINDS)}")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -1034,6 +1288,9 @@ COLUMNS = [  # (heading, what a round holds of it): "–" where a fault does not
     ("rescue whole", lambda rs: _flags([r.rescue_whole for r in rs])),
     ("output inert", lambda rs: _flags([r.inert for r in rs])),
     ("divergence named", lambda rs: _flags([r.divergence_named for r in rs])),
+    ("node-local kept", lambda rs: _flags([r.node_local_kept for r in rs])),
+    ("forged refused", lambda rs: _flags([r.forged_refused for r in rs])),
+    ("one line, no false damage", lambda rs: _pair([r.one_line for r in rs if r.one_line is not None])),
 ]
 
 

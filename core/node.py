@@ -35,6 +35,7 @@ from .replica import engine
 from .replica.appliers import Decision, outcome_of
 from .replica.engine import Applier, Stream, gc_paused
 from .store import Connection, connect, sqlite3
+from .store import replace as replace_db
 from .store.db import FULL_BELOW, files_stamp, room_left
 from .store.digest import content_digest
 from .vectors import records as vectors
@@ -104,6 +105,21 @@ def _no_space_left(path: Path) -> bool:
     return st.f_bavail * st.f_frsize < 64 * 1024
 
 
+def _finish_swap(home: Home) -> None:
+    """A database swap (`sync adopt`, a repair's rebuild) a killed process left half done is finished before the
+    database is opened: otherwise the open would make an empty database where the new one belongs, and this
+    node's own rows (its agents' diaries) would stay behind in the file kept aside."""
+    try:
+        kept = replace_db.finish(home.db_file)
+    except (OSError, sqlite3.Error) as exc:
+        raise CrewletError(f"{home.db_file} was being replaced (a snapshot adopted, or a repair's rebuild) when that "
+                           f"process stopped, and the swap cannot be finished now ({exc}) — fix the cause and run the "
+                           "command again; nothing was lost", code="swap_unfinished") from None
+    if kept is not None:
+        log.warning("finished replacing the database (an adoption or a repair's rebuild) a stopped process left "
+                    "half done; the database it replaced is kept as %s", kept)
+
+
 def home_streams(home: Home) -> list[tuple[str, Path, Applier]]:
     """A home's logs, in the order they are opened, checked and applied: each with the applier its records
     registered (a third log is one more line here)."""
@@ -159,6 +175,7 @@ class Node:
                 # the company moved from the shared directory onto JetStream: this node follows
                 settings = _follow(home, settings)
         company = config_mod.with_operator(config_mod.load(home.config_file), settings, home.node_file)
+        _finish_swap(home)
         conn = connect(home.db_file)
         if not settings.node_id and not getattr(conn, "readonly", False):
             settings = _give_node_id(home, settings)
@@ -566,6 +583,7 @@ class Node:
             except LogDamage as exc:
                 self._damaged(exc)
                 raise
+            self.offline = None
             self.publish_position()
             return applied
 
@@ -584,6 +602,15 @@ class Node:
                                   code="disk_full")
             raise WriteFailed(f"{self.home.db_file} is read-only for this process — {nothing}; make the home "
                               "writable to change it (reading works as it is)", code="read_only")
+        if self.offline is not None:
+            # the servers could not serve the log a moment ago: asked again (the record this database applied
+            # last, by seq) — still so, the write is refused at once rather than after an append's patience
+            self.offline = None
+            self.verify_log(whole=False)
+            if self.damage is not None:
+                raise self.damage
+            if self.offline is not None:
+                raise WriteFailed(f"{self.offline.line()} — {nothing}", code="offline")
         guard = self._peers_guard(stream.position_name)
         try:
             try:
@@ -652,6 +679,7 @@ class Node:
                     raise _not_applied(pending, cause) from exc
                 raise
             self.apply_error = None
+            self.offline = None      # the servers took the records and the log was read: in contact again
             self.publish_position()
             outcomes = []
             for rec in appended:
@@ -699,13 +727,15 @@ class Offline:
     why: str
     applied_seq: int
     last_contact_ms: int | None
+    quorum: bool = False       # the servers answer, but without a quorum to serve the log
 
     @classmethod
     def of(cls, node: "Node", exc: BaseException) -> "Offline":
         from .log import jetstream
 
         contact = jetstream.last_contact(node.home) or getattr(exc, "since_ms", None)
-        return cls(getattr(exc, "servers", ""), getattr(exc, "why", str(exc)), node.applied_seq(), contact)
+        return cls(getattr(exc, "servers", ""), getattr(exc, "why", str(exc)), node.applied_seq(), contact,
+                   bool(getattr(exc, "quorum", False)))
 
     def line(self) -> str:
         since = "never in contact from this home"
@@ -713,13 +743,14 @@ class Offline:
             ago = max(0, (now_ms() - self.last_contact_ms) // 1000)
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.last_contact_ms / 1000))
             since = f"behind since {when} ({_ago(ago)} ago), the last contact"
-        return (f"offline: the log's NATS servers ({self.servers}) cannot be reached ({self.why}); this node serves "
+        state = "have no quorum" if self.quorum else "cannot be reached"
+        return (f"offline: the log's NATS servers ({self.servers}) {state} ({self.why}); this node serves "
                 f"its own copy, applied through seq {self.applied_seq:,}, {since} — writes are refused until they "
                 "can be reached")
 
     def to_json(self) -> dict:
         return {"servers": self.servers, "why": self.why, "applied_seq": self.applied_seq,
-                "last_contact_ms": self.last_contact_ms}
+                "last_contact_ms": self.last_contact_ms, "no_quorum": self.quorum}
 
 
 def _ago(seconds: int) -> str:

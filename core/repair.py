@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from .clock import now_ms
-from .durable import fsync_dir
+from .durable import fsync_dir, fsync_file
 from .log import FileLog, Record
 from .log.check import Applied, LogHealth, Spot, inspect, walk
 from .log.filelog import LogMismatch, _sync_fd
@@ -85,7 +85,8 @@ class Rewrite:
     """What a repair writes at one seq whose record the log lost."""
 
     seq: int
-    how: str                 # recovered (rebuilt from a database's rows) | outcome (a refused/no-op record's outcome) | lost
+    how: str                 # recovered (rebuilt from a database's rows) | outcome (a refused/no-op record's outcome) |
+    #                          found (its intact frame stood out of its place) | lost
     record: Record
     what: str = ""           # what the lost record did, by name, when any database knew
     source: str = ""         # the database that gave it back
@@ -101,6 +102,8 @@ class Rewrite:
         what = self.what or "a record no database knew"
         if self.lost:
             return f"seq {self.seq} ({what}): lost — {self.why}"
+        if self.how == "found":
+            return f"seq {self.seq} ({what}): {self.source}, put back in its place"
         return f"seq {self.seq} ({what}): given back by {self.source}" + (f" ({self.note})" if self.note else "")
 
     def to_json(self) -> dict[str, Any]:
@@ -344,7 +347,13 @@ def _plan(spec: LogSpec, flog: FileLog, health: LogHealth, sources: list[Source]
         if len(spot.seqs) == 1 and spot.end > spot.offset:
             legible[spot.seqs[0]] = _legible(flog, spot, sources)
     related = _related(flog, health, sources, spec) if health.lost_seqs else Related()
+    found = health.found
     for seq in health.lost_seqs:
+        if seq in found:
+            back = _found_out_of_place(spec, flog, seq, found[seq], sources)
+            if back is not None:
+                out[seq] = back
+                continue
         reasons: list[str] = []
         what = ""
         found: Rewrite | None = None
@@ -389,6 +398,30 @@ def _plan(spec: LogSpec, flog: FileLog, health: LogHealth, sources: list[Source]
             why = "; ".join(reasons)
             out[seq] = Rewrite(seq, "lost", tombstone(seq, spec.name, why, was=what).at_seq(seq), what, why=why)
     return out
+
+
+def _found_out_of_place(spec: LogSpec, flog: FileLog, seq: int, offset: int, sources: list[Source]) -> Rewrite | None:
+    """The record of `seq`, from its intact frame further on in the log (two frames swapped): the very record,
+    put back in its place — unless a database that applied `seq` applied another record there."""
+    frame = flog.frame_at(offset)
+    if not hasattr(frame, "body") or frame.seq != seq:
+        return None
+    try:
+        record = Record.from_body(frame.body, seq)
+    except ValueError:
+        return None
+    conn = None
+    for src in sources:
+        if src.conn is None or src.positions.get(spec.name, Applied()).seq < seq:
+            continue
+        conn = conn or src.conn
+        if spec.name == "pages":
+            row = src.conn.execute("SELECT op_id FROM applied_ops WHERE seq = ?", (seq,)).fetchone()
+            if row is not None and row["op_id"] != record.op_id:
+                return None    # not the record that stood there: a stranger claiming its seq
+    what = guess_what(frame.body, conn or next((s.conn for s in sources if s.conn is not None), None))
+    what = what.removesuffix(" (read from the damaged bytes)")   # these bytes are intact
+    return Rewrite(seq, "found", record, what, f"its intact frame, out of its place at byte offset {offset:,}")
 
 
 def _legible(flog: FileLog, spot: Spot, sources: list[Source]) -> str:
@@ -592,7 +625,7 @@ def _verify(spec: LogSpec, flog: FileLog, health: LogHealth, rewrites: dict[int,
         what if what.startswith("the replay") else
         f"no record its rows allow gives, replayed, the rows of {label} (they differ in {what})"))
     for seq, rw in given.items():
-        if rw.how == "outcome":
+        if rw.how in ("outcome", "found"):   # exact: the outcome it was given, the very record out of place
             rewrites[seq] = rw
             continue
         rewrites[seq] = Rewrite(seq, "lost", tombstone(seq, spec.name, why, was=rw.what).at_seq(seq), rw.what, why=why)
@@ -813,26 +846,46 @@ def repair_home(home: Home, reports: list[LogReport], *,
             result.pages_lost += report.pages_lost
     if any(r.needs_rebuild for r in reports):
         result.lost = [c for r in reports for c in r.lost + r.held]
-        result.database_kept_as = str(move_database_aside(home, "before-repair"))
-        conn = connect(home.db_file)
-        try:
-            for spec in home_logs(home):
-                if spec.path.exists():
-                    with FileLog(spec.path, readonly=True) as flog:
-                        result.applied += spec.apply(conn, flog, progress)
-        finally:
-            conn.close()
+        kept = _rebuild(home, result, progress)
+        result.database_kept_as = str(kept) if kept is not None else None
         result.rebuilt = True
     if home.db_file.exists():
         # opening moves the position to the repaired log, and checks it once more
         with Node.open(home, sync_containers=False) as node:
             if node.damage is not None and not (result.kept and node.damage.kind == "diverged"):
                 raise node.damage
-    if result.rebuilt:
-        from .agents.carry import carry_diaries   # diaries are on no log: they follow the database
-
-        carry_diaries(result.database_kept_as, home.db_file)
     return result
+
+
+# this node's own rows a rebuilt database takes over from the one it replaces: its agents' diaries (on no log)
+REBUILD_CARRIES = ("agent_diary",)
+
+
+def _rebuild(home: Home, result: RepairResult, progress: Callable[[int], None] | None) -> Path | None:
+    """The database replayed from the repaired logs into a file beside it, then swapped in for the old one (kept
+    aside) with this node's diaries carried over — a swap written down first, so a kill anywhere in it is finished
+    by the next open (core/store/replace.py) rather than leaving a database without its diaries."""
+    from .store import replace as replace_db
+
+    db = home.db_file
+    fresh = db.with_name(db.name + ".rebuilding")
+    with replace_db.held(db):
+        replace_db.finish_held(db)
+        for stale in (fresh, *(fresh.with_name(fresh.name + s) for s in ("-wal", "-shm", "-journal"))):
+            stale.unlink(missing_ok=True)    # a killed rebuild's half-made file (no note names it)
+        conn = connect(fresh)
+        try:
+            for spec in home_logs(home):
+                if spec.path.exists():
+                    with FileLog(spec.path, readonly=True) as flog:
+                        result.applied += spec.apply(conn, flog, progress)
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            conn.execute("PRAGMA journal_mode = DELETE")   # one file, to be renamed into place
+        finally:
+            conn.close()
+        fsync_file(fresh)
+        shutil.rmtree(home.index_dir, ignore_errors=True)   # derived from the rows being replaced
+        return replace_db.replace(db, fresh, database_aside_path(home, "before-repair"), REBUILD_CARRIES)
 
 
 def move_database_aside(home: Home, label: str) -> Path:

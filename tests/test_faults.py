@@ -264,9 +264,10 @@ def test_a_body_that_escapes_past_the_record_limit_is_refused_cleanly_and_a_save
 
 @pytest.mark.timeout(300)
 def test_a_round_of_every_fault_leaves_a_home_that_reopens_loses_nothing_acknowledged_and_replays(tmp_path):
-    # the slowest (a worker's first build, seven CLI processes on a read-only mount, the app) are
-    # test_a_read_only_home_…, tests/test_leases.py and tests/test_app_slow_save.py, and bench/faults.py's
-    kinds = [k for k in KINDS if k not in ("kill_worker", "read_only", "slow_save")]
+    # the slowest (a worker's first build, seven CLI processes on a read-only mount, the app, a JetStream cluster
+    # losing its quorum) are test_a_read_only_home_…, tests/test_leases.py, tests/test_app_slow_save.py and
+    # tests/test_jetstream_quorum.py, and bench/faults.py's
+    kinds = [k for k in KINDS if k not in ("kill_worker", "read_only", "slow_save", "quorum_loss")]
     results = run(len(kinds), kinds, seed=20250101, work=tmp_path, docs_n=400)
     ran = [r for r in results if not r.skipped]
     assert len(ran) >= len(kinds) - 2  # disk_full and full_read need root

@@ -417,15 +417,34 @@ def test_corrupt_middle_header_raises(tmp_path: Path, where: str) -> None:
     assert ei.value.offset == starts[1] and ei.value.next_offset == starts[2]
 
 
-def test_corrupt_last_frame_is_torn(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_corrupt_whole_last_frame_is_damage_not_a_torn_tail(tmp_path: Path) -> None:
+    """Issue 34: a last frame whose every byte is there and whose checksum fails was written whole (and synced,
+    and acknowledged) and damaged after: cutting it as an interrupted append lost the record without a word."""
     log = FileLog(tmp_path / "a.log")
     written = log.append([make(i) for i in range(5)])
     starts = frame_starts(log)
     flip_byte(log.path, starts[4] + HEADER_SIZE + 5)
+    damaged = log.path.read_bytes()
+
+    fresh = FileLog(log.path)
+    assert read_all(fresh) == written[:4]           # a reader stops before it, as before
+    with pytest.raises(LogCorrupt) as ei:
+        fresh.scan()
+    assert ei.value.offset == starts[4] and "checksum fails" in str(ei.value)
+    with pytest.raises(LogCorrupt):
+        fresh.append([make(5)])
+    assert log.path.read_bytes() == damaged         # nothing cut, nothing appended
+
+
+def test_a_last_frame_cut_short_is_torn(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    log = FileLog(tmp_path / "a.log")
+    written = log.append([make(i) for i in range(5)])
+    starts = frame_starts(log)
+    os.truncate(log.path, starts[5] - 3)
 
     fresh = FileLog(log.path)
     assert read_all(fresh) == written[:4]
-    assert fresh.scan() == ReadReport(4, starts[4], True, starts[5] - starts[4])
+    assert fresh.scan() == ReadReport(4, starts[4], True, starts[5] - 3 - starts[4])
     with caplog.at_level(logging.WARNING, logger="core.log.filelog"):
         assert fresh.append([make(5)])[0].seq == 5
     assert "torn tail" in caplog.text

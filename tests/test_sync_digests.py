@@ -155,3 +155,48 @@ def test_sync_status_digest_reads_the_rows_once(fleet, monkeypatch):
     pages_reads = [sql for sql in calls if sql == digest_mod.REPLICATED["pages"]]
     assert len(pages_reads) == 1, f"the pages table was read {len(pages_reads)} times for one digest"
     assert out["digest"]["content"] and out["digest"]["tables"]["pages"]
+
+
+def forge(snap: Path) -> None:
+    """A careful hand edit: a body changed, and the digest the snapshot says it was taken as recomputed."""
+    tamper(snap)
+    from core.store import connect
+    from core.store.digest import content_digest
+
+    c = connect(snap, migrate_schema=False)
+    try:
+        c.execute("UPDATE crewlet_snapshot SET value = ? WHERE key = 'content_digest'", (content_digest(c).content,))
+    finally:
+        c.close()
+
+
+def test_a_forged_snapshot_is_refused_on_a_single_home_whose_database_stands_at_its_position(tmp_path):
+    """Issue 34: with no peers to ask, the forged snapshot replaced a database at the same position holding the
+    true content. The home's own database is a digest it knows at that position."""
+    home = new_home(tmp_path / "single")
+    ok(cli(home.root, "page", "create", "ENG", "Shared Page"))
+    snap = tmp_path / "snap.db"
+    ok(cli(home.root, "sync", "snapshot", str(snap)))
+    forge(snap)
+    before = home.db_file.read_bytes()
+    res = cli(home.root, "sync", "adopt", str(snap), "--yes")
+    assert res.exit_code == 1, (res.stdout, res.stderr)
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "does not hold what the log made" in lines[0] and "this node's database" in lines[0]
+    assert home.db_file.read_bytes() == before and not list(home.root.glob("crewlet.db.before-adopt-*"))
+    assert "Shared Page" in ok(cli(home.root, "page", "show", "ENG/shared page"))
+    # the true snapshot at the same position is adopted; a forged one the database has moved past is not asked
+    # about (that position's digest is no longer known here)
+    true = tmp_path / "true.db"
+    ok(cli(home.root, "sync", "snapshot", str(true)))
+    ok(cli(home.root, "sync", "adopt", str(true), "--yes"))
+
+
+def test_a_forged_snapshot_is_refused_by_the_node_s_own_database_on_a_shared_directory(fleet, tmp_path):
+    """No node published a digest (nobody ran `sync status`): B's own database, at the same position, refuses it."""
+    a, b, shared = fleet
+    snap = tmp_path / "snap.db"
+    ok(cli(a.root, "sync", "snapshot", str(snap)))
+    forge(snap)
+    res = cli(b.root, "sync", "adopt", str(snap), "--yes")
+    assert res.exit_code == 1 and "does not hold what the log made" in res.stderr, (res.stdout, res.stderr)

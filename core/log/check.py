@@ -25,7 +25,8 @@ class Spot:
     `kind`: corrupt (bytes that are no frame), undecodable (a frame that verifies but is no record),
     duplicate (a second copy of a frame already read: costs nothing), repeat (another record claiming a seq
     already read), gap (seqs missing, no bytes where they were), cut (records the database — or a peer —
-    applied that the file no longer holds at its end)."""
+    applied that the file no longer holds at its end), displaced (the intact frame of a seq the log lost where
+    it stood, found further on — two frames swapped: a repair puts it back, costing nothing)."""
 
     kind: str
     offset: int
@@ -45,6 +46,8 @@ class Spot:
             return f"a second copy of seq {self.copy_of} at {where} ({self.end - self.offset:,} bytes)"
         if self.kind == "repeat":
             return f"another record claiming seq {self.copy_of} at {where}"
+        if self.kind == "displaced":
+            return f"the intact frame of seq {self.copy_of} out of its place at {where} (a repair puts it back)"
         what = _seq_text(self.seqs)
         if self.kind == "gap":
             return f"{what} missing before {where}"
@@ -80,6 +83,11 @@ class LogHealth:
     prefix_records: int = 0       # intact records before the first damage
 
     @property
+    def found(self) -> dict[int, int]:
+        """seq -> where the intact frame of a seq the log lost in its place stands, out of its place."""
+        return {spot.copy_of: spot.offset for spot in self.spots if spot.kind == "displaced" and spot.copy_of}
+
+    @property
     def sound(self) -> bool:
         return self.damage is None and self.applied_problem is None
 
@@ -105,6 +113,16 @@ def walk(flog: FileLog, applied: Applied, *, others_applied: int = 0) -> Iterato
     offsets: list[int] = []       # where each seq's intact frame starts (seq - 1): a repeat is compared with it
     for item in flog.resync(0):
         if isinstance(item, Garbage):
+            whole = flog.whole_frame_damage(item.offset) if item.torn else None
+            if whole is not None:
+                # a whole frame damaged after it was written: its record is lost here, not an interrupted append
+                if pending is not None:
+                    yield "spot", Spot("corrupt", pending.offset, pending.end, (), pending.reason)
+                    pending = None
+                yield "spot", Spot("corrupt", item.offset, item.end, (expected,), whole)
+                offsets.append(-1)
+                expected += 1
+                break
             if item.torn:
                 applied_hi = max(applied.seq, others_applied)
                 if applied_hi >= expected or applied.end > item.offset:
@@ -124,6 +142,13 @@ def walk(flog: FileLog, applied: Applied, *, others_applied: int = 0) -> Iterato
                 yield "spot", Spot("corrupt", pending.offset, pending.end, (), pending.reason)
                 pending = None
             at = offsets[frame.seq - 1] if 0 < frame.seq <= len(offsets) else -1
+            if at == -1 and 0 < frame.seq <= len(offsets) and _is_record(frame):
+                # the seq is one the log lost where it stood (a gap, damaged bytes) and here is an intact record
+                # claiming it: its frame, out of place (two frames swapped) — a repair puts it back in its place
+                offsets[frame.seq - 1] = frame.offset
+                yield "spot", Spot("displaced", frame.offset, frame.end, (), "an intact frame out of its place",
+                                   copy_of=frame.seq)
+                continue
             kept = flog.frame_at(at) if at >= 0 else None
             if isinstance(kept, Frame) and kept.body == frame.body:
                 yield "spot", Spot("duplicate", frame.offset, frame.end, (), "an exact copy", copy_of=frame.seq)
@@ -155,6 +180,14 @@ def walk(flog: FileLog, applied: Applied, *, others_applied: int = 0) -> Iterato
         end = flog.size()
         yield "spot", Spot("cut", end, end, tuple(range(expected, applied_hi + 1)),
                            "the log ends before records that were applied")
+
+
+def _is_record(frame: Frame) -> bool:
+    try:
+        Record.from_body(frame.body, frame.seq)
+    except ValueError:
+        return False
+    return True
 
 
 def inspect(flog: FileLog, applied: Applied, *, collect_op_ids: bool = False, others_applied: int = 0) -> LogHealth:
@@ -198,7 +231,7 @@ def inspect(flog: FileLog, applied: Applied, *, collect_op_ids: bool = False, ot
 
 def _as_damage(path: Path, spot: Spot, prefix: int) -> LogDamage:
     """The first damaged place, as the error a reader of the log meets there."""
-    if spot.kind in ("duplicate", "repeat"):
+    if spot.kind in ("duplicate", "repeat", "displaced"):
         return LogGap(path, spot.offset, prefix + 1, spot.copy_of or prefix)
     if spot.kind == "gap":
         return LogGap(path, spot.offset, prefix + 1, spot.seqs[-1] + 1)
@@ -272,7 +305,7 @@ def cut_aside(flog: FileLog, cut: int, dest: Path, *, expect_size: int) -> int:
 
 def verify_sound(flog: FileLog, mark: dict[str, Any] | None) -> dict[str, Any]:
     """Is the whole log sound — every frame verifying, seqs contiguous from 1 (an interrupted append at the end
-    is no damage)? Raises the first damage (LogCorrupt, LogGap); returns the mark to keep for next time.
+    is no damage; a whole last frame whose checksum fails is)? Raises the first damage (LogCorrupt, LogGap); returns the mark to keep for next time.
 
     Every command checks this at open, so a flipped bit behind what the database applied is said by a read
     too, not only by the next write. A full scan costs about 5 µs a record, so the answer is remembered as a
@@ -297,6 +330,9 @@ def verify_sound(flog: FileLog, mark: dict[str, Any] | None) -> dict[str, Any]:
     assert stop is not None
     if stop.status is FrameStatus.CORRUPT:
         raise LogCorrupt(flog.path, stop.offset, seq + 1, stop.reason, stop.next_frame, seq_inferred=True)
+    whole = flog.whole_frame_damage(stop.offset) if stop.status is FrameStatus.TORN else None
+    if whole is not None:
+        raise LogCorrupt(flog.path, stop.offset, seq + 1, whole, seq_inferred=True)
     return {"ident": ident, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "seq": seq,
             "last_start": last.offset if last is not None else None, "end": last.end if last is not None else 0,
             "digest": frame_digest(last.body) if last is not None else None}

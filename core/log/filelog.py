@@ -32,8 +32,8 @@ from typing import Callable, Iterator, Sequence
 from ..durable import fsync_dir
 from ..clock import now_ms
 from ..process import Holder
-from .framing import (HEADER_SIZE, MAX_BODY, Applied, Frame, FrameScanner, FrameStatus, Garbage, Stop, frame_digest,
-                      frame_header, read_frame, resync)
+from .framing import (_HEADER, HEADER_SIZE, MAGIC, MAX_BODY, Applied, Frame, FrameScanner, FrameStatus, Garbage, Stop,
+                      crc32c, frame_digest, frame_header, read_frame, resync)
 from .record import Record
 
 logger = logging.getLogger(__name__)
@@ -204,6 +204,42 @@ class ReadReport:
     end_offset: int
     torn_tail: bool
     torn_bytes: int
+
+
+def whole_frame_damage(fd: int, offset: int) -> str | None:
+    """Why the bytes from `offset` to the end of the file — no frame verifies there, and none after — are a
+    whole frame damaged since it was written, not an interrupted append; None when they may be one.
+
+    An append is one write() of whole frames, synced before it is acknowledged. Interrupted, it leaves a frame
+    cut short (its length runs past the end of the file), or — after a power loss — one whose last bytes never
+    landed (zeros: a canonical JSON body always ends in `}`). A frame whose every byte is there, whose last byte
+    landed, and whose checksum fails was written whole and damaged after: cutting it as a torn tail would lose
+    an acknowledged record without a word. So is a frame that verifies once its magic, or its length, is
+    taken as the file says it must be (a flipped bit in the header)."""
+    size = os.fstat(fd).st_size
+    header = os.pread(fd, HEADER_SIZE, offset)
+    if len(header) < HEADER_SIZE:
+        return None
+    magic, length, seq, crc = _HEADER.unpack(header)
+    whole = size - offset - HEADER_SIZE             # the body length the rest of the file allows
+    if magic == MAGIC and 0 < length <= MAX_BODY and length <= whole:
+        body = os.pread(fd, length, offset + HEADER_SIZE)
+        if len(body) == length and body[-1:] not in (b"\0", b""):
+            if crc32c(body, crc32c(header[4:16])) != crc:
+                return (f"a whole frame (seq {seq} by its header, {length:,} bytes) whose checksum fails: damaged "
+                        "after it was written, not an interrupted append")
+        return None
+    if not 0 < whole <= MAX_BODY:
+        return None
+    body = os.pread(fd, whole, offset + HEADER_SIZE)
+    if body[-1:] in (b"\0", b""):
+        return None
+    if magic != MAGIC and 0 < length <= MAX_BODY and length == whole \
+            and crc32c(body, crc32c(header[4:16])) == crc:
+        return f"a whole frame (seq {seq}) whose magic is damaged: not an interrupted append"
+    if magic == MAGIC and crc32c(body, crc32c(whole.to_bytes(4, "big") + header[8:16])) == crc:
+        return f"a whole frame (seq {seq}) whose length field is damaged: not an interrupted append"
+    return None
 
 
 def _sync_fd(fd: int) -> None:
@@ -609,6 +645,10 @@ class FileLog:
         assert stop is not None
         if stop.status is FrameStatus.CORRUPT:
             raise self._corrupt(stop, last + 1)
+        if stop.status is FrameStatus.TORN:
+            why = whole_frame_damage(fd, stop.offset)
+            if why is not None:
+                raise LogCorrupt(self.path, stop.offset, last + 1, why, seq_inferred=True)
         return end, last, stop
 
     def _corrupt(self, stop: Stop, seq: int | None) -> LogCorrupt:
@@ -631,6 +671,10 @@ class FileLog:
     def read_bytes(self, offset: int, n: int) -> bytes:
         """Up to `n` raw bytes of the file at `offset` (what a damaged frame still says)."""
         return os.pread(self._handle(), n, offset)
+
+    def whole_frame_damage(self, offset: int) -> str | None:
+        """`whole_frame_damage` of this file: is what looks like a torn tail at `offset` a damaged whole frame?"""
+        return whole_frame_damage(self._handle(), offset)
 
     def frame_at(self, offset: int) -> Frame | Stop:
         """The verified frame starting at `offset`, or why there is none (straight from the file)."""

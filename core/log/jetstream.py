@@ -61,6 +61,7 @@ EXPECTED_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
 WRONG_LAST_SEQ = 10071
 WRONG_LAST_MSG_ID = 10070
 STREAM_NOT_FOUND = 10059
+DUPLICATE_IN_PROCESS = 10158
 LOG_NAMES = ("pages", "vectors")
 
 
@@ -77,12 +78,23 @@ def company_bucket(prefix: str) -> str:
 
 
 class LogUnreachable(LogFailed):
-    """The NATS servers cannot be reached (or did not answer): nothing was appended. Reads serve this
-    node's own database meanwhile."""
+    """The NATS servers cannot be reached (or did not answer), or answer without a quorum to serve the log:
+    nothing was appended. Reads serve this node's own database meanwhile."""
 
-    def __init__(self, servers: str, why: str, *, since_ms: int | None = None) -> None:
+    def __init__(self, servers: str, why: str, *, since_ms: int | None = None, quorum: bool = False) -> None:
         self.servers, self.why, self.since_ms = servers, why, since_ms
-        super().__init__(f"the log's NATS servers ({servers}) cannot be reached: {why}")
+        self.quorum = quorum     # they answer, but too few of the cluster's servers are up to serve the log
+        super().__init__(f"the log's NATS servers ({servers}) {'have no quorum' if quorum else 'cannot be reached'}: "
+                         f"{why}")
+
+
+# what a cluster that lost its quorum answers (JetStream's 503, err_code 10008 "JetStream system temporarily
+# unavailable"): a state of the servers, never damage of the log — reads serve the database, writes refuse
+NO_QUORUM = ("they answer, but too few servers of the cluster are up to keep a quorum: JetStream is temporarily "
+             "unavailable")
+# how long an append waits while the servers say they have no quorum: longer than an election takes after one
+# server of three is lost (nats-server's election timeout is 4-9 s), so only a quorum really lost is refused
+QUORUM_WAIT_S = 12.0
 
 
 class StreamRefused(Exception):
@@ -175,6 +187,8 @@ class _Patience:
         now = time.monotonic()
         if self.since is None:
             self.since = now
+        if now - self.since >= QUORUM_WAIT_S and await self.log.conn.no_quorum():
+            raise LogUnreachable(self.log.conn.servers, NO_QUORUM, since_ms=self.log.conn.down_since_ms, quorum=True)
         if now - self.since >= UNANSWERED_S:
             raise LogFailed(f"{self.log.path}: no server answered on the subject {self.log.subject} in "
                             f"{UNANSWERED_S:g} s (the stream {self.log.stream} has no leader, or takes other "
@@ -323,9 +337,12 @@ class Connection:
             return
         err = data.get("error") or {}
         status = (msg.headers or {}).get("Status")
-        fut.set_result(Ack(None, False, err.get("err_code"), err.get("description") or
+        # "duplicate message id is in process": an earlier try of this very record is still being agreed on (a
+        # leader elected meanwhile) — not a refusal: waited for like a stream that does not answer yet, then asked again
+        busy = err.get("err_code") == DUPLICATE_IN_PROCESS or "in process" in str(err.get("description") or "")
+        fut.set_result(Ack(None, False, None if busy else err.get("err_code"), err.get("description") or
                            ("no stream takes the subject" if status == "503" else f"no acknowledgement ({msg.data[:80]!r})"),
-                           unanswered=status == "503" and not err))
+                           unanswered=(status == "503" and not err) or busy))
 
     async def publish_acked(self, subject: str, payload: bytes, headers: dict[str, str]) -> asyncio.Future:
         """Publish and return a future of its Ack (pipelined: the caller awaits many at once)."""
@@ -384,12 +401,26 @@ class Connection:
             self._mark_down("no answer in time")
             raise LogUnreachable(self.servers, f"no answer in {timeout:g} s", since_ms=self.down_since_ms) from exc
         except Exception as exc:
+            if _is_unavailable(exc):
+                self._mark_down(NO_QUORUM)
+                raise LogUnreachable(self.servers, NO_QUORUM, since_ms=self.down_since_ms, quorum=True) from None
             if _is_connection_error(exc):
                 self._mark_down(_why(exc))
                 raise LogUnreachable(self.servers, _why(exc), since_ms=self.down_since_ms) from exc
             raise
         self.last_contact_ms = now_ms()
         return out
+
+    async def no_quorum(self) -> bool:
+        """Do the servers say JetStream is unavailable (a cluster without its quorum)? One API request, answered
+        by the meta leader when there is one."""
+        import json
+
+        try:
+            msg = await self.nc.request("$JS.API.INFO", b"", timeout=REQUEST_S)
+            return (json.loads(msg.data).get("error") or {}).get("code") == 503
+        except Exception:  # noqa: BLE001 - no answer at all is not this question's to judge
+            return False
 
     def retain(self) -> "Connection":
         self._users += 1
@@ -494,6 +525,7 @@ class Connection:
             if "error" in data:
                 if data["error"].get("err_code") == STREAM_NOT_FOUND:
                     return None
+                _raise_unavailable(data["error"])
                 raise LogFailed(f"stream {name}: {data['error'].get('description')}")
             return data
 
@@ -537,6 +569,8 @@ class Connection:
                                         timeout=REQUEST_S)
             data = json.loads(msg.data)
             if "error" in data:
+                # no record there (a 404) is an answer; a cluster without its quorum gave none (never "missing")
+                _raise_unavailable(data["error"])
                 return None
             import base64
 
@@ -622,6 +656,24 @@ def _said_by_server(exc: BaseException) -> bool:
     from nats import errors
 
     return type(exc) in (errors.Error, errors.AuthorizationError) or isinstance(exc, ssl.SSLError)
+
+
+def _is_unavailable(exc: BaseException) -> bool:
+    """JetStream's own "temporarily unavailable" (503): the servers answer, without a quorum to serve it."""
+    from nats.js import errors
+
+    # a publish (a key of a bucket) nobody took: the stream has no leader to store it
+    return isinstance(exc, (errors.ServiceUnavailableError, errors.NoStreamResponseError)) or (
+        isinstance(exc, errors.APIError) and getattr(exc, "code", None) == 503)
+
+
+def _raise_unavailable(error: dict[str, Any]) -> None:
+    """An API answer's error, raised as nats-py raises it when it is JetStream's 503 (handled by `run`)."""
+    if error.get("code") == 503:
+        from nats.js import errors
+
+        raise errors.ServiceUnavailableError(code=503, err_code=error.get("err_code"),
+                                             description=error.get("description"))
 
 
 def _is_connection_error(exc: BaseException) -> bool:
@@ -981,7 +1033,9 @@ class JetStreamLog:
         if status == "503":
             return None   # no responders: the stream does not allow direct gets
         if status not in ("204", "404"):
-            raise LogFailed(f"{self.path}: reading from seq {start} was answered {status}")
+            # a request timed out inside the cluster (408), a leader gone: the servers' state, not the log's
+            raise LogUnreachable(self.conn.servers, f"reading {self.stream} from seq {start} was answered {status}",
+                                 since_ms=self.conn.down_since_ms)
         return out, pending
 
     def _consume(self, start: int, target: int) -> Iterator[tuple[Record, Frame]]:

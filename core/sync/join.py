@@ -36,14 +36,16 @@ from ..leases import Lease
 from ..log.filelog import HOLDER_SUFFIX, LogMismatch
 from ..replica import engine
 from ..paths import Home
-from ..agents.carry import carry_diaries
-from ..repair import aside_stamp, home_logs, move_database_aside
+from ..repair import aside_stamp, database_aside_path, home_logs
 from ..store import connect
+from ..store import replace as replace_db
 from ..log import locks
 from . import snapshot as snapshot_mod
 from .target import LogUrl, parse_target
 
 SHARED_MARKERS = ("pages.log", "company.toml")
+# this node's own rows a joining home keeps when it starts its database over: its agents' diaries (on no log)
+DIARY_TABLES = ("agent_diary",)
 
 
 @dataclass
@@ -269,7 +271,7 @@ def _join_existing(home: Home, directory: Path, settings: config_mod.NodeSetting
             result.kept_aside.append(str(aside))
         old_db = None
         if rebuild and home.db_file.exists():
-            old_db = move_database_aside(home, "before-join")
+            old_db = _start_over(home)
             result.kept_aside.append(str(old_db))
         if rebuild:
             aside = home.root / f"log.before-join-{stamp}"
@@ -279,8 +281,30 @@ def _join_existing(home: Home, directory: Path, settings: config_mod.NodeSetting
             result.removed.append(str(own_logs))  # byte for byte a prefix of DIR's logs
             shutil.rmtree(own_logs, ignore_errors=True)
     result.applied = _open_and_apply(Home(home.root), progress)
-    carry_diaries(old_db, home.db_file)    # diaries are on no log: they follow the database
     return result
+
+
+def _start_over(home: Home) -> Path:
+    """The home's database replaced by an empty one (the node then applies the shared log from the start), the
+    old one kept aside and its agents' diaries — on no log — carried into the new file, through the swap a killed
+    join leaves the next open to finish (core/store/replace.py). Returns where the old one was kept."""
+    db = home.db_file
+    fresh = db.with_name(db.name + ".joining")
+    with replace_db.held(db):
+        replace_db.finish_held(db)
+        for stale in (fresh, *(fresh.with_name(fresh.name + s) for s in ("-wal", "-shm", "-journal"))):
+            stale.unlink(missing_ok=True)
+        conn = connect(fresh)   # every table the migrations make, no row
+        try:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            conn.execute("PRAGMA journal_mode = DELETE")   # one file, to be renamed into place
+        finally:
+            conn.close()
+        fsync_file(fresh)
+        shutil.rmtree(home.index_dir, ignore_errors=True)   # derived from the rows being replaced
+        kept = replace_db.replace(db, fresh, database_aside_path(home, "before-join"), DIARY_TABLES)
+    assert kept is not None
+    return kept
 
 
 # -- a new node ---------------------------------------------------------------------------------------------
@@ -366,6 +390,7 @@ def adopt(home: Home, file: Path, *, progress: Callable[[int], None] | None = No
     if busy:
         raise Refused(f"{busy} is running on {home.root} — stop it (quit the app, stop `crewlet worker`) and adopt "
                       "again", code="busy")
+    replace_db.finish(home.db_file)   # an adoption a killed process left half done: finished before this one is checked
     info = snapshot_mod.check(home, file)
     kept = snapshot_mod.install(home, info)
     return AdoptResult(info, str(kept) if kept else None, _open_and_apply(Home(home.root), progress))

@@ -7,7 +7,9 @@ duty's holds), leaving one self-contained file.
 `check` sets a snapshot against the shared logs before anything adopts it: the log must still hold, at
 the snapshot's position, the very record the snapshot applied last (its seq, offset and digest). A log
 that ends before that position, or no longer holds that record there, is a gap; a log that holds
-another record there is another log. Either is refused with the reason.
+another record there is another log. Either is refused with the reason. Its content is held against every
+digest this home knows at that position: the one it says it was taken as, the ones peers published, and this
+node's own database's when it stands there.
 
 `install` puts a checked snapshot in place as a home's database (the one it replaces is kept aside), so
 the node applies only the log after the snapshot's position.
@@ -22,21 +24,25 @@ from pathlib import Path
 from typing import Any
 
 from .. import config as config_mod
-from ..agents.carry import carry_diaries
 from ..durable import fsync_dir, fsync_file
 from ..errors import CrewletError
 from ..log import FileLog, LogMismatch
 from ..log.framing import Applied
 from ..replica import engine
 from ..paths import Home
-from ..repair import home_logs, move_database_aside
+from ..repair import database_aside_path, home_logs
 from ..store import connect, sqlite3
+from ..store import replace as replace_mod
 from ..store.migrations import MIGRATIONS
 from ..store.digest import NODE_LOCAL, content_digest
 
 # each node's own: never carried by a snapshot (agents' diaries are private to the node they run on, and
-# follow its own database instead: core/agents/carry.py; cached answers are the node's own, written for its askers)
+# follow its own database instead: `install` below; cached answers are the node's own, written for its askers)
 NODE_LOCAL_TABLES = NODE_LOCAL   # as core/store/digest.py `TABLES` declares them
+# the node-local tables a replaced database does not carry over, because they are derived again from the rows
+# the new one holds: backlinks by the indexer, each duty's cursor by its next pass, a diary's counts by the
+# triggers that insert its notes. Every other node-local table is this node's own and is carried.
+REBUILT_NODE_LOCAL = ("duties", "page_links", "agent_diary_versions")
 # what a snapshot says of itself: its content digest (core/store/digest.py) at its positions, checked on adopt
 META = "crewlet_snapshot"
 
@@ -153,8 +159,10 @@ def check(home: Home, file: Path) -> SnapshotInfo:
     company = config_mod.load(home.config_file) if home.config_file.is_file() else None
     if company is not None and company.log.backend == "jetstream":
         _check_on_streams(file, company.log, first_op, positions, home, content)
+        _check_against_own(file, home, positions, content)
         return SnapshotInfo(file, file.stat().st_size, positions)
     _check_against_peers(file, home, _at(home, positions), content)
+    _check_against_own(file, home, positions, content)
     _check_same_log(file, home.log_file, first_op)
     for spec in home_logs(home):
         applied = positions[spec.name]
@@ -223,6 +231,37 @@ def _check_against_peers(file: Path, home: Home, at: dict[str, int], content: st
                               f"snapshot {content[:12]}… — take a snapshot of a node that agrees")
 
 
+def _where(positions: dict[str, Applied]) -> dict[str, tuple[int, int, str | None]]:
+    return {name: (a.seq, a.end, a.digest) for name, a in positions.items()}
+
+
+def _check_against_own(file: Path, home: Home, positions: dict[str, Applied], content: str) -> None:
+    """This home's own database, when it stands at the snapshot's very positions, is one more digest the home
+    knows there: a snapshot whose content differs is not what the log made (or this database is not), and it
+    is not adopted over it unasked — a body edited and the stored digest recomputed passed every other check
+    on a home with no peers."""
+    db = home.db_file
+    if not db.is_file() or db.resolve() == file:
+        return
+    try:
+        conn = connect(db, readonly=True)
+        try:
+            if _where(_positions(conn, home)) != _where(positions):
+                return
+        finally:
+            conn.close()
+        own = content_digest(db)   # its own read transaction, the positions with the rows
+    except (sqlite3.Error, OSError):
+        return   # a database that cannot be read knows no digest (and is what an adoption replaces)
+    if any(own.logs.get(row, (0, 0))[0] != seq for row, seq in _at(home, positions).items()) or own.content == content:
+        return   # it moved on meanwhile (its digest is of another position), or it agrees
+    where = ", ".join(f"{name} seq {a.seq:,}" for name, a in sorted(positions.items()))
+    raise SnapshotRefused(f"{file} does not hold what the log made at its position ({where}): this node's database "
+                          f"{db} applied the same records and holds content {own.content[:12]}…, the snapshot "
+                          f"{content[:12]}… — take a snapshot of a node that agrees (if it is this database that "
+                          "is wrong, move it aside first and adopt again)")
+
+
 def _check_same_log(file: Path, path: Path, first_op: str | None) -> None:
     """The pages log's first record must be the one the snapshot applied as seq 1 (op_ids are unique):
     otherwise the snapshot is of another log, wherever the positions fall."""
@@ -257,25 +296,34 @@ def _check_position(file: Path, name: str, path: Path, applied: Applied) -> None
 
 def install(home: Home, info: SnapshotInfo) -> Path | None:
     """Put a checked snapshot in place as the home's database; returns where the database it replaced
-    was kept (None when the home had none). The keyword index is derived from the rows: it is dropped
-    and built again by the next pass."""
+    was kept (None when the home had none). This node's own rows (diaries, the embedding duty's holds, cached
+    answers: `carried_tables`) follow into the new file; the swap is written down before it starts, so a
+    process killed in it leaves the next open to finish it (core/store/replace.py). The keyword index is
+    derived from the rows: it is dropped and built again by the next pass."""
     home.root.mkdir(parents=True, exist_ok=True)
-    incoming = home.db_file.with_name(home.db_file.name + ".adopting")
-    incoming.unlink(missing_ok=True)
-    shutil.copyfile(info.path, incoming)
-    conn = connect(incoming)  # runs any migration this build has and the snapshot's did not
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-        _strip_node_local(conn)
-        conn.execute(f"DROP TABLE IF EXISTS {META}")   # what the snapshot said of itself: checked, not carried
-        conn.execute("COMMIT")
-        _single_file(conn)
-    finally:
-        conn.close()
-    fsync_file(incoming)
-    kept = move_database_aside(home, "before-adopt") if home.db_file.exists() else None
-    shutil.rmtree(home.index_dir, ignore_errors=True)   # a home with no database may hold an index
-    os.replace(incoming, home.db_file)
-    fsync_dir(home.root)
-    carry_diaries(kept, home.db_file)      # this node's agents keep their diaries; the snapshot held none
-    return kept
+    db = home.db_file
+    incoming = db.with_name(db.name + ".adopting")
+    with replace_mod.held(db):
+        replace_mod.finish_held(db)   # an earlier swap a killed process left: finished first, then ours
+        for stale in (incoming, *(incoming.with_name(incoming.name + s) for s in ("-wal", "-shm", "-journal"))):
+            stale.unlink(missing_ok=True)   # a killed adoption's half-made copy (no note names it)
+        shutil.copyfile(info.path, incoming)
+        conn = connect(incoming)  # runs any migration this build has and the snapshot's did not
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            _strip_node_local(conn)
+            conn.execute(f"DROP TABLE IF EXISTS {META}")   # what the snapshot said of itself: checked, not carried
+            conn.execute("COMMIT")
+            _single_file(conn)
+        finally:
+            conn.close()
+        fsync_file(incoming)
+        shutil.rmtree(home.index_dir, ignore_errors=True)   # derived from the rows being replaced
+        aside = database_aside_path(home, "before-adopt")
+        return replace_mod.replace(db, incoming, aside, carried_tables())
+
+
+def carried_tables() -> list[str]:
+    """The node-local tables whose rows follow this node's database when it is replaced: every one but those
+    derived again from the rows the new file holds."""
+    return [t for t in NODE_LOCAL_TABLES if t not in REBUILT_NODE_LOCAL]

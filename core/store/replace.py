@@ -1,0 +1,160 @@
+"""A home's database replaced by another file — wholly, or not yet — even when the process is killed halfway.
+
+Adopting a snapshot (and a repair that rebuilds the database from the log) swaps the home's database for
+another file and keeps the old one aside. The swap is
+several renames (the database, its -wal and -shm aside; the new file in), and the node's own rows (an agent's
+diary above all, which no log holds) must follow into the new file. Killed between two renames, the home was
+left with no database: the next command made an empty one, replayed the log into it and said nothing, and every
+diary stayed behind in the file kept aside.
+
+So the swap is written down first — `crewlet.db.replacing`, durably: the new file, the name the old one is kept
+under, the node-local tables to carry — and only then done. Whoever opens the home finishes a swap it finds
+written down before it touches the database (`finish`, which `Node.open` calls): each step is a rename that is
+either still to do or found done, and the carrying inserts only rows the new file lacks, so a kill anywhere in
+the swap — or in `finish` itself — leaves the next open to finish it. The lock is a `flock` of the home's
+directory, held from before the note is written until it is removed.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from ..durable import fsync_dir, write_atomic
+from .db import connect
+
+log = logging.getLogger("crewlet.store")
+
+SIDE_FILES = ("-wal", "-shm")
+
+
+def note_path(db: Path) -> Path:
+    """Where a swap of `db` is written down while it is under way."""
+    return db.with_name(db.name + ".replacing")
+
+
+@contextmanager
+def held(db: Path) -> Iterator[None]:
+    """Hold the swaps of `db` off (another swap, another process finishing this one)."""
+    fd = os.open(db.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)   # closing the last descriptor releases the lock
+
+
+def replace(db: Path, incoming: Path, aside: Path, carry: Sequence[str]) -> Path | None:
+    """Put `incoming` (a whole database in one file, synced, beside `db`) in the place of `db`, keeping the old
+    one as `aside`, and copy into the new file the rows of `carry` (this node's own tables) it lacks. The
+    caller holds `held(db)`. Returns where the old database was kept (None when there was none)."""
+    had = db.exists()
+    write_atomic(note_path(db), json.dumps({"incoming": incoming.name, "aside": aside.name,
+                                            "carry": list(carry)}).encode())
+    finish_held(db)
+    return aside if had else None
+
+
+def finish(db: Path) -> Path | None:
+    """Finish a swap of `db` a killed process left written down; None when there was none (one stat).
+    Returns where the database it replaced was kept."""
+    if not note_path(db).exists():
+        return None
+    with held(db):
+        return finish_held(db)
+
+
+def finish_held(db: Path) -> Path | None:
+    """`finish` for a caller that holds `held(db)` already (a flock is not taken twice by one process)."""
+    note = note_path(db)
+    try:
+        plan = json.loads(note.read_text(encoding="utf-8"))
+        incoming, aside = db.with_name(plan["incoming"]), db.with_name(plan["aside"])
+        carry = [str(t) for t in plan["carry"]]
+    except FileNotFoundError:
+        return None   # finished meanwhile by the process that held the lock before us
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        # a note that cannot be read was never whole: write_atomic renames it into place only once written,
+        # so this is not a note of ours — name it rather than guess what it meant
+        raise OSError(f"{note} cannot be read ({exc}) — a database swap was under way; move it aside once "
+                      f"{db} is the database you want") from None
+    sources = [aside]
+    if incoming.exists():
+        if db.exists() and aside.exists():
+            # a database made after the old one went aside (an open that did not finish the swap): kept too,
+            # and its own rows carried like the old one's
+            sources.append(_move_with_sides(db, _free_name(aside)))
+        # the old database and its -wal and -shm, each still there (a kill between the renames leaves an -wal
+        # behind: it belongs to the old file, never to the new one)
+        _move_with_sides(db, aside)
+        os.replace(incoming, db)
+        fsync_dir(db.parent)
+    elif not db.exists():
+        # the new file is gone and none took its place (removed by hand): put the old one back
+        if aside.exists():
+            _move_with_sides(aside, db)
+            log.warning("a database swap found its new file gone: %s put back as the database", aside)
+        note.unlink(missing_ok=True)
+        fsync_dir(db.parent)
+        return None
+    for source in sources:
+        carry_rows(source, db, carry)
+    note.unlink(missing_ok=True)
+    fsync_dir(db.parent)
+    return aside if aside.exists() else None
+
+
+def _move_with_sides(src: Path, dest: Path) -> Path:
+    """Rename `src` and its -wal and -shm (each that is there) to `dest`; each rename is atomic, and one found
+    done is skipped, so a kill between them is finished by doing this again."""
+    for suffix in ("", *SIDE_FILES):
+        side = src.with_name(src.name + suffix)
+        if side.exists():
+            os.replace(side, dest.with_name(dest.name + suffix))
+    return dest
+
+
+def _free_name(path: Path) -> Path:
+    n = 2
+    while path.with_name(f"{path.name}.{n}").exists():
+        n += 1
+    return path.with_name(f"{path.name}.{n}")
+
+
+def carry_rows(old_db: Path, new_db: Path, tables: Sequence[str]) -> dict[str, int]:
+    """Copy into `new_db` every row of `tables` in `old_db` that it lacks (by key: a row already there is left
+    as it is), in one transaction; the rows copied, per table. Columns both files have are copied (the old
+    file may predate a column: it takes its default). A table either file lacks is skipped."""
+    if not old_db.is_file():
+        return {}
+    copied: dict[str, int] = {}
+    conn = connect(new_db)
+    try:
+        conn.execute("ATTACH DATABASE ? AS old", (str(old_db),))
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for table in tables:
+                    cols = [r[1] for r in conn.execute(f"PRAGMA main.table_info({table})")]
+                    old_cols = {r[1] for r in conn.execute(f"PRAGMA old.table_info({table})")}
+                    both = ", ".join(f'"{c}"' for c in cols if c in old_cols)
+                    if not both:
+                        continue
+                    cur = conn.execute(f'INSERT OR IGNORE INTO main."{table}" ({both}) SELECT {both} FROM old."{table}"')
+                    copied[table] = max(cur.rowcount or 0, 0)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        finally:
+            conn.execute("DETACH DATABASE old")
+    finally:
+        conn.close()
+    return copied
+
+
+__all__ = ["note_path", "held", "replace", "finish", "finish_held", "carry_rows"]
