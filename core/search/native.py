@@ -7,7 +7,8 @@ module so a retriever slots in without touching the others:
 2. each retriever the mode asks for ranks page ids with the policy's masks applied inside its
    candidate stage — keyword (`keyword.py`, BM25F over this node's lexical index) and semantic
    (`semantic.py`, sign codes then an exact rerank, the query embedded by `query_vectors.py`);
-3. fusion (`fusion.py`) merges a hybrid search's two rankings by reciprocal rank;
+3. fusion (`fusion.py`) merges a hybrid search's two rankings by reciprocal rank, the keyword half weighed
+   by how specific its words are;
 4. the hit assembly (`hits.py`) walks the merged ranking against the current rows until `limit` hits
    are accepted, and gives each its title, ancestors and snippet (from the keyword half's terms where
    the page holds one).
@@ -37,7 +38,7 @@ from ..vectors import records as vectors
 from . import lexical
 from .access import Access, AccessPolicy, Denial
 from . import floor as relevance
-from .fusion import reciprocal_rank_fusion
+from .fusion import keyword_weight, reciprocal_rank_fusion
 from .hits import Accepted, HitAssembler, page_url
 from .keyword import KeywordRanking, KeywordRetriever
 from .lexical import DEFAULT_RANKING, Ranking, Snapshot
@@ -429,10 +430,12 @@ class NativeSearcher:
         ranking = meaning_half.ranking
         assert ranking is not None
         meaning = self._floored(meaning_half, ranking, words, text)
+        # each half weighed by what it knows of itself (fusion.py): the keyword half by how specific its words are
+        weights = (keyword_weight(words.specificity()), 1.0)
         deeper = False
         while True:
             keyword_ids = [pid for pid, _ in words.take(depth)]
-            fused = reciprocal_rank_fusion([keyword_ids, [pid for pid, _ in meaning.ranked]])
+            fused = reciprocal_rank_fusion([keyword_ids, [pid for pid, _ in meaning.ranked]], weights=weights)
             accepted = self.assembler.accept(fused, access, limit)
             keyword_short = len(keyword_ids) < depth
             # a ranking the floor cut has nothing closer left to find deeper in the pool
