@@ -27,10 +27,11 @@ def test_weighted_rrf_scales_each_rankings_share_and_keeps_ties_deterministic():
     assert [p for p, _ in fusion.reciprocal_rank_fusion([["x", "y"], ["z"]], weights=[0.0, 1.0])] == ["z", "x", "y"]
 
 
-def test_the_keyword_weight_is_its_specificity_clipped_and_one_when_unknown():
-    assert fusion.keyword_weight(0.3) == 0.3
-    assert fusion.keyword_weight(1.7) == 1.0 and fusion.keyword_weight(-0.2) == 0.0
-    assert fusion.keyword_weight(None) == 1.0 and fusion.keyword_weight(float("nan")) == 1.0
+def test_the_keyword_weight_is_the_geometric_mean_of_specificity_and_coverage():
+    assert fusion.keyword_weight(0.25, 1.0) == pytest.approx(0.5)
+    assert fusion.keyword_weight(1.0, 0.36) == pytest.approx(0.6)
+    assert fusion.keyword_weight(1.7, 2.0) == 1.0 and fusion.keyword_weight(-0.2, 0.5) == 0.0
+    assert fusion.keyword_weight(None, 0.5) == 1.0 and fusion.keyword_weight(float("nan"), 1.0) == 1.0
 
 
 # -- on a real small index ----------------------------------------------------------------------------------
@@ -66,14 +67,15 @@ def test_a_keyword_ranking_of_common_words_no_longer_pushes_down_what_meaning_fo
     words = s.keyword.rank(s.keyword.snapshot(), "list order", s.policy.decide(Query("list order"), "native",
                                                                                _stamp(node)))
     assert words is not None and words.specificity() < 0.2     # twelve of fourteen pages hold its rarest word
-    hybrid = [h.page_id for h in s.search(Query("list order", limit=5)).hits]
-    assert hybrid[0] == target, hybrid
-    # plain RRF (both weights 1), on the same rankings: the pages both halves hold fill the top five
+    hybrid = [h.page_id for h in s.search(Query("list order", limit=14)).hits]
+    # plain RRF (both weights 1), on the same rankings: the pages both halves hold come first
     from core.search import native
 
-    monkeypatch.setattr(native, "keyword_weight", lambda _specificity: 1.0)
-    plain = [h.page_id for h in s.search(Query("list order", limit=5)).hits]
-    assert target not in plain, plain                        # out of the top five
+    monkeypatch.setattr(native, "keyword_weight", lambda _specificity, _coverage: 1.0)
+    plain = [h.page_id for h in s.search(Query("list order", limit=14)).hits]
+    # weighted: 4th, behind the three pages both halves rank high; plain: 13th of 14, under every page that
+    # says "list order"
+    assert hybrid.index(target) <= 3 and plain.index(target) >= 10, (hybrid.index(target), plain.index(target))
     s.close()
 
 
@@ -90,7 +92,7 @@ def test_a_keyword_ranking_with_a_rare_word_keeps_its_place(node, paraphrase_hom
     assert rare in ids, ids
     from core.search import native
 
-    monkeypatch.setattr(native, "keyword_weight", lambda _specificity: 1.0)
+    monkeypatch.setattr(native, "keyword_weight", lambda _specificity, _coverage: 1.0)
     assert [h.page_id for h in s.search(Query("xylograph list", limit=5)).hits] == ids
     s.close()
 
@@ -105,6 +107,22 @@ def test_specificity_is_the_rarest_held_words_idf_over_a_unique_words(node, para
 
     assert specificity(weights, snap.count) == pytest.approx(lexical.idf(14, 12) / lexical.idf(14, 1))
     assert specificity([("zzz", 0, 1.0)], 14) == 0.0
+    s.close()
+
+
+def test_coverage_is_the_share_of_the_question_the_best_keyword_page_holds(node, paraphrase_home):
+    """"xylograph list": the best keyword page (the engraving) holds "xylograph", the rarer and heavier word,
+    not "list"; a page holding both would cover all of it."""
+    model, target, rare, common = paraphrase_home
+    s = searcher_for(node, model)
+    snap = s.keyword.snapshot()
+    access = s.policy.decide(Query("xylograph list"), "native", _stamp(node))
+    words = s.keyword.rank(snap, "xylograph list", access)
+    assert words.take(1)[0][0] == rare
+    idf_rare, idf_list = lexical.idf(14, 1), lexical.idf(14, 12)
+    assert words.coverage() == pytest.approx(idf_rare / (idf_rare + idf_list))
+    both = s.keyword.rank(snap, "list order", access)
+    assert both.coverage() == pytest.approx(1.0)           # its best page holds both words
     s.close()
 
 

@@ -10,16 +10,23 @@ how much mere presence in both rankings is worth against a high place in one: at
 never found — in a 19k-page knowledge base the keyword half's best answer fell to 17th-25th that way on
 3 of our questions.
 
-**The keyword half's weight is how specific its words are** (`keyword_weight`): the idf of the rarest
-word of the question some page holds, over the idf of a word a single page holds. Plain RRF weighed both
-halves alike whatever either said about itself, and a keyword ranking built on common words pushed down
-what meaning found: asked "time how long a script block takes to run", meaning ranks PowerShell's
-`Measure-Command` 8th, and the keyword half — every word of it on hundreds of pages — pushed it to 17th.
-A question whose rarest word one page in a few holds says little by its
-words: its ranking weighs little beside meaning's. A question with a word few pages hold keeps nearly the
-whole weight (SciFact's claims: 0.84 at the median, and hybrid there stays within 0.01 of plain RRF).
-The number is read off the index the search already opened (floor.py reads the same document
-frequencies), so nothing is tuned to a collection.
+**The keyword half's weight is what its ranking knows of itself** (`keyword_weight`), two numbers read
+off the index the search already opened, nothing tuned to a collection:
+
+- *specificity*: the idf of the rarest word of the question some page holds, over the idf of a word a
+  single page holds. Words most pages hold make an order that says little about the question;
+- *coverage*: the idf-weighted share of the question's held words that the ranking's best page holds. A
+  ranking resting on one rare word of a longer question says little more.
+
+The weight is their geometric mean: both must hold for the keyword order to count fully, and neither
+alone silences it. Plain RRF weighed both halves alike whatever either said about itself, and a keyword
+ranking of common words pushed down what meaning found: asked "time how long a script block takes to
+run", meaning ranks PowerShell's `Measure-Command` 8th, and the keyword half — every word of it on
+hundreds of pages (specificity 0.24) — pushed it to 17th; asked "turn every colour of a photo into its
+opposite, like a negative", meaning ranks Hugo's `images.Invert` 8th, and a keyword ranking resting on
+"negative" alone (its best page holds 28% of the question) pushed it to 15th. SciFact's claims, whose
+words are rare and whose best keyword page holds most of them, keep most of the weight (hybrid there
+stays within 0.015 of plain RRF and above both halves).
 
 **The semantic half keeps weight 1.** Weakening it where its nearest cosine lies near the relevance
 floor was measured (docs/relevance.md) and cost the paraphrase questions, where meaning is the better
@@ -33,12 +40,12 @@ from collections.abc import Sequence
 RRF_K = 10
 
 
-def keyword_weight(specificity: float | None) -> float:
-    """The keyword ranking's weight from its specificity (keyword.specificity: 0 to 1; None, a question
-    with no word any page holds: 1, there is nothing to weigh it by)."""
-    if specificity is None or not math.isfinite(specificity):
+def keyword_weight(specificity: float | None, coverage: float | None = 1.0) -> float:
+    """The keyword ranking's weight: the geometric mean of its specificity and its best page's coverage of
+    the question (keyword.KeywordRanking: each 0 to 1). Either None (nothing to read it from): 1."""
+    if specificity is None or coverage is None or not (math.isfinite(specificity) and math.isfinite(coverage)):
         return 1.0
-    return min(1.0, max(0.0, specificity))
+    return math.sqrt(min(1.0, max(0.0, specificity)) * min(1.0, max(0.0, coverage)))
 
 
 def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], k: int = RRF_K,

@@ -65,6 +65,20 @@ class KeywordRanking:
         when some term is held by no page; those are left out of the share rather than counted against."""
         return known_share(self.term_weights(), ordinary)
 
+    def coverage(self) -> float:
+        """How much of the question this ranking's best page holds (0 to 1): the idf-weighted share of the
+        question's terms some page holds that the first page of the ranking holds too. A ranking resting on
+        one rare word of a longer question ("negative" in "turn every colour of a photo into its opposite,
+        like a negative") scores low however rare the word."""
+        top = self.take(1)
+        weights = self.term_weights()
+        total = sum(w for _t, df, w in weights if df > 0)
+        if not top or total <= 0:
+            return 0.0
+        doc = self.snapshot.docnum[top[0][0]]
+        held = sum(w for t, df, w in weights if df > 0 and self.snapshot.holds(t, doc))
+        return held / total
+
     def specificity(self) -> float:
         """How specific the words this ranking matched are (0 to 1): the largest idf among the matched
         terms over the idf of a term one page alone holds. A ranking whose words are all common (each on

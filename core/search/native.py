@@ -8,7 +8,7 @@ module so a retriever slots in without touching the others:
    candidate stage — keyword (`keyword.py`, BM25F over this node's lexical index) and semantic
    (`semantic.py`, sign codes then an exact rerank, the query embedded by `query_vectors.py`);
 3. fusion (`fusion.py`) merges a hybrid search's two rankings by reciprocal rank, the keyword half weighed
-   by how specific its words are;
+   by how specific its words are and how much of the question its best page holds;
 4. the hit assembly (`hits.py`) walks the merged ranking against the current rows until `limit` hits
    are accepted, and gives each its title, ancestors and snippet (from the keyword half's terms where
    the page holds one).
@@ -430,8 +430,9 @@ class NativeSearcher:
         ranking = meaning_half.ranking
         assert ranking is not None
         meaning = self._floored(meaning_half, ranking, words, text)
-        # each half weighed by what it knows of itself (fusion.py): the keyword half by how specific its words are
-        weights = (keyword_weight(words.specificity()), 1.0)
+        # each half weighed by what it knows of itself (fusion.py): the keyword half by how specific its words
+        # are and how much of the question its best page holds
+        weights = (keyword_weight(words.specificity(), words.coverage()), 1.0)
         deeper = False
         while True:
             keyword_ids = [pid for pid, _ in words.take(depth)]
