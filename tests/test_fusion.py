@@ -81,19 +81,22 @@ def test_a_keyword_ranking_of_common_words_no_longer_pushes_down_what_meaning_fo
 
 def test_a_keyword_ranking_with_a_rare_word_keeps_its_place(node, paraphrase_home, monkeypatch):
     """The page only the keyword half finds (by a word one page holds) stands where plain RRF puts it: its
-    ranking keeps the whole weight."""
+    ranking keeps nearly the whole weight."""
     model, target, rare, common = paraphrase_home
     s = searcher_for(node, model, relevance_floor=False)       # the rare page's cosine (0.05) is under any floor
     stamp = _stamp(node)
     words = s.keyword.rank(s.keyword.snapshot(), "xylograph list", s.policy.decide(Query("xylograph list"), "native",
                                                                                    stamp))
     assert words is not None and words.specificity() == pytest.approx(1.0)   # one page holds "xylograph"
-    ids = [h.page_id for h in s.search(Query("xylograph list", limit=5)).hits]
-    assert rare in ids, ids
+    assert fusion.keyword_weight(words.specificity(), words.coverage()) > 0.95
+    ids = [h.page_id for h in s.search(Query("xylograph list", limit=14)).hits]
+    assert rare in ids[:5], ids
     from core.search import native
 
     monkeypatch.setattr(native, "keyword_weight", lambda _specificity, _coverage: 1.0)
-    assert [h.page_id for h in s.search(Query("xylograph list", limit=5)).hits] == ids
+    plain = [h.page_id for h in s.search(Query("xylograph list", limit=14)).hits]
+    # within one place of plain RRF's (the pages around it tie on their words, in page-id order)
+    assert abs(ids.index(rare) - plain.index(rare)) <= 1, (ids.index(rare), plain.index(rare))
     s.close()
 
 
