@@ -1,7 +1,7 @@
 """The relevance floor (core/search/floor.py): a page found by meaning alone enters an answer only at the
-floor of its space (one number for a question the pages hold a word of, one for a question whose words
-no page holds); a page both halves found stays; a folder is never a hit on its title alone unless the
-title matches; the answer says what was cut. Real homes, the keyword index built by the indexer, vectors
+floor of its space (one number for a question the pages hold every word of, one for a question whose
+words no page holds, the line between them by the idf-weighted share held); a page both halves found
+stays; a folder is never a hit on its title alone unless the title matches; the answer says what was cut. Real homes, the keyword index built by the indexer, vectors
 applied through the vector log; the model is a test provider whose vectors the test chooses."""
 from __future__ import annotations
 
