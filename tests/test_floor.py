@@ -322,3 +322,18 @@ def test_one_known_word_no_longer_lowers_the_floor_for_the_whole_question_on_the
     rate = search("rate limits")
     assert "429 backoff in the GitLab client" in [h["title"] for h in rate["hits"]]
     assert rate["outcome"]["floor"]["known_share"] == 1.0 and rate["outcome"]["floor"]["value"] == 0.20
+
+
+def test_the_words_of_the_models_language_are_its_vocabularys_whole_words_as_the_index_analyses_them():
+    """"limits" is a whole word of the local model's vocabulary (analysed: "limit"); "zzzqqq" is not; a space
+    whose vocabulary crewlet cannot read (a remote model) has none, so every word no page holds counts."""
+    from core.search import lexical
+
+    analyzer = lexical.make_analyzer()
+
+    def analyze(word: str) -> dict[str, int]:
+        return lexical.analyze(analyzer, word, None)
+
+    words = relevance.language_words(relevance.LOCAL_SPACE, "rate limits zzzqqq", analyze)
+    assert "zzzqqq" not in words and set(analyze("limits")) <= words and set(analyze("rate")) <= words
+    assert relevance.language_words("openai:text-embedding-3-small:1536", "rate limits", analyze) == set()
