@@ -49,6 +49,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import math
 import re
 import shutil
 import statistics
@@ -58,8 +59,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import (OUT, ROOT, Doc, Progress, Timer, fts5_from_home, load_pages, machine_load, measures, new_home,
-                     read_jsonl, read_qrels, run_worker_once)
+from _common import (OUT, ROOT, Doc, Progress, Timer, fts5_from_home, load_pages, machine_load, measures, mrr_at,
+                     ndcg_at, new_home, read_jsonl, read_qrels, run_worker_once)
 
 from core.importer import ImportProblems, ImportReport, import_directory
 from core.node import Node
@@ -242,6 +243,34 @@ def _row(label: str, m: dict[str, float], seconds: float, n: int) -> str:
             f"{seconds:8.1f}s {1000 * seconds / max(n, 1):8.1f}")
 
 
+SAVED: dict[str, Any] = {}      # every set's measures and per-query figures, for --save
+
+
+def success_at(ranked: list[str], rel: dict[str, int], k: int) -> float:
+    """1 when a relevant document is in the first k, else 0."""
+    return 1.0 if any(rel.get(d, 0) > 0 for d in ranked[:k]) else 0.0
+
+
+def print_losses(per_query: dict[str, dict[str, dict[str, float]]], texts: dict[str, str]) -> None:
+    """The queries where hybrid scores lower than one of its halves (nDCG@10), each with both figures: what
+    fusion cost, query by query, beside the averages."""
+    for half in ("keyword", "semantic"):
+        lost = [(q, per_query[half][q]["nDCG@10"], per_query["hybrid"][q]["nDCG@10"]) for q in texts
+                if per_query["hybrid"][q]["nDCG@10"] < per_query[half][q]["nDCG@10"] - 1e-9]
+        gained = sum(1 for q in texts if per_query["hybrid"][q]["nDCG@10"] > per_query[half][q]["nDCG@10"] + 1e-9)
+        dropped = [q for q, _, _ in lost if per_query[half][q]["success@10"] > per_query["hybrid"][q]["success@10"]]
+        print(f"hybrid against {half}: lower nDCG@10 on {len(lost)} of {len(texts)} queries, higher on {gained}; "
+              f"{len(dropped)} lose every relevant page from the top 10")
+        for q, a, b in sorted(lost, key=lambda x: x[2] - x[1])[:LOSSES_SHOWN]:
+            gone = " (out of the top 10)" if q in dropped else ""
+            print(f"    {q:16} {half} {a:.3f} hybrid {b:.3f}{gone}  {texts[q][:70]}")
+        if len(lost) > LOSSES_SHOWN:
+            print(f"    … {len(lost) - LOSSES_SHOWN} more (--save keeps every one)")
+
+
+LOSSES_SHOWN = 15
+
+
 def _phases(built: Built) -> str:
     what = "kept home, built" if built.reused else "built"
     times = " · ".join(f"{k} {v:.1f}s" for k, v in built.phases.items())
@@ -272,12 +301,16 @@ def run_collection(args: argparse.Namespace, name: str, splits: list[str]) -> di
                 print(f"{'':30} {'nDCG@10':>8} {'recall@100':>11} {'MRR@10':>8} {'time':>9} {'ms/query':>8}")
                 per_mode: dict[str, dict[str, float]] = {}
                 seam: dict[str, dict[str, list[str]]] = {}
+                docs: dict[str, dict[str, list[str]]] = {}
                 for mode in MODES:
                     by: dict[str, dict[str, float]] = {}
                     for which, one in searchers.items():
                         run = search_all(one, judged, mode)
                         seam[mode] = run.ranked
-                        by[which] = m = measures({q: [mapping[p] for p in r] for q, r in run.ranked.items()}, qrels)
+                        docs[mode] = {q: [mapping[p] for p in r] for q, r in run.ranked.items()}
+                        by[which] = m = measures(docs[mode], qrels)
+                        m["success@10"] = statistics.fmean(success_at(docs[mode].get(q, []), qrels[q], 10)
+                                                           for q in qrels if any(v > 0 for v in qrels[q].values()))
                         label = f"crewlet {mode}" + (f" (RRF k {fusion.RRF_K})" if mode == "hybrid" else "")
                         print(_row(f"{label} {which}".rstrip(), m, run.seconds, len(judged)))
                     if len(by) == 2:
@@ -293,7 +326,14 @@ def run_collection(args: argparse.Namespace, name: str, splits: list[str]) -> di
                 print(f"hybrid − better half: nDCG@10 {per_mode['hybrid']['nDCG@10'] - best_half:+.3f}; "
                       f"keyword/FTS5 nDCG@10 ratio {per_mode['keyword']['nDCG@10'] / max(m_fts['nDCG@10'], 1e-9):.3f}")
                 print(f"reference: {REFERENCES.get(name, '—')}")
+                print("success@10: " + ", ".join(f"{mode} {per_mode[mode]['success@10']:.3f}" for mode in MODES))
+                per_query = {mode: {q: {"nDCG@10": ndcg_at(docs[mode].get(q, []), qrels[q], 10),
+                                        "MRR@10": mrr_at(docs[mode].get(q, []), qrels[q], 10),
+                                        "success@10": success_at(docs[mode].get(q, []), qrels[q], 10)}
+                                    for q in judged} for mode in MODES}
+                print_losses(per_query, judged)
                 results[split] = per_mode | {"fts5": m_fts}
+                SAVED[f"{name} {split}"] = {"measures": per_mode, "per_query": per_query}
                 if args.cli_check:
                     print(f"the first {args.cli_check} queries through the CLI, one process each:")
                     cli_check(built.folder / "home", judged, seam, args.cli_check)
@@ -345,6 +385,7 @@ def sweep_bm25(node: Node, judged: dict[str, str], qrels: dict[str, dict[str, in
 CORPORA = (("TEXTUAL", "textual-docs/docs"), ("HUGO", "hugo-docs/content"), ("PWSH", "powershell-docs/reference"),
            ("WDD", "windows-driver-docs/windows-driver-docs-pr"))
 QUESTIONS = Path(__file__).resolve().parent / "questions" / "corpora.jsonl"
+PARAPHRASES = Path(__file__).resolve().parent / "questions" / "paraphrases.jsonl"
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 
 
@@ -368,10 +409,20 @@ def _import_tree(kb: KnowledgeBase, root: Path, key: str, staging: Path) -> tupl
     return import_directory(kb, target, into=key, title_from_name=True, progress=show), refused
 
 
-def corpora_home(out: Path, corpora: Path, reuse: bool) -> tuple[Built, dict[str, dict[str, str]]]:
-    """One home holding every documentation tree, each in its own space; and, per tree, file -> page id."""
-    folder = out / "corpora"
-    roots = [(key, corpora / rel) for key, rel in CORPORA]
+def corpora_folder(out: Path, trees: list[str] | None) -> Path:
+    chosen = [key for key, _ in CORPORA if trees is None or key in trees]
+    return out / ("corpora" if len(chosen) == len(CORPORA) else "corpora-" + "-".join(sorted(chosen)))
+
+
+def corpora_home(out: Path, corpora: Path, reuse: bool,
+                 trees: list[str] | None = None) -> tuple[Built, dict[str, dict[str, str]]]:
+    """One home holding the documentation trees (`trees`: their space keys; None: every one), each in its
+    own space; and, per tree, file -> page id. The home of every tree is `corpora`; a subset's is named by
+    its keys (`corpora-HUGO-TEXTUAL`), so a run that cannot afford to embed windows-driver-docs (14k
+    pages) keeps a home of its own."""
+    chosen = [(key, rel) for key, rel in CORPORA if trees is None or key in trees]
+    folder = corpora_folder(out, trees)
+    roots = [(key, corpora / rel) for key, rel in chosen]
     missing = [str(r) for _, r in roots if not r.is_dir()]
     if missing:
         raise SystemExit(f"no documentation tree at {', '.join(missing)} — pass --corpora DIR (../shared/corpora)")
@@ -432,14 +483,18 @@ class Question:
     shares_title_word: bool
 
 
-def load_questions(path: Path, corpora: Path, pages: dict[str, dict[str, str]], node: Node) -> list[Question]:
+def load_questions(path: Path, corpora: Path, pages: dict[str, dict[str, str]], node: Node,
+                   trees_left_out: list[str] | None = None) -> list[Question]:
     """Every question with its targets resolved to page ids; stops on a target that is not a file of its
-    tree or was not imported as a live page."""
+    tree or was not imported as a live page. A question over a tree of `trees_left_out` (not in this
+    home, by --trees) is skipped."""
     out: list[Question] = []
     problems: list[str] = []
     for n, row in enumerate(read_jsonl(path), start=1):
         where = f"{path.name}:{n} ({row.get('id', '?')})"
         tree = pages.get(row["corpus"])
+        if tree is None and row["corpus"] in (trees_left_out or []):
+            continue
         if tree is None:
             problems.append(f"{where}: corpus {row['corpus']!r} is not one of {', '.join(pages)}")
             continue
@@ -474,63 +529,93 @@ def first_rank(ranked: list[str], wanted: set[str]) -> int | None:
 
 
 def run_questions(args: argparse.Namespace) -> dict[str, Any]:
-    built, pages = corpora_home(args.out, args.corpora, args.reuse)
+    built, pages = corpora_home(args.out, args.corpora, args.reuse, args.trees)
     facts = built.facts
     spaces = ", ".join(f"{k} {v['pages']:,} ({v['tree']})" for k, v in facts["spaces"].items())
-    print(f"\n== question set {args.questions.name} over ../shared/corpora — home {built.folder / 'home'}")
-    print(f"spaces: {spaces}; {facts['pages']:,} pages")
+    left_out_trees = [rel for key, rel in CORPORA if key not in facts["spaces"]]
+    print(f"\n== question sets over ../shared/corpora — home {built.folder / 'home'}")
+    print(f"spaces: {spaces}; {facts['pages']:,} pages"
+          + (f"; not in this home (--trees): {', '.join(left_out_trees)}" if left_out_trees else ""))
     for key, files in facts["left_out"].items():
         if files:
             print(f"left out of {key} (the importer refuses their frontmatter): {', '.join(files)}")
     print(f"{_phases(built)}; {facts['covered']:,} of {facts['total']:,} pages embedded")
+    out: dict[str, Any] = {}
     with Node.open(Home(built.folder / "home")) as node:
-        questions = load_questions(args.questions, args.corpora, pages, node)
-        no_share = sum(1 for q in questions if not q.shares_title_word)
-        per_corpus: dict[str, int] = {}
-        for q in questions:
-            per_corpus[q.corpus.split("/")[0]] = per_corpus.get(q.corpus.split("/")[0], 0) + 1
-        print(f"{len(questions)} questions ({', '.join(f'{k} {v}' for k, v in per_corpus.items())}); "
-              f"{no_share} share no content word with their target's title ({machine_load()})")
         searchers = searchers_for(node, args)
-        searcher = searchers[list(searchers)[-1]]
-        ranks: dict[str, dict[str, int | None]] = {}
-        texts = {q.qid: q.text for q in questions}
-        seam: dict[str, dict[str, list[str]]] = {}
-        print(f"{'':30} {'success@10':>10} {'MRR@10':>8} {'found@100':>10} {'time':>9} {'ms/query':>8}")
         try:
-            for mode in MODES:
-                for which, one in searchers.items():
-                    run = search_all(one, texts, mode)
-                    seam[mode] = run.ranked
-                    ranks[mode] = {q.qid: first_rank(run.ranked[q.qid], q.page_ids) for q in questions}
-                    print(_qrow(f"crewlet {mode} {which}".rstrip(), list(ranks[mode].values()), run.seconds))
-            if args.sweep_k:
-                print("RRF k sweep (hybrid through the seam):")
-                try:
-                    for k in args.sweep_k:
-                        with_rrf_k(k)
-                        run = search_all(searcher, texts, "hybrid")
-                        found = {q.qid: first_rank(run.ranked[q.qid], q.page_ids) for q in questions}
-                        lost = sum(1 for q in questions if (ranks["keyword"][q.qid] or 999) <= 10 < (found[q.qid] or 999))
-                        print(_qrow(f"  k {k}", list(found.values()), run.seconds) + f"  loses {lost} keyword answers")
-                finally:
-                    with_rrf_k(None)
+            for path in args.questions:
+                out[path.name] = _ask_set(args, path, pages, node, searchers, left_out_trees, built)
         finally:
             for one in searchers.values():
                 one.close()
+    return out
+
+
+def _ask_set(args: argparse.Namespace, path: Path, pages: dict[str, dict[str, str]], node: Node,
+             searchers: dict[str, NativeSearcher], left_out_trees: list[str], built: Built) -> dict[str, Any]:
+    questions = load_questions(path, args.corpora, pages, node, left_out_trees)
+    skipped = sum(1 for _ in read_jsonl(path)) - len(questions)
+    no_share = sum(1 for q in questions if not q.shares_title_word)
+    per_corpus: dict[str, int] = {}
+    for q in questions:
+        per_corpus[q.corpus.split("/")[0]] = per_corpus.get(q.corpus.split("/")[0], 0) + 1
+    print(f"\n-- {path.name}: {len(questions)} questions ({', '.join(f'{k} {v}' for k, v in per_corpus.items())}"
+          f"{f'; {skipped} over trees not in this home skipped' if skipped else ''}); "
+          f"{no_share} share no content word with their target's title ({machine_load()})")
+    searcher = searchers[list(searchers)[-1]]
+    ranks: dict[str, dict[str, int | None]] = {}
+    texts = {q.qid: q.text for q in questions}
+    seam: dict[str, dict[str, list[str]]] = {}
+    print(f"{'':30} {'success@10':>10} {'nDCG@10':>8} {'MRR@10':>8} {'found@100':>10} {'time':>9} {'ms/query':>8}")
+    for mode in MODES:
+        for which, one in searchers.items():
+            run = search_all(one, texts, mode)
+            seam[mode] = run.ranked
+            ranks[mode] = {q.qid: first_rank(run.ranked[q.qid], q.page_ids) for q in questions}
+            print(_qrow(f"crewlet {mode} {which}".rstrip(), list(ranks[mode].values()), run.seconds))
+    if args.sweep_k:
+        print("RRF k sweep (hybrid through the seam):")
+        try:
+            for k in args.sweep_k:
+                with_rrf_k(k)
+                run = search_all(searcher, texts, "hybrid")
+                found = {q.qid: first_rank(run.ranked[q.qid], q.page_ids) for q in questions}
+                lost = sum(1 for q in questions if (ranks["keyword"][q.qid] or 999) <= 10 < (found[q.qid] or 999))
+                print(_qrow(f"  k {k}", list(found.values()), run.seconds) + f"  loses {lost} keyword answers")
+        finally:
+            with_rrf_k(None)
     if args.cli_check:
         print(f"the first {args.cli_check} questions through the CLI, one process each:")
         cli_check(built.folder / "home", texts, seam, args.cli_check)
     _question_breakdown(questions, ranks)
+    per_query = {mode: {q.qid: _rank_measures(ranks[mode][q.qid]) for q in questions} for mode in MODES}
+    print_losses(per_query, texts)
+    SAVED[path.name] = {"measures": {mode: _rank_summary(list(ranks[mode].values())) for mode in MODES},
+                        "per_query": per_query, "ranks": ranks}
     return ranks
 
 
-def _qrow(label: str, found: list[int | None], seconds: float) -> str:
+def _rank_measures(r: int | None) -> dict[str, float]:
+    """One question's measures from the rank of its first target (the targets are alternatives: one
+    answer, so the ideal DCG is 1)."""
+    top = r is not None and r <= 10
+    return {"nDCG@10": 1.0 / math.log2(r + 1) if top else 0.0, "MRR@10": 1.0 / r if top else 0.0,
+            "success@10": 1.0 if top else 0.0}
+
+
+def _rank_summary(found: list[int | None]) -> dict[str, float]:
+    each = [_rank_measures(r) for r in found]
     n = max(len(found), 1)
-    s10 = sum(1 for r in found if r is not None and r <= 10) / n
-    mrr = sum(1.0 / r for r in found if r is not None and r <= 10) / n
-    f100 = sum(1 for r in found if r is not None) / n
-    return f"{label:30} {s10:10.3f} {mrr:8.3f} {f100:10.3f} {seconds:8.1f}s {1000 * seconds / n:8.1f}"
+    return {k: sum(e[k] for e in each) / n for k in ("success@10", "nDCG@10", "MRR@10")} | {
+        "found@100": sum(1 for r in found if r is not None) / n}
+
+
+def _qrow(label: str, found: list[int | None], seconds: float) -> str:
+    m = _rank_summary(found)
+    n = max(len(found), 1)
+    return (f"{label:30} {m['success@10']:10.3f} {m['nDCG@10']:8.3f} {m['MRR@10']:8.3f} {m['found@100']:10.3f} "
+            f"{seconds:8.1f}s {1000 * seconds / n:8.1f}")
 
 
 def _question_breakdown(questions: list[Question], ranks: dict[str, dict[str, int | None]]) -> None:
@@ -658,7 +743,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ir", default=Path("/work/shared/ir"), type=Path)
     ap.add_argument("--out", default=OUT / "relevance", type=Path, help="where homes are built and kept")
     ap.add_argument("--corpora", default=Path("/work/shared/corpora"), type=Path)
-    ap.add_argument("--questions", default=QUESTIONS, type=Path, help="the question set (JSON lines)")
+    ap.add_argument("--questions", action="append", type=Path,
+                    help="a question set (JSON lines; repeat for several; default: corpora.jsonl and paraphrases.jsonl)")
+    ap.add_argument("--trees", type=lambda t: [k.strip().upper() for k in t.split(",") if k.strip()],
+                    help="the documentation trees the question home holds, by space key (TEXTUAL,HUGO,PWSH,WDD; "
+                         "default every one): questions over the others are skipped")
+    ap.add_argument("--save", type=Path, help="write every set's measures and per-query figures here (JSON)")
     ap.add_argument("--only", choices=("ir", "questions", "nonsense"),
                     help="run only the judged collections, the question set, or the nonsense questions")
     ap.add_argument("--collection", action="append", choices=sorted(COLLECTIONS))
@@ -674,6 +764,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nonsense", action="store_true", help="also count the nonsense questions' empty answers")
     ap.add_argument("--wdd", type=Path, help="with --nonsense: a windows-driver-docs home, embedded")
     args = ap.parse_args(argv)
+    args.questions = args.questions or [QUESTIONS, PARAPHRASES]
     print(f"relevance bench — {machine_load()}")
     built: list[Path] = []
     try:
@@ -685,10 +776,15 @@ def main(argv: list[str] | None = None) -> int:
             built.append(args.out / name)
             run_collection(args, name, splits)
         if args.only not in ("ir", "nonsense") and not args.collection:
-            built.append(args.out / "corpora")
+            unknown = sorted(set(args.trees or []) - {key for key, _ in CORPORA})
+            if unknown:
+                ap.error(f"--trees: no tree {', '.join(unknown)} (known: {', '.join(k for k, _ in CORPORA)})")
+            built.append(corpora_folder(args.out, args.trees))
             run_questions(args)
         if args.nonsense or args.only == "nonsense":
             run_nonsense(args)
+        if args.save:
+            args.save.write_text(json.dumps(SAVED, indent=1))
     finally:
         if not (args.keep or args.reuse):
             for folder in built:

@@ -28,7 +28,7 @@ def search_floor(
 ) -> None:
     """The relevance floor searches by meaning apply: how close a page must be to enter an answer on meaning alone.
 
-    Two numbers per model: one for a question the pages hold a word of, one for a question whose words no page holds (lone stop words, punctuation, strings the corpus never saw). The local model ships both; another model has none until `--measure` asks this corpus the shipped questions that mean nothing and keeps the level 97% of them stay under (the other number stays as shipped, or none).
+    Two numbers per model: one for a question the pages hold every word of, one for a question whose words no page holds (lone stop words, punctuation, strings the corpus never saw); a question the pages hold part of meets the line between them, by the idf-weighted share they hold. The local model ships both; another model has none until `--measure` asks this corpus the shipped questions that mean nothing and keeps the level 97% of them stay under (the other number stays as shipped, or none).
 
     Exit 0 done, 1 when it cannot measure (vectors off, nothing embedded, the provider failed), 2 for usage."""
     if measure and forget:
@@ -110,8 +110,9 @@ def _render(model: str, floor: Any, measured: dict[str, Any] | None) -> None:
         return f"{v:.2f}" if v is not None else "none (not cut)"
 
     lines = [("model", escape(model)),
-             ("words held", f"{value(floor.known)}  for a question the pages hold a word of"),
-             ("words not held", f"{value(floor.unknown)}  for a question whose words no page holds"),
+             ("words held", f"{value(floor.known)}  for a question the pages hold every word of"),
+             ("words not held", f"{value(floor.unknown)}  for a question whose words no page holds (in between: "
+                                "by the share held)"),
              ("source", escape(f"{floor.source}: {floor.detail}" if floor.detail else floor.source))]
     if measured is not None:
         top = ", ".join(f"{p!r} {c:.2f}" for p, c in measured["nearest"][:3])

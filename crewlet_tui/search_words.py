@@ -36,6 +36,15 @@ class SearchWords:
         return " · ".join((self.headline, *self.facts))
 
 
+def hidden(weaker: int, folders: int) -> str:
+    """What the relevance floor kept out of an answer that has hits, in words: "6 weaker matches hidden".
+    (`--json` keeps the numbers: outcome.floor.cut, .folders, .value.)"""
+    parts = [plural(weaker, "weaker match", "weaker matches")] if weaker else []
+    if folders:
+        parts.append(plural(folders, "folder") + " matched by title alone")
+    return " and ".join(parts) + " hidden" if parts else ""
+
+
 NOT_SEARCHABLE_HEADLINE = "not searchable yet"
 NOTHING_SEARCHED_HEADLINE = "nothing searched"
 COULD_NOT_HEADLINE = "could not search"
@@ -70,8 +79,8 @@ def search_words(result: Result, *, asked: str, limit: int, more: str = "") -> S
         pages = cov.embedded if out.served_mode == "semantic" else cov.pages_indexed
         if pages:
             facts.append(f"over {plural(pages, 'page')}")
-    if floor is not None and n and floor.left_out():
-        facts.append(floor.left_out())
+    if floor is not None and n and (floor.cut or floor.folders):
+        facts.append(hidden(floor.cut if floor.value is not None else 0, floor.folders))
     if floor is not None and floor.source == "none" and out.served_mode in ("hybrid", "semantic"):
         facts.append("no relevance floor for this model")
     if n and n >= limit and more:

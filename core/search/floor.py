@@ -17,8 +17,24 @@ both:
   of a judged question's semantic top ten is nearer the unknown-word floor than that; this floor only
   cuts what is barely related at all (that question's "Manager 1:1", 0.17).
 
-Whether the corpus holds a word of the question is the keyword index's own answer (its analyser: stop
-words out, stems), read whole, whatever the search's scope.
+The floor a question meets lies between the two, by how much of the question the corpus knows: the
+idf-weighted share of its terms (the keyword index's own analyser: stop words out, stems) that some
+live page holds, whatever the search's scope (keyword.known_share). All of it known: the known-word
+floor; none: the unknown-word one; in between, the straight line between them. Whether *any* word is
+known decided it before, and one known word lowered the floor for the whole question: "zzzqqq
+xylophone" over a corpus that says xylophone once took 0.20, and pages near it by meaning at 0.21-0.23
+entered level with the one real keyword hit. Weighting by idf keeps a common known word from hiding
+the unknown ones (a word every page holds says nothing about the question), and a word no page holds
+weighs most, being the rarest of all.
+
+A word no page holds counts against the question only when it is no word of the model's language
+either (`language_words`: the whole words of the local model's vocabulary). "rate limits" over the
+example, whose pages say "rate" once and never "limits", is wholly a question of ordinary words, and its
+answer — "429 backoff in the GitLab client", at 0.21 — is the example's own case for search by meaning;
+"zzzqqq" is no word of anyone's, and "zzzqqq xylophone" stays half unknown. A question of ordinary words
+none of which any page holds has nothing known to lean on and meets the unknown-word floor, as before.
+A model whose vocabulary crewlet cannot read (a remote one) counts every word no page holds against the
+question.
 
 What a search does with it (native.py):
 
@@ -40,8 +56,10 @@ Where a space's floors come from, in order:
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -68,8 +86,17 @@ class Floor:
     source: str                   # "measured" | "shipped" | "given" | "none"
     detail: str = ""              # where it came from, in words
 
-    def value(self, known_words: bool) -> float | None:
-        return self.known if known_words else self.unknown
+    def value(self, known_share: float) -> float | None:
+        """The floor for a question `known_share` (0 to 1, idf-weighted) of whose words the corpus holds:
+        the straight line from the unknown-word floor (none known) to the known-word one (all known). A
+        known-word floor of None (not cut) counts as 0 between the ends."""
+        share = min(1.0, max(0.0, float(known_share)))
+        if share >= 1.0 or self.unknown is None:
+            return self.known if share > 0 else self.unknown
+        if share <= 0.0:
+            return self.unknown
+        low = self.known if self.known is not None else 0.0
+        return round(self.unknown + (low - self.unknown) * share, 4)
 
     def to_json(self) -> dict[str, Any]:
         return {"space": self.space, "known": self.known, "unknown": self.unknown, "source": self.source,
@@ -82,38 +109,67 @@ class FloorReport:
 
     value: float | None           # the floor applied (None: none for this space)
     source: str
-    known_words: bool             # the corpus holds a word of the question (which of the two floors)
+    known_words: bool             # the corpus holds a word of the question
+    known_share: float = 0.0      # how much of it, idf-weighted (where between the two floors the value lies)
     cut: int = 0                  # candidates of the semantic half left out for being under the floor
     nearest_cut: float | None = None   # the closest of them (its exact cosine)
     folders: int = 0              # pages with no body left out (found by meaning on their title alone)
 
     def to_json(self) -> dict[str, Any]:
-        return {"value": self.value, "source": self.source, "known_words": self.known_words, "cut": self.cut,
+        return {"value": self.value, "source": self.source, "known_words": self.known_words,
+                "known_share": round(self.known_share, 4), "cut": self.cut,
                 "nearest_cut": None if self.nearest_cut is None else round(self.nearest_cut, 4),
                 "folders": self.folders}
 
     def nothing_close(self, model: str) -> str:
-        """The words for an answer the floor left empty."""
+        """The words for an answer the floor left empty (the outcome's message: people and agents read it
+        as it is, so it names no internal setting)."""
         parts = []
         if self.cut and self.value is not None:
-            of = f"the nearest of the {self.cut:,} pages ranked by meaning" if self.cut != 1 else \
-                "the one page ranked by meaning"
-            score = f" scores {self.nearest_cut:.2f}," if self.nearest_cut is not None else ""
-            which = "" if self.known_words else " for a question whose words no page holds"
-            parts.append(f"{of}{score} under {model}'s relevance floor {self.value:.2f}{which}")
+            of = f"the nearest of the {self.cut:,} pages found by meaning" if self.cut != 1 else \
+                "the one page found by meaning"
+            score = f" scores {self.nearest_cut:.2f}," if self.nearest_cut is not None else " is"
+            why = "" if self.known_share >= 1 else (
+                " (more than when the pages hold the question's words: no page holds any of them)"
+                if self.known_share <= 0 else " (more than usual: the pages hold only some of the question's words)")
+            parts.append(f"{of}{score} and {model} needs {self.value:.2f} to show a page found by meaning "
+                         f"alone{why}")
         if self.folders:
-            parts.append(f"{self.folders:,} page{'s' if self.folders != 1 else ''} with no body matched by "
-                         f"meaning on {'their titles' if self.folders != 1 else 'its title'} alone")
+            parts.append(f"{self.folders:,} folder{'s' if self.folders != 1 else ''} matched by meaning on "
+                         f"{'their titles' if self.folders != 1 else 'its title'} alone")
         return "nothing close enough: " + "; ".join(parts)
 
-    def left_out(self) -> str:
-        """The same for an answer with hits: how many pages the floor kept out of it."""
-        if not (self.cut or self.folders):
-            return ""
-        out = f"{self.cut:,} under the relevance floor {self.value:.2f}" if self.cut and self.value is not None else ""
-        if self.folders:
-            out += (", " if out else "") + f"{self.folders:,} folder{'s' if self.folders != 1 else ''} by title alone"
-        return out + " left out"
+
+# -- the words of the model's language ---------------------------------------------------------------------
+
+_WORD = re.compile(r"\w+")
+
+
+@functools.cache
+def _local_vocabulary() -> frozenset[str]:
+    """The whole words of the local model's WordPiece vocabulary (its tokenizer file; ~60 ms, read only by a
+    search with a word no page holds). Empty when it cannot be read: every such word then counts against."""
+    from ..embed import local
+
+    try:
+        vocab = json.loads(local.TOKENIZER_FILE.read_text(encoding="utf-8"))["model"]["vocab"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return frozenset()
+    return frozenset(w for w in vocab if w.isalpha() and not w.startswith("##"))
+
+
+def language_words(space: str, text: str, analyze: Callable[[str], dict[str, int]]) -> set[str]:
+    """The terms of `text` (as `analyze` makes them: the keyword index's analyser) that come from a whole
+    word of the space's model vocabulary — ordinary words, known or not to this corpus. Empty for a space
+    whose vocabulary is not known here."""
+    if space != LOCAL_SPACE:
+        return set()
+    vocab = _local_vocabulary()
+    out: set[str] = set()
+    for word in _WORD.findall(text.lower()):
+        if word in vocab:
+            out.update(analyze(word))
+    return out
 
 
 # -- where a space's floor comes from ------------------------------------------------------------------
@@ -214,15 +270,15 @@ class Cut:
     dropped: set[str] = field(default_factory=set)
 
 
-def apply(ranked: list[tuple[str, float]], floor: Floor, *, known_words: bool, found_by_words: Callable[[str], bool],
+def apply(ranked: list[tuple[str, float]], floor: Floor, *, known_share: float, found_by_words: Callable[[str], bool],
           folders: Callable[[list[str]], dict[str, str]], title_matches: Callable[[str], bool]) -> Cut:
     """`ranked` (page ids by exact cosine, best first) without what may not enter on meaning alone.
 
-    `known_words`: the corpus holds a word of the question; `found_by_words(page)`: the keyword half
-    matched the page (it stays whatever its cosine); `folders(pages)`: of these pages, those with no
-    body, with their titles; `title_matches(title)`: the title shares a word with the question."""
-    value = floor.value(known_words)
-    report = FloorReport(value, floor.source, known_words)
+    `known_share`: how much of the question the corpus holds (0 to 1, idf-weighted); `found_by_words(page)`:
+    the keyword half matched the page (it stays whatever its cosine); `folders(pages)`: of these pages,
+    those with no body, with their titles; `title_matches(title)`: the title shares a word with the question."""
+    value = floor.value(known_share)
+    report = FloorReport(value, floor.source, known_share > 0, known_share)
     dropped: set[str] = set()
     empty = folders([pid for pid, _ in ranked]) if ranked else {}
     kept: list[tuple[str, float]] = []

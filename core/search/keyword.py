@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,9 @@ class KeywordRanking:
     mask: np.ndarray
     finder: TermFinder
     dropped_terms: int = 0
+    terms: dict[str, int] = field(default_factory=dict)   # the query's terms as searched (analysed)
     _matched: set[str] | None = field(default=None, init=False, repr=False)
+    _weights: list[tuple[str, int, float]] | None = field(default=None, init=False, repr=False)
 
     def matches(self, page_id: str) -> bool:
         """Did this search's words match the page (any score, at any depth, inside the masks)? The set
@@ -47,6 +50,40 @@ class KeywordRanking:
     def known(self) -> bool:
         """Does the corpus hold a word of the question (a live page anywhere, whatever the scope)?"""
         return bool(np.any(self.scores > 0))
+
+    def term_weights(self) -> list[tuple[str, int, float]]:
+        """(term, live pages holding it, idf × query frequency) of each of the query's terms, read once."""
+        if self._weights is None:
+            self._weights = self.snapshot.term_weights(self.terms)
+        return self._weights
+
+    def known_share(self, ordinary: Callable[[], set[str]] = set) -> float:
+        """How much of the question the corpus holds (0 to 1): the idf-weighted share of its terms that
+        some live page holds, whatever the scope. A rare word weighs more than a common one, and a word
+        no page holds weighs most: "zzzqqq xylophone" is about half known where one page says xylophone.
+        `ordinary()`: the terms that are words of the model's language (floor.language_words), asked only
+        when some term is held by no page; those are left out of the share rather than counted against."""
+        return known_share(self.term_weights(), ordinary)
+
+    def coverage(self) -> float:
+        """How much of the question this ranking's best page holds (0 to 1): the idf-weighted share of the
+        question's terms some page holds that the first page of the ranking holds too. A ranking resting on
+        one rare word of a longer question ("negative" in "turn every colour of a photo into its opposite,
+        like a negative") scores low however rare the word."""
+        top = self.take(1)
+        weights = self.term_weights()
+        total = sum(w for _t, df, w in weights if df > 0)
+        if not top or total <= 0:
+            return 0.0
+        doc = self.snapshot.docnum[top[0][0]]
+        held = sum(w for t, df, w in weights if df > 0 and self.snapshot.holds(t, doc))
+        return held / total
+
+    def specificity(self) -> float:
+        """How specific the words this ranking matched are (0 to 1): the largest idf among the matched
+        terms over the idf of a term one page alone holds. A ranking whose words are all common (each on
+        a third of the pages) scores low: its order says little about what the question means."""
+        return specificity(self.term_weights(), self.snapshot.count)
 
     def take(self, depth: int) -> list[tuple[str, float]]:
         """The best `depth` page ids with their BM25F scores, best first (ties by document number)."""
@@ -133,13 +170,13 @@ class KeywordRetriever:
             if docs:
                 mask[np.asarray(docs, dtype=np.int64)] = False
         return KeywordRanking(snapshot, snapshot.scores(selected.terms), mask,
-                              TermFinder(selected.terms, snapshot.tokens), selected.dropped)
+                              TermFinder(selected.terms, snapshot.tokens), selected.dropped, dict(selected.terms))
 
-    def knows(self, snapshot: Snapshot, text: str) -> bool:
-        """Does the index hold a word of `text` (as analysed for a search)? For a search that ranks by
-        meaning alone: which of the relevance floor's two numbers applies (floor.py)."""
+    def known_share(self, snapshot: Snapshot, text: str, ordinary: Callable[[], set[str]] = set) -> float:
+        """How much of `text` (as analysed for a search) the index holds, idf-weighted (0 to 1). For a
+        search that ranks by meaning alone: where between its two numbers the relevance floor lies."""
         terms = snapshot.query_terms(text).terms
-        return bool(terms) and bool(np.any(snapshot.scores(terms) > 0))
+        return known_share(snapshot.term_weights(terms), ordinary) if terms else 0.0
 
     # -- closing ---------------------------------------------------------------------------------------
     def _close_snapshot(self) -> None:
@@ -155,3 +192,23 @@ class KeywordRetriever:
             self._manifest = self._manifest_key = None
 
     close = forget
+
+
+def known_share(weights: list[tuple[str, int, float]], ordinary: Callable[[], set[str]] = set) -> float:
+    """The idf-weighted share of (term, pages holding it, weight) rows that some page holds (0 to 1). A
+    term no page holds that `ordinary()` names is left out of both sides (a word of the language, not
+    noise); when nothing held is left, the share is 0."""
+    known = sum(w for _t, df, w in weights if df > 0)
+    if known <= 0:
+        return 0.0
+    spared = ordinary() if any(df == 0 for _t, df, _w in weights) else set()
+    unknown = sum(w for t, df, w in weights if df == 0 and t not in spared)
+    return known / (known + unknown)
+
+
+def specificity(weights: list[tuple[str, int, float]], pages: int) -> float:
+    """The idf of the rarest held term over that of a term one page of `pages` alone holds (0 to 1)."""
+    held = [df for _t, df, _w in weights if df > 0]
+    if not held or pages <= 0:
+        return 0.0
+    return min(1.0, lexical.idf(pages, min(held)) / lexical.idf(pages, 1))

@@ -199,6 +199,20 @@ class SegmentCache:
 _EMPTY = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
 
 
+def _union_size(a: np.ndarray, b: np.ndarray) -> int:
+    """How many distinct document numbers two posting lists hold together (each holds a document once).
+    By a binary search rather than np.union1d, whose np.unique imports numpy.ma (~40 ms in a new process)."""
+    if len(b) > 1 and np.any(b[1:] < b[:-1]):
+        b = np.sort(b)
+    at = np.minimum(np.searchsorted(b, a), len(b) - 1)
+    return int(len(a) + len(b) - np.count_nonzero(b[at] == a))
+
+
+def idf(n: int, df: int) -> float:
+    """Lucene's BM25 idf of a term `df` of `n` documents hold (df 0 included: the largest)."""
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+
 def _read_postings(reader: Any, field: str, term: str) -> tuple[np.ndarray, np.ndarray]:
     """(docnums, term frequencies) of one term in one segment, deletions included (masked later)."""
     try:
@@ -426,10 +440,28 @@ class Snapshot:
                     acc[ids] += tf * norm(name, ids)
                 ids = np.flatnonzero(acc)
                 pseudo = acc[ids]
-            df = len(ids)
-            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-            scores[ids] += (qf * idf * (k1 + 1.0)) * pseudo / (pseudo + k1)
+            scores[ids] += (qf * idf(n, len(ids)) * (k1 + 1.0)) * pseudo / (pseudo + k1)
         return scores
+
+    def doc_frequencies(self, terms: dict[str, int]) -> dict[str, int]:
+        """How many live documents hold each term, in either field (0: the corpus does not hold it)."""
+        out: dict[str, int] = {}
+        for term in terms:
+            parts = [ids for name in (TITLE, BODY) for ids, _tf in [self._postings(name, term)] if len(ids)]
+            out[term] = 0 if not parts else len(parts[0]) if len(parts) == 1 else _union_size(*parts)
+        return out
+
+    def holds(self, term: str, docnum: int) -> bool:
+        """Does the live document hold the term, in either field?"""
+        return any(bool(np.any(self._postings(name, term)[0] == docnum)) for name in (TITLE, BODY))
+
+    def term_weights(self, terms: dict[str, int]) -> list[tuple[str, int, float]]:
+        """(term, documents holding it, its idf weighted by how often the query says it), for what a
+        search knows of its own words: how much of the question the corpus holds (the relevance floor)
+        and how specific the words it matched are (fusion). A term no document holds weighs as one a
+        single document would hold and a little more: the rarest word of all, which it is."""
+        n = max(self.count, 1)
+        return [(t, df, terms[t] * idf(n, df)) for t, df in self.doc_frequencies(terms).items()]
 
     @cached_property
     def id_rank(self) -> np.ndarray:

@@ -7,7 +7,8 @@ module so a retriever slots in without touching the others:
 2. each retriever the mode asks for ranks page ids with the policy's masks applied inside its
    candidate stage — keyword (`keyword.py`, BM25F over this node's lexical index) and semantic
    (`semantic.py`, sign codes then an exact rerank, the query embedded by `query_vectors.py`);
-3. fusion (`fusion.py`) merges a hybrid search's two rankings by reciprocal rank;
+3. fusion (`fusion.py`) merges a hybrid search's two rankings by reciprocal rank, the keyword half weighed
+   by how specific its words are and how much of the question its best page holds;
 4. the hit assembly (`hits.py`) walks the merged ranking against the current rows until `limit` hits
    are accepted, and gives each its title, ancestors and snippet (from the keyword half's terms where
    the page holds one).
@@ -37,7 +38,7 @@ from ..vectors import records as vectors
 from . import lexical
 from .access import Access, AccessPolicy, Denial
 from . import floor as relevance
-from .fusion import reciprocal_rank_fusion
+from .fusion import keyword_weight, reciprocal_rank_fusion
 from .hits import Accepted, HitAssembler, page_url
 from .keyword import KeywordRanking, KeywordRetriever
 from .lexical import DEFAULT_RANKING, Ranking, Snapshot
@@ -99,7 +100,7 @@ class MeaningHalf:
     embeddable: int = 0
     floor: relevance.Floor | None = None   # the relevance floor of the space it ranked in
     model: str = ""
-    known_words: bool | None = None        # the corpus holds a word of the question (read when first needed)
+    known_share: float | None = None       # how much of the question the corpus holds (read when first needed)
 
 
 def _held_words(held: int) -> str:
@@ -350,9 +351,9 @@ class NativeSearcher:
             with self.node.lock:
                 return reads.folder_titles(self.node.conn, pages)
 
-        if meaning.known_words is None:
-            meaning.known_words = self._known_words(words, text)
-        cut = relevance.apply(ranking.ranked, meaning.floor, known_words=meaning.known_words,
+        if meaning.known_share is None:
+            meaning.known_share = self._known_share(words, text, meaning.floor.space)
+        cut = relevance.apply(ranking.ranked, meaning.floor, known_share=meaning.known_share,
                               found_by_words=words.matches if words is not None else (lambda _pid: False),
                               folders=folders, title_matches=title_matches)
         self._floor_report = cut.report     # a deeper read of the same search covers the first one's pool
@@ -361,15 +362,19 @@ class NativeSearcher:
     def _under_floor(self) -> bool:
         return self._floor_report is not None and self._floor_report.cut > 0
 
-    def _known_words(self, words: KeywordRanking | None, text: str) -> bool:
-        """Does the corpus hold a word of the question? The keyword half's answer when it ran; else the
-        index read for it (a semantic search); a node without an index yet cannot say, and is answered
-        as for a question it holds none of (the stricter floor)."""
+    def _known_share(self, words: KeywordRanking | None, text: str, space: str) -> float:
+        """How much of the question the corpus holds (0 to 1, idf-weighted, the words of the model's
+        language no page holds left aside: floor.py)? The keyword half's answer when it ran; else the index
+        read for it (a semantic search); a node without an index yet cannot say, and is answered as for a
+        question it holds none of (the stricter floor)."""
+        def ordinary() -> set[str]:
+            return relevance.language_words(space, text, lambda word: lexical.analyze(_analyzer(), word, None))
+
         if words is not None:
-            return words.known()
+            return words.known_share(ordinary)
         manifest = self.keyword.manifest()
         snapshot = self.keyword.snapshot(manifest) if manifest is not None else None
-        return snapshot is not None and self.keyword.knows(snapshot, text)
+        return self.keyword.known_share(snapshot, text, ordinary) if snapshot is not None else 0.0
 
     def _held(self) -> int:
         """Pages whose text the provider refused (held back an hour, then offered again): said apart from those
@@ -425,10 +430,13 @@ class NativeSearcher:
         ranking = meaning_half.ranking
         assert ranking is not None
         meaning = self._floored(meaning_half, ranking, words, text)
+        # each half weighed by what it knows of itself (fusion.py): the keyword half by how specific its words
+        # are and how much of the question its best page holds
+        weights = (keyword_weight(words.specificity(), words.coverage()), 1.0)
         deeper = False
         while True:
             keyword_ids = [pid for pid, _ in words.take(depth)]
-            fused = reciprocal_rank_fusion([keyword_ids, [pid for pid, _ in meaning.ranked]])
+            fused = reciprocal_rank_fusion([keyword_ids, [pid for pid, _ in meaning.ranked]], weights=weights)
             accepted = self.assembler.accept(fused, access, limit)
             keyword_short = len(keyword_ids) < depth
             # a ranking the floor cut has nothing closer left to find deeper in the pool
