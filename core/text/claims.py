@@ -10,7 +10,8 @@ Before any rule reads the sentences, what is not prose is put out of the way (`_
 inside it is not the end of a sentence: fenced code blocks and `code spans`, URLs, abbreviations
 ("e.g.", "i.e.", "etc.", "vs."), and every dot with no space after it (file paths `core/text/claims.py`,
 identifiers `Node.open`, versions `v1.2.3`, decimals `0.75`, hosts `db.internal`). A sentence ends at
-`.`, `!` or `?` followed by a space and a capital, digit or quote, or at a line break.
+`.`, `!` or `?` followed by a space and a capital, digit or quote, or at a line break before a capital
+or a digit (prose wrapped mid-sentence goes on).
 
 The rules, in the order they are tried (the first that fires names the refusal):
 
@@ -23,22 +24,33 @@ The rules, in the order they are tried (the first that fires names the refusal):
 4. **A changelog** — two or more sentences that each start with a past-tense change verb ("Fixed …",
    "Added …", "Bumped …"): the shape of release notes.
 5. **"And also"** — "and also", or a sentence opening with "Also", "Additionally", "In addition",
-   "Furthermore", "Moreover", "Separately", "Unrelated", "Another thing", "On top of that": the writer's
-   own word that what follows is a further claim. ("also" inside a clause — "the worker also retries" —
-   is not a signal: it qualifies the one claim.)
-6. **Semicolon chain** — three or more clauses joined by semicolons, each with a verb: a list written on
-   one line. One semicolon is allowed: "retries three times; after that it gives up" is one claim.
-7. **Independent sentences** — two or more sentences where one does not lean on what came before: it
-   neither opens with a word that points back or qualifies ("It", "This", "That", "They", "Because",
-   "So", "Otherwise", "Unless", "But", "However", "Instead", "Then", "Which", "Only", "Even", …) nor
-   shares a content word (four letters or more, not a common word) with an earlier sentence. "X does A.
-   Y does B." has two subjects and nothing linking them: two facts. "X does A. It does so because B." and
-   "X does A. X's retries make it slow." lean back: one claim with its qualification. The kind widens what
-   leans back, because it says what a second sentence may be: a DECISION's reason and the alternatives it
-   rejected are told with "We …" ("We use X because Y. We rejected Z: it cannot …"); a GOTCHA's and a
-   CONVENTION's fix is an instruction ("Run …", "Use …", "Don't …").
-8. **Too many sentences** — more than `MAX_SENTENCES` (six) sentences, linked or not: a paragraph that
+   "Furthermore", "Moreover", "Separately", "Unrelated", "Another thing", "On top of that", or "We also" /
+   "It also" / "The X also": the writer's own word that what follows is a further claim. ("also" inside
+   a first sentence — "the worker also retries" — is not a signal: it qualifies the one claim.)
+6. **A list inside one sentence** — three or more clauses joined by semicolons (one semicolon is allowed:
+   "retries three times; after that it gives up" is one claim); a short lead and a colon followed by three
+   or more items of two words or more ("Our SLOs: 99.9% for checkout, 300 ms for search, …"; "stitches
+   three subgraphs: accounts, orders and inventory" has one-word items and stays); three or more "X is Y"
+   clauses joined by commas or "and"; a run of three or more short items with no verb ("Postgres 14.9,
+   Redis 7.0.12, Kafka 3.6"). Each is a list its writer did not break into lines.
+7. **Too many sentences** — more than `MAX_SENTENCES` (six) sentences, linked or not: a paragraph that
    long is a summary, and belongs in the page's body.
+8. **Parallel sentences** — two neighbouring sentences that say the same of different subjects ("The
+   worker image is 1.2 GB. The API image is 340 MB."): of their first four words two or more agree, one of
+   the first two does not, and one of the last two does (the verb they share). Sharing words would
+   otherwise link them under rule 9, yet each is its own fact.
+9. **Independent sentences** — two or more sentences where one does not lean on what came before: it
+   neither opens with a word that points back or qualifies ("It", "This", "That", "They", "Because",
+   "So", "Otherwise", "Unless", "But", "However", "Instead", "Then", "Which", "Only", "Even", "The
+   reason…", "The fix…"), nor holds a pronoun in its first five words ("Convert them before …"), nor
+   shares a content word (four letters or more, not a common word, folded to five letters so "retries"
+   meets "retry") with an earlier sentence. "X does A. Y does B." has two subjects and nothing linking
+   them: two facts. "X does A. It does so because B." and "X does A. X's retries make it slow." lean
+   back: one claim with its qualification. The kind widens what leans back, because it says what a second
+   sentence may be: a DECISION's reason and the alternatives it rejected are told with "We …" ("We use X
+   because Y. We rejected Z: …"); a GOTCHA's and a CONVENTION's fix is an instruction ("Run …", "Use …",
+   "Purge …"). This rule makes every false refusal measured (docs/entries.md): a second sentence that
+   continues the first by meaning alone ("The split costs one extra service") shares no word with it.
 
 Sentences that only point at where to look ("See PR #123.", "Source: …", "(Found in …)") are not claims
 and never count. A credential is refused before any of this (`core.text.credentials`), and its message
