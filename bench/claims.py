@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/claims.py [--repeat 20]
 
-Prints, for the whole set and for its held-out part (bodies written after the rules were frozen): the
+Prints, for the whole set and for each part of it (`tuning`: the bodies the rules were shaped on;
+`heldout`, `heldout2`: bodies written later, before the rules were measured on them): the
 confusion matrix (label × verdict), the precision and recall of "refused", the false-refusal rate
 (acceptable bodies refused), then the bodies it gets wrong. Then the time of one check a body:
 `check_entry_body` against the diary's `check_note` as the peer (the same bodies, interleaved A/B, so load
@@ -83,7 +84,8 @@ def main() -> None:
     rows = [json.loads(line) for line in SET.read_text(encoding="utf-8").splitlines() if line.strip()]
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     report("all", rows)
-    report("held out", [r for r in rows if r["set"] == "heldout"])
+    for name in sorted({r["set"] for r in rows}):
+        report(f"set '{name}'", [r for r in rows if r["set"] == name])
     timing(rows, args.repeat)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 

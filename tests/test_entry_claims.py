@@ -32,7 +32,7 @@ def test_the_labelled_set_is_large_mostly_acceptable_and_well_formed():
     assert len(rows) >= 240
     assert all(set(r) == {"body", "kind", "label", "why", "set"} for r in rows)
     assert all(r["kind"] in KINDS and r["label"] in LABELS and r["why"] for r in rows)
-    assert all(r["set"] in ("tuning", "heldout") for r in rows)
+    assert all(r["set"] in ("tuning", "heldout", "heldout2") for r in rows)
     assert len({r["body"] for r in rows}) == len(rows)             # no body counted twice
     share = sum(r["label"] == "one" for r in rows) / len(rows)
     assert 0.55 <= share <= 0.65
@@ -48,7 +48,7 @@ def test_the_checker_refuses_what_it_should_and_rarely_what_it_should_not():
     precision = tp / sum(refused)
     recall = tp / sum(bad)
     false_refusal_rate = sum(r and not b for r, b in zip(refused, bad)) / sum(not b for b in bad)
-    # measured on 2026-12-02 over 347 bodies: precision 0.971, recall 0.978, false refusals 1.9% (4 of 208)
+    # measured on 2026-12-02 over 376 bodies: precision 0.973, recall 0.967, false refusals 1.8% (4 of 225)
     assert precision >= 0.96
     assert recall >= 0.95
     assert false_refusal_rate <= 0.02
@@ -120,6 +120,16 @@ def test_the_kind_widens_what_a_second_sentence_may_be():
     gotcha = "The staging load balancer caches 404s for five minutes. Purge the CDN after a deploy."
     assert check_entry_body(gotcha, "GOTCHA") is None
     assert check_entry_body(gotcha, "FACT") is not None
+    # an instruction leans on a statement of the problem; two instructions are two rules
+    rules = "Use snake_case for JSON keys. Write commit messages in the imperative."
+    assert check_entry_body(rules, "CONVENTION") is not None
+
+
+def test_a_sentence_that_opens_on_a_case_or_points_back_continues_the_claim():
+    assert check_entry_body("The consumer acks after the database commit. A crash in between causes a "
+                            "redelivery, so handlers must be idempotent.") is None
+    assert check_entry_body("Outbound HTTP leaves through the NAT gateway at 52.18.0.4. Partners allow-list "
+                            "that address.") is None
 
 
 @pytest.mark.parametrize("body, code", [

@@ -42,14 +42,17 @@ The rules, in the order they are tried (the first that fires names the refusal):
 9. **Independent sentences** — two or more sentences where one does not lean on what came before: it
    neither opens with a word that points back or qualifies ("It", "This", "That", "They", "Because",
    "So", "Otherwise", "Unless", "But", "However", "Instead", "Then", "Which", "Only", "Even", "The
-   reason…", "The fix…"), nor holds a pronoun in its first five words ("Convert them before …"), nor
-   shares a content word (four letters or more, not a common word, folded to five letters so "retries"
-   meets "retry") with an earlier sentence. "X does A. Y does B." has two subjects and nothing linking
-   them: two facts. "X does A. It does so because B." and "X does A. X's retries make it slow." lean
-   back: one claim with its qualification. The kind widens what leans back, because it says what a second
-   sentence may be: a DECISION's reason and the alternatives it rejected are told with "We …" ("We use X
-   because Y. We rejected Z: …"); a GOTCHA's and a CONVENTION's fix is an instruction ("Run …", "Use …",
-   "Purge …"). This rule makes every false refusal measured (docs/entries.md): a second sentence that
+   reason…", "The fix…"), nor opens on a case with "A"/"An" ("A crash in between causes a redelivery":
+   a fact about the system names its subject; a case of the claim before is indefinite), nor holds a
+   pronoun or "that"/"such" in its first five words ("Convert them before …", "Partners allow-list that
+   address"), nor shares a content word (four letters or more, not a common word, folded to five letters
+   so "retries" meets "retry") with an earlier sentence. "X does A. Y does B." has two subjects and
+   nothing linking them: two facts. "X does A. It does so because B." and "X does A. X's retries make it
+   slow." lean back: one claim with its qualification. The kind widens what leans back, because it says
+   what a second sentence may be: a DECISION's reason and the alternatives it rejected are told with
+   "We …" ("We use X because Y. We rejected Z: …"); a GOTCHA's and a CONVENTION's fix is an instruction
+   ("Run …", "Use …", "Purge …") after a statement of the problem (two instructions in a row are two
+   rules). This rule makes every false refusal measured (docs/entries.md): a second sentence that
    continues the first by meaning alone ("The split costs one extra service") shares no word with it.
 
 Sentences that only point at where to look ("See PR #123.", "Source: …", "(Found in …)") are not claims
@@ -195,7 +198,7 @@ def _first_word(sentence: str) -> str:
     return m.group(1).lower() if m else ""
 
 
-_POINTS_BACK = re.compile(r"(?i)\b(?:it|its|them|they|their|this|these|those)\b")
+_POINTS_BACK = re.compile(r"(?i)\b(?:it|its|them|they|their|this|these|those|that|such)\b")
 _FURTHER_ALSO = re.compile(r"(?i)^(?:we|they|it|you|the \w+) also\b")
 _COLON_LEAD = re.compile(r"^([^:\n]{1,60}):\s+(.+)$", re.DOTALL)
 _ITEM_SPLIT = re.compile(r"\s*(?:[,;]\s*(?:and\s+|or\s+)?|\s+and\s+)")
@@ -208,10 +211,12 @@ def _leans_back(sentence: str, earlier: list[str], kind: str) -> bool:
     first = _first_word(sentence)
     if not first or first in _LEANS_BACK or re.match(r"(?i)the (?:reason|fix|workaround|cause|catch)\b", sentence):
         return True
+    if first in ("a", "an"):
+        return True          # "A crash in between causes …": a case of what was just said, not a new subject
     if kind == "DECISION" and first in ("we", "our", "rejected", "chosen", "considered", "alternatives"):
         return True
-    if kind in ("GOTCHA", "CONVENTION") and first in _INSTRUCTION:
-        return True
+    if kind in ("GOTCHA", "CONVENTION") and first in _INSTRUCTION and _first_word(earlier[-1]) not in _INSTRUCTION:
+        return True          # the fix after the statement of a problem; two instructions are two rules
     if _POINTS_BACK.search(" ".join(sentence.split()[:5])):
         return True          # "Convert them before …", "Turn it off to …": a pronoun points at the first
     words = _content_words(sentence)
