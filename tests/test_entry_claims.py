@@ -145,6 +145,7 @@ def test_empty_too_long_or_not_text_is_refused(body, code):
 def test_the_bound_is_inclusive_and_the_kind_is_checked():
     assert check_entry_body("y" * MAX_ENTRY_CHARS) is None
     assert check_entry_body("Deploys need the VPN.", "decision") is None
+    assert check_entry_body("Deploys need the VPN.", None) is None           # no kind: a FACT
     refusal = check_entry_body("Deploys need the VPN.", "OPINION")
     assert refusal is not None and refusal.code == "entry_invalid_kind" and "FACT" in refusal.message
 

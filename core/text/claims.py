@@ -262,13 +262,15 @@ def several_claims(body: str, kind: str = "FACT") -> str | None:
     prose = _FENCE.sub("", body)
     labelled = [line for line in prose.splitlines() if _LABELLED_LINE.match(line)]
     if len(labelled) >= 2:
-        return f"it has {len(labelled)} labelled lines ('{labelled[0].split(':')[0].strip()}: …'), the shape of a report"
+        label = labelled[0].split(":")[0].strip()
+        return f"it has {len(labelled)} labelled lines ('{label}: …'), the shape of a report"
     if _SUMMARY_OPENER.search(masked):
         return "it announces several things, the shape of a summary"
     said = [s for s in sentences(body) if not _POINTER.match(s)]
     changes = [s for s in said if _CHANGE_VERB.match(s)]
     if len(changes) >= 2:
-        return f"it reads as a changelog ({len(changes)} sentences opening with a change: '{_first_word(changes[0]).capitalize()} …')"
+        verb = _first_word(changes[0]).capitalize()
+        return f"it reads as a changelog ({len(changes)} sentences opening with a change: '{verb} …')"
     if _AND_ALSO.search(masked):
         return "it adds a further claim with 'and also'"
     for s in said[1:]:
@@ -304,9 +306,12 @@ def _clip(sentence: str, width: int = 40) -> str:
     return sentence if len(sentence) <= width else sentence[:width - 1].rstrip() + "…"
 
 
-def check_entry_body(body: object, kind: str = "FACT") -> Refusal | None:
-    """None when `body` may be an entry of `kind`, else the Refusal saying why (one line, naming how to
-    write it instead; a credential's value is never repeated)."""
+def check_entry_body(body: object, kind: str | None = "FACT") -> Refusal | None:
+    """None when `body` may be an entry of `kind` (any case; None is a FACT, the default kind), else the
+    Refusal saying why (one line, naming how to write it instead; a credential's value is never
+    repeated)."""
+    if kind is None:
+        kind = "FACT"
     if not isinstance(body, str):
         return Refusal("entry_invalid", "an entry's body is text — write the one fact you want to keep")
     norm_kind = kind.upper() if isinstance(kind, str) else ""
