@@ -22,6 +22,7 @@ from core.pages.model import Page
 from ..fmt import diff_text, line_diff, when
 from ..sanitize import clean_line, clean_text
 from ..widgets.title_bar import TitleBar
+from . import registry
 from .base import footer
 
 
@@ -47,7 +48,7 @@ class ConflictScreen(Screen[str | None]):
         Binding("m", "choose('rebase')", "Merged: keep mine"),
         Binding("i", "choose('append')", "Add theirs below"),
         Binding("escape", "choose('')", "Back to editor"),
-        Binding("question_mark", "app.help", "Help", key_display="?"),
+        registry.binding("help"),
     ]
 
     def __init__(self, conflict: Conflict, *, rebased: bool = False) -> None:

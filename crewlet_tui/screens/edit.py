@@ -8,6 +8,7 @@ text asks first, and the engine also keeps a refused text under the home's rescu
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +57,17 @@ def too_long_to_edit(body: str) -> str | None:
             f"({LINE_EDITED:,}): save a new text with `crewlet page save REF --body-file FILE`, or split the line")
 
 
+# the lines `i` on the conflict screen puts around their text (git's merge markers): a text still holding
+# one was not merged yet, and saving it asks first
+MARKER = re.compile(r"^(<{7}|>{7})(?: |$)", re.M)
+
+
+def merge_marker_line(text: str) -> int | None:
+    """The 1-based line of the first merge marker left in `text`, or None."""
+    found = MARKER.search(text)
+    return text.count("\n", 0, found.start()) + 1 if found else None
+
+
 @dataclass
 class NewPage:
     container: str
@@ -85,7 +97,7 @@ class EditScreen(CrewletScreen):
         Binding("ctrl+s", "save", "Save", priority=True),
         Binding("escape", "back", "Back", priority=True),
         Binding("ctrl+t", "their_changes", "Their changes", priority=True),
-        Binding("f1", "app.help", "Help"),
+        Binding("f1", "app.show('help')", "Help"),
     ]
 
     def __init__(self, page: Page | None = None, *, new: NewPage | None = None) -> None:
@@ -167,9 +179,22 @@ class EditScreen(CrewletScreen):
                 return
             self._save(note.strip() or None)
 
-        self.app.push_screen(InputModal("Save", "A note for the history (optional — enter to save without one)",
-                                        placeholder="what changed and why", ok="Save", allow_empty=True,
-                                        id="save-note"), with_note)
+        def ask_note(yes: bool | None = True) -> None:
+            if not yes:
+                self.editor.focus()
+                return
+            self.app.push_screen(InputModal("Save", "A note for the history (optional — enter to save without one)",
+                                            placeholder="what changed and why", ok="Save", allow_empty=True,
+                                            id="save-note"), with_note)
+
+        line = merge_marker_line(self.editor.text)
+        if line is None:
+            ask_note()
+            return
+        self.app.push_screen(ConfirmModal("Save with merge markers?", f"Line {line:,} still holds a merge marker "
+                                          "(<<<<<<< or >>>>>>>): their text is not merged yet. Save it as it is, "
+                                          "markers and all?", yes="Save with them", no="Keep merging",
+                                          id="save-markers"), ask_note)
 
     def _save(self, message: str | None) -> None:
         self.saving = True
@@ -177,11 +202,11 @@ class EditScreen(CrewletScreen):
         if self.new is not None:
             parent = self.new.parent.id if self.new.parent else None
             self.call_in_background("created", self.kb.create_page, self.new.container, self.new.title, text,
-                                    actor=self.session.handle, parent=parent, message=message)
+                                    actor=self.session.handle, parent=parent, message=message, writes=True)
         else:
             assert self.page is not None
             self.call_in_background("saved", save_or_conflict, self.kb, self.page.id, text, self.base_revision,
-                                    self.session.handle, message)
+                                    self.session.handle, message, writes=True)
 
     def got_created(self, page: Page) -> None:
         self.saving = False
