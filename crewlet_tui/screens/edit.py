@@ -23,6 +23,8 @@ from core.pages.model import Page
 
 from ..fmt import plural
 from ..sanitize import body_for_editing, clean_line, count_controls
+from ..widgets.page_view import is_large, large_note
+from ..widgets.quick_text_area import QuickTextArea
 from .base import CrewletScreen, error_text
 from .conflict import Conflict, ConflictScreen
 from .modals import ConfirmModal, InputModal
@@ -110,6 +112,7 @@ class EditScreen(CrewletScreen):
         self.controls_on_load = count_controls(page.body) if page else 0
         self.conflict: Conflict | None = None
         self.saving = False
+        self.plain = is_large(self.saved_text)
         self.sub_title = "edit"
 
     @property
@@ -125,18 +128,27 @@ class EditScreen(CrewletScreen):
         with Vertical(classes="main"):
             yield Static(id="edit-title", classes="screen-title")
             yield Static(id="edit-notice", classes="notice")
-            editor = TextArea.code_editor(self.saved_text, language=markdown_language(), soft_wrap=True,
-                                          theme="css", id="editor", show_line_numbers=True)
+            # a large page is edited as plain text in a TextArea whose cost per key does not grow with the page
+            # (widgets/quick_text_area.py; tree-sitter would parse the whole text again at each key)
+            kind, language = (QuickTextArea, None) if self.plain else (TextArea, markdown_language())
+            # a large text is loaded once the editor is mounted: given here, TextArea would lay it out three
+            # times over (its constructor, then its language watcher at mount)
+            editor = kind.code_editor("" if self.plain else self.saved_text, language=language, soft_wrap=True,
+                                      theme="css", id="editor", show_line_numbers=True)
             editor.cursor_blink = self.crewlet.cursor_blink
             yield editor
         yield from self.compose_footer()
 
     def on_mount(self) -> None:
+        if self.plain:
+            self.editor.load_text(self.saved_text)
         self._show_title()
         notices = []
         if self.controls_on_load:
             notices.append(f"This page holds {plural(self.controls_on_load, 'control character')}: they are shown as "
                            "visible symbols (␛ …) and a save keeps them as those symbols.")
+        if self.plain:
+            notices.append(large_note(self.saved_text, "edited"))
         if self.new is not None:
             notices.append("Write the page, then ctrl+s. A page saved with nothing written is a folder.")
         self._notice(" ".join(notices))

@@ -17,9 +17,10 @@ from core.pages.model import Comment, Page, Window
 
 from ..fmt import ago, plural, when, when_ago
 from ..links import classify
-from ..sanitize import clean_line, clean_text, count_controls
+from ..sanitize import body_for_display, clean_line, clean_text, count_controls
 from ..widgets.page_tree import FOLDER_ICON, PAGE_ICON
-from ..widgets.page_view import PageBody
+from ..widgets.page_view import PageBody, cut_long_lines, is_large, large_note
+from ..widgets.plain_body import PlainBody
 from .page_actions import ask_move, ask_rename, ask_trash
 from . import registry
 from .base import COMMON_BINDINGS, CrewletScreen, error_text
@@ -88,6 +89,7 @@ class PageScreen(CrewletScreen):
                 yield Static(id="page-trail", classes="page-trail")
                 yield Static(id="page-notice", classes="notice")
                 yield PageBody(id="page-body")
+                yield PlainBody(id="page-plain")   # a large page's body, instead (widgets/plain_body.py)
             with VerticalScroll(id="page-side"):
                 yield Static(id="page-meta")
                 yield OptionList(id="page-related")
@@ -146,13 +148,25 @@ class PageScreen(CrewletScreen):
         if hidden:
             notes.append(f"This body holds {plural(hidden, 'control character')} (terminal escapes): "
                          "shown inert, as ␛ and friends.")
+        large = not page.is_folder and is_large(page.body)
+        if large:
+            notes.append(large_note(page.body, "shown"))
         notice.update(Text("\n".join(notes), style="yellow"))
         notice.display = bool(notes)
-        body = self.query_one(PageBody)
-        if page.is_folder:
-            body.show(f"*A folder: nothing written here.* It groups {plural(page.child_count, 'page')}.")
+        body, plain = self.query_one(PageBody), self.query_one(PlainBody)
+        if large:
+            if body.display:
+                body.show("")
+            body.display = False
+            plain.show(body_for_display(cut_long_lines(page.body)))
         else:
-            body.show(page.body)
+            if plain.line_count:
+                plain.show("")
+            body.display = True
+            if page.is_folder:
+                body.show(f"*A folder: nothing written here.* It groups {plural(page.child_count, 'page')}.")
+            else:
+                body.show(page.body)
         self._show_side(view)
         self.refresh_bindings()   # a page trashed or restored (here or elsewhere) changes what can be done
 
