@@ -22,7 +22,7 @@ EVERYWHERE: list[tuple[str, str]] = [
     ("ctrl+p", "command palette: search for what you type, go to a screen, change the theme"),
     ("?  f1", "this help (f1 in the editor)"),
     ("escape", "back"),
-    ("ctrl+q", "quit (asks first when an editor holds unsaved text)"),
+    ("ctrl+q  q", "quit (asks first when an editor holds unsaved text); q and ctrl+c where no text is typed"),
 ]
 
 
