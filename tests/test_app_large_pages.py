@@ -10,7 +10,9 @@ from textual.document._document import Document
 from textual.document._wrapped_document import WrappedDocument
 from textual.widgets import Markdown
 
-from bench.large_pages import long_lines_body, short_lines_body
+from bench.large_pages import LIMITS, long_lines_body, short_lines_body
+from conftest import config_with
+from core.pages.settings import DEFAULT_PAGE_BODY_BYTES
 from crewlet_tui.widgets.page_view import LARGE_BODY, is_large
 from crewlet_tui.widgets.plain_body import PlainBody
 from crewlet_tui.widgets.quick_text_area import QuickTextArea, _QuickWrap
@@ -18,7 +20,15 @@ from test_app_support import (app_for, new_home, open_kb, rendered_text, wait_re
                               wait_until)
 
 SMALL = (80, 24)
-SHAPES = {"short lines": short_lines_body, "long lines": long_lines_body}
+SHAPES = {"short lines": short_lines_body, "long lines": long_lines_body,
+          # the largest page the default [limits] lets anybody save: short lines up to 1 MiB
+          "default bound": lambda: short_lines_body(DEFAULT_PAGE_BODY_BYTES // 55 - 1)}
+
+
+def home_for(tmp_path, body: str):  # type: ignore[no-untyped-def]
+    """A home whose [limits] take `body` (the 5 MB shapes need a company that raised the 1 MiB default)."""
+    config = None if len(body.encode()) <= DEFAULT_PAGE_BODY_BYTES else config_with(limits=LIMITS)
+    return new_home(tmp_path, config=config)
 
 
 @pytest.mark.parametrize("width", [0, 1, 10, 40, 80])
@@ -37,8 +47,8 @@ def test_the_quick_wrap_lays_out_a_text_exactly_as_textual_does(width):
 @pytest.mark.parametrize("shape", SHAPES)
 async def test_a_large_page_opens_scrolls_and_shows_help(tmp_path, shape):
     body = SHAPES[shape]()
-    assert is_large(body) and len(body) >= 5_000_000
-    home = new_home(tmp_path)
+    assert is_large(body)
+    home = home_for(tmp_path, body)
     with open_kb(home) as kb:
         page = kb.create_page("ENG", "Big", body, actor="alex")
     app = app_for(home, "alex")
@@ -82,7 +92,7 @@ async def test_a_normal_page_is_still_rendered_as_markdown(tmp_path):
 @pytest.mark.parametrize("shape", SHAPES)
 async def test_a_large_page_opens_in_the_editor_takes_keys_and_saves(tmp_path, shape):
     body = SHAPES[shape]()
-    home = new_home(tmp_path)
+    home = home_for(tmp_path, body)
     with open_kb(home) as kb:
         page = kb.create_page("ENG", "Big", body, actor="alex")
     app = app_for(home, "alex")
