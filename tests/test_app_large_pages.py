@@ -125,3 +125,33 @@ def test_the_quick_editor_edits_plain_text_only():
     area = QuickTextArea()
     with pytest.raises(ValueError, match="plain text"):
         area._set_document("x", "markdown")
+
+
+async def test_a_refused_save_of_a_large_page_shows_both_texts(tmp_path):
+    body = short_lines_body()
+    home = home_for(tmp_path, body)
+    with open_kb(home) as kb:
+        page = kb.create_page("ENG", "Big", body, actor="alex")
+    app = app_for(home, "alex")
+    async with app.run_test(size=SMALL) as pilot:
+        await wait_screen(pilot, "SpacesScreen")
+        app.open_page(page.id)
+        await wait_screen(pilot, "PageScreen", timeout=120)
+        await wait_until(pilot, lambda: app.screen.view is not None, timeout=120)
+        await pilot.press("e")
+        await wait_screen(pilot, "EditScreen", timeout=120)
+        editing = app.screen
+        await wait_until(pilot, lambda: editing.editor.document.line_count > 1, timeout=120)
+        await pilot.press(*"mine ")
+        with open_kb(home) as other:
+            other.save_page(page.id, "theirs\n" + body, base_revision=1, actor="sam")
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, lambda: app.screen.id == "save-note", what="the save note")
+        await pilot.press("enter")
+        await wait_screen(pilot, "ConflictScreen", timeout=120)
+        yours = app.screen.query_one("#yours-text", PlainBody)
+        theirs = app.screen.query_one("#theirs-text", PlainBody)
+        assert yours.line_count == theirs.line_count - 1 == body.count("\n") + 1
+        await pilot.press("m")                       # merged: keep mine, on their revision
+        await wait_screen(pilot, "EditScreen")
+        assert editing.base_revision == 2 and editing.editor.text.startswith("mine ")
