@@ -122,9 +122,6 @@ class CrewletApp(App[None]):
     COMMANDS = App.COMMANDS | {CrewletCommands}
     BINDINGS = [
         Binding("ctrl+q", "quit", "Quit", show=False, priority=True),
-        # ctrl+c quits too (asking first over unsaved text), where a text field does not take it to copy:
-        # Textual's own ctrl+c only says "press ctrl+q", and said nothing where no quit key was shown
-        Binding("ctrl+c", "quit", "Quit", show=False),
         Binding("f1", "show('help')", "Help", show=False),
     ]
 
@@ -598,6 +595,11 @@ class CrewletApp(App[None]):
         self.push_screen(ConfirmModal("Quit with unsaved text?", "An editor holds text that is not saved. "
                                       "Quit and lose it?", yes="Quit, losing it", no="Keep editing", danger=True,
                                       id="quit-unsaved"), answer)
+
+    async def action_help_quit(self) -> None:
+        """ctrl+c (Textual binds it here, after a text field's copy and a selection's): quit, asking first over
+        unsaved text. Textual's own only said "press ctrl+q" — and nothing at all where no quit key was shown."""
+        await self.action_quit()
 
     def on_unmount(self) -> None:
         self._stopping.set()

@@ -52,8 +52,8 @@ async def test_ctrl_c_with_unsaved_text_asks_before_quitting(tmp_path):
     async with app.run_test(size=SMALL) as pilot:
         editing = await open_editor(pilot, app, page.id)
         editing.editor.text = "unsaved words\n"
-        editing.editor.blur()                 # ctrl+c in the text copies; outside it, it quits — asking first
-        await pilot.pause()
+        await pilot.press("f1")               # the help over the editor: ctrl+c quits there — asking first
+        await wait_screen(pilot, "HelpScreen")
         await pilot.press("ctrl+c")
         await wait_until(pilot, lambda: app.screen.id == "quit-unsaved", what="the quit-unsaved question")
         assert not app._exit
@@ -181,3 +181,17 @@ async def test_saving_with_the_markers_when_the_person_says_so(tmp_path):
         await wait_screen(pilot, "PageScreen")
     with open_kb(home) as kb:
         assert "<<<<<<< revision 2 by sam" in kb.resolve(page.id).body
+
+
+async def test_ctrl_c_in_the_editor_copies_a_selection_and_otherwise_says_how_to_quit(tmp_path):
+    home, page = _page(tmp_path)
+    app = app_for(home, "alex")
+    async with app.run_test(size=SMALL) as pilot:
+        editing = await open_editor(pilot, app, page.id)
+        await pilot.press("ctrl+c")
+        await wait_until(pilot, lambda: any("ctrl+q quits" in n.message for n in app._notifications),
+                         what="ctrl+c to say how to quit")
+        assert app.screen is editing and not app._exit
+        editing.editor.select_all()
+        await pilot.press("ctrl+c")
+        await wait_until(pilot, lambda: app.clipboard == "steps\n", what="the selection copied")

@@ -99,6 +99,8 @@ class EditScreen(CrewletScreen):
         Binding("ctrl+s", "save", "Save", priority=True),
         Binding("escape", "back", "Back", priority=True),
         Binding("ctrl+t", "their_changes", "Their changes", priority=True),
+        # ctrl+c copies the selection, as in any editor; with nothing selected it says how to quit, not nothing
+        Binding("ctrl+c", "copy_or_say", "Copy", show=False, priority=True),
         Binding("f1", "app.show('help')", "Help"),
     ]
 
@@ -304,6 +306,14 @@ class EditScreen(CrewletScreen):
                         current=self.conflict.current, rescued_to=self.conflict.rescued_to)
         self.app.push_screen(ConflictScreen(live, rebased=self.base_revision == self.conflict.current.revision),
                              self._after_conflict)
+
+    def action_copy_or_say(self) -> None:
+        editor = self.editor
+        if editor.selection.start != editor.selection.end:
+            editor.action_copy()
+        else:
+            self.notify("ctrl+c copies a selection here; ctrl+q quits (it asks first about unsaved text)",
+                        markup=False)
 
     # -- leaving ---------------------------------------------------------------------------------
     def action_back(self) -> None:

@@ -56,6 +56,8 @@ class HelpScreen(ModalScreen[None]):
     CSS_PATH = "dialogs.tcss"
     BINDINGS = [
         Binding("escape,q,question_mark", "close", "Close"),
+        # a dialog does not pass keys on to the app: ctrl+c quits from here as from the screen beneath
+        Binding("ctrl+c", "app.help_quit", "Quit", show=False),
         Binding("j,down", "scroll('down')", "Down", show=False),
         Binding("k,up", "scroll('up')", "Up", show=False),
     ]
