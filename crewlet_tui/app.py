@@ -17,16 +17,17 @@ import gc
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import on, work
-from textual.app import App
+from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.message import Message
 from textual.reactive import reactive
+from textual.screen import Screen
 from textual.theme import Theme
 
 # the duties by name, as core names them (core.duties' face imports no duty: a launch loads none)
@@ -39,6 +40,7 @@ from core.paths import Home
 from .commands import CrewletCommands
 from .fmt import Clock, system_clock
 from .sanitize import clean_line
+from .screens import registry
 from .screens.base import CrewletScreen, LateAnswer
 from .screens.spaces import SpacesScreen
 from .widgets.status import IndexState, MeaningState
@@ -64,10 +66,6 @@ def _clock(ms: int | None) -> str:
     return time_mod.strftime("%H:%M", time_mod.localtime(ms / 1000))
 
 
-def _screen_is(screen: Any, module: str, name: str) -> bool:
-    """isinstance against a screen class whose module may not be imported yet (then it cannot be one)."""
-    mod = sys.modules.get(f"crewlet_tui.screens.{module}")
-    return mod is not None and isinstance(screen, getattr(mod, name))
 
 CREWLET_THEME = Theme(
     name="crewlet",
@@ -124,7 +122,7 @@ class CrewletApp(App[None]):
     COMMANDS = App.COMMANDS | {CrewletCommands}
     BINDINGS = [
         Binding("ctrl+q", "quit", "Quit", show=False, priority=True),
-        Binding("f1", "help", "Help", show=False),
+        Binding("f1", "show('help')", "Help", show=False),
     ]
 
     index_state: reactive[IndexState] = reactive(IndexState, always_update=True)
@@ -237,13 +235,13 @@ class CrewletApp(App[None]):
 
     @on(HomeProgressed)
     def _home_progressed(self, message: HomeProgressed) -> None:
-        if _screen_is(self.screen, "welcome", "WelcomeScreen"):
+        if registry.is_showing(self.screen, "welcome"):
             self.screen.progress(message.text)
 
     @on(HomeFailed)
     def _home_failed(self, message: HomeFailed) -> None:
         text = clean_line(str(message.error) or message.error.__class__.__name__)
-        if _screen_is(self.screen, "welcome", "WelcomeScreen"):
+        if registry.is_showing(self.screen, "welcome"):
             self.screen.progress(f"could not create the home: {text}", error=True)
         else:
             self.exit(return_code=1, message=Text(f"crewlet: {text}"))
@@ -274,7 +272,7 @@ class CrewletApp(App[None]):
         remote = self.session.remote
         self.actor_line = f"as {handle}" + (f" ({role})" if role else "") + (
             f" · {self.session.remote_label}, live" if remote else " · this node's copy")
-        if _screen_is(self.screen, "welcome", "WelcomeScreen"):
+        if registry.is_showing(self.screen, "welcome"):
             self.pop_screen()
         self.push_screen(SpacesScreen(spaces))
         if message.note:
@@ -531,10 +529,6 @@ class CrewletApp(App[None]):
             return
         self.push_screen(AskScreen(question))
 
-    def action_ask(self) -> None:
-        if self.session is not None:
-            self.open_ask("")
-
     def open_external(self, url: str) -> None:
         """http(s) and mailto only (see links.py). Tests and screenshots never open anything."""
         self.opened_urls.append(url)
@@ -542,15 +536,21 @@ class CrewletApp(App[None]):
         if self.allow_external and not self.is_headless:
             self.open_url(url)
 
-    def action_search(self) -> None:
-        if self.session is not None:
-            self.open_search("")
-
-    def action_spaces(self) -> None:
-        """Back to the spaces, from anywhere (the palette too) — but never past unsaved text unasked."""
-        if self.session is None:
+    def action_show(self, name: str) -> None:
+        """Open the registered screen `name` (screens/registry.py): what the palette and the screens' keys run."""
+        item = registry.entry(name)
+        if item.needs_home and self.session is None:
             return
+        if item.opens is not None:
+            item.opens(self)
+        elif not item.is_showing(self.screen):
+            self.push_screen(item.load()())
 
+    def show(self, name: str) -> None:
+        self.action_show(name)
+
+    def back_to_spaces(self) -> None:
+        """Back to the spaces, from anywhere (the palette too) — but never past unsaved text unasked."""
         def go(yes: bool | None = True) -> None:
             if yes:
                 while len(self.screen_stack) > 2 and not isinstance(self.screen, SpacesScreen):
@@ -565,28 +565,21 @@ class CrewletApp(App[None]):
         else:
             go()
 
-    def action_trash(self) -> None:
-        from .screens.trash import TrashScreen
-
-        if self.session is not None and not isinstance(self.screen, TrashScreen):
-            self.push_screen(TrashScreen())
-
-    def action_diaries(self) -> None:
-        """Agents' diaries on this node (read-only)."""
-        from .screens.diaries import DiariesScreen
-
-        if self.session is not None and not isinstance(self.screen, DiariesScreen):
-            self.push_screen(DiariesScreen())
-
-    def action_help(self) -> None:
+    def open_help(self) -> None:
         from .screens.help import HelpScreen
 
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen(type(self.screen).__name__))
+            self.push_screen(HelpScreen(registry.name_of(self.screen)))
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        """Textual's commands but its "Keys" panel: the palette's "Help" (the help screen) says every key."""
+        for command in super().get_system_commands(screen):
+            if command.title != "Keys":
+                yield command
 
     # -- leaving ---------------------------------------------------------------------------------
     def unsaved_editors(self) -> list[EditScreen]:
-        return [s for s in self.screen_stack if _screen_is(s, "edit", "EditScreen") and s.has_unsaved_text]
+        return [s for s in self.screen_stack if registry.is_showing(s, "edit") and s.has_unsaved_text]
 
     async def action_quit(self) -> None:
         if not self.unsaved_editors():
@@ -602,6 +595,11 @@ class CrewletApp(App[None]):
         self.push_screen(ConfirmModal("Quit with unsaved text?", "An editor holds text that is not saved. "
                                       "Quit and lose it?", yes="Quit, losing it", no="Keep editing", danger=True,
                                       id="quit-unsaved"), answer)
+
+    async def action_help_quit(self) -> None:
+        """ctrl+c (Textual binds it here, after a text field's copy and a selection's): quit, asking first over
+        unsaved text. Textual's own only said "press ctrl+q" — and nothing at all where no quit key was shown."""
+        await self.action_quit()
 
     def on_unmount(self) -> None:
         self._stopping.set()

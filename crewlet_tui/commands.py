@@ -8,6 +8,7 @@ from rich.text import Text
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from .sanitize import clean_line
+from .screens import registry
 
 if TYPE_CHECKING:
     from .app import CrewletApp
@@ -19,15 +20,9 @@ class CrewletCommands(Provider):
         return self.app  # type: ignore[return-value]
 
     def _screens(self) -> list[tuple[str, str, object]]:
+        """The registry's screens that open with no argument (screens/registry.py)."""
         app = self.crewlet
-        return [
-            ("Search the knowledge base", "open the search screen", app.action_search),
-            ("Ask the knowledge base", "a question answered from the pages, every claim cited", app.action_ask),
-            ("Spaces", "the declared spaces with their page counts", app.action_spaces),
-            ("Trash", "trashed pages: restore, or purge (admin)", app.action_trash),
-            ("Diaries", "agents' private diaries on this node, and their onboarding", app.action_diaries),
-            ("Help", "what each screen is for, and its keys", app.action_help),
-        ]
+        return [(item.palette_name, item.about, partial(app.show, item.name)) for item in registry.SCREENS if item.palette]
 
     async def discover(self) -> Hits:
         if self.crewlet.session is None:

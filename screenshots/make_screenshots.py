@@ -240,12 +240,12 @@ async def shoot(home: Home, ids: dict[str, str], out: Path, size: tuple[int, int
         await pilot.press("escape")
         await wait_until(pilot, lambda: screen_is("SearchScreen"))
 
-        app.action_trash()
+        app.show("trash")
         await wait_until(pilot, lambda: screen_is("TrashScreen") and app.screen.pages)
         await settle(pilot)
         save("trash")
 
-        app.action_diaries()
+        app.show("diaries")
         await wait_until(pilot, lambda: screen_is("DiariesScreen") and app.screen.agents
                          and app.screen.query_one("#notes-table").row_count)
         await settle(pilot)

@@ -18,7 +18,7 @@ async def test_spaces_from_the_palette_asks_before_leaving_unsaved_text(tmp_path
         editing.editor.text = "my unsaved words\n"
         await wait_until(pilot, lambda: editing.has_unsaved_text, what="the editor to hold unsaved text")
 
-        app.action_spaces()  # what the command palette's "Spaces" runs
+        app.show("spaces")  # what the command palette's "Spaces" runs
         await wait_until(pilot, lambda: app.screen.id == "leave-unsaved", what="the leave-unsaved confirm")
         assert editing in app.screen_stack  # nothing popped while the question is open
 
@@ -26,7 +26,7 @@ async def test_spaces_from_the_palette_asks_before_leaving_unsaved_text(tmp_path
         await wait_screen(pilot, "EditScreen")
         assert app.screen is editing and editing.editor.text == "my unsaved words\n"
 
-        app.action_spaces()
+        app.show("spaces")
         await wait_until(pilot, lambda: app.screen.id == "leave-unsaved", what="the leave-unsaved confirm")
         await pilot.press("y")  # leave, losing it
         await wait_screen(pilot, "SpacesScreen")
@@ -42,7 +42,7 @@ async def test_spaces_with_nothing_unsaved_goes_straight_back(tmp_path):
     app = app_for(home, "alex")
     async with app.run_test(size=SIZE) as pilot:
         await open_editor(pilot, app, page.id)
-        app.action_spaces()
+        app.show("spaces")
         await wait_screen(pilot, "SpacesScreen")
 
 

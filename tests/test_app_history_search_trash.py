@@ -263,7 +263,7 @@ async def test_trash_restores_and_only_an_admin_purges(tmp_path):
     app = app_for(home, "alex")
     async with app.run_test(size=SIZE) as pilot:
         await wait_screen(pilot, "SpacesScreen")
-        app.action_trash()
+        app.show("trash")
         await wait_screen(pilot, "TrashScreen")
         screen = app.screen
         table = screen.query_one("#trash-table", DataTable)

@@ -247,7 +247,7 @@ async def test_a_restore_that_lands_after_the_trash_was_left_is_said_and_pops_no
     app = app_for(home, "alex")
     async with app.run_test(size=SIZE) as pilot:
         await wait_screen(pilot, "SpacesScreen")
-        app.action_trash()
+        app.show("trash")
         await wait_screen(pilot, "TrashScreen")
         await wait_until(pilot, lambda: app.screen.pages, what="the trash to list the page")
 

@@ -26,6 +26,7 @@ from textual.widgets.option_list import Option
 from ..links import classify
 from ..sanitize import clean_line, clean_text
 from ..widgets.page_view import PageBody
+from . import registry
 from .base import CrewletScreen, error_text
 
 if TYPE_CHECKING:
@@ -95,8 +96,8 @@ class AskScreen(CrewletScreen):
         Binding("f5", "ask_again", "Ask again"),
         Binding("down", "focus_sources", "Sources", show=False),
         Binding("escape", "back", "Back"),
-        Binding("f1", "app.help", "Help"),
-        Binding("question_mark", "app.help", "Help", key_display="?", show=False),
+        Binding("f1", "app.show('help')", "Help"),
+        registry.binding("help", show=False),
         Binding("ctrl+l", "focus_question", "Question", show=False),
     ]
 

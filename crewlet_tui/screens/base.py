@@ -12,11 +12,13 @@ from textual.events import ScreenResume
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer
+from textual.widgets._footer import FooterKey
 from textual.worker import get_current_worker
 
 from ..sanitize import clean_line
 from ..widgets.status import StatusLine
 from ..widgets.title_bar import TitleBar
+from . import registry
 
 if TYPE_CHECKING:
     from core.pages.service import KnowledgeBase
@@ -29,31 +31,56 @@ def error_text(exc: BaseException) -> str:
     return clean_line(str(exc) or exc.__class__.__name__)
 
 
-# background calls that change the knowledge base: the app's indexer runs its next pass at once
-WRITE_TAGS = frozenset({"created", "saved", "renamed", "moved", "trashed", "restored", "purged", "commented", "changed"})
-
-
 class CallFinished(Message):
-    """A background call finished; `tag` names which (the screen's `got_<tag>` handles it)."""
+    """A background call finished; `tag` names which (the screen's `got_<tag>` handles it). `writes`: the
+    call changed the knowledge base (the app's duties run their next pass at once)."""
 
-    def __init__(self, tag: str, result: Any) -> None:
+    def __init__(self, tag: str, result: Any, writes: bool = False) -> None:
         super().__init__()
-        self.tag, self.result = tag, result
+        self.tag, self.result, self.writes = tag, result, writes
 
 
 class CallFailed(Message):
     """A background call raised; the screen's `failed_<tag>` handles it, else a notification."""
 
-    def __init__(self, tag: str, error: BaseException) -> None:
+    def __init__(self, tag: str, error: BaseException, writes: bool = False) -> None:
         super().__init__()
-        self.tag, self.error = tag, error
+        self.tag, self.error, self.writes = tag, error, writes
+
+
+class KeysFooter(Footer):
+    """Textual's footer, on two rows when its keys do not fit on one (a page's twelve keys at 80 columns):
+    a key left out of the footer is a key nobody finds."""
+
+    DEFAULT_CSS = """
+    KeysFooter.-two-rows {
+        layout: grid;
+        height: 2;
+        grid-columns: auto;
+        grid-gutter: 0 1;
+        FooterKey { margin-right: 0; }
+    }
+    """
+
+    def compose(self) -> ComposeResult:
+        wanted = 0
+        count = 0
+        for widget in super().compose():
+            if isinstance(widget, FooterKey) and "-command-palette" not in widget.classes:
+                count += 1
+                wanted += len(widget.key_display) + len(widget.description) + 2  # a space inside, one after
+            yield widget
+        two_rows = count > 1 and wanted > self.app.size.width
+        self.set_class(two_rows, "-two-rows")
+        if two_rows:
+            self.styles.grid_size_columns = (count + 1) // 2
 
 
 def footer() -> Footer:
     """The keys of the screen on show, compact, without the command palette's key: docked on the right it was
     drawn over the last keys of a full footer ("▏^p palettee" at 80 columns). ctrl+p still opens it, and
     the help screen says so."""
-    return Footer(compact=True, show_command_palette=False)
+    return KeysFooter(compact=True, show_command_palette=False)
 
 
 class LateAnswer(Message):
@@ -65,11 +92,13 @@ class LateAnswer(Message):
         self.screen, self.answer = screen, answer
 
 
-# the keys every screen has; each screen lists them after its own
+# the keys every screen has; each screen lists them after its own (q quits as on the spaces screen: a
+# screen whose keys type text — search, ask, the editor — has ctrl+q alone)
 COMMON_BINDINGS = [
     Binding("escape", "back", "Back"),
-    Binding("slash", "app.search", "Search"),
-    Binding("question_mark", "app.help", "Help", key_display="?"),
+    registry.binding("search"),
+    registry.binding("help"),
+    Binding("q", "app.quit", "Quit", show=False),
 ]
 
 
@@ -156,16 +185,19 @@ class CrewletScreen(Screen[Any]):
             self.call_later(_discarding(step))
 
     # -- background calls ----------------------------------------------------------------------
-    def call_in_background(self, tag: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    def call_in_background(self, tag: str, fn: Callable[..., Any], *args: Any, writes: bool = False,
+                           **kwargs: Any) -> None:
         """Run `fn(*args, **kwargs)` in a thread worker; the answer comes back as CallFinished/CallFailed.
-        A newer call with the same tag supersedes an older one still running."""
+        A newer call with the same tag supersedes an older one still running. `writes=True` for a call that
+        changes the knowledge base: the duties index it at once, and an answer landing after the screen was
+        left is always said."""
         generation = self._generations.get(tag, 0) + 1
         self._generations[tag] = generation
         self.__dict__["_crewlet_app"] = self.app   # a screen removed from the app no longer finds it on its own
-        self._background(tag, generation, fn, args, kwargs)
+        self._background(tag, generation, writes, fn, args, kwargs)
 
     @work(thread=True, exclusive=False)
-    def _background(self, tag: str, generation: int, fn: Callable[..., Any], args: tuple[Any, ...],
+    def _background(self, tag: str, generation: int, writes: bool, fn: Callable[..., Any], args: tuple[Any, ...],
                     kwargs: dict[str, Any]) -> None:
         # a worker of a screen that was dismissed is cancelled with it, but the call (a save) ran to its end all
         # the same: its answer goes to the app then (`_answer`), never nowhere
@@ -174,10 +206,10 @@ class CrewletScreen(Screen[Any]):
             result = fn(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - every refusal is shown, never a crash
             if self._generations.get(tag) == generation:
-                self._answer(CallFailed(tag, exc))
+                self._answer(CallFailed(tag, exc, writes))
             return
         if self._generations.get(tag) == generation:
-            self._answer(CallFinished(tag, result))
+            self._answer(CallFinished(tag, result, writes))
 
     def _answer(self, message: CallFinished | CallFailed) -> None:
         """To the screen; to the app when the screen was dismissed while the call ran (its queue is closed)."""
@@ -197,7 +229,7 @@ class CrewletScreen(Screen[Any]):
         if callable(handler):
             words = handler(message.result)
             return (words, "information") if words else None
-        if message.tag in WRITE_TAGS:
+        if message.writes:
             ref = getattr(message.result, "ref", None)
             return f"{message.tag} {clean_line(ref)}" if ref else message.tag, "information"
         return None
@@ -212,7 +244,7 @@ class CrewletScreen(Screen[Any]):
     @on(CallFinished)
     def _call_finished(self, message: CallFinished) -> None:
         message.stop()
-        if message.tag in WRITE_TAGS:
+        if message.writes:
             poke = getattr(self.app, "poke_indexer", None)
             if callable(poke):
                 poke()

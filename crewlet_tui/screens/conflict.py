@@ -15,13 +15,17 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Static
 
 from core.pages.model import Page
 
 from ..fmt import diff_text, line_diff, when
 from ..sanitize import clean_line, clean_text
+from ..widgets.page_view import is_large
+from ..widgets.plain_body import PlainBody
 from ..widgets.title_bar import TitleBar
+from . import registry
 from .base import footer
 
 
@@ -41,13 +45,20 @@ class Conflict:
                          f"revision {self.current.revision} ({self.current.saved_by})", "your text")
 
 
+def _text(body: str, id: str) -> Widget:
+    """A side's whole text: a large one drawn row by row (a Static lays out all of it, seconds at 5 MB)."""
+    if is_large(body):
+        return PlainBody(clean_text(body), id=id)
+    return Static(Text(clean_text(body)), id=id)
+
+
 class ConflictScreen(Screen[str | None]):
     CSS_PATH = "conflict.tcss"
     BINDINGS = [
         Binding("m", "choose('rebase')", "Merged: keep mine"),
         Binding("i", "choose('append')", "Add theirs below"),
         Binding("escape", "choose('')", "Back to editor"),
-        Binding("question_mark", "app.help", "Help", key_display="?"),
+        registry.binding("help"),
     ]
 
     def __init__(self, conflict: Conflict, *, rebased: bool = False) -> None:
@@ -75,12 +86,12 @@ class ConflictScreen(Screen[str | None]):
                 with Vertical(classes="conflict-pane"):
                     yield Static(Text("Your text (not saved yet)", style="bold green"), classes="pane-title")
                     with VerticalScroll(id="conflict-yours", classes="pane-body"):
-                        yield Static(Text(clean_text(c.your_body)), id="yours-text")
+                        yield _text(c.your_body, "yours-text")
                 with Vertical(classes="conflict-pane"):
                     yield Static(Text(f"Revision {c.current.revision} by {clean_line(c.current.saved_by)}",
                                       style="bold red"), classes="pane-title")
                     with VerticalScroll(id="conflict-theirs", classes="pane-body"):
-                        yield Static(Text(clean_text(c.current.body)), id="theirs-text")
+                        yield _text(c.current.body, "theirs-text")
             yield Static(Text(f"Diff: revision {c.current.revision} → your text", style="bold"), classes="pane-title")
             with VerticalScroll(id="conflict-diff", classes="pane-body"):
                 yield Static(diff_text(c.diff(), empty="(the texts are the same)"), id="diff-text")

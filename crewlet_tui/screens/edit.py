@@ -8,6 +8,7 @@ text asks first, and the engine also keeps a refused text under the home's rescu
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,8 @@ from core.pages.model import Page
 
 from ..fmt import plural
 from ..sanitize import body_for_editing, clean_line, count_controls
+from ..widgets.page_view import is_large, large_note
+from ..widgets.quick_text_area import QuickTextArea
 from .base import CrewletScreen, error_text
 from .conflict import Conflict, ConflictScreen
 from .modals import ConfirmModal, InputModal
@@ -56,6 +59,17 @@ def too_long_to_edit(body: str) -> str | None:
             f"({LINE_EDITED:,}): save a new text with `crewlet page save REF --body-file FILE`, or split the line")
 
 
+# the lines `i` on the conflict screen puts around their text (git's merge markers): a text still holding
+# one was not merged yet, and saving it asks first
+MARKER = re.compile(r"^(<{7}|>{7})(?: |$)", re.M)
+
+
+def merge_marker_line(text: str) -> int | None:
+    """The 1-based line of the first merge marker left in `text`, or None."""
+    found = MARKER.search(text)
+    return text.count("\n", 0, found.start()) + 1 if found else None
+
+
 @dataclass
 class NewPage:
     container: str
@@ -85,7 +99,9 @@ class EditScreen(CrewletScreen):
         Binding("ctrl+s", "save", "Save", priority=True),
         Binding("escape", "back", "Back", priority=True),
         Binding("ctrl+t", "their_changes", "Their changes", priority=True),
-        Binding("f1", "app.help", "Help"),
+        # ctrl+c copies the selection, as in any editor; with nothing selected it says how to quit, not nothing
+        Binding("ctrl+c", "copy_or_say", "Copy", show=False, priority=True),
+        Binding("f1", "app.show('help')", "Help"),
     ]
 
     def __init__(self, page: Page | None = None, *, new: NewPage | None = None) -> None:
@@ -98,6 +114,7 @@ class EditScreen(CrewletScreen):
         self.controls_on_load = count_controls(page.body) if page else 0
         self.conflict: Conflict | None = None
         self.saving = False
+        self.plain = is_large(self.saved_text)
         self.sub_title = "edit"
 
     @property
@@ -113,18 +130,27 @@ class EditScreen(CrewletScreen):
         with Vertical(classes="main"):
             yield Static(id="edit-title", classes="screen-title")
             yield Static(id="edit-notice", classes="notice")
-            editor = TextArea.code_editor(self.saved_text, language=markdown_language(), soft_wrap=True,
-                                          theme="css", id="editor", show_line_numbers=True)
+            # a large page is edited as plain text in a TextArea whose cost per key does not grow with the page
+            # (widgets/quick_text_area.py; tree-sitter would parse the whole text again at each key)
+            kind, language = (QuickTextArea, None) if self.plain else (TextArea, markdown_language())
+            # a large text is loaded once the editor is mounted: given here, TextArea would lay it out three
+            # times over (its constructor, then its language watcher at mount)
+            editor = kind.code_editor("" if self.plain else self.saved_text, language=language, soft_wrap=True,
+                                      theme="css", id="editor", show_line_numbers=True)
             editor.cursor_blink = self.crewlet.cursor_blink
             yield editor
         yield from self.compose_footer()
 
     def on_mount(self) -> None:
+        if self.plain:
+            self.editor.load_text(self.saved_text)
         self._show_title()
         notices = []
         if self.controls_on_load:
             notices.append(f"This page holds {plural(self.controls_on_load, 'control character')}: they are shown as "
                            "visible symbols (␛ …) and a save keeps them as those symbols.")
+        if self.plain:
+            notices.append(large_note(self.saved_text, "edited"))
         if self.new is not None:
             notices.append("Write the page, then ctrl+s. A page saved with nothing written is a folder.")
         self._notice(" ".join(notices))
@@ -167,9 +193,22 @@ class EditScreen(CrewletScreen):
                 return
             self._save(note.strip() or None)
 
-        self.app.push_screen(InputModal("Save", "A note for the history (optional — enter to save without one)",
-                                        placeholder="what changed and why", ok="Save", allow_empty=True,
-                                        id="save-note"), with_note)
+        def ask_note(yes: bool | None = True) -> None:
+            if not yes:
+                self.editor.focus()
+                return
+            self.app.push_screen(InputModal("Save", "A note for the history (optional — enter to save without one)",
+                                            placeholder="what changed and why", ok="Save", allow_empty=True,
+                                            id="save-note"), with_note)
+
+        line = merge_marker_line(self.editor.text)
+        if line is None:
+            ask_note()
+            return
+        self.app.push_screen(ConfirmModal("Save with merge markers?", f"Line {line:,} still holds a merge marker "
+                                          "(<<<<<<< or >>>>>>>): their text is not merged yet. Save it as it is, "
+                                          "markers and all?", yes="Save with them", no="Keep merging",
+                                          id="save-markers"), ask_note)
 
     def _save(self, message: str | None) -> None:
         self.saving = True
@@ -177,11 +216,11 @@ class EditScreen(CrewletScreen):
         if self.new is not None:
             parent = self.new.parent.id if self.new.parent else None
             self.call_in_background("created", self.kb.create_page, self.new.container, self.new.title, text,
-                                    actor=self.session.handle, parent=parent, message=message)
+                                    actor=self.session.handle, parent=parent, message=message, writes=True)
         else:
             assert self.page is not None
             self.call_in_background("saved", save_or_conflict, self.kb, self.page.id, text, self.base_revision,
-                                    self.session.handle, message)
+                                    self.session.handle, message, writes=True)
 
     def got_created(self, page: Page) -> None:
         self.saving = False
@@ -267,6 +306,14 @@ class EditScreen(CrewletScreen):
                         current=self.conflict.current, rescued_to=self.conflict.rescued_to)
         self.app.push_screen(ConflictScreen(live, rebased=self.base_revision == self.conflict.current.revision),
                              self._after_conflict)
+
+    def action_copy_or_say(self) -> None:
+        editor = self.editor
+        if editor.selection.start != editor.selection.end:
+            editor.action_copy()
+        else:
+            self.notify("ctrl+c copies a selection here; ctrl+q quits (it asks first about unsaved text)",
+                        markup=False)
 
     # -- leaving ---------------------------------------------------------------------------------
     def action_back(self) -> None:

@@ -10,91 +10,36 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from . import registry
 from .base import footer
 
 INTRO = ("A local-first knowledge base: pages in spaces, every change a record on an ordered log, applied "
          "into this node's SQLite copy. Everything here reads and writes this node's own copy.")
 
-# (section title, the screens it is for, [(keys, what they do)])
-SECTIONS: list[tuple[str, tuple[str, ...], list[tuple[str, str]]]] = [
-    ("Everywhere", (), [
-        ("/", "search"),
-        ("ctrl+p", "command palette: search for what you type, go to a screen, change the theme"),
-        ("?  f1", "this help (f1 in the editor)"),
-        ("escape", "back"),
-        ("ctrl+q", "quit (asks first when an editor holds unsaved text)"),
-    ]),
-    ("Spaces", ("SpacesScreen",), [
-        ("↑ ↓  j k  g G", "move"),
-        ("enter", "open the space's outline"),
-        ("t", "the trash"),
-        ("d", "agents' diaries"),
-        ("r", "refresh the page counts"),
-    ]),
-    ("Diaries", ("DiariesScreen",), [
-        ("↑ ↓  j k", "pick an agent: its notes show below, newest first"),
-        ("tab", "move between the agents and the notes"),
-        ("r", "read them again"),
-    ]),
-    ("Outline", ("OutlineScreen",), [
-        ("↑ ↓  j k  g G", "move"),
-        ("→ l  /  ← h", "open a level / close it (read when it opens, 500 pages at a time; "
-                        "enter on “more…” reads the next 500)"),
-        ("enter", "open the page"),
-        ("n  f", "new page / new folder (a folder is an empty page)"),
-        ("r  m  d", "rename / move (pick the new parent) / trash"),
-    ]),
-    ("Page", ("PageScreen",), [
-        ("e", "edit"),
-        ("y", "history"),
-        ("c", "comment"),
-        ("n", "new page under this one"),
-        ("r  m  d", "rename / move / trash"),
-        ("u", "restore it, when it is in the trash (t: the whole trash)"),
-        ("o", "the space's outline"),
-        ("tab", "the side panel: children and “Linked from” (enter opens)"),
-        ("j k g G", "scroll"),
-        ("links", "followed for http(s), mailto and the app's own page routes; other schemes are inert"),
-    ]),
-    ("Edit", ("EditScreen", "ConflictScreen"), [
-        ("ctrl+s", "save (asks for an optional note); the save states the revision you began from"),
-        ("ctrl+t", "after a refused save: their text and the diff again"),
-        ("escape", "leave (asks first when the text is not saved)"),
-        ("m  /  i", "refused save: rebase your text onto their revision once merged / also insert "
-                    "their text below yours to merge by hand"),
-    ]),
-    ("History", ("HistoryScreen",), [
-        ("↑ ↓  j k", "pick a revision"),
-        ("b", "toggle its body / what its save changed (+ green, - red)"),
-    ]),
-    ("Search", ("SearchScreen",), [
-        ("", "it searches as you type, when you pause (0.6 s)"),
-        ("enter", "search now (in the box) / open the result (in the list)"),
-        ("f2", "next mode: hybrid, keyword, meaning"),
-        ("f3", "ask the words in the box as a question (the Ask screen)"),
-        ("f1", "this help (the box types ? and /)"),
-        ("↓", "from the box to the results"),
-    ]),
-    ("Ask", ("AskScreen",), [
-        ("enter", "ask (in the box) / open the source's page (in the list)"),
-        ("f1", "this help (the box types ? and /)"),
-        ("↓", "from the box to the sources"),
-        ("f5", "write the answer again, even when one is cached"),
-        ("[n] links", "a citation opens source n's page"),
-    ]),
-    ("Trash", ("TrashScreen",), [
-        ("u", "restore the page"),
-        ("P", "purge it for good — an admin's alone, and it asks first"),
-    ]),
+# the keys of no one screen; each screen's own come from the registry (screens/registry.py), in its order
+EVERYWHERE: list[tuple[str, str]] = [
+    ("/", "search"),
+    ("ctrl+p", "command palette: search for what you type, go to a screen, change the theme"),
+    ("?  f1", "this help (f1 in the editor)"),
+    ("escape", "back"),
+    ("ctrl+q  q", "quit (asks first when an editor holds unsaved text); q and ctrl+c where no text is typed"),
 ]
 
 
+def sections() -> list[tuple[str, str | None, list[tuple[str, str]]]]:
+    """(title, the registry entry it is for — None: everywhere —, its keys), in the registry's order."""
+    return [("Everywhere", None, EVERYWHERE)] + [(item.title, item.name, list(item.keys))
+                                                  for item in registry.SCREENS if item.keys]
+
+
 def help_renderable(current: str | None) -> Group:
-    ordered = sorted(SECTIONS, key=lambda s: (0 if current in s[1] else 1 if not s[1] else 2))
+    """`current`: the registry's name of the screen help was opened from; its section comes first."""
+    mine = registry.help_section(current)
+    ordered = sorted(sections(), key=lambda s: (0 if s[1] is not None and s[1] == mine else 1 if s[1] is None else 2))
     parts: list[object] = [Text(INTRO, style="dim"), Text()]
-    for title, screens, keys in ordered:
+    for title, name, keys in ordered:
         heading = Text(title, style="bold")
-        if current in screens:
+        if name is not None and name == mine:
             heading.append("  (this screen)", style="dim")
         parts.append(heading)
         table = Table(box=None, show_header=False, padding=(0, 2, 0, 1), expand=True)
@@ -111,6 +56,8 @@ class HelpScreen(ModalScreen[None]):
     CSS_PATH = "dialogs.tcss"
     BINDINGS = [
         Binding("escape,q,question_mark", "close", "Close"),
+        # a dialog does not pass keys on to the app: ctrl+c quits from here as from the screen beneath
+        Binding("ctrl+c", "app.help_quit", "Quit", show=False),
         Binding("j,down", "scroll('down')", "Down", show=False),
         Binding("k,up", "scroll('up')", "Up", show=False),
     ]

@@ -90,7 +90,7 @@ class OutlineScreen(CrewletScreen):
             chosen: Page | None = answer["parent"]
             if answer["folder"]:
                 self.call_in_background("created", self.kb.create_page, self.container, answer["title"], "",
-                                        actor=self.session.handle, parent=chosen.id if chosen else None)
+                                        actor=self.session.handle, parent=chosen.id if chosen else None, writes=True)
             else:
                 self.crewlet.open_new_page(self.container, answer["title"], chosen)
 

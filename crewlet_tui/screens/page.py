@@ -17,10 +17,12 @@ from core.pages.model import Comment, Page, Window
 
 from ..fmt import ago, plural, when, when_ago
 from ..links import classify
-from ..sanitize import clean_line, clean_text, count_controls
+from ..sanitize import body_for_display, clean_line, clean_text, count_controls
 from ..widgets.page_tree import FOLDER_ICON, PAGE_ICON
-from ..widgets.page_view import PageBody
+from ..widgets.page_view import PageBody, cut_long_lines, is_large, large_note
+from ..widgets.plain_body import PlainBody
 from .page_actions import ask_move, ask_rename, ask_trash
+from . import registry
 from .base import COMMON_BINDINGS, CrewletScreen, error_text
 from .modals import InputModal, NewPageModal
 
@@ -50,7 +52,7 @@ class PageScreen(CrewletScreen):
     # its side panel narrows on a narrow terminal (page.tcss). Set here, not on the app: a screen that
     # gets a breakpoint class on its first resize restyles its whole tree, and only this one uses it
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (96, "-wide")]
-    # the footer at 80 columns holds the first keys and the common ones; o and m are in the help (?)
+    # every key in the footer: on a narrow terminal it takes two rows (page.tcss)
     BINDINGS = [
         Binding("e", "edit", "Edit"),
         Binding("y", "history", "History"),
@@ -59,9 +61,10 @@ class PageScreen(CrewletScreen):
         Binding("r", "rename", "Rename"),
         Binding("d", "trash", "Trash"),
         Binding("u", "restore", "Restore"),
-        Binding("o", "outline", "Outline", show=False),
-        Binding("m", "move", "Move", show=False),
-        Binding("t", "app.trash", "Trash list", show=False),
+        Binding("m", "move", "Move"),
+        Binding("o", "outline", "Outline"),
+        Binding("tab", "app.focus_next", "Side panel"),
+        registry.binding("trash", "Trash list", action="trash_list"),
         Binding("j", "scroll('down')", "Down", show=False),
         Binding("k", "scroll('up')", "Up", show=False),
         Binding("g", "scroll('home')", "Top", show=False),
@@ -86,6 +89,7 @@ class PageScreen(CrewletScreen):
                 yield Static(id="page-trail", classes="page-trail")
                 yield Static(id="page-notice", classes="notice")
                 yield PageBody(id="page-body")
+                yield PlainBody(id="page-plain")   # a large page's body, instead (widgets/plain_body.py)
             with VerticalScroll(id="page-side"):
                 yield Static(id="page-meta")
                 yield OptionList(id="page-related")
@@ -144,13 +148,25 @@ class PageScreen(CrewletScreen):
         if hidden:
             notes.append(f"This body holds {plural(hidden, 'control character')} (terminal escapes): "
                          "shown inert, as ␛ and friends.")
+        large = not page.is_folder and is_large(page.body)
+        if large:
+            notes.append(large_note(page.body, "shown"))
         notice.update(Text("\n".join(notes), style="yellow"))
         notice.display = bool(notes)
-        body = self.query_one(PageBody)
-        if page.is_folder:
-            body.show(f"*A folder: nothing written here.* It groups {plural(page.child_count, 'page')}.")
+        body, plain = self.query_one(PageBody), self.query_one(PlainBody)
+        if large:
+            if body.display:
+                body.show("")
+            body.display = False
+            plain.show(body_for_display(cut_long_lines(page.body)))
         else:
-            body.show(page.body)
+            if plain.line_count:
+                plain.show("")
+            body.display = True
+            if page.is_folder:
+                body.show(f"*A folder: nothing written here.* It groups {plural(page.child_count, 'page')}.")
+            else:
+                body.show(page.body)
         self._show_side(view)
         self.refresh_bindings()   # a page trashed or restored (here or elsewhere) changes what can be done
 
@@ -234,6 +250,9 @@ class PageScreen(CrewletScreen):
         main = self.query_one("#page-main", VerticalScroll)
         {"down": main.scroll_down, "up": main.scroll_up, "home": main.scroll_home, "end": main.scroll_end}[where]()
 
+    def action_trash_list(self) -> None:
+        self.crewlet.show("trash")
+
     def action_edit(self) -> None:
         if self.page is not None:
             if self.page.trashed_at:
@@ -256,7 +275,8 @@ class PageScreen(CrewletScreen):
 
         def add(text: str | None) -> None:
             if text and text.strip():
-                self.call_in_background("commented", self.kb.add_comment, page.id, text, actor=self.session.handle)
+                self.call_in_background("commented", self.kb.add_comment, page.id, text, actor=self.session.handle,
+                                        writes=True)
 
         self.app.push_screen(InputModal("Comment", f"on “{page.title}”, as {self.session.handle}", ok="Add"), add)
 
@@ -288,7 +308,7 @@ class PageScreen(CrewletScreen):
             parent = answer["parent"]
             if answer["folder"]:
                 self.call_in_background("created", self.kb.create_page, page.container, answer["title"], "",
-                                        actor=self.session.handle, parent=parent.id if parent else None)
+                                        actor=self.session.handle, parent=parent.id if parent else None, writes=True)
             else:
                 self.crewlet.open_new_page(page.container, answer["title"], parent)
 
@@ -326,7 +346,8 @@ class PageScreen(CrewletScreen):
     def action_restore(self) -> None:
         page = self.page
         if page is not None and page.trashed_at:
-            self.call_in_background("restored", self.kb.restore_page, page.id, actor=self.session.handle)
+            self.call_in_background("restored", self.kb.restore_page, page.id, actor=self.session.handle,
+                                    writes=True)
 
     def got_restored(self, page: Page) -> None:
         self.notify(f"restored {clean_line(page.ref)}", markup=False)

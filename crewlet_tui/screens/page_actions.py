@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 def ask_rename(screen: "CrewletScreen", page: Page, tag: str) -> None:
     def renamed(title: str | None) -> None:
         if title and title != page.title:
-            screen.call_in_background(tag, screen.kb.rename_page, page.id, title, actor=screen.session.handle)
+            screen.call_in_background(tag, screen.kb.rename_page, page.id, title, actor=screen.session.handle,
+                                      writes=True)
 
     screen.app.push_screen(InputModal("Rename", f"New title for “{page.title}” (its address moves with it)",
                                       value=page.title, ok="Rename"), renamed)
@@ -26,7 +27,7 @@ def ask_move(screen: "CrewletScreen", page: Page, tag: str) -> None:
         if answer is not None:
             parent = answer["parent"]
             screen.call_in_background(tag, screen.kb.move_page, page.id, parent.id if parent else None,
-                                      actor=screen.session.handle)
+                                      actor=screen.session.handle, writes=True)
 
     screen.app.push_screen(MoveModal(screen.kb, page, screen.session.handle), moved)
 
@@ -34,7 +35,7 @@ def ask_move(screen: "CrewletScreen", page: Page, tag: str) -> None:
 def ask_trash(screen: "CrewletScreen", page: Page, tag: str) -> None:
     def confirmed(yes: bool | None) -> None:
         if yes:
-            screen.call_in_background(tag, screen.kb.trash_page, page.id, actor=screen.session.handle)
+            screen.call_in_background(tag, screen.kb.trash_page, page.id, actor=screen.session.handle, writes=True)
 
     screen.app.push_screen(ConfirmModal("Move to the trash?", f"“{page.title}” goes to the trash; it can be "
                                         "restored for 30 days.", yes="Trash it"), confirmed)

@@ -25,6 +25,7 @@ from ..sanitize import clean_line
 from ..search_words import index_words, search_words
 from ..session import safe_search
 from ..widgets.status import IndexState
+from . import registry
 from .base import CallFinished, CrewletScreen
 
 SEARCH_LIMIT = 20
@@ -64,8 +65,8 @@ class SearchScreen(CrewletScreen):
         Binding("f3", "ask", "Ask"),
         Binding("down", "focus_results", "Results", show=False),   # the box scrolls on ↓ first: said below
         Binding("escape", "back", "Back"),
-        Binding("f1", "app.help", "Help"),
-        Binding("question_mark", "app.help", "Help", key_display="?", show=False),
+        Binding("f1", "app.show('help')", "Help"),
+        registry.binding("help", show=False),
         Binding("ctrl+l", "focus_query", "Query", show=False),
     ]
 

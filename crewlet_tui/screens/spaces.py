@@ -14,6 +14,7 @@ from textual.widgets import DataTable, Static
 from textual.widgets.data_table import ColumnKey
 
 from ..sanitize import clean_line
+from . import registry
 from .base import CrewletScreen
 
 
@@ -24,12 +25,12 @@ class SpacesScreen(CrewletScreen):
         Binding("k", "cursor('up')", "Up", show=False),
         Binding("g", "cursor('top')", "First", show=False),
         Binding("G", "cursor('bottom')", "Last", show=False),
-        Binding("t", "app.trash", "Trash"),
-        Binding("d", "app.diaries", "Diaries"),
+        registry.binding("trash"),
+        registry.binding("diaries"),
         Binding("r", "refresh", "Refresh"),
         Binding("q", "app.quit", "Quit"),
-        Binding("slash", "app.search", "Search"),
-        Binding("question_mark", "app.help", "Help", key_display="?"),
+        registry.binding("search"),
+        registry.binding("help"),
     ]
 
     def __init__(self, rows: list[dict[str, Any]] | None = None) -> None:
@@ -100,6 +101,11 @@ class SpacesScreen(CrewletScreen):
         if undeclared:
             title.update(Text("Containers that hold pages but no space declares "
                               "(declare them in company.toml to write there)", style="yellow"))
+        elif not any(r["declared"] and not r["reserved"] for r in rows):
+            # a home created empty has only the reserved spaces: say where a space of its own comes from
+            title.update(Text("No spaces of your own yet: a space is declared in company.toml, as a "
+                              "[spaces.KEY] table with a name and a lead — "
+                              f"{clean_line(str(self.crewlet.home.config_file))}", style="yellow"))
         else:
             title.update("")
         if other is not None:

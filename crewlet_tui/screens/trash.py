@@ -87,7 +87,8 @@ class TrashScreen(CrewletScreen):
     def action_restore(self) -> None:
         page = self._selected()
         if page is not None:
-            self.call_in_background("restored", self.kb.restore_page, page.id, actor=self.session.handle)
+            self.call_in_background("restored", self.kb.restore_page, page.id, actor=self.session.handle,
+                                    writes=True)
 
     def got_restored(self, page: Page) -> None:
         self.notify(f"restored {clean_line(page.ref)}", markup=False)
@@ -104,7 +105,7 @@ class TrashScreen(CrewletScreen):
         def confirmed(yes: bool | None) -> None:
             if yes:
                 self.call_in_background("purged", self.kb.purge_page, page.id, actor=self.session.handle,
-                                        reason=f"purged from the app by {self.session.handle}")
+                                        reason=f"purged from the app by {self.session.handle}", writes=True)
 
         self.app.push_screen(ConfirmModal("Purge for good?", f"{page.container}/{page.title} and its revisions and "
                                           "comments are deleted. Nothing undoes a purge.", yes="Purge",

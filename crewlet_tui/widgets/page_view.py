@@ -15,6 +15,22 @@ from textual.widgets import Markdown
 from ..sanitize import body_for_display
 
 LINE_SHOWN = 5_000     # characters of one line the page screen shows; the rest is said, not laid out
+# A body past this many characters is shown as plain text (widgets/plain_body.py) and edited without Markdown
+# highlighting: the Markdown widget and tree-sitter both grow with the page, and a key on a 5.5 MB page took
+# seconds (bench/large_pages.py). A long runbook is 20-60 KB; this is four times the longest in the example.
+LARGE_BODY = 200_000
+
+
+def is_large(body: str) -> bool:
+    return len(body) > LARGE_BODY
+
+
+def large_note(body: str, what: str) -> str:
+    """What the screen says of a large page it shows plainly (`what`: "shown", "edited")."""
+    lines = body.count("\n") + 1
+    how = ("shown as plain text, not rendered as Markdown (its links are not followed here)" if what == "shown"
+           else "edited as plain text, without Markdown highlighting")
+    return f"A large page ({len(body):,} characters, {lines:,} lines): {how}, so every key stays quick."
 
 
 def cut_long_lines(body: str, limit: int = LINE_SHOWN) -> str:
