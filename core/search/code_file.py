@@ -21,12 +21,11 @@ import tempfile
 import time
 import zipfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from .semantic import CodeTable
+from .code_table import CodeTable, Sources
 
 log = logging.getLogger("crewlet.search")
 
@@ -41,7 +40,7 @@ def file_for(cache_dir: Path, space: str) -> Path:
     return cache_dir / f"codes-{hashlib.sha256(space.encode('utf-8')).hexdigest()[:16]}.npz"
 
 
-def save(table: "CodeTable", path: Path) -> bool:
+def save(table: CodeTable, path: Path) -> bool:
     """Write the table's live rows to `path` (atomically). False, and nothing changed, when it cannot."""
     # every row live (a whole read): slices, not copies — a save adds no second table to the process's memory
     live: Any = slice(0, table.n) if table.live == table.n else np.flatnonzero(table.alive[:table.n])
@@ -100,7 +99,7 @@ def sweep(cache_dir: Path, spaces: set[str], *, stale_tmp_s: float = 3600.0) -> 
 SAMPLE = 16
 
 
-def vouched(conn: Any, table: "CodeTable") -> bool:
+def vouched(conn: Any, table: CodeTable) -> bool:
     """Does this database hold a sample of the file's rows as the file does (id, source, code)? A file
     beside a database it was not made from — a home emptied and filled again to the same position — is
     not; a sampled row replaced since the file only costs a whole read."""
@@ -116,11 +115,9 @@ def vouched(conn: Any, table: "CodeTable") -> bool:
     return got == want
 
 
-def load(path: Path, space: str) -> "CodeTable | None":
+def load(path: Path, space: str) -> CodeTable | None:
     """The table `path` holds for `space` (index not attached: the caller compares `index_key`), or None
     when there is no usable file."""
-    from .semantic import CodeTable, Sources
-
     try:
         with np.load(path, allow_pickle=False) as npz:
             meta: dict[str, Any] = json.loads(npz["meta"].tobytes().decode("utf-8"))

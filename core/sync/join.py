@@ -21,18 +21,15 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .. import config as config_mod
-from ..clock import now_ms
 from ..durable import fsync_dir, fsync_file
-from ..errors import CrewletError, Refused
+from ..errors import Refused
 from ..log import FileLog, Record
-from ..leases import Lease
 from ..log.filelog import HOLDER_SUFFIX, LogMismatch
 from ..replica import engine
 from ..paths import Home
@@ -41,6 +38,7 @@ from ..store import connect
 from ..store import replace as replace_db
 from ..log import locks
 from . import snapshot as snapshot_mod
+from .join_steps import logs_held, open_and_apply, running_here, whole_or_nothing
 from .target import LogUrl, parse_target
 
 SHARED_MARKERS = ("pages.log", "company.toml")
@@ -63,32 +61,6 @@ class JoinResult:
         return {"joined": self.kind, "shared": str(self.shared), "node_id": self.node_id, "applied": self.applied,
                 "snapshot": self.snapshot.to_json() if self.snapshot else None, "moved": self.moved,
                 "kept_aside": self.kept_aside, "removed": self.removed}
-
-
-def running_here(home: Home) -> str | None:
-    """Who runs duties on this home right now (the app, a `crewlet worker`), from their unexpired leases whose
-    holder still runs (a killed process holds nothing)."""
-    try:
-        files = list(home.node_lease_dir.glob("*.lease"))
-    except OSError:
-        return None
-    now = now_ms()
-    for path in files:
-        held = Lease(home.node_lease_dir, path.stem, "", "").holder()
-        if held is not None and held.expires_at > now and not held.dead():
-            return held.label
-    return None
-
-
-@contextmanager
-def _logs_held(home: Home) -> Iterator[None]:
-    """Hold the writers' lock of each of the home's logs: no write of this home lands meanwhile."""
-    with ExitStack() as stack:
-        for spec in home_logs(home):
-            if spec.path.exists():
-                flog = stack.enter_context(FileLog(spec.path))
-                stack.enter_context(flog.locked())
-        yield
 
 
 def _copy_durably(src: Path, dest: Path) -> None:
@@ -136,7 +108,7 @@ def join(home: Home, target: str | Path, *, snapshot: Path | None = None, operat
         if snapshot is not None:
             raise Refused(f"{home.root} is already a node of {directory}: to start it from a snapshot, "
                           "`crewlet sync adopt FILE`", code="already_joined")
-        return JoinResult("already", directory, settings.node_id, applied=_open_and_apply(home, progress))
+        return JoinResult("already", directory, settings.node_id, applied=open_and_apply(home, progress))
     if directory == home.root or directory.is_relative_to(home.log_dir):
         raise Refused(f"{directory} is this home or inside its log directory — pick a directory outside the home",
                       code="invalid_directory")
@@ -168,7 +140,7 @@ def _first(home: Home, directory: Path, settings: config_mod.NodeSettings,
     own_logs, own_config = home.log_dir, home.config_file
     company = config_mod.load(own_config)
     result = JoinResult("first", directory, settings.node_id or config_mod.new_node_id())
-    with _logs_held(home):
+    with logs_held(home):
         sources = sorted(p for p in own_logs.rglob("*") if p.is_file() and not p.name.endswith(HOLDER_SUFFIX)
                          ) if own_logs.is_dir() else []
         for src in sources:
@@ -189,7 +161,7 @@ def _first(home: Home, directory: Path, settings: config_mod.NodeSettings,
         result.removed = [str(own_logs), str(own_config)]
         shutil.rmtree(own_logs, ignore_errors=True)
         own_config.unlink(missing_ok=True)
-    result.applied = _open_and_apply(Home(home.root), progress)
+    result.applied = open_and_apply(Home(home.root), progress)
     return result
 
 
@@ -263,7 +235,7 @@ def _join_existing(home: Home, directory: Path, settings: config_mod.NodeSetting
         rebuild = True  # only its configuration's container documents: DIR's log declares the shared ones
     result = JoinResult("joined", directory, settings.node_id or config_mod.new_node_id())
     stamp = aside_stamp()
-    with _logs_held(home):
+    with logs_held(home):
         config_mod.write_node(home.node_file, config_mod.NodeSettings(result.node_id, settings.operator, str(directory)))
         if own_config.is_file():
             aside = home.root / f"company.toml.before-join-{stamp}"
@@ -280,7 +252,7 @@ def _join_existing(home: Home, directory: Path, settings: config_mod.NodeSetting
         else:
             result.removed.append(str(own_logs))  # byte for byte a prefix of DIR's logs
             shutil.rmtree(own_logs, ignore_errors=True)
-    result.applied = _open_and_apply(Home(home.root), progress)
+    result.applied = open_and_apply(Home(home.root), progress)
     return result
 
 
@@ -309,23 +281,6 @@ def _start_over(home: Home) -> Path:
 
 # -- a new node ---------------------------------------------------------------------------------------------
 
-@contextmanager
-def whole_or_nothing(root: Path) -> Iterator[None]:
-    """A new node's directory, made whole or not at all: on any failure inside, no half-made node is left
-    behind — the directory is as it was (absent, or empty)."""
-    created = not root.exists()
-    root.mkdir(parents=True, exist_ok=True)
-    try:
-        yield
-    except BaseException:
-        if created:
-            shutil.rmtree(root, ignore_errors=True)
-        else:
-            for child in list(root.iterdir()):
-                shutil.rmtree(child, ignore_errors=True) if child.is_dir() else child.unlink(missing_ok=True)
-        raise
-
-
 def _new_node(home: Home, directory: Path, snapshot: Path | None, operator: str | None,
               progress: Callable[[int], None] | None) -> JoinResult:
     if home.root.exists() and not _is_empty_dir(home.root):
@@ -348,27 +303,8 @@ def _new_node(home: Home, directory: Path, snapshot: Path | None, operator: str 
         if snapshot is not None:
             result.snapshot = snapshot_mod.check(joined, snapshot)
             snapshot_mod.install(joined, result.snapshot)
-    result.applied = _open_and_apply(Home(home.root), progress)
+    result.applied = open_and_apply(Home(home.root), progress)
     return result
-
-
-def _open_and_apply(home: Home, progress: Callable[[int], None] | None) -> int:
-    from ..node import Node  # the node imports this package's locks and peers
-
-    applied: list[int] = []
-
-    def heard(n: int) -> None:
-        applied.append(n)
-        if progress is not None:
-            progress(n)
-
-    with Node.open(home, progress=heard) as node:
-        if node.damage is not None:
-            raise node.damage
-        if node.apply_error is not None:
-            raise CrewletError(f"joined, but the log could not be applied yet: {node.apply_error}", code="not_applied")
-        node.publish_position()
-    return sum(applied)
 
 
 # -- adopting a snapshot on an existing node ------------------------------------------------------------------
@@ -393,4 +329,4 @@ def adopt(home: Home, file: Path, *, progress: Callable[[int], None] | None = No
     replace_db.finish(home.db_file)   # an adoption a killed process left half done: finished before this one is checked
     info = snapshot_mod.check(home, file)
     kept = snapshot_mod.install(home, info)
-    return AdoptResult(info, str(kept) if kept else None, _open_and_apply(Home(home.root), progress))
+    return AdoptResult(info, str(kept) if kept else None, open_and_apply(Home(home.root), progress))

@@ -37,6 +37,7 @@ from ..repair import aside_stamp, home_logs
 from ..store import connect
 from . import snapshot as snapshot_mod
 from ..store.digest import content_digest
+from .join_steps import logs_held, open_and_apply, running_here, whole_or_nothing
 from .target import LogUrl
 from ..log.jetstream_company import convert_positions, publish_company, read_company, set_activation
 
@@ -101,7 +102,6 @@ def join(home: Home, url: LogUrl, *, snapshot: Path | None = None, operator: str
          replicas: int | None = None, prefix: str | None = None, creds: str | None = None,
          token_env: str | None = None, tls_ca: str | None = None,
          progress: Callable[[int], None] | None = None) -> NatsJoinResult:
-    from .join import running_here
 
     if home.config_file.is_file() or home.shared is not None:
         company = config_mod.load(home.config_file)
@@ -114,7 +114,7 @@ def join(home: Home, url: LogUrl, *, snapshot: Path | None = None, operator: str
                               f"in one place; join {url} with a new home (`crewlet --home NEW sync join {url}`)",
                               code="already_joined")
             settings = config_mod.load_node(home.node_file)
-            return NatsJoinResult("already", url.shown(), settings.node_id, applied=_open_and_apply(home, progress))
+            return NatsJoinResult("already", url.shown(), settings.node_id, applied=open_and_apply(home, progress))
         busy = running_here(home)
         if busy:
             raise Refused(f"{busy} is running on {home.root} — stop it (quit the app, stop `crewlet worker`) and join "
@@ -141,15 +141,14 @@ def _connect(s: config_mod.LogSettings, name: str) -> Connection:
 
 def _first(home: Home, url: LogUrl, company: config_mod.Company, s: config_mod.LogSettings,
            progress: Callable[[int], None] | None) -> NatsJoinResult:
-    from .join import _logs_held
 
     node_settings = config_mod.load_node(home.node_file)
     result = NatsJoinResult("first", url.shown(), node_settings.node_id or config_mod.new_node_id())
     conn = _connect(s, f"crewlet join {result.node_id}")
     try:
         # this node's database holds everything its logs hold before anything is copied
-        _open_and_apply(home, None)
-        with _logs_held(home):
+        open_and_apply(home, None)
+        with logs_held(home):
             for want in wants(s):
                 try:
                     if conn.ensure_stream(want, create=True):
@@ -187,7 +186,7 @@ def _first(home: Home, url: LogUrl, company: config_mod.Company, s: config_mod.L
             fsync_dir(logs["pages"].path.parent)
     finally:
         conn.release()
-    result.applied = _open_and_apply(Home(home.root), progress)
+    result.applied = open_and_apply(Home(home.root), progress)
     return result
 
 
@@ -297,7 +296,6 @@ def _new_node(home: Home, url: LogUrl, snapshot: Path | None, operator: str | No
         raise Refused(f"--operator {operator} is not an actor of the company on {url} — name one of: "
                       f"{', '.join(sorted(company.actors)) or 'none'}", code="unknown_actor")
     result = NatsJoinResult("new", url.shown(), config_mod.new_node_id())
-    from .join import whole_or_nothing
 
     with whole_or_nothing(home.root):
         write_atomic(home.config_file, text.encode("utf-8"))
@@ -306,11 +304,5 @@ def _new_node(home: Home, url: LogUrl, snapshot: Path | None, operator: str | No
         if snapshot is not None:
             result.snapshot = snapshot_mod.check(Home(home.root), snapshot)
             snapshot_mod.install(Home(home.root), result.snapshot)
-    result.applied = _open_and_apply(Home(home.root), progress)
+    result.applied = open_and_apply(Home(home.root), progress)
     return result
-
-
-def _open_and_apply(home: Home, progress: Callable[[int], None] | None) -> int:
-    from .join import _open_and_apply as apply_all
-
-    return apply_all(home, progress)
