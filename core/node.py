@@ -11,7 +11,6 @@ A home this process cannot write opens read-only: reads work, writes refuse befo
 from __future__ import annotations
 
 import dataclasses
-import errno
 import json
 import logging
 import os
@@ -23,7 +22,7 @@ from typing import Any
 
 from . import config as config_mod
 from .clock import now_ms
-from .errors import CrewletError
+from .errors import CrewletError, storage_problem
 from .log import FileLog, LogBusy, LogDamage, LogFailed, LogMismatch, LogMoved, Record, RecordTooLarge, locks, peers
 from .log.check import verify_sound
 from .log.framing import Frame
@@ -56,53 +55,6 @@ class NotApplied(CrewletError):
     """The records reached the log but not the database: they apply at the next open (or write)."""
 
     code = "not_applied"
-
-
-def storage_problem(exc: BaseException, path: Path) -> tuple[str, str]:
-    """(code, words) naming the real cause of a failed read or write of `path`."""
-    if isinstance(exc, OSError) and exc.errno is not None:
-        err = exc.errno
-        why = exc.strerror or str(exc)
-        if err in (errno.ENOSPC, errno.EDQUOT):
-            return "disk_full", f"the disk holding {path} is full ({why})"
-        if err == errno.EFBIG:
-            return "disk_full", f"{path} cannot grow: the file size limit is reached ({why})"
-        if err == errno.EROFS:
-            return "read_only", f"{path} is on a read-only filesystem"
-        if err in (errno.EACCES, errno.EPERM):
-            return "read_only", f"{path} cannot be written ({why})"
-        if err == errno.EIO:
-            if _no_space_left(path):  # a short write on a full disk
-                return "disk_full", f"the disk holding {path} is full ({why})"
-            return "io", f"an I/O error on {path} ({why})"
-        return "io", f"{path}: {why}"
-    if isinstance(exc, sqlite3.Error):
-        primary = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
-        if primary == 10 and _no_space_left(path):
-            primary = 13  # SQLite reports some writes a full disk refuses as an I/O error
-        words = {13: ("disk_full", f"the disk holding {path} is full ({exc})"),
-                 8: ("read_only", f"{path} is read-only ({exc})"),
-                 10: ("io", f"an I/O error on {path} ({exc}) — a full disk or a failing one"),
-                 14: ("io", f"{path} cannot be opened ({exc})"),
-                 5: ("busy", f"{path} is locked by another process ({exc})"),
-                 6: ("busy", f"{path} is locked ({exc})")}
-        if primary in words:
-            return words[primary]
-        text = str(exc)
-        if "disk is full" in text:
-            return "disk_full", f"the disk holding {path} is full ({exc})"
-        if "readonly" in text or "read-only" in text:
-            return "read_only", f"{path} is read-only ({exc})"
-        return "database", f"{path}: {exc}"
-    return "io", f"{path}: {exc}"
-
-
-def _no_space_left(path: Path) -> bool:
-    try:
-        st = os.statvfs(path if path.is_dir() else path.parent)
-    except OSError:
-        return False
-    return st.f_bavail * st.f_frsize < 64 * 1024
 
 
 def _finish_swap(home: Home) -> None:
@@ -194,7 +146,7 @@ class Node:
                     if jetstream_company.sync_company(home.config_file, flog.conn, company.log.stream_prefix,
                                                       _valid_company(home.config_file)) == "pulled":
                         company = config_mod.with_operator(config_mod.load(home.config_file), settings, home.node_file)
-                except (LogFailed, OSError, config_mod.ConfigError) as exc:
+                except (CrewletError, OSError) as exc:
                     log.info("company.toml not compared with the company bucket: %s", exc)
         else:
             # read-only until the first append: a command that only reads works on a home it cannot write

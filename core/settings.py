@@ -7,8 +7,8 @@ that names the file, the key and the fix, because an operator fixes it in an edi
 and every table refuses a key it does not know, with the keys it does (a typo that loads is a setting
 silently not set: `admn = true` would remove an admin without a word).
 
-This module stands on the bottom floor: it imports nothing of crewlet, so a feature's settings module on
-any floor can use it.
+This module stands on the bottom floor: it imports nothing of crewlet but the refusals' model (core.errors,
+on the same floor), so a feature's settings module on any floor can use it.
 """
 from __future__ import annotations
 
@@ -18,16 +18,20 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from .errors import CrewletError
+
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 HTTP_URL_RE = re.compile(r"^https?://[^/\s]+")
 
 
-class ConfigError(Exception):
+class ConfigError(CrewletError):
     """A configuration problem, told as one line: file, key, what is wrong and the fix."""
 
+    code = "config"
+
     def __init__(self, file: Path | str, key: str, problem: str, fix: str) -> None:
-        self.file, self.key, self.problem, self.fix = str(file), key, problem, fix
-        super().__init__(f"{file}: {key}: {problem} — {fix}")
+        super().__init__(f"{file}: {key}: {problem}", fix=fix, file=str(file), key=key)
+        self.file, self.key, self.problem = str(file), key, problem
 
 
 def key_in(table: str, key: str) -> str:

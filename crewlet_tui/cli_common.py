@@ -26,7 +26,7 @@ from rich.console import Console, ConsoleDimensions
 from typer.core import TyperCommand
 from typer.exceptions import TyperException
 
-from core.errors import CrewletError, StaleRevision
+from core.errors import CrewletError, Description, describe
 from core.paths import Home, resolve_home
 
 from .fmt import when  # noqa: F401  (re-exported for the CLI modules)
@@ -141,28 +141,6 @@ def damage_json(exc: LogDamage | None) -> dict[str, Any] | None:
             "seq": exc.seq, "path": str(exc.path), "message": damage_line(exc)}
 
 
-FIXES = {"disk_full": "free some space there and retry", "read_only": "make it writable to change anything",
-         "busy": "retry when the other process is done"}
-
-
-def _with_fix(code: str, words: str) -> str:
-    return f"{words} — {FIXES[code]}" if code in FIXES else words
-
-
-def database_problem(exc: Exception) -> tuple[str, str]:
-    """(code, message) for a SQLite error, naming the real cause: a full disk or a read-only file
-    is not a damaged database, and must never be told to restore from a backup."""
-    from core.node import storage_problem
-    from core.store import sqlite3
-
-    db = STATE.home.db_file
-    code, words = storage_problem(exc, db)
-    if code == "database" and isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
-        return "database", (f"{db} cannot be read as a crewlet database ({exc}) — restore it from a backup, or "
-                            "move it aside and replay the log into a fresh one")
-    return code, words
-
-
 def print_kept_nowhere(body: str) -> None:
     """A refused text that could not be kept under rescued/ (a full disk): it goes to stdout, so nothing typed
     is lost (made inert like every output; `--json` carries it exactly, as `your_body`)."""
@@ -173,21 +151,19 @@ def print_kept_nowhere(body: str) -> None:
     sys.stdout.flush()
 
 
-def advice(exc: CrewletError) -> str:
+def advice(said: Description) -> str:
     """The CLI's own next step after a refusal whose core words state the fact alone (MCP says its
-    tools instead: core/mcp/session.py)."""
-    from core.errors import KnowledgeElsewhere, NoPage
-
-    details = exc.details
-    if isinstance(exc, KnowledgeElsewhere):
+    tools instead: core/mcp/session.py; the app its keys: crewlet_tui/screens/base.py)."""
+    details = said.details
+    if said.code == "knowledge_elsewhere":
         if details.get("write"):
             return (f" (`crewlet {details.get('backend')} import DIR` publishes a directory of Markdown files there)")
         return " — `crewlet search WORDS` searches it, `crewlet page show ID` reads a page"
-    if isinstance(exc, NoPage):
+    if said.code == "not_found" and "ref" in details and "container" in details:   # a reference naming no page
         container = details.get("container")
         return (f" — check the container and title (`crewlet pages {container}` lists its pages)" if container
                 else " — give a page id or CONTAINER/Title")
-    if exc.code == "invalid_parent" and details.get("parent_container"):
+    if said.code == "invalid_parent" and details.get("parent_container"):
         return f" — list `crewlet pages {details['parent_container']} --parent {details.get('parent')}`"
     return ""
 
@@ -196,10 +172,10 @@ def advice(exc: CrewletError) -> str:
 OPTION_OF_FIELD = {"parent_id": "--parent"}
 
 
-def in_cli_words(exc: CrewletError) -> str:
+def in_cli_words(said: Description) -> str:
     """A refusal's line with the field it names (details["field"]) said as the CLI's option for it."""
-    text = str(exc)
-    field = str(exc.details.get("field") or "")
+    text = said.message
+    field = str(said.details.get("field") or "")
     option = OPTION_OF_FIELD.get(field)
     return text.replace(field, option) if option else text
 
@@ -218,78 +194,36 @@ def closed_pipe() -> NoReturn:
 
 
 def handle_errors(fn: F) -> F:
-    """Turn the engine's refusals into exit code 1 with one line, never a traceback."""
+    """Turn the engine's refusals and failures (core.errors.describe) into exit code 1 with one line, never a
+    traceback; anything describe() calls internal is a real bug, shown as one."""
 
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         as_json = bool(kwargs.get("as_json"))
         try:
             return fn(*args, **kwargs)
-        except StaleRevision as exc:
-            payload = exc.to_json() | {"your_body": exc.your_body, "rescued_to": exc.rescued_to}
-            if exc.details.get("kept_nowhere") and not as_json:
-                print_kept_nowhere(exc.your_body)
-            fail(str(exc), as_json=as_json, payload=payload)
-        except CrewletError as exc:
-            if exc.details.get("kept_nowhere") and not as_json:
-                print_kept_nowhere(str(exc.details.get("your_body", "")))
-            message = in_cli_words(exc) + advice(exc)
-            fail(message, as_json=as_json, payload=exc.to_json() | {"message": message})
         except (typer.Exit, typer.Abort, TyperException):
             raise
         except BrokenPipeError:
             closed_pipe()
         except Exception as exc:
-            _fail_for(exc, as_json)
-            raise
+            said = describe(exc, home=_home_or_none())
+            if said.internal:
+                raise
+            if said.details.get("kept_nowhere") and not as_json:
+                print_kept_nowhere(str(said.details.get("your_body", "")))
+            message = in_cli_words(said) + advice(said)
+            fail(message, as_json=as_json, payload=said.to_json(message))
 
     return wrapper  # type: ignore[return-value]
 
 
-def _fail_for(exc: Exception, as_json: bool) -> None:
-    """Exit 1 with one line for an error the engine raises (returns for any other: a real bug, shown
-    as one). The engine's modules are imported here, on the way out, not by every command's start."""
-    from core.config import ConfigError
-    from core.log import LogDamage, LogFailed
-    from core.node import storage_problem
-    from core.store import sqlite3
-
-    if isinstance(exc, ConfigError):
-        fail(str(exc), as_json=as_json, payload={"error": "config", "message": str(exc), "file": exc.file, "key": exc.key})
-    elif isinstance(exc, LogDamage):
-        message = damage_line(exc)
-        kept_nowhere = getattr(exc, "kept_nowhere", None)
-        if kept_nowhere is not None:
-            message += " (your text was kept nowhere — the rescue could not be written; it is printed instead)"
-            if not as_json:
-                print_kept_nowhere(kept_nowhere)
-        payload = {"error": "log_damaged", "kind": exc.kind, "offset": exc.offset, "seq": exc.seq,
-                   "good_through": exc.good_through, "message": message, "rescued_to": exc.rescued_to}
-        if kept_nowhere is not None:
-            payload |= {"kept_nowhere": True, "your_body": kept_nowhere}
-        fail(message, as_json=as_json, payload=payload)
-    elif isinstance(exc, LogFailed):
-        fail(f"the log cannot be written: {exc}", as_json=as_json, payload={"error": "log", "message": str(exc)})
-    elif isinstance(exc, sqlite3.Error):
-        code, message = database_problem(exc)
-        message = _with_fix(code, message)
-        fail(message, as_json=as_json, payload={"error": code, "message": message})
-    elif isinstance(exc, IsADirectoryError):
-        message = f"{exc.filename} is a directory — give a file"
-        fail(message, as_json=as_json, payload={"error": "io", "message": message})
-    elif isinstance(exc, IsADirectoryError):
-        message = f"{exc.filename} is a directory — give a file"
-        fail(message, as_json=as_json, payload={"error": "io", "message": message})
-    elif isinstance(exc, FileNotFoundError):
-        message = f"{exc.filename}: no such file — check the path"
-        fail(message, as_json=as_json, payload={"error": "io", "message": message})
-    elif isinstance(exc, OSError):
-        where = exc.filename or STATE.home.root
-        code, message = storage_problem(exc, where)
-        message = _with_fix(code, message)
-        fail(message, as_json=as_json, payload={"error": code, "message": message})
-    elif isinstance(exc, UnicodeDecodeError):
-        fail(str(exc), as_json=as_json, payload={"error": "io", "message": str(exc)})
+def _home_or_none() -> Home | None:
+    """The home a failure of storage names when its error names no file (None: --home names none)."""
+    try:
+        return STATE.home
+    except Exception:  # noqa: BLE001 - the failure being said matters more than the home's
+        return None
 
 
 def existing_home() -> Home:

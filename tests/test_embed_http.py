@@ -115,7 +115,7 @@ def test_a_refused_batch_is_input_refused_with_the_endpoints_message_and_code(se
     with pytest.raises(InputRefused) as exc:
         provider.embed(["fine", f"too long {REFUSE_MARK}"], timeout=10)
     err = exc.value
-    assert err.status == 400 and err.code == "context_length_exceeded"
+    assert err.status == 400 and err.endpoint_code == "context_length_exceeded"
     assert "maximum context length is 8192 tokens" in err.endpoint_message
     assert "HTTP 400" in err.message and "(2 inputs)" in err.message and "context_length_exceeded" in err.message
     # halves without the marked input are accepted: the duty's bisection has something to stand on
@@ -127,7 +127,7 @@ def test_413_and_422_are_input_refusals_too(server, provider, status):
     server.mode = f"status:{status}"
     with pytest.raises(InputRefused) as exc:
         provider.embed(TEXTS, timeout=10)
-    assert exc.value.status == status and exc.value.code == f"status_{status}"
+    assert exc.value.status == status and exc.value.endpoint_code == f"status_{status}"
 
 
 @pytest.mark.parametrize("mode, status, words", [

@@ -269,7 +269,9 @@ async def test_refusals_are_tool_errors_in_the_stores_words(home):
         text, data = await refused(client, "write_page", container="SKILLS", title="Deploy skill", body="x")
         assert text.startswith("an agent may not write in the skills container SKILLS") and data["error"] == "reserved"
         text, data = await refused(client, "write_page", container="NOPE", title="Lost", body="x")
-        assert "container 'NOPE' is not a declared space — declare it in" in text and "[spaces.NOPE]" in text
+        # the fact and what the agent can do; never the server's file nor the edit only a person there can make
+        assert text.startswith("container 'NOPE' is not a declared space — pick one of: ENG, HOME") and data["error"] == "not_declared"
+        assert "company.toml" not in text and "declare it in" not in text and str(home.root) not in text
         text, data = await refused(client, "get_page", ref="ENG/No such page")
         assert text.startswith("no page 'ENG/No such page'") and data["error"] == "not_found"
         assert "list_pages with container 'ENG'" in text and "crewlet" not in text     # this surface's own advice
@@ -299,8 +301,9 @@ async def test_a_stale_save_is_refused_and_the_writers_text_is_kept_and_named(ho
                                    base_revision=page["revision"])
     assert "is at revision 2, not 1" in text and "your text is kept in" in text
     assert data["error"] == "stale_revision" and data["current_revision"] == 2
-    kept = data["rescued_to"]
-    assert kept in text and open(kept, encoding="utf-8").read() == "The agent's careful text.\n"
+    kept = data["rescued_to"]     # named inside the home: the server's own paths stay there
+    assert kept.startswith("rescued/") and kept in text and str(home.root) not in text
+    assert (home.root / kept).read_text(encoding="utf-8") == "The agent's careful text.\n"
     assert crewlet_json(home.root, "page", "show", "ENG/Rollback")["body"] == "Sam's rewrite.\n"
 
 

@@ -34,9 +34,9 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..config import Actor, Company
-from ..errors import Invalid, NotFound, Refused
+from ..errors import Invalid, NotFound, Refused, storage_problem
 from ..clock import now_ms
-from ..node import WriteFailed, storage_problem
+from ..node import WriteFailed
 from ..search.fusion import reciprocal_rank_fusion
 from ..store import sqlite3
 from .notes import check_note
@@ -244,7 +244,7 @@ class Diary:
         who = self._actor(handle)
         target = self.node.company.actor(agent)     # _actor re-read the configuration
         if not target.is_agent:
-            raise Invalid(f"{agent} is a person, not an agent: only agents keep diaries — `crewlet agents` lists them",
+            raise Invalid(f"{agent} is a person, not an agent: only agents keep diaries", fix="`crewlet agents` lists them",
                           code="not_an_agent")
         if who.is_agent and who.handle != agent:
             raise Refused(f"{who.handle} may read only its own diary, not {agent}'s: a diary is private to its agent",

@@ -268,4 +268,4 @@ def _when(ms: int) -> str:
 
 def check_agent(company: Company, agent: str) -> None:
     if not company.actor(agent).is_agent:
-        raise Invalid(f"{agent} is a person, not an agent — `crewlet agents` lists the agents", code="not_an_agent")
+        raise Invalid(f"{agent} is a person, not an agent", fix="`crewlet agents` lists the agents", code="not_an_agent")

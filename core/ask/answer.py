@@ -219,7 +219,7 @@ class Asker:
 
         question = (question or "").strip()
         if not question:
-            raise Invalid("the question is empty — ask it in words, e.g. `crewlet ask \"how do we roll back a deploy?\"`",
+            raise Invalid("the question is empty", fix="ask it in words, e.g. `crewlet ask \"how do we roll back a deploy?\"`",
                           code="empty_question")
         if len(question) > MAX_QUESTION_CHARS:
             raise Invalid(f"the question is {len(question):,} characters long — ask it in at most "

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from core.errors import CrewletError
 from core.http_client import Pool, error_in_body, one_line, redact
 from core.http_client import read_bounded as _read_body
 
@@ -64,10 +65,14 @@ class ChatReply:
     model: str = ""
 
 
-class ChatFailed(Exception):
+class ChatFailed(CrewletError):
+    """The chat endpoint gave no usable reply; `kind` says why (timeout, unreachable, http, garbage, key, …)."""
+
+    code = "chat_failed"
+
     def __init__(self, kind: str, message: str, *, status: int | None = None, partial: str = "",
                  usage: Usage | None = None, sent: bool = True) -> None:
-        super().__init__(message)
+        super().__init__(message, kind=kind, status=status)
         self.kind, self.message, self.status, self.partial, self.usage = kind, message, status, partial, usage
         # False: the request never reached the endpoint (no key, no connection): nothing can have been billed
         self.sent = sent

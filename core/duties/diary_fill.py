@@ -48,7 +48,7 @@ class DiaryFillDuty(Duty):
         self._slot.close()
 
     def run_pass(self, ctx: PassContext) -> DutyPass:
-        from ..embed.provider import InputRefused, ProviderError, ResponseRefused
+        from ..embed.provider import InputRefused, ProviderError
 
         self.node.refresh_config()
         if not has_provider(self.node.company):
@@ -77,7 +77,7 @@ class DiaryFillDuty(Duty):
                     continue
                 held += self._hold(batch[0][0], fingerprint, str(exc))
                 continue
-            except (ResponseRefused, ProviderError) as exc:
+            except ProviderError as exc:
                 failure = f"the provider failed: {exc}"
                 log.warning("diary-fill: %s (the next pass asks again)", failure)
                 break

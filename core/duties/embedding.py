@@ -327,7 +327,7 @@ class EmbeddingDuty(Duty):
         """Hold a source the provider refused alone; True when this is its first refusal (not a retry)."""
         bound = provider.limits.max_input_bytes
         inside = item.nbytes <= bound
-        why = (f"{exc.endpoint_message or exc}" + (f" (code {exc.code})" if exc.code else ""))
+        why = (f"{exc.endpoint_message or exc}" + (f" (code {exc.endpoint_code})" if exc.endpoint_code else ""))
         if inside:
             hint = ("the refusal is inside the per-input bound the limits assume: max_input_tokens is declared "
                     "wider than the endpoint enforces, or the endpoint refuses the text for what it says")
@@ -336,7 +336,7 @@ class EmbeddingDuty(Duty):
         self._event("search_embed_input_refused",
                     f"page {item.source_id} was refused by {provider.space.model}: {why} — {item.nbytes} bytes sent, "
                     f"per-input bound {bound} bytes; {hint}; held back an hour", provider,
-                    source_id=item.source_id, bytes=item.nbytes, bound=bound, status=exc.status, code=exc.code)
+                    source_id=item.source_id, bytes=item.nbytes, bound=bound, status=exc.status, code=exc.endpoint_code)
         return self._store_hold(item, fingerprint, f"refused: {why}")
 
     def _hold_vector(self, item: Item, fingerprint: str, space: str, provider: Provider, what: str) -> None:

@@ -33,7 +33,6 @@ from typing import Any, Literal
 from ..clock import now_ms
 from ..errors import CrewletError
 from ..leases import DEFAULT_LEASE_S, Lease, LeaseHolder, new_owner  # noqa: F401 - the runner's leases
-from ..log import LogDamage
 
 log = logging.getLogger("crewlet.worker")
 
@@ -260,7 +259,7 @@ class DutyRunner:
             report = DutyReport(duty.name, ran=True, result=result)
         except LeaseLost as exc:
             report = DutyReport(duty.name, ran=False, skipped=str(exc))
-        except (LogDamage, CrewletError) as exc:
+        except CrewletError as exc:
             # a refusal the node already knows and says (a damaged log, a home it cannot write): no traceback
             log.info("%s pass refused: %s", duty.name, exc)
             report = DutyReport(duty.name, ran=True, error=str(exc) or type(exc).__name__)

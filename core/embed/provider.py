@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ..clock import half_the_cores
+from ..errors import CrewletError
 # the words a failure is told in, shared with every HTTP client (re-exported: core.embed.provider.redact)
 from ..http_client import one_line, redact  # noqa: F401
 
@@ -52,8 +53,10 @@ class Limits:
     max_batch_inputs: int        # at most 128
 
 
-class ProviderError(Exception):
+class ProviderError(CrewletError):
     """Base of every provider failure; its message is one line with anything key-like redacted."""
+
+    code = "provider_failed"
 
     def __init__(self, message: str) -> None:
         self.message = one_line(redact(message))
@@ -66,7 +69,7 @@ class InputRefused(ProviderError):
     def __init__(self, message: str, *, status: int, endpoint_message: str = "", code: str = "") -> None:
         self.status = status
         self.endpoint_message = one_line(redact(endpoint_message))
-        self.code = one_line(redact(code))
+        self.endpoint_code = one_line(redact(code))    # the endpoint's own error code (`code` is crewlet's)
         super().__init__(message)
 
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
-from ..errors import CrewletError
+from ..errors import CrewletError, Description
 from .store import Spill
 
 if TYPE_CHECKING:
@@ -250,5 +250,5 @@ class ImportProblems(CrewletError):
         self.report = report
         self.problems = report.problems
 
-    def to_json(self) -> dict[str, Any]:
-        return {"error": self.code, "message": str(self), "problems": [p.to_json() for p in self.problems]}
+    def description(self) -> Description:
+        return super().description().with_details(problems=[p.to_json() for p in self.problems])

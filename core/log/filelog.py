@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from ..durable import fsync_dir
+from ..errors import CrewletError, Description
 from ..clock import now_ms
 from ..process import Holder
 from .framing import (_HEADER, HEADER_SIZE, MAGIC, MAX_BODY, Applied, Frame, FrameScanner, FrameStatus, Garbage, Stop,
@@ -56,7 +57,7 @@ HOLDER_SUFFIX = ".lock-holder"
 _HOLDER_BYTES = 512
 
 
-class LogDamage(Exception):
+class LogDamage(CrewletError):
     """The log cannot be read (or written) past `offset`: damage, not an interrupted append.
 
     `kind` is one of: corrupt (a bad frame followed by good ones), undecodable (a verified frame
@@ -65,6 +66,7 @@ class LogDamage(Exception):
     database's position says its last applied record is holds something else)."""
 
     kind = "damage"
+    code = "log_damaged"
 
     def __init__(self, path: Path, offset: int, seq: int | None, reason: str, message: str) -> None:
         super().__init__(message)
@@ -83,6 +85,21 @@ class LogDamage(Exception):
         good = self.good_through
         past = f" past record {good}" if good is not None and self.kind != "diverged" else ""
         return f"the log is damaged{past}: {self} — writes are refused; {self.fix}"
+
+    def description(self) -> Description:
+        """The line with the text a refused save kept (or could not keep: printed instead), and the facts."""
+        good = self.good_through
+        past = f" past record {good}" if good is not None and self.kind != "diverged" else ""
+        kept = f" (your text is kept in {self.rescued_to})" if self.rescued_to else ""
+        kept_nowhere = getattr(self, "kept_nowhere", None)
+        if kept_nowhere is not None:
+            kept += " (your text was kept nowhere — the rescue could not be written; it is printed instead)"
+        details = {"kind": self.kind, "offset": self.offset, "seq": self.seq, "good_through": good,
+                   "rescued_to": self.rescued_to} | self.details
+        if kept_nowhere is not None:
+            details |= {"kept_nowhere": True, "your_body": kept_nowhere}
+        return Description(self.code, self.line() + kept, f"the log is damaged{past}: {self} — writes are refused{kept}",
+                           details)
 
 
 class LogCorrupt(LogDamage):
@@ -152,8 +169,10 @@ class LogMismatch(LogDamage):
         self.kind = kind
 
 
-class RecordTooLarge(ValueError):
+class RecordTooLarge(CrewletError, ValueError):
     """A record whose body exceeds the frame limit. Raised before anything is appended."""
+
+    code = "record_too_large"
 
     def __init__(self, record: Record, size: int) -> None:
         mib = 1024 * 1024
@@ -166,9 +185,11 @@ class RecordTooLarge(ValueError):
         self.size = size
 
 
-class LogBusy(Exception):
+class LogBusy(CrewletError):
     """Another process held the log's lock for longer than the writer waits (LOCK_WAIT_S): nothing was
     appended."""
+
+    code = "log_busy"
 
     def __init__(self, path: Path, waited: float, holder: str) -> None:
         super().__init__(f"{path}: {holder} has held the log's lock for over {waited:.0f} s — nothing was written; "
@@ -177,10 +198,16 @@ class LogBusy(Exception):
         self.holder = holder
 
 
-class LogFailed(Exception):
+class LogFailed(CrewletError):
     """An fsync failed. After a failed fsync the kernel may already have dropped the unwritten
     pages and cleared the error, so retrying could report success for data that is gone; the log
     refuses further appends until it is reopened (which rescans what is really on disk)."""
+
+    code = "log"
+
+    def description(self) -> Description:
+        line = f"the log cannot be written: {self}"
+        return Description(self.code, line, line, dict(self.details))
 
 
 class LogMoved(LogFailed):

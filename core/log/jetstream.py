@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import now_ms
+from ..errors import CrewletError
 from .filelog import LogCorrupt, LogDamage, LogFailed, LogGap, LogMismatch, RecordTooLarge
 from .framing import MAX_BODY, Applied, Frame, FrameStatus, Stop, frame_digest
 from .nats_loop import LoopThread
@@ -97,13 +98,15 @@ NO_QUORUM = ("they answer, but too few servers of the cluster are up to keep a q
 QUORUM_WAIT_S = 12.0
 
 
-class StreamRefused(Exception):
+class StreamRefused(CrewletError):
     """An existing stream whose settings are not the ones crewlet's durability needs (named)."""
+
+    code = "stream_refused"
 
 
 class PayloadTooLarge(RecordTooLarge):
     def __init__(self, record: Record, size: int, limit: int) -> None:
-        ValueError.__init__(
+        CrewletError.__init__(  # not RecordTooLarge's: its words are the file log's limit
             self, f"a {record.type} record of {size / 1024:.0f} KiB exceeds the NATS server's {limit // 1024} KiB "
             "message limit (max_payload) — nothing was written; split the text, or raise max_payload on the servers")
         self.record, self.size = record, size

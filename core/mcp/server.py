@@ -156,7 +156,7 @@ class CrewletServer:
         try:
             return await self._run(answer)
         except Exception as exc:
-            message, data = describe_error(exc, self.session.node.home.db_file)
+            message, data = describe_error(exc, self.session.node.home)
             if isinstance(exc, CrewletError):
                 log.info("%s refused: %s", params.name, message)
             else:
@@ -191,7 +191,7 @@ class CrewletServer:
 
     def _protocol_error(self, exc: Exception, uri: str | None = None) -> Exception:
         """Resources have no tool errors: a refusal is a JSON-RPC error carrying the same one line."""
-        message, data = describe_error(exc, self.session.node.home.db_file)
+        message, data = describe_error(exc, self.session.node.home)
         if not isinstance(exc, CrewletError):
             log.exception("resource request failed")
         code = RESOURCE_NOT_FOUND if isinstance(exc, NotFound) else self.sdk.types.INVALID_PARAMS if isinstance(

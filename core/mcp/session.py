@@ -14,10 +14,10 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import Actor
+from ..errors import Description, describe
 from ..knowledge import FollowingSearcher, RemoteSite, elsewhere, onboarding_pages, remote_site, where
 from ..log import LogDamage
 from ..pages.service import KnowledgeBase
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ..agents.diary import Diary
     from ..agents.onboarding import Onboarding
     from ..node import Node
+    from ..paths import Home
 
 log = logging.getLogger("crewlet.mcp")
 
@@ -181,49 +182,69 @@ class Session:
                 self._onboarding.release_all()
 
 
-def advice(exc: Any) -> str:
+def advice(said: Description) -> str:
     """This surface's own next step, after a refusal whose core words state the fact alone: a model is
-    pointed at the tools it has (the CLI points a person at its commands)."""
-    from ..errors import KnowledgeElsewhere, NoPage
-
-    details = getattr(exc, "details", {})
-    if isinstance(exc, KnowledgeElsewhere):
+    pointed at the tools it has (the CLI points a person at its commands). A refusal's `fix` — a command
+    or a file of this machine — is never said here: a model can take neither step."""
+    details = said.details
+    code = said.code
+    if code == "knowledge_elsewhere":
         return ("; search_knowledge and get_page read it here" if details.get("write")
                 else " — search_knowledge searches it and get_page reads a hit")
-    if isinstance(exc, NoPage):
+    if code == "not_found" and "ref" in details and "container" in details:   # a reference naming no page
         container = details.get("container")
         return (f" — check the space and title (list_pages with container '{container}' lists its pages)" if container
                 else " — give a page id as search_knowledge or list_pages gave it, or the address SPACE/Title")
-    if getattr(exc, "code", "") == "invalid_parent" and details.get("parent_container"):
+    if code == "invalid_parent" and details.get("parent_container"):
         return f" — call list_pages with container '{details['parent_container']}' to list under it"
-    return ""
+    if code == "empty_question":
+        return " — call answer_knowledge with the person's question in words"
+    if code == "unknown_container":
+        return " — call list_pages without a container for the spaces there are"
+    if code == "not_declared":
+        declared = ", ".join(details.get("declared") or [])
+        return (f" — pick one of: {declared}" if declared else "") + " (only a person who runs this server declares a space)"
+    return AT_THE_SERVER.get(code, "")
 
 
-def describe_error(exc: BaseException, db_file: Path) -> tuple[str, dict[str, Any]]:
-    """A refusal or failure in the one line a model reads, and its facts for structured content."""
-    from ..errors import CrewletError, StaleRevision
+# refusals only a person who runs the server can lift: said so, without that person's command or file
+AT_THE_SERVER = {
+    "config": " — the server's configuration needs a person's fix: tell the person who runs it",
+    "log_damaged": "; reads go on — tell the person who runs this server, who can check and repair the log",
+    "log": " — tell the person who runs this server",
+    "log_busy": " — call again in a while",
+    "disk_full": " — tell the person who runs this server", "read_only": " — tell the person who runs this server",
+    "busy": " — call again in a while",
+}
 
-    if isinstance(exc, StaleRevision):
-        return str(exc), exc.to_json() | {"rescued_to": exc.rescued_to}
-    if isinstance(exc, CrewletError):
-        message = str(exc) + advice(exc)
-        return message, exc.to_json() | {"message": message}
-    if isinstance(exc, LogDamage):
-        from ..log import REPAIR_HINT
 
-        kept = f" (your text is kept in {exc.rescued_to})" if exc.rescued_to else ""
-        message = f"the log is damaged: {exc} — writes are refused; {getattr(exc, 'fix', REPAIR_HINT)}{kept}"
-        return message, {"error": "log_damaged", "message": message, "rescued_to": exc.rescued_to}
-    from ..config import ConfigError
+def keep_paths_here(text: str, home: Home) -> str:
+    """`text` without this server's own paths: a file of the home (or of the shared directory it joined) is
+    named by its place inside it, so a model is never shown where the server keeps its files."""
+    places = {str(home.root): "", str(home.root.resolve()): ""}
+    shared = home.shared
+    if shared is not None:
+        places |= {str(shared): "", str(shared.resolve()): ""}
+    for place in sorted(places, key=len, reverse=True):
+        text = text.replace(place + os.sep, "").replace(place, "the server's home")
+    return text
 
-    if isinstance(exc, ConfigError):
-        return str(exc), {"error": "config", "message": str(exc)}
-    from ..store import sqlite3
 
-    if isinstance(exc, (sqlite3.Error, OSError)):
-        from ..node import storage_problem
+def _private(value: Any, home: Home) -> Any:
+    if isinstance(value, str):
+        return keep_paths_here(value, home)
+    if isinstance(value, dict):
+        return {k: _private(v, home) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_private(v, home) for v in value]
+    return value
 
-        code, words = storage_problem(exc, Path(exc.filename) if getattr(exc, "filename", None) else db_file)
-        return words, {"error": code, "message": words}
-    message = f"internal error: {type(exc).__name__}: {exc}"
-    return message, {"error": "internal", "message": message}
+
+def describe_error(exc: BaseException, home: Home) -> tuple[str, dict[str, Any]]:
+    """A refusal or failure (core.errors.describe) in the one line a model reads — the fact and this
+    surface's advice, the server's paths kept here — and its facts for structured content. A refused
+    write's own text is not sent back: the model has it."""
+    said = describe(exc, home=home)
+    message = keep_paths_here(said.fact + advice(said), home)
+    details = {k: v for k, v in said.details.items() if k != "your_body"}
+    return message, _private({"error": said.code, **details}, home) | {"message": message}

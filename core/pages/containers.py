@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import Company
-from ..errors import Invalid
+from ..errors import Invalid, UnknownContainer
 
 
 def container_key(conn: Any, company: Company, key: str) -> str:
@@ -31,12 +31,12 @@ def container_key(conn: Any, company: Company, key: str) -> str:
     return found.pop() if found else key
 
 
-def unknown_container(conn: Any, company: Company, key: str) -> str | None:
-    """Why `key` names no container (None when it does): one neither declared in company.toml nor holding
-    a live page. An undeclared container that holds pages (an import's, an old configuration's) is known:
-    it is reachable by address and by search. The caller holds the node's lock."""
+def unknown_container(conn: Any, company: Company, key: str) -> UnknownContainer | None:
+    """The refusal of a `key` that names no container (None when it does): one neither declared in
+    company.toml nor holding a live page. An undeclared container that holds pages (an import's, an old
+    configuration's) is known: it is reachable by address and by search. The caller holds the node's lock."""
     if company.is_declared(key):
         return None
     if conn.execute("SELECT 1 FROM page_spaces WHERE container = ? AND live > 0", (key,)).fetchone():
         return None
-    return f"no space '{key}': it is not declared and holds no pages — `crewlet spaces` lists them"
+    return UnknownContainer.of(key)

@@ -27,19 +27,21 @@ def require_knowledge(company: Company, actor: Actor) -> None:
     """Reading and authoring pages is the knowledge app: every agent holds it, a person unless an
     admin unticked it (`knowledge = false`), and admin includes it."""
     if not actor.holds_knowledge:
-        raise Refused(f"{actor.handle} does not hold the knowledge app — an admin sets `knowledge = true` "
-                      f"under [actors.{actor.handle}] in {company.file}", code="forbidden")
+        raise Refused(f"{actor.handle} does not hold the knowledge app",
+                      fix=f"an admin sets `knowledge = true` under [actors.{actor.handle}] in {company.file}",
+                      code="forbidden")
 
 
-def _declare_hint(company: Company, key: str) -> str:
-    return (f"container '{key}' is not a declared space — declare it in {company.file} "
-            f"as [spaces.{key}] (name = \"…\"), or pick one of: {', '.join(sorted(company.declared_containers()))}")
+def _not_declared(company: Company, key: str) -> Refused:
+    declared = sorted(company.declared_containers())
+    return Refused(f"container '{key}' is not a declared space", code="not_declared", declared=declared,
+                   fix=f"declare it in {company.file} as [spaces.{key}] (name = \"…\"), or pick one of: {', '.join(declared)}")
 
 
 def may_create(company: Company, actor: Actor, container: str) -> None:
     require_knowledge(company, actor)
     if not company.is_declared(container):
-        raise Refused(_declare_hint(company, container), code="not_declared")
+        raise _not_declared(company, container)
     kn = company.knowledge
     if actor.is_agent and container == kn.skills_container:
         raise Refused(f"an agent may not write in the skills container {container}: a page there is an instruction "

@@ -296,7 +296,7 @@ class KnowledgeBase:
         try:
             out = self.node.submit_one(records.page_save(who.handle, page_id=row["id"],
                                                          base_revision=int(base_revision), body=body, message=message))
-        except (CrewletError, LogDamage) as exc:
+        except CrewletError as exc:
             # not saved, or on the log but not applied yet: either way the writer's text is kept
             self._fail_keeping(exc, row["id"], int(base_revision), body)
         if out.status == "refused":
@@ -326,7 +326,7 @@ class KnowledgeBase:
         exc.details["rescued_to"] = str(rescued)
         raise type(exc)(f"{exc} (your text is kept in {rescued})", code=exc.code, **exc.details) from None
 
-    def _fail_keeping(self, exc: CrewletError | LogDamage, page_id: str, base: int, body: str) -> None:
+    def _fail_keeping(self, exc: CrewletError, page_id: str, base: int, body: str) -> None:
         try:
             rescued = self._rescue(page_id, base, body)
         except (OSError, Refused) as why:  # a full or read-only disk may refuse the rescue too
@@ -514,7 +514,7 @@ class KnowledgeBase:
             total = reads.live_children(self.conn, container, parent_id)
             unknown = unknown_container(self.conn, self.company, container) if total == 0 else None
             if unknown:
-                raise NotFound(unknown, code="no_space")
+                raise unknown
             if after:
                 address, page_id = _decode_cursor(after)
                 where += " AND (address, id) > (?, ?)"

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from core.errors import CrewletError
 from core.http_client import Pool, transport_failure
 
 if TYPE_CHECKING:
@@ -25,11 +26,13 @@ MAX_ANSWER_BYTES = 32 * 1024 * 1024
 MAX_WORDS = 300
 
 
-class RemoteFailure(Exception):
+class RemoteFailure(CrewletError):
     """A request that did not produce an answer to read. `kind` is stable for scripts and tests."""
 
+    code = "remote_failed"
+
     def __init__(self, kind: str, words: str, status: int | None = None) -> None:
-        super().__init__(words)
+        super().__init__(words, kind=kind, status=status)
         self.kind = kind            # unauthorized | forbidden | not_found | rate_limited | server | refused
         #                             timeout | unreachable | bad_json | bad_answer
         self.words = words

@@ -131,7 +131,7 @@ class AccessPolicy:
             for name in wanted:
                 why = unknown_container(self.node.conn, self.node.company, name)
                 if why:
-                    return why
+                    return str(why)
         return None
 
     def _containers(self, query: Query) -> tuple[set[str] | None, list[str], bool]:

@@ -13,10 +13,12 @@ call itself got wrong (an empty question, an unknown argument) is a tool error.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pydantic import Field
 
 from ...ask.answer import FAILED, MAX_QUESTION_CHARS, NOT_SEARCHED, OVER_BUDGET, REFUSED
-from ..session import Session
+from ..session import Session, keep_paths_here
 from .base import Args, Reply, Tool
 
 NO_ANSWER = (FAILED, OVER_BUDGET, REFUSED, NOT_SEARCHED)
@@ -38,6 +40,8 @@ def run(session: Session, args: AnswerArgs) -> Reply:
     # the session's Asker: its searcher the session's (the embedding model loaded once), its chat client kept
     result = session.asker.answer(args.question, session.handle, [args.container] if args.container else None,
                                   use_cache=not args.fresh)
+    # the reason's words for a person at the server (a missing [providers.llm] names company.toml): its path kept there
+    result = replace(result, reason=keep_paths_here(result.reason, session.node.home))
     text = result.to_text()
     if result.status in NO_ANSWER:            # the reason is already its verdict line; say plainly there is none
         text = f"No answer was written — {text}"

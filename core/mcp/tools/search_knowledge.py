@@ -7,8 +7,9 @@ from pydantic import Field
 
 from ...pages.links import link_to
 from ...pages.model import normalise_title
-from ...search.seam import DEFAULT_LIMIT, PARTIAL_COVERAGE, Query, Result
-from ..session import Session
+from ...errors import UnknownContainer
+from ...search.seam import DEFAULT_LIMIT, PARTIAL_COVERAGE, UNKNOWN_CONTAINER, Query, Result
+from ..session import Session, keep_paths_here
 from .base import Args, Reply, Tool
 
 MAX_LIMIT = 50
@@ -58,12 +59,15 @@ def run(session: Session, args: SearchArgs) -> Reply:
     session.index_catch_up()
     result = session.searcher.search(Query(args.query, actor=session.handle, limit=args.limit, mode=args.mode,
                                            containers=[args.container] if args.container else None))
+    if result.outcome.degraded == UNKNOWN_CONTAINER:
+        # what the call got wrong is a tool error, as list_pages says it: a typo must not read as "nothing matched"
+        raise UnknownContainer.of(args.container or "")
     remote = session.remote  # a Confluence or Plane page is linked by its own URL, and read there
     hits = [{"id": h.page_id, "title": h.title, "container": h.container,
              "address": f"{h.container}/{normalise_title(h.title)}", "snippet": h.snippet, "score": h.score,
              "ancestors": h.ancestors, "link": f"[{h.title}]({h.url})" if remote else link_to(h.page_id, h.title),
              **({"url": h.url} if remote else {})} for h in result.hits]
-    words = outcome_words(result)
+    words = keep_paths_here(outcome_words(result), session.node.home)   # e.g. a backend named in company.toml
     lines = [words]
     for i, h in enumerate(hits, 1):
         lines.append(f"{i}. {h['container']}/{h['title']} (id {h['id']}, score {h['score']:.3f})"
