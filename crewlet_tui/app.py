@@ -38,6 +38,7 @@ from core.duties import SEMANTIC_INDEX as INDEX_TRAINING_DUTY
 from core.paths import Home
 
 from .commands import CrewletCommands
+from .error_words import error_text
 from .fmt import Clock, system_clock
 from .sanitize import clean_line
 from .screens import registry
@@ -240,7 +241,7 @@ class CrewletApp(App[None]):
 
     @on(HomeFailed)
     def _home_failed(self, message: HomeFailed) -> None:
-        text = clean_line(str(message.error) or message.error.__class__.__name__)
+        text = error_text(message.error)
         if registry.is_showing(self.screen, "welcome"):
             self.screen.progress(f"could not create the home: {text}", error=True)
         else:

@@ -136,7 +136,7 @@ def _cli_line(exc: BaseException, capsys, as_json: bool = False) -> tuple[str, d
 def test_the_three_surfaces_say_each_family_through_describe(a_home, capsys, monkeypatch):
     from core.mcp.session import describe_error
     from crewlet_tui.cli_common import STATE
-    from crewlet_tui.screens.base import error_text
+    from crewlet_tui.error_words import error_text
 
     monkeypatch.setattr(STATE, "home_arg", str(a_home.root))
     root = str(a_home.root)

@@ -15,8 +15,7 @@ from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
 from textual.worker import get_current_worker
 
-from core.errors import describe
-
+from ..error_words import error_text  # noqa: F401 - the screens' one way to word a refusal
 from ..sanitize import clean_line
 from ..widgets.status import StatusLine
 from ..widgets.title_bar import TitleBar
@@ -27,13 +26,6 @@ if TYPE_CHECKING:
 
     from ..app import CrewletApp
     from ..session import Session
-
-
-def error_text(exc: BaseException) -> str:
-    """A refusal or failure in the one line a notice shows: core.errors.describe's, as the CLI says it (a person
-    at this machine can take its fix); a bug by its own words."""
-    said = describe(exc)
-    return clean_line((str(exc) or exc.__class__.__name__) if said.internal else said.message)
 
 
 class CallFinished(Message):

@@ -24,6 +24,7 @@ from textual.worker import get_current_worker
 from core.pages.model import Page, Window
 
 from ..fmt import plural
+from ..error_words import error_text
 from ..sanitize import clean_line
 
 LOADING = "loading…"
@@ -250,7 +251,7 @@ class PageTree(Tree[Entry]):
         self._drop_placeholders(event.node)
         if event.node.data is not None:
             event.node.data.loaded = False
-        event.node.add_leaf(Text(f"could not read this level: {clean_line(str(event.error))}", style="red"),
+        event.node.add_leaf(Text(f"could not read this level: {error_text(event.error)}", style="red"),
                             Entry("loading"))
 
     def reload(self) -> None:
