@@ -190,3 +190,21 @@ def test_a_refusal_keeps_its_words_whole_and_its_fix_apart():
     assert str(config) == "/h/company.toml: actors.x.admin: not a boolean — write true or false"
     assert config.to_json() == {"error": "config", "message": str(config), "file": "/h/company.toml",
                                 "key": "actors.x.admin"}
+
+
+def test_mcp_cuts_a_command_a_refusal_wrote_into_its_fact(a_home):
+    """A refusal should keep its command apart as its fix; MCP still never passes one on when it did not."""
+    from core.errors import NotFound, Refused
+    from core.log import LogMismatch
+    from core.mcp.session import describe_error
+
+    comment = NotFound("no comment 'c1' — `crewlet page show REF` lists a page's comments")
+    aside = Refused("sam is a person: onboarding markers are agents' (`crewlet agents` shows them)", code="not_an_agent")
+    diverged = LogMismatch(a_home.log_file, 0, 9, "the log was repaired and no longer holds record 9, which this node "
+                           "applied: this database holds a change no log has — `crewlet log repair` rebuilds it",
+                           kind="diverged")
+    assert describe_error(comment, a_home)[0] == "no comment 'c1'"
+    assert describe_error(aside, a_home)[0] == "sam is a person: onboarding markers are agents'"
+    text, data = describe_error(diverged, a_home)
+    assert "this database holds a change no log has" in text and "crewlet" not in text and data["kind"] == "diverged"
+    assert text.startswith("the log is damaged: log/pages.log: the log was repaired")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -218,6 +219,21 @@ AT_THE_SERVER = {
 }
 
 
+_COMMAND_ASIDE = re.compile(r"\s*\([^()]*`crewlet [^()]*\)")
+
+
+def without_commands(fact: str) -> str:
+    """A refusal's fact without a `crewlet` command still written into it (a refusal should keep the command
+    apart as its `fix`; one that does not loses it here): an aside naming one is dropped, and a clause
+    ' — run `crewlet …`' cut where it starts."""
+    fact = _COMMAND_ASIDE.sub("", fact)
+    at = fact.find("`crewlet ")
+    if at >= 0:
+        cut = fact.rfind(" — ", 0, at)
+        fact = fact[:cut] if cut > 0 else fact
+    return fact
+
+
 def keep_paths_here(text: str, home: Home) -> str:
     """`text` without this server's own paths: a file of the home (or of the shared directory it joined) is
     named by its place inside it, so a model is never shown where the server keeps its files."""
@@ -245,6 +261,6 @@ def describe_error(exc: BaseException, home: Home) -> tuple[str, dict[str, Any]]
     surface's advice, the server's paths kept here — and its facts for structured content. A refused
     write's own text is not sent back: the model has it."""
     said = describe(exc, home=home)
-    message = keep_paths_here(said.fact + advice(said), home)
+    message = keep_paths_here(without_commands(said.fact) + advice(said), home)
     details = {k: v for k, v in said.details.items() if k != "your_body"}
     return message, _private({"error": said.code, **details}, home) | {"message": message}
