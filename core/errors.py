@@ -64,6 +64,15 @@ class CrewletError(Exception):
     def to_json(self) -> dict[str, Any]:
         return self.description().to_json()
 
+    def with_note(self, note: str, **details: Any) -> CrewletError:
+        """This refusal with `note` said after it (after the fact alone too, for a surface that leaves the fix
+        out) and more details: an instance of the same class, whatever its constructor takes."""
+        again = type(self).__new__(type(self), str(self) + note)
+        again.__dict__.update(self.__dict__)
+        again.fact = self.fact + note
+        again.details = self.details | details
+        return again
+
     def description(self) -> Description:
         """How the surfaces say it; a subclass whose facts live in attributes says them here."""
         return Description(self.code, str(self), self.fact, dict(self.details))

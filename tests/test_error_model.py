@@ -208,3 +208,20 @@ def test_mcp_cuts_a_command_a_refusal_wrote_into_its_fact(a_home):
     text, data = describe_error(diverged, a_home)
     assert "this database holds a change no log has" in text and "crewlet" not in text and data["kind"] == "diverged"
     assert text.startswith("the log is damaged: log/pages.log: the log was repaired")
+
+
+def test_a_note_after_a_refusal_keeps_its_class_code_fix_and_facts_whatever_its_constructor(a_home):
+    """How a refused save adds where the writer's text is kept: to any refusal, one with its own constructor
+    (LogUnreachable takes servers and why) as well as a plain one with a fix."""
+    from core.errors import Refused
+    from core.log.jetstream import LogUnreachable
+
+    down = LogUnreachable("nats://a:4222", "connection refused").with_note(" (your text is kept in r.md)", rescued_to="r.md")
+    assert type(down) is LogUnreachable and down.servers == "nats://a:4222" and down.code == "log"
+    assert str(down).endswith("connection refused (your text is kept in r.md)") and down.details == {"rescued_to": "r.md"}
+    assert describe(down).message.startswith("the log cannot be written: the log's NATS servers")
+    forbidden = Refused("sam does not hold the knowledge app", fix="an admin sets it in company.toml", code="forbidden")
+    kept = forbidden.with_note(" (your text is kept in r.md)")
+    assert str(kept) == "sam does not hold the knowledge app — an admin sets it in company.toml (your text is kept in r.md)"
+    assert kept.fact == "sam does not hold the knowledge app (your text is kept in r.md)" and kept.code == "forbidden"
+    assert forbidden.details == {} and str(forbidden).endswith("company.toml")    # the original is untouched

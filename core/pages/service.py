@@ -320,11 +320,9 @@ class KnowledgeBase:
         try:
             rescued = self._rescue(ref, base, body)
         except (OSError, Refused) as why:
-            raise type(exc)(f"{exc} (your text was kept nowhere — {self.node.home.rescue_dir} could not take it: "
-                            f"{why}; it is printed instead)", code=exc.code,
-                            **(exc.details | {"kept_nowhere": True, "your_body": body})) from None
-        exc.details["rescued_to"] = str(rescued)
-        raise type(exc)(f"{exc} (your text is kept in {rescued})", code=exc.code, **exc.details) from None
+            raise exc.with_note(f" (your text was kept nowhere — {self.node.home.rescue_dir} could not take it: {why}; "
+                                "it is printed instead)", kept_nowhere=True, your_body=body) from None
+        raise exc.with_note(f" (your text is kept in {rescued})", rescued_to=str(rescued)) from None
 
     def _fail_keeping(self, exc: CrewletError, page_id: str, base: int, body: str) -> None:
         try:
@@ -334,14 +332,12 @@ class KnowledgeBase:
                 exc.kept_nowhere = body  # type: ignore[attr-defined]  (the CLI prints it, the app keeps it)
                 raise exc
             # nothing half-written is left under rescued/: the text goes back to the caller whole, to print
-            raise type(exc)(f"{exc} (your text was kept nowhere — {self.node.home.rescue_dir} could not take it: "
-                            f"{why}; it is printed instead)", code=exc.code,
-                            **(exc.details | {"kept_nowhere": True, "your_body": body})) from None
+            raise exc.with_note(f" (your text was kept nowhere — {self.node.home.rescue_dir} could not take it: {why}; "
+                                "it is printed instead)", kept_nowhere=True, your_body=body) from None
         if isinstance(exc, LogDamage):
             exc.rescued_to = str(rescued)  # the damage is what is said; the text is kept all the same
             raise exc
-        raise type(exc)(f"{exc} (your text is kept in {rescued})", code=exc.code,
-                        **(exc.details | {"rescued_to": str(rescued)})) from None
+        raise exc.with_note(f" (your text is kept in {rescued})", rescued_to=str(rescued)) from None
 
     def _rescue(self, page_id: str, base: int, body: str) -> Any:
         """Keep a refused text under rescued/, whole or not at all: it is written under a hidden name, synced,
