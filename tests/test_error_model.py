@@ -30,7 +30,7 @@ INSIDE_CORE = {
     "core.replica.appliers.Noop": "DecidingApplier turns it into the record's no-op outcome",
     "core.replica.appliers.Malformed": "the engine records a malformed record as refused",
     "core.replica.engine._GiveUp": "catch_up stops the batch and says why",
-    "core.recover._CannotSay": "a candidate the recovery cannot rebuild is left out",
+    "core.replica.kinds.CannotSay": "recover.py leaves out a candidate the rows cannot rebuild",
     "core.search.ivf.kmeans.Stopped": "training stops when the duty is asked to",
     "core.duties.runner.LeaseLost": "the runner skips the pass another holder took over",
     "core.remote.searcher.NotSearched": "a remote search that does not run is an outcome, not an error",
