@@ -99,6 +99,8 @@ def test_an_unknown_container_is_refused_alike_by_search_and_pages(cli, chome):
     assert by_pages == by_search
     res = cli("search", "rollback", "--mode", "keyword", "--container", "NOPE", "--json")
     assert res.exit_code == 1 and json.loads(res.stdout)["outcome"]["degraded"] == "unknown_container"
+    listed = cli("pages", "NOPE", "--json")          # the same code from both (MCP's list_pages and search too)
+    assert listed.exit_code == 1 and json.loads(listed.stdout)["error"] == "unknown_container"
     # one unknown among known ones is refused too: a typo must not pass for "nothing matched"
     refused(cli("search", "rollback", "--mode", "keyword", "-c", "ENG", "-c", "NOPE"), "no space 'NOPE'")
     # a declared space that holds nothing is a fact, not a mistake: searched, and said
