@@ -49,7 +49,7 @@ def core_exception_classes() -> dict[str, type[BaseException]]:
 
 def test_every_error_class_core_raises_toward_a_surface_is_a_crewlet_error_with_a_code_of_its_own():
     classes = core_exception_classes()
-    assert "core.config.ConfigError" in classes and "core.log.filelog.LogDamage" in classes   # the walk saw them
+    assert "core.settings.ConfigError" in classes and "core.log.filelog.LogDamage" in classes   # the walk saw them
     missing = set(INSIDE_CORE) - set(classes)
     assert not missing, f"no longer defined (drop them from INSIDE_CORE): {missing}"
     outside = {name: cls for name, cls in classes.items() if name not in INSIDE_CORE}
@@ -63,7 +63,7 @@ def test_every_error_class_core_raises_toward_a_surface_is_a_crewlet_error_with_
             assert code not in declared, f"{name} declares {code!r}, as {declared.get(code)} does"
             declared[code] = name
     # the roots that were apart before issue 32 are one tree now
-    for root in ("core.config.ConfigError", "core.log.filelog.LogDamage", "core.log.filelog.LogFailed",
+    for root in ("core.settings.ConfigError", "core.log.filelog.LogDamage", "core.log.filelog.LogFailed",
                  "core.log.filelog.LogBusy", "core.embed.provider.ProviderError", "core.chat.openai_http.ChatFailed",
                  "core.remote.http.RemoteFailure", "core.log.filelog.RecordTooLarge", "core.log.jetstream.StreamRefused"):
         assert root in declared.values(), root
