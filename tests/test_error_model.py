@@ -34,6 +34,8 @@ INSIDE_CORE = {
     "core.search.ivf.kmeans.Stopped": "training stops when the duty is asked to",
     "core.duties.runner.LeaseLost": "the runner skips the pass another holder took over",
     "core.remote.searcher.NotSearched": "a remote search that does not run is an outcome, not an error",
+    "core.repos.git.NoAnswer": "a cat-file that stops answering is read as no answer by its caller",
+    "core.repos.citations.ShapeError": "check_citations turns it into the citation's failed outcome",
 }
 
 
