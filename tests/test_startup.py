@@ -248,7 +248,8 @@ def test_the_app_launch_parses_styles_once_and_mounts_only_the_first_screen(exam
     shown = json.loads(line[-1][2:])
     assert shown["theme"] == "crewlet" and shown["reparses"] == 0
     assert shown["tcss"] == ["app.tcss"]
-    assert shown["screens"] == ["crewlet_tui.screens.base", "crewlet_tui.screens.spaces"]
+    # the screen registry is a table of names (it imports no screen): the first screen's module alone is loaded
+    assert shown["screens"] == ["crewlet_tui.screens.base", "crewlet_tui.screens.registry", "crewlet_tui.screens.spaces"]
     assert not shown["progress_bar"] and not shown["undeclared_table"]
     assert shown["header"] == ["space", "name", "lead", "pages", "purpose"]
     assert shown["gc"]
