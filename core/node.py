@@ -38,6 +38,7 @@ from .store import replace as replace_db
 from .store.db import FULL_BELOW, files_stamp, room_left
 from .store.digest import content_digest
 from .vectors import records as vectors
+from .vectors import applier as vectors_applier
 
 SYSTEM_ACTOR = page_records.SYSTEM_ACTOR
 log = logging.getLogger("crewlet.node")
@@ -75,7 +76,7 @@ def _finish_swap(home: Home) -> None:
 def home_streams(home: Home) -> list[tuple[str, Path, Applier]]:
     """A home's logs, in the order they are opened, checked and applied: each with the applier its records
     registered (a third log is one more line here)."""
-    return [("pages", home.log_file, applier.PAGES), ("vectors", home.vectors_log_file, vectors.VECTORS)]
+    return [("pages", home.log_file, applier.PAGES), ("vectors", home.vectors_log_file, vectors_applier.VECTORS)]
 
 
 class Node:
@@ -96,7 +97,7 @@ class Node:
                                          every_ms=every_ms)
         # the pages log, and the vector log (vectors the fleet's embedding duty published, applied like it)
         self.pages = Stream("pages", flog, applier.PAGES)
-        self.vectors = Stream("vectors", vlog if vlog is not None else _open_log(home.vectors_log_file), vectors.VECTORS)
+        self.vectors = Stream("vectors", vlog if vlog is not None else _open_log(home.vectors_log_file), vectors_applier.VECTORS)
         self.streams = (self.pages, self.vectors)
         # one connection per node object; the Textual app's workers share it, so serialise use
         self.lock = threading.RLock()

@@ -18,6 +18,7 @@ from core.pages.service import KnowledgeBase
 from core.store import connect
 from core.store.migrations import migrate
 from core.vectors import records as vectors
+from core.vectors import applier as vectors_applier
 
 SPACE = "local:test-model:8:x"
 
@@ -99,7 +100,7 @@ def test_counts_follow_every_change_and_a_replay(node: Node, tmp_path: Path) -> 
     replayed = connect(tmp_path / "replay.db")
     with FileLog(node.home.log_file, readonly=True) as flog, FileLog(node.home.vectors_log_file, readonly=True) as vlog:
         applier.catch_up(replayed, flog)
-        vectors.catch_up(replayed, vlog)
+        vectors_applier.catch_up(replayed, vlog)
     assert kept(replayed) == recount(replayed) == recount(conn)
     replayed.close()
 

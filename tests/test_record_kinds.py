@@ -19,7 +19,7 @@ from core.replica.shapes import TEXT, need
 from core.store import connect
 from core.store.digest import NODE_LOCAL, REPLICATED, TABLES, content_digest
 from core.sync import snapshot
-from core.vectors import records as vector_records
+from core.vectors import applier as vector_applier
 from core.vectors.kinds import KINDS as VECTOR_KINDS
 
 LOGS = (PAGE_KINDS, VECTOR_KINDS)
@@ -112,8 +112,8 @@ def test_every_log_a_home_streams_registers_its_declarations(tmp_path):
     assert pages is applier.PAGES
     assert set(pages.handlers) | set(pages.verdicts) == set(PAGE_KINDS.types)
     assert dict(pages.shapes) == PAGE_KINDS.shapes
-    assert set(vector_records.handlers()) == set(VECTOR_KINDS.types)
-    assert vector_records.shapes() == VECTOR_KINDS.shapes
+    assert set(vector_applier.handlers()) == set(VECTOR_KINDS.types)
+    assert vector_applier.shapes() == VECTOR_KINDS.shapes
     for log in LOGS:
         assert kinds_of(log.log) is log
 

@@ -9,11 +9,12 @@ A record is idempotent by op_id: applying it twice changes nothing (the engine's
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 import logging
 from typing import Any
 
 from ..log import Record
-from ..replica.appliers import Decision, malformed
+from ..replica.appliers import Decision, Handler, malformed
 from ..replica.appliers import Noop as _Noop
 from ..replica.appliers import Refuse as _Refuse
 from ..store import Connection
@@ -287,7 +288,19 @@ def page_restore(conn: Connection, rec: Record) -> dict[str, Any]:
     return {"page_id": row["id"]}
 
 
-def page_purge(conn: Connection, rec: Record) -> dict[str, Any]:
+def purging(under_page: Sequence[str]) -> Handler:
+    """The page.purge handler, deleting the rows under the page with `under_page` (statements taking the page's
+    id, as pages/kinds.py `PURGED_WITH_PAGE` declares them per table) before the page's own row: handed in by the
+    declaration, so this module never imports the declarations that import it."""
+    statements = tuple(under_page)
+
+    def page_purge(conn: Connection, rec: Record) -> dict[str, Any]:
+        return _page_purge(conn, rec, statements)
+
+    return page_purge
+
+
+def _page_purge(conn: Connection, rec: Record, under_page: Sequence[str]) -> dict[str, Any]:
     p = rec.payload
     row = _live_page(conn, p["page_id"], allow_trashed=True)
     cutoff = p.get("cutoff")
@@ -301,9 +314,7 @@ def page_purge(conn: Connection, rec: Record) -> dict[str, Any]:
         raise _Refuse("not_due", f"{row['container']}/{row['title']} was trashed after the cutoff; not purged")
     # its children go to its own parent (or the top) rather than pointing at nothing
     conn.execute("UPDATE pages SET parent_id=?, version=? WHERE parent_id=?", (row["parent_id"], rec.seq, row["id"]))
-    from .kinds import purge_statements   # the rows under a page, as each table declares them (kinds.py)
-
-    for statement in purge_statements():
+    for statement in under_page:
         conn.execute(statement, (row["id"],))
     conn.execute("DELETE FROM pages WHERE id = ?", (row["id"],))  # the tables declared BY_FOREIGN_KEY cascade
     conn.execute(

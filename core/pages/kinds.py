@@ -38,6 +38,24 @@ _ID = need(TEXT)
 _PAGE_ROWS = ("pages", "revisions")     # a change to what a page says writes its row and a revision
 
 
+# What a page's purge does to the rows under it, table by table: a statement run with the page's id before its
+# row is deleted, or BY_FOREIGN_KEY (the table's page_id references pages ON DELETE CASCADE), or KEPT (with the
+# reason). tests/test_record_kinds.py fails on a table whose rows name a page (a page_id column, or a foreign
+# key to pages) that is not here: its rows would outlive their page. Trash writes no row but the page's own.
+BY_FOREIGN_KEY = "by its foreign key"
+PURGED_WITH_PAGE: dict[str, str] = {
+    "page_links": "DELETE FROM page_links WHERE src = ?",    # this node's backlinks from it (the indexer's)
+    "revisions": BY_FOREIGN_KEY,
+    "comments": BY_FOREIGN_KEY,
+    "deleted_pages": "KEPT: the purge marker itself (a replayed create can never bring the page back)",
+}
+
+
+def purge_statements() -> list[str]:
+    """The statements a purge runs, in order, for the rows under the purged page."""
+    return [s for s in PURGED_WITH_PAGE.values() if s.startswith("DELETE ")]
+
+
 KINDS = LogKinds("pages", own_tables=("applied_ops",), kinds=[
     RecordKind("container.declare", build.container_declare, writes=("containers",),
                shape={"key": need(TEXT), "name": need(TEXT), "purpose": may(TEXT), "lead": may(TEXT, NONE),
@@ -63,7 +81,7 @@ KINDS = LogKinds("pages", own_tables=("applied_ops",), kinds=[
     # to a lost record (it re-filed the purged page's children)
     RecordKind("page.purge", build.page_purge, writes=("pages", "revisions", "comments", "deleted_pages"),
                shape={"page_id": _ID, "reason": may(TEXT), "cutoff": may(INT, NONE)},
-               handle=do.page_purge, give_back=back.page_purge, related=("page_id",), related_all=True),
+               handle=do.purging(purge_statements()), give_back=back.page_purge, related=("page_id",), related_all=True),
     RecordKind("page.labels", build.page_labels, writes=("pages",),
                shape={"page_id": _ID, "labels": need(LIST, items=TEXT)},
                handle=do.page_labels, give_back=back.page_labels, related=("page_id",)),
@@ -85,20 +103,3 @@ KINDS = LogKinds("pages", own_tables=("applied_ops",), kinds=[
     # a repair's tombstone (core/recover.py): it carries its own outcome (the applier's verdict stores it)
     RecordKind("log.lost", tombstone, writes=(), shape=LOST_SHAPE, verdict=do.lost, give_back=LOST_GIVE_BACK),
 ])
-
-# What a page's purge does to the rows under it, table by table: a statement run with the page's id before its
-# row is deleted, or BY_FOREIGN_KEY (the table's page_id references pages ON DELETE CASCADE), or KEPT (with the
-# reason). tests/test_record_kinds.py fails on a table whose rows name a page (a page_id column, or a foreign
-# key to pages) that is not here: its rows would outlive their page. Trash writes no row but the page's own.
-BY_FOREIGN_KEY = "by its foreign key"
-PURGED_WITH_PAGE: dict[str, str] = {
-    "page_links": "DELETE FROM page_links WHERE src = ?",    # this node's backlinks from it (the indexer's)
-    "revisions": BY_FOREIGN_KEY,
-    "comments": BY_FOREIGN_KEY,
-    "deleted_pages": "KEPT: the purge marker itself (a replayed create can never bring the page back)",
-}
-
-
-def purge_statements() -> list[str]:
-    """The statements a purge runs, in order, for the rows under the purged page."""
-    return [s for s in PURGED_WITH_PAGE.values() if s.startswith("DELETE ")]

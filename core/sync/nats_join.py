@@ -243,7 +243,7 @@ def _verify_other_side(home: Home, conn: Connection, s: config_mod.LogSettings) 
         try:
             with JetStreamLog(conn, s.stream_prefix, "pages") as pages, \
                     JetStreamLog(conn, s.stream_prefix, "vectors") as vectors:
-                from ..vectors import records as vectors_mod
+                from ..vectors import applier as vectors_mod
 
                 applier.catch_up(fresh, pages)
                 vectors_mod.catch_up(fresh, vectors)

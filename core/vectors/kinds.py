@@ -1,7 +1,7 @@
 """The vector log's record kinds: one declaration each (core/replica/kinds.py `RecordKind`).
 
 The vector log files derived rows nobody waits on (the engine's FilingApplier: no outcome is stored, a record of
-another shape files nothing). Its shapes and handlers (vectors/records.py `VECTORS`), the tables a repair's
+another shape files nothing). Its shapes and handlers (vectors/applier.py `VECTORS`), the tables a repair's
 replay compares, and how a repair gives a lost record back (core/recover.py `give_back_vector`, which asks each
 kind that can in turn: the log keeps no outcome naming a lost record's kind) are read off these.
 

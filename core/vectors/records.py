@@ -24,15 +24,10 @@ Applying a put writes the wide row (`vectors`, the float32 vector last) and the 
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Sequence
-from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from ..log import FileLog, Record
-from ..log.framing import Frame
+from ..log import Record
 from ..replica import engine
-from ..replica.appliers import FilingApplier
-from ..replica.shapes import Shape
 from ..store import Connection
 
 if TYPE_CHECKING:
@@ -122,43 +117,8 @@ def give_back_put(conn: Connection, seq: int, op: object, related: object) -> tu
     return [Record.new("vector.put", DUTY_ACTOR, payload)], ""
 
 
-@lru_cache(maxsize=1)
-def shapes() -> dict[str, Shape]:
-    """Each vector-log record kind's shape, as its declaration says it (vectors/kinds.py)."""
-    from .kinds import KINDS
-
-    return KINDS.shapes
-
-
-@lru_cache(maxsize=1)
-def handlers() -> dict[str, Callable[[Connection, Record], None]]:
-    """Each vector-log record kind's handler, as its declaration says it (vectors/kinds.py)."""
-    from .kinds import KINDS
-
-    return KINDS.handlers
-
-
-# the vector log as it registers with the engine: its records file rows, a transaction of 500 at most
-VECTORS = FilingApplier(POSITION, handlers, batch=500, shapes=shapes)
-
-
-def apply_vector_record(conn: Connection, rec: Record) -> None:
-    """Apply one vector record inside the caller's transaction (a vector record decides nothing a writer
-    waits for, so it returns no outcome)."""
-    VECTORS.apply_one(conn, rec)
-
-
 def position(conn: Connection) -> tuple[int, int]:
     return engine.position(conn, POSITION)
-
-
-def catch_up(conn: Connection, vlog: FileLog, *, batch: int | None = None,
-             progress: Callable[[int], None] | None = None,
-             appended: Sequence[tuple[Record, Frame]] | None = None) -> int:
-    """Apply every vector record past this node's position on the vector log, exactly as the pages
-    log is applied (a batch a transaction, the position and its frame's digest stored with it, damage
-    stopping it after the good records; a writer's own records from memory)."""
-    return engine.catch_up(conn, vlog, VECTORS, batch=batch, progress=progress, appended=appended)
 
 
 # -- reading --------------------------------------------------------------------------------------------
