@@ -98,7 +98,8 @@ def _repository(file: Path, name: str, raw: Any) -> RepositorySettings:
                           f"add it: {example}")
     written = expect(file, f"{key}.path", raw["path"], str, f'path = "../{name}"').strip()
     if not written:
-        raise ConfigError(file, f"{key}.path", "is empty", f'write the path of a local git checkout, e.g. path = "../{name}"')
+        raise ConfigError(file, f"{key}.path", "is empty",
+                          f'write the path of a local git checkout, e.g. path = "../{name}"')
     path = Path(written).expanduser()
     if not path.is_absolute():
         path = file.parent / path
