@@ -18,6 +18,7 @@ import logging
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -65,8 +66,8 @@ class Cron:
         """In words ("At 03:00 every day"; "never" when off)."""
         return "never" if self.expr is None else cron_explained(self.expr)
 
-    def next_after(self, after: Any) -> Any:
-        """The next instant after `after` (a datetime) it fires; None when off."""
+    def next_after(self, after: datetime) -> datetime | None:
+        """The next instant after `after` it fires (UTC); None when off."""
         return None if self.expr is None else next_cron(self.expr, after)
 
     def due(self, last_run_ms: int | None) -> bool:
