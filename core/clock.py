@@ -63,6 +63,12 @@ def calendar_now() -> datetime:
     return fixed if fixed is not None else datetime.now(timezone.utc)
 
 
+def calendar_is_fixed() -> bool:
+    """Whether CREWLET_NOW holds the calendar still (set, and readable as a date-time)."""
+    text = os.environ.get(NOW_ENV, "").strip()
+    return bool(text) and _fixed_instant(text) is not None
+
+
 def calendar_now_ms() -> int:
     """`calendar_now()` as integer milliseconds since the epoch (the unit records are stamped in)."""
     return to_ms(calendar_now())

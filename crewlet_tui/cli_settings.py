@@ -42,24 +42,33 @@ def knowledge_cmd(as_json: bool = JSON_OPT) -> None:
     Layers, lowest first: the default, company.toml's \\[knowledge] (holdout_rate = 0.2), the environment.
 
     A value that cannot be read is warned about and ignored: the layer below applies."""
+    from core.clock import NOW_ENV, calendar_is_fixed, calendar_now
+
     company = _company()
     bank = company.bank
-    rows = bank.rows()
+    now, fixed = calendar_now(), calendar_is_fixed()
+    rows = bank.rows(now)
+    calendar = now.isoformat(timespec="seconds").replace("+00:00", "Z")
     if as_json:
-        emit_json({"file": str(company.file), "settings": rows, "warnings": list(bank.warnings)})
+        emit_json({"file": str(company.file), "settings": rows, "warnings": list(bank.warnings),
+                   "calendar": {"now": calendar, "fixed": fixed}})
         return
     from rich.table import Table
 
     table = Table("setting", "value", "from", "meaning", title="Knowledge bank settings", title_justify="left")
     for row in rows:
-        value = row["shown"] + (f" ({row['when']}, UTC)" if row.get("when") and row["shown"] != "off" else "")
+        value = markup_safe(row["shown"])
+        if row.get("next"):     # a cron: in words (UTC), and when it next fires on the calendar
+            value += f"\n[dim]{markup_safe(row['when'])} (UTC); next {row['next']}[/]"
         if row["source"] == "default":
             source = "[dim]default[/]"
         else:
             source = markup_safe(f"{SOURCE_WORDS[row['source']]}; default {_default_shown(row)}")
-        table.add_row(f"{row['key']}\n[dim]{row['variable']}[/]", markup_safe(value), source,
+        table.add_row(f"{row['key']}\n[dim]{row['variable']}[/]", value, source,
                       markup_safe(row["meaning"]))
     console.print(table)
+    console.print(f"[dim]the calendar (ages, decay, crons): {calendar}"
+                  + (f", held there by {NOW_ENV}" if fixed else ", the real clock") + "[/]", soft_wrap=True)
     console.print(f"[dim]set under {markup_safe('[knowledge]')} in {markup_safe(str(company.file))}, or as the "
                   "environment variable of the same name, which wins[/]", soft_wrap=True)
     if bank.warnings:

@@ -196,7 +196,9 @@ def test_the_cli_shows_each_value_where_it_came_from_and_what_it_means(settings_
     assert "0.3" in lines["audit_rate"] and "company.toml; default 0.1" in lines["audit_rate"]
     assert "0.2" in lines["holdout_rate"] and "environment; default 0.1" in lines["holdout_rate"]
     assert "off" in lines["page_decay_cron"] and "When the decay pass runs." in lines["page_decay_cron"]
-    assert "0 4 * * 1 (At 04:00 on Monday, UTC)" in lines["gap_issues_cron"]
+    assert "0 4 * * 1" in lines["gap_issues_cron"]
+    assert "At 04:00 on Monday (UTC); next " in lines["KNOWLEDGE_GAP_ISSUES_CRON"]
+    assert "the calendar (ages, decay, crons): " in res.stdout and ", the real clock" in res.stdout
     assert "default" in lines["kappa_floor"] and "Below this kappa" in lines["kappa_floor"]
     assert "2 values could not be read and were ignored:" in res.stdout
     assert "knowledge.holdout_rate: 1.5 is out of range" in res.stdout
@@ -218,6 +220,23 @@ def test_the_cli_json_carries_values_sources_and_warnings(settings_home):
     assert rows["page_refresh_min_interval"]["seconds"] == 21_600 and rows["page_decay_cron"]["value"] == "off"
     assert rows["holdout_rate"]["value"] == 0.1 and rows["holdout_rate"]["source"] == "default"
     assert len(out["warnings"]) == 1 and "knowledge.holdout_rate" in out["warnings"][0]
+
+
+def test_the_cli_says_when_crewlet_now_holds_the_calendar_and_when_it_cannot(settings_home):
+    held = _run(settings_home, "settings", "knowledge", "--json", env={"CREWLET_NOW": "2027-03-01T03:30:00Z"})
+    assert held.returncode == 0, held.stderr
+    out = json.loads(held.stdout)
+    assert out["calendar"] == {"now": "2027-03-01T03:30:00Z", "fixed": True}
+    rows = {r["key"]: r for r in out["settings"]}
+    assert rows["gap_issues_cron"]["next"] == "2027-03-01T04:00:00Z"       # 2027-03-01 is a Monday
+    assert rows["page_refresh_cron"]["next"] == "2027-03-01T04:23:00Z"
+    assert rows["page_decay_cron"]["next"] is None                        # off in this home's company.toml
+    bad = _run(settings_home, "settings", "knowledge", "--json", env={"CREWLET_NOW": "soon"})
+    assert bad.returncode == 0, bad.stderr
+    assert json.loads(bad.stdout)["calendar"]["fixed"] is False
+    said = [line for line in bad.stderr.splitlines() if "CREWLET_NOW" in line]
+    assert said == ["warning: CREWLET_NOW='soon' is not an ISO date-time (e.g. 2027-03-01T03:00:00Z): ignored, the "
+                    "real clock applies"]
 
 
 def test_the_cli_exit_codes(tmp_path, settings_home):

@@ -22,7 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from core.clock import cron_due, cron_explained, cron_problem, next_cron, parse_duration
+from core.clock import calendar_now, cron_due, cron_explained, cron_problem, next_cron, parse_duration
 from core.settings import key_in
 
 TABLE = "knowledge"
@@ -109,9 +109,11 @@ class BankSettings:
             raise KeyError(key)
         return self.sources.get(key, DEFAULT)
 
-    def rows(self) -> list[dict[str, Any]]:
-        """Every setting as the CLI and scripts show it: key, variable, value, source, default, meaning."""
-        return [_row(d, getattr(self, d.key), self.source(d.key)) for d in SETTINGS]
+    def rows(self, now: datetime | None = None) -> list[dict[str, Any]]:
+        """Every setting as the CLI and scripts show it: key, variable, value, source, default, meaning (a
+        duration's seconds; a cron in words and when it next fires after `now`, default the calendar's)."""
+        at = now or calendar_now()
+        return [_row(d, getattr(self, d.key), self.source(d.key), at) for d in SETTINGS]
 
 
 # -- reading one layer's value ---------------------------------------------------------------------------------
@@ -257,13 +259,15 @@ def _json_value(value: Any) -> Any:
     return str(value) if isinstance(value, (Duration, Cron)) else value
 
 
-def _row(d: Declared, value: Any, source: str) -> dict[str, Any]:
+def _row(d: Declared, value: Any, source: str, now: datetime) -> dict[str, Any]:
     row = {"key": d.key, "variable": d.variable, "value": _json_value(value), "shown": shown(value),
            "source": source, "default": _json_value(getattr(_DEFAULTS, d.key)), "meaning": d.meaning}
     if isinstance(value, Duration):
         row["seconds"] = value.seconds
     if isinstance(value, Cron):
         row["when"] = value.explained()
+        following = value.next_after(now)
+        row["next"] = following.isoformat().replace("+00:00", "Z") if following else None
     return row
 
 
