@@ -3,8 +3,9 @@
 Read with tomllib and written with tomli-w. A feature owns its section: its settings and their parser live in
 the feature's `settings.py` (core/embed, core/chat, core/log, core/remote, core/pages, core/repos), built with
 the kit (core/settings.py), and `SECTIONS` below composes them; this module parses the rest (operator, knowledge,
-spaces, actors), the knowledge bank's keys of [knowledge] excepted (core/bank/settings.py). Every error names the file, the key and the fix, because an operator fixes it in an
-editor, not in a stack trace; and every table refuses a key it does not know.
+spaces, actors), the knowledge bank's keys of [knowledge] excepted (core/bank/settings.py). Every error names
+the file, the key and the fix, because an operator fixes it in an editor, not in a stack trace; and every table
+refuses a key it does not know.
 """
 from __future__ import annotations
 
@@ -350,7 +351,6 @@ def parse(data: dict[str, Any], file: Path, activated_at: int = 0) -> Company:
     backend = _knowledge_backend(file, kn_raw, integrations_raw)   # single-homed first: the table's own
     sections = _sections(file, data)                                # problems matter once it belongs here
     knowledge = _parse_knowledge(file, kn_raw, backend, sections["embeddings"])
-    bank = bank_settings.parse(file, kn_raw, os.environ)   # unreadable values warned, not refused (spec 003)
     actors = _parse_actors(file, data)
     spaces = _parse_spaces(file, data, actors)
 
@@ -360,6 +360,8 @@ def parse(data: dict[str, Any], file: Path, activated_at: int = 0) -> Company:
         if operator not in actors:
             raise ConfigError(file, "operator", f"'{operator}' is not a configured actor",
                               f"add [actors.{operator}] or name one of: {', '.join(sorted(actors)) or 'none'}")
+    # last, once the file is known to load: an unreadable value of the bank is warned about, not refused
+    bank = bank_settings.parse(file, kn_raw, os.environ)
     return Company(file=file, spaces=spaces, actors=actors, knowledge=knowledge, operator=operator,
                    activated_at=activated_at, raw=data, bank=bank, **sections)
 

@@ -168,6 +168,17 @@ def test_an_unknown_key_in_knowledge_is_still_refused(tmp_path, typo, meant):
     assert meant in exc.value.fix and "root_space" in exc.value.fix
 
 
+def test_a_file_refused_elsewhere_says_only_its_refusal(tmp_path, caplog):
+    """The bank's warnings are said once the file loads: beside a refusal they would be noise."""
+    caplog.set_level(logging.WARNING, logger="crewlet.settings")
+    f = _write(tmp_path, knowledge={"backend": "native", "holdout_rate": 2.5},
+               spaces={"ENG": {"name": "Engineering", "lead": "nobody"}})
+    with pytest.raises(ConfigError) as exc:
+        config_mod.load(f)
+    assert exc.value.key == "spaces.ENG.lead"
+    assert [r for r in caplog.records if r.name == "crewlet.settings"] == []
+
+
 # -- the CLI, as a separate process ----------------------------------------------------------------------------
 
 def _run(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
