@@ -1,13 +1,15 @@
 """company.toml: the spaces, actors and knowledge settings a node runs under — its sections composed.
 
 Read with tomllib and written with tomli-w. A feature owns its section: its settings and their parser live in
-the feature's `settings.py` (core/embed, core/chat, core/log, core/remote, core/pages), built with the kit
-(core/settings.py), and `SECTIONS` below composes them; this module parses the rest (operator, knowledge,
-spaces, actors). Every error names the file, the key and the fix, because an operator fixes it in an
-editor, not in a stack trace; and every table refuses a key it does not know.
+the feature's `settings.py` (core/embed, core/chat, core/log, core/remote, core/pages, core/repos), built with
+the kit (core/settings.py), and `SECTIONS` below composes them; this module parses the rest (operator, knowledge,
+spaces, actors), the knowledge bank's keys of [knowledge] excepted (core/bank/settings.py). Every error names
+the file, the key and the fix, because an operator fixes it in an editor, not in a stack trace; and every table
+refuses a key it does not know.
 """
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 import uuid
@@ -19,11 +21,14 @@ from typing import Any
 
 import tomli_w
 
+import core.bank.settings as bank_settings
 import core.chat.settings as chat_settings
 import core.embed.settings as embed_settings
 import core.log.settings as log_settings
 import core.pages.settings as pages_settings
 import core.remote.settings as remote_settings
+import core.repos.settings as repos_settings
+from core.bank.settings import BankSettings
 from core.chat.settings import LlmSettings
 from core.durable import write_atomic
 from core.embed.settings import EmbeddingsSettings
@@ -33,11 +38,13 @@ from core.pages.settings import PageLimits
 from core.paths import read_node_file
 from core.remote.settings import (REMOTE_BACKENDS, REMOTE_LABELS, ConfluenceSettings, Credentials, Integrations,
                                   PlaneSettings)
+from core.repos.settings import RepositoriesSettings
 from core.settings import ConfigError, expect, only_known, table
 
 __all__ = ["ConfigError", "Company", "Actor", "Space", "Knowledge", "LogSettings", "EmbeddingsSettings", "LlmSettings",
            "PageLimits", "Credentials", "ConfluenceSettings", "PlaneSettings", "Integrations", "REMOTE_LABELS",
-           "REMOTE_BACKENDS", "SECTIONS", "Section", "load", "parse", "remote_site", "RemoteSite"]
+           "REMOTE_BACKENDS", "SECTIONS", "Section", "load", "parse", "remote_site", "RemoteSite", "BankSettings",
+           "RepositoriesSettings"]
 
 ACTOR_KINDS = ("person", "agent")
 KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -100,6 +107,9 @@ class Company:
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
     log: LogSettings = field(default_factory=LogSettings)
     limits: PageLimits = field(default_factory=PageLimits)   # [limits]: the most one write may hold
+    # the knowledge bank's part of [knowledge] over its environment variables (core/bank/settings.py)
+    bank: BankSettings = field(default_factory=BankSettings)
+    repositories: RepositoriesSettings = field(default_factory=RepositoriesSettings)   # [repositories.NAME]
 
     # -- declared containers -------------------------------------------------------------
     def declared_containers(self) -> dict[str, Space]:
@@ -203,6 +213,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("providers.llm", "llm", chat_settings.parse),
     Section("log", "log", log_settings.parse),
     Section("limits", "limits", pages_settings.parse),
+    Section("repositories", "repositories", repos_settings.parse),
 )
 # the tables this module parses itself, and the one it keeps for the company's own words
 _OWN_TABLES = ("operator", "knowledge", "spaces", "actors", "company")
@@ -335,7 +346,7 @@ def parse(data: dict[str, Any], file: Path, activated_at: int = 0) -> Company:
     only_known(file, "company", company_raw, _COMPANY_KEYS)
 
     kn_raw = expect(file, "knowledge", data.get("knowledge", {}), dict, "make [knowledge] a table")
-    only_known(file, "knowledge", kn_raw, _KNOWLEDGE_KEYS)
+    only_known(file, "knowledge", kn_raw, (*_KNOWLEDGE_KEYS, *bank_settings.KEYS))   # the bank's keys: its room
     integrations_raw = expect(file, "integrations", data.get("integrations", {}), dict, "make [integrations] a table")
     backend = _knowledge_backend(file, kn_raw, integrations_raw)   # single-homed first: the table's own
     sections = _sections(file, data)                                # problems matter once it belongs here
@@ -349,8 +360,10 @@ def parse(data: dict[str, Any], file: Path, activated_at: int = 0) -> Company:
         if operator not in actors:
             raise ConfigError(file, "operator", f"'{operator}' is not a configured actor",
                               f"add [actors.{operator}] or name one of: {', '.join(sorted(actors)) or 'none'}")
+    # last, once the file is known to load: an unreadable value of the bank is warned about, not refused
+    bank = bank_settings.parse(file, kn_raw, os.environ)
     return Company(file=file, spaces=spaces, actors=actors, knowledge=knowledge, operator=operator,
-                   activated_at=activated_at, raw=data, **sections)
+                   activated_at=activated_at, raw=data, bank=bank, **sections)
 
 
 def _knowledge_backend(file: Path, kn_raw: dict[str, Any], integrations: dict[str, Any]) -> str:

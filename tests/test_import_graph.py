@@ -26,7 +26,7 @@ FLOORS = [
     {"pages", "vectors", "recover", "repaired"},
     {"node"},
     {"repair", "search", "agents"},
-    {"sync", "importer", "evaluate", "remote"},
+    {"sync", "importer", "evaluate", "remote", "bank"},
     {"duties", "knowledge"},
     {"mcp", "ask"},
 ]
