@@ -246,7 +246,14 @@ def open_node(*, sync_containers: bool = True) -> Iterator[Node]:
             from core.pages.service import KnowledgeBase
 
             KnowledgeBase(node).actor(STATE.actor)
-        yield node
+        try:
+            yield node
+        except CrewletError as exc:
+            # a node that lost its servers answers from what it applied: a read it cannot answer ("no page …")
+            # may only be behind, and its one line says so (a refused write says it is offline itself)
+            if node.offline is not None and node.damage is None and exc.code != "offline":
+                raise exc.with_note(f" (this node may be behind: {node.offline.line()})") from exc
+            raise
         # a command that read what it needed still says the home cannot be written to
         if node.damage is not None:
             warn(damage_line(node.damage))
