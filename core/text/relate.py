@@ -1,0 +1,342 @@
+"""How a new entry relates to an existing one, by rules alone (`relate_by_rules`): triage's third step (spec
+003, "Triage and escalation": "rules in code and two model judgments decide how the two relate: a duplicate,
+a refinement, a replacement, a contradiction, or a different fact").
+
+A rule's verdict is taken without asking the model, so a wrong one costs more than a question: every rule
+below fires only on a shape it can read exactly and otherwise answers None ("the rules cannot tell: ask the
+model"). The figures (how often the rules decide, how often rightly) are measured on the labelled pairs in
+`tests/data/entry_pairs.jsonl` by `bench/triage.py` and written in docs/triage.md.
+
+The words the rules compare (`words`): the body folded (NFKC, casefold), contractions opened ("doesn't" →
+"does not", "can't" → "can not"), a number and its unit made one token and a duration made seconds
+("30 seconds", "30s" and "0.5 min" are all `30s`), number words made digits ("three" → `3`), thousands
+separators dropped, a plain plural made singular ("retries" → `retry`), the stop words that carry no claim
+("the", "is", "we", "of", "to"…) dropped, and the words that only date a claim ("now", "currently", "since
+v2.3", "as of March 2025") dropped — they say when, not what. Negation ("not", "never", "no", "without") is
+never a stop word: it is the claim.
+
+The rules, in the order they are tried (the first that fires decides):
+
+1. **folded_equal → duplicate**: the two bodies are the same text once folded and their spaces collapsed.
+2. **same_words → duplicate**: the same words, in the same order, by the comparison above: the difference
+   is one of wording that carries nothing ("The API listens on port 8,080." / "API listens on port 8080").
+3. **negation_flip → contradiction or replacement**: the same words but for a negation on one side
+   ("is enabled" / "is not enabled", "must" / "must not") or a pair of opposites in one place
+   ("enabled" / "disabled", "sync" / "async", "before" / "after", "always" / "never"): one says the other
+   is false.
+4. **value_changed → contradiction or replacement**: the same words but for one or two values in the same
+   places — a number (with its unit, of the same kind), a version, or a name (a `code span`, an identifier
+   with `._/:-` or digits, a capitalised word inside the sentence) right after a word that makes the slot
+   hold one thing ("is", "to", "uses", "via", "through", "on", "defaults", "set", "by"…) — with at least two
+   shared words before the first difference, so the subject and predicate are the same and only the value
+   differs ("The API server listens on port 8080" / "… port 9090"). A name after "with" or "and" is not
+   exclusive ("integrates with Slack" / "with Jira" are both true) and is left to the model.
+   For 3 and 4, the verdict is **replacement** when the new entry says it changed — "now", "no longer",
+   "since …", "as of …", "anymore", "was … is", "changed", "switched", "moved", "migrated", "replaced",
+   "used to", "starting with …", "after the … migration" — in words the old one does not hold, or when it
+   cites a later commit of a file the old one cites; otherwise **contradiction**.
+5. **refinement**: the old entry's words (three or more) appear in the new one's, in order, with the same
+   first word (the subject), and the new one adds words of which none is a negation or a word of change
+   ("Deploys to staging need the VPN" / "Deploys to staging need the VPN and a hardware key"): it says what
+   the old one says and more.
+6. **different**: both cite files and they share none, or both name scopes and they share none; and their
+   words overlap little (Jaccard ≤ 0.15, at most one word shared and no name shared): two facts about two
+   places.
+
+Entries whose scopes are both named and share no module are never called a duplicate, a refinement, a
+replacement or a contradiction by rules: the same words can be true of one module and not of another.
+
+What the rules cannot tell (None), and why they leave it to the model: a contradiction in other words
+("times out after 30 s" / "requests are cut at a minute"); a name change in a non-exclusive slot; a
+paraphrase that changes more than stop words; an entry that says less than the old one (it may narrow or
+broaden it); two values changed with other words; anything that needs to know what the words mean.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+import unicodedata
+from dataclasses import dataclass, field
+
+RELATIONS = ("duplicate", "refinement", "replacement", "contradiction", "different")
+
+
+@dataclass(frozen=True)
+class Citation:
+    """A citation of an entry: a file, its line range, and (when known) the commit and its time."""
+
+    path: str
+    start: int | None = None
+    end: int | None = None
+    commit: str | None = None
+    committed_at: int | None = None  # seconds or ms since the epoch: only compared with each other
+
+
+@dataclass(frozen=True)
+class EntryText:
+    """What the rules read of an entry."""
+
+    body: str
+    kind: str = "FACT"
+    scope: tuple[str, ...] = ()
+    citations: tuple[Citation, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class RuleVerdict:
+    """A rule's verdict: `relation` None means the rules cannot tell (ask the model); `rule` names the rule
+    that fired (or why none did); `confidence` is the rule's own a-priori trust, not a measured figure."""
+
+    relation: str | None
+    rule: str
+    confidence: float
+
+
+# -- the words ------------------------------------------------------------------------------------------
+
+STOP = frozenset("""
+a an the this that these those of to in on at for by with from as into onto it its it's and or but is are was
+were be been being has have had do does did will would should shall can could may might we our us you your
+they their them there here which who whom whose what when where how also just so then very really still
+any some such each both either per via through than too up out over under about while until
+""".split())
+# words a slot after which holds one thing: a different name there is a different claim
+EXCLUSIVE_CUES = frozenset("""
+is are was were be to uses use used via through on by default defaults set pinned points pointed owned
+written runs run hosted deployed lives stored served goes go at from in as called named
+""".split())
+NEGATIONS = frozenset({"not", "never", "no", "without"})
+ANTONYMS = {frozenset(p) for p in [
+    ("enabled", "disabled"), ("enable", "disable"), ("on", "off"), ("true", "false"), ("yes", "no"),
+    ("allowed", "forbidden"), ("allowed", "disallowed"), ("allowed", "blocked"), ("required", "optional"),
+    ("public", "private"), ("sync", "async"), ("synchronous", "asynchronous"), ("before", "after"),
+    ("always", "never"), ("mutable", "immutable"), ("blocking", "non-blocking"), ("safe", "unsafe"),
+    ("supported", "unsupported"), ("include", "exclude"), ("included", "excluded"), ("must", "may"),
+    ("idempotent", "non-idempotent"), ("encrypted", "unencrypted"), ("retried", "dropped"),
+    ("inclusive", "exclusive"), ("lock", "unlock"), ("locked", "unlocked"), ("ascending", "descending"),
+]}
+# words that date a claim: dropped from the comparison (they say when, not what)
+DATING = frozenset({"now", "currently", "today", "anymore", "nowadays"})
+_DATE_PHRASE = re.compile(
+    r"\b(?:since|as of|starting (?:with|from|in)|beginning (?:with|in))\s+"
+    r"(?:v?\d[\w.]*|pr\s*#?\d+|#\d+|release\s+\S+|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
+    r"(?:\s+\d{1,2}(?:st|nd|rd|th)?\b)?(?:,?\s+\d{4})?|q[1-4](?:\s+\d{4})?|last\s+\w+|the\s+[\w-]+(?:\s+[\w-]+)?"
+    r"\s+(?:migration|upgrade|release|rollout|cutover|incident|move|rewrite))")
+_CHANGE = re.compile(
+    r"\b(?:now|no longer|anymore|since|as of|used to|changed|switched|moved|migrated|replaced|starting with"
+    r"|starting from|beginning with|after the [\w-]+(?: [\w-]+)? (?:migration|upgrade|release|rollout|cutover|move"
+    r"|rewrite)|has been (?:changed|raised|lowered|bumped|increased|decreased|reduced|moved|replaced|renamed)"
+    r"|(?:was|were) (?:raised|lowered|bumped|increased|decreased|reduced|renamed|dropped|removed))\b"
+    r"|\b(?:was|were)\b[^.]*\b(?:is|are)\b")
+_NUMBER_WORDS = {w: str(i) for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve".split())}
+_NUMBER_WORDS.update({w: str(10 * i) for i, w in enumerate(
+    "twenty thirty forty fifty sixty seventy eighty ninety".split(), start=2)})
+# "changed from 50 to 20" says the value is 20: read as the value alone, so it meets the old value's slot
+_FROM_TO = re.compile(r"\b(?:changed|raised|lowered|bumped|increased|decreased|reduced|went|moved|switched)"
+                      r"\s+from\s+(\S+)\s+to\s+(\S+)")
+_SECONDS = {"ms": 0.001, "millisecond": 0.001, "milliseconds": 0.001, "s": 1, "sec": 1, "secs": 1,
+            "second": 1, "seconds": 1, "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
+            "h": 3600, "hr": 3600, "hrs": 3600, "hour": 3600, "hours": 3600, "d": 86400, "day": 86400,
+            "days": 86400, "w": 604800, "week": 604800, "weeks": 604800}
+_SIZES = {"b": "b", "byte": "b", "bytes": "b", "kb": "kb", "kib": "kib", "mb": "mb", "mib": "mib", "gb": "gb",
+          "gib": "gib", "tb": "tb", "tib": "tib", "%": "%", "percent": "%", "x": "x"}
+_UNIT = "|".join(sorted((re.escape(u) for u in list(_SECONDS) + list(_SIZES)), key=len, reverse=True))
+_QUANTITY = re.compile(rf"(?<![\w.])(\d+(?:\.\d+)?)\s*({_UNIT})(?![\w])")
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}\b)")
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+_TOKEN = re.compile(r"[a-z0-9_%]+(?:[./:@+-][a-z0-9_%]+)*")
+_NUMERIC = re.compile(r"^v?\d+(?:\.\d+)*(?:[a-z%]+)?$")
+_CONTRACTIONS = [(re.compile(r"\bcan't\b|\bcannot\b"), "can not"), (re.compile(r"\bwon't\b"), "will not"),
+                 (re.compile(r"n't\b"), " not"), (re.compile(r"\bno longer\b"), "not"),
+                 (re.compile(r"\bused to\b"), "")]
+
+
+def _fold(text: str) -> str:
+    return " ".join(unicodedata.normalize("NFKC", text).replace("’", "'").casefold().split())
+
+
+def _quantity(m: re.Match[str]) -> str:
+    number, unit = m.group(1), m.group(2)
+    if unit in _SECONDS:
+        return f" {_plain(float(number) * _SECONDS[unit])}s "
+    return f" {_plain(float(number))}{_SIZES[unit]} "
+
+
+def _plain(x: float) -> str:
+    """A number as digits, never in exponent form ("2592000", "0.5")."""
+    return str(int(x)) if x == int(x) else f"{x:.6f}".rstrip("0")
+
+
+def _singular(word: str) -> str:
+    if not word.isalpha() or len(word) <= 3 or word in NEGATIONS:
+        return word
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith(("sses", "shes", "ches", "xes")):
+        return word[:-2]
+    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+@dataclass(frozen=True)
+class Words:
+    """A body's words for comparison: `tokens` (content words), `names` (those written as names), and
+    `raw` (every word, stop words too, for the cue before a slot)."""
+
+    tokens: tuple[str, ...]
+    names: frozenset[str]
+    raw: tuple[str, ...]
+    at: tuple[int, ...]  # each token's index in `raw`
+
+
+def _names_in(body: str) -> set[str]:
+    """Words written as names: in a code span, with `._/:-` or a digit, or capitalised inside a sentence."""
+    names: set[str] = set()
+    for span in _CODE_SPAN.findall(body):
+        names.update(_TOKEN.findall(span.casefold()))
+    for m in re.finditer(r"(?<![.!?]\s)(?<!^)(?<=\s)([A-Z][\w.-]*)", body):
+        names.add(m.group(1).casefold().rstrip(".-"))
+    for tok in _TOKEN.findall(body.casefold()):
+        if re.search(r"[._/:@-]|\d", tok):
+            names.add(tok)
+    return names
+
+
+def words(body: str) -> Words:
+    """The words the rules compare (see the module's docstring)."""
+    text = _fold(_CODE_SPAN.sub(lambda m: " " + m.group(1) + " ", body))
+    for pattern, repl in _CONTRACTIONS:
+        text = pattern.sub(repl, text)
+    text = _DATE_PHRASE.sub(" ", text)
+    text = _FROM_TO.sub(r" \2 ", text)
+    text = _THOUSANDS.sub("", text)
+    text = " ".join(_NUMBER_WORDS.get(w, w) for w in text.split())
+    text = _QUANTITY.sub(_quantity, text)
+    raw = tuple(t.rstrip(".:-") for t in _TOKEN.findall(text))
+    raw = tuple(t for t in raw if t)
+    at = tuple(i for i, t in enumerate(raw) if t not in STOP and t not in DATING)
+    tokens = tuple(_singular(raw[i]) for i in at)
+    names = {_singular(n) for n in _names_in(body)}
+    return Words(tokens, frozenset(n for n in names if n in tokens), raw, at)
+
+
+# -- the rules ------------------------------------------------------------------------------------------
+
+def _says_it_changed(new: EntryText, old: EntryText) -> bool:
+    """The new entry says the claim changed (in words the old lacks), or cites a later commit of a file
+    the old one cites."""
+    new_text, old_text = _fold(new.body), _fold(old.body)
+    new_marks = {m.group(0) for m in _CHANGE.finditer(new_text)}
+    old_marks = {m.group(0) for m in _CHANGE.finditer(old_text)}
+    if new_marks - old_marks:
+        return True
+    for c_new in new.citations:
+        for c_old in old.citations:
+            if (c_new.path == c_old.path and c_new.committed_at is not None and c_old.committed_at is not None
+                    and c_new.committed_at > c_old.committed_at):
+                return True
+    return False
+
+
+def _numeric_kind(token: str) -> str | None:
+    """A value's kind: its unit (``s``, ``mb``, ``%``…), "" for a bare number, "v" for a version."""
+    if not _NUMERIC.match(token):
+        return None
+    if token.startswith("v") or token.count(".") >= 2:
+        return "v"
+    return re.sub(r"^[\d.]+", "", token)
+
+
+def _cue_before(w: Words, index: int) -> bool:
+    """The word right before token `index` (over an article) makes its slot hold one thing."""
+    i = w.at[index]
+    before = [t for t in w.raw[max(0, i - 3):i] if t not in {"the", "a", "an"}]
+    return bool(before) and before[-1] in EXCLUSIVE_CUES
+
+
+def _conflict(a: Words, b: Words) -> str | None:
+    """"negation_flip" or "value_changed" when the two bodies differ only there (rules 3, 4), else None."""
+    ops = [op for op in difflib.SequenceMatcher(None, a.tokens, b.tokens, autojunk=False).get_opcodes()
+           if op[0] != "equal"]
+    if not ops:
+        return None
+    shared = sum(i2 - i1 for tag, i1, i2, _, _ in difflib.SequenceMatcher(
+        None, a.tokens, b.tokens, autojunk=False).get_opcodes() if tag == "equal")
+    if shared < 2 or shared < 0.6 * max(len(a.tokens), len(b.tokens)):
+        return None
+    negations = 0
+    values = 0
+    for tag, i1, i2, j1, j2 in ops:
+        left, right = a.tokens[i1:i2], b.tokens[j1:j2]
+        if tag in ("insert", "delete"):
+            if not all(t in NEGATIONS for t in left + right):
+                return None
+            negations += len(left) + len(right)
+            continue
+        if len(left) == 1 and len(right) == 1 and frozenset((left[0], right[0])) in ANTONYMS:
+            negations += 1
+            continue
+        if len(left) != len(right) or len(left) > 2 or i1 < 2 or j1 < 2:
+            return None
+        for k, (x, y) in enumerate(zip(left, right)):
+            kx, ky = _numeric_kind(x), _numeric_kind(y)
+            if kx is not None and ky is not None:
+                if kx != ky:
+                    return None
+            elif x in a.names and y in b.names and kx is None and ky is None:
+                if not (_cue_before(a, i1 + k) and _cue_before(b, j1 + k)):
+                    return None
+            else:
+                return None
+            values += 1
+    if values and negations:
+        return None
+    if values:
+        return "value_changed" if values <= 2 else None
+    return "negation_flip" if negations % 2 == 1 else None
+
+
+def _is_subsequence(short: tuple[str, ...], long: tuple[str, ...]) -> bool:
+    it = iter(long)
+    return all(any(t == u for u in it) for t in short)
+
+
+def _disjoint(x: set[str], y: set[str]) -> bool:
+    return bool(x) and bool(y) and not (x & y)
+
+
+def relate_by_rules(new: EntryText, old: EntryText) -> RuleVerdict:
+    """How `new` relates to `old` by the rules of this module, or a verdict with relation None (ask the
+    model) naming why no rule could tell."""
+    scopes_apart = _disjoint(set(new.scope), set(old.scope))
+    a, b = words(new.body), words(old.body)
+    if not scopes_apart:
+        if _fold(new.body).rstrip(".!") == _fold(old.body).rstrip(".!"):
+            return RuleVerdict("duplicate", "folded_equal", 1.0)
+        if a.tokens and a.tokens == b.tokens:
+            return RuleVerdict("duplicate", "same_words", 0.97)
+        conflict = _conflict(a, b)
+        if conflict is not None:
+            relation = "replacement" if _says_it_changed(new, old) else "contradiction"
+            return RuleVerdict(relation, conflict, 0.9)
+        extra = len(a.tokens) - len(b.tokens)
+        if (len(b.tokens) >= 3 and extra >= 1 and a.tokens[0] == b.tokens[0]
+                and _is_subsequence(b.tokens, a.tokens)):
+            added = list(a.tokens)
+            for t in b.tokens:
+                added.remove(t)
+            if not (set(added) & NEGATIONS) and not _says_it_changed(new, old):
+                return RuleVerdict("refinement", "refinement", 0.85)
+    cited_apart = _disjoint({c.path for c in new.citations}, {c.path for c in old.citations})
+    if cited_apart or scopes_apart:
+        sa, sb = set(a.tokens), set(b.tokens)
+        common = sa & sb
+        jaccard = len(common) / len(sa | sb) if sa | sb else 1.0
+        kinds_a = {_numeric_kind(t) for t in a.tokens} - {None}
+        kinds_b = {_numeric_kind(t) for t in b.tokens} - {None}
+        # two values of one kind ("30 s" / "60 s") may be one setting told in other words: not this rule's
+        if jaccard <= 0.15 and len(common) <= 1 and not (a.names & b.names) and not (kinds_a & kinds_b):
+            return RuleVerdict("different", "different", 0.85)
+    return RuleVerdict(None, "no_rule", 0.0)
