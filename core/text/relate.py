@@ -10,7 +10,7 @@ model"). The figures (how often the rules decide, how often rightly) are measure
 The words the rules compare (`words`): the body folded (NFKC, casefold), contractions opened ("doesn't" →
 "does not", "can't" → "can not"), a number and its unit made one token and a duration made seconds
 ("30 seconds", "30s" and "0.5 min" are all `30s`), number words made digits ("three" → `3`), thousands
-separators dropped, a plain plural made singular ("retries" → `retry`), the stop words that carry no claim
+separators dropped, "changed from 50 to 20" read as its new value `20`, a plain plural made singular ("retries" → `retry`), the stop words that carry no claim
 ("the", "is", "we", "of", "to"…) dropped, and the words that only date a claim ("now", "currently", "since
 v2.3", "as of March 2025") dropped — they say when, not what. Negation ("not", "never", "no", "without") is
 never a stop word: it is the claim.
@@ -40,8 +40,9 @@ The rules, in the order they are tried (the first that fires decides):
    ("Deploys to staging need the VPN" / "Deploys to staging need the VPN and a hardware key"): it says what
    the old one says and more.
 6. **different**: both cite files and they share none, or both name scopes and they share none; and their
-   words overlap little (Jaccard ≤ 0.15, at most one word shared and no name shared): two facts about two
-   places.
+   words overlap little (Jaccard ≤ 0.15, at most one word shared and no name shared); and they do not both
+   hold a value of one kind (two durations, two bare numbers): two facts about two places. ("The API times
+   out after 30 s" / "the proxy cuts requests at 60 s" share little and cite two files, yet are one setting.)
 
 Entries whose scopes are both named and share no module are never called a duplicate, a refinement, a
 replacement or a contradiction by rules: the same words can be true of one module and not of another.
@@ -74,7 +75,7 @@ class Citation:
 
 @dataclass(frozen=True)
 class EntryText:
-    """What the rules read of an entry."""
+    """What the rules read of an entry (`kind` is carried for triage; no rule reads it yet)."""
 
     body: str
     kind: str = "FACT"
