@@ -92,6 +92,20 @@ def test_value_changed_leaves_what_it_cannot_read_exactly() -> None:
     assert rel("Retries: 5", "Retries: 3")[0] is None
 
 
+def test_value_changed_in_a_qualifier_is_left_to_the_model() -> None:
+    """Three wrong verdicts of the first frozen rules, found by probing after the held-out measurement: the
+    changed value qualified the subject or a condition, so both entries may be true."""
+    # a value after the changed one: the changed one named which setting
+    assert rel("Requests on port 8080 time out after 30 s.", "Requests on port 9090 time out after 30 s.")[0] \
+        is None
+    assert rel("Upload limit on `free` plans is 10 MB.", "Upload limit on `pro` plans is 10 MB.")[0] is None
+    # another number in the sentence: which one is the claim's?
+    assert rel("The worker retries three times on 503.", "The worker retries three times on 502.")[0] is None
+    # an added "only" narrows what the old entry said of everything
+    assert rel("The API server listens on port 8080 only in staging.", "The API server listens on port 8080.")[0] \
+        is None
+
+
 def test_replacement_by_a_later_commit_of_the_same_file() -> None:
     later = (Citation("svc/config.py", 12, 12, "b" * 40, 2000),)
     earlier = (Citation("svc/config.py", 12, 12, "a" * 40, 1000),)
@@ -167,7 +181,7 @@ def test_the_labelled_set_is_well_formed_and_balanced() -> None:
     assert len(pairs) == len(set(pairs)), "a pair is in the set twice"
 
 
-# measured by bench/triage.py (docs/triage.md): tuning 151/252 decided, all right; held-out 35/70, all right
+# measured by bench/triage.py (docs/triage.md): tuning 146/251 decided, all right; held-out 35/70, all right
 FLOORS = {"tuning": {"coverage": 0.55, "accuracy": 0.97}, "heldout": {"coverage": 0.42, "accuracy": 0.95}}
 
 

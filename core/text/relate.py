@@ -29,14 +29,18 @@ The rules, in the order they are tried (the first that fires decides):
    with `._/:-` or digits, a capitalised word inside the sentence) right after a word that makes the slot
    hold one thing ("is", "to", "uses", "via", "through", "on", "defaults", "set", "by"…) — with at least two
    shared words before the first difference, so the subject and predicate are the same and only the value
-   differs ("The API server listens on port 8080" / "… port 9090"). A name after "with" or "and" is not
-   exclusive ("integrates with Slack" / "with Jira" are both true) and is left to the model.
+   differs ("The API server listens on port 8080" / "… port 9090"), and no value or name after the changed
+   one (then the changed one qualified the subject: "requests on port 8080 time out after 30 s" / "on port
+   9090 …" are two settings), and no other number in the sentence ("retries 3 times on 503" / "on 502": which
+   number is the claim's?). A name after "with" or "and" is not exclusive ("integrates with Slack" / "with
+   Jira" are both true) and is left to the model.
    For 3 and 4, the verdict is **replacement** when the new entry says it changed — "now", "no longer",
    "since …", "as of …", "anymore", "was … is", "changed", "switched", "moved", "migrated", "replaced",
    "used to", "starting with …", "after the … migration" — in words the old one does not hold, or when it
    cites a later commit of a file the old one cites; otherwise **contradiction**.
 5. **refinement**: the old entry's words (three or more) appear in the new one's, in order, with the same
-   first word (the subject), and the new one adds words of which none is a negation or a word of change
+   first word (the subject), and the new one adds words of which none is a negation, "only" (which narrows
+   what the old one said of everything) or a word of change
    ("Deploys to staging need the VPN" / "Deploys to staging need the VPN and a hardware key"): it says what
    the old one says and more.
 6. **different**: both cite files and they share none, or both name scopes and they share none; and their
@@ -107,6 +111,8 @@ is are was were be to uses use used via through on by default defaults set pinne
 written runs run hosted deployed lives stored served goes go at from in as called named
 """.split())
 NEGATIONS = frozenset({"not", "never", "no", "without"})
+# an added "only" narrows what the old entry said of everything: maybe a contradiction, not a refinement
+NARROWING = frozenset({"only", "solely", "exclusively"})
 ANTONYMS = {frozenset(p) for p in [
     ("enabled", "disabled"), ("enable", "disable"), ("on", "off"), ("true", "false"), ("yes", "no"),
     ("allowed", "forbidden"), ("allowed", "disallowed"), ("allowed", "blocked"), ("required", "optional"),
@@ -295,6 +301,17 @@ def _conflict(a: Words, b: Words) -> str | None:
     if values and negations:
         return None
     if values:
+        # a value or a name after the changed one means the changed one qualified the subject ("on port
+        # 8080 time out after 30 s" / "on port 9090 …"): two settings, maybe both true
+        tail = a.tokens[ops[-1][2]:]
+        if any(_numeric_kind(t) is not None or t in a.names for t in tail):
+            return None
+        # another number the two share means two values in one sentence ("retries 3 times on 503" /
+        # "… on 502"): which one is the claim's is for the model
+        changed = {i for _, i1, i2, _, _ in ops for i in range(i1, i2)}
+        if any(_numeric_kind(t) is not None for i, t in enumerate(a.tokens) if i not in changed):
+            return None
+    if values:
         return "value_changed" if values <= 2 else None
     return "negation_flip" if negations % 2 == 1 else None
 
@@ -328,7 +345,7 @@ def relate_by_rules(new: EntryText, old: EntryText) -> RuleVerdict:
             added = list(a.tokens)
             for t in b.tokens:
                 added.remove(t)
-            if not (set(added) & NEGATIONS) and not _says_it_changed(new, old):
+            if not (set(added) & (NEGATIONS | NARROWING)) and not _says_it_changed(new, old):
                 return RuleVerdict("refinement", "refinement", 0.85)
     cited_apart = _disjoint({c.path for c in new.citations}, {c.path for c in old.citations})
     if cited_apart or scopes_apart:
