@@ -59,6 +59,12 @@ def test_negation_flip_contradiction_and_replacement() -> None:
         ("contradiction", "negation_flip")
     assert rel("Deploys no longer go through Jenkins.", "Deploys go through Jenkins.") == \
         ("replacement", "negation_flip")
+    # "on"/"off" as a state: "on" is otherwise a stop word, and "off" alone read as words added (a refinement)
+    assert rel("Feature flags default to off.", "Feature flags default to on.") == ("contradiction", "negation_flip")
+    assert rel("The flag is on in staging.", "The flag is off in staging.") == ("contradiction", "negation_flip")
+    # an opposite is never cut as a plural ("always" is not "alway")
+    assert rel("Never cache responses with a Set-Cookie header.", "Always cache responses with a Set-Cookie header.") \
+        == ("contradiction", "negation_flip")
     # two negations cancel: not a flip
     assert rel("Migrations must never not run in a transaction.", "Migrations must run in a transaction.")[0] is None
 

@@ -10,7 +10,8 @@ model"). The figures (how often the rules decide, how often rightly) are measure
 The words the rules compare (`words`): the body folded (NFKC, casefold), contractions opened ("doesn't" →
 "does not", "can't" → "can not"), a number and its unit made one token and a duration made seconds
 ("30 seconds", "30s" and "0.5 min" are all `30s`), number words made digits ("three" → `3`), thousands
-separators dropped, "changed from 50 to 20" read as its new value `20`, a plain plural made singular ("retries" → `retry`), the stop words that carry no claim
+separators dropped, "changed from 50 to 20" read as its new value `20`, "on"/"off" as a state read as
+"enabled"/"disabled" ("defaults to on"), a plain plural made singular ("retries" → `retry`), the stop words that carry no claim
 ("the", "is", "we", "of", "to"…) dropped, and the words that only date a claim ("now", "currently", "since
 v2.3", "as of March 2025") dropped — they say when, not what. Negation ("not", "never", "no", "without") is
 never a stop word: it is the claim.
@@ -154,6 +155,8 @@ _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}\b)")
 _CODE_SPAN = re.compile(r"`([^`\n]+)`")
 _TOKEN = re.compile(r"[a-z0-9_%]+(?:[./:@+-][a-z0-9_%]+)*")
 _NUMERIC = re.compile(r"^v?\d+(?:\.\d+)*(?:[a-z%]+)?$")
+# "on" and "off" as a state ("defaults to on", "is off") are the claim; "on" elsewhere is a stop word
+_SWITCH = re.compile(r"\b(is|are|was|were|be|to|turned|switched|set|left|stays?|remains?)\s+(on|off)\b(?!\s+(?:the|a|an|\w+ing)\b)")
 _CONTRACTIONS = [(re.compile(r"\bcan't\b|\bcannot\b"), "can not"), (re.compile(r"\bwon't\b"), "will not"),
                  (re.compile(r"n't\b"), " not"), (re.compile(r"\bno longer\b"), "not"),
                  (re.compile(r"\bused to\b"), "")]
@@ -175,8 +178,11 @@ def _plain(x: float) -> str:
     return str(int(x)) if x == int(x) else f"{x:.6f}".rstrip("0")
 
 
+_ANTONYM_WORDS = frozenset().union(*ANTONYMS)
+
+
 def _singular(word: str) -> str:
-    if not word.isalpha() or len(word) <= 3 or word in NEGATIONS:
+    if not word.isalpha() or len(word) <= 3 or word in NEGATIONS or word in _ANTONYM_WORDS:
         return word
     if word.endswith("ies") and len(word) > 4:
         return word[:-3] + "y"
@@ -217,6 +223,7 @@ def words(body: str) -> Words:
     for pattern, repl in _CONTRACTIONS:
         text = pattern.sub(repl, text)
     text = _DATE_PHRASE.sub(" ", text)
+    text = _SWITCH.sub(lambda m: m.group(1) + (" enabled" if m.group(2) == "on" else " disabled"), text)
     text = _FROM_TO.sub(r" \2 ", text)
     text = _THOUSANDS.sub("", text)
     text = " ".join(_NUMBER_WORDS.get(w, w) for w in text.split())
