@@ -46,6 +46,8 @@ def test_folded_equal() -> None:
 def test_same_words() -> None:
     assert rel("The API listens on port 8,080.", "API listens on port 8080") == ("duplicate", "same_words")
     assert rel("Sessions expire after 30 minutes.", "Sessions expire after 30 min.") == ("duplicate", "same_words")
+    # a quantifier is never a stop word: "some services" is not "services"
+    assert rel("Some services log in JSON.", "Services log in JSON.")[0] is None
     # the same words in another order may say another thing: the model decides
     assert rel("The worker calls the API.", "The API calls the worker.")[0] is None
 
@@ -129,6 +131,12 @@ def test_refinement() -> None:
     assert rel("Deploys to staging need the VPN but not on weekends.", "Deploys to staging need the VPN.")[0] is None
     # the added words say it changed
     assert rel("Deploys to staging now need the VPN and a key.", "Deploys to staging need the VPN.")[0] is None
+    # a bound or a quantifier put on the old words changes the claim; one in an added clause adds to it
+    assert rel("The build takes at least 10 minutes.", "The build takes 10 minutes.")[0] is None
+    assert rel("The build takes more than 10 minutes.", "The build takes 10 minutes.")[0] is None
+    assert rel("The queue holds up to 1000 jobs.", "The queue holds 1000 jobs.")[0] is None
+    assert rel("Pushes are batched every 2 seconds, up to 500 per batch.", "Pushes are batched every 2 seconds.") \
+        == ("refinement", "refinement")
     # the new one says less than the old one: it may narrow or broaden it
     assert rel("Deploys to staging need the VPN.", "Deploys to staging need the VPN and a hardware key.")[0] is None
     # another subject in front

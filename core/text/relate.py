@@ -41,7 +41,9 @@ The rules, in the order they are tried (the first that fires decides):
    cites a later commit of a file the old one cites; otherwise **contradiction**.
 5. **refinement**: the old entry's words (three or more) appear in the new one's, in order, with the same
    first word (the subject), and the new one adds words of which none is a negation, "only" (which narrows
-   what the old one said of everything) or a word of change
+   what the old one said of everything) or a word of change, and no bound or quantifier is put before one
+   of the old words ("at least 10 minutes" / "10 minutes", "some services" / "services": they change the
+   old claim rather than add to it; "…, up to 500 per batch" after it adds)
    ("Deploys to staging need the VPN" / "Deploys to staging need the VPN and a hardware key"): it says what
    the old one says and more.
 6. **different**: both cite files and they share none, or both name scopes and they share none; and their
@@ -104,7 +106,7 @@ STOP = frozenset("""
 a an the this that these those of to in on at for by with from as into onto it its it's and or but is are was
 were be been being has have had do does did will would should shall can could may might we our us you your
 they their them there here which who whom whose what when where how also just so then very really still
-any some such each both either per via through than too up out over under about while until
+such per via through too out while until
 """.split())
 # words a slot after which holds one thing: a different name there is a different claim
 EXCLUSIVE_CUES = frozenset("""
@@ -114,6 +116,12 @@ written runs run hosted deployed lives stored served goes go at from in as calle
 NEGATIONS = frozenset({"not", "never", "no", "without"})
 # an added "only" narrows what the old entry said of everything: maybe a contradiction, not a refinement
 NARROWING = frozenset({"only", "solely", "exclusively"})
+# a bound or a quantifier added to a value or a subject ("at least 10 minutes" / "10 minutes", "some
+# services" / "services") changes the claim rather than adding to it
+BOUNDS = frozenset("""
+least most more less fewer over under above below than about around approximately roughly up nearly almost
+exactly max min maximum minimum some any each both either all every none few many several
+""".split())
 ANTONYMS = {frozenset(p) for p in [
     ("enabled", "disabled"), ("enable", "disable"), ("on", "off"), ("true", "false"), ("yes", "no"),
     ("allowed", "forbidden"), ("allowed", "disallowed"), ("allowed", "blocked"), ("required", "optional"),
@@ -323,9 +331,19 @@ def _conflict(a: Words, b: Words) -> str | None:
     return "negation_flip" if negations % 2 == 1 else None
 
 
-def _is_subsequence(short: tuple[str, ...], long: tuple[str, ...]) -> bool:
-    it = iter(long)
-    return all(any(t == u for u in it) for t in short)
+def _matched(short: tuple[str, ...], long: tuple[str, ...]) -> list[bool] | None:
+    """Which tokens of `long` the tokens of `short` meet, in order (each at its earliest), or None when
+    `short` is not a subsequence of `long`."""
+    marks = [False] * len(long)
+    j = 0
+    for t in short:
+        while j < len(long) and long[j] != t:
+            j += 1
+        if j == len(long):
+            return None
+        marks[j] = True
+        j += 1
+    return marks
 
 
 def _disjoint(x: set[str], y: set[str]) -> bool:
@@ -347,12 +365,12 @@ def relate_by_rules(new: EntryText, old: EntryText) -> RuleVerdict:
             relation = "replacement" if _says_it_changed(new, old) else "contradiction"
             return RuleVerdict(relation, conflict, 0.9)
         extra = len(a.tokens) - len(b.tokens)
-        if (len(b.tokens) >= 3 and extra >= 1 and a.tokens[0] == b.tokens[0]
-                and _is_subsequence(b.tokens, a.tokens)):
-            added = list(a.tokens)
-            for t in b.tokens:
-                added.remove(t)
-            if not (set(added) & (NEGATIONS | NARROWING)) and not _says_it_changed(new, old):
+        matched = _matched(b.tokens, a.tokens)
+        if len(b.tokens) >= 3 and extra >= 1 and a.tokens[0] == b.tokens[0] and matched is not None:
+            added = {t for t, m in zip(a.tokens, matched) if not m}
+            bound_on_old = any(a.tokens[i] in BOUNDS and not matched[i] and matched[i + 1]
+                               for i in range(len(a.tokens) - 1))
+            if not (added & (NEGATIONS | NARROWING)) and not bound_on_old and not _says_it_changed(new, old):
                 return RuleVerdict("refinement", "refinement", 0.85)
     cited_apart = _disjoint({c.path for c in new.citations}, {c.path for c in old.citations})
     if cited_apart or scopes_apart:
