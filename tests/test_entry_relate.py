@@ -92,6 +92,14 @@ def test_value_changed_leaves_what_it_cannot_read_exactly() -> None:
     # a name after "with"/"calls" is not exclusive: both can be true
     assert rel("The billing service integrates with Slack.", "The billing service integrates with Jira.")[0] is None
     assert rel("The frontend calls `/api/orders` on load.", "The frontend calls `/api/users` on load.")[0] is None
+    # nor after "to", "from", "in": a service may report to two places, read config from two stores
+    assert rel("Errors are reported to Sentry.", "Errors are reported to Rollbar.")[0] is None
+    assert rel("The service reads config from Consul.", "The service reads config from Vault.")[0] is None
+    # after "is", "by", "uses" the slot holds one thing
+    assert rel("The default branch is `main`.", "The default branch is `master`.") == \
+        ("contradiction", "value_changed")
+    assert rel("The billing service is owned by Alice.", "The billing service is owned by Bob.") == \
+        ("contradiction", "value_changed")
     # a common word is not a name: "Saturday" / "Sunday" is left to the model
     assert rel("The staging db is reset every saturday.", "The staging db is reset every sunday.")[0] is None
     # a value changed and words added: not this rule

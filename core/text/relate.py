@@ -28,13 +28,14 @@ The rules, in the order they are tried (the first that fires decides):
 4. **value_changed → contradiction or replacement**: the same words but for one or two values in the same
    places — a number (with its unit, of the same kind), a version, or a name (a `code span`, an identifier
    with `._/:-` or digits, a capitalised word inside the sentence) right after a word that makes the slot
-   hold one thing ("is", "to", "uses", "via", "through", "on", "defaults", "set", "by"…) — with at least two
+   hold one thing ("is", "uses", "via", "through", "defaults", "set", "by", "runs"…) — with at least two
    shared words before the first difference, so the subject and predicate are the same and only the value
    differs ("The API server listens on port 8080" / "… port 9090"), and no value or name after the changed
    one (then the changed one qualified the subject: "requests on port 8080 time out after 30 s" / "on port
    9090 …" are two settings), and no other number in the sentence ("retries 3 times on 503" / "on 502": which
    number is the claim's?). A name after "with" or "and" is not exclusive ("integrates with Slack" / "with
-   Jira" are both true) and is left to the model.
+   Jira" are both true), nor after "to", "from", "in" or "on" ("errors are reported to Sentry" / "to
+   Rollbar" may both hold), and is left to the model.
    For 3 and 4, the verdict is **replacement** when the new entry says it changed — "now", "no longer",
    "since …", "as of …", "anymore", "was … is", "changed", "switched", "moved", "migrated", "replaced",
    "used to", "starting with …", "after the … migration" — in words the old one does not hold, or when it
@@ -108,10 +109,11 @@ were be been being has have had do does did will would should shall can could ma
 they their them there here which who whom whose what when where how also just so then very really still
 such per via through too out while until
 """.split())
-# words a slot after which holds one thing: a different name there is a different claim
+# words a slot after which holds one thing: a different name there is a different claim. Not "to", "from",
+# "in", "on", "with": "reported to Sentry" / "to Rollbar", "config from Consul" / "from Vault" and
+# "documented in Swagger" / "in Notion" may all be true at once
 EXCLUSIVE_CUES = frozenset("""
-is are was were be to uses use used via through on by default defaults set pinned points pointed owned
-written runs run hosted deployed lives stored served goes go at from in as called named
+is are was were be uses use used via through by default defaults set pinned points pointed runs run called named
 """.split())
 NEGATIONS = frozenset({"not", "never", "no", "without"})
 # an added "only" narrows what the old entry said of everything: maybe a contradiction, not a refinement
