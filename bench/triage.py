@@ -4,7 +4,8 @@ and the model calls a triage costs.
     .venv/bin/python bench/triage.py [--neighbours "0:0.35,1:0.25,2:0.15,3:0.1,5:0.1,10:0.05"] [--wrong]
 
 For each part of the set (`tuning`: the pairs the rules were shaped on; `heldout`: pairs written after the
-rules were frozen) and for the whole: how often the rules alone decide (coverage), how often they are right
+rules were frozen, in rounds — round 1 after the first rules, round 2 after the guards probing added) and for
+the whole: how often the rules alone decide (coverage), how often they are right
 when they decide (accuracy), per relation (of the pairs the rules called X, how many are X; of the pairs
 labelled X, how many the rules called X), per rule, and the confusion matrix (label × verdict, `ask` where the
 rules cannot tell). Then the load on the model: each neighbour the rules cannot decide costs two separate
@@ -134,6 +135,9 @@ def main() -> None:
         some = [j for j in judged if j[0]["set"] == part]
         if some:
             print_figures(part, figures(some))
+        rounds = sorted({j[0]["round"] for j in some if "round" in j[0]})
+        for r in rounds if len(rounds) > 1 else ():
+            print_figures(f"{part}, round {r}", figures([j for j in some if j[0].get("round") == r]))
     whole = figures(judged)
     print_figures("all", whole)
     wrong = [(r, v, rule) for r, v, rule in judged if v not in (ASK, r["label"])]

@@ -193,18 +193,20 @@ def test_the_labelled_set_is_well_formed_and_balanced() -> None:
     rows = _load()
     assert len(rows) >= 300
     assert all(r["label"] in RELATIONS and r["set"] in ("tuning", "heldout") and r["why"] for r in rows)
-    assert sum(r["set"] == "heldout" for r in rows) >= 60
+    assert sum(r["set"] == "heldout" for r in rows) >= 100
+    assert {r.get("round") for r in rows if r["set"] == "heldout"} == {1, 2}
     counts = Counter(r["label"] for r in rows)
     assert min(counts.values()) >= 55, counts
     heldout = Counter(r["label"] for r in rows if r["set"] == "heldout")
-    assert min(heldout[label] for label in RELATIONS) >= 12, heldout
+    assert min(heldout[label] for label in RELATIONS) >= 20, heldout
     # the same two bodies may appear twice only with other scopes or citations (which decide the relation)
     pairs = [json.dumps([r["new"], r["old"]], sort_keys=True) for r in rows]
     assert len(pairs) == len(set(pairs)), "a pair is in the set twice"
 
 
-# measured by bench/triage.py (docs/triage.md): tuning 146/251 decided, all right; held-out 35/70, all right
-FLOORS = {"tuning": {"coverage": 0.55, "accuracy": 0.97}, "heldout": {"coverage": 0.42, "accuracy": 0.95}}
+# measured by bench/triage.py (docs/triage.md): tuning 144/251 decided, all right; held-out 59/110 (two
+# rounds), all right
+FLOORS = {"tuning": {"coverage": 0.52, "accuracy": 0.97}, "heldout": {"coverage": 0.45, "accuracy": 0.95}}
 
 
 @pytest.mark.parametrize("part", ["tuning", "heldout"])
