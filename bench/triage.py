@@ -87,7 +87,8 @@ def print_figures(name: str, f: dict) -> None:
           f" right {f['right']} (accuracy when decided {acc})")
     print(f"  {'relation':14} {'called':>6} {'right':>6}   {'labelled':>8} {'decided right':>13}")
     for rel, p in f["per_relation"].items():
-        print(f"  {rel:14} {p['called']:6d} {p['called_right']:6d}   {p['labelled']:8d} {p['labelled_decided_right']:13d}")
+        print(f"  {rel:14} {p['called']:6d} {p['called_right']:6d}   {p['labelled']:8d}"
+              f" {p['labelled_decided_right']:13d}")
     print("  per rule (fired / right): " + ", ".join(f"{k} {a}/{b}" for k, (a, b) in sorted(f["per_rule"].items())))
     cols = [*RELATIONS, ASK]
     print("  confusion (rows: label, columns: verdict)")
@@ -144,7 +145,8 @@ def main() -> None:
     print(f"\n  wrong verdicts: {len(wrong)}")
     if args.wrong:
         for r, v, rule in wrong:
-            print(f"    [{r['set']}] label {r['label']}, rules {v} ({rule}): {r['new']['body']!r} / {r['old']['body']!r}")
+            print(f"    [{r['set']}] label {r['label']}, rules {v} ({rule}): "
+                  f"{r['new']['body']!r} / {r['old']['body']!r}")
     print_load(whole["coverage"], dist, "the whole set")
     heldout = [j for j in judged if j[0]["set"] == "heldout"]
     if heldout:

@@ -11,10 +11,11 @@ The words the rules compare (`words`): the body folded (NFKC, casefold), contrac
 "does not", "can't" → "can not"), a number and its unit made one token and a duration made seconds
 ("30 seconds", "30s" and "0.5 min" are all `30s`), number words made digits ("three" → `3`), thousands
 separators dropped, "changed from 50 to 20" read as its new value `20`, "on"/"off" as a state read as
-"enabled"/"disabled" ("defaults to on"), a plain plural made singular ("retries" → `retry`), the stop words that carry no claim
-("the", "is", "we", "of", "to"…) dropped, and the words that only date a claim ("now", "currently", "since
-v2.3", "as of March 2025") dropped — they say when, not what. Negation ("not", "never", "no", "without") is
-never a stop word: it is the claim.
+"enabled"/"disabled" ("defaults to on"), a plain plural made singular ("retries" → `retry`), the stop words
+that carry no claim ("the", "is", "we", "of", "to"…) dropped, and the words that only date a claim ("now",
+"currently", "since v2.3", "as of March 2025") dropped — they say when, not what. Negation ("not", "never",
+"no", "without"), a quantifier ("some", "all") and a bound ("at least", "up to") are never stop words: they
+are the claim.
 
 The rules, in the order they are tried (the first that fires decides):
 
@@ -166,7 +167,9 @@ _CODE_SPAN = re.compile(r"`([^`\n]+)`")
 _TOKEN = re.compile(r"[a-z0-9_%]+(?:[./:@+-][a-z0-9_%]+)*")
 _NUMERIC = re.compile(r"^v?\d+(?:\.\d+)*(?:[a-z%]+)?$")
 # "on" and "off" as a state ("defaults to on", "is off") are the claim; "on" elsewhere is a stop word
-_SWITCH = re.compile(r"\b(is|are|was|were|be|to|turned|switched|set|left|stays?|remains?)\s+(on|off)\b(?!\s+(?:the|a|an|\w+ing)\b)")
+# (only before the clause ends or a preposition: "is on call", "is on port 8080" are not a switch)
+_SWITCH = re.compile(r"\b(is|are|was|were|be|to|turned|switched|set|left|stays?|remains?)\s+(on|off)"
+                     r"(?=\s*(?:[.,;:!?)]|$)|\s+(?:in|for|by|when|unless|until|at|during|except|but|and)\b)")
 _CONTRACTIONS = [(re.compile(r"\bcan't\b|\bcannot\b"), "can not"), (re.compile(r"\bwon't\b"), "will not"),
                  (re.compile(r"n't\b"), " not"), (re.compile(r"\bno longer\b"), "not"),
                  (re.compile(r"\bused to\b"), "")]
