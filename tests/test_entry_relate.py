@@ -46,6 +46,10 @@ def test_folded_equal() -> None:
 def test_same_words() -> None:
     assert rel("The API listens on port 8,080.", "API listens on port 8080") == ("duplicate", "same_words")
     assert rel("Sessions expire after 30 minutes.", "Sessions expire after 30 min.") == ("duplicate", "same_words")
+    # a direction is never a stop word: "copied to staging" is not "copied from staging"
+    assert rel("Data is copied to staging.", "Data is copied from staging.")[0] is None
+    assert rel("Scale out when CPU is above 70%.", "Scale in when CPU is above 70%.")[0] is None
+    assert rel("Data is copied from staging to production.", "Data is copied to staging.")[0] is None
     # a quantifier is never a stop word: "some services" is not "services"
     assert rel("Some services log in JSON.", "Services log in JSON.")[0] is None
     # the same words in another order may say another thing: the model decides

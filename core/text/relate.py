@@ -12,10 +12,10 @@ The words the rules compare (`words`): the body folded (NFKC, casefold), contrac
 ("30 seconds", "30s" and "0.5 min" are all `30s`), number words made digits ("three" → `3`), thousands
 separators dropped, "changed from 50 to 20" read as its new value `20`, "on"/"off" as a state read as
 "enabled"/"disabled" ("defaults to on"), a plain plural made singular ("retries" → `retry`), the stop words
-that carry no claim ("the", "is", "we", "of", "to"…) dropped, and the words that only date a claim ("now",
+that carry no claim ("the", "is", "we", "of", "on"…) dropped, and the words that only date a claim ("now",
 "currently", "since v2.3", "as of March 2025") dropped — they say when, not what. Negation ("not", "never",
-"no", "without"), a quantifier ("some", "all") and a bound ("at least", "up to") are never stop words: they
-are the claim.
+"no", "without"), a quantifier ("some", "all"), a bound ("at least", "up to") and a direction ("to",
+"from", "into", "in", "out") are never stop words: they are the claim.
 
 The rules, in the order they are tried (the first that fires decides):
 
@@ -104,11 +104,14 @@ class RuleVerdict:
 
 # -- the words ------------------------------------------------------------------------------------------
 
+DIRECTIONS = frozenset({"to", "from", "into", "onto", "out", "in"})
+# not stop words: the words of a direction ("to", "from", "into", "out", "in"): "copied to staging" and
+# "copied from staging", "scale in" and "scale out" are not the same claim
 STOP = frozenset("""
-a an the this that these those of to in on at for by with from as into onto it its it's and or but is are was
+a an the this that these those of on at for by with as it its it's and or but is are was
 were be been being has have had do does did will would should shall can could may might we our us you your
 they their them there here which who whom whose what when where how also just so then very really still
-such per via through too out while until
+such per via through too while until
 """.split())
 # words a slot after which holds one thing: a different name there is a different claim. Not "to", "from",
 # "in", "on", "with": "reported to Sentry" / "to Rollbar", "config from Consul" / "from Vault" and
@@ -351,6 +354,15 @@ def _matched(short: tuple[str, ...], long: tuple[str, ...]) -> list[bool] | None
     return marks
 
 
+def _next_word_matched(tokens: tuple[str, ...], matched: list[bool], i: int) -> bool:
+    """Whether the first word after `i` that is not a bound or a direction ("up to", "more than") is one
+    the old entry holds: the bound at `i` is put on the old claim."""
+    for j in range(i + 1, len(tokens)):
+        if tokens[j] not in BOUNDS and tokens[j] not in DIRECTIONS:
+            return matched[j]
+    return False
+
+
 def _disjoint(x: set[str], y: set[str]) -> bool:
     return bool(x) and bool(y) and not (x & y)
 
@@ -373,13 +385,13 @@ def relate_by_rules(new: EntryText, old: EntryText) -> RuleVerdict:
         matched = _matched(b.tokens, a.tokens)
         if len(b.tokens) >= 3 and extra >= 1 and a.tokens[0] == b.tokens[0] and matched is not None:
             added = {t for t, m in zip(a.tokens, matched) if not m}
-            bound_on_old = any(a.tokens[i] in BOUNDS and not matched[i] and matched[i + 1]
+            bound_on_old = any(a.tokens[i] in BOUNDS and not matched[i] and _next_word_matched(a.tokens, matched, i)
                                for i in range(len(a.tokens) - 1))
             if not (added & (NEGATIONS | NARROWING)) and not bound_on_old and not _says_it_changed(new, old):
                 return RuleVerdict("refinement", "refinement", 0.85)
     cited_apart = _disjoint({c.path for c in new.citations}, {c.path for c in old.citations})
     if cited_apart or scopes_apart:
-        sa, sb = set(a.tokens), set(b.tokens)
+        sa, sb = set(a.tokens) - DIRECTIONS, set(b.tokens) - DIRECTIONS
         common = sa & sb
         jaccard = len(common) / len(sa | sb) if sa | sb else 1.0
         kinds_a = {_numeric_kind(t) for t in a.tokens} - {None}
