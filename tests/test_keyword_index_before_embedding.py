@@ -99,3 +99,42 @@ def test_the_first_keyword_build_is_reported_while_the_model_still_loads(node):
             wake.set()
             thread.join(HANG_GUARD_S)
     assert not thread.is_alive()
+
+
+def test_a_write_is_indexed_while_the_model_still_loads_in_the_apps_mode(node):
+    """The app's way (one thread runs every duty, a write wakes it): a page written while the model loads is
+    in the keyword index at the next wake, not after the load."""
+    kb = KnowledgeBase(node)
+    kb.create_page("ENG", "Deploy Runbook", "deploy carefully\n", actor="alex")
+    built, indexed_again = threading.Event(), threading.Event()
+    stop, wake = threading.Event(), threading.Event()
+    embedding_worked = []
+    canary_at: list[int] = []                                # the seq the canary's write applied at
+
+    def on_report(report: DutyReport) -> None:
+        status = report.result.status if report.result else {}
+        if report.duty == KEYWORD_INDEX and status.get("first_build_done"):
+            built.set()
+            if canary_at and int(status.get("indexed_seq", 0)) >= canary_at[0]:
+                indexed_again.set()
+        if report.duty == EMBEDDING and report.result and report.result.counts.get("embedded"):
+            embedding_worked.append(report)
+
+    with gated() as (opened, waiting):
+        thread = threading.Thread(target=run_duties, kwargs=dict(node=node, label="test", stop=stop, wake=wake,
+                                                                 on_report=on_report, embed_threads=1,
+                                                                 embed_pass_budget_s=15.0))
+        thread.start()
+        try:
+            assert built.wait(HANG_GUARD_S) and waiting.wait(HANG_GUARD_S)
+            kb.create_page("ENG", "Canary", "canary deploys first\n", actor="alex")
+            canary_at.append(node.applied_seq())
+            wake.set()                                        # what the app does after a write
+            assert indexed_again.wait(HANG_GUARD_S), "the write waited for the model to load"
+            assert not embedding_worked and not opened.is_set()
+        finally:
+            opened.set()
+            stop.set()
+            wake.set()
+            thread.join(HANG_GUARD_S)
+    assert not thread.is_alive()
