@@ -61,3 +61,22 @@ async def test_the_first_search_waits_for_the_model_and_is_served_by_meaning(emb
         # the search after it does not wait for anything: the model is loaded
         again = await client.call_tool("search_knowledge", {"query": "who approves a production deploy"})
         assert again.structured_content["served_mode"] == "hybrid", again.structured_content
+
+
+async def test_only_the_first_search_waits_a_later_one_keeps_its_bound(embedded_home, tmp_path):
+    """Two searches at once while the load is held: one waits for the model, the other is answered by words
+    after the query's own bound (a stuck provider never holds every search of a session)."""
+    fifo = tmp_path / "model-gate"
+    os.mkfifo(fifo)
+    async with Client(_gated_server(embedded_home, fifo), cache=None, read_timeout_seconds=HANG_GUARD_S) as client:
+        calls = {asyncio.ensure_future(client.call_tool("search_knowledge", {"query": q}))
+                 # questions no other test asks: a vector asked before is kept on disk, no model needed
+                 for q in ("what to do when the deploy breaks checkout", "where are the onboarding notes")}
+        done, waiting = await asyncio.wait(calls, timeout=HANG_GUARD_S, return_when=asyncio.FIRST_COMPLETED)
+        assert len(done) == 1 and len(waiting) == 1
+        quick = next(iter(done)).result()
+        assert quick.structured_content["served_mode"] == "keyword"
+        assert quick.structured_content["degraded"] == "provider_slow"
+        await asyncio.to_thread(_open_gate, fifo)
+        waited = await asyncio.wait_for(next(iter(waiting)), HANG_GUARD_S)
+        assert waited.structured_content["served_mode"] == "hybrid", waited.structured_content

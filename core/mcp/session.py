@@ -48,7 +48,9 @@ class Session:
         self._asker: Any = None            # answer_knowledge's Asker: its chat client kept across calls
         # the model's load, begun when the server starts (start_warm): the first search waits for it to end
         self._warm_thread: threading.Thread | None = None
+        self._warm_start = threading.Lock()   # not self.lock: the event loop starts the load, and never waits on a call
         self._warm_done = False
+        self._warm_awaited = False
         self._warm_ended = threading.Condition(self.lock)
 
     # -- an agent's own memory (core/agents): made on first use ---------------------------------------
@@ -163,11 +165,11 @@ class Session:
 
     def start_warm(self) -> None:
         """Begin loading the embedding model in the background (once a session)."""
-        with self.lock:
+        with self._warm_start:
             if self._warm_thread is not None:
                 return
             self._warm_thread = threading.Thread(target=self.warm, name="crewlet-mcp-warm", daemon=True)
-        self._warm_thread.start()
+            self._warm_thread.start()
 
     def warm(self) -> None:
         """Load the embedding model now (a background thread at start), so no search by meaning waits for it
@@ -198,8 +200,9 @@ class Session:
         so an agent's first query, usually its most important, is not answered by keywords alone because the
         model was still loading. Later searches never wait here (the query's own bound protects them from a
         stuck provider). Called under the lock, which the wait gives up while it waits (the load needs it)."""
-        if self._warm_thread is None:
+        if self._warm_thread is None or self._warm_awaited:
             return
+        self._warm_awaited = True
         with self._warm_ended:
             self._warm_ended.wait_for(lambda: self._warm_done)
 
