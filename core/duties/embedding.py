@@ -142,6 +142,9 @@ class EmbeddingDuty(Duty):
         return self._slot.get(company, (company.knowledge.vectors, company.embeddings))
 
     def close(self) -> None:
+        # a model still loading is waited for: onnxruntime aborts the process when it exits under a load
+        if self._loading is not None:
+            self._loading[1].join()
         self._slot.close()
 
     # -- one tick --------------------------------------------------------------------------------------

@@ -207,7 +207,10 @@ class Session:
             self._warm_ended.wait_for(lambda: self._warm_done)
 
     def close(self) -> None:
-        """Close the searcher (the node is its opener's to close)."""
+        """Close the searcher (the node is its opener's to close), once a model load under way has ended
+        (onnxruntime aborts a process that exits while a session is being made)."""
+        if self._warm_thread is not None:
+            self._warm_thread.join()
         with self.lock:
             if self._asker is not None:
                 self._asker.close()
