@@ -1,12 +1,15 @@
 """A snippet never changes what a command says: `<previous version>` in the example Rollback page's
-command is a placeholder, not an HTML tag, and `search` (its process) and `search_knowledge` (a real MCP
-client) show it as the page does. Only a tag naming an HTML element is markup."""
+command is a placeholder, not an HTML tag, and `search` (its process), the app (Pilot, 80×24) and
+`search_knowledge` (a real MCP client) show it as the page does. Only a tag naming an HTML element is markup."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from mcp_client import call, connect, crewlet
+from test_app_support import app_for, build_index, new_home, open_kb, wait_screen, wait_until
+from textual.widgets import OptionList
 
 from core.text.markdown import plain_text
 
@@ -53,3 +56,20 @@ async def test_search_knowledge_snippet_keeps_the_placeholder(example):
     async with connect(example, "eng-bot") as client:
         text, data = await call(client, "search_knowledge", query="rollback previous version")
     assert COMMAND in text, text
+
+
+async def test_the_apps_search_result_keeps_the_placeholder(tmp_path):
+    """The app at 80×24, its search screen (Pilot): the hit's snippet shows the command as the page says it."""
+    home = new_home(tmp_path)
+    body = (Path(__file__).resolve().parent.parent / "core/examples/company/ENG/Rollback.md").read_text()
+    with open_kb(home) as kb:
+        kb.create_page("ENG", "Rollback", body, actor="alex")
+    build_index(home)
+    app = app_for(home, start_search="rollback previous version")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_screen(pilot, "SearchScreen")
+        screen = app.screen
+        await wait_until(pilot, lambda: screen.last is not None and screen.last.hits, timeout=120)
+        assert COMMAND in screen.last.hits[0].snippet
+        shown = str(screen.query_one("#search-results", OptionList).get_option_at_index(0).prompt)
+        assert "<previous version>" in shown, shown
