@@ -43,6 +43,8 @@ def test_angle_brackets_that_are_not_html_are_text(body, kept):
 
 def test_real_html_tags_are_still_markup():
     assert plain_text('A <b>bold</b> <span class="x">word</span><br/> here') == "A bold word here"
+    # an empty fence closes on the next line: the HTML after it is outside code, and markup
+    assert plain_text('```{.textual path="x.py"}\n```\n\n<div>\nshown\n</div>\n\n```\nkept <b>\n```') == "shown kept <b>"
 
 
 def test_cli_search_snippet_keeps_the_placeholder(example):

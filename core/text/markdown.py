@@ -60,7 +60,7 @@ _TAG = re.compile(r"</?(?:" + "|".join(sorted(_HTML_ELEMENTS, key=lambda n: (-le
                   + r")(?![A-Za-z0-9-])(?:\s[^<>]*)?/?>", re.I)
 # code (a fence, a span) is literal: even `<div>` there is what a command or a listing says
 # (read with a newline in front, as the line rules below are; a span is one backtick's, the common case)
-_CODE_FENCE = re.compile(r"\n[ \t]*(`{3,}|~{3,})[^\n]*\n.*?(?:\n[ \t]*\1[`~]*[ \t]*(?=\n|\Z)|\Z)", re.S)
+_CODE_FENCE = re.compile(r"\n[ \t]*(`{3,}|~{3,})[^\n]*(?:\n(?![ \t]*\1)[^\n]*)*(?:\n[ \t]*\1[`~]*[ \t]*(?=\n|\Z))?")
 _CODE_SPAN = re.compile(r"`[^`\n]+`")
 _HELD_LT = chr(0xE000 + ord("<"))
 _ADMONITION = re.compile(r"\[!(?:NOTE|TIP|IMPORTANT|WARNING|CAUTION)\]", re.I)
@@ -101,12 +101,12 @@ def plain_text(markdown: str, *, one_line: bool = True) -> str:
     text = markdown
     if text.startswith(("---", "\ufeff---")):
         text = _FRONT_MATTER.sub("", text, count=1)
-    code_lt = "<" in text and "`" in text or "~~~" in text and "<" in text
-    held = "\\" in text or code_lt
-    if held:  # an escaped character is text, never markup: held out of every rule below, released at the end
+    code_lt = "<" in text and ("`" in text or "~~~" in text)
+    held = "\\" in text
+    if held or code_lt:  # an escaped character is text, never markup: held out of every rule below, released at the end
         if _HELD.search(text):  # the page's own private-use characters in the hold range: a space each
             text = _HELD.sub(" ", text)
-        if "\\" in text:
+        if held:
             text = ESCAPE.sub(_hold, text)
     text = "\n" + text
     if code_lt:  # a `<` in code is text too: held as an escaped character is
@@ -114,6 +114,7 @@ def plain_text(markdown: str, *, one_line: bool = True) -> str:
             text = _CODE_FENCE.sub(_hold_lt, text)
         if "`" in text:
             text = _CODE_SPAN.sub(_hold_lt, text)
+        code_lt = _HELD_LT in text
     if "<" in text:
         if "<!--" in text:
             text = _COMMENT.sub(" ", text)
@@ -151,6 +152,8 @@ def plain_text(markdown: str, *, one_line: bool = True) -> str:
         text = text.replace("`", "")
     if "&" in text:
         text = _ENTITY.sub(lambda m: _ENTITIES[m.group(1)], text)
+    if code_lt and not held:
+        text = text.replace(_HELD_LT, "<")
     if held:
         text = text.replace("\\", " ")  # a lone backslash (one that escapes nothing)
         for ch in set(_HELD.findall(text)):  # a page escapes a handful of distinct characters
