@@ -26,6 +26,7 @@ import itertools
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -39,6 +40,7 @@ from typing import Any
 
 from .clock import now_ms
 from .durable import fsync_dir, fsync_file
+from .leftovers import sweep
 from .log import FileLog, Record
 from .log.check import Applied, LogHealth, Spot, inspect, walk
 from .log.filelog import LogMismatch, _sync_fd
@@ -252,10 +254,20 @@ def _close_sources(sources: list[Source]) -> None:
 
 # -- checking -------------------------------------------------------------------------------------------
 
+# a log being written anew by a repair (_rewrite_log): `.<log file>.repairing-<pid>` beside it
+_REPAIRING = re.compile(r"\..+\.repairing-(?P<pid>\d+)")
+
+
+def _sweep_repairing(home: Home) -> None:
+    """The logs a killed repair left half-written (their process gone): the next check or repair removes them."""
+    sweep(home.log_dir, _REPAIRING)
+
+
 def check_home(home: Home, *, conn: Connection | None = None, verify: bool = True) -> list[LogReport]:
     """Read every frame of every log of the home, resynchronising past damage; set each against the
     database's position; and, for every record the log lost, find a database that gives it back (proved by
     a replay when `verify`). A home with no database yet has applied nothing: checking it creates none."""
+    _sweep_repairing(home)
     own = conn is None
     if conn is None and home.db_file.exists():
         conn = connect(home.db_file, readonly=True)

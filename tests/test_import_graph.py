@@ -19,7 +19,7 @@ CORE = ROOT / "core"
 # the floors, lowest first: a package imports packages on its own floor or below
 SECTION_ROOMS = {f"{p.parent.name}.settings" for p in CORE.glob("*/settings.py")}
 FLOORS = [
-    {"errors", "durable", "clock", "text", "store", "process", "settings", "http_client", "stats"},
+    {"errors", "durable", "clock", "text", "store", "process", "settings", "http_client", "stats", "leftovers"},
     {"paths", "log", "embed", "chat", "diagnostics", "leases", "repos", *SECTION_ROOMS},
     {"config"},
     {"replica"},

@@ -21,6 +21,8 @@ applies it, so the provider is paid once. Spec 000, "Where the vectors come from
   `pass_budget_s` or as soon as `yield_to` is set. The app sets both: its one worker thread runs every
   duty in turn, and a first fill's pass of 1,024 pages (minutes on one thread) would otherwise keep a
   page just saved out of the keyword index, and the status line without news of it, until it ended.
+  For the same reason, under a `yield_to`, a model that loads (the local one: seconds on a busy machine)
+  loads on a thread of its own, and the pass waiting for it hands back as soon as `yield_to` is set.
 - When the provider has accepted no request since this duty began with it as configured, and a tick
   sees it refuse two different inputs sent alone for the first time with nothing else failing, the duty
   says so once (search_embed_every_request_refused): that is the configuration, not the documents.
@@ -131,6 +133,8 @@ class EmbeddingDuty(Duty):
         self._accepted_since: str | None = None    # the fingerprint a request was last accepted under
         self._said_every_refused: str | None = None
         self._run_done = 0
+        # (provider, the thread loading its model, set when the load ended)
+        self._loading: tuple[Any, threading.Thread, threading.Event] | None = None
 
     # -- the provider as configured now ----------------------------------------------------------------
     def provider(self) -> Provider | None:
@@ -138,6 +142,9 @@ class EmbeddingDuty(Duty):
         return self._slot.get(company, (company.knowledge.vectors, company.embeddings))
 
     def close(self) -> None:
+        # a model still loading is waited for: onnxruntime aborts the process when it exits under a load
+        if self._loading is not None:
+            self._loading[1].join()
         self._slot.close()
 
     # -- one tick --------------------------------------------------------------------------------------
@@ -147,6 +154,8 @@ class EmbeddingDuty(Duty):
         if provider is None:
             return DutyPass(summary="vectors are off (knowledge.vectors = false): nothing is embedded",
                             status={"vectors": False})
+        if not self._model_loaded(provider, ctx):
+            return DutyPass(summary="loading the model (handed back for the other duties)", more=True)
         space, fingerprint = provider.space.key(), provider.fingerprint
         bound = min(provider.limits.max_input_bytes, provider.limits.max_batch_bytes)
         conn = self.node.conn
@@ -258,6 +267,35 @@ class EmbeddingDuty(Duty):
                                 "requests": requests},
                         status=cov.to_json() | {"vectors": True, "model": provider.space.model,
                                                 "provider": provider.space.provider, "failure": failure})
+
+    def _model_loaded(self, provider: Any, ctx: PassContext) -> bool:
+        """Under a `yield_to` (one thread runs every duty): the model of `provider` loads on a thread of its own,
+        begun here, and the pass waits for it — but hands back (False) the moment `yield_to` is set, so a page
+        just written reaches the keyword index without waiting for the load. Without a `yield_to`, or for a
+        provider with nothing to load, True at once (the first request loads it)."""
+        load = getattr(provider, "load", None)
+        if self.yield_to is None or not callable(load):
+            return True
+        if self._loading is None or self._loading[0] is not provider:
+            done = threading.Event()
+
+            def run() -> None:
+                try:
+                    load()
+                except Exception as exc:  # noqa: BLE001 - the pass's first request fails the same way, and says so
+                    log.info("the embedding model did not load: %s", exc)
+                finally:
+                    done.set()
+
+            thread = threading.Thread(target=run, name="crewlet-model-load", daemon=True)
+            self._loading = (provider, thread, done)
+            thread.start()
+        done = self._loading[2]
+        # two events to wait on, one a caller's: looked at every 50 ms while the load runs
+        while not done.wait(0.05):
+            if self.yield_to.is_set() or ctx.stop.is_set():
+                return False
+        return True
 
     def _hand_back(self, ctx: PassContext, started: float) -> bool:
         """Before each request: is this pass to end here? The budget counts from the first request, so a

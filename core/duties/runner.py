@@ -278,8 +278,11 @@ class DutyRunner:
 
     # -- ticks ---------------------------------------------------------------------------------------
     def tick(self, *, stop: threading.Event, progress: ProgressFn | None = None, force: bool = False,
-             budget_s: float | None = None, record_idle: bool = True) -> list[DutyReport]:
-        """One pass of every duty that is due (`force`: every duty), in their order."""
+             budget_s: float | None = None, record_idle: bool = True,
+             on_report: Callable[[DutyReport], None] | None = None) -> list[DutyReport]:
+        """One pass of every duty that is due (`force`: every duty), in their order. `on_report` hears each
+        pass as it ends, not when the tick does: the keyword index's first build is told while the
+        embedding duty after it still loads its model (the app's search waits on that report)."""
         reports = []
         now = time.monotonic()
         for duty in self.duties:
@@ -289,6 +292,8 @@ class DutyRunner:
                 continue
             report = self.run_one(duty, stop=stop, progress=progress, budget_s=budget_s, record_idle=record_idle)
             reports.append(report)
+            if on_report is not None:
+                on_report(report)
             self._more[duty.name] = report.more and not report.error
             # a duty whose lease is held elsewhere is asked again a little later, not every tick
             wait = duty.interval_s if report.ran else min(duty.interval_s, 10.0)
@@ -320,9 +325,11 @@ class DutyRunner:
             first = len(reports)
             # a settling tick's pass that found nothing to do is neither recorded nor reported: the duty's
             # working pass said what is still true (`crewlet worker --status`, `--once --json`)
-            for r in self.tick(stop=stop, progress=progress, force=True, record_idle=not settling):
+            def heard(r: DutyReport, settling: int = settling) -> None:
                 if not settling or r.error or not r.ran or (r.result is not None and (r.result.worked or r.result.more)):
                     note(r)
+
+            self.tick(stop=stop, progress=progress, force=True, record_idle=not settling, on_report=heard)
             while self.pending() and not stop.is_set():
                 for duty in [d for d in self.duties if self._more[d.name]]:
                     report = self.run_one(duty, stop=stop, progress=progress)
@@ -342,9 +349,7 @@ class DutyRunner:
             while not stop.is_set():
                 forced = wake.is_set()
                 wake.clear()
-                for report in self.tick(stop=stop, progress=progress, force=forced):
-                    if on_report:
-                        on_report(report)
+                self.tick(stop=stop, progress=progress, force=forced, on_report=on_report)
                 if self.pending():
                     continue
                 now = time.monotonic()

@@ -14,6 +14,7 @@ pays for them. The session loads once per process (per thread count) and is shar
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -33,6 +34,8 @@ from core.embed.provider import (
     fingerprint_of,
 )
 from core.embed.registry import register
+
+log = logging.getLogger("crewlet.embed")
 
 MODEL = "all-MiniLM-L6-v2-int8"
 DIMENSIONS = 384
@@ -129,16 +132,25 @@ def _load(threads: int, lane: int = 0) -> _Loaded:
         tokenizer.enable_truncation(max_length=MAX_TOKENS)
         tokenizer.no_padding()                    # each run is padded to its own longest input
         options = _session_options(ort, threads)
-        # the graph onnxruntime optimised once, kept on disk (prepared.py): its stamp vouches for the
-        # shipped file as it was verified, so the 23 MB are hashed only when a copy is prepared
+        # the graph onnxruntime optimised once, kept on disk (prepared.py) and shared by every install: this
+        # install's record vouches for its shipped file as it was verified, so the 23 MB are hashed once
+        prepared.sweep_leftovers()   # what a process killed while it wrote the cache left (a listing: cheap)
         graph = prepared.trusted(prepared.folder_for(MODEL_SHA256, ort.__version__), path, MODEL_SHA256,
                                  ort.__version__) if path.is_file() else None
         if graph is None:
             _verify("model", path, MODEL_SHA256, model_fix)
             graph = prepared.prepare(ort, path, MODEL_SHA256)
+        session = None
         if graph is not None:
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL   # already optimised
-        session = ort.InferenceSession(str(graph or path), sess_options=options, providers=["CPUExecutionProvider"])
+            try:
+                session = ort.InferenceSession(str(graph), sess_options=options, providers=["CPUExecutionProvider"])
+            except Exception as exc:  # noqa: BLE001 - the copy went while it was opened (replaced as damaged)
+                log.info("the prepared model %s could not be opened (%s): optimising the model in memory", graph, exc)
+                _verify("model", path, MODEL_SHA256, model_fix)
+                options = _session_options(ort, threads)
+        if session is None:
+            session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
         loaded = _Loaded(session, tokenizer, tuple(i.name for i in session.get_inputs()),
                          time.perf_counter() - started)
         _loaded[(threads, lane)] = loaded

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from ..leftovers import sweep
 from ..store.driver import sqlite3
 
 # SQLite's page cache for the plan: the tree's rows are read and updated in order, so a small cache holds
@@ -31,7 +32,8 @@ SPILL_KEEP = 1000
 # rows a pass reads at once, and writes it holds back to run together
 FETCH_ROWS = 2000
 LATER_ROWS = 1000
-_NAME = re.compile(r"import-plan-(\d+)-[0-9a-f]+\.db$")
+# mkstemp's names: the prefix, then eight of [a-z0-9_] (not hex: a pattern of hex never matched one)
+_NAME = re.compile(r"import-plan-(?P<pid>\d+)-[A-Za-z0-9_]+\.db")
 
 SCHEMA = """
 CREATE TABLE node (
@@ -108,16 +110,6 @@ def text(value: str) -> str:
         return value.encode("utf-8", "surrogatepass").decode("utf-8", "backslashreplace")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _directory(home_root: Path | None) -> Path:
     """The home's tmp/ when it can be written (the disk the home is on), else the system's."""
     if home_root is not None:
@@ -132,19 +124,8 @@ def _directory(home_root: Path | None) -> Path:
 
 
 def _sweep(directory: Path) -> None:
-    """Plans a killed import left behind (their process is gone)."""
-    try:
-        names = os.listdir(directory)
-    except OSError:
-        return
-    for name in names:
-        m = _NAME.match(name)
-        if m and int(m.group(1)) != os.getpid() and not _alive(int(m.group(1))):
-            for suffix in ("", "-journal", "-wal", "-shm"):
-                try:
-                    os.remove(directory / (name + suffix))
-                except OSError:
-                    pass
+    """Plans a killed import left behind (their process is gone), with their SQLite companions."""
+    sweep(directory, _NAME, companions=("-journal", "-wal", "-shm"))
 
 
 class PlanStore:

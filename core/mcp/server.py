@@ -16,7 +16,6 @@ who never serve MCP pay nothing, and tests/test_core_isolation.py holds core to 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any, TypeVar
@@ -96,7 +95,6 @@ class CrewletServer:
         sdk = self.sdk = _sdk()
         self.session = session
         self.tools = {t.name: t for t in (tools if tools is not None else TOOLS)}
-        self._warm_started = False
         self.server = sdk.Server(
             SERVER_NAME, version=_version(), title="crewlet knowledge base",
             instructions=instructions(session, list(self.tools.values())),
@@ -117,11 +115,9 @@ class CrewletServer:
         return await anyio.to_thread.run_sync(locked)
 
     def _warm(self) -> None:
-        """The first request after the handshake loads the embedding model in the background, so the first
-        search by meaning does not wait for it (and `initialize` never does)."""
-        if not self._warm_started:
-            self._warm_started = True
-            threading.Thread(target=self.session.warm, name="crewlet-mcp-warm", daemon=True).start()
+        """The embedding model loads in the background (begun when the server starts serving; here too for a
+        server driven without serve_stdio), so `initialize` never waits for it."""
+        self.session.start_warm()
 
     def _offered(self) -> list[Tool]:
         is_agent = self.session.actor.is_agent
@@ -200,7 +196,10 @@ class CrewletServer:
 
     # -- serving -------------------------------------------------------------------------------------
     async def serve_stdio(self) -> None:
-        async with self.sdk.stdio_server() as (read_stream, write_stream):
+        from .stdio_guard import answering_bad_lines
+
+        self.session.start_warm()   # the model loads while the client shakes hands; the first search waits for it
+        async with answering_bad_lines(self.sdk.stdio_server()) as (read_stream, write_stream):
             await self.server.run(read_stream, write_stream, self.server.create_initialization_options())
 
 

@@ -46,6 +46,12 @@ class Session:
         self._diary: Diary | None = None
         self._onboarding: Onboarding | None = None
         self._asker: Any = None            # answer_knowledge's Asker: its chat client kept across calls
+        # the model's load, begun when the server starts (start_warm): the first search waits for it to end
+        self._warm_thread: threading.Thread | None = None
+        self._warm_start = threading.Lock()   # not self.lock: the event loop starts the load, and never waits on a call
+        self._warm_done = False
+        self._warm_awaited = False
+        self._warm_ended = threading.Condition(self.lock)
 
     # -- an agent's own memory (core/agents): made on first use ---------------------------------------
     @property
@@ -157,9 +163,18 @@ class Session:
         # failed, or busy (another process — the worker, the app — is running a pass): ask again next time
         self._index_dirty = report is None or report.kind == "busy" or report.more
 
+    def start_warm(self) -> None:
+        """Begin loading the embedding model in the background (once a session)."""
+        with self._warm_start:
+            if self._warm_thread is not None:
+                return
+            self._warm_thread = threading.Thread(target=self.warm, name="crewlet-mcp-warm", daemon=True)
+            self._warm_thread.start()
+
     def warm(self) -> None:
-        """Load the embedding model now (a background thread at start), so the first search by meaning
-        does not wait for it. Nothing when vectors are off."""
+        """Load the embedding model now (a background thread at start), so no search by meaning waits for it
+        past its bound. A provider that loads (the local model) is loaded whole, however long a busy machine
+        takes; an endpoint is asked one query, within the usual bound. Nothing when vectors are off."""
         try:
             with self.lock:
                 searcher = self.searcher
@@ -167,12 +182,35 @@ class Session:
                 embedder = getattr(searcher, "embedder", None)   # a remote searcher embeds nothing here
                 if embedder is None or not company.knowledge.vectors:
                     return
-            embedder.vector(company, "warm")
+            provider = embedder.provider(company)
+            load = getattr(provider, "load", None)
+            if callable(load):
+                load()
+            else:
+                embedder.vector(company, "warm")
         except Exception as exc:  # the first search will say what is wrong
             log.info("could not warm the embedding model: %s", exc)
+        finally:
+            with self._warm_ended:
+                self._warm_done = True
+                self._warm_ended.notify_all()
+
+    def await_model(self) -> None:
+        """Before the session's first search: wait for the load start_warm began to end (loaded or failed),
+        so an agent's first query, usually its most important, is not answered by keywords alone because the
+        model was still loading. Later searches never wait here (the query's own bound protects them from a
+        stuck provider). Called under the lock, which the wait gives up while it waits (the load needs it)."""
+        if self._warm_thread is None or self._warm_awaited:
+            return
+        self._warm_awaited = True
+        with self._warm_ended:
+            self._warm_ended.wait_for(lambda: self._warm_done)
 
     def close(self) -> None:
-        """Close the searcher (the node is its opener's to close)."""
+        """Close the searcher (the node is its opener's to close), once a model load under way has ended
+        (onnxruntime aborts a process that exits while a session is being made)."""
+        if self._warm_thread is not None:
+            self._warm_thread.join()
         with self.lock:
             if self._asker is not None:
                 self._asker.close()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ from typing import Any
 from .. import config as config_mod
 from ..durable import fsync_dir, fsync_file
 from ..errors import CrewletError
+from ..leftovers import sweep
 from ..log import FileLog, LogMismatch
 from ..log.framing import Applied
 from ..replica import engine
@@ -84,6 +86,19 @@ def _positions(conn: Any, home: Home) -> dict[str, Applied]:
     return {spec.name: engine.applied_position(conn, spec.position) for spec in home_logs(home)}
 
 
+# a snapshot being written: `.<name>.<pid>.partial` beside the file it becomes
+_PARTIAL = re.compile(r"\..+\.(?P<pid>\d+)\.partial")
+
+
+def _partial_for(out: Path) -> Path:
+    """Where `out` is written before it is renamed into place, named with this process's pid; the snapshots a
+    killed `sync snapshot` left half-written in that directory (their process gone) are removed first."""
+    sweep(out.parent, _PARTIAL)
+    partial = out.with_name(f".{out.name}.{os.getpid()}.partial")
+    partial.unlink(missing_ok=True)
+    return partial
+
+
 def take(node: Any, out: Path) -> SnapshotInfo:
     """Write a snapshot of `node`'s database to `out` (a new file)."""
     out = Path(out).expanduser().resolve()
@@ -91,8 +106,7 @@ def take(node: Any, out: Path) -> SnapshotInfo:
         raise CrewletError(f"{out} already exists — give a new file name for the snapshot", code="exists")
     if not out.parent.is_dir():
         raise CrewletError(f"{out.parent} is not a directory — create it first", code="no_directory")
-    partial = out.with_name(f".{out.name}.partial")
-    partial.unlink(missing_ok=True)
+    partial = _partial_for(out)
     try:
         with node.lock:
             node.conn.execute("VACUUM INTO ?", (str(partial),))

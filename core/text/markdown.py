@@ -46,7 +46,23 @@ _COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.S)
 _IMAGE = re.compile(r"!\[([^\]\n]*)\]\([^)\n]*\)")
 _LINK = re.compile(r"\[([^\]\n]*)\]\([^)\n]*\)")
 _AUTOLINK = re.compile(r"<((?:https?|mailto):[^>\s]+)>")
-_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>")
+# An HTML tag is markup only when it names an HTML element: `--version <previous version>` or
+# `List<String>` is what the page says, and a snippet must never change what a command says.
+_HTML_ELEMENTS = frozenset("""
+    a abbr address article aside audio b base basefont bdi bdo blockquote body br button canvas caption center
+    cite code col colgroup dd del details dfn dialog dir div dl dt em embed fieldset figcaption figure font
+    footer form frame frameset h1 h2 h3 h4 h5 h6 head header hr html i iframe img input ins kbd label legend
+    li link main mark menu menuitem meta nav noframes noscript ol optgroup option p param picture pre q rp rt
+    ruby s samp script search section select small source span strike strong style sub summary sup svg table
+    tbody td template textarea tfoot th thead title tr track tt u ul var video wbr
+""".split())
+_TAG = re.compile(r"</?(?:" + "|".join(sorted(_HTML_ELEMENTS, key=lambda n: (-len(n), n)))
+                  + r")(?![A-Za-z0-9-])(?:\s[^<>]*)?/?>", re.I)
+# code (a fence, a span) is literal: even `<div>` there is what a command or a listing says
+# (read with a newline in front, as the line rules below are; a span is one backtick's, the common case)
+_CODE_FENCE = re.compile(r"\n[ \t]*(`{3,}|~{3,})[^\n]*(?:\n(?![ \t]*\1)[^\n]*)*(?:\n[ \t]*\1[`~]*[ \t]*(?=\n|\Z))?")
+_CODE_SPAN = re.compile(r"`[^`\n]+`")
+_HELD_LT = chr(0xE000 + ord("<"))
 _ADMONITION = re.compile(r"\[!(?:NOTE|TIP|IMPORTANT|WARNING|CAUTION)\]", re.I)
 # an emphasis underscore: not inside a word (an identifier's underscores, IRP_MJ_READ, are kept)
 # (the leading `_` first, so the engine scans for it; the look-behind then rules out a word before it)
@@ -70,6 +86,11 @@ def _hold(m: re.Match[str]) -> str:
     return chr(_HOLD_BASE + ord(m.group(1)))
 
 
+def _hold_lt(m: re.Match[str]) -> str:
+    code = m.group(0)
+    return code.replace("<", _HELD_LT) if "<" in code else code
+
+
 def plain_text(markdown: str, *, one_line: bool = True) -> str:
     """The words of a Markdown body, on one line: markup, URLs and front matter removed, the text of
     links, emphasis, code and tables kept. Each rule runs only when its marker occurs at all.
@@ -80,12 +101,20 @@ def plain_text(markdown: str, *, one_line: bool = True) -> str:
     text = markdown
     if text.startswith(("---", "\ufeff---")):
         text = _FRONT_MATTER.sub("", text, count=1)
+    code_lt = "<" in text and ("`" in text or "~~~" in text)
     held = "\\" in text
-    if held:  # an escaped character is text, never markup: held out of every rule below, released at the end
+    if held or code_lt:  # an escaped character is text, never markup: held out of every rule below, released at the end
         if _HELD.search(text):  # the page's own private-use characters in the hold range: a space each
             text = _HELD.sub(" ", text)
-        text = ESCAPE.sub(_hold, text)
+        if held:
+            text = ESCAPE.sub(_hold, text)
     text = "\n" + text
+    if code_lt:  # a `<` in code is text too: held as an escaped character is
+        if "```" in text or "~~~" in text:
+            text = _CODE_FENCE.sub(_hold_lt, text)
+        if "`" in text:
+            text = _CODE_SPAN.sub(_hold_lt, text)
+        code_lt = _HELD_LT in text
     if "<" in text:
         if "<!--" in text:
             text = _COMMENT.sub(" ", text)
@@ -123,6 +152,8 @@ def plain_text(markdown: str, *, one_line: bool = True) -> str:
         text = text.replace("`", "")
     if "&" in text:
         text = _ENTITY.sub(lambda m: _ENTITIES[m.group(1)], text)
+    if code_lt and not held:
+        text = text.replace(_HELD_LT, "<")
     if held:
         text = text.replace("\\", " ")  # a lone backslash (one that escapes nothing)
         for ch in set(_HELD.findall(text)):  # a page escapes a handful of distinct characters

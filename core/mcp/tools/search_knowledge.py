@@ -56,6 +56,7 @@ def outcome_words(result: Result) -> str:
 
 
 def run(session: Session, args: SearchArgs) -> Reply:
+    session.await_model()   # the first search of a session waits for the model the session began to load
     session.index_catch_up()
     result = session.searcher.search(Query(args.query, actor=session.handle, limit=args.limit, mode=args.mode,
                                            containers=[args.container] if args.container else None))
