@@ -5,7 +5,7 @@ Everything the house keeps per kind is read off these: the shapes and handlers t
 record back (core/recover.py dispatches on `give_back`) and which keys relate records (core/repair.py
 `_related`); tests/test_record_kinds.py holds them against a freshly migrated database and the content digest.
 
-To add a kind (spec 003's `entry.add`, `entry.status`, `entry.supersede` …, issue 35):
+To add a kind (spec 003's entries, issue 35, were the first: `entry.add` … `entry.serve` below):
 
 1. its table, if it has one: a migration (core/store/migrations.py) and the table's line in the digest's
    `TABLES` (core/store/digest.py: its replicated columns, in a fixed order); and, if its rows sit under a page,
@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from ..replica.kinds import LOST_GIVE_BACK, LOST_SHAPE, LogKinds, RecordKind, tombstone
 from ..replica.shapes import DICT, INT, LIST, NONE, TEXT, may, need
+from . import entry_give_back as entry_back
+from . import entry_handlers as entry_do
 from . import give_back as back
 from . import handlers as do
 from . import records as build
@@ -47,6 +49,10 @@ PURGED_WITH_PAGE: dict[str, str] = {
     "page_links": "DELETE FROM page_links WHERE src = ?",    # this node's backlinks from it (the indexer's)
     "revisions": BY_FOREIGN_KEY,
     "comments": BY_FOREIGN_KEY,
+    # an entry's own rows (its history, corroborations, checks, serves) reference the entry ON DELETE CASCADE: they
+    # go with it
+    "entries": BY_FOREIGN_KEY,
+    "page_policies": BY_FOREIGN_KEY,
     "deleted_pages": "KEPT: the purge marker itself (a replayed create can never bring the page back)",
 }
 
@@ -79,7 +85,9 @@ KINDS = LogKinds("pages", own_tables=("applied_ops",), kinds=[
                handle=do.page_restore, give_back=back.page_restore, related=("page_id",)),
     # a purge deletes the page and what PURGED_WITH_PAGE says, and keeps a marker; every intact purge is related
     # to a lost record (it re-filed the purged page's children)
-    RecordKind("page.purge", build.page_purge, writes=("pages", "revisions", "comments", "deleted_pages"),
+    RecordKind("page.purge", build.page_purge, writes=("pages", "revisions", "comments", "deleted_pages", "entries",
+                                                    "entry_history", "entry_corroborations", "citation_checks",
+                                                    "entry_serves", "page_policies"),
                shape={"page_id": _ID, "reason": may(TEXT), "cutoff": may(INT, NONE)},
                handle=do.purging(purge_statements()), give_back=back.page_purge, related=("page_id",), related_all=True),
     RecordKind("page.labels", build.page_labels, writes=("pages",),
@@ -100,6 +108,33 @@ KINDS = LogKinds("pages", own_tables=("applied_ops",), kinds=[
     RecordKind("onboarding.mark", build.onboarding_mark, writes=("agent_onboarding_markers",),
                shape={"agent_id": need(TEXT), "chain_hash": need(TEXT)},
                handle=do.onboarding_mark, give_back=back.onboarding_mark, related_all=True),
+    # spec 003's entries (issue 35): each under a page; `by` is the writer's actor kind (entry_model.WRITERS)
+    RecordKind("entry.add", build.entry_add, writes=("entries", "entry_history", "entry_corroborations",
+                                                      "citation_checks"),
+               shape={"entry_id": _ID, "page_id": _ID, "kind": need(TEXT), "body": need(TEXT), "by": need(TEXT),
+                      "scope": may(TEXT, NONE), "citations": may(LIST, items=DICT), "checks": may(LIST, items=DICT),
+                      "supersedes": may(TEXT, NONE), "budget": may(INT, NONE)},
+               handle=entry_do.entry_add, give_back=entry_back.entry_add, related=("page_id", "entry_id")),
+    # an accepted correction retires what it supersedes: the status record writes both entries' rows
+    RecordKind("entry.status", build.entry_status, writes=("entries", "entry_history"),
+               shape={"entry_id": _ID, "action": need(TEXT), "by": need(TEXT), "reason": may(TEXT, NONE)},
+               handle=entry_do.entry_status, give_back=entry_back.entry_status, related=("entry_id",)),
+    RecordKind("entry.corroborate", build.entry_corroborate, writes=("entry_corroborations",),
+               shape={"entry_id": _ID},
+               handle=entry_do.entry_corroborate, give_back=entry_back.entry_corroborate, related=("entry_id",)),
+    RecordKind("entry.citation_check", build.entry_citation_check, writes=("citation_checks",),
+               shape={"entry_id": _ID, "index": need(INT), "result": need(TEXT), "commit": may(TEXT, NONE),
+                      "blob": may(TEXT, NONE), "anchor": may(DICT, NONE), "message": may(TEXT, NONE)},
+               handle=entry_do.entry_citation_check, give_back=entry_back.entry_citation_check,
+               related=("entry_id",)),
+    RecordKind("page.policy", build.page_policy, writes=("page_policies",),
+               shape={"page_id": _ID, "policy": need(TEXT), "by": need(TEXT)},
+               handle=entry_do.page_policy, give_back=entry_back.page_policy, related=("page_id",)),
+    # as knowledge.read: an act of serving, on the log (decay and the runs' outcomes read it on every node)
+    RecordKind("entry.serve", build.entry_serve, writes=("entry_serves",),
+               shape={"via": need(TEXT), "query": may(TEXT, NONE), "entries": need(LIST, items=DICT),
+                      "run": may(TEXT, NONE)},
+               handle=entry_do.entry_serve, give_back=entry_back.entry_serve),
     # a repair's tombstone (core/recover.py): it carries its own outcome (the applier's verdict stores it)
     RecordKind("log.lost", tombstone, writes=(), shape=LOST_SHAPE, verdict=do.lost, give_back=LOST_GIVE_BACK),
 ])

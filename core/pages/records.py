@@ -130,3 +130,68 @@ def knowledge_read(actor: str, *, via: str, query: str | None, pages: list[dict[
 
 def onboarding_mark(agent: str, *, chain_hash: str) -> Record:
     return Record.new("onboarding.mark", agent, {"agent_id": agent, "chain_hash": chain_hash})
+
+
+# -- entries (spec 003, issue 35): one fact each, under a page ---------------------------------------------------
+# `by` is the writer's actor kind (person | agent | system), asked of the configuration when the record is
+# built: the applier decides from it what depends on who wrote (a person's entry is STANDING, an agent's
+# PROPOSED; accept and verify are a person's) and on order (an agent archives only its own entry still proposed).
+
+def entry_add(actor: str, *, entry_id: str, page_id: str, kind: str, body: str, by: str, scope: str | None = None,
+              citations: list[dict[str, Any]] | None = None, checks: list[dict[str, Any]] | None = None,
+              supersedes: str | None = None, budget: int | None = None, op_id: str | None = None) -> Record:
+    """A new entry. `checks`: what the writer's read of each citation said ({index, result, commit?, blob?,
+    message?}); `budget`: the proposed entries one actor may leave on a CURATED page (the writer's setting,
+    carried so every node decides alike; left out: no budget)."""
+    payload: dict[str, Any] = {"entry_id": entry_id, "page_id": page_id, "kind": kind, "body": body, "by": by,
+                               "scope": scope, "citations": list(citations or [])}
+    if checks:
+        payload["checks"] = list(checks)
+    if supersedes:
+        payload["supersedes"] = supersedes
+    if budget is not None:
+        payload["budget"] = int(budget)
+    return Record.new("entry.add", actor, payload, op_id=op_id)
+
+
+def entry_status(actor: str, *, entry_id: str, action: str, by: str, reason: str | None = None,
+                 op_id: str | None = None) -> Record:
+    """accept | verify | dispute | archive an entry (handlers.ENTRY_ACTIONS says from which statuses)."""
+    payload: dict[str, Any] = {"entry_id": entry_id, "action": action, "by": by}
+    if reason and reason.strip():
+        payload["reason"] = reason.strip()
+    return Record.new("entry.status", actor, payload, op_id=op_id)
+
+
+def entry_corroborate(actor: str, *, entry_id: str, op_id: str | None = None) -> Record:
+    """An exact repeat of entry `entry_id`, folded into it: it counts once more, with who repeated it."""
+    return Record.new("entry.corroborate", actor, {"entry_id": entry_id}, op_id=op_id)
+
+
+def entry_citation_check(actor: str, *, entry_id: str, index: int, result: str, commit: str | None = None,
+                         blob: str | None = None, anchor: dict[str, Any] | None = None, message: str | None = None,
+                         op_id: str | None = None) -> Record:
+    """What a read of citation `index` (1-based) of an entry found: held | shifted | moved | changed | gone |
+    not_read_yet, at `commit`, the cited file's `blob`, where it stands now (`anchor`: {path, lines})."""
+    payload: dict[str, Any] = {"entry_id": entry_id, "index": int(index), "result": result, "commit": commit,
+                               "blob": blob}
+    if anchor is not None:
+        payload["anchor"] = anchor
+    if message:
+        payload["message"] = message
+    return Record.new("entry.citation_check", actor, payload, op_id=op_id)
+
+
+def page_policy(actor: str, *, page_id: str, policy: str, by: str, op_id: str | None = None) -> Record:
+    """A page's entry policy (OPEN | CURATED | LOCKED): a person's to set."""
+    return Record.new("page.policy", actor, {"page_id": page_id, "policy": policy, "by": by}, op_id=op_id)
+
+
+def entry_serve(actor: str, *, via: str, entries: list[dict[str, Any]], query: str | None = None,
+                run: str | None = None) -> Record:
+    """One act of serving entries to `actor` (a tool: load_context, recall_knowledge, get_page …), each with its
+    rank ({entry_id, rank}): what decay and the runs' outcomes read. As a knowledge.read, on the log."""
+    payload: dict[str, Any] = {"via": via, "query": query, "entries": entries}
+    if run:
+        payload["run"] = run
+    return Record.new("entry.serve", actor, payload)

@@ -65,6 +65,19 @@ TABLES: tuple[Table, ...] = (
     # the semantic index as its records installed it (what a node measures for itself left out)
     Table("semantic_index", rows="SELECT space, generation, lists, width, centroids, probes, ranges, refiled, "
                                  "trained_sources, fullest, trained_at FROM semantic_index ORDER BY space"),
+    # spec 003's entries (issue 35, m011), each list in an order every node derives alike
+    Table("entries", rows="SELECT id, page_id, kind, body, folded, scope, citations, status, author, author_kind, "
+                          "created_at, supersedes, superseded_by, verified_by, verified_at, status_by, status_at, "
+                          "status_reason, version FROM entries ORDER BY id"),
+    Table("entry_history", rows="SELECT op_id, entry_id, seq, actor, actor_kind, at, action, from_status, to_status, "
+                                "reason FROM entry_history ORDER BY seq, op_id, entry_id"),
+    Table("entry_corroborations", rows="SELECT op_id, entry_id, actor, at FROM entry_corroborations ORDER BY op_id"),
+    Table("citation_checks", rows="SELECT op_id, idx, entry_id, seq, result, commit_id, blob, anchor, message, "
+                                  "checked_at FROM citation_checks ORDER BY seq, op_id, idx"),
+    Table("page_policies", rows="SELECT op_id, page_id, seq, policy, set_by, set_at FROM page_policies "
+                                "ORDER BY seq, op_id"),
+    Table("entry_serves", rows="SELECT op_id, entry_id, actor, at, via, query, rank, run FROM entry_serves "
+                               "ORDER BY op_id, entry_id"),
     Table("log_position", carried="where this database stands on each log: digested apart (POSITIONS), "
                                   "in the transaction that applied the rows"),
     Table("_migrations", carried="which migrations made the file's schema: a snapshot's own"),

@@ -387,9 +387,102 @@ def m010_answer_cache(conn: Any) -> None:
         """)
 
 
+def m011_entries(conn: Any) -> None:
+    """Spec 003's entries (issue 35): one fact each, under a page, with their citations' checks, corroborations,
+    status changes (who and why), serves, and each page's entry policy. Filled by the pages log's entry kinds
+    (core/pages/kinds.py); every row under a page goes with it on a purge, by the foreign keys."""
+    _run_script(conn, """
+        CREATE TABLE entries (
+            id TEXT PRIMARY KEY,
+            page_id TEXT NOT NULL REFERENCES pages(id) ON DELETE CASCADE,
+            kind TEXT NOT NULL,            -- FACT | DECISION | CONVENTION | GOTCHA
+            body TEXT NOT NULL,
+            folded TEXT NOT NULL,          -- the body whitespace-folded and lower-cased: what an exact repeat matches
+            scope TEXT,                    -- a folder ('apps/server', 'NAME:apps/server'); NULL serves every query
+            citations TEXT NOT NULL,       -- JSON: the citations as written (core/repos/citations.py shapes)
+            status TEXT NOT NULL,          -- PROPOSED | STANDING | CONSOLIDATED | SUPERSEDED | DISPUTED | ARCHIVED
+            author TEXT NOT NULL,
+            author_kind TEXT NOT NULL,     -- person | agent | system: decided the status it started with
+            created_at INTEGER NOT NULL,
+            supersedes TEXT,               -- the entry this one corrects (retired when a person accepts this one)
+            superseded_by TEXT,
+            verified_by TEXT,              -- a person who verified it: the HUMAN_VERIFIED tier
+            verified_at INTEGER,
+            status_by TEXT,                -- who changed the status last, when, why
+            status_at INTEGER,
+            status_reason TEXT,
+            version INTEGER NOT NULL       -- the seq of the record that changed the row last
+        );
+        CREATE INDEX entries_page ON entries(page_id, status);
+        CREATE INDEX entries_folded ON entries(folded);
+        CREATE INDEX entries_author ON entries(author, page_id, status);
+        -- every change of an entry's status (an add, an accept, a verify …): who, when, from what, why
+        CREATE TABLE entry_history (
+            op_id TEXT NOT NULL,
+            entry_id TEXT NOT NULL REFERENCES entries(id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            actor TEXT NOT NULL,
+            actor_kind TEXT NOT NULL,
+            at INTEGER NOT NULL,
+            action TEXT NOT NULL,          -- add | accept | verify | dispute | archive | supersede
+            from_status TEXT,
+            to_status TEXT NOT NULL,
+            reason TEXT,
+            PRIMARY KEY (op_id, entry_id)
+        );
+        CREATE INDEX entry_history_entry ON entry_history(entry_id, seq);
+        -- an exact repeat folded into an entry instead of written
+        CREATE TABLE entry_corroborations (
+            op_id TEXT PRIMARY KEY,
+            entry_id TEXT NOT NULL REFERENCES entries(id) ON DELETE CASCADE,
+            actor TEXT NOT NULL,
+            at INTEGER NOT NULL
+        );
+        CREATE INDEX entry_corroborations_entry ON entry_corroborations(entry_id);
+        -- each check of a citation (at write, and by the recheck duty): its last one is the citation's state
+        CREATE TABLE citation_checks (
+            op_id TEXT NOT NULL,
+            idx INTEGER NOT NULL,          -- the citation, 1-based, as the entry lists them
+            entry_id TEXT NOT NULL REFERENCES entries(id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            result TEXT NOT NULL,          -- held | shifted | moved | changed | gone | not_read_yet
+            commit_id TEXT,                -- the commit read
+            blob TEXT,                     -- the cited file's blob at that commit
+            anchor TEXT,                   -- JSON {path, lines}: where the citation stands now (re-anchored)
+            message TEXT,
+            checked_at INTEGER NOT NULL,
+            PRIMARY KEY (op_id, idx)
+        );
+        CREATE INDEX citation_checks_entry ON citation_checks(entry_id, idx, seq);
+        -- a page's entry policy as people set it, every change kept: the latest is in force (none: CURATED)
+        CREATE TABLE page_policies (
+            op_id TEXT PRIMARY KEY,
+            page_id TEXT NOT NULL REFERENCES pages(id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            policy TEXT NOT NULL,          -- OPEN | CURATED | LOCKED
+            set_by TEXT NOT NULL,
+            set_at INTEGER NOT NULL
+        );
+        CREATE INDEX page_policies_page ON page_policies(page_id, seq);
+        -- each time an entry was served to someone (which tool, at what rank): decay and the runs read these
+        CREATE TABLE entry_serves (
+            op_id TEXT NOT NULL,
+            entry_id TEXT NOT NULL REFERENCES entries(id) ON DELETE CASCADE,
+            actor TEXT NOT NULL,
+            at INTEGER NOT NULL,
+            via TEXT NOT NULL,
+            query TEXT,
+            rank INTEGER NOT NULL,
+            run TEXT,
+            PRIMARY KEY (op_id, entry_id)
+        );
+        CREATE INDEX entry_serves_entry ON entry_serves(entry_id, at)
+        """)
+
+
 MIGRATIONS: list[Migration] = [m001_pages, m002_read_context, m003_duties, m004_vectors, m005_log_position_digest,
                                m006_vector_reads, m007_semantic_index, m008_counts, m009_agent_diary,
-                               m010_answer_cache]
+                               m010_answer_cache, m011_entries]
 
 
 def migrate(conn: Any) -> list[str]:
