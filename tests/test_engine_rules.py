@@ -7,6 +7,7 @@ import os
 import pytest
 from conftest import bump_mtime, config_with, count, create_rec, pid, rec, record_types, rows, save_rec
 
+from core.bank.entries import EntryBank
 from core import config as config_mod
 from core.errors import Refused
 from core.log import Record
@@ -335,7 +336,7 @@ def _wrong(value):
     return {str: 7, int: "7", bool: "yes", list: "not a list", dict: ["not", "an object"]}.get(type(value), 7)
 
 
-def _every_page_kind(page: str, other: str, trashed: str, comment: str) -> dict:
+def _every_page_kind(page: str, other: str, trashed: str, comment: str, entry: str = "no-entry") -> dict:
     from core.pages import records as R
     from core.recover import tombstone
 
@@ -356,6 +357,18 @@ def _every_page_kind(page: str, other: str, trashed: str, comment: str) -> dict:
         "knowledge.read": R.knowledge_read("eng-bot", via="search", query="q", pages=[{"page_id": page, "rank": 1}],
                                            turn="t1", phase="answer"),
         "onboarding.mark": R.onboarding_mark("eng-bot", chain_hash="abc"),
+        "entry.add": R.entry_add("eng-bot", entry_id=pid(), page_id=page, kind="GOTCHA", body="Retries double the load.",
+                                 by="agent", scope="apps/server", citations=[{"link": "acme/api#12", "kind": "issue"}],
+                                 checks=[{"index": 1, "result": "held", "commit": None, "blob": None}],
+                                 supersedes=entry, budget=10),
+        "entry.status": R.entry_status("alex", entry_id=entry, action="accept", by="person", reason="checked it"),
+        "entry.corroborate": R.entry_corroborate("sam", entry_id=entry),
+        "entry.citation_check": R.entry_citation_check("crewlet", entry_id=entry, index=1, result="shifted",
+                                                       commit="a" * 40, blob="b" * 40,
+                                                       anchor={"path": "a.py", "lines": [3, 4]}, message="moved"),
+        "page.policy": R.page_policy("alex", page_id=page, policy="LOCKED", by="person"),
+        "entry.serve": R.entry_serve("eng-bot", via="load_context", query="cache", entries=[{"entry_id": entry, "rank": 1}],
+                                     run="run-1"),
         "log.lost": Record("log.lost", "op-lost-shape", "crewlet", 1, {
             "seq": 1, "log": "pages", "why": "given back as its outcome",
             "outcome": {"type": "page.save", "status": "refused", "code": "stale_revision", "reason": "r",
@@ -407,7 +420,9 @@ def test_every_worst_shape_of_every_record_kind_is_refused_as_malformed_and_the_
         trashed = kb.create_page("ENG", "Trashed", "", actor="alex").id
         kb.trash_page(trashed, actor="alex")
         comment = kb.add_comment(page, "first", actor="alex").id
-        samples = _every_page_kind(page, other, trashed, comment)
+        entry = EntryBank(node).add(page, "The cache holds for ten minutes.", actor="eng-bot",
+                                    citations=[{"link": "acme/api#7", "kind": "pull_request"}]).id
+        samples = _every_page_kind(page, other, trashed, comment, entry)
         assert kind in samples, f"declared kind {kind} has no sample record here: add one to _every_page_kind"
         good = samples[kind]
         bad = _shapes_of(good)

@@ -22,6 +22,8 @@ from core.log import FileLog
 from core.log.framing import HEADER_SIZE
 from core.errors import StaleRevision
 from core.node import Node
+from core.bank.entries import EntryBank
+from core.pages import records
 from core.pages.kinds import KINDS as PAGE_KINDS
 from core.pages.service import KnowledgeBase
 from core.paths import Home
@@ -389,6 +391,30 @@ def _every_kind_history(home: Home) -> dict[str, str]:
         kb.save_page(b.id, "", base_revision=1, actor="alex")          # a no-op: the body is unchanged
         kb.get_page(a.id, actor="eng-bot")                              # an agent's read: knowledge.read
         kb.mark_onboarded("eng-bot", "chain-1")
+        # entries under Alpha: an agent's proposal with a citation checked at write, a person's standing one, a
+        # repeat folded (by the writer: a corroboration; racing it: an add the applier folds), a correction accepted
+        # (retiring what it supersedes), a verify, a dispute, an agent archiving its own, a recheck, a policy,
+        # a serve
+        bank = EntryBank(node)
+        e1 = bank.add(a.id, "Retries double the load on the API.", kind="GOTCHA", scope="apps/server",
+                      citations=[{"link": "acme/api#12", "kind": "issue"}], actor="eng-bot")
+        e2 = bank.add(a.id, "Deploys happen on Tuesdays.", kind="CONVENTION", actor="alex")
+        bank.add(a.id, "deploys  happen on TUESDAYS.", actor="eng-bot")
+        node.submit_one(records.entry_add("eng-bot", entry_id="racing-repeat-1", page_id=a.id, kind="FACT",
+                                          body="Deploys happen on tuesdays.", by="agent", citations=[], budget=10))
+        fix = bank.supersede(e1.id, "Retries triple the load on the API.", actor="eng-bot",
+                             citations=[{"link": "https://git.example/acme/api/pull/13", "kind": "pull_request"}])
+        bank.accept(fix.id, actor="alex", reason="read the retry code")
+        bank.verify(e2.id, actor="sam")
+        e3 = bank.add(a.id, "The cache holds for ten minutes.", actor="eng-bot")
+        bank.dispute(e3.id, actor="alex", reason="it is five")
+        e4 = bank.add(a.id, "The queue drains nightly.", actor="eng-bot")
+        bank.archive(e4.id, actor="eng-bot")
+        bank.record_check(fix.id, 1, "moved", commit="c" * 40, blob="d" * 40,
+                          anchor={"path": "api/retry.py", "lines": [10, 12]}, message="re-anchored")
+        bank.set_policy(a.id, "locked", actor="alex")
+        bank.record_serve("eng-bot", "load_context", [bank.show(e2.id), bank.show(fix.id)], query="deploys",
+                          run="run-1")
         return {"alpha": a.id, "beta": b.id}
 
 
