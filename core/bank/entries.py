@@ -25,8 +25,8 @@ from ..pages.entry_model import (ACCEPT, ACTIONS, AGENT, ARCHIVE, CHANGED, CURAT
 from ..pages.rules import acting
 from ..pages.service import KnowledgeBase, Writer
 from ..replica.appliers import Decision
-from ..repos import (HOLDS, NOT_READ_YET, CitationCheck, Repository, check_citations, first_failure,
-                     parse_scope)
+from ..repos import (HOLDS, NOT_READ_YET, CitationCheck, Repository, Unreadable, check_citations,
+                     first_failure, parse_scope)
 from .trust import TIER_RANK, CitationState, trust_tier
 
 SYSTEM_ACTOR = "crewlet"      # who writes what a duty found (a recheck's result, decay)
@@ -287,9 +287,35 @@ class EntryBank:
         self.node.submit([records.entry_serve(handle, via=via, entries=listed, query=query, run=run)], sync=False)
 
     # -- reads ---------------------------------------------------------------------------------------------
-    def show(self, entry_id: str, *, head_blobs: Mapping[int, str | None] | None = None) -> Entry:
-        """One entry with its citations (each with every check), its corroborations and its history."""
+    def head_blobs(self, citations: Sequence[Mapping[str, Any]],
+                   anchors: Mapping[int, Mapping[str, Any] | None] | None = None) -> dict[int, str | None]:
+        """Each code citation's file blob at its repository's branch head now (where a recheck re-anchored it, the
+        file it stands in now): what a serve compares with the blob last checked. A repository that cannot be
+        read just now is left out (its last check stands)."""
+        out: dict[int, str | None] = {}
+        for index, cit in enumerate(citations, 1):
+            repo = self.repositories.get(str(cit.get("repository"))) if "path" in cit else None
+            if repo is None:
+                continue
+            anchor = (anchors or {}).get(index)
+            path = str((anchor or {}).get("path") or cit["path"])
+            try:
+                out[index] = repo.blob_id(repo.head(), path)
+            except Unreadable:
+                continue
+        return out
+
+    def show(self, entry_id: str, *, at_head: bool = False) -> Entry:
+        """One entry with its citations (each with every check), its corroborations and its history. `at_head`:
+        each cited file is read at its branch head, and a file changed since its last check says so (the entry
+        then serves as UNGROUNDED until rechecked)."""
         row = self._entry_row(entry_id)
+        head_blobs = None
+        if at_head:
+            with self.node.lock:
+                anchors = {c["idx"]: json.loads(c["anchor"]) if c["anchor"] else None for c in self.conn.execute(
+                    "SELECT idx, anchor FROM citation_checks WHERE entry_id = ? ORDER BY seq", (entry_id,))}
+            head_blobs = self.head_blobs(json.loads(row["citations"] or "[]"), anchors)
         with self.node.lock:
             entry = self._build(row, head_blobs=head_blobs, every_check=True)
             entry.history = [dict(h) for h in self.conn.execute(
