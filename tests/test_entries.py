@@ -376,3 +376,37 @@ def test_entries_reach_a_second_node_and_come_back_after_a_log_repair(tmp_path):
         assert content_digest(na.conn).content == before == content_digest(nb.conn).content
         shown = EntryBank(na).show(fix.id)
         assert (shown.status, shown.history[-1]["actor"]) == ("STANDING", "sam")
+        after = content_digest(na.conn).content
+    # a third node made from a snapshot of A holds the entries without applying their records
+    snap = tmp_path / "a.snapshot"
+    ok(cli(a.root, "sync", "snapshot", str(snap), "--json"))
+    joined = json.loads(ok(cli(tmp_path / "C", "sync", "join", str(shared), "--snapshot", str(snap), "--json")))
+    assert joined["joined"] == "new"
+    with Node.open(Home(tmp_path / "C")) as nc:
+        assert content_digest(nc.conn).content == after
+        assert [e.id for e in EntryBank(nc).entries(page)] == [fix.id]
+
+
+def test_an_entry_says_itself_in_json_with_ages_against_crewlet_now(bank, page, monkeypatch):
+    entry = bank.add(page, "Retries double the load.", citations=[{"link": "acme/api#12", "kind": "issue"}],
+                     actor="alex")
+    from datetime import datetime, timezone
+
+    later = datetime.fromtimestamp((entry.created_at + 2 * 86400 * 1000) / 1000, tz=timezone.utc).isoformat()
+    monkeypatch.setenv("CREWLET_NOW", later)
+    said = json.loads(json.dumps(bank.show(entry.id).to_json()))
+    assert (said["tier"], said["status"], said["page"]) == ("GROUNDED", "STANDING", "ENG/Caching")
+    assert said["citations"][0]["said"] == "held, checked 2 d ago"
+    assert [h["action"] for h in said["history"]] == ["add"]
+    monkeypatch.setenv("CREWLET_NOW", "next tuesday")
+    with pytest.raises(Invalid) as exc:
+        bank.show(entry.id).to_json()
+    assert "CREWLET_NOW" in _one_line(exc)
+
+
+def test_a_person_verifying_a_proposed_correction_accepts_it_and_retires_the_old(bank, page):
+    old = bank.add(page, "The cache holds for ten minutes.", actor="alex")
+    fix = bank.supersede(old.id, "The cache holds for five minutes.", actor="eng-bot")
+    shown = bank.verify(fix.id, actor="sam", reason="read cache.py")
+    assert (shown.status, shown.verified_by, shown.tier) == ("STANDING", "sam", HUMAN_VERIFIED)
+    assert bank.show(old.id).status == "SUPERSEDED"
