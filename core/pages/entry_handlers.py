@@ -17,7 +17,7 @@ from typing import Any
 from ..log import Record
 from ..replica.appliers import Noop, Refuse
 from ..store import Connection
-from .entry_model import (ACTIONS, AGENT, ARCHIVE, CHECK_RESULTS, CURATED, ENTRY_KINDS, IN_USE, LOCKED,
+from .entry_model import (ACTIONS, AGENT, CHECK_RESULTS, CURATED, ENTRY_KINDS, IN_USE, LOCKED,
                           MAX_ENTRY_BODY, MAX_ENTRY_CITATIONS, OPEN, OUT_OF_USE, PERSON, POLICIES, PROPOSED,
                           STANDING, SUPERSEDED, VERIFY, WRITERS, fold_body)
 from .entry_model import page_policy as policy_of
