@@ -58,14 +58,18 @@ def test_an_agents_entry_is_proposed_and_a_persons_standing_with_who_and_when(ba
     assert {e.id for e in bank.entries(page, statuses=None)} == {standing.id, proposed.id}
 
 
-@pytest.mark.parametrize("kwargs, code", [
-    ({"body": "   "}, "invalid_body"),
-    ({"body": "x" * 1001}, "body_too_long"),
-    ({"body": "A fact.", "kind": "RUMOUR"}, "invalid_kind"),
+@pytest.mark.parametrize("kwargs, error, code", [
+    ({"body": "   "}, Invalid, "entry_empty"),
+    ({"body": "x" * 1001}, Invalid, "entry_too_long"),
+    ({"body": "A fact.", "kind": "RUMOUR"}, Invalid, "entry_invalid_kind"),
+    ({"body": "- Deploys need the VPN\n- The cache clears on Sunday\n- Staging uses Postgres 14"}, Refused,
+     "entry_several_claims"),
+    ({"body": "The deploy token is ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8" + "."}, Refused, "entry_credential"),
 ])
-def test_bad_input_is_refused_in_one_line_and_nothing_is_written(bank, page, node, kwargs, code):
+def test_bad_input_is_refused_in_one_line_and_nothing_is_written(bank, page, node, kwargs, error, code):
+    """The one-claim and credential check (core/text/claims.py) refuses before anything is appended."""
     before = node.applied_seq()
-    with pytest.raises(Invalid) as exc:
+    with pytest.raises(error) as exc:
         bank.add(page, **kwargs, actor="eng-bot")
     assert exc.value.code == code
     _one_line(exc)

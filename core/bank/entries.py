@@ -27,7 +27,10 @@ from ..pages.service import KnowledgeBase, Writer
 from ..replica.appliers import Decision
 from ..repos import (HOLDS, NOT_READ_YET, CitationCheck, Repository, Unreadable, check_citations,
                      first_failure, parse_scope)
+from ..text.claims import check_entry_body
 from .trust import TIER_RANK, CitationState, trust_tier
+
+_REFUSED_BODIES = ("entry_credential", "entry_several_claims")
 
 SYSTEM_ACTOR = "crewlet"      # who writes what a duty found (a recheck's result, decay)
 
@@ -162,17 +165,12 @@ class EntryBank:
         that entry comes back with `folded` set. A citation that does not hold refuses the write, naming it; one in
         a repository that cannot be read just now is written as not read yet."""
         who = self._writer(actor)
-        kind = (kind or FACT).strip().upper()
-        if kind not in ENTRY_KINDS:
-            raise Invalid(f"kind '{kind}' is not an entry's kind — use one of {', '.join(ENTRY_KINDS)}",
-                          code="invalid_kind")
-        if not isinstance(body, str) or not fold_body(body):
-            raise Invalid("an entry says one fact: give it a body", code="invalid_body")
-        body = body.strip()
-        if len(body) > MAX_ENTRY_BODY:
-            raise Invalid(f"an entry's body is at most {MAX_ENTRY_BODY} characters (this one has {len(body)}) — "
-                          "one fact is a sentence or three: split it into several entries", code="body_too_long",
-                          limit=MAX_ENTRY_BODY, size=len(body))
+        refusal = check_entry_body(body, kind or FACT)
+        if refusal is not None:
+            # the body's shape is the caller's to fix (Invalid); a credential or several claims is refused by rule
+            cls = Refused if refusal.code in _REFUSED_BODIES else Invalid
+            raise cls(refusal.message, code=refusal.code)
+        kind, body = (kind or FACT).strip().upper(), body.strip()
         row = self._page_row(page)
         with self.node.lock:
             policy = page_policy(self.conn, row["id"])

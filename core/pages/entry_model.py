@@ -30,8 +30,10 @@ HELD, SHIFTED, MOVED, CHANGED, GONE, NOT_READ_YET = "held", "shifted", "moved", 
 CHECK_RESULTS = (HELD, SHIFTED, MOVED, CHANGED, GONE, NOT_READ_YET)
 HOLDING = (HELD, SHIFTED, MOVED)
 
-# One fact is a sentence or three: past this many characters a body is a paragraph, which holds several claims.
-MAX_ENTRY_BODY = 1000
+from ..text.claims import MAX_ENTRY_CHARS
+
+# One fact is a sentence or three (the one-claim check's bound, core/text/claims.py; docs/entries.md says why)
+MAX_ENTRY_BODY = MAX_ENTRY_CHARS
 MAX_ENTRY_CITATIONS = 10      # as core/repos MAX_CITATIONS
 DEFAULT_PROPOSED_BUDGET = 10  # PAGE_PROPOSED_ENTRY_BUDGET's default (spec 003, "Settings")
 
