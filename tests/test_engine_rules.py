@@ -361,6 +361,8 @@ def _every_page_kind(page: str, other: str, trashed: str, comment: str, entry: s
                                  by="agent", scope="apps/server", citations=[{"link": "acme/api#12", "kind": "issue"}],
                                  checks=[{"index": 1, "result": "held", "commit": None, "blob": None}],
                                  supersedes=entry, budget=10),
+        "entry.edit": R.entry_edit("eng-bot", entry_id=entry, body="The cache holds for five minutes.", kind="FACT",
+                                   scope="apps/server", by="agent", reason="misread the TTL"),
         "entry.status": R.entry_status("alex", entry_id=entry, action="accept", by="person", reason="checked it"),
         "entry.corroborate": R.entry_corroborate("sam", entry_id=entry),
         "entry.citation_check": R.entry_citation_check("crewlet", entry_id=entry, index=1, result="shifted",

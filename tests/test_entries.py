@@ -414,3 +414,46 @@ def test_a_person_verifying_a_proposed_correction_accepts_it_and_retires_the_old
     shown = bank.verify(fix.id, actor="sam", reason="read cache.py")
     assert (shown.status, shown.verified_by, shown.tier) == ("STANDING", "sam", HUMAN_VERIFIED)
     assert bank.show(old.id).status == "SUPERSEDED"
+
+
+# -- edits ----------------------------------------------------------------------------------------------------
+
+def test_an_agent_changes_its_own_entry_while_proposed_and_a_person_any_in_the_bank(bank, page, node):
+    mine = bank.add(page, "The queue drains nightly.", actor="eng-bot")
+    edited = bank.edit(mine.id, body="The queue drains every night at 02:00.", kind="gotcha", actor="eng-bot",
+                       reason="the hour")
+    assert (edited.body, edited.kind, edited.status) == ("The queue drains every night at 02:00.", "GOTCHA", "PROPOSED")
+    assert edited.history[-1] | {"at": 0, "seq": 0} == {
+        "seq": 0, "actor": "eng-bot", "actor_kind": "agent", "at": 0, "action": "edit", "from_status": "PROPOSED",
+        "to_status": "PROPOSED", "reason": "the hour"}
+    theirs = bank.add(page, "Deploys happen on Tuesdays.", actor="alex")
+    with pytest.raises(Refused) as exc:
+        bank.edit(theirs.id, body="Deploys happen on Fridays.", actor="eng-bot")
+    assert exc.value.code == "forbidden" and "only its own entries while proposed" in _one_line(exc)
+    bank.accept(mine.id, actor="alex")
+    with pytest.raises(Refused) as exc:                         # accepted: no longer the agent's to change
+        bank.edit(mine.id, body="The queue drains at 03:00.", actor="eng-bot")
+    assert exc.value.code == "forbidden"
+    assert bank.edit(mine.id, scope="apps/worker", actor="sam").scope == "apps/worker"
+    # the applier holds the rule against a record that went around the API
+    out = node.submit_one(records.entry_edit("eng-bot", entry_id=theirs.id, body="Deploys happen on Fridays.",
+                                             kind="FACT", scope=None, by="agent"))
+    assert (out.status, out.code) == ("refused", "forbidden")
+
+
+def test_an_edit_that_repeats_another_entry_or_says_nothing_new_is_refused(bank, page, node):
+    bank.add(page, "Deploys happen on Tuesdays.", actor="alex")
+    other = bank.add(page, "Deploys happen on Fridays.", actor="alex")
+    with pytest.raises(Refused) as exc:
+        bank.edit(other.id, body="deploys happen on TUESDAYS.", actor="alex")
+    assert exc.value.code == "repeat"
+    with pytest.raises(Refused) as exc:
+        bank.edit(other.id, body="- Deploys happen on Fridays\n- Builds run nightly\n- Caches clear on Sunday",
+                  actor="alex")
+    assert exc.value.code == "entry_several_claims"
+    same = node.submit_one(records.entry_edit("alex", entry_id=other.id, body="Deploys happen on Fridays.",
+                                              kind="FACT", scope=None, by="person"))
+    assert same.status == "noop"
+    # the exact-repeat fold reads what an entry says now
+    bank.edit(other.id, body="Deploys happen on Mondays.", actor="alex")
+    assert bank.add(page, "deploys happen on mondays.", actor="eng-bot").id == other.id

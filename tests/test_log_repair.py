@@ -409,7 +409,10 @@ def _every_kind_history(home: Home) -> dict[str, str]:
         e3 = bank.add(a.id, "The cache holds for ten minutes.", actor="eng-bot")
         bank.dispute(e3.id, actor="alex", reason="it is five")
         e4 = bank.add(a.id, "The queue drains nightly.", actor="eng-bot")
+        bank.edit(e4.id, body="The queue drains every night at 02:00.", actor="eng-bot", reason="the hour")
+        bank.edit(e4.id, kind="GOTCHA", scope="apps/worker", actor="eng-bot")
         bank.archive(e4.id, actor="eng-bot")
+        bank.edit(e2.id, body="Deploys happen on Tuesdays and never on Fridays.", actor="alex")
         bank.record_check(fix.id, 1, "moved", commit="c" * 40, blob="d" * 40,
                           anchor={"path": "api/retry.py", "lines": [10, 12]}, message="re-anchored")
         bank.set_policy(a.id, "locked", actor="alex")

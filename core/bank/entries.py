@@ -219,6 +219,31 @@ class EntryBank:
                         scope=scope if scope is not None else old["scope"], citations=citations,
                         supersedes=entry_id, actor=actor)
 
+    def edit(self, entry_id: str, *, body: str | None = None, kind: str | None = None, scope: str | None = None,
+             actor: str | None = None, reason: str | None = None) -> Entry:
+        """Change what an entry says (what is not given stays): an agent's own entry while proposed, or any entry
+        in the bank by a person. Its citations stay; new evidence is a correction (`supersede`)."""
+        who = self._writer(actor)
+        row = self._entry_row(entry_id)
+        if who.is_agent and (row["author"] != who.handle or row["status"] != PROPOSED):
+            raise Refused(f"an agent changes only its own entries while proposed; entry {entry_id} is "
+                          f"{row['author']}'s and {row['status']}", code="forbidden")
+        new_body = row["body"] if body is None else body
+        new_kind = row["kind"] if kind is None else kind
+        refusal = check_entry_body(new_body, new_kind)
+        if refusal is not None:
+            cls = Refused if refusal.code in _REFUSED_BODIES else Invalid
+            raise cls(refusal.message, code=refusal.code)
+        if scope is None:
+            new_scope = row["scope"]
+        else:
+            parsed = parse_scope(scope, list(self.repositories))
+            new_scope = str(parsed) if parsed is not None else None
+        self._submit(records.entry_edit(who.handle, entry_id=entry_id, body=new_body.strip(),
+                                        kind=new_kind.strip().upper(), scope=new_scope, by=self._by(who),
+                                        reason=reason))
+        return self.show(entry_id)
+
     def _status(self, entry_id: str, action: str, actor: str | None, reason: str | None) -> Entry:
         who = self._writer(actor)
         row = self._entry_row(entry_id)

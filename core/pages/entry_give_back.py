@@ -39,7 +39,8 @@ def entry_add(conn: Any, seq: int, op: Any, related: Related) -> Candidates:
             _purged(conn, page_id)
             actor, at, body, kind = REPAIR_ACTOR, at_of(op["op_id"]), _STAND_IN, "FACT"
         else:
-            actor, at, body, kind = row["actor"], row["at"], entry["body"], entry["kind"]
+            body, kind, _scope = _said_after(conn, entry, seq)     # what the entry said when it was repeated
+            actor, at = row["actor"], row["at"]
         return [_rec(op, actor, at, {"entry_id": op["op_id"][:16], "page_id": page_id, "kind": kind, "body": body,
                                      "by": by, "scope": None, "citations": []}) for by in (AGENT, PERSON)], \
             "its own text is not kept: the entry it repeated stands for it"
@@ -51,8 +52,9 @@ def entry_add(conn: Any, seq: int, op: Any, related: Related) -> Candidates:
     added = _history(conn, op["op_id"], entry_id)
     if added is None:
         raise CannotSay(f"entry {entry_id} keeps no record of its adding")
-    payload: dict[str, Any] = {"entry_id": entry_id, "page_id": entry["page_id"], "kind": entry["kind"],
-                               "body": entry["body"], "by": added["actor_kind"], "scope": entry["scope"],
+    body, kind, scope = _said_after(conn, entry, added["seq"])
+    payload: dict[str, Any] = {"entry_id": entry_id, "page_id": entry["page_id"], "kind": kind, "body": body,
+                               "by": added["actor_kind"], "scope": scope,
                                "citations": json.loads(entry["citations"])}
     checks = []
     for c in conn.execute("SELECT * FROM citation_checks WHERE op_id = ? ORDER BY idx", (op["op_id"],)):
@@ -65,6 +67,32 @@ def entry_add(conn: Any, seq: int, op: Any, related: Related) -> Candidates:
     if entry["supersedes"]:
         payload["supersedes"] = entry["supersedes"]
     return [_rec(op, added["actor"], added["at"], payload)], ""
+
+
+def _said_after(conn: Any, entry: Any, seq: int) -> tuple[str, str, str | None]:
+    """What the entry said just after record `seq`: the next edit's before-values, else what it says now."""
+    nxt = conn.execute("SELECT body_before, kind_before, scope_before FROM entry_history WHERE entry_id = ? AND "
+                       "action = 'edit' AND seq > ? ORDER BY seq LIMIT 1", (entry["id"], seq)).fetchone()
+    if nxt is not None:
+        return nxt["body_before"], nxt["kind_before"], nxt["scope_before"]
+    return entry["body"], entry["kind"], entry["scope"]
+
+
+def entry_edit(conn: Any, seq: int, op: Any, related: Related) -> Candidates:
+    result = _outcome(op)
+    entry_id = result.get("entry_id")
+    row = _history(conn, op["op_id"], entry_id)
+    entry = conn.execute("SELECT * FROM entries WHERE id = ?", (entry_id,)).fetchone()
+    if row is None or entry is None:
+        _purged(conn, result.get("page_id"))
+        return [_rec(op, REPAIR_ACTOR, at_of(op["op_id"]), {"entry_id": entry_id, "body": _STAND_IN, "kind": "FACT",
+                                                            "scope": None, "by": PERSON})], PURGED_SINCE
+    body, kind, scope = _said_after(conn, entry, row["seq"])
+    payload: dict[str, Any] = {"entry_id": entry_id, "body": body, "kind": kind, "scope": scope,
+                               "by": row["actor_kind"]}
+    if row["reason"] is not None:
+        payload["reason"] = row["reason"]
+    return [_rec(op, row["actor"], row["at"], payload)], ""
 
 
 def entry_status(conn: Any, seq: int, op: Any, related: Related) -> Candidates:

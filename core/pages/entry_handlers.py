@@ -188,6 +188,46 @@ def entry_status(conn: Connection, rec: Record) -> dict[str, Any]:
     return {**done, "status": after, "from": before, "superseded": retired}
 
 
+def entry_edit(conn: Connection, rec: Record) -> dict[str, Any]:
+    p = rec.payload
+    by = _by(rec)
+    body, kind, scope, reason = p["body"], p["kind"], p.get("scope"), p.get("reason")
+    entry = _entry(conn, p["entry_id"])
+    page = _live_page(conn, entry["page_id"])
+    if by == AGENT and (entry["author"] != rec.actor or entry["status"] != PROPOSED):
+        whose = "its own" if entry["author"] == rec.actor else f"{entry['author']}'s"
+        raise Refuse("forbidden", f"an agent changes only its own entries while proposed; entry {entry['id']} is "
+                     f"{whose} and {entry['status']}")
+    if entry["status"] in OUT_OF_USE:
+        raise Refuse("out_of_use", f"entry {entry['id']} is {entry['status']}: kept for the record as it was")
+    if by == AGENT and policy_of(conn, page["id"]) == LOCKED:
+        raise Refuse("locked", f"{page['container']}/{page['title']} is LOCKED: an agent changes no entry on it")
+    if kind not in ENTRY_KINDS:
+        raise Refuse("invalid_kind", f"an entry's kind is one of {', '.join(ENTRY_KINDS)}, not {kind!r}")
+    folded = fold_body(body)
+    if not folded:
+        raise Refuse("invalid_body", "an entry says one fact: its body is empty")
+    if len(body) > MAX_ENTRY_BODY:
+        raise Refuse("body_too_long", f"an entry's body is at most {MAX_ENTRY_BODY} characters; this one has "
+                     f"{len(body)}")
+    before = conn.execute("SELECT body, kind, scope FROM entries WHERE id = ?", (entry["id"],)).fetchone()
+    done = {"entry_id": entry["id"], "page_id": entry["page_id"]}
+    if (before["body"], before["kind"], before["scope"]) == (body, kind, scope):
+        raise Noop(f"entry {entry['id']} says this already", done)
+    if folded != entry["folded"]:
+        same = conn.execute("SELECT id FROM entries WHERE folded = ? AND id != ? AND status NOT IN (?, ?) LIMIT 1",
+                            (folded, entry["id"], *OUT_OF_USE)).fetchone()
+        if same is not None and policy_of(conn, page["id"]) != OPEN:
+            raise Refuse("repeat", f"entry {same['id']} says this already: corroborate it, or archive this one")
+    conn.execute("UPDATE entries SET body = ?, folded = ?, kind = ?, scope = ?, version = ? WHERE id = ?",
+                 (body, folded, kind, scope, rec.seq, entry["id"]))
+    conn.execute("INSERT INTO entry_history (op_id, entry_id, seq, actor, actor_kind, at, action, from_status, "
+                 "to_status, reason, body_before, kind_before, scope_before) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                 (rec.op_id, entry["id"], rec.seq, rec.actor, by, rec.at, "edit", entry["status"], entry["status"],
+                  reason, before["body"], before["kind"], before["scope"]))
+    return done
+
+
 def entry_corroborate(conn: Connection, rec: Record) -> dict[str, Any]:
     entry = _entry(conn, rec.payload["entry_id"])
     if entry["status"] in OUT_OF_USE:

@@ -115,6 +115,11 @@ KINDS = LogKinds("pages", own_tables=("applied_ops",), kinds=[
                       "scope": may(TEXT, NONE), "citations": may(LIST, items=DICT), "checks": may(LIST, items=DICT),
                       "supersedes": may(TEXT, NONE), "budget": may(INT, NONE)},
                handle=entry_do.entry_add, give_back=entry_back.entry_add, related=("page_id", "entry_id")),
+    # what an entry says, changed; what it said before is kept in its history (a repair reads the add back there)
+    RecordKind("entry.edit", build.entry_edit, writes=("entries", "entry_history"),
+               shape={"entry_id": _ID, "body": need(TEXT), "kind": need(TEXT), "scope": may(TEXT, NONE),
+                      "by": need(TEXT), "reason": may(TEXT, NONE)},
+               handle=entry_do.entry_edit, give_back=entry_back.entry_edit, related=("entry_id",)),
     # an accepted correction retires what it supersedes: the status record writes both entries' rows
     RecordKind("entry.status", build.entry_status, writes=("entries", "entry_history"),
                shape={"entry_id": _ID, "action": need(TEXT), "by": need(TEXT), "reason": may(TEXT, NONE)},

@@ -163,6 +163,16 @@ def entry_status(actor: str, *, entry_id: str, action: str, by: str, reason: str
     return Record.new("entry.status", actor, payload, op_id=op_id)
 
 
+def entry_edit(actor: str, *, entry_id: str, body: str, kind: str, scope: str | None, by: str,
+               reason: str | None = None, op_id: str | None = None) -> Record:
+    """What an entry says, changed (body, kind, scope: all three, as they are to be): an agent's own entry while
+    proposed, or a person's edit. Its citations stay: new evidence is a correction (supersede)."""
+    payload: dict[str, Any] = {"entry_id": entry_id, "body": body, "kind": kind, "scope": scope, "by": by}
+    if reason and reason.strip():
+        payload["reason"] = reason.strip()
+    return Record.new("entry.edit", actor, payload, op_id=op_id)
+
+
 def entry_corroborate(actor: str, *, entry_id: str, op_id: str | None = None) -> Record:
     """An exact repeat of entry `entry_id`, folded into it: it counts once more, with who repeated it."""
     return Record.new("entry.corroborate", actor, {"entry_id": entry_id}, op_id=op_id)

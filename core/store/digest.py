@@ -70,7 +70,8 @@ TABLES: tuple[Table, ...] = (
                           "created_at, supersedes, superseded_by, verified_by, verified_at, status_by, status_at, "
                           "status_reason, version FROM entries ORDER BY id"),
     Table("entry_history", rows="SELECT op_id, entry_id, seq, actor, actor_kind, at, action, from_status, to_status, "
-                                "reason FROM entry_history ORDER BY seq, op_id, entry_id"),
+                                "reason, body_before, kind_before, scope_before FROM entry_history "
+                                "ORDER BY seq, op_id, entry_id"),
     Table("entry_corroborations", rows="SELECT op_id, entry_id, actor, at FROM entry_corroborations ORDER BY op_id"),
     Table("citation_checks", rows="SELECT op_id, idx, entry_id, seq, result, commit_id, blob, anchor, message, "
                                   "checked_at FROM citation_checks ORDER BY seq, op_id, idx"),

@@ -424,10 +424,13 @@ def m011_entries(conn: Any) -> None:
             actor TEXT NOT NULL,
             actor_kind TEXT NOT NULL,
             at INTEGER NOT NULL,
-            action TEXT NOT NULL,          -- add | accept | verify | dispute | archive | supersede
+            action TEXT NOT NULL,          -- add | edit | accept | verify | dispute | archive | supersede
             from_status TEXT,
             to_status TEXT NOT NULL,
             reason TEXT,
+            body_before TEXT,              -- an edit: what the entry said before it (NULL for every other action)
+            kind_before TEXT,
+            scope_before TEXT,
             PRIMARY KEY (op_id, entry_id)
         );
         CREATE INDEX entry_history_entry ON entry_history(entry_id, seq);
