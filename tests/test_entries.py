@@ -457,3 +457,14 @@ def test_an_edit_that_repeats_another_entry_or_says_nothing_new_is_refused(bank,
     # the exact-repeat fold reads what an entry says now
     bank.edit(other.id, body="Deploys happen on Mondays.", actor="alex")
     assert bank.add(page, "deploys happen on mondays.", actor="eng-bot").id == other.id
+
+
+def test_a_pages_entries_in_use_rank_verified_then_grounded_then_the_others(bank, page):
+    link = [{"link": "acme/api#12", "kind": "issue"}]
+    plain = bank.add(page, "Builds run nightly.", actor="alex")                       # UNGROUNDED: cites nothing
+    grounded = bank.add(page, "Retries double the load.", citations=link, actor="alex")
+    verified = bank.add(page, "Deploys happen on Tuesdays.", actor="alex")
+    bank.verify(verified.id, actor="sam")
+    bank.add(page, "The cache holds for ten minutes.", citations=link, actor="eng-bot")  # proposed: not in use
+    assert [(e.id, e.tier) for e in bank.entries(page)] == [
+        (verified.id, HUMAN_VERIFIED), (grounded.id, GROUNDED), (plain.id, UNGROUNDED)]

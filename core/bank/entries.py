@@ -18,7 +18,7 @@ from ..clock import now_ms
 from ..config import Actor, remote_site
 from ..errors import Invalid, NotFound, Refused
 from ..pages import records
-from ..pages.entry_model import (ACCEPT, ACTIONS, AGENT, ARCHIVE, CHANGED, CURATED, DEFAULT_PROPOSED_BUDGET,
+from ..pages.entry_model import (ACCEPT, ACTIONS, AGENT, ARCHIVE, CHANGED, DEFAULT_PROPOSED_BUDGET,
                                  DISPUTE, DISPUTED, ENTRY_KINDS, FACT, GONE, HELD, IN_USE, LOCKED, MAX_ENTRY_BODY,
                                  OPEN, OUT_OF_USE, PERSON, POLICIES, PROPOSED, VERIFY, fold_body,
                                  page_policy)
@@ -200,7 +200,7 @@ class EntryBank:
             scope=str(parsed) if parsed is not None else None,
             citations=[dict(c.citation.to_json()) if c.citation is not None else {} for c in checks],
             checks=[_check_record(c) for c in checks], supersedes=supersedes,
-            budget=self.budget if policy == CURATED else None))
+            budget=self.budget))      # the applier holds it to it where the page is CURATED when it applies
         if out.result.get("folded"):          # a repeat landed first, between our look and the append
             return self._folded(out.result["entry_id"])
         return self.show(entry_id)
