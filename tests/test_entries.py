@@ -14,7 +14,7 @@ from test_repos_support import GitRepo, numbered
 
 from core.bank.entries import EntryBank
 from core.bank.trust import GROUNDED, HUMAN_VERIFIED, UNGROUNDED
-from core.errors import Invalid, NotFound, Refused
+from core.errors import CrewletError, Invalid, NotFound, Refused
 from core.node import Node
 from core.pages import records
 from core.pages.service import KnowledgeBase
@@ -468,3 +468,13 @@ def test_a_pages_entries_in_use_rank_verified_then_grounded_then_the_others(bank
     bank.add(page, "The cache holds for ten minutes.", citations=link, actor="eng-bot")  # proposed: not in use
     assert [(e.id, e.tier) for e in bank.entries(page)] == [
         (verified.id, HUMAN_VERIFIED), (grounded.id, GROUNDED), (plain.id, UNGROUNDED)]
+
+
+def test_every_read_checks_its_actor(bank, page):
+    entry = bank.add(page, "Builds run nightly.", actor="alex")
+    for read in (lambda: bank.show(entry.id, actor="nobody"), lambda: bank.entries(page, actor="nobody"),
+                 lambda: bank.needs_person(actor="nobody"), lambda: bank.policy(page, actor="nobody")):
+        with pytest.raises(CrewletError) as exc:      # a handle the company does not configure
+            read()
+        assert "nobody" in str(exc.value) and "\n" not in str(exc.value)
+    assert bank.show(entry.id, actor="eng-bot").id == entry.id

@@ -286,7 +286,8 @@ class EntryBank:
         self._submit(records.page_policy(who.handle, page_id=row["id"], policy=policy, by=PERSON))
         return policy
 
-    def policy(self, page: str) -> str:
+    def policy(self, page: str, *, actor: str | None = None) -> str:
+        self.kb.reader(actor)
         row = self.kb._row(page)
         with self.node.lock:
             return page_policy(self.conn, row["id"])
@@ -328,10 +329,11 @@ class EntryBank:
                 continue
         return out
 
-    def show(self, entry_id: str, *, at_head: bool = False) -> Entry:
+    def show(self, entry_id: str, *, at_head: bool = False, actor: str | None = None) -> Entry:
         """One entry with its citations (each with every check), its corroborations and its history. `at_head`:
         each cited file is read at its branch head, and a file changed since its last check says so (the entry
         then serves as UNGROUNDED until rechecked)."""
+        self.kb.reader(actor)
         row = self._entry_row(entry_id)
         head_blobs = None
         if at_head:
@@ -346,8 +348,10 @@ class EntryBank:
                 "WHERE entry_id = ? ORDER BY seq", (entry_id,))]
         return entry
 
-    def entries(self, page: str, *, statuses: Sequence[str] | None = IN_USE) -> list[Entry]:
+    def entries(self, page: str, *, statuses: Sequence[str] | None = IN_USE,
+                actor: str | None = None) -> list[Entry]:
         """A page's entries (in use by default; `statuses=None`: all), verified and grounded first, then newest."""
+        self.kb.reader(actor)
         row = self.kb._row(page)
         with self.node.lock:
             if statuses is None:
@@ -359,9 +363,10 @@ class EntryBank:
             out = [self._build(r) for r in rows]
         return sorted(out, key=lambda e: (TIER_RANK[e.tier], -e.created_at, e.id))
 
-    def needs_person(self) -> list[NeedsPerson]:
+    def needs_person(self, *, actor: str | None = None) -> list[NeedsPerson]:
         """What waits for a person: proposed entries, disputed ones, and entries in use whose cited code changed
         or went (no model judged it): each with why."""
+        self.kb.reader(actor)
         with self.node.lock:
             rows = self.conn.execute("SELECT * FROM entries WHERE status IN (?, ?, ?, ?) ORDER BY created_at, id",
                                      (PROPOSED, DISPUTED, *IN_USE)).fetchall()
