@@ -392,6 +392,7 @@ def test_entries_reach_a_second_node_and_come_back_after_a_log_repair(tmp_path):
 
 
 def test_an_entry_says_itself_in_json_with_ages_against_crewlet_now(bank, page, monkeypatch):
+    """Ages are said on the bank's calendar (core.clock.calendar_now_ms: CREWLET_NOW for drills and tests)."""
     entry = bank.add(page, "Retries double the load.", citations=[{"link": "acme/api#12", "kind": "issue"}],
                      actor="alex")
     from datetime import datetime, timezone
@@ -402,10 +403,8 @@ def test_an_entry_says_itself_in_json_with_ages_against_crewlet_now(bank, page, 
     assert (said["tier"], said["status"], said["page"]) == ("GROUNDED", "STANDING", "ENG/Caching")
     assert said["citations"][0]["said"] == "held, checked 2 d ago"
     assert [h["action"] for h in said["history"]] == ["add"]
-    monkeypatch.setenv("CREWLET_NOW", "next tuesday")
-    with pytest.raises(Invalid) as exc:
-        bank.show(entry.id).to_json()
-    assert "CREWLET_NOW" in _one_line(exc)
+    monkeypatch.setenv("CREWLET_NOW", "next tuesday")          # not a date-time: warned, and the real clock applies
+    assert bank.show(entry.id).to_json()["citations"][0]["said"] == "held, checked just now"
 
 
 def test_a_person_verifying_a_proposed_correction_accepts_it_and_retires_the_old(bank, page):
@@ -478,3 +477,22 @@ def test_every_read_checks_its_actor(bank, page):
             read()
         assert "nobody" in str(exc.value) and "\n" not in str(exc.value)
     assert bank.show(entry.id, actor="eng-bot").id == entry.id
+
+
+def test_the_budget_and_the_repositories_come_from_company_toml(make_home, tmp_path):
+    """PAGE_PROPOSED_ENTRY_BUDGET under [knowledge] and [repositories.NAME]: read by the bank when not given."""
+    from conftest import config_with
+
+    g = GitRepo(tmp_path / "server")
+    g.write("src/cache.py", "TTL_SECONDS = 600\n")
+    sha = g.commit("first")
+    home = make_home(config_with(knowledge={"page_proposed_entry_budget": 1},
+                                 repositories={"server": {"path": str(g.path)}}))
+    with Node.open(home) as node, EntryBank(node) as bank:
+        page = KnowledgeBase(node).create_page("ENG", "Caching", "", actor="alex").id
+        cite = {"repository": "server", "path": "src/cache.py", "lines": [1, 1], "commit": sha}
+        entry = bank.add(page, "The cache holds for ten minutes.", citations=[cite], actor="eng-bot")
+        assert entry.citations[0].result == "held" and entry.citations[0].commit == sha
+        with pytest.raises(Refused) as exc:
+            bank.add(page, "The cache is per process.", actor="eng-bot")
+        assert exc.value.code == "budget" and "PAGE_PROPOSED_ENTRY_BUDGET = 1" in _one_line(exc)

@@ -9,24 +9,23 @@ come from the tables those records fill, with each entry's trust tier derived (t
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..clock import now_ms
+from ..clock import calendar_now_ms
 from ..config import Actor, remote_site
 from ..errors import Invalid, NotFound, Refused
 from ..pages import records
-from ..pages.entry_model import (ACCEPT, ACTIONS, AGENT, ARCHIVE, CHANGED, DEFAULT_PROPOSED_BUDGET,
-                                 DISPUTE, DISPUTED, ENTRY_KINDS, FACT, GONE, HELD, IN_USE, LOCKED, MAX_ENTRY_BODY,
-                                 OPEN, OUT_OF_USE, PERSON, POLICIES, PROPOSED, VERIFY, fold_body,
+from ..pages.entry_model import (ACCEPT, ACTIONS, AGENT, ARCHIVE, CHANGED, DISPUTE, DISPUTED, FACT, GONE, HELD,
+                                 IN_USE, LOCKED, OPEN, OUT_OF_USE, PERSON, POLICIES, PROPOSED, VERIFY, fold_body,
                                  page_policy)
 from ..pages.rules import acting
 from ..pages.service import KnowledgeBase, Writer
 from ..replica.appliers import Decision
-from ..repos import (HOLDS, NOT_READ_YET, CitationCheck, Repository, Unreadable, check_citations,
-                     first_failure, parse_scope)
+from ..repos import (HOLDS, NOT_READ_YET, CitationCheck, Repositories, Repository, Unreadable,
+                     check_citations, first_failure, parse_scope)
+from .repositories import open_repositories
 from ..text.claims import check_entry_body
 from .trust import TIER_RANK, CitationState, trust_tier
 
@@ -68,7 +67,7 @@ class Entry:
         return self.status in IN_USE
 
     def to_json(self, now: int | None = None) -> dict[str, Any]:
-        now = clock_now() if now is None else now
+        now = calendar_now_ms() if now is None else now
         out = {k: v for k, v in self.__dict__.items() if k not in ("citations", "history")}
         out["citations"] = [c.to_json(now) for c in self.citations]
         if self.history:
@@ -94,34 +93,42 @@ def _check_record(check: CitationCheck) -> dict[str, Any]:
     return out
 
 
-def clock_now() -> int:
-    """Now, in ms; `CREWLET_NOW` (an ISO date-time) sets it for drills and tests (ages, decay)."""
-    raw = os.environ.get("CREWLET_NOW", "").strip()
-    if raw:
-        from datetime import datetime, timezone
-
-        try:
-            at = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-        except ValueError:
-            raise Invalid(f"CREWLET_NOW={raw!r} is not an ISO date-time (2026-12-02T10:00:00Z) — fix or unset it",
-                          code="invalid_setting") from None
-        if at.tzinfo is None:
-            at = at.replace(tzinfo=timezone.utc)
-        return int(at.timestamp() * 1000)
-    return now_ms()
-
-
 class EntryBank:
     """The entries of a node's knowledge base. `repositories`: the company's repositories by name (citations are
-    read there at write); `budget`: PAGE_PROPOSED_ENTRY_BUDGET, the proposed entries one agent may leave on one
-    CURATED page."""
+    read there at write); None opens the configured ones ([repositories.NAME]) at the first read and `close()`
+    ends their processes. `budget`: PAGE_PROPOSED_ENTRY_BUDGET, the proposed entries one agent may leave on one
+    CURATED page; None reads the bank's setting ([knowledge] or the environment) at each add."""
 
     def __init__(self, node: Writer, *, repositories: Mapping[str, Repository] | None = None,
-                 budget: int = DEFAULT_PROPOSED_BUDGET) -> None:
+                 budget: int | None = None) -> None:
         self.node = node
         self.kb = KnowledgeBase(node)
-        self.repositories: Mapping[str, Repository] = repositories if repositories is not None else {}
-        self.budget = budget
+        self._repositories = repositories
+        self._owned: Repositories | None = None
+        self._budget = budget
+
+    @property
+    def repositories(self) -> Mapping[str, Repository]:
+        if self._repositories is None:
+            self._owned = open_repositories(self.kb.company.repositories)
+            self._repositories = self._owned
+        return self._repositories
+
+    @property
+    def budget(self) -> int:
+        return self._budget if self._budget is not None else self.kb.company.bank.page_proposed_entry_budget
+
+    def close(self) -> None:
+        """End the processes of the repositories this bank opened itself."""
+        if self._owned is not None:
+            self._owned.close()
+            self._owned, self._repositories = None, None
+
+    def __enter__(self) -> "EntryBank":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @property
     def conn(self) -> Any:

@@ -35,7 +35,6 @@ from ..text.claims import MAX_ENTRY_CHARS
 # One fact is a sentence or three (the one-claim check's bound, core/text/claims.py; docs/entries.md says why)
 MAX_ENTRY_BODY = MAX_ENTRY_CHARS
 MAX_ENTRY_CITATIONS = 10      # as core/repos MAX_CITATIONS
-DEFAULT_PROPOSED_BUDGET = 10  # PAGE_PROPOSED_ENTRY_BUDGET's default (spec 003, "Settings")
 
 # action -> (the statuses it applies from, the status it leaves, who may take it). An agent may archive only its
 # own entry while proposed (checked apart); verify keeps the status (a proposed entry verified is accepted too).
