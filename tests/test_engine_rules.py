@@ -492,7 +492,7 @@ def test_every_worst_shape_of_every_vector_record_kind_files_nothing_and_the_log
     samples = _every_vector_kind()
     assert kind in samples, f"declared kind {kind} has no sample record here: add one to _every_vector_kind"
     good = samples[kind]
-    assert shape_problem(good.payload, V.shapes()[kind]) is None      # what the builder writes is of its shape
+    assert shape_problem(good.payload, KINDS.shapes[kind]) is None      # what the builder writes is of its shape
     bad = []
     for key in _needed(KINDS, kind):
         bad.append(Record(kind, f"{good.op_id}-no-{key}", good.actor, good.at,

@@ -9,7 +9,7 @@ To add a kind (spec 003's entries, issue 35, were the first: `entry.add` … `en
 
 1. its table, if it has one: a migration (core/store/migrations.py) and the table's line in the digest's
    `TABLES` (core/store/digest.py: its replicated columns, in a fixed order); and, if its rows sit under a page,
-   what a purge does to them (`PURGED_WITH_PAGE` below);
+   what a purge does to them (`PURGED_WITH_PAGE`, before the declarations);
 2. its builder in records.py, its handler in handlers.py, its give-back in give_back.py;
 3. its declaration below, as
 
