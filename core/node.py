@@ -118,6 +118,10 @@ class Node:
         """Open the home: check the database's position on each log and apply what was appended since
         (`catch_up`; `progress` hears each batch). A node of a shared directory first checks that the
         directory is there and that its filesystem honours the writers' lock (refused otherwise)."""
+        if home.join_note.exists():   # a `sync join` a killed process left half done: finished before anything is read
+            from .log import joining
+
+            joining.finish(home)
         missing = home.config_problem()
         if missing:     # said before "company.toml: not found — run crewlet init", which would adopt the database
             raise CrewletError(missing, code="config_missing")

@@ -73,6 +73,12 @@ class Home:
         return (self.shared or self.root) / "company.toml"
 
     @property
+    def join_note(self) -> Path:
+        """A `sync join` under way, written down before its first step (core/sync/join.py `finish`): the next
+        open finishes it (or undoes it) before it reads anything else of the home."""
+        return self.root / (NODE_FILE + ".joining")
+
+    @property
     def db_file(self) -> Path:
         return self.root / "crewlet.db"
 
@@ -164,9 +170,10 @@ class Home:
 
     def exists(self) -> bool:
         """An initialised home — or a node of a shared directory, even one that cannot be reached
-        right now, or a home whose company.toml is gone (opening either then says so, rather than
-        offering to create a home over it)."""
-        return self.config_file.is_file() or self.shared is not None or self.config_problem() is not None
+        right now, or a home whose company.toml is gone, or one a `sync join` stopped halfway in (opening
+        each then says so or finishes it, rather than offering to create a home over it)."""
+        return (self.config_file.is_file() or self.shared is not None or self.config_problem() is not None
+                or self.join_note.exists())
 
     def config_problem(self) -> str | None:
         """Why a home that is here has no company.toml to run under (None when it has one, or when nothing
@@ -174,6 +181,9 @@ class Home:
         it made. Said with the fix, because `crewlet init` here would otherwise adopt that database under
         a configuration that did not make it (core.node.init_home refuses to)."""
         config = self.config_file
+        if self.join_note.exists():   # opening the home finishes (or undoes) it first; `init` must not build on it
+            return (f"a `crewlet sync join` stopped halfway in {self.root} ({self.join_note.name}) — run "
+                    "`crewlet sync join` again (or any command on this home) to finish or undo it")
         if self.shared is not None or config.is_file():
             return None
         if config.exists() or config.is_symlink():

@@ -20,9 +20,11 @@ import fcntl
 import json
 import logging
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from ..durable import fsync_dir, write_atomic
 from .db import connect
@@ -37,15 +39,55 @@ def note_path(db: Path) -> Path:
     return db.with_name(db.name + ".replacing")
 
 
+# the home directories this process holds the lock of, with how deep: a flock taken twice by one process on two
+# descriptors waits for itself, and a join (which holds the lock throughout) swaps the database inside it
+_HELD: dict[Path, int] = {}
+_HELD_LOCK = threading.RLock()
+
+
 @contextmanager
 def held(db: Path) -> Iterator[None]:
-    """Hold the swaps of `db` off (another swap, another process finishing this one)."""
-    fd = os.open(db.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    """Hold the swaps of `db` off (another swap, another process finishing this one, a join of its home).
+    Re-entrant within a process: a holder may call what takes it again."""
+    where = db.parent.resolve()
+    with _HELD_LOCK:
+        if _HELD.get(where):
+            _HELD[where] += 1
+            try:
+                yield
+            finally:
+                _HELD[where] -= 1
+            return
+        fd = os.open(where, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            _HELD[where] = 1
+            try:
+                yield
+            finally:
+                _HELD.pop(where, None)
+        finally:
+            os.close(fd)   # closing the last descriptor releases the lock
+
+
+def write_note(note: Path, plan: dict[str, Any]) -> None:
+    """Write down, durably and whole, what is about to be done (before any of it is done)."""
+    write_atomic(note, json.dumps(plan).encode())
+
+
+def read_note(note: Path, what: str, fix: str) -> dict[str, Any] | None:
+    """The plan a note holds; None when there is none (finished meanwhile by whoever held the lock before us)."""
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)   # closing the last descriptor releases the lock
+        plan = json.loads(note.read_text(encoding="utf-8"))
+        if not isinstance(plan, dict):
+            raise ValueError("not a JSON object")
+        return plan
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        # a note that cannot be read was never whole: write_atomic renames it into place only once written,
+        # so this is not a note of ours — name it rather than guess what it meant
+        raise OSError(f"{note} cannot be read ({exc}) — {what} was under way; {fix}") from None
 
 
 def replace(db: Path, incoming: Path, aside: Path, carry: Sequence[str]) -> Path | None:
@@ -53,8 +95,7 @@ def replace(db: Path, incoming: Path, aside: Path, carry: Sequence[str]) -> Path
     one as `aside`, and copy into the new file the rows of `carry` (this node's own tables) it lacks. The
     caller holds `held(db)`. Returns where the old database was kept (None when there was none)."""
     had = db.exists()
-    write_atomic(note_path(db), json.dumps({"incoming": incoming.name, "aside": aside.name,
-                                            "carry": list(carry)}).encode())
+    write_note(note_path(db), {"incoming": incoming.name, "aside": aside.name, "carry": list(carry)})
     finish_held(db)
     return aside if had else None
 
@@ -71,17 +112,15 @@ def finish(db: Path) -> Path | None:
 def finish_held(db: Path) -> Path | None:
     """`finish` for a caller that holds `held(db)` already (a flock is not taken twice by one process)."""
     note = note_path(db)
+    fix = f"move it aside once {db} is the database you want"
+    plan = read_note(note, "a database swap", fix)
+    if plan is None:
+        return None   # finished meanwhile by the process that held the lock before us
     try:
-        plan = json.loads(note.read_text(encoding="utf-8"))
         incoming, aside = db.with_name(plan["incoming"]), db.with_name(plan["aside"])
         carry = [str(t) for t in plan["carry"]]
-    except FileNotFoundError:
-        return None   # finished meanwhile by the process that held the lock before us
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        # a note that cannot be read was never whole: write_atomic renames it into place only once written,
-        # so this is not a note of ours — name it rather than guess what it meant
-        raise OSError(f"{note} cannot be read ({exc}) — a database swap was under way; move it aside once "
-                      f"{db} is the database you want") from None
+    except (KeyError, TypeError) as exc:
+        raise OSError(f"{note} cannot be read (no {exc}) — a database swap was under way; {fix}") from None
     sources = [aside]
     if incoming.exists():
         if db.exists() and aside.exists():
@@ -157,4 +196,4 @@ def carry_rows(old_db: Path, new_db: Path, tables: Sequence[str]) -> dict[str, i
     return copied
 
 
-__all__ = ["note_path", "held", "replace", "finish", "finish_held", "carry_rows"]
+__all__ = ["note_path", "held", "write_note", "read_note", "replace", "finish", "finish_held", "carry_rows"]

@@ -19,24 +19,21 @@ A DIR whose filesystem does not carry flock between machines is refused before a
 """
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .. import config as config_mod
-from ..durable import fsync_dir, fsync_file
 from ..errors import Refused
 from ..log import FileLog, Record
-from ..log.filelog import HOLDER_SUFFIX, LogMismatch
+from ..log.filelog import LogMismatch
 from ..replica import engine
 from ..paths import Home
 from ..repair import aside_stamp, database_aside_path, home_logs
 from ..store import connect
 from ..store import replace as replace_db
-from ..log import locks
+from ..log import joining, locks
 from . import snapshot as snapshot_mod
 from .join_steps import logs_held, open_and_apply, running_here, whole_or_nothing
 from .target import LogUrl, parse_target
@@ -63,17 +60,11 @@ class JoinResult:
                 "kept_aside": self.kept_aside, "removed": self.removed}
 
 
-def _copy_durably(src: Path, dest: Path) -> None:
-    tmp = dest.with_name(f".{dest.name}.joining")
-    # copy2 keeps the modification time: company.toml's is its activation instant, and a copy must not
-    # look like a new activation (which would re-stamp every container document)
-    shutil.copy2(src, tmp)
-    fsync_file(tmp)
-    os.replace(tmp, dest)
 
 
 def _is_empty_dir(path: Path) -> bool:
-    return path.is_dir() and not any(path.iterdir())
+    """Empty, or holding only what a killed lock probe left (core/log/locks.py: a file of that process's own)."""
+    return path.is_dir() and not any(not child.name.startswith(".lock-probe.") for child in path.iterdir())
 
 
 def join(home: Home, target: str | Path, *, snapshot: Path | None = None, operator: str | None = None,
@@ -84,6 +75,8 @@ def join(home: Home, target: str | Path, *, snapshot: Path | None = None, operat
     taken for a directory; an unknown scheme is refused)."""
     parsed = parse_target(target)
     home.require_directory()
+    joining.finish(home)   # a join a killed process left half done: finished (or undone) before this one looks
+    joining.sweep_half_notes(home)
     if isinstance(parsed, LogUrl):
         from . import nats_join
 
@@ -130,37 +123,26 @@ def join(home: Home, target: str | Path, *, snapshot: Path | None = None, operat
     return _new_node(home, directory, snapshot, operator, progress)
 
 
+def _log_names(home: Home) -> list[str]:
+    """The home's logs, by their names in its own `log/` (and in DIR)."""
+    return [str(spec.path.relative_to(home.root / "log")) for spec in home_logs(home)]
+
+
 # -- the first node -----------------------------------------------------------------------------------------
 
 def _first(home: Home, directory: Path, settings: config_mod.NodeSettings,
            progress: Callable[[int], None] | None) -> JoinResult:
     directory.mkdir(parents=True, exist_ok=True)
     locks.require(directory)
-    # the home's own paths, taken before node.toml names DIR (after that the same names lead there)
-    own_logs, own_config = home.log_dir, home.config_file
-    company = config_mod.load(own_config)
+    company = config_mod.load(home.config_file)
     result = JoinResult("first", directory, settings.node_id or config_mod.new_node_id())
-    with logs_held(home):
-        sources = sorted(p for p in own_logs.rglob("*") if p.is_file() and not p.name.endswith(HOLDER_SUFFIX)
-                         ) if own_logs.is_dir() else []
-        for src in sources:
-            dest = directory / src.relative_to(own_logs)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            _copy_durably(src, dest)
-            result.moved.append(str(dest))
-        for spec in home_logs(home):  # a log the home never wrote is created empty, as `init` creates it
-            shared_log = directory / spec.path.relative_to(own_logs)
-            if not shared_log.exists():
-                FileLog(shared_log).close()
-        _copy_durably(own_config, directory / "company.toml")
-        result.moved.append(str(directory / "company.toml"))
-        fsync_dir(directory)
-        # the moment the home becomes a node of DIR; everything before it left the home as it was
-        config_mod.write_node(home.node_file, config_mod.NodeSettings(
-            result.node_id, settings.operator or company.operator, str(directory)))
-        result.removed = [str(own_logs), str(own_config)]
-        shutil.rmtree(own_logs, ignore_errors=True)
-        own_config.unlink(missing_ok=True)
+    plan = {"kind": "first", "shared": str(directory), "logs": _log_names(home),
+            "node_toml": joining.node_toml(config_mod.NodeSettings(
+                result.node_id, settings.operator or company.operator, str(directory)).to_toml())}
+    with replace_db.held(home.db_file):
+        joining.begin(home, plan)
+        result.moved = joining.first_steps(home.root, plan)
+    result.removed = [str(home.root / "log"), str(home.root / "company.toml")]
     result.applied = open_and_apply(Home(home.root), progress)
     return result
 
@@ -205,7 +187,7 @@ def _join_existing(home: Home, directory: Path, settings: config_mod.NodeSetting
                    progress: Callable[[int], None] | None) -> JoinResult:
     locks.require(directory)
     # the home's own paths, taken before node.toml names DIR (after that the same names lead there)
-    own_logs, own_config = home.log_dir, home.config_file
+    own_logs = home.log_dir
     if not (directory / "company.toml").is_file():
         raise Refused(f"{directory} holds a log but no company.toml — it is not a shared directory crewlet made",
                       code="invalid_directory")
@@ -235,48 +217,18 @@ def _join_existing(home: Home, directory: Path, settings: config_mod.NodeSetting
         rebuild = True  # only its configuration's container documents: DIR's log declares the shared ones
     result = JoinResult("joined", directory, settings.node_id or config_mod.new_node_id())
     stamp = aside_stamp()
-    with logs_held(home):
-        config_mod.write_node(home.node_file, config_mod.NodeSettings(result.node_id, settings.operator, str(directory)))
-        if own_config.is_file():
-            aside = home.root / f"company.toml.before-join-{stamp}"
-            os.replace(own_config, aside)
-            result.kept_aside.append(str(aside))
-        old_db = None
-        if rebuild and home.db_file.exists():
-            old_db = _start_over(home)
-            result.kept_aside.append(str(old_db))
-        if rebuild:
-            aside = home.root / f"log.before-join-{stamp}"
-            os.replace(own_logs, aside)
-            result.kept_aside.append(str(aside))
-        else:
-            result.removed.append(str(own_logs))  # byte for byte a prefix of DIR's logs
-            shutil.rmtree(own_logs, ignore_errors=True)
+    plan = {"kind": "joined", "shared": str(directory), "carry": list(DIARY_TABLES),
+            "node_toml": joining.node_toml(config_mod.NodeSettings(result.node_id, settings.operator,
+                                                                   str(directory)).to_toml()),
+            "company_aside": f"company.toml.before-join-{stamp}",
+            "log_aside": f"log.before-join-{stamp}" if rebuild else None,
+            "db_aside": database_aside_path(home, "before-join").name
+            if rebuild and home.db_file.exists() else None}
+    with logs_held(home), replace_db.held(home.db_file):
+        joining.begin(home, plan)
+        result.kept_aside, result.removed = joining.joined_steps(home.root, plan)
     result.applied = open_and_apply(Home(home.root), progress)
     return result
-
-
-def _start_over(home: Home) -> Path:
-    """The home's database replaced by an empty one (the node then applies the shared log from the start), the
-    old one kept aside and its agents' diaries — on no log — carried into the new file, through the swap a killed
-    join leaves the next open to finish (core/store/replace.py). Returns where the old one was kept."""
-    db = home.db_file
-    fresh = db.with_name(db.name + ".joining")
-    with replace_db.held(db):
-        replace_db.finish_held(db)
-        for stale in (fresh, *(fresh.with_name(fresh.name + s) for s in ("-wal", "-shm", "-journal"))):
-            stale.unlink(missing_ok=True)
-        conn = connect(fresh)   # every table the migrations make, no row
-        try:
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            conn.execute("PRAGMA journal_mode = DELETE")   # one file, to be renamed into place
-        finally:
-            conn.close()
-        fsync_file(fresh)
-        shutil.rmtree(home.index_dir, ignore_errors=True)   # derived from the rows being replaced
-        kept = replace_db.replace(db, fresh, database_aside_path(home, "before-join"), DIARY_TABLES)
-    assert kept is not None
-    return kept
 
 
 # -- a new node ---------------------------------------------------------------------------------------------
@@ -297,12 +249,16 @@ def _new_node(home: Home, directory: Path, snapshot: Path | None, operator: str 
         raise Refused(f"--operator {operator} is not an actor of {directory / 'company.toml'} — name one of: "
                       f"{', '.join(sorted(company.actors)) or 'none'}", code="unknown_actor")
     result = JoinResult("new", directory, config_mod.new_node_id())
-    with whole_or_nothing(home.root):
+    created = not home.root.exists()
+    with whole_or_nothing(home.root), replace_db.held(home.db_file):
+        # a new node killed before it is whole is undone by the next open (it holds nothing of its own yet)
+        joining.begin(home, {"kind": "new", "shared": str(directory), "created": created})
         config_mod.write_node(home.node_file, config_mod.NodeSettings(result.node_id, operator, str(directory)))
         joined = Home(home.root)  # points at DIR now: the snapshot is checked against the shared logs
         if snapshot is not None:
             result.snapshot = snapshot_mod.check(joined, snapshot)
             snapshot_mod.install(joined, result.snapshot)
+        joining.done(home)
     result.applied = open_and_apply(Home(home.root), progress)
     return result
 
@@ -326,6 +282,7 @@ def adopt(home: Home, file: Path, *, progress: Callable[[int], None] | None = No
     if busy:
         raise Refused(f"{busy} is running on {home.root} — stop it (quit the app, stop `crewlet worker`) and adopt "
                       "again", code="busy")
+    joining.finish(home)
     replace_db.finish(home.db_file)   # an adoption a killed process left half done: finished before this one is checked
     info = snapshot_mod.check(home, file)
     kept = snapshot_mod.install(home, info)

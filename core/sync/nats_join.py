@@ -17,7 +17,6 @@
 """
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -25,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import config as config_mod
+from ..log import joining
 from ..clock import now_ms
-from ..durable import fsync_dir, write_atomic
+from ..durable import write_atomic
 from ..errors import CrewletError, Refused
 from ..log import FileLog, Record
 from ..log.jetstream import (Connection, JetStreamLog, LogUnreachable, StreamRefused, StreamWant, company_bucket,
@@ -35,11 +35,12 @@ from ..pages import applier
 from ..paths import Home
 from ..repair import aside_stamp, home_logs
 from ..store import connect
+from ..store import replace as replace_db
 from . import snapshot as snapshot_mod
 from ..store.digest import content_digest
 from .join_steps import logs_held, open_and_apply, running_here, whole_or_nothing
 from .target import LogUrl
-from ..log.jetstream_company import convert_positions, publish_company, read_company, set_activation
+from ..log.jetstream_company import publish_company, read_company, set_activation
 
 COPY_BATCH = 1000
 
@@ -160,30 +161,23 @@ def _first(home: Home, url: LogUrl, company: config_mod.Company, s: config_mod.L
                 with JetStreamLog(conn, s.stream_prefix, log) as stream:
                     result.copied[log] = _copy(logs[log].path, stream, progress)
             result.digest = _verify_other_side(home, conn, s)
-            convert_positions(home.db_file)
-            # the company's configuration travels through NATS: a new node needs only the URL
+            # the company's configuration travels through NATS: a new node needs only the URL (published before the
+            # switch is written down: a join killed before the note leaves the home on its logs, and a second one
+            # publishes the same text again)
             data = dict(company.raw)
             data["log"] = log_table(s)
             text = _toml(data, home.config_file)
-            publish_company(conn, s.stream_prefix, text, company.activated_at or now_ms())
+            activated_at = company.activated_at or now_ms()
+            publish_company(conn, s.stream_prefix, text, activated_at)
             stamp = aside_stamp()
-            shared = home.shared
-            own_config = home.root / "company.toml"
-            write_atomic(own_config, text.encode("utf-8"))
-            set_activation(own_config, company.activated_at)
-            if shared is not None:
-                # the other nodes of the directory read the switch there and follow at their next open
-                write_atomic(shared / "company.toml", text.encode("utf-8"))
-                set_activation(shared / "company.toml", company.activated_at)
-                config_mod.write_node(home.node_file, replace(node_settings, node_id=result.node_id, shared=None))
-            elif not node_settings.node_id:
-                config_mod.write_node(home.node_file, replace(node_settings, node_id=result.node_id))
-            for spec in logs.values():
-                if spec.path.exists():
-                    aside = spec.path.with_name(f"{spec.path.name}.before-jetstream-{stamp}")
-                    os.replace(spec.path, aside)   # a writer still holding the file refuses (LogMoved)
-                    result.kept_aside.append(str(aside))
-            fsync_dir(logs["pages"].path.parent)
+            plan = {"kind": "nats-first", "text": text, "activated_at": company.activated_at,
+                    "shared": str(home.shared) if home.shared is not None else None,
+                    "had_node_id": bool(node_settings.node_id),
+                    "node_toml": joining.node_toml(replace(node_settings, node_id=result.node_id, shared=None).to_toml()),
+                    "logs": {str(spec.path): f"{spec.path.name}.before-jetstream-{stamp}" for spec in logs.values()}}
+            with replace_db.held(home.db_file):
+                joining.begin(home, plan)
+                result.kept_aside = joining.nats_first_steps(home.root, plan)
     finally:
         conn.release()
     result.applied = open_and_apply(Home(home.root), progress)
@@ -297,12 +291,16 @@ def _new_node(home: Home, url: LogUrl, snapshot: Path | None, operator: str | No
                       f"{', '.join(sorted(company.actors)) or 'none'}", code="unknown_actor")
     result = NatsJoinResult("new", url.shown(), config_mod.new_node_id())
 
-    with whole_or_nothing(home.root):
+    created = not home.root.exists()
+    with whole_or_nothing(home.root), replace_db.held(home.db_file):
+        # a new node killed before it is whole is undone by the next open (it holds nothing of its own yet)
+        joining.begin(home, {"kind": "new", "shared": None, "created": created})
         write_atomic(home.config_file, text.encode("utf-8"))
         set_activation(home.config_file, activated_at)
         config_mod.write_node(home.node_file, config_mod.NodeSettings(result.node_id, operator, None))
         if snapshot is not None:
             result.snapshot = snapshot_mod.check(Home(home.root), snapshot)
             snapshot_mod.install(Home(home.root), result.snapshot)
+        joining.done(home)
     result.applied = open_and_apply(Home(home.root), progress)
     return result
