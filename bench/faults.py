@@ -23,6 +23,10 @@ is left:
   changed after it was taken.
 * kill_adopt — `crewlet sync adopt` (the real CLI) SIGKILLed before a random file operation of the database
   swap, on a home whose agents keep diaries and whose node holds other rows of its own (issue 34);
+* kill_join — `crewlet sync join DIR` (the real CLI) SIGKILLed before a random file operation: the home
+  becoming a shared directory's first node, or a fresh home with diaries joining a directory another node
+  made (its database started over); the next command finishes the join or finds it never begun, and a
+  second join goes through (issue 34);
 * swap_frames — two adjacent frames swapped in the middle of the log (issue 34: the displaced record was
   tombstoned although its intact frame lay one frame on); flip_tail's copy of the log with no database is
   repaired too (a damaged whole last frame is damage, not an interrupted append: it costs that one record);
@@ -109,7 +113,7 @@ REPLAYED_TABLES = (*PAGE_KINDS.tables, "log_position")
 
 KINDS = ("kill_import", "kill_save", "kill_worker", "torn_tail", "flip_tail", "flip_mid", "dup_frame",
          "drop_frame", "disk_full", "read_only", "full_read", "slow_save", "hostile_endpoint", "divergence",
-         "kill_adopt", "swap_frames", "forged_snapshot", "quorum_loss")
+         "kill_adopt", "kill_join", "swap_frames", "forged_snapshot", "quorum_loss")
 DAMAGE_KINDS = ("flip_tail", "flip_mid", "dup_frame", "drop_frame", "swap_frames")
 
 
@@ -1105,6 +1109,115 @@ def kill_adopt(rng: random.Random, home: Home, scratch: Path) -> Round:
     return finish(r, home, scratch)
 
 
+# `crewlet ARGV` SIGKILLed before the Nth file operation made inside TARGET (module:function), or just after it
+# returns (N past the last: never killed)
+KILLING_IN = textwrap.dedent("""
+    import importlib, os, shutil, signal, sys
+    kill_at, target, *argv = sys.argv[1:]
+    kill_at = int(kill_at)
+    from crewlet_tui.cli import main
+    module_name, attr = target.split(":")
+    module = importlib.import_module(module_name)
+    seen, inside = [0], [False]
+
+    def step():
+        if inside[0]:
+            seen[0] += 1
+            if seen[0] == kill_at:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    def counted(fn):
+        def run(*args, **kwargs):
+            step()
+            return fn(*args, **kwargs)
+        return run
+
+    for name in ("replace", "rename", "unlink", "fsync", "link"):
+        setattr(os, name, counted(getattr(os, name)))
+    shutil.rmtree, shutil.copyfile = counted(shutil.rmtree), counted(shutil.copyfile)
+    inner = getattr(module, attr)
+
+    def counting(*args, **kwargs):
+        inside[0] = True
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            step()
+            inside[0] = False
+
+    setattr(module, attr, counting)
+    sys.argv = ["crewlet", *argv]
+    main()
+""")
+
+
+def kill_join(rng: random.Random, home: Home, scratch: Path) -> Round:
+    """`sync join DIR` killed before a random step: the template home (its agents keeping diaries, a hold and a
+    cached answer of its own) becoming the first node of an empty directory, or a fresh home with diaries joining
+    the directory that home made. The next command must find every page and node-local row (diaries, for the
+    home whose database the join starts over), and a second join must go through."""
+    from core.agents.diary import Diary
+
+    r = Round("kill_join")
+    shared = scratch / "shared"
+    try:
+        if rng.random() < 0.5:
+            case, target, joiner = "first", "core.sync.join:_first", home
+        else:
+            case, target = "joined", "core.sync.join:_join_existing"
+            if cli(home, "sync", "join", str(shared)).exit_code != 0:
+                raise RuntimeError("the template home did not join")
+            data = config_mod.example_config()
+            data["knowledge"]["vectors"] = False
+            joiner = Home(scratch / "fresh")
+            init_home(joiner, data)
+        with Node.open(joiner) as node:
+            for i in range(rng.randint(1, 5)):
+                Diary(node).remember(f"eng-bot keeps fact {i} of round {uuid.uuid4().hex[:6]}", actor="eng-bot")
+            node.conn.execute("INSERT INTO embed_holds VALUES ('p1', 1, 'fp', 1, 2, 10, 'refused by the provider')")
+            node.conn.execute("INSERT INTO answer_cache VALUES ('k1', 1, 0, '{}', 1, 1)")
+        before = _node_local(joiner)
+        pages = pages_in_db(home)       # every page the company holds: the first node's, or the directory's
+        # the rows a join keeps: all of them as the first node; the diaries when the database starts over
+        kept = list(before) if case == "first" else ["agent_diary", "diary counts"]
+        kill_at = rng.randint(1, 30)
+        p = subprocess.run([PY, "-c", KILLING_IN, str(kill_at), target, "--home", str(joiner.root), "sync", "join",
+                            str(shared)], env=ENV, capture_output=True, text=True, timeout=180)
+        killed = p.returncode == -signal.SIGKILL
+        r.seen = f"{case}: killed at step {kill_at}" if killed else f"{case}: not killed"
+        if not killed and p.returncode != 0:
+            r.notes.append(f"join failed: {p.stderr.strip()[-200:]!r}")
+        shown = cli(joiner, "pages", "ENG")   # the next command finishes the join, or finds it never begun
+        if shown.exit_code != 0:
+            r.clean_reopen = False
+            r.notes.append(f"the next command after the kill: {shown.stderr.strip()[:200]!r}")
+        after = _node_local(joiner)
+        unfinished = Home(joiner.root).join_note.exists()
+        r.node_local_kept = all(after.get(t) == before[t] for t in (before if Home(joiner.root).shared is None else kept))
+        if not r.node_local_kept or unfinished:
+            r.node_local_kept = False
+            r.notes.append(f"after the kill: node-local rows {[t for t in before if before[t] != after.get(t)]} differ"
+                           + ("; the join is still written down" if unfinished else ""))
+        again = cli(joiner, "sync", "join", str(shared))
+        if again.exit_code != 0:
+            r.clean_reopen = False
+            r.notes.append(f"joining again: exit {again.exit_code} {again.stderr.strip()[:160]!r}")
+        joiner = Home(joiner.root)
+        after = _node_local(joiner)
+        if any(after.get(t) != before[t] for t in kept):
+            r.node_local_kept = False
+            r.notes.append(f"after joining again: {[t for t in kept if before[t] != after.get(t)]} differ")
+        now = pages_in_db(joiner)
+        r.lost_acked = sum(1 for k, v in pages.items() if now.get(k) != v)
+        r.clean_reopen = r.clean_reopen and write_works(joiner)
+        home = joiner
+    except Exception as exc:  # noqa: BLE001
+        r.clean_reopen = False
+        r.node_local_kept = False
+        r.notes.append(f"failed: {exc!r}")
+    return finish(r, home, scratch)
+
+
 def forged_snapshot(rng: random.Random, home: Home, scratch: Path) -> Round:
     """A snapshot of a home with no peers: one body edited by hand and the digest it says it was taken as
     recomputed. Adopted over the database it was taken from (at the same position, holding the true content),
@@ -1249,6 +1362,8 @@ def run_round(kind: str, rng: random.Random, template: Home, work: Path, docs: P
             return divergence(rng, home, scratch)
         if kind == "kill_adopt":
             return kill_adopt(rng, home, scratch)
+        if kind == "kill_join":
+            return kill_join(rng, home, scratch)
         if kind == "forged_snapshot":
             return forged_snapshot(rng, home, scratch)
         if kind == "quorum_loss":
