@@ -74,8 +74,8 @@ class Home:
 
     @property
     def join_note(self) -> Path:
-        """A `sync join` under way, written down before its first step (core/sync/join.py `finish`): the next
-        open finishes it (or undoes it) before it reads anything else of the home."""
+        """A `sync join` under way, written down before its first step (core/log/joining.py): the next open
+        finishes it (or undoes a new node's) before it reads anything else of the home."""
         return self.root / (NODE_FILE + ".joining")
 
     @property
@@ -172,8 +172,7 @@ class Home:
         """An initialised home — or a node of a shared directory, even one that cannot be reached
         right now, or a home whose company.toml is gone, or one a `sync join` stopped halfway in (opening
         each then says so or finishes it, rather than offering to create a home over it)."""
-        return (self.config_file.is_file() or self.shared is not None or self.config_problem() is not None
-                or self.join_note.exists())
+        return self.config_file.is_file() or self.shared is not None or self.config_problem() is not None
 
     def config_problem(self) -> str | None:
         """Why a home that is here has no company.toml to run under (None when it has one, or when nothing

@@ -12,7 +12,9 @@ under, the node-local tables to carry — and only then done. Whoever opens the 
 written down before it touches the database (`finish`, which `Node.open` calls): each step is a rename that is
 either still to do or found done, and the carrying inserts only rows the new file lacks, so a kill anywhere in
 the swap — or in `finish` itself — leaves the next open to finish it. The lock is a `flock` of the home's
-directory, held from before the note is written until it is removed.
+directory, held from before the note is written until it is removed; re-entrant within a process, so a `sync join`
+(core/log/joining.py, which writes its own note the same way: `write_note`, `read_note`) holds it throughout and
+swaps the database inside it.
 """
 from __future__ import annotations
 
