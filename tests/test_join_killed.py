@@ -10,7 +10,11 @@ Reproductions, before the join was written down first (`Home.join_note`, finishe
   database was started over: the next open held the home's old positions against the shared log (the shared
   pages never arrived; a second join, "already" a node, failed on the damage it found);
 - a new node killed after node.toml before its snapshot was installed: the node came up without the snapshot and a
-  second join with it was refused ("already a node").
+  second join with it was refused ("already a node");
+- a home whose log is a prefix of the directory's, killed after node.toml: its own log/ and company.toml stayed
+  beside a home that no longer reads them, and no later command removed them;
+- the first node's switch onto JetStream killed after the database's positions became stream positions but before
+  company.toml said so: the next write said "the log is damaged past record 6" — false damage, writes refused.
 """
 from __future__ import annotations
 
@@ -281,3 +285,41 @@ def test_a_join_note_that_cannot_be_read_is_named_in_one_line_and_init_does_not_
     res = cli(b, "init")
     assert res.exit_code == 1 and "sync join" in res.stderr, (res.stdout, res.stderr)
     assert not (b / "company.toml").exists()
+
+
+@pytest.mark.timeout(900)
+def test_a_home_whose_log_is_a_prefix_of_the_directorys_killed_at_each_step_keeps_its_database(tmp_path):
+    """A home restored from a backup taken before its node joined (its log a byte-for-byte prefix of the shared
+    one) joins again: it keeps its database and its own rows, and applies the rest — killed at each step."""
+    a = new_home(tmp_path / "A", company())
+    ok(cli(a.root, "page", "create", "ENG", "Before The Backup"))
+    with_own_rows(a)
+    c = tmp_path / "C"
+    shutil.copytree(a.root, c)   # the backup
+    shared = tmp_path / "shared"
+    ok(cli(a.root, "sync", "join", str(shared)))
+    ok(cli(a.root, "page", "create", "ENG", "After The Backup"))
+    rows, records = node_local_rows(Home(c).db_file), last_seq(Home(c).log_file)
+    templates = [(c, tmp_path / "C.template"), (shared, tmp_path / "shared.template")]
+    for live, template in templates:
+        shutil.copytree(live, template)
+
+    def check(kill_at: int) -> None:
+        res = cli(c, "pages", "ENG")
+        assert res.exit_code == 0 and "Before The Backup" in res.stdout, (kill_at, res.stderr)
+        home = Home(c)
+        assert not (c / JOIN_NOTE).exists(), kill_at
+        assert node_local_rows(home.db_file) == rows, kill_at
+        if home.shared is None:
+            assert last_seq(home.log_file) == records and (c / "company.toml").is_file(), kill_at
+        else:
+            assert "After The Backup" in res.stdout and not (c / "log").exists(), (kill_at, res.stdout)
+        again = cli(c, "sync", "join", str(shared), "--json")
+        assert again.exit_code == 0, (kill_at, again.stderr)
+        assert "After The Backup" in ok(cli(c, "pages", "ENG")) and not (c / "log").exists(), kill_at
+        assert node_local_rows(Home(c).db_file) == rows, kill_at
+
+    killed = killed_runs("core.sync.join:_join_existing", ["--home", str(c), "sync", "join", str(shared)],
+                         tmp_path / "steps", lambda: snapshot_dirs(*templates), check)
+    assert killed >= 5, killed
+    assert Home(c).shared == shared and node_local_rows(Home(c).db_file) == rows
