@@ -539,13 +539,12 @@ async def app_windows(home: Path, runs: int) -> tuple[list[float], list[float]]:
 
     from core.paths import Home
     from crewlet_tui.app import make_app
-    from crewlet_tui.screens.search import SearchScreen
+    from crewlet_tui.screens.search import Searched
     from crewlet_tui.widgets.page_tree import PageTree
 
     painted: dict[str, float] = {}
     done = asyncio.Event()
     render_lines = PageTree.render_lines
-    got_searched = SearchScreen.got_searched
 
     def stamped_render_lines(tree, crop):  # type: ignore[no-untyped-def]
         strips = render_lines(tree, crop)
@@ -554,17 +553,19 @@ async def app_windows(home: Path, runs: int) -> tuple[list[float], list[float]]:
             done.set()
         return strips
 
-    def stamped_got_searched(screen, result):  # type: ignore[no-untyped-def]
-        got_searched(screen, result)
-        screen.app.call_after_refresh(lambda: (painted.setdefault("at", time.perf_counter()), done.set()))
+    def stamp_searched(message: object) -> None:
+        # the search screen's answer arrives as a Searched message: once its handler has shown the hits (the
+        # screen's next callback), stamp the refresh that paints them
+        if isinstance(message, Searched):
+            app.screen.call_next(lambda: app.call_after_refresh(
+                lambda: (painted.setdefault("at", time.perf_counter()), done.set())))
 
     PageTree.render_lines = stamped_render_lines  # type: ignore[method-assign]
-    SearchScreen.got_searched = stamped_got_searched  # type: ignore[method-assign]
     app = make_app(Home(home), cursor_blink=False, start_indexer=False, allow_external=False)
     outline, searched = [], []
     queries = make_queries(home, runs, seed=3)
     try:
-        async with app.run_test(size=(120, 36)) as pilot:
+        async with app.run_test(size=(120, 36), message_hook=stamp_searched) as pilot:
             deadline = time.monotonic() + 120
             while type(app.screen).__name__ != "SpacesScreen":
                 await pilot.pause(0.05)
@@ -589,7 +590,6 @@ async def app_windows(home: Path, runs: int) -> tuple[list[float], list[float]]:
                 await pilot.pause(0.05)
     finally:
         PageTree.render_lines = render_lines  # type: ignore[method-assign]
-        SearchScreen.got_searched = got_searched  # type: ignore[method-assign]
     return outline, searched
 
 

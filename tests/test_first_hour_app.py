@@ -3,6 +3,7 @@ trashed page, toasts that cover nothing being read, and search that says how it 
 before its fix. (Every screen at 80x24 and 120x36 is tests/test_app_small_terminal.py.)"""
 from __future__ import annotations
 
+from crewlet_tui.screens.search import Searched
 from test_app_support import (SIZE, app_for, new_home, open_kb, rendered_text, screen_name, wait_rendered,
                               wait_screen, wait_until)
 
@@ -125,15 +126,18 @@ async def test_search_runs_as_you_type_and_a_newer_search_cancels_the_older(tmp_
     build_index(home)
     made: list[GatedSearcher] = []
     app = app_for(home, searcher_factory=lambda node: made.append(GatedSearcher(node, "deploy")) or made[-1])
-    async with app.run_test(size=SIZE) as pilot:
+    shown: list[str] = []   # the words of each answer that reached the screen (its Searched message)
+
+    def answered(message: object) -> None:
+        if isinstance(message, Searched):
+            shown.append(message.query.text)
+
+    async with app.run_test(size=SIZE, message_hook=answered) as pilot:
         await wait_screen(pilot, "SpacesScreen")
         await pilot.press("slash")
         await wait_screen(pilot, "SearchScreen")
         screen = app.screen
         assert "as you type" in screen.query_one("#search-input").placeholder
-        shown: list[str] = []
-        got = screen.got_searched
-        screen.got_searched = lambda result: (shown.append(screen.last_text), got(result))[1]  # type: ignore[method-assign]
         await pilot.press(*"deploy")                   # no Enter: the search runs when the typing pauses
         await wait_until(pilot, lambda: made and made[0].started.is_set(), what="the search for 'deploy' running")
         await pilot.press(*["backspace"] * 6, *"rollback")

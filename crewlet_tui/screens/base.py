@@ -2,8 +2,9 @@
 way to run a KnowledgeBase call in a thread worker that reports back with a past-tense message."""
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -28,21 +29,50 @@ if TYPE_CHECKING:
     from ..session import Session
 
 
-class CallFinished(Message):
-    """A background call finished; `tag` names which (the screen's `got_<tag>` handles it). `writes`: the
-    call changed the knowledge base (the app's duties run their next pass at once)."""
+T = TypeVar("T")
 
-    def __init__(self, tag: str, result: Any, writes: bool = False) -> None:
+
+@dataclass(frozen=True, eq=False)
+class Call(Generic[T]):
+    """One background call and where its answer goes: each handler a method reference the type checker
+    and a reader can follow (a handler found by a name built at runtime did nothing when misspelt).
+
+    `what`: the call in a person's words ("restored", "saved"), said when its answer lands after the screen
+    was left. `slot`: a newer call in the same slot supersedes an older one still running (its answer is
+    dropped). `writes`: the call changes the knowledge base — the app's duties run their next pass at once,
+    and its outcome is always said, even to a screen that was left."""
+
+    what: str
+    slot: Hashable
+    generation: int
+    on_done: Callable[[T], object] | None = None
+    on_fail: Callable[[BaseException], object] | None = None
+    on_gone: Callable[[T], str | None] | None = None
+    writes: bool = False
+
+
+class CallFinished(Message):
+    """A background call finished: its `call.on_done` handles `result`."""
+
+    def __init__(self, call: Call[Any], result: Any) -> None:
         super().__init__()
-        self.tag, self.result, self.writes = tag, result, writes
+        self.call, self.result = call, result
+
+    @property
+    def writes(self) -> bool:
+        return self.call.writes
 
 
 class CallFailed(Message):
-    """A background call raised; the screen's `failed_<tag>` handles it, else a notification."""
+    """A background call raised: its `call.on_fail` handles `error`, else a notification says it."""
 
-    def __init__(self, tag: str, error: BaseException, writes: bool = False) -> None:
+    def __init__(self, call: Call[Any], error: BaseException) -> None:
         super().__init__()
-        self.tag, self.error, self.writes = tag, error, writes
+        self.call, self.error = call, error
+
+    @property
+    def writes(self) -> bool:
+        return self.call.writes
 
 
 class KeysFooter(Footer):
@@ -81,8 +111,8 @@ def footer() -> Footer:
 
 
 class LateAnswer(Message):
-    """A background call answered after its screen was dismissed: the app says the answer (the screen's
-    `gone_<tag>` words it), and nothing of the screen runs — a gone screen must not dismiss another."""
+    """A background call answered after its screen was dismissed: the app says the answer (the call's
+    `on_gone` words it), and nothing of the screen runs — a gone screen must not dismiss another."""
 
     def __init__(self, screen: "CrewletScreen", answer: CallFinished | CallFailed) -> None:
         super().__init__()
@@ -182,19 +212,27 @@ class CrewletScreen(Screen[Any]):
             self.call_later(_discarding(step))
 
     # -- background calls ----------------------------------------------------------------------
-    def call_in_background(self, tag: str, fn: Callable[..., Any], *args: Any, writes: bool = False,
-                           **kwargs: Any) -> None:
-        """Run `fn(*args, **kwargs)` in a thread worker; the answer comes back as CallFinished/CallFailed.
-        A newer call with the same tag supersedes an older one still running. `writes=True` for a call that
-        changes the knowledge base: the duties index it at once, and an answer landing after the screen was
-        left is always said."""
-        generation = self._generations.get(tag, 0) + 1
-        self._generations[tag] = generation
+    def call_in_background(self, fn: Callable[..., T], *args: Any, what: str,
+                           on_done: Callable[[T], object] | None = None,
+                           on_fail: Callable[[BaseException], object] | None = None,
+                           on_gone: Callable[[T], str | None] | None = None,
+                           writes: bool = False, **kwargs: Any) -> Call[T]:
+        """Run `fn(*args, **kwargs)` in a thread worker; the answer comes back as CallFinished/CallFailed and
+        goes to `on_done(result)` / `on_fail(error)` (no `on_fail`: a notification says it). A newer call
+        answered by the same `on_done` (or, without one, making the same `fn`) supersedes an older one still
+        running. `writes=True` for a call that changes the knowledge base: the duties index it at once, and
+        an answer landing after the screen was left is always said (`on_gone(result)` words it; without it,
+        `what` and the result's ref). See `Call`."""
+        slot: Hashable = on_done if on_done is not None else fn
+        generation = self._generations.get(slot, 0) + 1
+        self._generations[slot] = generation
+        call = Call(what, slot, generation, on_done, on_fail, on_gone, writes)
         self.__dict__["_crewlet_app"] = self.app   # a screen removed from the app no longer finds it on its own
-        self._background(tag, generation, writes, fn, args, kwargs)
+        self._background(call, fn, args, kwargs)
+        return call
 
     @work(thread=True, exclusive=False)
-    def _background(self, tag: str, generation: int, writes: bool, fn: Callable[..., Any], args: tuple[Any, ...],
+    def _background(self, call: Call[Any], fn: Callable[..., Any], args: tuple[Any, ...],
                     kwargs: dict[str, Any]) -> None:
         # a worker of a screen that was dismissed is cancelled with it, but the call (a save) ran to its end all
         # the same: its answer goes to the app then (`_answer`), never nowhere
@@ -202,11 +240,14 @@ class CrewletScreen(Screen[Any]):
         try:
             result = fn(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - every refusal is shown, never a crash
-            if self._generations.get(tag) == generation:
-                self._answer(CallFailed(tag, exc, writes))
+            if self._is_latest(call):
+                self._answer(CallFailed(call, exc))
             return
-        if self._generations.get(tag) == generation:
-            self._answer(CallFinished(tag, result, writes))
+        if self._is_latest(call):
+            self._answer(CallFinished(call, result))
+
+    def _is_latest(self, call: Call[Any]) -> bool:
+        return self._generations.get(call.slot) == call.generation
 
     def _answer(self, message: CallFinished | CallFailed) -> None:
         """To the screen; to the app when the screen was dismissed while the call ran (its queue is closed)."""
@@ -218,21 +259,21 @@ class CrewletScreen(Screen[Any]):
 
     def gone_words(self, message: CallFinished | CallFailed) -> tuple[str, str] | None:
         """(what to notify, severity) for an answer that arrived after this screen was dismissed: a write's
-        outcome is always said (the person may have left thinking it would not land). A screen words its own
-        with `gone_<tag>(result)`."""
+        outcome is always said (the person may have left thinking it would not land). A call words its own
+        with `on_gone(result)`."""
+        call = message.call
         if isinstance(message, CallFailed):
-            return f"{message.tag.replace('_', ' ')}: not done — {error_text(message.error)}", "error"
-        handler = getattr(self, f"gone_{message.tag}", None)
-        if callable(handler):
-            words = handler(message.result)
+            return f"{call.what.replace('_', ' ')}: not done — {error_text(message.error)}", "error"
+        if call.on_gone is not None:
+            words = call.on_gone(message.result)
             return (words, "information") if words else None
-        if message.writes:
+        if call.writes:
             ref = getattr(message.result, "ref", None)
-            return f"{message.tag} {clean_line(ref)}" if ref else message.tag, "information"
+            return f"{call.what} {clean_line(ref)}" if ref else call.what, "information"
         return None
 
     @property
-    def _generations(self) -> dict[str, int]:
+    def _generations(self) -> dict[Hashable, int]:
         gens = self.__dict__.get("_crewlet_generations")
         if gens is None:
             gens = self.__dict__["_crewlet_generations"] = {}
@@ -248,9 +289,8 @@ class CrewletScreen(Screen[Any]):
         if self.is_gone:  # dismissed while the message was queued
             self.app.post_message(LateAnswer(self, message))
             return
-        handler = getattr(self, f"got_{message.tag}", None)
-        if handler is not None:
-            handler(message.result)
+        if message.call.on_done is not None:
+            message.call.on_done(message.result)
 
     @on(CallFailed)
     def _call_failed(self, message: CallFailed) -> None:
@@ -261,8 +301,7 @@ class CrewletScreen(Screen[Any]):
         if self.is_gone:
             self.app.post_message(LateAnswer(self, message))
             return
-        handler = getattr(self, f"failed_{message.tag}", None)
-        if handler is not None:
-            handler(message.error)
+        if message.call.on_fail is not None:
+            message.call.on_fail(message.error)
         else:
             self.notify(f"refused: {error_text(message.error)}", severity="error", markup=False, timeout=8)

@@ -66,7 +66,7 @@ class DiariesScreen(CrewletScreen):
         self.action_refresh()
 
     def action_refresh(self) -> None:
-        self.call_in_background("agents", self._agents)
+        self.call_in_background(self._agents, what="agents", on_done=self._agents_listed)
 
     def _agents(self) -> list[Any]:
         from core.agents.overview import agents
@@ -79,7 +79,7 @@ class DiariesScreen(CrewletScreen):
             lines = [line for line in lines if line.handle == who.handle]
         return lines
 
-    def got_agents(self, lines: list[Any]) -> None:
+    def _agents_listed(self, lines: list[Any]) -> None:
         self.agents = lines
         table = self.query_one("#agents-table", DataTable)
         keep = table.cursor_row
@@ -121,9 +121,10 @@ class DiariesScreen(CrewletScreen):
 
     def _show(self, agent: str) -> None:
         self.shown_agent = agent
-        self.call_in_background("notes", self.diary.notes, agent, actor=self.session.handle, limit=NOTES_SHOWN)
+        self.call_in_background(self.diary.notes, agent, actor=self.session.handle, limit=NOTES_SHOWN, what="notes",
+                                on_done=self._notes_listed, on_fail=self._notes_failed)
 
-    def got_notes(self, page: Any) -> None:
+    def _notes_listed(self, page: Any) -> None:
         if page.agent != self.shown_agent:
             return
         table = self.query_one("#notes-table", DataTable)
@@ -145,7 +146,7 @@ class DiariesScreen(CrewletScreen):
             title.append(f"  {page.total - page.embedded:,} not embedded yet", style="dim")
         self.query_one("#notes-title", Static).update(title)
 
-    def failed_notes(self, error: BaseException) -> None:
+    def _notes_failed(self, error: BaseException) -> None:
         from .base import error_text
 
         self.query_one("#notes-table", DataTable).clear()

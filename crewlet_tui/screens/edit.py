@@ -215,14 +215,17 @@ class EditScreen(CrewletScreen):
         text = self.editor.text
         if self.new is not None:
             parent = self.new.parent.id if self.new.parent else None
-            self.call_in_background("created", self.kb.create_page, self.new.container, self.new.title, text,
-                                    actor=self.session.handle, parent=parent, message=message, writes=True)
+            self.call_in_background(self.kb.create_page, self.new.container, self.new.title, text,
+                                    actor=self.session.handle, parent=parent, message=message, what="created",
+                                    on_done=self._created, on_fail=self._create_failed,
+                                    on_gone=self._created_words, writes=True)
         else:
             assert self.page is not None
-            self.call_in_background("saved", save_or_conflict, self.kb, self.page.id, text, self.base_revision,
-                                    self.session.handle, message, writes=True)
+            self.call_in_background(save_or_conflict, self.kb, self.page.id, text, self.base_revision,
+                                    self.session.handle, message, what="saved", on_done=self._saved,
+                                    on_fail=self._save_failed, on_gone=self._saved_words, writes=True)
 
-    def got_created(self, page: Page) -> None:
+    def _created(self, page: Page) -> None:
         self.saving = False
         self.saved_text = self.editor.text
         self.new = None  # the page exists now: leaving asks nothing
@@ -230,10 +233,10 @@ class EditScreen(CrewletScreen):
         # covered (help on top)? the editor gives way to the page once it is shown again
         self.when_shown(lambda: self.crewlet.replace_with_page(self, page.id))
 
-    def gone_created(self, page: Page) -> str:
+    def _created_words(self, page: Page) -> str:
         return f"created {page.ref} (revision {page.revision})"
 
-    def gone_saved(self, answer: SaveAnswer) -> str:
+    def _saved_words(self, answer: SaveAnswer) -> str:
         if answer.page is not None:
             return f"saved revision {answer.page.revision} of {answer.page.ref}"
         c = answer.conflict
@@ -246,16 +249,15 @@ class EditScreen(CrewletScreen):
         from .base import CallFailed
 
         if isinstance(message, CallFailed):
-            what = "created" if message.tag == "created" else "saved"
-            return f"not {what}: {error_text(message.error)}", "error"
+            return f"not {message.call.what}: {error_text(message.error)}", "error"
         return super().gone_words(message)
 
-    def failed_created(self, error: BaseException) -> None:
+    def _create_failed(self, error: BaseException) -> None:
         self.saving = False
         self.notify(error_text(error), title="not created — your text is still here", severity="error",
                     markup=False, timeout=10)
 
-    def got_saved(self, answer: SaveAnswer) -> None:
+    def _saved(self, answer: SaveAnswer) -> None:
         self.saving = False
         if answer.conflict is not None:
             self.conflict = answer.conflict
@@ -276,7 +278,7 @@ class EditScreen(CrewletScreen):
         self.notify(f"saved revision {page.revision}", markup=False)
         self.finish(page)   # where it stands: covered by help, it gives way once help closes
 
-    def failed_saved(self, error: BaseException) -> None:
+    def _save_failed(self, error: BaseException) -> None:
         self.saving = False
         self.notify(error_text(error), title="not saved — your text is still here", severity="error",
                     markup=False, timeout=10)

@@ -62,9 +62,10 @@ class HistoryScreen(CrewletScreen):
         table.add_column("at", key="at")
         table.add_column("note", key="note")
         table.focus()
-        self.call_in_background("history", self.kb.history, self.page.id, actor=self.session.handle)
+        self.call_in_background(self.kb.history, self.page.id, actor=self.session.handle, what="history",
+                                on_done=self._history_listed)
 
-    def got_history(self, revisions: list[Revision]) -> None:
+    def _history_listed(self, revisions: list[Revision]) -> None:
         self.revisions = revisions
         table = self.query_one("#history-table", DataTable)
         table.clear()
@@ -88,9 +89,10 @@ class HistoryScreen(CrewletScreen):
         what = "body" if self.show == "body" else "what this save changed"
         self.query_one("#detail-title", Static).update(
             Text(f"Revision {n}: {what}  (b: {'diff' if self.show == 'body' else 'body'})", style="bold"))
-        self.call_in_background("detail", revision_detail, self.kb, self.page.id, n, self.show, self.session.handle)
+        self.call_in_background(revision_detail, self.kb, self.page.id, n, self.show, self.session.handle, what="detail",
+                                on_done=self._detail_read)
 
-    def got_detail(self, answer: tuple[int, str, Any]) -> None:
+    def _detail_read(self, answer: tuple[int, str, Any]) -> None:
         n, show, value = answer
         if n != self.current or show != self.show:
             return

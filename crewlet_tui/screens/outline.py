@@ -89,8 +89,10 @@ class OutlineScreen(CrewletScreen):
                 return
             chosen: Page | None = answer["parent"]
             if answer["folder"]:
-                self.call_in_background("created", self.kb.create_page, self.container, answer["title"], "",
-                                        actor=self.session.handle, parent=chosen.id if chosen else None, writes=True)
+                self.call_in_background(self.kb.create_page, self.container, answer["title"], "",
+                                        actor=self.session.handle, parent=chosen.id if chosen else None,
+                                        what="created", on_done=self._folder_created,
+                                        on_gone=self._folder_created_words, writes=True)
             else:
                 self.crewlet.open_new_page(self.container, answer["title"], chosen)
 
@@ -99,42 +101,42 @@ class OutlineScreen(CrewletScreen):
     def action_new_folder(self) -> None:
         self.action_new_page(folder=True)
 
-    def got_created(self, page: Page) -> None:
+    def _folder_created(self, page: Page) -> None:
         self._after_change(page, "created folder")
 
     def action_rename(self) -> None:
         page = self.tree.highlighted_page
         if page is not None:
-            ask_rename(self, page, "renamed")
+            ask_rename(self, page, what="renamed", on_done=self._renamed, on_gone=self._renamed_words)
 
-    def got_renamed(self, page: Page) -> None:
+    def _renamed(self, page: Page) -> None:
         self._after_change(page, "renamed to")
 
     def action_move(self) -> None:
         page = self.tree.highlighted_page
         if page is not None:
-            ask_move(self, page, "moved")
+            ask_move(self, page, what="moved", on_done=self._moved, on_gone=self._moved_words)
 
-    def got_moved(self, page: Page) -> None:
+    def _moved(self, page: Page) -> None:
         self._after_change(page, "moved")
 
     def action_trash(self) -> None:
         page = self.tree.highlighted_page
         if page is not None:
-            ask_trash(self, page, "trashed")
+            ask_trash(self, page, what="trashed", on_done=self._trashed, on_gone=self._trashed_words)
 
-    def got_trashed(self, page: Page) -> None:
+    def _trashed(self, page: Page) -> None:
         self._after_change(page, "trashed")
 
     # what an answer says when it lands after the outline was left (the app notifies it)
-    def gone_created(self, page: Page) -> str:
+    def _folder_created_words(self, page: Page) -> str:
         return f"created folder {page.ref}"
 
-    def gone_renamed(self, page: Page) -> str:
+    def _renamed_words(self, page: Page) -> str:
         return f"renamed to {page.ref}"
 
-    def gone_moved(self, page: Page) -> str:
+    def _moved_words(self, page: Page) -> str:
         return f"moved {page.ref}"
 
-    def gone_trashed(self, page: Page) -> str:
+    def _trashed_words(self, page: Page) -> str:
         return f"{page.ref} is in the trash"

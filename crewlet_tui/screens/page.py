@@ -120,17 +120,18 @@ class PageScreen(CrewletScreen):
 
     def reload(self) -> None:
         first = self.view is None or self.view.page.id != self.ref
-        self.call_in_background("view", read_page_view, self.kb, self.ref, self.session.handle, first)
+        self.call_in_background(read_page_view, self.kb, self.ref, self.session.handle, first, what="view",
+                                on_done=self._show_view, on_fail=self._view_failed)
 
     def on_screen_resume(self) -> None:
         if self.view is not None:
             self.reload()
 
-    def failed_view(self, error: BaseException) -> None:
+    def _view_failed(self, error: BaseException) -> None:
         self.query_one("#page-title", Static).update(Text(f"cannot open {clean_line(self.ref)}", style="bold red"))
         self.query_one("#page-trail", Static).update(Text(error_text(error)))
 
-    def got_view(self, view: PageView) -> None:
+    def _show_view(self, view: PageView) -> None:
         self.view = view
         page = view.page
         self.ref = page.id
@@ -275,26 +276,27 @@ class PageScreen(CrewletScreen):
 
         def add(text: str | None) -> None:
             if text and text.strip():
-                self.call_in_background("commented", self.kb.add_comment, page.id, text, actor=self.session.handle,
+                self.call_in_background(self.kb.add_comment, page.id, text, actor=self.session.handle,
+                                        what="commented", on_done=self._commented, on_gone=self._commented_words,
                                         writes=True)
 
         self.app.push_screen(InputModal("Comment", f"on “{page.title}”, as {self.session.handle}", ok="Add"), add)
 
-    def got_commented(self, _comment: Comment) -> None:
+    def _commented(self, _comment: Comment) -> None:
         self.notify("comment added")
         self.reload()
 
     # what an answer says when it lands after the page screen was left (the app notifies it)
-    def gone_commented(self, comment: Comment) -> str:
+    def _commented_words(self, comment: Comment) -> str:
         return f"comment added on {self.page.ref}" if self.page is not None else "comment added"
 
-    def gone_changed(self, page: Page) -> str:
+    def _changed_words(self, page: Page) -> str:
         return f"{page.ref}: done"
 
-    def gone_trashed(self, page: Page) -> str:
+    def _trashed_words(self, page: Page) -> str:
         return f"{page.ref} is in the trash"
 
-    def gone_created(self, page: Page) -> str:
+    def _folder_created_words(self, page: Page) -> str:
         return f"created folder {page.ref}"
 
     def action_new_child(self) -> None:
@@ -307,28 +309,30 @@ class PageScreen(CrewletScreen):
                 return
             parent = answer["parent"]
             if answer["folder"]:
-                self.call_in_background("created", self.kb.create_page, page.container, answer["title"], "",
-                                        actor=self.session.handle, parent=parent.id if parent else None, writes=True)
+                self.call_in_background(self.kb.create_page, page.container, answer["title"], "",
+                                        actor=self.session.handle, parent=parent.id if parent else None,
+                                        what="created", on_done=self._folder_created,
+                                        on_gone=self._folder_created_words, writes=True)
             else:
                 self.crewlet.open_new_page(page.container, answer["title"], parent)
 
         self.app.push_screen(NewPageModal(page.container, page), created)
 
-    def got_created(self, page: Page) -> None:
+    def _folder_created(self, page: Page) -> None:
         self.notify(f"created folder {clean_line(page.title)}", markup=False)
         self.reload()
 
     def action_rename(self) -> None:
         page = self.page
         if page is not None:
-            ask_rename(self, page, "changed")
+            ask_rename(self, page, what="changed", on_done=self._changed, on_gone=self._changed_words)
 
     def action_move(self) -> None:
         page = self.page
         if page is not None:
-            ask_move(self, page, "changed")
+            ask_move(self, page, what="changed", on_done=self._changed, on_gone=self._changed_words)
 
-    def got_changed(self, page: Page) -> None:
+    def _changed(self, page: Page) -> None:
         self.notify(f"{clean_line(page.ref)}: done", markup=False)
         for warning in getattr(page, "warnings", []) or []:
             self.notify(clean_line(str(warning.get("message") or warning)), severity="warning", markup=False)
@@ -337,18 +341,18 @@ class PageScreen(CrewletScreen):
     def action_trash(self) -> None:
         page = self.page
         if page is not None:
-            ask_trash(self, page, "trashed")
+            ask_trash(self, page, what="trashed", on_done=self._trashed, on_gone=self._trashed_words)
 
-    def got_trashed(self, page: Page) -> None:
+    def _trashed(self, page: Page) -> None:
         self.notify(f"{clean_line(page.ref)} is in the trash (u restores it)", markup=False)
         self.reload()
 
     def action_restore(self) -> None:
         page = self.page
         if page is not None and page.trashed_at:
-            self.call_in_background("restored", self.kb.restore_page, page.id, actor=self.session.handle,
-                                    writes=True)
+            self.call_in_background(self.kb.restore_page, page.id, actor=self.session.handle, what="restored",
+                                    on_done=self._restored, writes=True)
 
-    def got_restored(self, page: Page) -> None:
+    def _restored(self, page: Page) -> None:
         self.notify(f"restored {clean_line(page.ref)}", markup=False)
         self.reload()

@@ -51,9 +51,10 @@ class RemotePageScreen(CrewletScreen):
         self.action_reload()
 
     def action_reload(self) -> None:
-        self.call_in_background("page", self.session.searcher.get_page, self.ref, actor=self.session.handle)
+        self.call_in_background(self.session.searcher.get_page, self.ref, actor=self.session.handle, what="page",
+                                on_done=self._page_read, on_fail=self._page_failed)
 
-    def got_page(self, page: Any) -> None:
+    def _page_read(self, page: Any) -> None:
         self.page = page
         self.sub_title = clean_line(page.ref)
         self.query_one("#remote-title", Static).update(Text(clean_line(page.title), style="bold"))
@@ -67,7 +68,7 @@ class RemotePageScreen(CrewletScreen):
         self.query_one("#remote-where", Static).update(where)
         self.query_one("#remote-body", PageBody).show(page.body)
 
-    def failed_page(self, error: BaseException) -> None:
+    def _page_failed(self, error: BaseException) -> None:
         self.query_one("#remote-title", Static).update(Text(f"cannot open {clean_line(self.ref)}", style="bold red"))
         self.query_one("#remote-trail", Static).update(Text(error_text(error)))
 

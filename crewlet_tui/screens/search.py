@@ -15,6 +15,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.message import Message
 from textual.widgets import Input, OptionList, RadioButton, RadioSet, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
@@ -26,7 +27,7 @@ from ..search_words import index_words, search_words
 from ..session import safe_search
 from ..widgets.status import IndexState
 from . import registry
-from .base import CallFinished, CrewletScreen
+from .base import CrewletScreen
 
 SEARCH_LIMIT = 20
 # Run as you type: this long after the last key the search runs (Enter runs it at once); a newer search
@@ -57,6 +58,16 @@ def hit_prompt(hit: object) -> Text:
     return text
 
 
+class Searched(Message):
+    """A search ran: its `result` for `query`, posted by the search worker to its screen (which shows it). A
+    bench or a test that wants to know when an answer arrives watches for this message (`run_test`'s
+    `message_hook`) rather than patching the handler."""
+
+    def __init__(self, query: Query, result: Result) -> None:
+        super().__init__()
+        self.query, self.result = query, result
+
+
 class SearchScreen(CrewletScreen):
     CSS_PATH = "search.tcss"
     # the box takes every printable key (/ and ? are typed, not keys here): help is f1, as in the editor
@@ -80,7 +91,7 @@ class SearchScreen(CrewletScreen):
         self.last: Result | None = None
         self.last_text = ""
         # the app's index state when the search now showing (or in flight) was asked: an answer of "not
-        # searchable yet" is asked again if the state has turned current since (see got_searched)
+        # searchable yet" is asked again if the state has turned current since (see _searched)
         self._asked_state: IndexState | None = None
         self.sub_title = "search"
 
@@ -134,7 +145,7 @@ class SearchScreen(CrewletScreen):
 
     def _index_changed(self, state: IndexState) -> None:
         """The answer showing said "not searchable yet" and the index has turned current: ask again.
-        (An answer still in flight is handled when it arrives, in got_searched.)"""
+        (An answer still in flight is handled when it arrives, in _searched.)"""
         self._show_copy()
         if (state.phase == "current" and self.last is not None and self.last.outcome.degraded == NOT_SEARCHABLE_YET
                 and self.last_text.strip()):
@@ -166,7 +177,7 @@ class SearchScreen(CrewletScreen):
             return
         result = safe_search(self.session.searcher, query)
         if not worker.is_cancelled:
-            self.post_message(CallFinished("searched", result))
+            self.post_message(Searched(query, result))
 
     @on(Input.Submitted, "#search-input")
     def _submitted(self, event: Input.Submitted) -> None:
@@ -221,7 +232,13 @@ class SearchScreen(CrewletScreen):
             if results.highlighted is None:
                 results.highlighted = 0
 
-    def got_searched(self, result: Result) -> None:
+    @on(Searched)
+    def _searched(self, message: Searched) -> None:
+        message.stop()
+        if not self.is_gone:   # dismissed while the answer was queued: a read, nothing to say
+            self.show_result(message.result)
+
+    def show_result(self, result: Result) -> None:
         self.last = result
         outcome = result.outcome
         results = self.query_one("#search-results", OptionList)

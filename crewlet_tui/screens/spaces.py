@@ -57,7 +57,7 @@ class SpacesScreen(CrewletScreen):
         table.add_column("purpose", key="purpose")
         table.focus()
         if self.first_rows is not None:
-            self.got_spaces(self.first_rows)   # and the resume that follows this first mount lists nothing again
+            self._spaces_listed(self.first_rows)   # and the resume that follows this first mount lists nothing again
         else:
             self.action_refresh()
 
@@ -65,7 +65,7 @@ class SpacesScreen(CrewletScreen):
         self.action_refresh()
 
     def action_refresh(self) -> None:
-        self.call_in_background("spaces", self.kb.spaces, actor=self.session.handle)
+        self.call_in_background(self.kb.spaces, actor=self.session.handle, what="spaces", on_done=self._spaces_listed)
 
     def on_screen_resume(self) -> None:
         if self.first_rows is not None:   # the first resume, right after the rows listed at launch
@@ -74,7 +74,7 @@ class SpacesScreen(CrewletScreen):
         if self.rows:  # counts change as pages are created and trashed elsewhere in the app
             self.action_refresh()
 
-    def got_spaces(self, rows: list[dict[str, Any]]) -> None:
+    def _spaces_listed(self, rows: list[dict[str, Any]]) -> None:
         self.rows = rows
         table = self.query_one("#spaces-table", DataTable)
         undeclared = [r for r in rows if not r["declared"]]

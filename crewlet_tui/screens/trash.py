@@ -60,9 +60,9 @@ class TrashScreen(CrewletScreen):
         self.action_refresh()
 
     def action_refresh(self) -> None:
-        self.call_in_background("trash", self.kb.trash, actor=self.session.handle)
+        self.call_in_background(self.kb.trash, actor=self.session.handle, what="trash", on_done=self._trash_listed)
 
-    def got_trash(self, pages: list[Page]) -> None:
+    def _trash_listed(self, pages: list[Page]) -> None:
         self.pages = pages
         table = self.query_one("#trash-table", DataTable)
         table.clear()
@@ -87,10 +87,10 @@ class TrashScreen(CrewletScreen):
     def action_restore(self) -> None:
         page = self._selected()
         if page is not None:
-            self.call_in_background("restored", self.kb.restore_page, page.id, actor=self.session.handle,
-                                    writes=True)
+            self.call_in_background(self.kb.restore_page, page.id, actor=self.session.handle, what="restored",
+                                    on_done=self._restored, on_gone=self._restored_words, writes=True)
 
-    def got_restored(self, page: Page) -> None:
+    def _restored(self, page: Page) -> None:
         self.notify(f"restored {clean_line(page.ref)}", markup=False)
         self.action_refresh()
 
@@ -104,20 +104,21 @@ class TrashScreen(CrewletScreen):
 
         def confirmed(yes: bool | None) -> None:
             if yes:
-                self.call_in_background("purged", self.kb.purge_page, page.id, actor=self.session.handle,
-                                        reason=f"purged from the app by {self.session.handle}", writes=True)
+                self.call_in_background(self.kb.purge_page, page.id, actor=self.session.handle,
+                                        reason=f"purged from the app by {self.session.handle}", what="purged",
+                                        on_done=self._purged, on_gone=self._purged_words, writes=True)
 
         self.app.push_screen(ConfirmModal("Purge for good?", f"{page.container}/{page.title} and its revisions and "
                                           "comments are deleted. Nothing undoes a purge.", yes="Purge",
                                           no="Keep it", danger=True, id="confirm-purge"), confirmed)
 
-    def gone_restored(self, page: Page) -> str:
+    def _restored_words(self, page: Page) -> str:
         return f"restored {page.ref}"
 
-    def gone_purged(self, answer: dict[str, Any]) -> str:
+    def _purged_words(self, answer: dict[str, Any]) -> str:
         return f"purged {answer['container']}/{answer['title']}"
 
-    def got_purged(self, answer: dict[str, Any]) -> None:
+    def _purged(self, answer: dict[str, Any]) -> None:
         self.notify(f"purged {clean_line(answer['container'])}/{clean_line(answer['title'])}", markup=False)
         self.action_refresh()
 
