@@ -42,7 +42,7 @@ from .error_words import error_text
 from .fmt import Clock, system_clock
 from .sanitize import clean_line
 from .screens import registry
-from .screens.base import CrewletScreen, LateAnswer
+from .screens.base import CallFinished, CrewletScreen, LateAnswer
 from .screens.spaces import SpacesScreen
 from .widgets.status import IndexState, MeaningState
 
@@ -378,8 +378,11 @@ class CrewletApp(App[None]):
 
     @on(LateAnswer)
     def _late_answer(self, message: LateAnswer) -> None:
-        """A screen's background call answered after the screen was dismissed: say the answer here."""
-        words = message.screen.gone_words(message.answer)
+        """A screen's background call answered after the screen was dismissed: say the answer here. A write
+        wakes the duties as it would have on the screen (the new text is searchable at once)."""
+        if isinstance(message.answer, CallFinished) and message.answer.writes:
+            self.poke_indexer()
+        words = message.screen.late_words(message.answer)
         if words:
             self.notify(clean_line(words[0]), severity=words[1], markup=False, timeout=8)  # type: ignore[arg-type]
 

@@ -14,7 +14,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
-from textual.worker import get_current_worker
+from textual.worker import Worker, get_current_worker
 
 from ..error_words import error_text  # noqa: F401 - the screens' one way to word a refusal
 from ..sanitize import clean_line
@@ -216,20 +216,19 @@ class CrewletScreen(Screen[Any]):
                            on_done: Callable[[T], object] | None = None,
                            on_fail: Callable[[BaseException], object] | None = None,
                            on_gone: Callable[[T], str | None] | None = None,
-                           writes: bool = False, **kwargs: Any) -> Call[T]:
+                           writes: bool = False, **kwargs: Any) -> "Worker[None]":
         """Run `fn(*args, **kwargs)` in a thread worker; the answer comes back as CallFinished/CallFailed and
         goes to `on_done(result)` / `on_fail(error)` (no `on_fail`: a notification says it). A newer call
         answered by the same `on_done` (or, without one, making the same `fn`) supersedes an older one still
         running. `writes=True` for a call that changes the knowledge base: the duties index it at once, and
         an answer landing after the screen was left is always said (`on_gone(result)` words it; without it,
-        `what` and the result's ref). See `Call`."""
+        `what` and the result's ref). See `Call`. Returns the thread worker (a test awaits `wait()`)."""
         slot: Hashable = on_done if on_done is not None else fn
         generation = self._generations.get(slot, 0) + 1
         self._generations[slot] = generation
         call = Call(what, slot, generation, on_done, on_fail, on_gone, writes)
         self.__dict__["_crewlet_app"] = self.app   # a screen removed from the app no longer finds it on its own
-        self._background(call, fn, args, kwargs)
-        return call
+        return self._background(call, fn, args, kwargs)
 
     @work(thread=True, exclusive=False)
     def _background(self, call: Call[Any], fn: Callable[..., Any], args: tuple[Any, ...],
@@ -257,7 +256,7 @@ class CrewletScreen(Screen[Any]):
             if app is not None:
                 app.post_message(LateAnswer(self, message))
 
-    def gone_words(self, message: CallFinished | CallFailed) -> tuple[str, str] | None:
+    def late_words(self, message: CallFinished | CallFailed) -> tuple[str, str] | None:
         """(what to notify, severity) for an answer that arrived after this screen was dismissed: a write's
         outcome is always said (the person may have left thinking it would not land). A call words its own
         with `on_gone(result)`."""

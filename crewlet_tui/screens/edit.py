@@ -245,12 +245,12 @@ class EditScreen(CrewletScreen):
         return (f"not saved: {c.current.ref} is at revision {c.current.revision} by {c.current.saved_by} "
                 f"(you began from {c.base_revision}){kept}")
 
-    def gone_words(self, message: Any) -> tuple[str, str] | None:
+    def late_words(self, message: Any) -> tuple[str, str] | None:
         from .base import CallFailed
 
         if isinstance(message, CallFailed):
             return f"not {message.call.what}: {error_text(message.error)}", "error"
-        return super().gone_words(message)
+        return super().late_words(message)
 
     def _create_failed(self, error: BaseException) -> None:
         self.saving = False
