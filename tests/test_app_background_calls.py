@@ -30,17 +30,20 @@ def name_dispatch(root: Path) -> list[str]:
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         where = path.relative_to(root.parent)
         for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith(NAME_DISPATCH_PREFIXES):
+            if (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    and node.name.startswith(NAME_DISPATCH_PREFIXES)):
                 found.append(f"{where}:{node.lineno} def {node.name} (a handler named to be found by name)")
             if not isinstance(node, ast.Call):
                 continue
             func = node.func
             name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-            if name in ("getattr", "hasattr") and len(node.args) >= 2 and isinstance(node.args[1], (ast.JoinedStr, ast.BinOp)):
+            built = len(node.args) >= 2 and isinstance(node.args[1], (ast.JoinedStr, ast.BinOp))
+            if name in ("getattr", "hasattr") and built:
                 found.append(f"{where}:{node.lineno} {name} with a name built at runtime")
             if (name == "call_in_background" and node.args and isinstance(node.args[0], ast.Constant)
                     and isinstance(node.args[0].value, str)):
-                found.append(f"{where}:{node.lineno} call_in_background({node.args[0].value!r}, ...): a tag, not handlers")
+                found.append(f"{where}:{node.lineno} call_in_background({node.args[0].value!r}, ...): a tag, "
+                             "not handlers")
     return found
 
 

@@ -220,7 +220,8 @@ class CrewletScreen(Screen[Any]):
         """Run `fn(*args, **kwargs)` in a thread worker; the answer comes back as CallFinished/CallFailed and
         goes to `on_done(result)` / `on_fail(error)` (no `on_fail`: a notification says it). A newer call
         answered by the same `on_done` (or, without one, making the same `fn`) supersedes an older one still
-        running — so pass methods, not lambdas (a lambda is a new slot at each call). `writes=True` for a call that changes the knowledge base: the duties index it at once, and
+        running — so pass methods, not lambdas (a lambda is a new slot at each call). `writes=True` for a
+        call that changes the knowledge base: the duties index it at once, and
         an answer landing after the screen was left is always said (`on_gone(result)` words it; without it,
         `what` and the result's ref). See `Call`. Returns the thread worker (a test awaits `wait()`)."""
         slot: Hashable = on_done if on_done is not None else fn

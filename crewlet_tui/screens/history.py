@@ -89,8 +89,8 @@ class HistoryScreen(CrewletScreen):
         what = "body" if self.show == "body" else "what this save changed"
         self.query_one("#detail-title", Static).update(
             Text(f"Revision {n}: {what}  (b: {'diff' if self.show == 'body' else 'body'})", style="bold"))
-        self.call_in_background(revision_detail, self.kb, self.page.id, n, self.show, self.session.handle, what="detail",
-                                on_done=self._detail_read)
+        self.call_in_background(revision_detail, self.kb, self.page.id, n, self.show, self.session.handle,
+                                what="detail", on_done=self._detail_read)
 
     def _detail_read(self, answer: tuple[int, str, Any]) -> None:
         n, show, value = answer

@@ -15,10 +15,11 @@ if TYPE_CHECKING:
     from .base import CrewletScreen
 
 Done = Callable[[Page], object]
-GoneWords = Callable[[Page], "str | None"]
+GoneWords = Callable[[Page], str | None]
 
 
-def ask_rename(screen: "CrewletScreen", page: Page, *, what: str, on_done: Done, on_gone: GoneWords | None = None) -> None:
+def ask_rename(screen: "CrewletScreen", page: Page, *, what: str, on_done: Done,
+               on_gone: GoneWords | None = None) -> None:
     def renamed(title: str | None) -> None:
         if title and title != page.title:
             screen.call_in_background(screen.kb.rename_page, page.id, title, actor=screen.session.handle,
@@ -28,7 +29,8 @@ def ask_rename(screen: "CrewletScreen", page: Page, *, what: str, on_done: Done,
                                       value=page.title, ok="Rename"), renamed)
 
 
-def ask_move(screen: "CrewletScreen", page: Page, *, what: str, on_done: Done, on_gone: GoneWords | None = None) -> None:
+def ask_move(screen: "CrewletScreen", page: Page, *, what: str, on_done: Done,
+               on_gone: GoneWords | None = None) -> None:
     def moved(answer: dict[str, Any] | None) -> None:
         if answer is not None:
             parent = answer["parent"]
@@ -39,7 +41,8 @@ def ask_move(screen: "CrewletScreen", page: Page, *, what: str, on_done: Done, o
     screen.app.push_screen(MoveModal(screen.kb, page, screen.session.handle), moved)
 
 
-def ask_trash(screen: "CrewletScreen", page: Page, *, what: str, on_done: Done, on_gone: GoneWords | None = None) -> None:
+def ask_trash(screen: "CrewletScreen", page: Page, *, what: str, on_done: Done,
+               on_gone: GoneWords | None = None) -> None:
     def confirmed(yes: bool | None) -> None:
         if yes:
             screen.call_in_background(screen.kb.trash_page, page.id, actor=screen.session.handle, what=what,
