@@ -51,6 +51,56 @@ def test_no_background_answer_is_dispatched_by_name():
     assert name_dispatch(PACKAGE) == []
 
 
+HANDLER_KEYWORDS = ("on_done", "on_fail", "on_gone")
+
+
+def unfollowed_handlers(root: Path) -> list[str]:
+    """Handlers passed as `on_done=self.x` (and on_fail, on_gone) where `x` is no method of the class or of a
+    class it extends in the package: a misspelt handler fails here, without waiting for the key that runs it."""
+    classes: dict[str, ast.ClassDef] = {}
+    trees = []
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        trees.append((path, tree))
+        classes.update({n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)})
+
+    def methods(cls: ast.ClassDef) -> set[str]:
+        own = {n.name for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        for base in cls.bases:
+            if isinstance(base, ast.Name) and base.id in classes and classes[base.id] is not cls:
+                own |= methods(classes[base.id])
+        return own
+
+    found = []
+    for path, tree in trees:
+        for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+            known = methods(cls)
+            for node in ast.walk(cls):
+                if not isinstance(node, ast.Call):
+                    continue
+                for kw in node.keywords:
+                    value = kw.value
+                    if (kw.arg in HANDLER_KEYWORDS and isinstance(value, ast.Attribute)
+                            and isinstance(value.value, ast.Name) and value.value.id == "self"
+                            and value.attr not in known):
+                        found.append(f"{path.relative_to(root.parent)}:{node.lineno} {kw.arg}=self.{value.attr}")
+    return found
+
+
+def test_every_handler_passed_is_a_method_of_its_screen(tmp_path):
+    assert unfollowed_handlers(PACKAGE) == []
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "typo.py").write_text(
+        "class S(Base):\n"
+        "    def go(self):\n"
+        "        self.call_in_background(f, what='x', on_done=self._restord, on_fail=self._failed)\n"
+        "    def _restored(self, page): ...\n"
+        "class Base:\n"
+        "    def _failed(self, error): ...\n", encoding="utf-8")
+    assert [f.split(" ", 1)[1] for f in unfollowed_handlers(pkg)] == ["on_done=self._restord"]
+
+
 def test_the_scan_finds_each_kind_of_name_dispatch(tmp_path):
     """The scan above is no test that cannot fail: each old form is found."""
     pkg = tmp_path / "pkg"
