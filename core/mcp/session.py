@@ -236,6 +236,12 @@ def advice(said: Description) -> str:
                 else " — give a page id as search_knowledge or list_pages gave it, or the address SPACE/Title")
     if code == "invalid_parent" and details.get("parent_container"):
         return f" — call list_pages with container '{details['parent_container']}' to list under it"
+    if code == "stale_revision":
+        current = details.get("current_revision")
+        return (f"; your text was not saved — read revision {current} with get_page, merge your text into it and "
+                f"call save_page with base_revision {current}")
+    if code in ("empty_query", "no_words"):
+        return " — call search_knowledge with the words to look for"
     if code == "empty_question":
         return " — call answer_knowledge with the person's question in words"
     if code == "unknown_container":

@@ -1,0 +1,142 @@
+"""What a new user's trial of crewlet found (main at cdba6ff): refusals said alike over MCP and the CLI, no server
+path nor file shown to a model, and CLI hints that point the right way. MCP through a real client session
+(tests/mcp_client.py), the CLI through its process."""
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from mcp_client import call, connect, crewlet, refused
+
+from core.paths import Home
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def example_home(tmp_path_factory) -> Home:
+    root = tmp_path_factory.mktemp("trial") / "example"
+    res = crewlet(root, "init", "--example")
+    assert res.returncode == 0, res.stderr
+    return Home(root)
+
+
+@pytest.fixture
+def home(example_home, tmp_path) -> Home:
+    root = tmp_path / "home"
+    subprocess.run(["cp", "-a", str(example_home.root), str(root)], check=True)
+    return Home(root)
+
+
+def server_side(home: Home, text: str) -> None:
+    """Nothing of the server's own: no command of this machine, no path of the home, no rescued file."""
+    assert "`crewlet" not in text and "crewlet spaces" not in text, text
+    assert str(home.root) not in text and str(home.root.resolve()) not in text and "rescued" not in text, text
+
+
+def rescued_files(home: Home) -> list[str]:
+    return sorted(p.name for p in home.rescue_dir.glob("*.md")) if home.rescue_dir.exists() else []
+
+
+async def test_answer_knowledge_refuses_an_unknown_space_as_search_knowledge_does(home):
+    async with connect(home.root, "eng-bot") as client:
+        searched, searched_data = await refused(client, "search_knowledge", query="rollback", container="NOPE")
+    async with connect(home.root, "sam") as client:      # answer_knowledge is a person's tool
+        answered, answered_data = await refused(client, "answer_knowledge", question="x", container="NOPE")
+    assert answered == searched and answered_data == searched_data
+    assert answered_data["error"] == "unknown_container" and answered_data["container"] == "NOPE"
+    assert "call list_pages without a container" in answered
+    server_side(home, answered)
+    # the CLI says the same fact with its own advice
+    res = crewlet(home.root, "ask", "--container", "NOPE", "x", actor="sam")
+    assert res.returncode == 1
+    assert res.stderr.strip() == ("crewlet: no space 'NOPE': it is not declared and holds no pages — "
+                                  "`crewlet spaces` lists them"), res.stderr
+
+
+async def test_a_stale_save_over_mcp_names_no_file_and_says_what_to_do_with_the_tools(home):
+    async with connect(home.root, "eng-bot") as client:
+        _, page = await call(client, "get_page", ref="ENG/Rollback")
+        base = page["revision"]
+        await call(client, "save_page", ref="ENG/Rollback", body="first edit", base_revision=base)
+        text, data = await refused(client, "save_page", ref="ENG/Rollback", body="second edit", base_revision=base)
+        missing, missing_data = await refused(client, "save_page", ref="ENG/missing", body="lost?", base_revision=1)
+    assert data["error"] == "stale_revision" and data["current_revision"] == base + 1
+    assert "your text was not saved" in text and "get_page" in text
+    assert f"save_page with base_revision {base + 1}" in text
+    server_side(home, text)
+    assert missing_data["error"] == "not_found" and missing.startswith("no page 'ENG/missing' — ")
+    server_side(home, missing)
+    assert rescued_files(home) == []          # the model holds its own text: no file kept for it
+
+
+def test_the_cli_keeps_a_stale_text_but_no_text_for_a_page_that_does_not_exist(home, tmp_path):
+    body = tmp_path / "body.md"
+    body.write_text("my text\n", encoding="utf-8")
+    res = crewlet(home.root, "page", "save", "ENG/missing", "--body-file", str(body), "--base-rev", "1")
+    assert res.returncode == 1 and "no page 'ENG/missing'" in res.stderr and "rescued" not in res.stderr, res.stderr
+    assert rescued_files(home) == []
+    assert crewlet(home.root, "page", "save", "ENG/Rollback", "--body-file", str(body), "--base-rev", "1").returncode == 0
+    body.write_text("my later text\n", encoding="utf-8")
+    res = crewlet(home.root, "page", "save", "ENG/Rollback", "--body-file", str(body), "--base-rev", "1")
+    assert res.returncode == 1 and "your text is kept in" in res.stderr, res.stderr
+    assert len(rescued_files(home)) == 1
+
+
+async def test_an_empty_or_wordless_query_is_a_tool_error_with_a_code(home):
+    async with connect(home.root, "eng-bot") as client:
+        empty, data = await refused(client, "search_knowledge", query="  ")
+        wordless, wordless_data = await refused(client, "search_knowledge", query="the ???", mode="keyword")
+    assert data["error"] == "empty_query" and empty.startswith("the query is empty")
+    assert "call search_knowledge with the words" in empty
+    assert wordless_data["error"] == "no_words" and "has no word that can be searched" in wordless
+    server_side(home, empty)
+    server_side(home, wordless)
+
+
+# -- crewlet settings knowledge: fits 80 columns, and says which settings nothing reads yet ----------------------
+
+def test_settings_knowledge_fits_80_columns_with_every_variable_whole(example_home):
+    import core.bank.settings as bank
+
+    for env in ({}, {"COLUMNS": "80"}):          # piped (no width: plain output is never wrapped) and at 80
+        res = crewlet(example_home.root, "settings", "knowledge", env=env)
+        assert res.returncode == 0, res.stderr
+        lines = res.stdout.splitlines()
+        assert max(len(line) for line in lines) <= 80, max(lines, key=len)
+        assert all(line == line.rstrip() for line in lines)
+        for variable in bank.VARIABLES:          # each on a line of its own, whole
+            assert f"  {variable}" in lines, variable
+        assert "(default; not in effect yet)" in res.stdout
+
+
+def _read_in_code(key: str) -> bool:
+    """Whether anything but the settings' own module (and this listing) reads `key` off the bank's settings."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    pattern = re.compile(rf"\.{key}\b")
+    skip = {root / "core" / "bank" / "settings.py", root / "crewlet_tui" / "cli_settings.py"}
+    return any(pattern.search(p.read_text(encoding="utf-8")) for d in ("core", "crewlet_tui")
+               for p in (root / d).rglob("*.py") if p not in skip)
+
+
+def test_settings_knowledge_says_honestly_which_settings_are_in_effect(example_home):
+    import json
+
+    res = crewlet(example_home.root, "settings", "knowledge", "--json")
+    assert res.returncode == 0, res.stderr
+    rows = json.loads(res.stdout)["settings"]
+    for row in rows:
+        assert row["in_effect"] is _read_in_code(row["key"]), row["key"]
+    idle = sum(not row["in_effect"] for row in rows)
+    text = crewlet(example_home.root, "settings", "knowledge").stdout
+    assert text.count("not in effect yet)") == idle
+    if idle:
+        assert f"{idle} of {len(rows)} settings are not in effect yet" in " ".join(text.split())
