@@ -3,10 +3,11 @@ path nor file shown to a model, and CLI hints that point the right way. MCP thro
 (tests/mcp_client.py), the CLI through its process."""
 from __future__ import annotations
 
+import shlex
 import subprocess
 
 import pytest
-from mcp_client import call, connect, crewlet, refused
+from mcp_client import CREWLET, ENV, call, connect, crewlet, refused
 
 from core.paths import Home
 
@@ -140,3 +141,65 @@ def test_settings_knowledge_says_honestly_which_settings_are_in_effect(example_h
     assert text.count("not in effect yet)") == idle
     if idle:
         assert f"{idle} of {len(rows)} settings are not in effect yet" in " ".join(text.split())
+
+
+# -- CLI hints that point the right way ---------------------------------------------------------------------------
+
+def test_no_home_advice_carries_the_home_that_was_named(tmp_path):
+    missing = tmp_path / "no home"
+    res = crewlet(missing, "spaces", env={"CREWLET_HOME": str(tmp_path / "walk")})   # --home wins over it
+    assert res.returncode == 1
+    assert res.stderr.strip() == f"crewlet: no crewlet home at {missing} — run `crewlet --home '{missing}' init --example`"
+    # the advice, run as said (CREWLET_HOME still set), makes the home the command looked at
+    said = shlex.split(res.stderr.split("run `", 1)[1].strip().rstrip("`"))
+    assert said[0] == "crewlet"
+    made = subprocess.run([*CREWLET, *said[1:]], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**ENV, "CREWLET_HOME": str(tmp_path / "walk")})
+    assert made.returncode == 0, made.stderr
+    assert crewlet(missing, "spaces").returncode == 0
+
+
+def test_an_address_in_a_space_that_does_not_exist_points_at_the_spaces(example_home):
+    for command in (("page", "show", "NOPE/x"), ("open", "NOPE/x")):
+        res = crewlet(example_home.root, *command)
+        assert res.returncode == 1
+        assert res.stderr.strip() == ("crewlet: no page 'NOPE/x': there is no space 'NOPE' — `crewlet spaces` lists "
+                                      "the spaces there are"), (command, res.stderr)
+    # a space that exists, a title that does not: its pages are worth listing
+    res = crewlet(example_home.root, "page", "show", "ENG/nothing")
+    assert "`crewlet pages ENG` lists its pages" in res.stderr and "no space" not in res.stderr
+
+
+async def test_get_page_in_a_space_that_does_not_exist_points_at_list_pages(example_home):
+    async with connect(example_home.root, "eng-bot") as client:
+        text, data = await refused(client, "get_page", ref="NOPE/x")
+    assert data["error"] == "not_found" and data["space_unknown"] is True
+    assert text == "no page 'NOPE/x': there is no space 'NOPE' — call list_pages without a container for the spaces there are"
+
+
+def test_an_unknown_actor_is_said_as_the_value_given_with_the_actors_there_are(example_home):
+    res = crewlet(example_home.root, "spaces", actor="nobody")
+    assert res.returncode == 1
+    line = res.stderr.strip()
+    assert line.startswith("crewlet: --as nobody: no actor 'nobody' is configured — act as one of: alex, eng-bot, sam")
+    assert not line.startswith(f"crewlet: {example_home.root}")       # not a fault of the file
+    res = crewlet(example_home.root, "spaces", "--json", env={"CREWLET_AS": "nobody"})
+    assert res.returncode == 1
+    import json
+    said = json.loads(res.stdout)
+    assert said["error"] == "unknown_actor" and said["actors"] == ["alex", "eng-bot", "sam"]
+    assert said["message"].startswith("CREWLET_AS=nobody: no actor 'nobody' is configured")
+
+
+def test_page_create_says_a_folder_and_page_move_says_where_to(home, tmp_path):
+    res = crewlet(home.root, "page", "create", "ENG", "Postmortems")
+    assert res.returncode == 0 and res.stdout.startswith("created folder ENG/Postmortems (id "), res.stdout
+    body = tmp_path / "body.md"
+    body.write_text("# Incident review\n", encoding="utf-8")
+    res = crewlet(home.root, "page", "create", "ENG", "Incident Reviews", "--body-file", str(body))
+    assert res.stdout.startswith("created ENG/Incident Reviews (id "), res.stdout      # a page with text: no word added
+    assert crewlet(home.root, "page", "create", "ENG", "Archive", "--parent", "ENG/Postmortems").returncode == 0
+    res = crewlet(home.root, "page", "move", "ENG/Incident Reviews", "--parent", "ENG/Archive")
+    assert res.returncode == 0 and res.stdout.startswith("moved ENG/Incident Reviews under ENG/Archive (id "), res.stdout
+    res = crewlet(home.root, "page", "move", "ENG/Incident Reviews", "--top")
+    assert res.returncode == 0 and res.stdout.startswith("moved ENG/Incident Reviews to the top of ENG (id "), res.stdout

@@ -230,6 +230,8 @@ def advice(said: Description) -> str:
     if code == "knowledge_elsewhere":
         return ("; search_knowledge and get_page read it here" if details.get("write")
                 else " — search_knowledge searches it and get_page reads a hit")
+    if code == "not_found" and details.get("space_unknown"):   # an address whose space does not exist
+        return " — call list_pages without a container for the spaces there are"
     if code == "not_found" and "ref" in details and "container" in details:   # a reference naming no page
         container = details.get("container")
         return (f" — check the space and title (list_pages with container '{container}' lists its pages)" if container

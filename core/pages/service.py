@@ -164,7 +164,11 @@ class KnowledgeBase:
                 marker = self.conn.execute("SELECT * FROM deleted_pages WHERE page_id = ?", (ref,)).fetchone()
                 if marker:
                     raise NotFound(f"page {ref} ('{marker['title']}') was purged by {marker['purged_by']}", code="purged")
-                raise NoPage.of(ref)        # the fact: each surface adds where to look (its own command or tool)
+                missing = NoPage.of(ref)    # the fact: each surface adds where to look (its own command or tool)
+                if "/" in ref and unknown_container(self.conn, self.company, container) is not None:
+                    # the space is the typo, not the title: listing its pages would only say there is no space
+                    missing = missing.with_note(f": there is no space '{container}'", space_unknown=True)
+                raise missing
         if row["trashed_at"] is not None and not allow_trashed:
             raise Refused(f"{row['container']}/{row['title']} is in the trash — restore it first", code="trashed")
         return row
