@@ -26,9 +26,9 @@ settings_app = typer.Typer(help="Settings as this node reads them: each value an
                            no_args_is_help=True)
 app.add_typer(settings_app, name="settings")
 
-# the settings something reads today: the rest are parsed and shown, and said "not in effect yet" (the knowledge
-# bank's entries, triage and runs that read them are being built). A key joins when its reader lands;
-# tests/test_trial_fixes.py checks this set against the code's readers.
+# the settings a command, tool, the app or a duty reads today: the rest are parsed and shown, and said "not in
+# effect yet" (the knowledge bank's entries, triage and runs that read them are being built). A key joins when
+# its reader is reached from one; tests/test_trial_fixes.py checks this set against the code's readers.
 IN_EFFECT: frozenset[str] = frozenset()
 BLOCK_WIDTH = 80      # a block's lines wrap here, piped or not: a reader's listing, not a script's (--json is)
 
@@ -72,9 +72,9 @@ def knowledge_cmd(as_json: bool = JSON_OPT) -> None:
     _say(f"set under [knowledge] in {company.file}, or as the environment variable of the same name, which wins", width)
     idle = [row["key"] for row in rows if not row["in_effect"]]
     if idle:
-        _say(f"{len(idle)} of {len(rows)} settings {'are' if len(idle) != 1 else 'is'} not in effect yet: nothing "
-             f"reads {'them' if len(idle) != 1 else 'it'} until the knowledge bank's entries, triage and runs are "
-             "built; a value set now is kept for then", width)
+        _say(f"{len(idle)} of {len(rows)} settings {'are' if len(idle) != 1 else 'is'} not in effect yet: no "
+             f"command, tool or background duty uses {'them' if len(idle) != 1 else 'it'} until the knowledge bank's "
+             "entries, triage and runs are built; a value set now is kept for then", width)
     if bank.warnings:
         console.print(f"[yellow]{len(bank.warnings)} value{'s' if len(bank.warnings) != 1 else ''} could not be read "
                       "and {} ignored:[/]".format("was" if len(bank.warnings) == 1 else "were"))
