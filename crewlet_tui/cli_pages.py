@@ -31,7 +31,8 @@ def _page_line(p: Page) -> str:
 def _print_page_summary(p: Page, verb: str, where: str = "") -> None:
     """`verb` the page (a folder said so: it holds no text, only pages filed under it), then `where` it now is."""
     what = "folder " if p.is_folder else ""
-    console.print(f"{verb} {what}[bold]{markup_safe(_page_line(p))}[/]{markup_safe(where)} (id {p.id}, revision {p.revision})")
+    console.print(f"{verb} {what}[bold]{markup_safe(_page_line(p))}[/]{markup_safe(where)} "
+                  f"(id {p.id}, revision {p.revision})")
     for w in getattr(p, "warnings", []):
         console.print(f"[yellow]warning:[/] {markup_safe(w['message'])}")
 

@@ -86,7 +86,8 @@ def _block(row: dict[str, Any], width: int) -> str:
     """One setting as a few short lines (a table of four columns is ~330 wide and cuts the names at 80): its key,
     value and where the value came from; its environment variable whole; a cron in words; what it means. In
     markup, wrapped here (Rich's own wrap pads each line out to the width)."""
-    source = "default" if row["source"] == "default" else f"{SOURCE_WORDS[row['source']]}; default {_default_shown(row)}"
+    source = ("default" if row["source"] == "default"
+              else f"{SOURCE_WORDS[row['source']]}; default {_default_shown(row)}")
     status = f"({source}" + ("" if row["in_effect"] else "; not in effect yet") + ")"
     lines = [f"[bold]{markup_safe(row['key'])}[/] = {markup_safe(str(row['shown']))}  [dim]{markup_safe(status)}[/]",
              f"  [cyan]{markup_safe(row['variable'])}[/]"]

@@ -164,7 +164,8 @@ class KnowledgeBase:
                 marker = self.conn.execute("SELECT * FROM deleted_pages WHERE page_id = ?", (ref,)).fetchone()
                 if marker:
                     raise NotFound(f"page {ref} ('{marker['title']}') was purged by {marker['purged_by']}", code="purged")
-                missing = NoPage.of(ref)    # the fact: each surface adds where to look (its own command or tool)
+                # the fact: each surface adds where to look (its own command or tool)
+                missing: CrewletError = NoPage.of(ref)
                 if "/" in ref and unknown_container(self.conn, self.company, container) is not None:
                     # the space is the typo, not the title: listing its pages would only say there is no space
                     missing = missing.with_note(f": there is no space '{container}'", space_unknown=True)
@@ -315,8 +316,8 @@ class KnowledgeBase:
             if out.code == "stale_revision":
                 current = self._row(row["id"])["revision"]
                 if not rescue:
-                    raise StaleRevision(out.reason, base_revision=int(base_revision), current_revision=current,
-                                        your_body=body)
+                    raise StaleRevision(out.reason or "stale", base_revision=int(base_revision),
+                                        current_revision=current, your_body=body)
                 try:
                     rescued = self._rescue(row["id"], int(base_revision), body)
                 except (OSError, Refused) as why:
