@@ -240,8 +240,8 @@ def advice(said: Description) -> str:
         return f" — call list_pages with container '{details['parent_container']}' to list under it"
     if code == "stale_revision":
         current = details.get("current_revision")
-        return (f"; your text was not saved — read revision {current} with get_page, merge your text into it and "
-                f"call save_page with base_revision {current}")
+        return (f"; your text was not saved — get_page reads revision {current}: merge into it, then call save_page "
+                f"with base_revision {current}")
     if code in ("empty_query", "no_words"):
         return " — call search_knowledge with the words to look for"
     if code == "empty_question":
