@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import shlex
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -84,6 +85,7 @@ JSON_OPT = typer.Option(False, "--json", help="Print JSON for scripts instead of
 class Globals:
     home_arg: str | None = None
     actor: str | None = None
+    actor_from_env: bool = False      # the actor was named by CREWLET_AS alone, not by --as
 
     @property
     def home(self) -> Home:
@@ -159,6 +161,8 @@ def advice(said: Description) -> str:
         if details.get("write"):
             return (f" (`crewlet {details.get('backend')} import DIR` publishes a directory of Markdown files there)")
         return " — `crewlet search WORDS` searches it, `crewlet page show ID` reads a page"
+    if said.code == "not_found" and details.get("space_unknown"):   # an address whose space does not exist
+        return " — `crewlet spaces` lists the spaces there are"
     if said.code == "not_found" and "ref" in details and "container" in details:   # a reference naming no page
         container = details.get("container")
         return (f" — check the container and title (`crewlet pages {container}` lists its pages)" if container
@@ -227,13 +231,25 @@ def _home_or_none() -> Home | None:
 
 
 def existing_home() -> Home:
-    """The home this command names, refused with the fix when there is none there."""
+    """The home this command names, refused with the fix when there is none there: the `init` it advises makes
+    the home this command looked at (--home or CREWLET_HOME carried into it, so another home is not made)."""
     home = STATE.home
     home.require_directory()
     if not home.exists():
-        raise CrewletError(f"no crewlet home at {home.root} — run `crewlet init --example` (or pass --home DIR)",
-                           code="no_home")
+        fix = (f"run `crewlet --home {shlex.quote(str(home.root))} init --example`" if STATE.home_arg
+               else "run `crewlet init --example` (or pass --home DIR)")
+        raise CrewletError(f"no crewlet home at {home.root}", fix=fix, code="no_home")
     return home
+
+
+def unknown_actor(company: Any, handle: str) -> CrewletError:
+    """An --as (or CREWLET_AS) that names no configured actor: the value typed is the fault, not the file."""
+    known = sorted(company.actors)
+    named = f"CREWLET_AS={handle}" if STATE.actor_from_env else f"--as {handle}"
+    return CrewletError(f"{named}: no actor '{handle}' is configured",
+                        fix=(f"act as one of: {', '.join(known)}" if known else "no actor is configured")
+                        + f" (a new one is added as [actors.{handle}] in {company.file})",
+                        code="unknown_actor", actor=handle, actors=known, file=str(company.file))
 
 
 @contextmanager
@@ -244,8 +260,14 @@ def open_node(*, sync_containers: bool = True) -> Iterator[Node]:
     try:
         if STATE.actor:   # an unknown --as is refused by every command, those acting on nobody's behalf too
             from core.pages.service import KnowledgeBase
+            from core.settings import ConfigError
 
-            KnowledgeBase(node).actor(STATE.actor)
+            try:
+                KnowledgeBase(node).actor(STATE.actor)
+            except ConfigError as exc:
+                if exc.key != f"actors.{STATE.actor}":
+                    raise
+                raise unknown_actor(node.company, STATE.actor) from None
         try:
             yield node
         except CrewletError as exc:

@@ -28,8 +28,11 @@ def _page_line(p: Page) -> str:
     return f"{p.container}/{p.title}"
 
 
-def _print_page_summary(p: Page, verb: str) -> None:
-    console.print(f"{verb} [bold]{markup_safe(_page_line(p))}[/] (id {p.id}, revision {p.revision})")
+def _print_page_summary(p: Page, verb: str, where: str = "") -> None:
+    """`verb` the page (a folder said so: it holds no text, only pages filed under it), then `where` it now is."""
+    what = "folder " if p.is_folder else ""
+    console.print(f"{verb} {what}[bold]{markup_safe(_page_line(p))}[/]{markup_safe(where)} "
+                  f"(id {p.id}, revision {p.revision})")
     for w in getattr(p, "warnings", []):
         console.print(f"[yellow]warning:[/] {markup_safe(w['message'])}")
 
@@ -289,7 +292,15 @@ def page_move(ref: str = typer.Argument(..., metavar="REF", help="Page id or CON
     if as_json:
         emit_json(page.to_json(with_body=False) | {"warnings": getattr(page, "warnings", [])})
     else:
-        _print_page_summary(page, "moved")
+        _print_page_summary(page, "moved", _placed(page))
+
+
+def _placed(page: Page) -> str:
+    """Where a moved page now is: under its parent (by its address), or at the top of its space."""
+    if not page.ancestors:
+        return f" to the top of {page.container}"
+    parent = page.ancestors[-1]
+    return f" under {page.container}/{parent.get('title', parent.get('id', ''))}"
 
 
 def _trash_verb(verb: str, method: str, ref: str, as_json: bool) -> None:

@@ -56,6 +56,8 @@ def main_callback(
 ) -> None:
     STATE.home_arg = home
     STATE.actor = as_
+    source = ctx.get_parameter_source("as_")     # typer's own click may not be the installed one: by name
+    STATE.actor_from_env = as_ is not None and getattr(source, "name", "") == "ENVIRONMENT"
     say_warnings_safely()
     if ctx.invoked_subcommand is None:
         _open_app()

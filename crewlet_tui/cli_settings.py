@@ -10,6 +10,7 @@ company.toml that is refused (one line on stderr); 2 usage.
 """
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -24,6 +25,12 @@ app = typer.Typer()             # this module's top-level commands and groups (c
 settings_app = typer.Typer(help="Settings as this node reads them: each value and where it came from.",
                            no_args_is_help=True)
 app.add_typer(settings_app, name="settings")
+
+# the settings a command, tool, the app or a duty reads today: the rest are parsed and shown, and said "not in
+# effect yet" (the knowledge bank's entries, triage and runs that read them are being built). A key joins when
+# its reader is reached from one; tests/test_trial_fixes.py checks this set against the code's readers.
+IN_EFFECT: frozenset[str] = frozenset()
+BLOCK_WIDTH = 80      # a block's lines wrap here, piped or not: a reader's listing, not a script's (--json is)
 
 SOURCE_WORDS = {"default": "default", "company.toml": "company.toml", "environment": "environment"}
 
@@ -49,33 +56,56 @@ def knowledge_cmd(as_json: bool = JSON_OPT) -> None:
     now, fixed = calendar_now(), calendar_is_fixed()
     rows = bank.rows(now)
     calendar = now.isoformat(timespec="seconds").replace("+00:00", "Z")
+    for row in rows:
+        row["in_effect"] = row["key"] in IN_EFFECT
     if as_json:
         emit_json({"file": str(company.file), "settings": rows, "warnings": list(bank.warnings),
                    "calendar": {"now": calendar, "fixed": fixed}})
         return
-    from rich.table import Table
-
-    table = Table("setting", "value", "from", "meaning", title="Knowledge bank settings", title_justify="left")
+    width = min(console.width, BLOCK_WIDTH)
+    console.print("[bold]Knowledge bank settings[/]")
     for row in rows:
-        value = markup_safe(row["shown"])
-        if row.get("next"):     # a cron: in words (UTC), and when it next fires on the calendar
-            value += f"\n[dim]{markup_safe(row['when'])} (UTC); next {row['next']}[/]"
-        if row["source"] == "default":
-            source = "[dim]default[/]"
-        else:
-            source = markup_safe(f"{SOURCE_WORDS[row['source']]}; default {_default_shown(row)}")
-        table.add_row(f"{row['key']}\n[dim]{row['variable']}[/]", value, source,
-                      markup_safe(row["meaning"]))
-    console.print(table)
-    console.print(f"[dim]the calendar (ages, decay, crons): {calendar}"
-                  + (f", held there by {NOW_ENV}" if fixed else ", the real clock") + "[/]", soft_wrap=True)
-    console.print(f"[dim]set under {markup_safe('[knowledge]')} in {markup_safe(str(company.file))}, or as the "
-                  "environment variable of the same name, which wins[/]", soft_wrap=True)
+        console.print(_block(row, width), soft_wrap=True)
+    console.print()
+    _say(f"the calendar (ages, decay, crons): {calendar}"
+         + (f", held there by {NOW_ENV}" if fixed else ", the real clock"), width)
+    _say(f"set under [knowledge] in {company.file}, or as the environment variable of the same name, which wins", width)
+    idle = [row["key"] for row in rows if not row["in_effect"]]
+    if idle:
+        _say(f"{len(idle)} of {len(rows)} settings {'are' if len(idle) != 1 else 'is'} not in effect yet: no "
+             f"command, tool or background duty uses {'them' if len(idle) != 1 else 'it'} until the knowledge bank's "
+             "entries, triage and runs are built; a value set now is kept for then", width)
     if bank.warnings:
         console.print(f"[yellow]{len(bank.warnings)} value{'s' if len(bank.warnings) != 1 else ''} could not be read "
                       "and {} ignored:[/]".format("was" if len(bank.warnings) == 1 else "were"))
         for line in bank.warnings:
             console.print(f"  {markup_safe(line)}", soft_wrap=True)
+
+
+def _block(row: dict[str, Any], width: int) -> str:
+    """One setting as a few short lines (a table of four columns is ~330 wide and cuts the names at 80): its key,
+    value and where the value came from; its environment variable whole; a cron in words; what it means. In
+    markup, wrapped here (Rich's own wrap pads each line out to the width)."""
+    source = ("default" if row["source"] == "default"
+              else f"{SOURCE_WORDS[row['source']]}; default {_default_shown(row)}")
+    status = f"({source}" + ("" if row["in_effect"] else "; not in effect yet") + ")"
+    lines = [f"[bold]{markup_safe(row['key'])}[/] = {markup_safe(str(row['shown']))}  [dim]{markup_safe(status)}[/]",
+             f"  [cyan]{markup_safe(row['variable'])}[/]"]
+    if row.get("when"):   # a cron: in words (UTC), and when it next fires on the calendar
+        when = f"{row['when']} (UTC)" + (f"; next {row['next']}" if row.get("next") else "")
+        lines += [f"[dim]{markup_safe(line)}[/]" for line in _wrapped(when, width)]
+    lines += [markup_safe(line) for line in _wrapped(row["meaning"], width)]
+    return "\n" + "\n".join(lines)
+
+
+def _wrapped(text: str, width: int, indent: str = "  ") -> list[str]:
+    return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False,
+                         break_long_words=False) or [indent]
+
+
+def _say(text: str, width: int) -> None:
+    """A dim note under the listing, wrapped at the listing's width."""
+    console.print("\n".join(f"[dim]{markup_safe(line)}[/]" for line in _wrapped(text, width, indent="")))
 
 
 def _default_shown(row: dict[str, Any]) -> str:

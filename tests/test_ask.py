@@ -318,7 +318,7 @@ def test_usage_errors_and_an_agent_is_refused(home, server):
     assert cli(home.root, "ask", "   ").exit_code == 2
     assert cli(home.root, "ask", "--spend", "why").exit_code == 2
     typo = cli(home.root, "ask", "--container", "NOPE", "how do we roll back a deploy?")
-    assert typo.exit_code == 1 and typo.stdout == "" and "could not be searched: no space 'NOPE'" in one_line(typo)
+    assert typo.exit_code == 1 and typo.stdout == "" and "no space 'NOPE': it is not declared" in one_line(typo)
     res = cli(home.root, "--as", "eng-bot", "ask", "how do we roll back a deploy?")
     assert res.exit_code == 1 and "eng-bot is an agent: answers are written for a person" in one_line(res)
     assert server.requests == 0

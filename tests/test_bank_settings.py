@@ -203,14 +203,15 @@ def test_the_cli_shows_each_value_where_it_came_from_and_what_it_means(settings_
     res = _run(settings_home, "settings", "knowledge", env={"KNOWLEDGE_PAGE_REFRESH_MIN_INTERVAL": "6x",
                                                             "KNOWLEDGE_HOLDOUT_RATE": "0.2", "COLUMNS": "400"})
     assert res.returncode == 0, res.stderr
-    lines = {line.split("│")[1].strip(): line for line in res.stdout.splitlines() if line.count("│") >= 4}
-    assert "0.3" in lines["audit_rate"] and "company.toml; default 0.1" in lines["audit_rate"]
-    assert "0.2" in lines["holdout_rate"] and "environment; default 0.1" in lines["holdout_rate"]
-    assert "off" in lines["page_decay_cron"] and "When the decay pass runs." in lines["page_decay_cron"]
-    assert "0 4 * * 1" in lines["gap_issues_cron"]
-    assert "At 04:00 on Monday (UTC); next " in lines["KNOWLEDGE_GAP_ISSUES_CRON"]
+    # one block per setting: "key = value  (from…)", then its variable, a cron in words, its meaning
+    blocks = {b.splitlines()[0].split(" = ")[0]: b for b in res.stdout.split("\n\n") if " = " in b.splitlines()[0]}
+    assert "0.3" in blocks["audit_rate"] and "company.toml; default 0.1" in blocks["audit_rate"]
+    assert "0.2" in blocks["holdout_rate"] and "environment; default 0.1" in blocks["holdout_rate"]
+    assert "off" in blocks["page_decay_cron"] and "When the decay pass runs." in blocks["page_decay_cron"]
+    assert "0 4 * * 1" in blocks["gap_issues_cron"]
+    assert "KNOWLEDGE_GAP_ISSUES_CRON\n  At 04:00 on Monday (UTC); next " in blocks["gap_issues_cron"]
     assert "the calendar (ages, decay, crons): " in res.stdout and ", the real clock" in res.stdout
-    assert "default" in lines["kappa_floor"] and "Below this kappa" in lines["kappa_floor"]
+    assert "(default" in blocks["kappa_floor"] and "Below this kappa" in blocks["kappa_floor"]
     assert "2 values could not be read and were ignored:" in res.stdout
     assert "knowledge.holdout_rate: 1.5 is out of range" in res.stdout
     assert "environment: KNOWLEDGE_PAGE_REFRESH_MIN_INTERVAL: '6x' is not a duration" in res.stdout

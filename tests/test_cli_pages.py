@@ -101,7 +101,9 @@ def test_init_example_loads_the_example_knowledge_base(runner, tmp_path):
 
 
 def test_a_command_without_a_home_says_how_to_make_one(runner, tmp_path):
-    refused(runner.invoke(app, ["--home", str(tmp_path / "none"), "spaces"], env=CLEAN_ENV), "crewlet init")
+    # the init it advises is for the home --home named, not the default one
+    refused(runner.invoke(app, ["--home", str(tmp_path / "none"), "spaces"], env=CLEAN_ENV),
+            f"crewlet --home {tmp_path / 'none'} init --example")
 
 
 # -- a walk through the page commands -------------------------------------------------------------------

@@ -290,7 +290,9 @@ async def test_refusals_are_tool_errors_in_the_stores_words(home):
         assert page["title"] == "Rollback"
 
 
-async def test_a_stale_save_is_refused_and_the_writers_text_is_kept_and_named(home):
+async def test_a_stale_save_is_refused_and_the_model_is_told_its_text_was_not_saved(home):
+    """The model holds its own text (it sent it): no file is kept for it under the server's home, whose path it
+    could not open anyway; it is told to read the page again and save against the new revision."""
     async with connect(home.root, "eng-bot") as client:
         _, page = await call(client, "get_page", ref="ENG/Rollback")
         body_file = home.root / "sams.md"
@@ -299,11 +301,10 @@ async def test_a_stale_save_is_refused_and_the_writers_text_is_kept_and_named(ho
                        actor="sam").returncode == 0
         text, data = await refused(client, "save_page", ref=page["id"], body="The agent's careful text.\n",
                                    base_revision=page["revision"])
-    assert "is at revision 2, not 1" in text and "your text is kept in" in text
-    assert data["error"] == "stale_revision" and data["current_revision"] == 2
-    kept = data["rescued_to"]     # named inside the home: the server's own paths stay there
-    assert kept.startswith("rescued/") and kept in text and str(home.root) not in text
-    assert (home.root / kept).read_text(encoding="utf-8") == "The agent's careful text.\n"
+    assert "is at revision 2, not 1" in text and "your text was not saved" in text
+    assert "call save_page with base_revision 2" in text and "rescued" not in text and str(home.root) not in text
+    assert data["error"] == "stale_revision" and data["current_revision"] == 2 and data.get("rescued_to") is None
+    assert not home.rescue_dir.exists() or not any(home.rescue_dir.iterdir())
     assert crewlet_json(home.root, "page", "show", "ENG/Rollback")["body"] == "Sam's rewrite.\n"
 
 

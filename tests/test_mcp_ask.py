@@ -117,13 +117,13 @@ async def test_a_model_failure_is_an_answer_with_its_reason_and_the_sources(home
     assert server.requests == 1 and spent_by(home) == {"alex": 0}   # an HTTP error bills nothing
 
 
-async def test_an_empty_question_is_a_tool_error_and_an_unknown_space_an_answer_saying_so(home, server):
+async def test_an_empty_question_and_an_unknown_space_are_tool_errors(home, server):
     async with connect(home.root, "alex") as client:
         empty, data = await refused(client, "answer_knowledge", question="   ")
         extra, bad = await refused(client, "answer_knowledge", question=QUESTION, agent="eng-bot")
-        wrong_text, wrong = await call(client, "answer_knowledge", question=QUESTION, container="NOPE")
+        wrong_text, wrong = await refused(client, "answer_knowledge", question=QUESTION, container="NOPE")
     assert "the question is empty" in empty and data["error"] == "empty_question"
     assert bad["error"] == "invalid_arguments" and "agent" in extra
-    assert wrong["status"] == "not_searched" and wrong["sources"] == []
-    assert wrong_text.startswith("No answer was written — the knowledge base could not be searched: no space 'NOPE'")
+    assert wrong["error"] == "unknown_container" and wrong["container"] == "NOPE"
+    assert wrong_text.startswith("no space 'NOPE': it is not declared and holds no pages")
     assert server.requests == 0 and spent_by(home) == {}

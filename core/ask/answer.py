@@ -215,7 +215,7 @@ class Asker:
                use_cache: bool = True) -> Answer:
         from core.pages.service import KnowledgeBase
         from core.knowledge import is_remote
-        from core.search.seam import Query
+        from core.search.seam import UNKNOWN_CONTAINER, Query
 
         question = (question or "").strip()
         if not question:
@@ -255,6 +255,9 @@ class Asker:
         searched = {"served_mode": outcome.served_mode, "degraded": outcome.degraded, "message": outcome.message}
         base = Answer(question, NO_MATCH, search=searched, position=position,
                       model=settings.model if settings is not None else "")
+        if outcome.degraded == UNKNOWN_CONTAINER:
+            # what the caller got wrong (a typo of a space) is a refusal, as search and list refuse it: not an answer
+            raise self._unknown_space(narrowing or [], outcome.message)
         if outcome.served_mode is None:
             base.status, base.reason = NOT_SEARCHED, f"the knowledge base could not be searched: {outcome.message}"
             return base
@@ -286,6 +289,19 @@ class Asker:
             except (sqlite3.Error, OSError) as exc:   # the answer was written and paid for: it stands uncached
                 log.warning("could not keep the answer in the cache: %s", exc)
         return written
+
+    def _unknown_space(self, narrowing: list[str], said: str) -> CrewletError:
+        """The refusal of the space asked for that names none (core.pages.containers decides which)."""
+        from core.errors import UnknownContainer
+        from core.pages.containers import unknown_container
+
+        with self.node.lock:
+            for name in narrowing:
+                why = unknown_container(self.node.conn, self.node.company, name.strip())
+                if why is not None:
+                    return why
+        # a remote site's own verdict, or a key two spaces fold to: its words
+        return UnknownContainer(said, container=narrowing[0] if narrowing else "")
 
     def _spaces(self, question: str, handle: str, narrowing: list[str] | None) -> str:
         """The set of spaces the asker may read, as the cache keys it: "*" for every one."""

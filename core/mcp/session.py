@@ -230,12 +230,20 @@ def advice(said: Description) -> str:
     if code == "knowledge_elsewhere":
         return ("; search_knowledge and get_page read it here" if details.get("write")
                 else " — search_knowledge searches it and get_page reads a hit")
+    if code == "not_found" and details.get("space_unknown"):   # an address whose space does not exist
+        return " — call list_pages without a container for the spaces there are"
     if code == "not_found" and "ref" in details and "container" in details:   # a reference naming no page
         container = details.get("container")
         return (f" — check the space and title (list_pages with container '{container}' lists its pages)" if container
                 else " — give a page id as search_knowledge or list_pages gave it, or the address SPACE/Title")
     if code == "invalid_parent" and details.get("parent_container"):
         return f" — call list_pages with container '{details['parent_container']}' to list under it"
+    if code == "stale_revision":
+        current = details.get("current_revision")
+        return (f"; your text was not saved — get_page reads revision {current}: merge into it, then call save_page "
+                f"with base_revision {current}")
+    if code in ("empty_query", "no_words"):
+        return " — call search_knowledge with the words to look for"
     if code == "empty_question":
         return " — call answer_knowledge with the person's question in words"
     if code == "unknown_container":

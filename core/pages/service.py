@@ -164,7 +164,12 @@ class KnowledgeBase:
                 marker = self.conn.execute("SELECT * FROM deleted_pages WHERE page_id = ?", (ref,)).fetchone()
                 if marker:
                     raise NotFound(f"page {ref} ('{marker['title']}') was purged by {marker['purged_by']}", code="purged")
-                raise NoPage.of(ref)        # the fact: each surface adds where to look (its own command or tool)
+                # the fact: each surface adds where to look (its own command or tool)
+                missing: CrewletError = NoPage.of(ref)
+                if "/" in ref and unknown_container(self.conn, self.company, container) is not None:
+                    # the space is the typo, not the title: listing its pages would only say there is no space
+                    missing = missing.with_note(f": there is no space '{container}'", space_unknown=True)
+                raise missing
         if row["trashed_at"] is not None and not allow_trashed:
             raise Refused(f"{row['container']}/{row['title']} is in the trash — restore it first", code="trashed")
         return row
@@ -282,26 +287,37 @@ class KnowledgeBase:
         return page
 
     def save_page(self, ref: str, body: str, *, base_revision: int, actor: str | None = None,
-                  message: str | None = None) -> Page:
+                  message: str | None = None, rescue: bool = True) -> Page:
         """Save against the revision the writer edited. A stale base is refused by the applier and
-        the writer's text is kept (returned on the error and written under the home's rescued/)."""
+        the writer's text is kept (returned on the error and written under the home's rescued/). `rescue`
+        False: a caller that holds its own text (a model over MCP) gets the refusal alone, no file written.
+        A reference that names no page was never a page to keep a text for: refused with nothing written."""
         _check_body(body, self.company.limits.page_body_bytes)
         try:
             who = self.writer(actor)
             row = self._row(ref, allow_trashed=False)
             rules.may_save(self.company, who, row)
+        except NoPage:
+            raise                      # a typo of the address: the caller's text is where it came from
         except (Refused, NotFound) as exc:
             # any refusal keeps the writer's text, not only a stale one
+            if not rescue:
+                raise
             self._refuse_keeping(exc, ref, int(base_revision), body)
         try:
             out = self.node.submit_one(records.page_save(who.handle, page_id=row["id"],
                                                          base_revision=int(base_revision), body=body, message=message))
         except CrewletError as exc:
             # not saved, or on the log but not applied yet: either way the writer's text is kept
+            if not rescue:
+                raise
             self._fail_keeping(exc, row["id"], int(base_revision), body)
         if out.status == "refused":
             if out.code == "stale_revision":
                 current = self._row(row["id"])["revision"]
+                if not rescue:
+                    raise StaleRevision(out.reason or "stale", base_revision=int(base_revision),
+                                        current_revision=current, your_body=body)
                 try:
                     rescued = self._rescue(row["id"], int(base_revision), body)
                 except (OSError, Refused) as why:
@@ -313,6 +329,8 @@ class KnowledgeBase:
                 raise StaleRevision(f"{out.reason} (your text is kept in {rescued})", base_revision=int(base_revision),
                                     current_revision=current, your_body=body, rescued_to=str(rescued))
             cls = NotFound if out.code in ("not_found", "purged") else Refused
+            if not rescue:
+                raise cls(out.reason or "refused", code=out.code)
             self._refuse_keeping(cls(out.reason or "refused", code=out.code), row["id"], int(base_revision), body)
         return self._resolve(row["id"])
 

@@ -6,10 +6,10 @@ answer is the one `crewlet ask` gives — the same search scoped as the asker ma
 citation check, cache and the company's spend windows, charged to the person the server acts as.
 
 A failure (the model timed out, refused, answered garbage or an HTTP error; a spend window had no room; the
-search could not run, as for a space that does not exist) is an answer here as everywhere, as
-search_knowledge's outcomes are: its one-line reason first, then the sources it would have been written
-from, with `status` saying which — not a tool error, since the sources are still worth reading. What the
-call itself got wrong (an empty question, an unknown argument) is a tool error.
+search could not run) is an answer here as everywhere, as search_knowledge's outcomes are: its one-line
+reason first, then the sources it would have been written from, with `status` saying which — not a tool
+error, since the sources are still worth reading. What the call itself got wrong (an empty question, a space
+that does not exist, an unknown argument) is a tool error, said as search_knowledge and list_pages say it.
 """
 from __future__ import annotations
 

@@ -12,14 +12,14 @@ class SavePageArgs(Args):
     body: str = Field(description="The page's whole new body in Markdown (it replaces the old one; empty makes "
                                   "the page a folder). " + BODY_LINKS)
     base_revision: int = Field(ge=1, description="The revision you read with get_page and edited. If somebody "
-                                                 "saved since, the save is refused and your text is kept.")
+                                                 "saved since, the save is refused and nothing is overwritten.")
     message: str | None = Field(default=None, description="One line saying what you changed and why, shown in "
                                                           "the page's history under your name.")
 
 
 def run(session: Session, args: SavePageArgs) -> Reply:
     page = session.kb.save_page(args.ref, args.body, base_revision=args.base_revision, actor=session.handle,
-                                message=args.message)
+                                message=args.message, rescue=False)   # the model holds its own text: no file kept
     session.wrote()
     if page.revision == args.base_revision:
         text = f"Nothing to save: {page_line(page)} already says exactly this (revision {page.revision})."
@@ -35,7 +35,7 @@ TOOL = Tool(
         "Replace a page's body with a new one, saved against the revision you read (get_page gives it). "
         "Returns the page's new revision. Use it to correct or extend a page, or to publish a file over a "
         "page of the same title. If somebody saved the page since you read it, the save is refused (nothing "
-        "is overwritten): your text is kept in a file the error names; read the page again with get_page, "
-        "merge, and save against its new revision."),
+        "is overwritten, and your text is not saved): read the page again with get_page, merge your text into "
+        "it, and save against its new revision."),
     hint="change a page against the revision you read (base_revision): a stale one is refused, nothing overwritten",
     args=SavePageArgs, run=run, on_remote=False)

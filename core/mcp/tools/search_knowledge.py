@@ -7,8 +7,8 @@ from pydantic import Field
 
 from ...pages.links import link_to
 from ...pages.model import normalise_title
-from ...errors import UnknownContainer
-from ...search.seam import DEFAULT_LIMIT, PARTIAL_COVERAGE, UNKNOWN_CONTAINER, Query, Result
+from ...errors import Invalid, UnknownContainer
+from ...search.seam import DEFAULT_LIMIT, NO_TERMS, PARTIAL_COVERAGE, UNKNOWN_CONTAINER, Query, Result
 from ..session import Session, keep_paths_here
 from .base import Args, Reply, Tool
 
@@ -56,6 +56,9 @@ def outcome_words(result: Result) -> str:
 
 
 def run(session: Session, args: SearchArgs) -> Reply:
+    if not args.query.strip():
+        # what the call got wrong is a tool error, as answer_knowledge refuses an empty question
+        raise Invalid("the query is empty", code="empty_query")
     session.await_model()   # the first search of a session waits for the model the session began to load
     session.index_catch_up()
     result = session.searcher.search(Query(args.query, actor=session.handle, limit=args.limit, mode=args.mode,
@@ -63,6 +66,10 @@ def run(session: Session, args: SearchArgs) -> Reply:
     if result.outcome.degraded == UNKNOWN_CONTAINER:
         # what the call got wrong is a tool error, as list_pages says it: a typo must not read as "nothing matched"
         raise UnknownContainer.of(args.container or "")
+    if result.outcome.degraded == NO_TERMS and result.outcome.served_mode is None:
+        # only punctuation or words too common to index, and nothing ranked by meaning either: not "nothing matched"
+        raise Invalid(f"nothing was searched: the query '{args.query.strip()}' has no word that can be searched",
+                      code="no_words", query=args.query)
     remote = session.remote  # a Confluence or Plane page is linked by its own URL, and read there
     hits = [{"id": h.page_id, "title": h.title, "container": h.container,
              "address": f"{h.container}/{normalise_title(h.title)}", "snippet": h.snippet, "score": h.score,
