@@ -39,7 +39,7 @@ from core.paths import read_node_file
 from core.remote.settings import (REMOTE_BACKENDS, REMOTE_LABELS, ConfluenceSettings, Credentials, Integrations,
                                   PlaneSettings)
 from core.repos.settings import RepositoriesSettings
-from core.settings import ConfigError, expect, only_known, table
+from core.settings import ConfigError, expect, only_known, table, whole
 
 __all__ = ["ConfigError", "Company", "Actor", "Space", "Knowledge", "LogSettings", "EmbeddingsSettings", "LlmSettings",
            "PageLimits", "Credentials", "ConfluenceSettings", "PlaneSettings", "Integrations", "REMOTE_LABELS",
@@ -432,7 +432,7 @@ def unreadable_fix(file: Path, exc: OSError) -> str:
 # -- node.toml: what is this node's own ------------------------------------------------------------------
 
 NODE_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{3,63}$")
-_NODE_KEYS = ("node_id", "operator", "shared")
+_NODE_KEYS = ("node_id", "operator", "shared", "rerank_memory_mb")
 
 
 @dataclass(frozen=True)
@@ -443,9 +443,13 @@ class NodeSettings:
     node_id: str = ""
     operator: str | None = None
     shared: str | None = None
+    # the memory a search by meaning may hold for its compact copy of the vectors (core/search/vector_file.py);
+    # None: its default. Past it, stage two reads its candidates from the database and the answer says so
+    rerank_memory_mb: int | None = None
 
     def to_toml(self) -> dict[str, Any]:
-        return {k: v for k, v in (("node_id", self.node_id), ("operator", self.operator), ("shared", self.shared)) if v}
+        out = {k: v for k, v in (("node_id", self.node_id), ("operator", self.operator), ("shared", self.shared)) if v}
+        return out if self.rerank_memory_mb is None else out | {"rerank_memory_mb": self.rerank_memory_mb}
 
 
 def new_node_id() -> str:
@@ -473,7 +477,10 @@ def load_node(file: Path) -> NodeSettings:
     shared = data.get("shared")
     if shared is not None:
         expect(file, "shared", shared, str, 'e.g. shared = "/mnt/team/crewlet"')
-    return NodeSettings(node_id=node_id, operator=operator or None, shared=shared or None)
+    memory = data.get("rerank_memory_mb")
+    if memory is not None:
+        whole(file, "rerank_memory_mb", memory, low=0, example="rerank_memory_mb = 2048")
+    return NodeSettings(node_id=node_id, operator=operator or None, shared=shared or None, rerank_memory_mb=memory)
 
 
 def write_node(file: Path, settings: NodeSettings) -> None:

@@ -260,6 +260,8 @@ class NativeSearcher:
         if degraded in (PARTIAL_COVERAGE, REFILLING):
             coverage.complete = False
         floor = self._floor_report
+        if meaning.ranking is not None and meaning.ranking.stage_two_note and served in ("semantic", "hybrid"):
+            notes.append(meaning.ranking.stage_two_note)   # slower, nothing lost: said, not degraded
         if floor is not None and not accepted and (floor.cut or floor.folders):
             notes.insert(0, floor.nothing_close(meaning.model))
         finder = words.finder if words is not None else None

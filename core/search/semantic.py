@@ -49,7 +49,7 @@ from ..pages import reads
 from ..vectors import records as vectors
 from ..vectors.hamming import hamming, sign_code
 from ..vectors.read import read_vectors
-from . import code_file
+from . import code_file, vector_file
 from .code_table import CodeTable, IndexView, RowOf, Sources  # noqa: F401 - the table is read through this module too
 from .access import Access
 from .stages import STAGE_ONE, STAGE_TWO
@@ -259,6 +259,11 @@ class SemanticRanking:
     ranked: list[tuple[str, float]]      # page ids by exact cosine, best first
     pool: int                            # sources in the space this search could reach (after filters)
     candidates: int                      # kept by stage one
+    # how stage two read the candidates: "compact" (the int8 copy, then the few exact floats from the vector
+    # file) or "by-id" (every candidate's floats from the database); `stage_two_note` says why, when by-id
+    # was not chosen for an empty ranking
+    stage_two: str = "by-id"
+    stage_two_note: str = ""
 
 
 class SemanticRetriever:
@@ -267,6 +272,9 @@ class SemanticRetriever:
     # a search that leaves out only a few rows (trashed pages, drafts, a few exclusions: at most 64 or 1%)
     # reads the lists an unfiltered search reads: its own rows are all but the same
     NARROW_SLACK = 64
+    # stage two through the compact copy and the vector file (False: every candidate read by id, as before:
+    # what bench/ivf.py compares it with)
+    rerank = True
 
     def __init__(self, node: Any) -> None:
         self.node = node
@@ -275,6 +283,55 @@ class SemanticRetriever:
         self._table: CodeTable | None = None
         self._unlisted_key: int | None = None
         self._unlisted: frozenset[str] = frozenset()
+        self._vectors: vector_file.VectorFile | None = None
+
+    def memory_bound(self) -> int:
+        """Bytes the compact copy may take (node.toml `rerank_memory_mb`)."""
+        mb = getattr(self.node.settings, "rerank_memory_mb", None)
+        return (vector_file.DEFAULT_MEMORY_MB if mb is None else int(mb)) << 20
+
+    def vectors(self, table: CodeTable, dims: int) -> tuple[vector_file.VectorFile | None, str]:
+        """The space's vector file as stage two reads it, at the table's position: (the file, "") — or (None,
+        why stage two reads by id instead). Builds or rebuilds the file when none can be trusted."""
+        need, bound = vector_file.compact_bytes(table.live, dims), self.memory_bound()
+        if need > bound:
+            self._drop_vectors()
+            return None, (f"stage two read its candidates from the database: the compact copy of {table.live:,} "
+                          f"vectors would take {need / 2**20:,.0f} MB, over node.toml rerank_memory_mb = "
+                          f"{bound >> 20:,}")
+        vf = self._vectors
+        if vf is not None and (vf.space != table.space or vf.dims != dims):
+            self._drop_vectors()
+            vf = None
+        if vf is not None and len(vf.extra) > max(1024, vector_file.REBUILD_SHARE * vf.n):
+            self._drop_vectors()                     # much filed since the file: written again below
+            vf = None
+            stale = True
+        else:
+            stale = False
+        if vf is None:
+            path = vector_file.file_for(self.node.home.codes_dir, table.space)
+            with self.node.lock:
+                vf = None if stale else vector_file.load(path, table.space, dims)
+                if vf is not None and not vector_file.vouched(self.node.conn, vf, vectors.position(self.node.conn)[0]):
+                    vf.close()
+                    vf = None
+                if vf is None:
+                    seq = vectors.position(self.node.conn)[0]
+                    if vector_file.build(self.node.conn, table.space, dims, seq, path):
+                        vf = vector_file.load(path, table.space, dims)
+                    vector_file.sweep(path.parent, set(vectors.spaces(self.node.conn)) | {table.space})
+            if vf is None:
+                return None, "stage two read its candidates from the database: the vector file could not be kept"
+            self._vectors = vf
+        with self.node.lock:
+            vf.follow(self.node.conn, table.seq)
+        return vf, ""
+
+    def _drop_vectors(self) -> None:
+        if self._vectors is not None:
+            self._vectors.close()
+            self._vectors = None
 
     def table(self, space: str, seq: int | None = None) -> CodeTable:
         """The space's codes, brought to the vector log's position `seq` (this node's now when not given),
@@ -361,8 +418,16 @@ class SemanticRetriever:
                 return SemanticRanking([], 0, 0)
             rows = self.candidates(table, sign_code(query), mask, stage_one)
             source_of = dict(zip(table.ids[rows].tolist(), [table.sources[r] for r in rows.tolist()]))
-            with self.node.lock:
-                found, cosines = exact_scores(self.node.conn, list(source_of), query)  # replaced since: next time
+            vf, note = self.vectors(table, len(query)) if self.rerank else (None, "")
+            if vf is not None:
+                def by_id(ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
+                    with self.node.lock:
+                        return read_vectors(self.node.conn, ids, len(query))
+                found, cosines = vector_file.rerank(vf, by_id, table.ids[rows], query, depth + vector_file.MARGIN)
+            else:
+                with self.node.lock:
+                    found, cosines = exact_scores(self.node.conn, list(source_of), query)  # replaced since: next time
             scored = sorted(zip([source_of[v] for v in found.tolist()], cosines.tolist()),
                             key=lambda item: (-item[1], item[0]))
-            return SemanticRanking(scored[:depth], pool=pool, candidates=len(rows))
+            return SemanticRanking(scored[:depth], pool=pool, candidates=len(rows),
+                                   stage_two="compact" if vf is not None else "by-id", stage_two_note=note)
