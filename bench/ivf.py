@@ -1,7 +1,7 @@
 """The semantic index against the full scan, side by side in one run (issue 12).
 
     .venv/bin/python bench/ivf.py [--sizes 40000 120000] [--dims 3072 384] [--queries 200] [--threads 2]
-                                  [--factors 0 1 2 4 8 16] [--serve-rss] [--codes-from file|db]
+                                  [--factors 0 1 2 4 8 16] [--serve-rss] [--rerank] [--codes-from file|db]
 
 For each corpus (synthetic, clustered: topics under subjects, bench/_vectors.py; a real home with the
 vectors applied through the vector log), it trains the index the way the duty does (core/search/ivf/
@@ -19,6 +19,12 @@ reads them by id from the database —, k-means over them on `--threads` cores, 
 
 - `--factors`: recall (mean and worst query) and stage one's time with a search reading at least F × 1,200
   codes (semantic.READ_FACTOR), for each F — how the factor crewlet ships was chosen (docs/search.md);
+- `--rerank`: stage two as it runs now (the int8 copy reranks the 1,200 candidates to the ranking's depth + 50,
+  whose exact floats are read from the space's vector file) against reading the 1,200 by id from the database,
+  both warm and cold (the file they read dropped from the page cache before each query with
+  posix_fadvise DONTNEED), the whole query both ways; recall@10 and recall@150 of the final ranking against the
+  exact ranking of the same candidates, for int8 and float16 copies at margins 0 / 50 / 150; the compact
+  copy's memory, and a new process's read of the vector file (cold);
 - `--serve-rss`: a plain serving process (a fresh interpreter that opens the home and answers semantic
   searches, stage two included) and its resident memory after 200 of them: peak, and how much is the
   process's own (anonymous) against pages of the database file mapped in.
@@ -61,8 +67,121 @@ def recall_of(cands: np.ndarray, scores: np.ndarray, ids_to_rows: np.ndarray) ->
     return min(150, int(np.count_nonzero(scores[ids_to_rows[cands]] >= kth))) / 150
 
 
+def drop_cache(path: Path) -> None:
+    """Take `path`'s pages out of the kernel's page cache (what a cold read then pays for)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def cold(fn, count: int, path: Path) -> tuple[float, float]:
+    """p50 and p95 in ms of fn(i), `path` dropped from the page cache before each call (not timed)."""
+    times = []
+    for i in range(count):
+        drop_cache(path)
+        started = time.perf_counter()
+        fn(i)
+        times.append((time.perf_counter() - started) * 1000)
+    times.sort()
+    return times[len(times) // 2], times[min(len(times) - 1, int(len(times) * 0.95))]
+
+
+def rerank_bench(node, home, space: str, retriever, table, qs: np.ndarray, through, nq: int) -> None:
+    """Stage two both ways, warm and cold, with the recall of the compact rerank against the exact one."""
+    from core.search import vector_file
+    from core.vectors.read import read_vectors
+
+    dims = qs.shape[1]
+    path = vector_file.file_for(home.codes_dir, space)
+    started = time.perf_counter()
+    vf, note = retriever.vectors(table, dims)
+    print(f"  the vector file: {'read or built' if vf else note} in {time.perf_counter() - started:.1f}s; "
+          f"{path.stat().st_size / 2**20:,.0f} MB on disk; compact copy {vector_file.compact_bytes(vf.n, dims) / 2**20:,.0f} MB "
+          f"in memory (int8 + scale + id; float16 would be {vf.n * (2 * dims + 8) / 2**20:,.0f} MB)")
+    drop_cache(path)
+    started = time.perf_counter()
+    again = vector_file.load(path, space, dims)
+    print(f"  a new process's read of it, cold: {time.perf_counter() - started:.2f}s   [{load()}]")
+    again.close()
+    cands = [table.ids[through(i)] for i in range(nq)]
+    qn = [q / np.linalg.norm(q) for q in qs]
+    # recall of the compact rerank against the exact ranking of the same candidates
+    depth = semantic.STAGE_TWO
+    rec: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    for i in range(nq):
+        found, mat = read_vectors(node.conn, cands[i].tolist(), dims)
+        mat_n = mat / np.linalg.norm(mat, axis=1, keepdims=True)
+        exact = mat_n @ qn[i]
+        order = np.argsort(-exact, kind="stable")
+        top10, top150 = set(order[:10].tolist()), set(order[:depth].tolist())
+        q8, scale = vector_file.quantize(mat)
+        a8 = q8.astype(np.float32)
+        a16 = mat.astype(np.float16).astype(np.float32)
+        for kind, approx in (("int8", a8), ("float16", a16)):
+            cos = (approx @ qn[i]) / np.linalg.norm(approx, axis=1)
+            for margin in (0, 50, 150):
+                keep = np.argsort(-cos, kind="stable")[:depth + margin]
+                final = keep[np.argsort(-exact[keep], kind="stable")]    # 2b: exact scores decide the order
+                rec.setdefault((kind, margin), []).append(
+                    (len(top10 & set(final[:10].tolist())) / 10, len(top150 & set(final[:depth].tolist())) / depth))
+    print(f"  recall of the final ranking against the exact ranking of the same 1,200 candidates ({nq} queries):")
+    for (kind, margin), r in rec.items():
+        r10, r150 = np.array([x[0] for x in r]), np.array([x[1] for x in r])
+        print(f"    {kind:<7} margin {margin:>3} (exact reads {depth + margin}): recall@10 mean {r10.mean():.4f} "
+              f"worst {r10.min():.2f}; recall@150 mean {r150.mean():.4f} worst {r150.min():.4f}")
+    # agreement of the shipped path with the by-id path, as the retriever serves them
+    agree = []
+    for i in range(min(nq, 50)):
+        retriever.rerank = False
+        old = [s for s, _ in retriever.rank(qs[i], space, EVERYONE).ranked]
+        retriever.rerank = True
+        new = [s for s, _ in retriever.rank(qs[i], space, EVERYONE).ranked]
+        agree.append((old[:10] == new[:10], len(set(old) & set(new)) / len(old)))
+    print(f"  served: the top 10 identical to the by-id path's on {sum(a for a, _ in agree)} of {len(agree)} queries, "
+          f"the 150 shared {np.mean([b for _, b in agree]):.4f}")
+
+    def new_whole(i: int) -> None:
+        retriever.rank(qs[i], space, EVERYONE)
+
+    def old_whole(i: int) -> None:
+        retriever.rerank = False
+        try:
+            retriever.rank(qs[i], space, EVERYONE)
+        finally:
+            retriever.rerank = True
+
+    def new_two(i: int) -> None:
+        vector_file.rerank(vf, lambda ids: read_vectors(node.conn, ids, dims), cands[i], qs[i],
+                           depth + vector_file.MARGIN)
+
+    def old_two(i: int) -> None:
+        semantic.exact_scores(node.conn, cands[i].tolist(), qs[i])
+
+    db = home.db_file
+    warm_new, warm_old = timed(new_two, nq), timed(old_two, nq)
+    print("  stage two alone, warm:")
+    line("int8 rerank + exact floats from the file", warm_new, warm_old, "by id from the database")
+    line("1,200 by id from the database", warm_old)
+    w_new, w_old = timed(new_whole, nq), timed(old_whole, nq)
+    print("  the whole semantic query, warm:")
+    line("now", w_new, w_old, "before")
+    line("before (by id)", w_old)
+    cq = min(nq, 60)
+    c_new, c_old = cold(new_two, cq, path), cold(old_two, cq, db)
+    print(f"  stage two alone, cold ({cq} queries; the vector file / the database dropped from the page cache before each):")
+    line("int8 rerank + exact floats from the file", c_new, c_old, "by id from the database")
+    line("1,200 by id from the database", c_old)
+    cw_new, cw_old = cold(new_whole, cq, path), cold(old_whole, cq, db)
+    print("  the whole semantic query, cold:")
+    line("now", cw_new, cw_old, "before")
+    line("before (by id)", cw_old)
+
+
 def run(n: int, dims: int, nq: int, threads: int, factors: list[int] | None = None,
-        serve_rss: bool = False, codes_from: str = "file") -> None:
+        serve_rss: bool = False, codes_from: str = "file", rerank: bool = False) -> None:
     print(f"\n== {n:,} sources × {dims} dimensions ({dims} bits a code) ==")
     home, ids, corpus = cached_home(n, dims)
     space = space_of(dims)
@@ -136,6 +255,8 @@ def run(n: int, dims: int, nq: int, threads: int, factors: list[int] | None = No
             finally:
                 semantic.READ_FACTOR = shipped
         retriever._table = table                      # the retriever's own table, with this index in it
+        if rerank:
+            rerank_bench(node, home, space, retriever, table, qs, through, nq)
         whole_index = timed(lambda i: retriever.rank(qs[i], space, EVERYONE), nq)
         table.index = None
         whole_scan = timed(lambda i: retriever.rank(qs[i], space, EVERYONE), nq)
@@ -153,6 +274,7 @@ def run(n: int, dims: int, nq: int, threads: int, factors: list[int] | None = No
             for start in range(0, len(refiles), 50):
                 node.submit_vectors(refiles[start:start + 50], sync=False)
             serving_rss(home, space)
+            serving_rss(home, space, by_id=True)
 
         try:
             import faiss  # type: ignore[import-not-found]
@@ -178,9 +300,10 @@ def run(n: int, dims: int, nq: int, threads: int, factors: list[int] | None = No
         print(f"  faiss recall@150 against the exact scan: {np.mean(r_faiss):.4f} (worst {min(r_faiss):.4f})")
 
 
-def serving_rss(home, space: str, queries: int = 200) -> None:
+def serving_rss(home, space: str, queries: int = 200, by_id: bool = False) -> None:
     """A fresh interpreter that opens the home and answers `queries` semantic searches (stage two included),
-    then says its resident memory: what a serving process holds for this corpus."""
+    then says its resident memory: what a serving process holds for this corpus (`by_id`: told to hold no
+    compact copy, node.toml rerank_memory_mb = 0, so stage two reads its candidates by id as before)."""
     import subprocess
 
     script = f"""
@@ -193,7 +316,10 @@ from core.search import semantic
 from core.search.access import Access
 from core.vectors.read import read_vectors
 every = Access(actor=None, mode="semantic", allowed=None, skills="SKILLS", exclusions=(), draft_backstop=True)
+from core.config import NodeSettings
 with Node.open(Home(Path({str(home.root)!r}))) as node:
+    if {by_id!r}:
+        node.settings = NodeSettings(node_id=node.settings.node_id, rerank_memory_mb=0)
     retriever = semantic.SemanticRetriever(node)
     table = retriever.table({space!r})
     ids = [int(table.ids[r]) for r in np.random.default_rng(3).choice(table.n, {queries}, replace=False)]
@@ -201,14 +327,16 @@ with Node.open(Home(Path({str(home.root)!r}))) as node:
     for q in matrix:
         retriever.rank(q, {space!r}, every)
     status = dict(line.split(":", 1) for line in open("/proc/self/status"))
-    print(*(status[k].split()[0] for k in ("VmHWM", "VmRSS", "RssAnon", "RssFile")), table.n, retriever.last_read[1])
+    ranking = retriever.rank(matrix[0], {space!r}, every)
+    print(*(status[k].split()[0] for k in ("VmHWM", "VmRSS", "RssAnon", "RssFile")), table.n, retriever.last_read[1], ranking.stage_two)
 """
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=3600)
     if out.returncode != 0:
         print(f"  serving process failed: {out.stderr[-500:]}")
         return
-    hwm, rss, anon, file_, n, read = (int(x) for x in out.stdout.split())
-    print(f"  a serving process after {queries} semantic searches over {n:,} sources: peak RSS {hwm / 1024:.0f} MB, "
+    *numbers, how = out.stdout.split()
+    hwm, rss, anon, file_, n, read = (int(x) for x in numbers)
+    print(f"  a serving process (stage two {how}) after {queries} semantic searches over {n:,} sources: peak RSS {hwm / 1024:.0f} MB, "
           f"RSS {rss / 1024:.0f} MB ({anon / 1024:.0f} MB its own, {file_ / 1024:.0f} MB of mapped files); "
           f"the last search read {read:,} codes   [{load()}]")
 
@@ -221,13 +349,15 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--factors", type=int, nargs="*", help="READ_FACTOR values to compare (recall, codes read, time)")
     ap.add_argument("--serve-rss", action="store_true", help="install the index and measure a serving process's memory")
+    ap.add_argument("--rerank", action="store_true", help="stage two through the int8 copy and the vector file "
+                                                          "against by id, warm and cold, with recall")
     ap.add_argument("--codes-from", choices=("file", "db"), default="file",
                     help="where the training reads the codes: the space's file, as the duty does, or the database by id")
     args = ap.parse_args()
     print(f"crewlet ivf bench: numpy {np.__version__}, {os.cpu_count()} cores on the machine   [{load()}]")
     for dims in args.dims:
         for n in args.sizes:
-            run(n, dims, args.queries, args.threads, args.factors, args.serve_rss, args.codes_from)
+            run(n, dims, args.queries, args.threads, args.factors, args.serve_rss, args.codes_from, args.rerank)
 
 
 if __name__ == "__main__":

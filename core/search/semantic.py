@@ -1,9 +1,12 @@
 """The semantic retriever: two stages over this node's replicated vectors.
 
 Stage one ranks the narrow table of 1-bit sign codes by Hamming distance to the query's own code and
-keeps the nearest 1,200; stage two reranks exactly those candidates against their full float vectors,
-read by primary key, and returns 150 by exact cosine. The score a hit shows is always the exact one:
-a sign code decides which documents are looked at, never how they are ordered.
+keeps the nearest 1,200; stage two reranks those candidates with an int8 copy of their vectors held in
+memory down to 200 (the depth, 150, and a margin of 50), scores those exactly against their float vectors
+read from the space's vector file (core/search/vector_file.py), and returns 150 by exact cosine. A node
+whose int8 copy would not fit in node.toml's `rerank_memory_mb` reads the 1,200 float vectors by primary
+key instead, and its ranking says so. The score a hit shows is always the exact one: a sign code or an
+int8 copy decides which documents are looked at, never how they are ordered.
 
 Filters apply INSIDE stage one, before its cut: the embedding space (a model change leaves the sources
 not yet refilled out of the pool rather than ranked badly), the access policy's containers and excluded
@@ -29,8 +32,9 @@ Speed (bench/semantic.py measures each choice):
   only when rows vanished without a successor (a purge) or the change is most of the table.
 - Ties at stage one's cut go to the lower `vectors.id`, so the candidates never depend on how rows
   happen to be laid out in memory.
-- Stage two reads the candidates in one statement in primary-key order, each straight into one
-  preallocated matrix, through SQLite's page cache (no memory map: see MMAP_BYTES below).
+- Stage two by id (past the memory bound) reads the candidates in one statement in primary-key order, each
+  straight into one preallocated matrix, through SQLite's page cache (no memory map: see MMAP_BYTES below);
+  through the vector file it reads 200 rows of one file by offset, one pread each.
 - A new process reads its table from the space's file in the home when the database vouches for it, then
   the rows filed since (`open_table`, core/search/code_file.py): one sequential read instead of the code
   rows by id, whose pages lie between the wide rows'.

@@ -12,8 +12,8 @@ that is 1,200 random reads of 6 KB from a 9 GB database. Now it runs in two step
   row each), so the score a hit shows is still the exact cosine.
 
 The file (`vectors/vectors-<digest>.bin` in the home) holds, page-aligned: a header (format, space, width,
-the vector-log position, the row count), the rows' `vectors.id` ascending, their int8 scales, the int8
-rows, then the float32 rows. A new process reads everything but the floats in one sequential pass. A
+the vector-log position, the row count), the rows' `vectors.id` ascending, the int8 rows' own norms (a
+cosine needs only the direction, so the scale itself is not kept), the int8 rows, then the float32 rows. A new process reads everything but the floats in one sequential pass. A
 vector's id never names another vector (a put files a new id; a restamp keeps the vector), so a row of the
 file stays true for its id; the database vouches for the file as for the code file (core/search/code_file.py):
 its position may not be past the database's, and a sample of its rows must be the database's own floats,
@@ -42,11 +42,11 @@ import numpy as np
 
 log = logging.getLogger("crewlet.search")
 
-FORMAT = 1
+FORMAT = 2
 MAGIC = b"CRWVEC01"
 PAGE = 4096
 SAMPLE = 16
-DEFAULT_MEMORY_MB = 2048      # 1,000,000 × 1,536 in int8 with ids and scales is ~1,480 MB
+DEFAULT_MEMORY_MB = 2048      # 1,000,000 × 1,536 in int8 with ids and norms is ~1,476 MB
 # 2a keeps the ranking's depth plus this many for the exact 2b: measured (bench/ivf.py --rerank) recall@150
 # and recall@10 of the exact ranking at margins 0/50/150; see docs/search.md
 MARGIN = 50
@@ -59,7 +59,7 @@ def file_for(cache_dir: Path, space: str) -> Path:
 
 
 def compact_bytes(rows: int, dims: int) -> int:
-    """What the compact copy of `rows` vectors takes in memory: int8 row, float32 scale, int64 id."""
+    """What the compact copy of `rows` vectors takes in memory: int8 row, float32 norm, int64 id."""
     return rows * (dims + 4 + 8)
 
 
@@ -80,17 +80,17 @@ class Layout:
     n: int
     dims: int
     ids_at: int
-    scales_at: int
+    norms_at: int
     q8_at: int
     floats_at: int
 
     @classmethod
     def of(cls, n: int, dims: int) -> "Layout":
         ids_at = PAGE
-        scales_at = _align(ids_at + 8 * n)
-        q8_at = _align(scales_at + 4 * n)
+        norms_at = _align(ids_at + 8 * n)
+        q8_at = _align(norms_at + 4 * n)
         floats_at = _align(q8_at + n * dims)
-        return cls(n, dims, ids_at, scales_at, q8_at, floats_at)
+        return cls(n, dims, ids_at, norms_at, q8_at, floats_at)
 
     @property
     def size(self) -> int:
@@ -107,7 +107,7 @@ class VectorFile:
     seq: int
     path: Path
     ids: np.ndarray                                   # (n,) int64, ascending
-    scales: np.ndarray                                # (n,) float32
+    norms: np.ndarray                                 # (n,) float32: each int8 row's norm (1 where 0)
     q8: np.ndarray                                    # (n, dims) int8
     floats_at: int
     fd: int = -1
@@ -177,6 +177,17 @@ def read_header(fd: int) -> dict[str, Any] | None:
     return meta
 
 
+def _read_into(fd: int, at: int, array: np.ndarray) -> int:
+    """Fill `array` from `fd` at offset `at`; the bytes read (fewer only at the file's end)."""
+    view, done = memoryview(array).cast("B"), 0
+    while done < len(view):
+        got = os.preadv(fd, [view[done:done + (1 << 30)]], at + done)
+        if got <= 0:
+            break
+        done += got
+    return done
+
+
 def load(path: Path, space: str, dims: int) -> VectorFile | None:
     """The file's vectors for `space` at width `dims`, or None when there is no usable file (absent, torn,
     another format, space or width)."""
@@ -197,17 +208,14 @@ def load(path: Path, space: str, dims: int) -> VectorFile | None:
         if os.fstat(fd).st_size != lay.size:      # torn or grown: not the file its header describes
             os.close(fd)
             return None
-        with os.fdopen(os.dup(fd), "rb") as fh:   # one sequential pass over all but the floats
-            fh.seek(lay.ids_at)
-            ids = np.frombuffer(fh.read(8 * n), dtype="<i8").copy()
-            fh.seek(lay.scales_at)
-            scales = np.frombuffer(fh.read(4 * n), dtype="<f4").copy()
-            fh.seek(lay.q8_at)
-            q8 = np.frombuffer(fh.read(n * dims), dtype=np.int8).reshape(n, dims).copy()
-        if len(ids) != n or len(scales) != n or (n > 1 and not bool(np.all(ids[1:] > ids[:-1]))):
+        ids, norms = np.empty(n, "<i8"), np.empty(n, "<f4")
+        q8 = np.empty((n, dims), dtype=np.int8)
+        # one sequential pass over all but the floats, straight into the arrays (no second copy)
+        got = sum(_read_into(fd, at, array) for at, array in ((lay.ids_at, ids), (lay.norms_at, norms), (lay.q8_at, q8)))
+        if got != 12 * n + n * dims or (n > 1 and not bool(np.all(ids[1:] > ids[:-1]))):
             os.close(fd)
             return None
-        return VectorFile(space, dims, int(meta["seq"]), path, ids, scales, q8, lay.floats_at, fd)
+        return VectorFile(space, dims, int(meta["seq"]), path, ids, norms, q8, lay.floats_at, fd)
     except (OSError, ValueError, KeyError, UnicodeDecodeError) as exc:
         os.close(fd)
         log.info("the vector file %s is unreadable (%s): stage two reads the database", path, exc)
@@ -258,9 +266,10 @@ def build(conn: Any, space: str, dims: int, seq: int, path: Path) -> bool:
                     break
                 ids, matrix = ids[:n - at], matrix[:n - at]          # rows filed while the count was read
                 k = len(ids)
-                q8, scale = quantize(matrix)
+                q8, _ = quantize(matrix)
+                norms = np.sqrt(np.einsum("ij,ij->i", q8.astype(np.float32), q8.astype(np.float32)))
                 os.pwrite(fd, ids.astype("<i8").tobytes(), lay.ids_at + 8 * at)
-                os.pwrite(fd, scale.astype("<f4").tobytes(), lay.scales_at + 4 * at)
+                os.pwrite(fd, np.where(norms > 0, norms, 1.0).astype("<f4").tobytes(), lay.norms_at + 4 * at)
                 os.pwrite(fd, q8.tobytes(), lay.q8_at + dims * at)
                 os.pwrite(fd, matrix.astype("<f4").tobytes(), lay.floats_at + 4 * dims * at)
                 at += k
@@ -326,15 +335,11 @@ def rerank(vf: VectorFile, conn_read: Any, ids: np.ndarray, query: np.ndarray, k
     rows = at[inside]
     if len(rows):
         block = np.take(vf.q8, rows, axis=0).astype(np.float32)
-        dots = block @ q
-        norms = np.linalg.norm(block, axis=1)
-        approx[inside] = dots / np.where(norms > 0, norms, 1.0) / qn     # the scale cancels in a cosine
-    outside = np.flatnonzero(~inside)
-    for i in outside.tolist():
+        approx[inside] = (block @ q) / (vf.norms[rows] * qn)
+    for i in np.flatnonzero(~inside).tolist():
         vec = vf.extra.get(int(ids[i]))
         if vec is not None:
-            vn = float(np.linalg.norm(vec)) or 1.0
-            approx[i] = float(vec @ q) / vn / qn
+            approx[i] = float(vec @ q) / ((float(np.linalg.norm(vec)) or 1.0) * qn)
     known = np.flatnonzero(approx > -np.inf)
     if len(known) > keep:
         known = known[np.argpartition(-approx[known], keep - 1)[:keep]]
@@ -346,5 +351,5 @@ def rerank(vf: VectorFile, conn_read: Any, ids: np.ndarray, query: np.ndarray, k
         exact[from_file] = vf.floats(at[known][from_file])
     for j in np.flatnonzero(~from_file).tolist():
         exact[j] = vf.extra[int(chosen_ids[j])]
-    norms = np.linalg.norm(exact, axis=1) * qn
+    norms = np.sqrt(np.einsum("ij,ij->i", exact, exact)) * qn
     return chosen_ids, (exact @ q) / np.where(norms > 0, norms, 1.0)
