@@ -77,18 +77,6 @@ def drop_cache(path: Path) -> None:
         os.close(fd)
 
 
-def cold(fn, count: int, path: Path) -> tuple[float, float]:
-    """p50 and p95 in ms of fn(i), `path` dropped from the page cache before each call (not timed)."""
-    times = []
-    for i in range(count):
-        drop_cache(path)
-        started = time.perf_counter()
-        fn(i)
-        times.append((time.perf_counter() - started) * 1000)
-    times.sort()
-    return times[len(times) // 2], times[min(len(times) - 1, int(len(times) * 0.95))]
-
-
 def rerank_bench(node, home, space: str, retriever, table, qs: np.ndarray, through, nq: int) -> None:
     """Stage two both ways, warm and cold, with the recall of the compact rerank against the exact one."""
     from core.search import vector_file
@@ -100,7 +88,7 @@ def rerank_bench(node, home, space: str, retriever, table, qs: np.ndarray, throu
     vf, note = retriever.vectors(table, dims)
     print(f"  the vector file: {'read or built' if vf else note} in {time.perf_counter() - started:.1f}s; "
           f"{path.stat().st_size / 2**20:,.0f} MB on disk; compact copy {vector_file.compact_bytes(vf.n, dims) / 2**20:,.0f} MB "
-          f"in memory (int8 + scale + id; float16 would be {vf.n * (2 * dims + 8) / 2**20:,.0f} MB)")
+          f"in memory (int8 + norm + id; float16 would be {vf.n * (2 * dims + 8) / 2**20:,.0f} MB)")
     drop_cache(path)
     started = time.perf_counter()
     again = vector_file.load(path, space, dims)
@@ -161,23 +149,48 @@ def rerank_bench(node, home, space: str, retriever, table, qs: np.ndarray, throu
         semantic.exact_scores(node.conn, cands[i].tolist(), qs[i])
 
     db = home.db_file
-    warm_new, warm_old = timed(new_two, nq), timed(old_two, nq)
-    print("  stage two alone, warm:")
+    # each pair alternated query by query (new, old, new, old …): on a shared machine a burst of load then
+    # falls on both sides alike instead of on whichever ran during it
+    for i in range(nq):           # warm: every query's reads once in the page cache (the cold read above dropped it)
+        new_two(i), old_two(i)
+    warm_new, warm_old = alternated(new_two, old_two, nq)
+    print("  stage two alone, warm (alternated):")
     line("int8 rerank + exact floats from the file", warm_new, warm_old, "by id from the database")
     line("1,200 by id from the database", warm_old)
-    w_new, w_old = timed(new_whole, nq), timed(old_whole, nq)
-    print("  the whole semantic query, warm:")
+    w_new, w_old = alternated(new_whole, old_whole, nq)
+    print("  the whole semantic query, warm (alternated):")
     line("now", w_new, w_old, "before")
     line("before (by id)", w_old)
     cq = min(nq, 60)
-    c_new, c_old = cold(new_two, cq, path), cold(old_two, cq, db)
-    print(f"  stage two alone, cold ({cq} queries; the vector file / the database dropped from the page cache before each):")
+    c_new, c_old = alternated(new_two, old_two, cq, path, db)
+    print(f"  stage two alone, cold ({cq} queries, alternated; the vector file / the database dropped from the page "
+          f"cache before each):")
     line("int8 rerank + exact floats from the file", c_new, c_old, "by id from the database")
     line("1,200 by id from the database", c_old)
-    cw_new, cw_old = cold(new_whole, cq, path), cold(old_whole, cq, db)
-    print("  the whole semantic query, cold:")
+    cw_new, cw_old = alternated(new_whole, old_whole, cq, path, db)
+    print("  the whole semantic query, cold (alternated):")
     line("now", cw_new, cw_old, "before")
     line("before (by id)", cw_old)
+
+
+def alternated(a, b, count: int, a_cold: Path | None = None, b_cold: Path | None = None
+               ) -> tuple[tuple[float, float], tuple[float, float]]:
+    """p50 and p95 in ms of a(i) and b(i), called in turn for each i after one warm call of each; a file
+    given for a side is dropped from the page cache before each of its calls (not timed)."""
+    a(0), b(0)
+    times: tuple[list[float], list[float]] = ([], [])
+    for i in range(count):
+        for fn, cold_file, out in ((a, a_cold, times[0]), (b, b_cold, times[1])):
+            if cold_file is not None:
+                drop_cache(cold_file)
+            started = time.perf_counter()
+            fn(i)
+            out.append((time.perf_counter() - started) * 1000)
+
+    def p(ts: list[float]) -> tuple[float, float]:
+        ts.sort()
+        return ts[len(ts) // 2], ts[min(len(ts) - 1, int(len(ts) * 0.95))]
+    return p(times[0]), p(times[1])
 
 
 def run(n: int, dims: int, nq: int, threads: int, factors: list[int] | None = None,

@@ -307,8 +307,9 @@ class SemanticRetriever:
         if vf is not None and (vf.space != table.space or vf.dims != dims):
             self._drop_vectors()
             vf = None
-        if vf is not None and len(vf.extra) > max(1024, vector_file.REBUILD_SHARE * vf.n):
-            self._drop_vectors()                     # much filed since the file: written again below
+        if vf is not None and (len(vf.extra) > max(1024, vector_file.REBUILD_SHARE * vf.n)
+                               or vf.n > max(1024, (1 + vector_file.REBUILD_SHARE) * table.live)):
+            self._drop_vectors()                     # much filed or replaced since the file: written again below
             vf = None
             stale = True
         else:
@@ -327,6 +328,11 @@ class SemanticRetriever:
                     vector_file.sweep(path.parent, set(vectors.spaces(self.node.conn)) | {table.space})
             if vf is None:
                 return None, "stage two read its candidates from the database: the vector file could not be kept"
+            if vf.memory > bound:                    # the file holds rows since replaced: more than the live count
+                vf.close()
+                return None, (f"stage two read its candidates from the database: the compact copy of {vf.n:,} "
+                              f"vectors would take {vf.memory / 2**20:,.0f} MB, over node.toml rerank_memory_mb = "
+                              f"{bound >> 20:,}")
             self._vectors = vf
         with self.node.lock:
             vf.follow(self.node.conn, table.seq)
