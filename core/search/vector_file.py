@@ -52,6 +52,7 @@ DEFAULT_MEMORY_MB = 2048      # 1,000,000 × 1,536 in int8 with ids and norms is
 MARGIN = 50
 REBUILD_SHARE = 0.25          # rows held beside the file, as a share of it, past which it is written again
 BUILD_CHUNK = 8192
+ADVISE = hasattr(os, "posix_fadvise")     # not on every platform: the reads are then one after another
 
 
 def file_for(cache_dir: Path, space: str) -> Path:
@@ -154,10 +155,15 @@ class VectorFile:
         return np.where(hit, at, -1)
 
     def floats(self, rows: np.ndarray) -> np.ndarray:
-        """The exact float32 vectors of file rows `rows`, one pread each (in offset order)."""
+        """The exact float32 vectors of file rows `rows`, one pread each (in offset order). Every row is first
+        asked of the kernel at once (POSIX_FADV_WILLNEED), so a cold file's reads go to the disk together
+        instead of one after another: 200 rows cold measured p50 3.0 ms against 20.3 ms (docs/search.md)."""
         out = np.empty((len(rows), self.dims), dtype=np.float32)
         width = 4 * self.dims
         order = np.argsort(rows, kind="stable")
+        if ADVISE and len(rows) > 1:
+            for r in rows[order].tolist():
+                os.posix_fadvise(self.fd, self.floats_at + int(r) * width, width, os.POSIX_FADV_WILLNEED)
         for i in order.tolist():
             buf = os.pread(self.fd, width, self.floats_at + int(rows[i]) * width)
             if len(buf) != width:
