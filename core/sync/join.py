@@ -138,7 +138,8 @@ def _first(home: Home, directory: Path, settings: config_mod.NodeSettings,
     result = JoinResult("first", directory, settings.node_id or config_mod.new_node_id())
     plan = {"kind": "first", "shared": str(directory), "logs": _log_names(home),
             "node_toml": joining.node_toml(config_mod.NodeSettings(
-                result.node_id, settings.operator or company.operator, str(directory)).to_toml())}
+                result.node_id, settings.operator or company.operator, str(directory),
+                rerank_memory_mb=settings.rerank_memory_mb).to_toml())}
     with replace_db.held(home.db_file):
         joining.begin(home, plan)
         result.moved = joining.first_steps(home.root, plan)
@@ -218,8 +219,9 @@ def _join_existing(home: Home, directory: Path, settings: config_mod.NodeSetting
     result = JoinResult("joined", directory, settings.node_id or config_mod.new_node_id())
     stamp = aside_stamp()
     plan = {"kind": "joined", "shared": str(directory), "carry": list(DIARY_TABLES),
-            "node_toml": joining.node_toml(config_mod.NodeSettings(result.node_id, settings.operator,
-                                                                   str(directory)).to_toml()),
+            "node_toml": joining.node_toml(config_mod.NodeSettings(result.node_id, settings.operator, str(directory),
+                                                                   rerank_memory_mb=settings.rerank_memory_mb
+                                                                   ).to_toml()),
             "company_aside": f"company.toml.before-join-{stamp}",
             "log_aside": f"log.before-join-{stamp}" if rebuild else None,
             "db_aside": database_aside_path(home, "before-join").name
