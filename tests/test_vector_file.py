@@ -198,3 +198,23 @@ def test_the_answer_says_stage_two_read_by_id(tmp_path):
         node.settings = config_mod.NodeSettings(node_id=node.settings.node_id)
         res = searcher_for(node, model).search(Query("the query", mode="semantic", limit=5))
         assert "rerank_memory_mb" not in res.outcome.message and len(res.hits) == 5
+
+
+def test_much_filed_since_the_file_writes_it_again(home):
+    q = topical(1, seed=21)[0]
+    with Node.open(home) as node:
+        retriever = semantic.SemanticRetriever(node)
+        rank(retriever, q)
+        built = os.stat(path_of(home)).st_ino
+        rows = node.conn.execute("SELECT source_id, container FROM vectors ORDER BY id LIMIT 1100").fetchall()
+        fresh = topical(1100, seed=22)
+        node.submit_vectors([vectors.put_record(r["source_id"], SPACE, r["container"], 2, "d2" + r["source_id"], 10, 0,
+                                                fresh[i]) for i, r in enumerate(rows)])
+        first = rank(retriever, q)                      # the 1,100 new rows read by id, held beside the file
+        assert retriever._vectors is not None and len(retriever._vectors.extra) == 1100
+        assert os.stat(path_of(home)).st_ino == built
+        second = rank(retriever, q)                     # past a quarter of the file: written again
+        assert os.stat(path_of(home)).st_ino != built
+        assert retriever._vectors is not None and not retriever._vectors.extra and retriever._vectors.n == 1200
+        want = [s for s, _ in exact_ranking(node, q)[:semantic.STAGE_TWO]]
+        assert [s for s, _ in first.ranked] == want and [s for s, _ in second.ranked] == want
