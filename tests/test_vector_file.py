@@ -218,3 +218,19 @@ def test_much_filed_since_the_file_writes_it_again(home):
         assert retriever._vectors is not None and not retriever._vectors.extra and retriever._vectors.n == 1200
         want = [s for s, _ in exact_ranking(node, q)[:semantic.STAGE_TWO]]
         assert [s for s, _ in first.ranked] == want and [s for s, _ in second.ranked] == want
+
+
+def test_joining_a_shared_directory_keeps_the_bound(tmp_path):
+    import dataclasses
+    import json
+
+    from conftest import new_home
+    from test_sync import cli, ok
+
+    a = new_home(tmp_path / "A")
+    settings = config_mod.load_node(a.node_file)
+    config_mod.write_node(a.node_file, dataclasses.replace(settings, rerank_memory_mb=512))
+    out = json.loads(ok(cli(a.root, "sync", "join", str(tmp_path / "shared"), "--json")))
+    assert out["joined"] == "first"
+    kept = config_mod.load_node(a.node_file)
+    assert kept.rerank_memory_mb == 512 and kept.shared and kept.node_id == settings.node_id
