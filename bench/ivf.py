@@ -86,6 +86,9 @@ def rerank_bench(node, home, space: str, retriever, table, qs: np.ndarray, throu
     path = vector_file.file_for(home.codes_dir, space)
     started = time.perf_counter()
     vf, note = retriever.vectors(table, dims)
+    if vf is None and retriever._writer is not None:     # a large space's file is written behind the searches
+        retriever._writer.join()
+        vf, note = retriever.vectors(table, dims)
     print(f"  the vector file: {'read or built' if vf else note} in {time.perf_counter() - started:.1f}s; "
           f"{path.stat().st_size / 2**20:,.0f} MB on disk; compact copy {vector_file.compact_bytes(vf.n, dims) / 2**20:,.0f} MB "
           f"in memory (int8 + norm + id; float16 would be {vf.n * (2 * dims + 8) / 2**20:,.0f} MB)")

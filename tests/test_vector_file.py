@@ -234,3 +234,20 @@ def test_joining_a_shared_directory_keeps_the_bound(tmp_path):
     assert out["joined"] == "first"
     kept = config_mod.load_node(a.node_file)
     assert kept.rerank_memory_mb == 512 and kept.shared and kept.node_id == settings.node_id
+
+
+def test_a_large_space_writes_its_file_behind_the_searches(home):
+    q = topical(1, seed=31)[0]
+    with Node.open(home) as node:
+        retriever = semantic.SemanticRetriever(node)
+        retriever.BUILD_INLINE = 100                     # this home's 1,200 sources count as large
+        first = rank(retriever, q)
+        assert first.stage_two == "by-id" and "being written" in first.stage_two_note
+        writer = retriever._writer
+        assert writer is not None
+        writer.join(timeout=300)                         # the event: the writing thread ended
+        assert not writer.is_alive() and path_of(home).exists()
+        second = rank(retriever, q)
+        assert second.stage_two == "compact" and second.stage_two_note == ""
+        want = [s for s, _ in exact_ranking(node, q)[:semantic.STAGE_TWO]]
+        assert [s for s, _ in first.ranked] == want and [s for s, _ in second.ranked] == want

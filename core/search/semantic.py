@@ -279,6 +279,9 @@ class SemanticRetriever:
     # stage two through the compact copy and the vector file (False: every candidate read by id, as before:
     # what bench/ivf.py compares it with)
     rerank = True
+    # sources up to which the search that finds no vector file writes it itself (~13 s at 100,000 × 1,536 on a
+    # busy machine, 1-2 s here); past it the file is written behind the searches, which read by id meanwhile
+    BUILD_INLINE = 20_000
 
     def __init__(self, node: Any) -> None:
         self.node = node
@@ -288,6 +291,7 @@ class SemanticRetriever:
         self._unlisted_key: int | None = None
         self._unlisted: frozenset[str] = frozenset()
         self._vectors: vector_file.VectorFile | None = None
+        self._writer: threading.Thread | None = None    # the vector file being written behind the searches
 
     def memory_bound(self) -> int:
         """Bytes the compact copy may take (node.toml `rerank_memory_mb`)."""
@@ -316,16 +320,22 @@ class SemanticRetriever:
             stale = False
         if vf is None:
             path = vector_file.file_for(self.node.home.codes_dir, table.space)
+            writing = self._writer is not None and self._writer.is_alive()
             with self.node.lock:
-                vf = None if stale else vector_file.load(path, table.space, dims)
+                vf = None if stale or writing else vector_file.load(path, table.space, dims)
                 if vf is not None and not vector_file.vouched(self.node.conn, vf, vectors.position(self.node.conn)[0]):
                     vf.close()
                     vf = None
-                if vf is None:
+                if vf is None and not writing and table.live <= self.BUILD_INLINE:
                     seq = vectors.position(self.node.conn)[0]
                     if vector_file.build(self.node.conn, table.space, dims, seq, path):
                         vf = vector_file.load(path, table.space, dims)
                     vector_file.sweep(path.parent, set(vectors.spaces(self.node.conn)) | {table.space})
+            if vf is None and table.live > self.BUILD_INLINE:
+                if not writing:
+                    self._write_behind(table.space, dims, path)
+                return None, (f"stage two read its candidates from the database: the vector file of "
+                              f"{table.live:,} sources is being written")
             if vf is None:
                 return None, "stage two read its candidates from the database: the vector file could not be kept"
             if vf.memory > bound:                    # the file holds rows since replaced: more than the live count
@@ -337,6 +347,31 @@ class SemanticRetriever:
         with self.node.lock:
             vf.follow(self.node.conn, table.seq)
         return vf, ""
+
+    def _write_behind(self, space: str, dims: int, path: Path) -> None:
+        """Write the space's vector file on a thread of its own, over a read-only connection of its own (one
+        read transaction: the rows as of one position), while searches read by id; the first search after it
+        ends reads the file. At 1,000,000 × 1,536 the write walks the whole database (minutes), which no
+        search should wait for."""
+        from ..store import db
+
+        def write() -> None:
+            try:
+                conn = db.connect(self.node.home.db_file, readonly=True)
+                try:
+                    conn.execute("BEGIN")
+                    vector_file.build(conn, space, dims, vectors.position(conn)[0], path)
+                    vector_file.sweep(path.parent, set(vectors.spaces(conn)) | {space})
+                    conn.execute("COMMIT")
+                finally:
+                    conn.close()
+            except Exception as exc:      # the searches go on by id; the next one past this thread tries again
+                vector_file.log.warning("could not write the vector file %s: %s", path, exc)
+
+        # not a daemon: a one-shot process (`crewlet search`) answers first, then finishes the file before it
+        # exits — a daemon would die with it mid-write, every time, and no process would ever find a file
+        self._writer = threading.Thread(target=write, name="vector-file", daemon=False)
+        self._writer.start()
 
     def _drop_vectors(self) -> None:
         if self._vectors is not None:
