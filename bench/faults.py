@@ -1002,49 +1002,6 @@ def divergence(rng: random.Random, home: Home, scratch: Path) -> Round:
         return r
 
 
-# `crewlet sync adopt` SIGKILLed before its Nth file operation (rename, unlink, fsync, copy, tree removal) while
-# the snapshot is installed, or just after (N past the last: never killed); "steps N" on stderr when not killed
-KILLING_ADOPT = textwrap.dedent("""
-    import os, shutil, signal, sys
-    kill_at, *argv = sys.argv[1:]
-    kill_at = int(kill_at)
-    from crewlet_tui.cli import main
-    from core.sync import snapshot
-
-    seen, inside = [0], [False]
-
-    def step():
-        if inside[0]:
-            seen[0] += 1
-            if seen[0] == kill_at:
-                os.kill(os.getpid(), signal.SIGKILL)
-
-    def counted(fn):
-        def run(*args, **kwargs):
-            step()
-            return fn(*args, **kwargs)
-        return run
-
-    for name in ("replace", "rename", "unlink", "fsync", "link"):
-        setattr(os, name, counted(getattr(os, name)))
-    shutil.rmtree, shutil.copyfile = counted(shutil.rmtree), counted(shutil.copyfile)
-    install = snapshot.install
-
-    def installing(*args, **kwargs):
-        inside[0] = True
-        try:
-            return install(*args, **kwargs)
-        finally:
-            step()
-            inside[0] = False
-
-    snapshot.install = installing
-    sys.argv = ["crewlet", *argv]
-    try:
-        main()
-    finally:
-        print("steps", seen[0], file=sys.stderr)
-""")
 
 
 def _node_local(home: Home) -> dict[str, list[tuple]]:
@@ -1081,8 +1038,8 @@ def kill_adopt(rng: random.Random, home: Home, scratch: Path) -> Round:
             KnowledgeBase(node).create_page("ENG", "After The Snapshot", "written after it\n")
         before, pages = _node_local(home), pages_in_db(home)
         kill_at = rng.randint(1, 19)
-        p = subprocess.run([PY, "-c", KILLING_ADOPT, str(kill_at), "--home", str(home.root), "sync", "adopt",
-                            str(snap), "--yes"], env=ENV, capture_output=True, text=True, timeout=120)
+        p = subprocess.run([PY, "-c", KILLING_IN, str(kill_at), "core.sync.snapshot:install", "--home", str(home.root),
+                            "sync", "adopt", str(snap), "--yes"], env=ENV, capture_output=True, text=True, timeout=120)
         killed = p.returncode == -signal.SIGKILL
         r.seen = f"killed at step {kill_at}" if killed else f"not killed ({p.stderr.strip().splitlines()[-1:]})"
         if not killed and p.returncode != 0:
@@ -1109,8 +1066,9 @@ def kill_adopt(rng: random.Random, home: Home, scratch: Path) -> Round:
     return finish(r, home, scratch)
 
 
-# `crewlet ARGV` SIGKILLed before the Nth file operation made inside TARGET (module:function), or just after it
-# returns (N past the last: never killed)
+# `crewlet ARGV` SIGKILLed before the Nth file operation (rename, unlink, fsync, copy, tree removal) made inside
+# TARGET (module:function), or just after it returns (N past the last: never killed; "steps N" on stderr then):
+# `sync adopt` killed while the snapshot is installed (core.sync.snapshot:install), `sync join` inside its steps
 KILLING_IN = textwrap.dedent("""
     import importlib, os, shutil, signal, sys
     kill_at, target, *argv = sys.argv[1:]
@@ -1147,7 +1105,10 @@ KILLING_IN = textwrap.dedent("""
 
     setattr(module, attr, counting)
     sys.argv = ["crewlet", *argv]
-    main()
+    try:
+        main()
+    finally:
+        print("steps", seen[0], file=sys.stderr)
 """)
 
 
