@@ -12,6 +12,7 @@ import logging
 import os
 import re
 import shutil
+import time
 from pathlib import Path
 
 from .process import HOST, Holder
@@ -54,3 +55,27 @@ def sweep(directory: Path, pattern: re.Pattern[str], *, companions: tuple[str, .
     if removed:
         log.info("removed %d leftover(s) of killed commands in %s", len(removed), directory)
     return removed
+
+
+def sweep_cache(cache_dir: Path, prefix: str, suffix: str, keep: set[str], *, stale_tmp_s: float) -> list[Path]:
+    """Remove the cache files `prefix`*`suffix` of `cache_dir` whose name is not in `keep` (a space no longer
+    stored, a model no longer configured), and the `prefix`*.tmp files a killed save left behind — older than
+    `stale_tmp_s`, since a younger one may be another process's save in flight. Returns what went."""
+    gone: list[Path] = []
+    try:
+        entries = list(os.scandir(cache_dir))
+    except OSError:
+        return gone
+    now = time.time()
+    for entry in entries:
+        name = entry.name
+        if not name.startswith(prefix):
+            continue
+        try:
+            if (name.endswith(suffix) and name not in keep) or \
+                    (name.endswith(".tmp") and now - entry.stat().st_mtime > stale_tmp_s):
+                os.unlink(entry.path)
+                gone.append(Path(entry.path))
+        except OSError:           # gone already, or not ours to remove: the next sweep sees it again
+            continue
+    return gone

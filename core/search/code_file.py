@@ -18,13 +18,13 @@ import json
 import logging
 import os
 import tempfile
-import time
 import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .. import leftovers
 from .code_table import CodeTable, Sources
 
 log = logging.getLogger("crewlet.search")
@@ -73,24 +73,7 @@ def sweep(cache_dir: Path, spaces: set[str], *, stale_tmp_s: float = 3600.0) -> 
     all gone: 224 MB a million sources at 1,536 dimensions) and temporary files a killed save left behind
     (older than `stale_tmp_s`: a younger one may be another process's save in flight). Returns what went."""
     keep = {file_for(cache_dir, space).name for space in spaces}
-    gone: list[Path] = []
-    try:
-        entries = list(os.scandir(cache_dir))
-    except OSError:
-        return gone
-    now = time.time()
-    for entry in entries:
-        name = entry.name
-        if not name.startswith("codes-"):
-            continue
-        try:
-            stale = (name.endswith(".npz") and name not in keep) or \
-                    (name.endswith(".tmp") and now - entry.stat().st_mtime > stale_tmp_s)
-            if stale:
-                os.unlink(entry.path)
-                gone.append(Path(entry.path))
-        except OSError:           # gone already, or not ours to remove: the next sweep sees it again
-            continue
+    gone = leftovers.sweep_cache(cache_dir, "codes-", ".npz", keep, stale_tmp_s=stale_tmp_s)
     if gone:
         log.info("removed %d code file(s) no space needs from %s", len(gone), cache_dir)
     return gone

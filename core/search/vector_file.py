@@ -33,12 +33,13 @@ import json
 import logging
 import os
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from .. import leftovers
 
 log = logging.getLogger("crewlet.search")
 
@@ -299,24 +300,8 @@ def build(conn: Any, space: str, dims: int, seq: int, path: Path) -> bool:
 def sweep(cache_dir: Path, spaces: set[str], stale_tmp_s: float = 3600.0) -> list[Path]:
     """Remove the vector files of spaces not in `spaces`, and temporary files left by a write killed more
     than `stale_tmp_s` ago (a live write's temporary file is younger)."""
-    keep = {file_for(cache_dir, s).name for s in spaces}
-    gone: list[Path] = []
-    try:
-        entries = list(os.scandir(cache_dir))
-    except OSError:
-        return gone
-    now = time.time()
-    for entry in entries:
-        name = entry.name
-        if not name.startswith("vectors-"):
-            continue
-        try:
-            if (name.endswith(".bin") and name not in keep) or \
-                    (name.endswith(".tmp") and now - entry.stat().st_mtime > stale_tmp_s):
-                os.unlink(entry.path)
-                gone.append(Path(entry.path))
-        except OSError:
-            continue
+    keep = {file_for(cache_dir, space).name for space in spaces}
+    gone = leftovers.sweep_cache(cache_dir, "vectors-", ".bin", keep, stale_tmp_s=stale_tmp_s)
     if gone:
         log.info("removed %d vector file(s) no space needs from %s", len(gone), cache_dir)
     return gone
