@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from .clock import now_ms
-from .durable import fsync_dir, fsync_file
+from .durable import fsync_dir
 from .leftovers import sweep
 from .log import FileLog, Record
 from .log.check import Applied, LogHealth, Spot, inspect, walk
@@ -879,25 +879,15 @@ def _rebuild(home: Home, result: RepairResult, progress: Callable[[int], None] |
     by the next open (core/store/replace.py) rather than leaving a database without its diaries."""
     from .store import replace as replace_db
 
-    db = home.db_file
-    fresh = db.with_name(db.name + ".rebuilding")
-    with replace_db.held(db):
-        replace_db.finish_held(db)
-        for stale in (fresh, *(fresh.with_name(fresh.name + s) for s in ("-wal", "-shm", "-journal"))):
-            stale.unlink(missing_ok=True)    # a killed rebuild's half-made file (no note names it)
-        conn = connect(fresh)
-        try:
-            for spec in home_logs(home):
-                if spec.path.exists():
-                    with FileLog(spec.path, readonly=True) as flog:
-                        result.applied += spec.apply(conn, flog, progress)
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            conn.execute("PRAGMA journal_mode = DELETE")   # one file, to be renamed into place
-        finally:
-            conn.close()
-        fsync_file(fresh)
-        shutil.rmtree(home.index_dir, ignore_errors=True)   # derived from the rows being replaced
-        return replace_db.replace(db, fresh, database_aside_path(home, "before-repair"), REBUILD_CARRIES)
+
+    def replay(conn: Connection) -> None:
+        for spec in home_logs(home):
+            if spec.path.exists():
+                with FileLog(spec.path, readonly=True) as flog:
+                    result.applied += spec.apply(conn, flog, progress)
+
+    return replace_db.rebuild(home.db_file, ".rebuilding", replay, database_aside_path(home, "before-repair"),
+                              REBUILD_CARRIES, home.index_dir)
 
 
 def move_database_aside(home: Home, label: str) -> Path:

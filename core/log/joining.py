@@ -27,7 +27,6 @@ from typing import Any
 from ..durable import fsync_dir, fsync_file, write_atomic
 from ..errors import CrewletError
 from ..paths import Home
-from ..store import connect
 from ..store import replace as replace_db
 from .filelog import HOLDER_SUFFIX, FileLog
 from .jetstream_company import convert_positions, set_activation
@@ -210,21 +209,8 @@ def start_over(home: Home, aside: Path, carry: list[str]) -> None:
     """The home's database replaced by an empty one (the node then applies the shared log from the start), the
     old one kept as `aside` and its agents' diaries — on no log — carried into the new file, through the swap a
     killed join leaves the next open to finish (core/store/replace.py)."""
-    db = home.db_file
-    fresh = db.with_name(db.name + ".joining")
-    with replace_db.held(db):
-        replace_db.finish_held(db)
-        for stale in (fresh, *(fresh.with_name(fresh.name + s) for s in ("-wal", "-shm", "-journal"))):
-            stale.unlink(missing_ok=True)
-        conn = connect(fresh)   # every table the migrations make, no row
-        try:
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            conn.execute("PRAGMA journal_mode = DELETE")   # one file, to be renamed into place
-        finally:
-            conn.close()
-        fsync_file(fresh)
-        shutil.rmtree(home.index_dir, ignore_errors=True)   # derived from the rows being replaced
-        replace_db.replace(db, fresh, aside, carry)
+    # every table the migrations make, no row
+    replace_db.rebuild(home.db_file, ".joining", lambda conn: None, aside, carry, home.index_dir)
 
 
 def nats_first_steps(root: Path, plan: dict[str, Any]) -> list[str]:

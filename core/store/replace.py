@@ -22,14 +22,15 @@ import fcntl
 import json
 import logging
 import os
+import shutil
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..durable import fsync_dir, write_atomic
-from .db import connect
+from ..durable import fsync_dir, fsync_file, write_atomic
+from .db import Connection, connect
 
 log = logging.getLogger("crewlet.store")
 
@@ -199,3 +200,28 @@ def carry_rows(old_db: Path, new_db: Path, tables: Sequence[str]) -> dict[str, i
 
 
 __all__ = ["note_path", "held", "write_note", "read_note", "replace", "finish", "finish_held", "carry_rows"]
+
+
+def rebuild(db: Path, suffix: str, fill: Callable[[Connection], object], aside: Path, carry: Sequence[str],
+            derived: Path) -> Path | None:
+    """A new database for `db`: made beside it (`db` + `suffix`, a killed rebuild's half-made file removed
+    first: no note names it), every table the migrations make, filled by `fill(conn)` (nothing: an empty
+    database the node applies its log into from the start), made one synced file, and swapped in for the old
+    one through `replace` — the old kept as `aside`, this node's `carry` tables taken over. `derived` (the
+    keyword index) is removed first: it was derived from the rows being replaced. A join's start-over and a
+    repair's replay both build theirs this way. Returns where the old database was kept."""
+    fresh = db.with_name(db.name + suffix)
+    with held(db):
+        finish_held(db)
+        for stale in (fresh, *(fresh.with_name(fresh.name + s) for s in ("-wal", "-shm", "-journal"))):
+            stale.unlink(missing_ok=True)
+        conn = connect(fresh)
+        try:
+            fill(conn)
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            conn.execute("PRAGMA journal_mode = DELETE")   # one file, to be renamed into place
+        finally:
+            conn.close()
+        fsync_file(fresh)
+        shutil.rmtree(derived, ignore_errors=True)
+        return replace(db, fresh, aside, carry)
