@@ -154,3 +154,22 @@ def test_an_append_whose_last_bytes_never_landed_is_still_an_interrupted_append(
     assert res.exit_code == 0 and "interrupted append" in res.stdout, res.stdout
     assert cli(home, "page", "create", "ENG", "Next").exit_code == 0
     assert home.log_file.read_bytes().startswith(sound) and "Torn" not in titles(home)
+
+
+def test_an_append_with_a_hole_of_zeros_inside_it_is_still_an_interrupted_append(home):
+    """Pages of an unsynced append can reach the disk out of order: its last bytes landed (the body ends in `}`)
+    but a page inside it is zeros. No record was acknowledged there, so it is cut as a torn tail, not called
+    damage that would refuse the node until a repair (a review of the whole-frame check found this)."""
+    pages(home, 2)
+    sound = home.log_file.read_bytes()
+    rec = Record.new("page.create", "alex", {"page_id": "feedfacefeedfac0", "container": "ENG", "title": "Holed",
+                                             "body": "x" * 9000, "parent_id": None})
+    frame = encode_frame(frames(home.log_file)[-1][2] + 1, rec.body())
+    holed = frame[:HEADER_SIZE + 1000] + b"\0" * 4096 + frame[HEADER_SIZE + 1000 + 4096:]
+    assert len(holed) == len(frame) and holed.endswith(b"}")
+    with open(home.log_file, "ab") as fh:
+        fh.write(holed)
+    res = cli(home, "log", "check")
+    assert res.exit_code == 0 and "interrupted append" in res.stdout, res.stdout
+    assert cli(home, "page", "create", "ENG", "Next").exit_code == 0
+    assert home.log_file.read_bytes().startswith(sound) and "Holed" not in titles(home)

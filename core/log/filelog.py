@@ -239,7 +239,8 @@ def whole_frame_damage(fd: int, offset: int) -> str | None:
 
     An append is one write() of whole frames, synced before it is acknowledged. Interrupted, it leaves a frame
     cut short (its length runs past the end of the file), or — after a power loss — one whose last bytes never
-    landed (zeros: a canonical JSON body always ends in `}`). A frame whose every byte is there, whose last byte
+    landed (zeros, at its end or — pages reaching the disk out of order — anywhere in its body: canonical JSON
+    holds no raw NUL byte). A frame whose every byte is there, whose last byte
     landed, and whose checksum fails was written whole and damaged after: cutting it as a torn tail would lose
     an acknowledged record without a word. So is a frame that verifies once its magic, or its length, is
     taken as the file says it must be (a flipped bit in the header)."""
@@ -251,7 +252,9 @@ def whole_frame_damage(fd: int, offset: int) -> str | None:
     whole = size - offset - HEADER_SIZE             # the body length the rest of the file allows
     if magic == MAGIC and 0 < length <= MAX_BODY and length <= whole:
         body = os.pread(fd, length, offset + HEADER_SIZE)
-        if len(body) == length and body[-1:] not in (b"\0", b""):
+        # a NUL anywhere in it is a page that never landed (power loss writes pages out of order): canonical
+        # JSON holds no raw NUL, so such a frame may be torn; only a body with none is damage
+        if len(body) == length and body[-1:] != b"" and b"\0" not in body:
             if crc32c(body, crc32c(header[4:16])) != crc:
                 return (f"a whole frame (seq {seq} by its header, {length:,} bytes) whose checksum fails: damaged "
                         "after it was written, not an interrupted append")

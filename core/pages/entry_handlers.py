@@ -215,7 +215,8 @@ def entry_edit(conn: Connection, rec: Record) -> dict[str, Any]:
     if (before["body"], before["kind"], before["scope"]) == (body, kind, scope):
         raise Noop(f"entry {entry['id']} says this already", done)
     if folded != entry["folded"]:
-        same = conn.execute("SELECT id FROM entries WHERE folded = ? AND id != ? AND status NOT IN (?, ?) LIMIT 1",
+        same = conn.execute("SELECT id FROM entries WHERE folded = ? AND id != ? AND status NOT IN (?, ?) "
+                            "ORDER BY created_at, id LIMIT 1",   # the same id on every node: it is in the refusal
                             (folded, entry["id"], *OUT_OF_USE)).fetchone()
         if same is not None and policy_of(conn, page["id"]) != OPEN:
             raise Refuse("repeat", f"entry {same['id']} says this already: corroborate it, or archive this one")
