@@ -887,7 +887,7 @@ def _rebuild(home: Home, result: RepairResult, progress: Callable[[int], None] |
                     result.applied += spec.apply(conn, flog, progress)
 
     return replace_db.rebuild(home.db_file, ".rebuilding", replay, database_aside_path(home, "before-repair"),
-                              REBUILD_CARRIES, home.index_dir)
+                              REBUILD_CARRIES, (home.index_dir, home.codes_dir))
 
 
 def move_database_aside(home: Home, label: str) -> Path:

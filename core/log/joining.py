@@ -210,7 +210,8 @@ def start_over(home: Home, aside: Path, carry: list[str]) -> None:
     old one kept as `aside` and its agents' diaries — on no log — carried into the new file, through the swap a
     killed join leaves the next open to finish (core/store/replace.py)."""
     # every table the migrations make, no row
-    replace_db.rebuild(home.db_file, ".joining", lambda conn: None, aside, carry, home.index_dir)
+    replace_db.rebuild(home.db_file, ".joining", lambda conn: None, aside, carry,
+                      (home.index_dir, home.codes_dir))
 
 
 def nats_first_steps(root: Path, plan: dict[str, Any]) -> list[str]:

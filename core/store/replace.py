@@ -203,12 +203,13 @@ __all__ = ["note_path", "held", "write_note", "read_note", "replace", "finish", 
 
 
 def rebuild(db: Path, suffix: str, fill: Callable[[Connection], object], aside: Path, carry: Sequence[str],
-            derived: Path) -> Path | None:
+            derived: Sequence[Path]) -> Path | None:
     """A new database for `db`: made beside it (`db` + `suffix`, a killed rebuild's half-made file removed
     first: no note names it), every table the migrations make, filled by `fill(conn)` (nothing: an empty
     database the node applies its log into from the start), made one synced file, and swapped in for the old
     one through `replace` — the old kept as `aside`, this node's `carry` tables taken over. `derived` (the
-    keyword index) is removed first: it was derived from the rows being replaced. A join's start-over and a
+    keyword index, the code and vector files) is removed first: derived from the rows being replaced, whose ids a
+    replay may give to other rows. A join's start-over and a
     repair's replay both build theirs this way. Returns where the old database was kept."""
     fresh = db.with_name(db.name + suffix)
     with held(db):
@@ -223,5 +224,6 @@ def rebuild(db: Path, suffix: str, fill: Callable[[Connection], object], aside: 
         finally:
             conn.close()
         fsync_file(fresh)
-        shutil.rmtree(derived, ignore_errors=True)
+        for path in derived:
+            shutil.rmtree(path, ignore_errors=True)
         return replace(db, fresh, aside, carry)

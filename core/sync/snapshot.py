@@ -332,7 +332,8 @@ def install(home: Home, info: SnapshotInfo) -> Path | None:
         finally:
             conn.close()
         fsync_file(incoming)
-        shutil.rmtree(home.index_dir, ignore_errors=True)   # derived from the rows being replaced
+        for derived in (home.index_dir, home.codes_dir):   # derived from the rows being replaced (their ids too)
+            shutil.rmtree(derived, ignore_errors=True)
         aside = database_aside_path(home, "before-adopt")
         return replace_mod.replace(db, incoming, aside, carried_tables())
 
