@@ -37,7 +37,6 @@ from .store import Connection, connect, sqlite3
 from .store import replace as replace_db
 from .store.db import FULL_BELOW, files_stamp, room_left
 from .store.digest import content_digest
-from .vectors import records as vectors
 from .vectors import applier as vectors_applier
 
 SYSTEM_ACTOR = page_records.SYSTEM_ACTOR
@@ -587,6 +586,12 @@ class Node:
             if self._unreachable(exc):
                 # a local write that was not ordered is not a write: refused, never queued
                 assert self.offline is not None
+                if getattr(exc, "published", 0):
+                    # published before the servers went away: stored or not, the servers will say once they are back
+                    # (a retry now could write it twice)
+                    raise WriteFailed(f"{self.offline.line()} — {exc.acknowledged} of {exc.published} record(s) were "
+                                      "acknowledged and the rest may have been stored: look once the servers answer "
+                                      "before writing it again", code="outcome_unknown") from None
                 raise WriteFailed(f"{self.offline.line()} — {nothing}", code="offline") from None
             raise
         except RecordTooLarge as exc:

@@ -85,6 +85,10 @@ class LogUnreachable(LogFailed):
     def __init__(self, servers: str, why: str, *, since_ms: int | None = None, quorum: bool = False) -> None:
         self.servers, self.why, self.since_ms = servers, why, since_ms
         self.quorum = quorum     # they answer, but too few of the cluster's servers are up to serve the log
+        # records were published before the servers went away: some may be stored (acknowledged, or stored with
+        # the acknowledgement lost), so "nothing was written" would invite a duplicate on retry
+        self.published = 0
+        self.acknowledged = 0
         super().__init__(f"the log's NATS servers ({servers}) {'have no quorum' if quorum else 'cannot be reached'}: "
                          f"{why}")
 
@@ -818,8 +822,19 @@ class JetStreamLog:
         return out
 
     async def _append(self, bodies: list[bytes], op_ids: list[str]) -> list[int]:
+        seqs: list[int | None] = [None] * len(bodies)
+        published = [False]     # a record sent whose answer never came
+        try:
+            return await self._append_rounds(bodies, op_ids, seqs, published)
+        except LogUnreachable as exc:
+            if published[0] or any(s is not None for s in seqs):
+                exc.published = len(bodies)
+                exc.acknowledged = sum(s is not None for s in seqs)
+            raise
+
+    async def _append_rounds(self, bodies: list[bytes], op_ids: list[str], seqs: list[int | None],
+                             published: list[bool]) -> list[int]:
         n = len(bodies)
-        seqs: list[int | None] = [None] * n
         expected = self._last
         if expected is None:
             expected = await self._stream_last()
@@ -865,6 +880,8 @@ class JetStreamLog:
             refused_last = -1
             for j, fut in zip(idx, futs):
                 ack = fut.result() if fut.done() else Ack(None, False, None, "no acknowledgement in time")
+                if not fut.done():
+                    published[0] = True     # sent, and no answer: it may be stored (a 503 is a sure "not stored")
                 if ack.seq is not None:
                     seqs[j] = ack.seq
                     expected = max(expected, ack.seq)
