@@ -37,7 +37,6 @@ from .store import Connection, connect, sqlite3
 from .store import replace as replace_db
 from .store.db import FULL_BELOW, files_stamp, room_left
 from .store.digest import content_digest
-from .vectors import records as vectors
 from .vectors import applier as vectors_applier
 
 SYSTEM_ACTOR = page_records.SYSTEM_ACTOR
@@ -114,7 +113,7 @@ class Node:
     # -- opening ---------------------------------------------------------------------------
     @classmethod
     def open(cls, home: Home, *, sync_containers: bool = True, catch_up: bool = True,
-             progress: Callable[[int], None] | None = None) -> "Node":
+             progress: Callable[[int], None] | None = None) -> Node:
         """Open the home: check the database's position on each log and apply what was appended since
         (`catch_up`; `progress` hears each batch). A node of a shared directory first checks that the
         directory is there and that its filesystem honours the writers' lock (refused otherwise)."""
@@ -475,7 +474,7 @@ class Node:
             self.log.close()
             self.vlog.close()
 
-    def __enter__(self) -> "Node":
+    def __enter__(self) -> Node:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -687,7 +686,7 @@ class Offline:
     quorum: bool = False       # the servers answer, but without a quorum to serve the log
 
     @classmethod
-    def of(cls, node: "Node", exc: BaseException) -> "Offline":
+    def of(cls, node: Node, exc: BaseException) -> Offline:
         from .log import jetstream
 
         contact = jetstream.last_contact(node.home) or getattr(exc, "since_ms", None)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -51,7 +51,7 @@ def _print_summary(report: ImportReport) -> None:
                   f"unchanged {report.unchanged}, notes {len(report.notes)}, {report.seconds:.2f} s")
 
 
-def _into_key(value: Optional[str]) -> Optional[str]:
+def _into_key(value: str | None) -> str | None:
     if value is not None and not value.strip():
         raise typer.BadParameter("give the space key to import into (e.g. --into DOCS), or leave --into out")
     return value
@@ -73,7 +73,7 @@ def import_cmd(
     directory: Path = typer.Argument(..., metavar="DIR", exists=True, file_okay=False, dir_okay=True,
                                      help="The directory of Markdown files, walked recursively "
                                           "(dot-directories skipped)."),
-    into: Optional[str] = typer.Option(None, "--into", metavar="KEY", callback=_into_key,
+    into: str | None = typer.Option(None, "--into", metavar="KEY", callback=_into_key,
                                        help="Keep the tree: every directory a folder page in space KEY."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; write nothing."),
     title_from_name: bool = typer.Option(False, "--title-from-name",

@@ -80,7 +80,7 @@ def _render(report: LogReport) -> None:
                 details.append((len(rows) - 1, rw.line()))
     if h.applied_problem is None and h.applied.seq in set(h.lost_seqs):
         given = report.rewrites.get(h.applied.seq)
-        disagree = (f" — its last record is damaged in the log"
+        disagree = (" — its last record is damaged in the log"
                     + ("; the repair gives it back" if given is not None and not given.lost else ""))
     elif h.applied_problem is None:
         disagree = " — it agrees with the log"
@@ -231,7 +231,7 @@ def log_repair(
 def _on_jetstream(home: object) -> bool:
     from core import config as config_mod
 
-    cfg = getattr(home, "config_file")
+    cfg = home.config_file
     return cfg.is_file() and config_mod.load(cfg).log.backend == "jetstream"
 
 

@@ -11,7 +11,6 @@ in cli_common.py.
 """
 from __future__ import annotations
 
-from typing import Optional
 
 import typer
 from typer.core import TyperGroup
@@ -49,9 +48,9 @@ app = typer.Typer(
 @app.callback()
 def main_callback(
     ctx: typer.Context,
-    home: Optional[str] = typer.Option(None, "--home", envvar="CREWLET_HOME", metavar="DIR",
+    home: str | None = typer.Option(None, "--home", envvar="CREWLET_HOME", metavar="DIR",
                                        help="The crewlet home (default: $CREWLET_HOME, else the user data directory)."),
-    as_: Optional[str] = typer.Option(None, "--as", envvar="CREWLET_AS", metavar="HANDLE",
+    as_: str | None = typer.Option(None, "--as", envvar="CREWLET_AS", metavar="HANDLE",
                                       help="Act as this configured actor (default: the configured operator)."),
 ) -> None:
     STATE.home_arg = home

@@ -11,7 +11,7 @@ the build's progress. `--no-catch-up` reads the index as it is.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.text import Text
@@ -96,7 +96,7 @@ def search(
                                   "alone (BM25), or meaning alone."),
     limit: int = typer.Option(DEFAULT_LIMIT, "--limit", "-n", min=1, max=1000, metavar="N",
                               help="At most this many hits (the app shows 20)."),
-    container: Optional[list[str]] = typer.Option(None, "--container", "-c", metavar="KEY",
+    container: list[str] | None = typer.Option(None, "--container", "-c", metavar="KEY",
                                                   help="Only this container (repeatable), inside knowledge.scope."),
     no_catch_up: bool = typer.Option(False, "--no-catch-up",
                                      help="Read the index as it is: no catch-up pass before answering."),

@@ -95,7 +95,7 @@ class Session:
 
     @classmethod
     def open(cls, home: Home, actor: str | None = None,
-             searcher_factory: Callable[[Node], Any] | None = None) -> "Session":
+             searcher_factory: Callable[[Node], Any] | None = None) -> Session:
         node = Node.open(home)
         try:
             if actor or node.company.operator:  # an unknown actor, or one without the knowledge app, is told

@@ -263,7 +263,7 @@ def _nothing(chain: Chain) -> str:
 def _when(ms: int) -> str:
     import datetime as dt
 
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def check_agent(company: Company, agent: str) -> None:

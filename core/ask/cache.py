@@ -30,7 +30,7 @@ def fold(question: str) -> str:
 
 
 def cache_key(question: str, spaces: str, fingerprint: str) -> str:
-    return hashlib.sha256(f"{fold(question)}\x00{spaces}\x00{fingerprint}".encode("utf-8")).hexdigest()
+    return hashlib.sha256(f"{fold(question)}\x00{spaces}\x00{fingerprint}".encode()).hexdigest()
 
 
 class AnswerCache:
@@ -64,13 +64,12 @@ class AnswerCache:
         if not self._writable():
             return
         now = now_ms()
-        with self.node.lock:
-            with transaction(self.node.conn) as conn:
-                conn.execute("INSERT OR REPLACE INTO answer_cache (key, pages_seq, vectors_seq, answer, created_at, "
-                             "used_at) VALUES (?, ?, ?, ?, ?, ?)", (key, *position, json.dumps(answer), now, now))
-                conn.execute("DELETE FROM answer_cache WHERE key NOT IN "
-                             "(SELECT key FROM answer_cache ORDER BY used_at DESC, created_at DESC LIMIT ?)",
-                             (self.size,))
+        with self.node.lock, transaction(self.node.conn) as conn:
+            conn.execute("INSERT OR REPLACE INTO answer_cache (key, pages_seq, vectors_seq, answer, created_at, "
+                         "used_at) VALUES (?, ?, ?, ?, ?, ?)", (key, *position, json.dumps(answer), now, now))
+            conn.execute("DELETE FROM answer_cache WHERE key NOT IN "
+                         "(SELECT key FROM answer_cache ORDER BY used_at DESC, created_at DESC LIMIT ?)",
+                         (self.size,))
 
     def count(self) -> int:
         with self.node.lock:

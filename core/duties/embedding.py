@@ -79,7 +79,7 @@ class Item:
         return [self.source_id, self.container, self.revision, self.text, self.digest]
 
     @classmethod
-    def from_json(cls, data: list[Any]) -> "Item":
+    def from_json(cls, data: list[Any]) -> Item:
         return cls(str(data[0]), str(data[1]), int(data[2]), str(data[3]), str(data[4]))
 
 

@@ -141,7 +141,7 @@ class Duty(ABC):
     def run_pass(self, ctx: PassContext) -> DutyPass:
         """Do at most one budget of work. Raise to fail the pass (the runner logs it and retries later)."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027  a hook, not a duty's obligation: a duty that holds nothing has none
         """Release what the duty holds (connections, models)."""
 
 

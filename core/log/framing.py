@@ -29,7 +29,8 @@ import importlib.util
 import os
 import struct
 from dataclasses import dataclass
-from typing import Callable, Iterator, NamedTuple
+from typing import NamedTuple
+from collections.abc import Callable, Iterator
 
 
 def _load_crc32c() -> Callable[..., int]:
@@ -295,8 +296,7 @@ def resync(fd: int, offset: int = 0) -> Iterator[Frame | Garbage]:
     pos = offset
     while True:
         scanner = FrameScanner(fd, pos)
-        for frame in scanner:
-            yield frame
+        yield from scanner
         stop = scanner.stop
         assert stop is not None
         if stop.status is FrameStatus.END:

@@ -181,7 +181,7 @@ class _Patience:
     """An append's wait while nobody answers on its stream's subject: pauses growing to a second, for at most
     UNANSWERED_S in all."""
 
-    def __init__(self, log: "JetStreamLog") -> None:
+    def __init__(self, log: JetStreamLog) -> None:
         self.log = log
         self.since: float | None = None
         self.pause = 0.05
@@ -400,7 +400,7 @@ class Connection:
             raise
         try:
             out = self.loop.run(coro, timeout)
-        except (TimeoutError, asyncio.TimeoutError) as exc:
+        except TimeoutError as exc:
             self._mark_down("no answer in time")
             raise LogUnreachable(self.servers, f"no answer in {timeout:g} s", since_ms=self.down_since_ms) from exc
         except Exception as exc:
@@ -425,7 +425,7 @@ class Connection:
         except Exception:  # noqa: BLE001 - no answer at all is not this question's to judge
             return False
 
-    def retain(self) -> "Connection":
+    def retain(self) -> Connection:
         self._users += 1
         return self
 
@@ -476,7 +476,7 @@ class Connection:
                 heard = [time.monotonic()]
                 nc = self.nc
 
-                async def on_msg(msg: Any) -> None:
+                async def on_msg(msg: Any, heard: list[float] = heard, nc: Any = nc) -> None:
                     heard[0] = time.monotonic()
                     headers = msg.headers or {}
                     if not msg.data and headers.get("Status") == "100":
@@ -721,7 +721,7 @@ class JetStreamLog:
                 self._stop_consumer(ahead)
             self.conn.release()
 
-    def __enter__(self) -> "JetStreamLog":
+    def __enter__(self) -> JetStreamLog:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -907,7 +907,7 @@ class JetStreamLog:
                                                 {MSG_ID: op_ids[j], EXPECTED_LAST_SEQ: str(expected)})
             try:
                 ack = await asyncio.wait_for(fut, ACK_S)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return j, await self._stream_last(), False, False
             if ack.seq is not None:
                 seqs[j] = ack.seq
@@ -1088,7 +1088,7 @@ class JetStreamLog:
             if not kept:
                 self._stop_consumer(ahead)
 
-    def _stop_consumer(self, ahead: "_Ahead") -> None:
+    def _stop_consumer(self, ahead: _Ahead) -> None:
         try:
             self.conn.run(self._unsubscribe(ahead.sub), timeout=REQUEST_S)
         except Exception:  # the consumer is ephemeral: the server drops it after its inactive threshold

@@ -283,7 +283,7 @@ class KnowledgeBase:
         page = self._resolve(out.result["page_id"])
         page_warnings = out.warnings
         if page_warnings:
-            setattr(page, "warnings", page_warnings)
+            page.warnings = page_warnings
         return page
 
     def save_page(self, ref: str, body: str, *, base_revision: int, actor: str | None = None,
@@ -348,7 +348,7 @@ class KnowledgeBase:
         except (OSError, Refused) as why:  # a full or read-only disk may refuse the rescue too
             if isinstance(exc, LogDamage):
                 exc.kept_nowhere = body  # type: ignore[attr-defined]  (the CLI prints it, the app keeps it)
-                raise exc
+                raise exc from None
             # nothing half-written is left under rescued/: the text goes back to the caller whole, to print
             raise exc.with_note(f" (your text was kept nowhere — {self.node.home.rescue_dir} could not take it: {why}; "
                                 "it is printed instead)", kept_nowhere=True, your_body=body) from None
@@ -411,7 +411,7 @@ class KnowledgeBase:
         out = self._submit(records.page_move(who.handle, page_id=row["id"], parent_id=parent_id))
         page = self._resolve(row["id"])
         if out.warnings:
-            setattr(page, "warnings", out.warnings)
+            page.warnings = out.warnings
         return page
 
     def trash_page(self, ref: str, *, actor: str | None = None) -> Page:

@@ -124,7 +124,7 @@ class Indexer:
             self._conn.close()
             self._conn = None
 
-    def __enter__(self) -> "Indexer":
+    def __enter__(self) -> Indexer:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -293,11 +293,11 @@ class Indexer:
                 base = build.done
                 if pool is None:
                     result = segments.write_chunk(ix, segments.read_rows(self.conn, lo, hi),
-                                                  tick=lambda n: show(base + n), stop=stopped)
+                                                  tick=lambda n, base=base: show(base + n), stop=stopped)
                     if result.stopped:
                         return self._stopped(report, build)
                 else:
-                    got = pool.result(i, lambda: show(base + pool.in_flight(i)), stopped)
+                    got = pool.result(i, lambda base=base, i=i: show(base + pool.in_flight(i)), stopped)
                     if got is None:   # stopped while waiting (the last chunk's wait too: not a finished build)
                         return self._stopped(report, build)
                     result = got

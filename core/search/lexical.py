@@ -349,7 +349,7 @@ class Snapshot:
             pass
 
     @cached_property
-    def docnum(self) -> "DocNums":
+    def docnum(self) -> DocNums:
         """Page id -> document number, for live documents (sorted on first use)."""
         return DocNums(self.ids.data, self.live)
 

@@ -127,7 +127,7 @@ def rows_to_read(table: CodeTable, q: np.ndarray, mask: np.ndarray | None, probe
         if need > index.count // 2:
             return None, need
     chosen = order[:need]
-    parts = [index.members[index.offsets[l]:index.offsets[l + 1]] for l in chosen]
+    parts = [index.members[index.offsets[c]:index.offsets[c + 1]] for c in chosen]
     parts.append(index.unfiled)
     return np.sort(np.concatenate(parts)), need     # in row order: the gather walks memory forwards
 

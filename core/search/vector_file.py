@@ -87,7 +87,7 @@ class Layout:
     floats_at: int
 
     @classmethod
-    def of(cls, n: int, dims: int) -> "Layout":
+    def of(cls, n: int, dims: int) -> Layout:
         ids_at = PAGE
         norms_at = _align(ids_at + 8 * n)
         q8_at = _align(norms_at + 4 * n)

@@ -67,10 +67,10 @@ def start(home: Home, wake: threading.Event, stop: threading.Event, *, applied: 
 def start_node(node: object, wake: threading.Event, stop: threading.Event) -> threading.Thread | None:
     """Wake `wake` whenever another writer appended to one of `node`'s logs, until `stop`: a JetStream
     consumer on a company on NATS (no polling), else the stat watcher above on the log files."""
-    company = getattr(node, "company")
+    company = node.company
     if company.log.backend == "jetstream":
-        flog = getattr(node, "log")
-        vlog = getattr(node, "vlog")
+        flog = node.log
+        vlog = node.vlog
         flog.conn.watch([flog.stream, vlog.stream], wake.set, stop)
         return None
-    return start(getattr(node, "home"), wake, stop, applied=getattr(node, "applied_ends"))
+    return start(node.home, wake, stop, applied=node.applied_ends)

@@ -87,12 +87,12 @@ class PageTree(Tree[Entry]):
     class PageChosen(Message):
         """Enter on a page row (or, in pick mode, on the "top" row: page None)."""
 
-        def __init__(self, tree: "PageTree", page: Page | None) -> None:
+        def __init__(self, tree: PageTree, page: Page | None) -> None:
             super().__init__()
             self.tree, self.page = tree, page
 
         @property
-        def control(self) -> "PageTree":
+        def control(self) -> PageTree:
             return self.tree
 
     def __init__(self, kb: Any, container: str, *, actor: str | None = None, pick_mode: bool = False,
