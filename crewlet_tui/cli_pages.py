@@ -186,8 +186,9 @@ def page_show(ref: str = typer.Argument(..., metavar="REF", help="Page id or CON
             console.print(f"  {markup_safe(_page_line(p))} [dim]{p.id}[/]")
     if comments:
         console.print("\n[bold]Comments[/]")
-        for c in comments:
-            console.print(f"  [bold]{markup_safe(c.author)}[/] {when(c.created_at)} [dim]{c.id}[/]: {markup_safe(c.body)}")
+        for comment in comments:
+            console.print(f"  [bold]{markup_safe(comment.author)}[/] {when(comment.created_at)} [dim]{comment.id}[/]: "
+                          f"{markup_safe(comment.body)}")
 
 
 def _print_body(body: str) -> None:

@@ -107,10 +107,10 @@ def search(
     An answer with no hits says "nothing matched", or "nothing close enough" when pages were ranked by meaning but none reached the relevance floor (`crewlet search floor`). A query of only punctuation or common words cannot run in keyword mode, nor with nothing to rank it by meaning, and exits 1; hybrid and semantic rank it by meaning, under the floor.
 
     `crewlet search eval [--store FILE] [--probes N] [--window BYTES] [--json]` measures instead whether search by meaning recovers the exact ranking on this corpus (`crewlet search eval --help`); `crewlet search floor [--measure] [--json]` shows (or measures) the relevance floor. To search for the word "eval" or "floor" alone, put an option first."""
-    asked = canonical_mode(mode)
-    if asked is None:
+    canonical = canonical_mode(mode)
+    if canonical is None:
         raise typer.BadParameter(f"'{mode}' is not one of: {modes_in_words()}", param_hint="--mode")
-    mode = asked
+    mode = canonical
     from core.knowledge import is_remote, make_searcher
     from core.search.seam import Query
 

@@ -320,7 +320,8 @@ class EmbeddingDuty(Duty):
             "AND NOT EXISTS (SELECT 1 FROM embed_holds h WHERE h.source_id = p.id AND h.revision = p.revision "
             "AND h.fingerprint = ?) ORDER BY p.updated_at, p.id LIMIT ?",
             (BODY_READ_CHARS, space, fingerprint, limit + len(busy))).fetchall()
-        items, restamps = [], []
+        items: list[Item] = []
+        restamps: list[Any] = []   # the records restamp_record builds
         for r in rows:
             if r["id"] in busy or len(items) + len(restamps) >= limit:
                 continue

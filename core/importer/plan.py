@@ -276,7 +276,7 @@ class Planner(DocPlanner):
                 known = parent is not None
             held = None
             if known and under(parent):
-                for c in self._candidates(title, rel, parts, lambda a, p=parent: child(p, a) is not None):
+                for c in self._candidates(title, rel, parts, lambda a: child(parent, a) is not None):  # noqa: B023  called in this pass
                     address = _address(c)
                     page = child(parent, address)
                     if page is not None and not self._claimed(address):

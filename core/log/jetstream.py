@@ -148,7 +148,8 @@ class StreamWant:
              "dropped silently at a limit)")
         need("retention", have.get("retention") == "limits", have.get("retention"), '"limits"')
         for key in ("max_msgs", "max_bytes", "max_msgs_per_subject"):
-            need(key, int(have.get(key) if have.get(key) is not None else -1) == -1, have.get(key),
+            limit = have.get(key)
+            need(key, int(limit if limit is not None else -1) == -1, limit,
                  "-1 (no limit: a limit would refuse or drop records)")
         need("max_age", not have.get("max_age"), have.get("max_age"), "0 (no age limit: old records would expire)")
         window_ns = int(have.get("duplicate_window") or 0)
@@ -846,7 +847,8 @@ class JetStreamLog:
                 if start is None:
                     break
             first = False
-            futs, idx = [], []
+            futs: list[asyncio.Future[Ack]] = []
+            idx: list[int] = []
             for j in range(start, n):
                 if seqs[j] is not None:
                     continue
@@ -886,8 +888,8 @@ class JetStreamLog:
             # someone else appended first (or an ack was lost): go on from where the stream really ends
             expected = refused_last if refused_last >= 0 else await self._stream_last()
         if any(s is None for s in seqs):
-            done = sum(s is not None for s in seqs)
-            raise LogFailed(f"{self.path}: {done} of {n} records were appended; the rest lost the race to other "
+            appended = sum(s is not None for s in seqs)
+            raise LogFailed(f"{self.path}: {appended} of {n} records were appended; the rest lost the race to other "
                             f"writers {APPEND_ROUNDS} times — run the command again")
         got = [int(s) for s in seqs if s is not None]
         if any(b <= a for a, b in zip(got, got[1:])):

@@ -29,7 +29,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..embed.provider import Provider
 from ..embed.registry import make_provider
@@ -59,6 +59,8 @@ __all__ = ["NativeSearcher", "page_url", "NO_TERMS", "OUT_OF_SCOPE", "BACKEND"]
 log = logging.getLogger("crewlet.search")
 
 BACKEND = "native"
+# what opening an index that a re-derivation switched under the search raises
+_SWITCHED: tuple[type[BaseException], ...] = (OSError, *lexical.WHOOSH_ERRORS)
 CONFIGURED = object()          # NativeSearcher(relevance_floor=…): the space's own floor (floor.py)
 KEYWORD_DEPTH = STAGE_TWO      # how deep each half is read before fusion (deeper when the walk runs short)
 
@@ -153,7 +155,7 @@ class NativeSearcher:
             with self._lock:
                 try:
                     return self._search(query)
-                except (OSError, *lexical.WHOOSH_ERRORS):
+                except _SWITCHED:
                     # the index was switched (a re-derivation) between reading its state and opening it:
                     # forget what is open and read the state again, once
                     self.keyword.forget()
@@ -208,7 +210,7 @@ class NativeSearcher:
         mode = access.mode if isinstance(access, Access) else "keyword"
         manifest = self.keyword.manifest()
         snapshot = self.keyword.snapshot(manifest) if manifest is not None else None
-        if snapshot is not None:
+        if manifest is not None and snapshot is not None:
             with node.lock:
                 coverage = self.keyword.coverage(node.conn, manifest, applied, snapshot)
         else:
@@ -329,7 +331,7 @@ class NativeSearcher:
             return relevance.floor_for(space, self.node.home.floors_file)
         if self.relevance_floor is None or self.relevance_floor is False:
             return relevance.Floor(space, None, None, "none")
-        known, unknown = self.relevance_floor  # type: ignore[misc]
+        known, unknown = cast(tuple[float | None, float | None], self.relevance_floor)
         return relevance.Floor(space, known, unknown, "given")
 
     def _floored(self, meaning: MeaningHalf, ranking: SemanticRanking, words: KeywordRanking | None,

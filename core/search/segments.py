@@ -603,7 +603,7 @@ def worker_main() -> None:
 
     while True:
         try:
-            job = pickle.load(jobs)
+            job: tuple[str, str, str, str | None] | None = pickle.load(jobs)
         except EOFError:
             return
         if job is None:

@@ -18,7 +18,7 @@ def _pick() -> ModuleType:
     finally:
         probe.close()
     try:
-        import pysqlite3.dbapi2 as pysqlite3  # type: ignore[import-not-found]
+        import pysqlite3.dbapi2 as pysqlite3
     except ImportError as exc:  # pragma: no cover - depends on the platform
         raise RuntimeError(
             "this Python's sqlite3 cannot load extensions and pysqlite3-binary is not installed: "
