@@ -359,10 +359,10 @@ def _plan(spec: LogSpec, flog: FileLog, health: LogHealth, sources: list[Source]
         if len(spot.seqs) == 1 and spot.end > spot.offset:
             legible[spot.seqs[0]] = _legible(flog, spot, sources)
     related = _related(flog, health, sources, spec) if health.lost_seqs else Related()
-    found = health.found
+    out_of_place = health.found
     for seq in health.lost_seqs:
-        if seq in found:
-            back = _found_out_of_place(spec, flog, seq, found[seq], sources)
+        if seq in out_of_place:
+            back = _found_out_of_place(spec, flog, seq, out_of_place[seq], sources)
             if back is not None:
                 out[seq] = back
                 continue

@@ -488,9 +488,9 @@ class Planner(DocPlanner):
                 page_id = row["id"] if row is not None else next(ids)
             elif row is None:
                 page_id = next(ids)
-                exc = ask(may_create, container, lambda c=container: rules.may_create(view, self.who, c))
-                if exc is not None:
-                    refuse(exc, rel)
+                refusal = ask(may_create, container, lambda c=container: rules.may_create(view, self.who, c))
+                if refusal is not None:
+                    refuse(refusal, rel)
                 up = parent_n if parent_n is not None else folder
                 if up is not None:
                     got = parents.get(up) or self.store.one("SELECT here, title FROM node WHERE n = ?", (up,))
@@ -520,9 +520,9 @@ class Planner(DocPlanner):
                             changes.append("labels")
                     if changes:
                         action = "update"
-                        exc = ask(may_save, container, lambda r=row: rules.may_save(view, self.who, r))
-                        if exc is not None:
-                            refuse(exc, rel)
+                        refusal = ask(may_save, container, lambda r=row: rules.may_save(view, self.who, r))
+                        if refusal is not None:
+                            refuse(refusal, rel)
                     else:
                         action = "unchanged"
             if kind == "folder" or is_parent:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -140,7 +140,7 @@ def _discarding(step: Callable[[], Any]) -> Callable[[], None]:
 
 
 class CrewletScreen(Screen[Any]):
-    BINDINGS: list[Any] = []
+    BINDINGS: ClassVar[list[Any]] = []
 
     @property
     def crewlet(self) -> CrewletApp:

@@ -258,7 +258,7 @@ class PageTree(Tree[Entry]):
         """Read the space's top again (after a create, move, rename or trash), reopening the rows that
         were open and putting the cursor back on the page it was on, as each level arrives."""
         self._reopen = {n.data.page_id for n in self._walk(self.root)
-                        if n.is_expanded and n.data is not None and n.data.kind == "page"}
+                        if n.is_expanded and n.data is not None and n.data.kind == "page" and n.data.page_id}
         self._reselect = self.highlighted_page.id if self.highlighted_page else None
         self.clear()
         self.root.data = Entry("level")
