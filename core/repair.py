@@ -44,7 +44,7 @@ from .leftovers import sweep
 from .log import FileLog, Record
 from .log.check import Applied, LogHealth, Spot, inspect, walk
 from .log.filelog import LogMismatch, _sync_fd
-from .log.framing import encode_frame
+from .log.framing import Frame, encode_frame
 from .node import Node, home_streams
 from .pages import applier
 from .paths import Home
@@ -416,7 +416,7 @@ def _found_out_of_place(spec: LogSpec, flog: FileLog, seq: int, offset: int, sou
     """The record of `seq`, from its intact frame further on in the log (two frames swapped): the very record,
     put back in its place — unless a database that applied `seq` applied another record there."""
     frame = flog.frame_at(offset)
-    if not hasattr(frame, "body") or frame.seq != seq:
+    if not isinstance(frame, Frame) or frame.seq != seq:
         return None
     try:
         record = Record.from_body(frame.body, seq)

@@ -19,7 +19,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.text import Text
 from textual import on, work
@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from core.duties.runner import DutyReport
 
     from .screens.edit import EditScreen
+    from .screens.welcome import WelcomeScreen
     from .session import Session
 
 BACKGROUND_AFTER_S = 1.0     # the background work starts this long after the home opened at the latest

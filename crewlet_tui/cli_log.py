@@ -24,6 +24,8 @@ from .sanitize import markup_safe
 if TYPE_CHECKING:
     from rich.progress import Progress
 
+    from core.paths import Home
+
     from core.repair import LogReport
 # the repair machinery is imported when a command runs (start-up: every command imports this module)
 
@@ -228,7 +230,7 @@ def log_repair(
         raise typer.Exit(1)
 
 
-def _on_jetstream(home: object) -> bool:
+def _on_jetstream(home: Home) -> bool:
     from core import config as config_mod
 
     cfg = home.config_file

@@ -75,6 +75,7 @@ class LogDamage(CrewletError):
         self.seq = seq
         self.reason = reason
         self.rescued_to: str | None = None  # where a refused save's text was kept, if one was
+        self.kept_nowhere: str | None = None  # a refused save's text no rescue could take (the CLI prints it)
         # how to fix it, said after the damage (a node of a shared directory may also adopt a snapshot)
         self.fix = REPAIR_HINT
         # the last record read intact before the damage ("damaged past record N"); None when unknown

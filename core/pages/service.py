@@ -115,6 +115,11 @@ class Writer(Protocol):
 
     def refresh_config(self) -> None: ...
 
+    # the importer's, after it declared the spaces it brings: company.toml read again, a container per space
+    def reload_config(self) -> None: ...
+
+    def sync_containers(self) -> int: ...
+
     def submit(self, records: Sequence[Record], *, sync: bool = True, bulk: bool = False) -> list[Decision]: ...
 
     def submit_one(self, record: Record) -> Decision: ...
@@ -347,7 +352,7 @@ class KnowledgeBase:
             rescued = self._rescue(page_id, base, body)
         except (OSError, Refused) as why:  # a full or read-only disk may refuse the rescue too
             if isinstance(exc, LogDamage):
-                exc.kept_nowhere = body  # type: ignore[attr-defined]  (the CLI prints it, the app keeps it)
+                exc.kept_nowhere = body  # the CLI prints it, the app keeps it
                 raise exc from None
             # nothing half-written is left under rescued/: the text goes back to the caller whole, to print
             raise exc.with_note(f" (your text was kept nowhere — {self.node.home.rescue_dir} could not take it: {why}; "

@@ -43,6 +43,7 @@ from .hits import Accepted, HitAssembler, page_url
 from .keyword import KeywordRanking, KeywordRetriever
 from .lexical import DEFAULT_RANKING, Ranking, Snapshot
 from .query_cache import QueryVectorStore
+from .query_vectors import TIMEOUT_S as QUERY_TIMEOUT_S
 from .query_vectors import QueryEmbedder
 from .seam import (NO_EMBEDDINGS, NO_TERMS, NOT_SEARCHABLE_MESSAGE, NOT_SEARCHABLE_YET, OUT_OF_SCOPE, PARTIAL_COVERAGE,
                    PROVIDER_FAILED, PROVIDER_SLOW, REFILLING, UNAVAILABLE, Coverage, Outcome, Query, Result)
@@ -128,7 +129,7 @@ class NativeSearcher:
         self.embedder = QueryEmbedder(provider_factory, threads=embed_threads,
                                       store=QueryVectorStore(node.home.query_cache_file,
                                                              readonly=bool(getattr(node, "readonly", False))),
-                                      **({"timeout_s": query_timeout_s} if query_timeout_s else {}))
+                                      timeout_s=query_timeout_s or QUERY_TIMEOUT_S)
         self.assembler = HitAssembler(node)
         self._coverage_cache: tuple[tuple[Any, ...], tuple[int, int, dict[str, int]]] | None = None
         self._lock = threading.RLock()
