@@ -13,6 +13,7 @@ from .sanitize import json_text, markup_safe as escape  # titles, paths and note
 
 if TYPE_CHECKING:
     from core.importer import ImportReport
+    from core.pages.service import KnowledgeBase
 # the importer and rich's progress bars are imported when the command runs (start-up)
 
 app = typer.Typer()             # this module's top-level commands (cli_root adds them to `crewlet`)
@@ -148,7 +149,7 @@ def _output(report: ImportReport, as_json: bool, dry_run: bool) -> None:
         _print_summary(report)
 
 
-def _run(kb: Any, directory: Path, into: str | None, dry_run: bool, title_from_name: bool, declare_spaces: bool,
+def _run(kb: KnowledgeBase, directory: Path, into: str | None, dry_run: bool, title_from_name: bool, declare_spaces: bool,
          progress: Any) -> ImportReport:
     from core.importer import import_directory
 

@@ -12,6 +12,7 @@ from .cli_common import (JSON_OPT, STATE, actor, console, emit_json, handle_erro
 from .sanitize import clean_line, clean_text, markup_safe
 
 if TYPE_CHECKING:
+    from core.node import Node
     from core.pages.model import Page
 # the engine, rich's tables and its highlighter are imported by the commands that use them (start-up)
 
@@ -204,7 +205,7 @@ def _print_body(body: str) -> None:
         console.print(Syntax(body, "markdown", word_wrap=True, theme="ansi_dark") if body.strip() else "[dim](a folder: nothing written)[/]")
 
 
-def _remote_page(node: Any, ref: str, *, record_read: bool = True) -> Any:
+def _remote_page(node: Node, ref: str, *, record_read: bool = True) -> Any:
     """A page of the remote site the company's knowledge lives on, read there as the actor (inside the
     read floor; an agent's read recorded, as on this node's own pages)."""
     from core.knowledge import make_searcher

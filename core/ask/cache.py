@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..clock import now_ms
 from ..store.db import transaction
+
+if TYPE_CHECKING:
+    from ..node import Node
 
 SIZE = 256
 
@@ -34,7 +37,7 @@ def cache_key(question: str, spaces: str, fingerprint: str) -> str:
 
 
 class AnswerCache:
-    def __init__(self, node: Any, size: int = SIZE) -> None:
+    def __init__(self, node: Node, size: int = SIZE) -> None:
         self.node = node
         self.size = size
 

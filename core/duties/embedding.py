@@ -35,7 +35,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -49,6 +49,9 @@ from . import EMBEDDING
 from .runner import Duty, DutyPass, PassContext
 # what the duty reports (its coverage, the held pages, `index status`'s section) is read in .status, without numpy
 from .status import coverage
+
+if TYPE_CHECKING:
+    from ..node import Node
 
 log = logging.getLogger("crewlet.embed")
 
@@ -119,7 +122,7 @@ class EmbeddingDuty(Duty):
     name = EMBEDDING
     scope = "fleet"
 
-    def __init__(self, node: Any, *, threads: int | None = None, interval_s: float = 60.0,
+    def __init__(self, node: Node, *, threads: int | None = None, interval_s: float = 60.0,
                  provider_factory: Callable[..., Provider | None] = make_provider,
                  pass_budget_s: float | None = None, yield_to: threading.Event | None = None) -> None:
         self.node = node

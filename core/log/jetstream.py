@@ -33,7 +33,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..clock import now_ms
 from ..errors import CrewletError
@@ -41,6 +41,9 @@ from .filelog import LogCorrupt, LogDamage, LogFailed, LogGap, LogMismatch, Reco
 from .framing import MAX_BODY, Applied, Frame, FrameStatus, Stop, frame_digest
 from .nats_loop import LoopThread
 from .record import Record
+
+if TYPE_CHECKING:
+    from ..paths import Home
 
 logger = logging.getLogger(__name__)
 
@@ -1222,7 +1225,7 @@ CONTACT_EVERY_MS = 10_000
 _noted: dict[Path, int] = {}
 
 
-def note_contact(home: Any) -> None:
+def note_contact(home: Home) -> None:
     """This node applied from the servers just now: kept (at most every 10 s) in its home, so a node that
     later cannot reach them says how long it has been behind."""
     import json
@@ -1240,7 +1243,7 @@ def note_contact(home: Any) -> None:
     _noted[path] = now
 
 
-def last_contact(home: Any) -> int | None:
+def last_contact(home: Home) -> int | None:
     import json
 
     try:

@@ -12,7 +12,7 @@ import os
 import re
 from dataclasses import dataclass
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..config import Actor, remote_site
 from ..errors import CrewletError, Invalid, NoPage, NotFound, Refused, StaleRevision
@@ -26,6 +26,9 @@ from .containers import container_key, unknown_container
 from .settings import sizes_in_words
 from .model import (LINE_BREAK_RE, MAX_BODY_BYTES, MAX_TITLE, WINDOW_MAX, Comment, Page, Revision, Window, clean_title,
                     line_diff, normalise_title, title_problem)
+
+if TYPE_CHECKING:
+    from ..paths import Home
 
 TRASH_TERM_MS = 30 * 24 * 3600 * 1000
 REAP_PASS_MAX = 1000
@@ -108,7 +111,7 @@ class Writer(Protocol):
     its configuration, its database under its lock, and `submit`, which appends records to the pages log
     and returns what the applier decided for each."""
 
-    home: Any
+    home: Home
     company: Any
     conn: Any
     lock: Any

@@ -53,6 +53,7 @@ from .stamp import Stamp, read_stamp
 if TYPE_CHECKING:
     # the semantic engine loads numpy: imported by the first search that ranks by meaning
     from .semantic import SemanticRanking, SemanticRetriever
+    from ..node import Node
 from .snippets import TermFinder
 
 __all__ = ["NativeSearcher", "page_url", "NO_TERMS", "OUT_OF_SCOPE", "BACKEND"]
@@ -114,7 +115,7 @@ def _held_words(held: int) -> str:
 class NativeSearcher:
     """knowledge.Searcher over this node's rows and indexes. Thread-safe (searches are serialised)."""
 
-    def __init__(self, node: Any, *, ranking: Ranking = DEFAULT_RANKING,
+    def __init__(self, node: Node, *, ranking: Ranking = DEFAULT_RANKING,
                  provider_factory: Callable[..., Provider | None] = make_provider,
                  embed_threads: int | None = None, query_timeout_s: float | None = None,
                  relevance_floor: tuple[float | None, float | None] | None | object = CONFIGURED) -> None:

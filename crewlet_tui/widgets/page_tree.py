@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.cells import cell_len
 from rich.text import Text
@@ -26,6 +26,9 @@ from core.pages.model import Page, Window
 from ..fmt import plural
 from ..error_words import error_text
 from ..sanitize import clean_line
+
+if TYPE_CHECKING:
+    from core.pages.service import KnowledgeBase
 
 LOADING = "loading…"
 FOLDER_ICON = "▣ "
@@ -95,7 +98,7 @@ class PageTree(Tree[Entry]):
         def control(self) -> PageTree:
             return self.tree
 
-    def __init__(self, kb: Any, container: str, *, actor: str | None = None, pick_mode: bool = False,
+    def __init__(self, kb: KnowledgeBase, container: str, *, actor: str | None = None, pick_mode: bool = False,
                  exclude_id: str | None = None, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(Text(clean_line(container)), Entry("level"), id=id, classes=classes)
         self.kb = kb
