@@ -162,9 +162,28 @@ _VERBISH = re.compile(r"(?i)\b(?:is|are|was|were|be|been|has|have|had|do|does|di
                       r"|should|will|won't|would|may|might|need|needs|uses?|runs?|\w+(?:ed|es|s))\b")
 
 # what a sentence may open with to lean on the one before it
-_LEANS_BACK = frozenset(["it", "its", "it's", "this", "that", "these", "those", "they", "them", "their", "there", "here", "which", "who", "whose", "where", "when", "whereas", "so", "because", "since", "as", "therefore", "thus", "hence", "then", "otherwise", "unless", "except", "but", "however", "instead", "though", "although", "yet", "still", "only", "even", "without", "with", "and", "or", "nor", "if", "once", "until", "after", "before", "while", "meaning", "ie", "eg", "which's", "that's", "this's", "note"])
-_INSTRUCTION = frozenset(["run", "use", "set", "add", "avoid", "don't", "do", "never", "always", "make", "check", "restart", "pass", "strip", "call", "prefer", "keep", "wait", "remove", "delete", "pin", "bump", "put", "write", "read", "open", "close", "export", "import", "install", "upgrade", "downgrade", "clear", "retry", "reset", "rotate", "ask", "let", "start", "stop", "kill", "ignore", "skip", "disable", "enable", "mark", "wrap", "quote", "escape", "name", "tag", "purge", "flush", "rerun", "reload", "refresh", "rebuild", "redeploy", "regenerate", "update", "create", "copy", "move", "switch", "configure", "connect", "convert", "turn", "increase", "lower", "raise", "limit", "look", "watch", "unset", "mount", "contact", "file"])
-_STOP = frozenset(["about", "above", "after", "again", "against", "also", "always", "among", "another", "because", "been", "before", "being", "below", "between", "both", "cannot", "could", "does", "doing", "down", "during", "each", "every", "from", "further", "have", "having", "here", "into", "itself", "just", "like", "more", "most", "much", "must", "never", "once", "only", "other", "over", "same", "should", "some", "such", "than", "that", "their", "them", "then", "there", "these", "they", "this", "those", "through", "under", "until", "very", "what", "when", "where", "which", "while", "whom", "with", "within", "without", "would", "your", "yours", "will", "were", "what's", "isn't", "aren't", "doesn't", "don't", "didn't", "won't", "wasn't", "can't", "we're", "they're", "it's", "there's", "that's", "first", "second", "third", "last", "next", "make", "makes", "made", "used", "uses", "using", "need", "needs", "needed", "work", "works", "working", "time", "times", "thing", "things", "true", "false", "still", "even", "ever"])
+_LEANS_BACK = frozenset("""
+it its it's this that these those they them their there here which who whose where when whereas
+so because since as therefore thus hence then otherwise unless except but however instead though
+although yet still only even without with and or nor if once until after before while
+meaning ie eg which's that's this's note
+""".split())
+_INSTRUCTION = frozenset("""
+run use set add avoid don't do never always make check restart pass strip call prefer keep wait
+remove delete pin bump put write read open close export import install upgrade downgrade clear retry
+reset rotate ask let start stop kill ignore skip disable enable mark wrap quote escape name tag purge
+flush rerun reload refresh rebuild redeploy regenerate update create copy move switch configure
+connect convert turn increase lower raise limit look watch unset mount contact file
+""".split())
+_STOP = frozenset("""
+about above after again against also always among another because been before being below between
+both cannot could does doing down during each every from further have having here into itself just
+like more most much must never once only other over same should some such than that their them then
+there these they this those through under until very what when where which while whom with within
+without would your yours will were what's isn't aren't doesn't don't didn't won't wasn't can't
+we're they're it's there's that's first second third last next make makes made used uses using
+need needs needed work works working time times thing things true false still even ever
+""".split())
 _WORD = re.compile(r"\b[A-Za-z][A-Za-z0-9_'-]{3,}")
 
 
