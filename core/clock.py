@@ -14,7 +14,7 @@ import logging
 import os
 import re
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 
 
 def now_ms() -> int:
@@ -38,7 +38,7 @@ def half_the_cores(at_least: int = 1) -> int:
 
 NOW_ENV = "CREWLET_NOW"
 _MS = timedelta(milliseconds=1)
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _clock_log = logging.getLogger("crewlet.clock")
 
 
@@ -52,7 +52,7 @@ def _fixed_instant(text: str) -> datetime | None:
         _clock_log.warning("%s=%r is not an ISO date-time (e.g. 2027-03-01T03:00:00Z): ignored, the real clock "
                            "applies", NOW_ENV, text)
         return None
-    return at.replace(tzinfo=timezone.utc) if at.tzinfo is None else at.astimezone(timezone.utc)
+    return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
 
 
 def calendar_now() -> datetime:
@@ -60,7 +60,7 @@ def calendar_now() -> datetime:
     Read at each call, so a test that sets the variable moves the calendar at once."""
     text = os.environ.get(NOW_ENV, "").strip()
     fixed = _fixed_instant(text) if text else None
-    return fixed if fixed is not None else datetime.now(timezone.utc)
+    return fixed if fixed is not None else datetime.now(UTC)
 
 
 def calendar_is_fixed() -> bool:
@@ -161,7 +161,7 @@ def next_cron(expr: str, after: datetime) -> datetime:
     """The first instant after `after` (strictly) at which `expr` fires, in UTC."""
     from cronsim import CronSim
 
-    return next(CronSim(expr, after.astimezone(timezone.utc)))
+    return next(CronSim(expr, after.astimezone(UTC)))
 
 
 def cron_due(expr: str, last_run_ms: int | None, now: datetime | None = None) -> bool:

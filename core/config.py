@@ -388,9 +388,9 @@ def _knowledge_backend(file: Path, kn_raw: dict[str, Any], integrations: dict[st
         raise ConfigError(file, f"integrations.{other}", f"declared beside knowledge.backend = \"{backend}\"",
                           f"remove one: a company has exactly one knowledge home (or set knowledge.backend = \"{other}\")")
     if backend in REMOTE_BACKENDS and backend not in declared:
-        other = declared[0] if declared else None
-        if other:
-            raise ConfigError(file, f"integrations.{other}", f"declared beside knowledge.backend = \"{backend}\"",
+        beside = declared[0] if declared else None
+        if beside:
+            raise ConfigError(file, f"integrations.{beside}", f"declared beside knowledge.backend = \"{backend}\"",
                               "remove one: a company has exactly one knowledge home")
         example = ('url = "https://example.atlassian.net/wiki" and token_env = "CONFLUENCE_API_TOKEN"'
                    if backend == "confluence" else

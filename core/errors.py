@@ -94,7 +94,7 @@ class NoPage(NotFound):
     words of one are no use on the other (a model cannot run a command)."""
 
     @classmethod
-    def of(cls, ref: str) -> "NoPage":
+    def of(cls, ref: str) -> NoPage:
         container = ref.split("/", 1)[0].strip() if "/" in ref else None
         return cls(f"no page '{ref}'", ref=ref, container=container)
 
@@ -133,7 +133,7 @@ class UnknownContainer(NotFound):
     code = "unknown_container"
 
     @classmethod
-    def of(cls, key: str) -> "UnknownContainer":
+    def of(cls, key: str) -> UnknownContainer:
         return cls(f"no space '{key}': it is not declared and holds no pages", fix="`crewlet spaces` lists them",
                    container=key)
 

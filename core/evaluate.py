@@ -29,6 +29,7 @@ from .search import semantic
 from .vectors import records as vectors
 from .search.ivf import measure, training
 from .vectors import index as store
+from .vectors.index_row import IndexRow
 from .store import connect
 
 NEEDS = measure.QUERIES + measure.DEPTH     # sources a measurement needs: its queries and a full depth
@@ -50,7 +51,7 @@ class EvalReport:
     space: str
     sources: int
     queries: int
-    index: store.IndexRow | None
+    index: IndexRow | None
     probes: int | None                      # lists read through the index (None: no index)
     through: measure.Measurement | None     # the search as it runs (through the index)
     scan: measure.Measurement               # the same search, the full scan as its first stage

@@ -15,10 +15,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import REMOTE_LABELS, Company, RemoteSite, remote_site
 from .errors import KnowledgeElsewhere
+
+if TYPE_CHECKING:
+    from .node import Node
+    from .search.seam import Searcher
 
 __all__ = ["make_searcher", "FollowingSearcher", "remote_site", "RemoteSite", "is_remote", "label", "where",
            "elsewhere", "company_of", "onboarding_pages"]
@@ -26,7 +30,7 @@ __all__ = ["make_searcher", "FollowingSearcher", "remote_site", "RemoteSite", "i
 LOCAL = "this node's copy"
 
 
-def company_of(node: Any) -> Callable[[], Company]:
+def company_of(node: Node) -> Callable[[], Company]:
     """The node's configuration as it is now (one stat per call decides whether to read it again)."""
 
     def current() -> Company:
@@ -41,7 +45,7 @@ def searcher_backend(backend: str) -> str:
     return backend if backend in REMOTE_LABELS else "native"
 
 
-def make_searcher(node: Any, **native_options: Any) -> Any:
+def make_searcher(node: Node, **native_options: Any) -> Any:
     """The searcher knowledge.backend names (native options go to NativeSearcher). A remote searcher
     records an agent's reads (knowledge_read, naming the backend) on this node, as the native one does."""
     backend = node.company.knowledge.backend
@@ -94,7 +98,7 @@ class FollowingSearcher:
     and none are both answered by the native searcher, so nothing is made again between them (its model
     stays loaded). A `factory` (tests) makes the one searcher, which then follows nothing."""
 
-    def __init__(self, node: Any, factory: Callable[[Any], Any] | None = None) -> None:
+    def __init__(self, node: Node, factory: Callable[[Any], Any] | None = None) -> None:
         self.node = node
         self._factory = factory
         self._searcher: Any = None
@@ -125,13 +129,13 @@ class FollowingSearcher:
         _close(searcher)
 
 
-def _close(searcher: Any) -> None:
+def _close(searcher: Searcher) -> None:
     closer = getattr(searcher, "close", None)
     if callable(closer):
         closer()
 
 
-def onboarding_pages(node: Any, searcher: Callable[[], Any]) -> Callable[[str, str], Any]:
+def onboarding_pages(node: Node, searcher: Callable[[], Any]) -> Callable[[str, str], Any]:
     """Where an agent's Onboarding pages are found (core.agents.onboarding's page_of): in this node's
     copy, or, when the company's knowledge lives on a Confluence or Plane site, on that site as the agent
     may read it (`searcher()`: the searcher that follows the backend) — the page get_page then opens. A

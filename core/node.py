@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import config as config_mod
 from .clock import now_ms
@@ -38,6 +38,13 @@ from .store import replace as replace_db
 from .store.db import FULL_BELOW, files_stamp, room_left
 from .store.digest import content_digest
 from .vectors import applier as vectors_applier
+
+if TYPE_CHECKING:
+    from .log.jetstream import JetStreamLog
+    from .replica.backend import LogBackend
+
+    # a node's log: the files of its home (or a shared directory), or a company's JetStream streams
+    NodeLog = FileLog | JetStreamLog
 
 SYSTEM_ACTOR = page_records.SYSTEM_ACTOR
 log = logging.getLogger("crewlet.node")
@@ -79,8 +86,8 @@ def home_streams(home: Home) -> list[tuple[str, Path, Applier]]:
 
 
 class Node:
-    def __init__(self, home: Home, company: config_mod.Company, conn: Connection, flog: FileLog,
-                 vlog: FileLog | None = None, settings: config_mod.NodeSettings | None = None) -> None:
+    def __init__(self, home: Home, company: config_mod.Company, conn: Connection, flog: NodeLog,
+                 vlog: NodeLog | None = None, settings: config_mod.NodeSettings | None = None) -> None:
         self.home = home
         self.company = company
         # node.toml: this node's id (stamped on every record it writes) and operator
@@ -113,7 +120,7 @@ class Node:
     # -- opening ---------------------------------------------------------------------------
     @classmethod
     def open(cls, home: Home, *, sync_containers: bool = True, catch_up: bool = True,
-             progress: Callable[[int], None] | None = None) -> "Node":
+             progress: Callable[[int], None] | None = None) -> Node:
         """Open the home: check the database's position on each log and apply what was appended since
         (`catch_up`; `progress` hears each batch). A node of a shared directory first checks that the
         directory is there and that its filesystem honours the writers' lock (refused otherwise)."""
@@ -135,6 +142,8 @@ class Node:
         conn = connect(home.db_file)
         if not settings.node_id and not getattr(conn, "readonly", False):
             settings = _give_node_id(home, settings)
+        flog: NodeLog
+        vlog: NodeLog
         if company.log.backend == "jetstream":
             from .log import jetstream
 
@@ -272,7 +281,8 @@ class Node:
                 try:
                     frame = flog.locate(applied)
                 except LogDamage as exc:
-                    frame = relocate(flog, applied, self.conn, stream.name) if repaired else None
+                    frame = (relocate(flog, applied, self.conn, stream.name)
+                             if repaired and isinstance(flog, FileLog) else None)
                     if frame is None:
                         self._damaged(_earlier_damage(flog, exc))
                         return
@@ -474,7 +484,7 @@ class Node:
             self.log.close()
             self.vlog.close()
 
-    def __enter__(self) -> "Node":
+    def __enter__(self) -> Node:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -692,7 +702,7 @@ class Offline:
     quorum: bool = False       # the servers answer, but without a quorum to serve the log
 
     @classmethod
-    def of(cls, node: "Node", exc: BaseException) -> "Offline":
+    def of(cls, node: Node, exc: BaseException) -> Offline:
         from .log import jetstream
 
         contact = jetstream.last_contact(node.home) or getattr(exc, "since_ms", None)
@@ -725,7 +735,7 @@ def _ago(seconds: int) -> str:
     return f"{seconds // 86400} days"
 
 
-def _earlier_damage(flog: FileLog, found: LogDamage) -> LogDamage:
+def _earlier_damage(flog: LogBackend, found: LogDamage) -> LogDamage:
     """The position's frame is not where it should be: damage earlier in the log (a duplicated frame, a flipped
     length) moves every frame after it, and is what to name. Otherwise the position's own problem."""
     if not isinstance(flog, FileLog):

@@ -85,7 +85,7 @@ class Holder:
     ns: str = ""        # its pid namespace; "" when it was not recorded (an older record) or not readable
 
     @classmethod
-    def me(cls) -> "Holder":
+    def me(cls) -> Holder:
         return cls(HOST, os.getpid(), _own_start(), label(), NAMESPACE)
 
     def to_json(self) -> dict[str, Any]:
@@ -95,7 +95,7 @@ class Holder:
         return out
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Holder | None":
+    def from_json(cls, data: dict[str, Any]) -> Holder | None:
         try:
             return cls(str(data.get("host", "")), int(data["pid"]), int(data.get("start") or 0),
                        str(data.get("label", "")), str(data.get("ns") or ""))

@@ -44,7 +44,7 @@ from .leftovers import sweep
 from .log import FileLog, Record
 from .log.check import Applied, LogHealth, Spot, inspect, walk
 from .log.filelog import LogMismatch, _sync_fd
-from .log.framing import encode_frame
+from .log.framing import Frame, encode_frame
 from .node import Node, home_streams
 from .pages import applier
 from .paths import Home
@@ -359,10 +359,10 @@ def _plan(spec: LogSpec, flog: FileLog, health: LogHealth, sources: list[Source]
         if len(spot.seqs) == 1 and spot.end > spot.offset:
             legible[spot.seqs[0]] = _legible(flog, spot, sources)
     related = _related(flog, health, sources, spec) if health.lost_seqs else Related()
-    found = health.found
+    out_of_place = health.found
     for seq in health.lost_seqs:
-        if seq in found:
-            back = _found_out_of_place(spec, flog, seq, found[seq], sources)
+        if seq in out_of_place:
+            back = _found_out_of_place(spec, flog, seq, out_of_place[seq], sources)
             if back is not None:
                 out[seq] = back
                 continue
@@ -416,7 +416,7 @@ def _found_out_of_place(spec: LogSpec, flog: FileLog, seq: int, offset: int, sou
     """The record of `seq`, from its intact frame further on in the log (two frames swapped): the very record,
     put back in its place — unless a database that applied `seq` applied another record there."""
     frame = flog.frame_at(offset)
-    if not hasattr(frame, "body") or frame.seq != seq:
+    if not isinstance(frame, Frame) or frame.seq != seq:
         return None
     try:
         record = Record.from_body(frame.body, seq)

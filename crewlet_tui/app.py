@@ -19,7 +19,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.text import Text
 from textual import on, work
@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from core.duties.runner import DutyReport
 
     from .screens.edit import EditScreen
+    from .screens.welcome import WelcomeScreen
     from .session import Session
 
 BACKGROUND_AFTER_S = 1.0     # the background work starts this long after the home opened at the latest
@@ -237,13 +238,13 @@ class CrewletApp(App[None]):
     @on(HomeProgressed)
     def _home_progressed(self, message: HomeProgressed) -> None:
         if registry.is_showing(self.screen, "welcome"):
-            self.screen.progress(message.text)
+            cast("WelcomeScreen", self.screen).progress(message.text)
 
     @on(HomeFailed)
     def _home_failed(self, message: HomeFailed) -> None:
         text = error_text(message.error)
         if registry.is_showing(self.screen, "welcome"):
-            self.screen.progress(f"could not create the home: {text}", error=True)
+            cast("WelcomeScreen", self.screen).progress(f"could not create the home: {text}", error=True)
         else:
             self.exit(return_code=1, message=Text(f"crewlet: {text}"))
 
@@ -392,12 +393,12 @@ class CrewletApp(App[None]):
             old = self.index_state
             self.index_state = IndexState("indexing", message.done, message.total, old.indexed_seq, old.applied_seq)
         elif message.duty == EMBEDDING_DUTY and message.total:
-            old = self.meaning_state
-            phase = "embedding" if message.done < message.total else old.phase
-            self.meaning_state = MeaningState(phase, old.covered, old.total, message.done, message.total)
+            meaning = self.meaning_state
+            phase = "embedding" if message.done < message.total else meaning.phase
+            self.meaning_state = MeaningState(phase, meaning.covered, meaning.total, message.done, message.total)
         elif message.duty == INDEX_TRAINING_DUTY and message.total > message.done:
-            old = self.meaning_state   # the one long tick: a training (or the daily measurement) of the index
-            self.meaning_state = MeaningState("training", old.covered, old.total, message.done, message.total,
+            meaning = self.meaning_state   # the one long tick: a training (or the daily measurement) of the index
+            self.meaning_state = MeaningState("training", meaning.covered, meaning.total, message.done, message.total,
                                               message.label)
 
     @on(DutyPassed)
@@ -583,7 +584,8 @@ class CrewletApp(App[None]):
 
     # -- leaving ---------------------------------------------------------------------------------
     def unsaved_editors(self) -> list[EditScreen]:
-        return [s for s in self.screen_stack if registry.is_showing(s, "edit") and s.has_unsaved_text]
+        editors = [cast("EditScreen", s) for s in self.screen_stack if registry.is_showing(s, "edit")]
+        return [s for s in editors if s.has_unsaved_text]
 
     async def action_quit(self) -> None:
         if not self.unsaved_editors():
@@ -600,7 +602,8 @@ class CrewletApp(App[None]):
                                       "Quit and lose it?", yes="Quit, losing it", no="Keep editing", danger=True,
                                       id="quit-unsaved"), answer)
 
-    async def action_help_quit(self) -> None:
+    # textual awaits an action that is a coroutine; its App declares this one plain, which an override may not
+    async def action_help_quit(self) -> None:  # type: ignore[override]
         """ctrl+c (Textual binds it here, after a text field's copy and a selection's): quit, asking first over
         unsaved text. Textual's own only said "press ctrl+q" — and nothing at all where no quit key was shown."""
         await self.action_quit()

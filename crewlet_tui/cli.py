@@ -68,8 +68,12 @@ class _Deferred(types.ModuleType):
     def __getattr__(self, name: str) -> Any:
         with _Deferred._lock:
             if type(self) is _Deferred:
-                self.__class__ = types.ModuleType      # from here on an ordinary module, mid-import included
-                self.__spec__.loader.exec_module(self)  # the real module's code, into this very object
+                # from here on an ordinary module, mid-import included (the class changes on purpose: no type
+                # says so)
+                self.__class__ = types.ModuleType  # type: ignore[assignment]
+                spec = self.__spec__
+                assert spec is not None and spec.loader is not None   # set up front, with the module
+                spec.loader.exec_module(self)  # the real module's code, into this very object
         return getattr(self, name)
 
 

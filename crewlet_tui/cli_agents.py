@@ -5,7 +5,6 @@ agent writes its own through `crewlet mcp` (remember, forget).
 """
 from __future__ import annotations
 
-from typing import Optional
 
 import typer
 
@@ -60,7 +59,7 @@ def diary_cmd(
     agent: str = typer.Argument(..., metavar="AGENT", help="The agent whose diary to read (`crewlet agents` lists them)."),
     limit: int = typer.Option(100, "--limit", "-n", min=1, max=1000, metavar="N",
                               help="How many notes, newest first (1-1000)."),
-    before: Optional[int] = typer.Option(None, "--before", metavar="ID",
+    before: int | None = typer.Option(None, "--before", metavar="ID",
                                          help="Only notes older than this note id (the next window)."),
     as_json: bool = JSON_OPT,
 ) -> None:

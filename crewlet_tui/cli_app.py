@@ -1,7 +1,6 @@
 """`crewlet open`: the terminal app on one page, or on the search screen with a query run."""
 from __future__ import annotations
 
-from typing import Optional
 
 import typer
 
@@ -15,8 +14,8 @@ app = typer.Typer()             # this module's top-level commands (cli_root add
 @app.command("open")
 @handle_errors
 def open_app(
-    ref: Optional[str] = typer.Argument(None, metavar="REF", help="The page to open: a page id or CONTAINER/Title."),
-    search: Optional[str] = typer.Option(None, "--search", "-s", metavar="QUERY", help="Open the search screen with this query run."),
+    ref: str | None = typer.Argument(None, metavar="REF", help="The page to open: a page id or CONTAINER/Title."),
+    search: str | None = typer.Option(None, "--search", "-s", metavar="QUERY", help="Open the search screen with this query run."),
 ) -> None:
     """Open the terminal app on one page, or on the search screen with a query run."""
     if (ref is None) == (search is None):

@@ -12,7 +12,7 @@ model failed or refused: one line on stderr, the sources still on stdout); 2 usa
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.text import Text
@@ -20,6 +20,7 @@ from rich.text import Text
 from .cli_common import (JSON_OPT, actor, catch_up_index, console, emit_json, err_console, fail, handle_errors, open_node,
                          outcome_speaks)
 from .sanitize import clean_line, clean_text, markup_safe as escape
+from datetime import UTC
 
 if TYPE_CHECKING:
     from core.ask.answer import Answer
@@ -123,13 +124,13 @@ def _render(result: Answer, streamed: bool) -> None:
 
 
 def _render_spend(windows: list[Window], model: str | None, ledger: str) -> None:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     console.print(f"[bold]Tokens spent on answers[/] [dim](the company's; windows in UTC; {escape(ledger)})[/]",
                   soft_wrap=True)
     console.print(f"  {'window':6} {'spent':>10} {'in':>10} {'out':>9} {'answers':>7} {'budget':>10} {'room':>10}  opens")
     for w in windows:
-        opens = datetime.fromtimestamp(w.end / 1000, tz=timezone.utc).strftime("%m-%d")
+        opens = datetime.fromtimestamp(w.end / 1000, tz=UTC).strftime("%m-%d")
         budget = f"{w.budget:,}" if w.budget is not None else "—"
         room = f"{w.room:,}" if w.room is not None else "—"
         console.print(f"  {w.name:6} {w.spent:>10,} {w.prompt_tokens:>10,} {w.completion_tokens:>9,} {w.answers:>7,} "
@@ -142,8 +143,8 @@ def _render_spend(windows: list[Window], model: str | None, ledger: str) -> None
 @app.command()
 @handle_errors
 def ask(
-    question: Optional[list[str]] = typer.Argument(None, metavar="QUESTION", help="The question, in words."),
-    container: Optional[list[str]] = typer.Option(None, "--container", "-c", metavar="KEY",
+    question: list[str] | None = typer.Argument(None, metavar="QUESTION", help="The question, in words."),
+    container: list[str] | None = typer.Option(None, "--container", "-c", metavar="KEY",
                                                   help="Answer only from this container (repeatable)."),
     spend: bool = typer.Option(False, "--spend", help="Show what answers spent in the company's day, week and "
                                                       "month windows, and the budgets; ask nothing."),

@@ -34,7 +34,8 @@ from .fmt import when  # noqa: F401  (re-exported for the CLI modules)
 from .sanitize import json_text, markup_safe
 
 if TYPE_CHECKING:
-    import click
+    # typer 0.28 runs its own copy of click (typer._click): its commands take that copy's Context
+    from typer import _click as click
     from rich.table import Table
 
     from core.importer import ImportReport

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -22,12 +21,12 @@ eval_app = typer.Typer(add_completion=False)     # `crewlet search eval`: its on
 @eval_app.command("eval")
 @handle_errors
 def search_eval(
-    store: Optional[Path] = typer.Option(None, "--store", metavar="FILE", help="The SQLite file to measure (default: this home's "
+    store: Path | None = typer.Option(None, "--store", metavar="FILE", help="The SQLite file to measure (default: this home's "
                                          "crewlet.db). A copy inside a backup works with nothing stopped."),
-    probes: Optional[int] = typer.Option(None, "--probes", min=1, metavar="N", help="Measure what reading N lists would recall "
+    probes: int | None = typer.Option(None, "--probes", min=1, metavar="N", help="Measure what reading N lists would recall "
                                          "instead of the count the index reads now (a narrowed search still reads "
                                          "more from there)."),
-    window: Optional[int] = typer.Option(None, "--window", min=1, metavar="BYTES", help="The per-source bound the embedding duty runs "
+    window: int | None = typer.Option(None, "--window", min=1, metavar="BYTES", help="The per-source bound the embedding duty runs "
                                          "at, in bytes, where providers.embeddings lowers it below 8 KiB."),
     as_json: bool = JSON_OPT,
 ) -> None:

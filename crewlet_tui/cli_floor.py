@@ -8,12 +8,15 @@ keeps the floor they give (core/search/floor.py) for every node sharing these lo
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from .cli_common import JSON_OPT, console, emit_json, fail, handle_errors, open_node
 from .sanitize import markup_safe as escape
+
+if TYPE_CHECKING:
+    from core.node import Node
 
 floor_app = typer.Typer(add_completion=False)     # `crewlet search floor`: its one command
 
@@ -71,7 +74,7 @@ def search_floor(
     _render(provider.space.model, floor, measured)
 
 
-def _measure(node: Any, provider: Any, as_json: bool) -> dict[str, Any]:
+def _measure(node: Node, provider: Any, as_json: bool) -> dict[str, Any]:
     """The shipped probes embedded by the configured provider, each one's nearest page with a body by exact
     cosine over every vector of the space, and the floor they give."""
     import numpy as np

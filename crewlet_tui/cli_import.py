@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -13,6 +13,7 @@ from .sanitize import json_text, markup_safe as escape  # titles, paths and note
 
 if TYPE_CHECKING:
     from core.importer import ImportReport
+    from core.pages.service import KnowledgeBase
 # the importer and rich's progress bars are imported when the command runs (start-up)
 
 app = typer.Typer()             # this module's top-level commands (cli_root adds them to `crewlet`)
@@ -51,7 +52,7 @@ def _print_summary(report: ImportReport) -> None:
                   f"unchanged {report.unchanged}, notes {len(report.notes)}, {report.seconds:.2f} s")
 
 
-def _into_key(value: Optional[str]) -> Optional[str]:
+def _into_key(value: str | None) -> str | None:
     if value is not None and not value.strip():
         raise typer.BadParameter("give the space key to import into (e.g. --into DOCS), or leave --into out")
     return value
@@ -73,7 +74,7 @@ def import_cmd(
     directory: Path = typer.Argument(..., metavar="DIR", exists=True, file_okay=False, dir_okay=True,
                                      help="The directory of Markdown files, walked recursively "
                                           "(dot-directories skipped)."),
-    into: Optional[str] = typer.Option(None, "--into", metavar="KEY", callback=_into_key,
+    into: str | None = typer.Option(None, "--into", metavar="KEY", callback=_into_key,
                                        help="Keep the tree: every directory a folder page in space KEY."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; write nothing."),
     title_from_name: bool = typer.Option(False, "--title-from-name",
@@ -148,7 +149,7 @@ def _output(report: ImportReport, as_json: bool, dry_run: bool) -> None:
         _print_summary(report)
 
 
-def _run(kb: Any, directory: Path, into: str | None, dry_run: bool, title_from_name: bool, declare_spaces: bool,
+def _run(kb: KnowledgeBase, directory: Path, into: str | None, dry_run: bool, title_from_name: bool, declare_spaces: bool,
          progress: Any) -> ImportReport:
     from core.importer import import_directory
 

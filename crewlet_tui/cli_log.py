@@ -24,6 +24,8 @@ from .sanitize import markup_safe
 if TYPE_CHECKING:
     from rich.progress import Progress
 
+    from core.paths import Home
+
     from core.repair import LogReport
 # the repair machinery is imported when a command runs (start-up: every command imports this module)
 
@@ -79,9 +81,9 @@ def _render(report: LogReport) -> None:
             if rw is not None:
                 details.append((len(rows) - 1, rw.line()))
     if h.applied_problem is None and h.applied.seq in set(h.lost_seqs):
-        given = report.rewrites.get(h.applied.seq)
-        disagree = (f" — its last record is damaged in the log"
-                    + ("; the repair gives it back" if given is not None and not given.lost else ""))
+        rewrite = report.rewrites.get(h.applied.seq)
+        disagree = (" — its last record is damaged in the log"
+                    + ("; the repair gives it back" if rewrite is not None and not rewrite.lost else ""))
     elif h.applied_problem is None:
         disagree = " — it agrees with the log"
     else:
@@ -93,17 +95,17 @@ def _render(report: LogReport) -> None:
         rows.append(("other node", other))
     total = report.records_lost
     if report.needs_rebuild:
-        lost = report.lost + report.held
+        changes = report.lost + report.held
         rows.append(("a repair", (f"writes the log anew keeping every intact record (losing {_n(total, 'record')}), " if
                                   report.needs_cut else "")
-                     + f"rebuilds the database from it and loses {_n(len(lost), 'applied change')}"
-                     + (":" if lost else "")))
+                     + f"rebuilds the database from it and loses {_n(len(changes), 'applied change')}"
+                     + (":" if changes else "")))
     elif report.keeps_lost:
-        after = (f", and {_n(len(report.cascade), 'later change')} it applied after them, which the repaired log "
-                 "refuses" if report.cascade else "")
+        cascade = (f", and {_n(len(report.cascade), 'later change')} it applied after them, which the repaired log "
+                   "refuses" if report.cascade else "")
         rows.append(("a repair", f"writes the log anew keeping every intact record, losing {_n(total, 'record')}; "
                                  f"this database is kept as it is — it holds {_n(len(report.lost), 'applied change')} "
-                                 f"the repaired log loses{after}:"))
+                                 f"the repaired log loses{cascade}:"))
     else:
         rows.append(("a repair", f"writes the log anew keeping every intact record, losing {_n(total, 'record')}; "
                                  "the database keeps everything it holds"))
@@ -228,10 +230,10 @@ def log_repair(
         raise typer.Exit(1)
 
 
-def _on_jetstream(home: object) -> bool:
+def _on_jetstream(home: Home) -> bool:
     from core import config as config_mod
 
-    cfg = getattr(home, "config_file")
+    cfg = home.config_file
     return cfg.is_file() and config_mod.load(cfg).log.backend == "jetstream"
 
 

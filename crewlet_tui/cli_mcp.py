@@ -6,7 +6,6 @@ start (no home, an unknown actor) is one line on stderr and exit 1, before a byt
 from __future__ import annotations
 
 import logging
-from typing import Optional
 
 import typer
 
@@ -33,9 +32,9 @@ class _Verbose(logging.Handler):
 @app.command()
 @handle_errors
 def mcp(
-    as_: Optional[str] = typer.Option(None, "--as", metavar="HANDLE", help="Act as this configured actor (an agent's handle, or "
+    as_: str | None = typer.Option(None, "--as", metavar="HANDLE", help="Act as this configured actor (an agent's handle, or "
                                                          "yours); default: the global --as, else the operator."),
-    home: Optional[str] = typer.Option(None, "--home", metavar="DIR", help="The crewlet home to serve (default: the global "
+    home: str | None = typer.Option(None, "--home", metavar="DIR", help="The crewlet home to serve (default: the global "
                                                             "--home, $CREWLET_HOME, else the user data directory)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every refusal and catch-up to stderr."),
 ) -> None:

@@ -1,7 +1,7 @@
 """`crewlet init`, `spaces`, `pages`, `page …` and `trash`: the knowledge base from a shell."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -12,6 +12,7 @@ from .cli_common import (JSON_OPT, STATE, actor, console, emit_json, handle_erro
 from .sanitize import clean_line, clean_text, markup_safe
 
 if TYPE_CHECKING:
+    from core.node import Node
     from core.pages.model import Page
 # the engine, rich's tables and its highlighter are imported by the commands that use them (start-up)
 
@@ -97,8 +98,8 @@ def spaces(as_json: bool = JSON_OPT) -> None:
 @handle_errors
 def pages(
     container: str = typer.Argument(..., metavar="CONTAINER", help="The space key, e.g. ENG."),
-    parent: Optional[str] = typer.Option(None, "--parent", metavar="REF", help="List the children of this page (REF) instead of the top."),
-    after: Optional[str] = typer.Option(None, "--after", metavar="CURSOR", help="The cursor a previous window printed."),
+    parent: str | None = typer.Option(None, "--parent", metavar="REF", help="List the children of this page (REF) instead of the top."),
+    after: str | None = typer.Option(None, "--after", metavar="CURSOR", help="The cursor a previous window printed."),
     limit: int = typer.Option(500, "--limit", min=1, max=500, metavar="N", help="Window size, at most 500."),
     as_json: bool = JSON_OPT,
 ) -> None:
@@ -138,7 +139,7 @@ def trash(as_json: bool = JSON_OPT) -> None:
 @page_app.command("show")
 @handle_errors
 def page_show(ref: str = typer.Argument(..., metavar="REF", help="Page id or CONTAINER/Title."),
-              revision: Optional[int] = typer.Option(None, "--revision", "-r", metavar="N", help="Show this revision's body."),
+              revision: int | None = typer.Option(None, "--revision", "-r", metavar="N", help="Show this revision's body."),
               as_json: bool = JSON_OPT) -> None:
     """Show a page: its body, where it sits, its children, backlinks and comments.
 
@@ -186,8 +187,9 @@ def page_show(ref: str = typer.Argument(..., metavar="REF", help="Page id or CON
             console.print(f"  {markup_safe(_page_line(p))} [dim]{p.id}[/]")
     if comments:
         console.print("\n[bold]Comments[/]")
-        for c in comments:
-            console.print(f"  [bold]{markup_safe(c.author)}[/] {when(c.created_at)} [dim]{c.id}[/]: {markup_safe(c.body)}")
+        for comment in comments:
+            console.print(f"  [bold]{markup_safe(comment.author)}[/] {when(comment.created_at)} [dim]{comment.id}[/]: "
+                          f"{markup_safe(comment.body)}")
 
 
 def _print_body(body: str) -> None:
@@ -203,7 +205,7 @@ def _print_body(body: str) -> None:
         console.print(Syntax(body, "markdown", word_wrap=True, theme="ansi_dark") if body.strip() else "[dim](a folder: nothing written)[/]")
 
 
-def _remote_page(node: Any, ref: str, *, record_read: bool = True) -> Any:
+def _remote_page(node: Node, ref: str, *, record_read: bool = True) -> Any:
     """A page of the remote site the company's knowledge lives on, read there as the actor (inside the
     read floor; an agent's read recorded, as on this node's own pages)."""
     from core.knowledge import make_searcher
@@ -233,9 +235,9 @@ def _show_remote(page: Any, where: str, as_json: bool) -> None:
 @handle_errors
 def page_create(container: str = typer.Argument(..., metavar="CONTAINER", help="The space key."),
                 title: str = typer.Argument(..., metavar="TITLE", help="The page title (its address is the title lower-cased)."),
-                parent: Optional[str] = typer.Option(None, "--parent", metavar="REF", help="File it under this page (REF)."),
-                body_file: Optional[str] = typer.Option(None, "--body-file", metavar="FILE", help="Read the body from a file, or - for stdin. Without it the page is a folder (nothing written in it)."),
-                message: Optional[str] = typer.Option(None, "--message", "-m", metavar="TEXT", help="A note for the history."),
+                parent: str | None = typer.Option(None, "--parent", metavar="REF", help="File it under this page (REF)."),
+                body_file: str | None = typer.Option(None, "--body-file", metavar="FILE", help="Read the body from a file, or - for stdin. Without it the page is a folder (nothing written in it)."),
+                message: str | None = typer.Option(None, "--message", "-m", metavar="TEXT", help="A note for the history."),
                 as_json: bool = JSON_OPT) -> None:
     """Create a page (an empty body makes a folder)."""
     body = read_body(body_file)
@@ -252,7 +254,7 @@ def page_create(container: str = typer.Argument(..., metavar="CONTAINER", help="
 def page_save(ref: str = typer.Argument(..., metavar="REF", help="Page id or CONTAINER/Title."),
               body_file: str = typer.Option(..., "--body-file", metavar="FILE", help="The new body: a file, or - for stdin."),
               base_rev: int = typer.Option(..., "--base-rev", metavar="N", help="The revision you edited; a stale one is refused."),
-              message: Optional[str] = typer.Option(None, "--message", "-m", metavar="TEXT", help="Your note for the history."),
+              message: str | None = typer.Option(None, "--message", "-m", metavar="TEXT", help="Your note for the history."),
               as_json: bool = JSON_OPT) -> None:
     """Save a new body against the revision you edited."""
     body = read_body(body_file)
@@ -281,7 +283,7 @@ def page_rename(ref: str = typer.Argument(..., metavar="REF", help="Page id or C
 @page_app.command("move")
 @handle_errors
 def page_move(ref: str = typer.Argument(..., metavar="REF", help="Page id or CONTAINER/Title."),
-              parent: Optional[str] = typer.Option(None, "--parent", metavar="REF", help="The new parent (REF), in the same space."),
+              parent: str | None = typer.Option(None, "--parent", metavar="REF", help="The new parent (REF), in the same space."),
               top: bool = typer.Option(False, "--top", help="Move it to the top of its space."),
               as_json: bool = JSON_OPT) -> None:
     """File a page under another page of its space, or at its top."""
@@ -359,7 +361,7 @@ def page_history(ref: str = typer.Argument(..., metavar="REF", help="Page id or 
 @handle_errors
 def page_diff(ref: str = typer.Argument(..., metavar="REF", help="Page id or CONTAINER/Title."),
               a: int = typer.Argument(..., metavar="A", help="A revision. Alone: what that save changed."),
-              b: Optional[int] = typer.Argument(None, metavar="B", help="A second revision: the diff from A to B."),
+              b: int | None = typer.Argument(None, metavar="B", help="A second revision: the diff from A to B."),
               as_json: bool = JSON_OPT) -> None:
     """The line diff between two revisions (or what one save changed)."""
     with open_kb(local="history") as kb:
@@ -375,7 +377,7 @@ def page_diff(ref: str = typer.Argument(..., metavar="REF", help="Page id or CON
 @page_app.command("comment")
 @handle_errors
 def page_comment(ref: str = typer.Argument(..., metavar="REF", help="Page id or CONTAINER/Title (or a comment id with --edit/--remove)."),
-                 text: Optional[str] = typer.Argument(None, metavar="TEXT", help="The comment."),
+                 text: str | None = typer.Argument(None, metavar="TEXT", help="The comment."),
                  edit: bool = typer.Option(False, "--edit", help="REF is a comment id: replace its text (author only)."),
                  remove: bool = typer.Option(False, "--remove", help="REF is a comment id: remove it (author or admin)."),
                  as_json: bool = JSON_OPT) -> None:

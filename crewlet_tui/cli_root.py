@@ -11,10 +11,14 @@ in cli_common.py.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING
 
 import typer
 from typer.core import TyperGroup
+
+if TYPE_CHECKING:
+    # typer 0.28 runs its own copy of click (typer._click): its groups take that copy's Context
+    from typer import _click as click
 
 from . import (cli_agents, cli_app, cli_ask, cli_import, cli_log, cli_mcp, cli_pages, cli_remote, cli_search,
                cli_settings, cli_sync, cli_worker)
@@ -29,7 +33,7 @@ class CommandsThenGroups(TyperGroup):
     """`crewlet --help` lists the commands first, then the groups (page, index, log, …), each in
     COMMAND_MODULES order — as it did before every module's commands and groups were added as one."""
 
-    def list_commands(self, ctx: typer.Context) -> list[str]:
+    def list_commands(self, ctx: click.Context) -> list[str]:
         names = super().list_commands(ctx)
         return sorted(names, key=lambda name: isinstance(self.commands[name], TyperGroup))   # stable: order kept
 
@@ -49,9 +53,9 @@ app = typer.Typer(
 @app.callback()
 def main_callback(
     ctx: typer.Context,
-    home: Optional[str] = typer.Option(None, "--home", envvar="CREWLET_HOME", metavar="DIR",
+    home: str | None = typer.Option(None, "--home", envvar="CREWLET_HOME", metavar="DIR",
                                        help="The crewlet home (default: $CREWLET_HOME, else the user data directory)."),
-    as_: Optional[str] = typer.Option(None, "--as", envvar="CREWLET_AS", metavar="HANDLE",
+    as_: str | None = typer.Option(None, "--as", envvar="CREWLET_AS", metavar="HANDLE",
                                       help="Act as this configured actor (default: the configured operator)."),
 ) -> None:
     STATE.home_arg = home

@@ -11,7 +11,7 @@ the build's progress. `--no-catch-up` reads the index as it is.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.text import Text
@@ -96,7 +96,7 @@ def search(
                                   "alone (BM25), or meaning alone."),
     limit: int = typer.Option(DEFAULT_LIMIT, "--limit", "-n", min=1, max=1000, metavar="N",
                               help="At most this many hits (the app shows 20)."),
-    container: Optional[list[str]] = typer.Option(None, "--container", "-c", metavar="KEY",
+    container: list[str] | None = typer.Option(None, "--container", "-c", metavar="KEY",
                                                   help="Only this container (repeatable), inside knowledge.scope."),
     no_catch_up: bool = typer.Option(False, "--no-catch-up",
                                      help="Read the index as it is: no catch-up pass before answering."),
@@ -107,10 +107,10 @@ def search(
     An answer with no hits says "nothing matched", or "nothing close enough" when pages were ranked by meaning but none reached the relevance floor (`crewlet search floor`). A query of only punctuation or common words cannot run in keyword mode, nor with nothing to rank it by meaning, and exits 1; hybrid and semantic rank it by meaning, under the floor.
 
     `crewlet search eval [--store FILE] [--probes N] [--window BYTES] [--json]` measures instead whether search by meaning recovers the exact ranking on this corpus (`crewlet search eval --help`); `crewlet search floor [--measure] [--json]` shows (or measures) the relevance floor. To search for the word "eval" or "floor" alone, put an option first."""
-    asked = canonical_mode(mode)
-    if asked is None:
+    canonical = canonical_mode(mode)
+    if canonical is None:
         raise typer.BadParameter(f"'{mode}' is not one of: {modes_in_words()}", param_hint="--mode")
-    mode = asked
+    mode = canonical
     from core.knowledge import is_remote, make_searcher
     from core.search.seam import Query
 

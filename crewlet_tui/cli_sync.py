@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -49,19 +49,19 @@ class _Applying:
 def sync_join(
     target: str = typer.Argument(..., metavar="DIR|URL", help="The shared directory: empty (this home becomes its "
                                  "first node) or one other nodes share; or NATS servers, nats://HOST:4222."),
-    snapshot: Optional[Path] = typer.Option(None, "--snapshot", metavar="FILE", help="Start a NEW node from this snapshot "
+    snapshot: Path | None = typer.Option(None, "--snapshot", metavar="FILE", help="Start a NEW node from this snapshot "
                                                                       "(`crewlet sync snapshot` on a current node)."),
-    operator: Optional[str] = typer.Option(None, "--operator", metavar="HANDLE", help="A new node's operator (who it acts as by "
+    operator: str | None = typer.Option(None, "--operator", metavar="HANDLE", help="A new node's operator (who it acts as by "
                                                                      "default); else company.toml's."),
-    replicas: Optional[int] = typer.Option(None, "--replicas", min=1, max=5, metavar="N", help="JetStream: copies of each stream "
+    replicas: int | None = typer.Option(None, "--replicas", min=1, max=5, metavar="N", help="JetStream: copies of each stream "
                                            "(default 1 for one server, 3 for a cluster)."),
-    prefix: Optional[str] = typer.Option(None, "--prefix", metavar="PREFIX", help="JetStream: the streams' name prefix (default "
+    prefix: str | None = typer.Option(None, "--prefix", metavar="PREFIX", help="JetStream: the streams' name prefix (default "
                                                                  "crewlet: crewlet-pages, crewlet-vectors)."),
-    creds: Optional[str] = typer.Option(None, "--creds", metavar="FILE", help="JetStream: a NATS credentials file, kept in \\[log] "
+    creds: str | None = typer.Option(None, "--creds", metavar="FILE", help="JetStream: a NATS credentials file, kept in \\[log] "
                                                                "creds (each node reads its own copy at that path)."),
-    token_env: Optional[str] = typer.Option(None, "--token-env", metavar="NAME", help="JetStream: the NAME of the environment "
+    token_env: str | None = typer.Option(None, "--token-env", metavar="NAME", help="JetStream: the NAME of the environment "
                                                                        "variable holding the server's token."),
-    tls_ca: Optional[str] = typer.Option(None, "--tls-ca", metavar="FILE", help="JetStream: a CA file for tls:// servers whose "
+    tls_ca: str | None = typer.Option(None, "--tls-ca", metavar="FILE", help="JetStream: a CA file for tls:// servers whose "
                                                                  "certificate a private CA signed."),
     as_json: bool = JSON_OPT,
 ) -> None:

@@ -10,7 +10,7 @@ import os
 import sys
 import threading
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from core.duties.runner import DutyReport
 
     from .progress_bars import ProgressBars
+    from core.node import Node
 # the duties and the runner are imported when the command runs (start-up: every command imports this module)
 
 app = typer.Typer()             # this module's top-level commands (cli_root adds them to `crewlet`)
@@ -100,7 +101,7 @@ def _summary(reports: list[DutyReport]) -> list[str]:
     return out
 
 
-def _loop(node: Any, interval: float, bars: ProgressBars, as_json: bool) -> None:
+def _loop(node: Node, interval: float, bars: ProgressBars, as_json: bool) -> None:
     from core.duties.roster import run_duties
 
     console.print(f"[dim]crewlet worker on {escape(str(node.home.root))} — Ctrl-C stops it[/]")
@@ -131,7 +132,7 @@ def _loop(node: Any, interval: float, bars: ProgressBars, as_json: bool) -> None
         console.print("worker stopped")
 
 
-def _show_status(node: Any, as_json: bool) -> None:
+def _show_status(node: Node, as_json: bool) -> None:
     from core.duties.runner import duty_records
 
     records = duty_records(node)

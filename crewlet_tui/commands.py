@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 class CrewletCommands(Provider):
     @property
-    def crewlet(self) -> "CrewletApp":
+    def crewlet(self) -> CrewletApp:
         return self.app  # type: ignore[return-value]
 
     def _screens(self) -> list[tuple[str, str, object]]:

@@ -60,8 +60,8 @@ def search_words(result: Result, *, asked: str, limit: int, more: str = "") -> S
             return SearchWords(NOT_SEARCHABLE_HEADLINE, "warning", (), (message,) if message else ())
         if out.degraded == UNAVAILABLE:
             return SearchWords(COULD_NOT_HEADLINE, "error", (), (message or "the search did not run",))
-        facts = (f"searching by {ranked_by(asked)} was asked",)
-        return SearchWords(NOTHING_SEARCHED_HEADLINE, "warning", facts, (message,) if message else ())
+        return SearchWords(NOTHING_SEARCHED_HEADLINE, "warning", (f"searching by {ranked_by(asked)} was asked",),
+                           (message,) if message else ())
     n = len(result.hits)
     floor = out.floor
     # "nothing close enough" is another answer: pages were ranked by meaning, none near enough (core/search/floor.py)

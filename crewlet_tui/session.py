@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.config import Actor
 from core.node import Node
@@ -20,6 +20,9 @@ from core.pages import rules
 from core.pages.service import KnowledgeBase
 from core.paths import Home
 from core.search.seam import MODES, NOT_SEARCHABLE_YET, UNAVAILABLE, Outcome, Query, Result
+
+if TYPE_CHECKING:
+    from core.search.seam import Searcher
 
 __all__ = ["Session", "make_searcher", "safe_search", "is_not_searchable_yet"]
 
@@ -31,7 +34,7 @@ def make_searcher(node: Node) -> Any:
     return choose(node)
 
 
-def safe_search(searcher: Any, query: Query) -> Result:
+def safe_search(searcher: Searcher, query: Query) -> Result:
     """The seam promises search() never raises; the app keeps that promise even if a backend breaks it."""
     try:
         return searcher.search(query)
@@ -95,7 +98,7 @@ class Session:
 
     @classmethod
     def open(cls, home: Home, actor: str | None = None,
-             searcher_factory: Callable[[Node], Any] | None = None) -> "Session":
+             searcher_factory: Callable[[Node], Any] | None = None) -> Session:
         node = Node.open(home)
         try:
             if actor or node.company.operator:  # an unknown actor, or one without the knowledge app, is told

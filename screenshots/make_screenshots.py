@@ -171,8 +171,8 @@ async def shoot(home: Home, ids: dict[str, str], out: Path, size: tuple[int, int
         save("spaces")
 
         await pilot.press("enter")  # ENG
-        await wait_until(pilot, lambda: screen_is("OutlineScreen") and app.screen.tree.first_window_shown)
-        tree = app.screen.tree
+        await wait_until(pilot, lambda: screen_is("OutlineScreen") and app.screen.page_tree.first_window_shown)
+        tree = app.screen.page_tree
         await pilot.press("j")
         await pilot.press("l")  # open Deploy Runbook's level
         await wait_until(pilot, lambda: any(n.data and n.data.kind == "page" for n in tree.cursor_node.children))

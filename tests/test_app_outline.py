@@ -60,7 +60,7 @@ async def test_outline_reads_each_level_when_it_opens(tmp_path):
         await wait_screen(pilot, "SpacesScreen")
         app.open_outline("ENG")
         await wait_screen(pilot, "OutlineScreen")
-        tree = app.screen.tree
+        tree = app.screen.page_tree
         await wait_until(pilot, lambda: tree.first_window_shown)
         top = tree.level_nodes()
         labels = [n.label.plain for n in top]
@@ -117,7 +117,7 @@ async def test_outline_windows_of_500_with_more(tmp_path):
         await wait_screen(pilot, "SpacesScreen")
         app.open_outline("PROD")
         await wait_screen(pilot, "OutlineScreen")
-        tree = app.screen.tree
+        tree = app.screen.page_tree
         await wait_until(pilot, lambda: tree.first_window_shown)
         rows = tree.level_nodes()
         assert len(rows) == 501 and rows[-1].data.kind == "more"
@@ -145,7 +145,7 @@ async def test_outline_creates_a_folder_renames_moves_and_trashes(tmp_path):
         await wait_screen(pilot, "SpacesScreen")
         app.open_outline("ENG")
         await wait_screen(pilot, "OutlineScreen")
-        tree = app.screen.tree
+        tree = app.screen.page_tree
         await wait_until(pilot, lambda: tree.first_window_shown)
 
         # a new folder at the top (the highlighted page is offered as parent; untick it)
@@ -202,7 +202,7 @@ async def test_a_reload_keeps_open_rows_open_and_the_cursor_on_its_page(tmp_path
         await wait_screen(pilot, "SpacesScreen")
         app.open_outline("ENG")
         await wait_screen(pilot, "OutlineScreen")
-        tree = app.screen.tree
+        tree = app.screen.page_tree
         await wait_until(pilot, lambda: tree.first_window_shown)
         runbook_row = next(n for n in tree.level_nodes() if n.data.page.id == runbook.id)
         runbook_row.expand()

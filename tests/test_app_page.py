@@ -163,5 +163,5 @@ async def test_escape_sequences_and_markup_render_inert(tmp_path):
         # the outline and search never show raw titles as markup either
         app.open_outline("ENG")
         await wait_screen(pilot, "OutlineScreen")
-        await wait_until(pilot, lambda: app.screen.tree.first_window_shown)
-        assert app.screen.tree.level_nodes()[0].label.plain == "≡ [bold]markup[/] and [link=x]y[/link]"
+        await wait_until(pilot, lambda: app.screen.page_tree.first_window_shown)
+        assert app.screen.page_tree.level_nodes()[0].label.plain == "≡ [bold]markup[/] and [link=x]y[/link]"

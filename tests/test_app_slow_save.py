@@ -269,7 +269,7 @@ async def test_a_rename_that_lands_after_the_outline_was_left_is_said_and_pops_n
         app.open_outline("ENG")
         await wait_screen(pilot, "OutlineScreen")
         outline = app.screen
-        await wait_until(pilot, lambda: outline.tree.highlighted_page is not None, what="the outline's rows")
+        await wait_until(pilot, lambda: outline.page_tree.highlighted_page is not None, what="the outline's rows")
 
         async def rename() -> None:
             await pilot.press("r")

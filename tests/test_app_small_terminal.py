@@ -90,7 +90,7 @@ async def go(pilot: Any, name: str) -> None:
     if name == "outline":
         app.open_outline("ENG")
         await wait_screen(pilot, "OutlineScreen")
-        await wait_until(pilot, lambda: app.screen.tree.first_window_shown)
+        await wait_until(pilot, lambda: app.screen.page_tree.first_window_shown)
         return
     if name == "trash":
         kb.trash_page("ENG/Rollback", actor="alex")

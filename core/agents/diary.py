@@ -382,7 +382,7 @@ class Diary:
                 f"SELECT id, agent, text, created_at, space FROM agent_diary WHERE id IN ({','.join('?' * len(chosen))})",
                 chosen)} if chosen else {}
         meaning, recency = set(by_meaning), set(recent)
-        out = []
+        out: list[RecalledNote] = []
         for note_id in chosen:
             note = rows.get(note_id)
             if note is None:      # forgotten between the two reads

@@ -33,7 +33,7 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import Company
 from ..errors import Invalid, Refused
@@ -42,6 +42,9 @@ from ..clock import now_ms
 from ..pages.links import link_to
 from ..pages.model import normalise_title
 from ..leases import Lease, new_owner
+
+if TYPE_CHECKING:
+    from ..node import Node
 
 ONBOARDING_TITLE = "Onboarding"
 LEASE_S = 15 * 60.0
@@ -119,7 +122,7 @@ def chain_spaces(company: Company, agent: str) -> list[str]:
 PageOf = Callable[[str, str], "ChainPage | None"]
 
 
-def local_onboarding_page(node: Any, space: str) -> ChainPage | None:
+def local_onboarding_page(node: Node, space: str) -> ChainPage | None:
     """The space's Onboarding page in this node's copy: one indexed lookup of its address."""
     with node.lock:
         row = node.conn.execute("SELECT id, title, revision FROM pages WHERE container = ? AND address = ? "
@@ -127,7 +130,7 @@ def local_onboarding_page(node: Any, space: str) -> ChainPage | None:
     return ChainPage(space, row["id"], row["title"], int(row["revision"])) if row is not None else None
 
 
-def chain_of(node: Any, agent: str, page_of: PageOf | None = None) -> Chain:
+def chain_of(node: Node, agent: str, page_of: PageOf | None = None) -> Chain:
     """The agent's chain as the configuration (re-read when company.toml changed: one stat) and the
     pages say now: one lookup a space, in this node's copy unless `page_of` reads where the company's
     knowledge lives (a Confluence or Plane site)."""
@@ -143,7 +146,7 @@ def chain_of(node: Any, agent: str, page_of: PageOf | None = None) -> Chain:
     return Chain(agent, spaces, pages, hashlib.sha256(blob.encode("utf-8")).hexdigest())
 
 
-def marker_of(node: Any, agent: str) -> Marker | None:
+def marker_of(node: Node, agent: str) -> Marker | None:
     with node.lock:
         row = node.conn.execute("SELECT chain_hash, marked_at FROM agent_onboarding_markers WHERE agent_id = ?",
                                 (agent,)).fetchone()
@@ -164,7 +167,7 @@ def _agent(company: Company, handle: str | None) -> str:
 class Onboarding:
     """One session's view of onboarding: its own lease owner, so two sessions of one agent are told apart."""
 
-    def __init__(self, node: Any, *, label: str = "session", page_of: PageOf | None = None) -> None:
+    def __init__(self, node: Node, *, label: str = "session", page_of: PageOf | None = None) -> None:
         self.node = node
         self.page_of = page_of                     # None: the Onboarding pages are this node's own
         self.owner = new_owner(label)
@@ -263,7 +266,7 @@ def _nothing(chain: Chain) -> str:
 def _when(ms: int) -> str:
     import datetime as dt
 
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def check_agent(company: Company, agent: str) -> None:

@@ -3,10 +3,13 @@ Diaries screen. Reads rows only (nothing is embedded or loaded), without taking 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .diary import Diary
 from .onboarding import Onboarding, OnboardingStatus, PageOf
+
+if TYPE_CHECKING:
+    from ..node import Node
 
 
 @dataclass
@@ -28,7 +31,7 @@ class AgentLine:
                 "last_note_at": self.last_note_at, "embeddings_provider": self.has_provider}
 
 
-def agents(node: Any, diary: Diary | None = None, page_of: PageOf | None = None) -> list[AgentLine]:
+def agents(node: Node, diary: Diary | None = None, page_of: PageOf | None = None) -> list[AgentLine]:
     """`page_of`: where the Onboarding pages are found when the company's knowledge lives on a remote site
     (core.knowledge.onboarding_pages); None: this node's copy."""
     diary = diary or Diary(node)

@@ -30,7 +30,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CrewletError, Invalid, Refused
 from ..store.driver import sqlite3
@@ -39,6 +39,11 @@ from .cache import AnswerCache, cache_key
 from ..chat.openai_http import ChatFailed, ChatProvider, Usage
 from ..chat import DEFAULT_MAX_SOURCES, DEFAULT_SOURCE_TOKENS, LlmSettings
 from .spend import Ledger, NoRoom
+
+if TYPE_CHECKING:
+    from ..node import Node
+    from ..pages.service import KnowledgeBase
+    from ..search.seam import Searcher
 
 log = logging.getLogger("crewlet.ask")
 
@@ -162,7 +167,7 @@ class Asker:
     (core/remote): the answer is written from them the same way, and never cached — the site changes
     without this node hearing, so there is no position to keep it at."""
 
-    def __init__(self, node: Any, searcher: Any = None, *, search_limit: int | None = None,
+    def __init__(self, node: Node, searcher: Searcher | None = None, *, search_limit: int | None = None,
                  source_tokens: int | None = None) -> None:
         self.node = node
         # over max_sources and max_source_tokens (the bench sweeps them)
@@ -172,7 +177,8 @@ class Asker:
             from core.knowledge import make_searcher
 
             searcher = make_searcher(node)
-        self.searcher = searcher
+        # past the seam by backend: the native one's policy, a remote one's get_page (is_remote decides)
+        self.searcher: Any = searcher
         self.cache = AnswerCache(node)
         self._provider: ChatProvider | None = None
         self._provider_settings: LlmSettings | None = None
@@ -314,7 +320,7 @@ class Asker:
             return "-"                         # the search will say why it does not run
         return "*" if access.allowed is None else ",".join(sorted(access.allowed))
 
-    def _sources(self, kb: Any, handle: str, question: str, hits: list[Any], budget: int,
+    def _sources(self, kb: KnowledgeBase, handle: str, question: str, hits: list[Any], budget: int,
                  by_meaning: bool, remote: bool) -> list[passages.Chosen]:
         pages: list[passages.PageText] = []
         for hit in hits:
@@ -436,7 +442,7 @@ def _source(n: int, chosen: passages.Chosen, url: str | None = None) -> Source:
                   passages=[p.rendered() for p in chosen.passages], tokens=chosen.tokens, by_meaning=page.by_meaning)
 
 
-def answer(node: Any, question: str, actor: str | None = None, containers: list[str] | None = None,
+def answer(node: Node, question: str, actor: str | None = None, containers: list[str] | None = None,
            **options: Any) -> Answer:
     """One answer over `node` (the MCP tool `answer_knowledge` and scripts); `options` go to Asker.answer."""
     asker = Asker(node)

@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..clock import now_ms
 from ..store.db import transaction
+
+if TYPE_CHECKING:
+    from ..node import Node
 
 SIZE = 256
 
@@ -30,11 +33,11 @@ def fold(question: str) -> str:
 
 
 def cache_key(question: str, spaces: str, fingerprint: str) -> str:
-    return hashlib.sha256(f"{fold(question)}\x00{spaces}\x00{fingerprint}".encode("utf-8")).hexdigest()
+    return hashlib.sha256(f"{fold(question)}\x00{spaces}\x00{fingerprint}".encode()).hexdigest()
 
 
 class AnswerCache:
-    def __init__(self, node: Any, size: int = SIZE) -> None:
+    def __init__(self, node: Node, size: int = SIZE) -> None:
         self.node = node
         self.size = size
 
@@ -64,13 +67,12 @@ class AnswerCache:
         if not self._writable():
             return
         now = now_ms()
-        with self.node.lock:
-            with transaction(self.node.conn) as conn:
-                conn.execute("INSERT OR REPLACE INTO answer_cache (key, pages_seq, vectors_seq, answer, created_at, "
-                             "used_at) VALUES (?, ?, ?, ?, ?, ?)", (key, *position, json.dumps(answer), now, now))
-                conn.execute("DELETE FROM answer_cache WHERE key NOT IN "
-                             "(SELECT key FROM answer_cache ORDER BY used_at DESC, created_at DESC LIMIT ?)",
-                             (self.size,))
+        with self.node.lock, transaction(self.node.conn) as conn:
+            conn.execute("INSERT OR REPLACE INTO answer_cache (key, pages_seq, vectors_seq, answer, created_at, "
+                         "used_at) VALUES (?, ?, ?, ?, ?, ?)", (key, *position, json.dumps(answer), now, now))
+            conn.execute("DELETE FROM answer_cache WHERE key NOT IN "
+                         "(SELECT key FROM answer_cache ORDER BY used_at DESC, created_at DESC LIMIT ?)",
+                         (self.size,))
 
     def count(self) -> int:
         with self.node.lock:

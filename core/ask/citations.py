@@ -121,8 +121,8 @@ def check(reply: str, sources: int) -> CitationCheck:
         return CitationCheck(True, "", [], [], found, 0, not_answered=True)
     if unknown:
         listed = ", ".join(f"[{n}]" for n in unknown)
-        given = f"{sources} source{'s were' if sources != 1 else ' was'} given"
-        reason = f"it cites {listed}, but only {given}" if sources else f"it cites {listed}, but no source was given"
+        offered = f"{sources} source{'s were' if sources != 1 else ' was'} given"
+        reason = f"it cites {listed}, but only {offered}" if sources else f"it cites {listed}, but no source was given"
         return CitationCheck(False, reason, cited, unknown, found, uncited)
     if not cited:
         return CitationCheck(False, "it cites no source, so nothing in it can be traced to a page", [], [], found,

@@ -365,9 +365,10 @@ def select(pages: Sequence[PageText], budget: int, *, header_tokens: Callable[[P
         best = best_passage(page, meaning)       # by meaning only for a page that is reached
         cost = header_tokens(page) + best.tokens
         if cost > remaining:
-            best = _cut(best, remaining - header_tokens(page))
-            if best is None:
+            cut = _cut(best, remaining - header_tokens(page))
+            if cut is None:
                 break
+            best = cut
             cost = header_tokens(page) + best.tokens
         chosen[page.rank] = [best]
         remaining -= cost

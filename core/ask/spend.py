@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ RESERVATION_GRACE_MS = 120_000       # past its call's deadline, an unsettled re
 
 def window_bounds(window: str, at_ms: int) -> tuple[int, int]:
     """(start, end) in ms of the UTC calendar window holding `at_ms`."""
-    at = datetime.fromtimestamp(at_ms / 1000, tz=timezone.utc)
+    at = datetime.fromtimestamp(at_ms / 1000, tz=UTC)
     day = at.replace(hour=0, minute=0, second=0, microsecond=0)
     if window == "day":
         start, end = day, day + timedelta(days=1)
@@ -94,7 +94,7 @@ class NoRoom(Refused):
 
 
 def _when(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 class Ledger:

@@ -124,7 +124,7 @@ class EntryBank:
             self._owned.close()
             self._owned, self._repositories = None, None
 
-    def __enter__(self) -> "EntryBank":
+    def __enter__(self) -> EntryBank:
         return self
 
     def __exit__(self, *exc: object) -> None:

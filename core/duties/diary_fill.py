@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..agents.diary import diary_provider, has_provider, unit_vector
 from ..embed.registry import ProviderSlot
@@ -22,6 +22,9 @@ from ..store.db import transaction
 from .embedding import pack
 from . import DIARY_FILL
 from .runner import Duty, DutyPass, PassContext
+
+if TYPE_CHECKING:
+    from ..node import Node
 
 log = logging.getLogger("crewlet.diary")
 
@@ -33,7 +36,7 @@ class DiaryFillDuty(Duty):
     name = DIARY_FILL
     scope = "node"
 
-    def __init__(self, node: Any, *, threads: int | None = None, interval_s: float = 60.0,
+    def __init__(self, node: Node, *, threads: int | None = None, interval_s: float = 60.0,
                  provider_factory: Callable[..., Any] = diary_provider) -> None:
         self.node = node
         self.threads = threads

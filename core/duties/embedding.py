@@ -35,7 +35,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -49,6 +49,9 @@ from . import EMBEDDING
 from .runner import Duty, DutyPass, PassContext
 # what the duty reports (its coverage, the held pages, `index status`'s section) is read in .status, without numpy
 from .status import coverage
+
+if TYPE_CHECKING:
+    from ..node import Node
 
 log = logging.getLogger("crewlet.embed")
 
@@ -79,7 +82,7 @@ class Item:
         return [self.source_id, self.container, self.revision, self.text, self.digest]
 
     @classmethod
-    def from_json(cls, data: list[Any]) -> "Item":
+    def from_json(cls, data: list[Any]) -> Item:
         return cls(str(data[0]), str(data[1]), int(data[2]), str(data[3]), str(data[4]))
 
 
@@ -119,7 +122,7 @@ class EmbeddingDuty(Duty):
     name = EMBEDDING
     scope = "fleet"
 
-    def __init__(self, node: Any, *, threads: int | None = None, interval_s: float = 60.0,
+    def __init__(self, node: Node, *, threads: int | None = None, interval_s: float = 60.0,
                  provider_factory: Callable[..., Provider | None] = make_provider,
                  pass_budget_s: float | None = None, yield_to: threading.Event | None = None) -> None:
         self.node = node
@@ -320,7 +323,8 @@ class EmbeddingDuty(Duty):
             "AND NOT EXISTS (SELECT 1 FROM embed_holds h WHERE h.source_id = p.id AND h.revision = p.revision "
             "AND h.fingerprint = ?) ORDER BY p.updated_at, p.id LIMIT ?",
             (BODY_READ_CHARS, space, fingerprint, limit + len(busy))).fetchall()
-        items, restamps = [], []
+        items: list[Item] = []
+        restamps: list[Any] = []   # the records restamp_record builds
         for r in rows:
             if r["id"] in busy or len(items) + len(restamps) >= limit:
                 continue

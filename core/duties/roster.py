@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..clock import now_ms
 from ..config import remote_site
@@ -25,6 +25,9 @@ from .keyword_index import KeywordIndexDuty
 from .runner import Duty, DutyPass, DutyReport, DutyRunner, PassContext, ProgressFn
 from .semantic_index import IndexTrainingDuty
 
+if TYPE_CHECKING:
+    from ..node import Node
+
 
 class ApplyDuty(Duty):
     """Apply what other processes appended to the log since this node last looked; on a node of a shared
@@ -35,7 +38,7 @@ class ApplyDuty(Duty):
     scope = "node"
     DIGEST_EVERY_S = 60.0
 
-    def __init__(self, node: Any, *, interval_s: float = 2.0) -> None:
+    def __init__(self, node: Node, *, interval_s: float = 2.0) -> None:
         self.node = node
         self.interval_s = interval_s
         self._digested_at = float("-inf")
@@ -58,7 +61,7 @@ class TrashReaperDuty(Duty):
     name = TRASH_REAPER
     scope = "fleet"
 
-    def __init__(self, node: Any, *, interval_s: float = 3600.0) -> None:
+    def __init__(self, node: Node, *, interval_s: float = 3600.0) -> None:
         self.kb = KnowledgeBase(node)
         self.interval_s = interval_s
 
@@ -69,7 +72,7 @@ class TrashReaperDuty(Duty):
                                                       "passes": reaped.passes})
 
 
-def default_duties(node: Any, *, index_interval_s: float = 2.0, embed_threads: int | None = None) -> list[Duty]:
+def default_duties(node: Node, *, index_interval_s: float = 2.0, embed_threads: int | None = None) -> list[Duty]:
     """`embed_threads`: the local model's compute threads (default half the cores; the app gives it one,
     so a key press still paints promptly while a first fill runs). On a company whose knowledge lives on a
     remote site the log is applied (it carries the agents' reads and onboarding marks) and the agents'
@@ -81,7 +84,7 @@ def default_duties(node: Any, *, index_interval_s: float = 2.0, embed_threads: i
             EmbeddingDuty(node, threads=embed_threads), IndexTrainingDuty(node), DiaryFillDuty(node, threads=embed_threads)]
 
 
-def run_duties(node: Any, *, label: str, once: bool = False, stop: threading.Event | None = None,
+def run_duties(node: Node, *, label: str, once: bool = False, stop: threading.Event | None = None,
                wake: threading.Event | None = None, progress: ProgressFn | None = None,
                on_report: Callable[[DutyReport], None] | None = None, index_interval_s: float = 2.0,
                embed_threads: int | None = None, embed_pass_budget_s: float | None = None) -> list[DutyReport]:

@@ -28,11 +28,15 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..clock import now_ms
 from ..errors import CrewletError
 from ..leases import DEFAULT_LEASE_S, Lease, LeaseHolder, new_owner  # noqa: F401 - the runner's leases
+from ..log import FileLog
+
+if TYPE_CHECKING:
+    from ..node import Node
 
 log = logging.getLogger("crewlet.worker")
 
@@ -141,7 +145,7 @@ class Duty(ABC):
     def run_pass(self, ctx: PassContext) -> DutyPass:
         """Do at most one budget of work. Raise to fail the pass (the runner logs it and retries later)."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027  a hook, not a duty's obligation: a duty that holds nothing has none
         """Release what the duty holds (connections, models)."""
 
 
@@ -163,7 +167,7 @@ class DutyRecord:
         return asdict(self)
 
 
-def duty_records(node: Any) -> dict[str, DutyRecord]:
+def duty_records(node: Node) -> dict[str, DutyRecord]:
     """Every duty's row (under the node's lock): what its last pass left, and who ran it."""
     with node.lock:
         return read_duty_records(node.conn)
@@ -189,7 +193,7 @@ class DutyRunner:
     lease directories. The runner is used from one thread at a time.
     """
 
-    def __init__(self, node: Any, duties: Sequence[Duty], *, label: str = "worker",
+    def __init__(self, node: Node, duties: Sequence[Duty], *, label: str = "worker",
                  lease_s: float = DEFAULT_LEASE_S) -> None:
         self.node = node
         self.duties = list(duties)
@@ -206,7 +210,9 @@ class DutyRunner:
         if scope == "fleet" and company is not None and company.log.backend == "jetstream":
             from .kv_lease import KvLease
 
-            return KvLease(self.node.log.conn, company.log.stream_prefix, name, self.owner, self.label, ttl_s)
+            log = self.node.log
+            assert not isinstance(log, FileLog)   # a company on NATS: its log is the streams
+            return KvLease(log.conn, company.log.stream_prefix, name, self.owner, self.label, ttl_s)
         return Lease(self._lease_dir(scope), name, self.owner, self.label, ttl_s)
 
     def _lease_dir(self, scope: Scope) -> Path:

@@ -31,7 +31,7 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 
 from ..clock import half_the_cores, now_ms
@@ -44,6 +44,9 @@ from ..vectors import index as store
 from ..vectors import records as vectors
 from . import SEMANTIC_INDEX
 from .runner import Duty, DutyPass, PassContext
+
+if TYPE_CHECKING:
+    from ..node import Node
 
 log = logging.getLogger("crewlet.search")
 
@@ -62,7 +65,7 @@ class IndexTrainingDuty(Duty):
     name = SEMANTIC_INDEX
     scope = "fleet"
 
-    def __init__(self, node: Any, *, interval_s: float = 60.0, threads: int | None = None,
+    def __init__(self, node: Node, *, interval_s: float = 60.0, threads: int | None = None,
                  provider_factory: Callable[..., Provider | None] = make_provider) -> None:
         self.node = node
         self.interval_s = interval_s

@@ -6,7 +6,7 @@ does, at any size. The embedding duty counts its own coverage with `coverage` fr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..diagnostics import Diagnostics
 from ..embed.registry import make_provider
@@ -15,6 +15,9 @@ from ..vectors import records as vectors
 from ..vectors.index_row import read_index
 from . import EMBEDDING, SEMANTIC_INDEX
 from .runner import read_duty_records
+
+if TYPE_CHECKING:
+    from ..node import Node
 
 
 @dataclass
@@ -53,7 +56,7 @@ def last_pass(record: Any) -> dict[str, Any]:
             "holder": record.holder}
 
 
-def semantic_status(node: Any) -> dict[str, Any]:
+def semantic_status(node: Node) -> dict[str, Any]:
     """How much of the knowledge base can be searched by meaning, for `crewlet index status` and the app:
     the configured space and its coverage, every space the stored vectors are in, the embedding duty's last
     pass and the latest of each embedding event. Reads rows only: nothing is loaded or called."""
@@ -81,7 +84,7 @@ def semantic_status(node: Any) -> dict[str, Any]:
 HELD_LISTED = 20   # held pages named by `index status` (--json lists as many)
 
 
-def held_pages(node: Any, fingerprint: str | None = None, limit: int = HELD_LISTED) -> list[dict[str, Any]]:
+def held_pages(node: Node, fingerprint: str | None = None, limit: int = HELD_LISTED) -> list[dict[str, Any]]:
     """The pages the provider refused, by name: what `crewlet index status` shows of them (the events name
     only the latest, by id)."""
     with node.lock:
@@ -94,7 +97,7 @@ def held_pages(node: Any, fingerprint: str | None = None, limit: int = HELD_LIST
              "refused_at": r["refused_at"], "held_until": r["held_until"], "bytes": r["bytes"]} for r in rows]
 
 
-def index_status(node: Any, space: str | None) -> dict[str, Any]:
+def index_status(node: Node, space: str | None) -> dict[str, Any]:
     """The semantic index for `crewlet index status` and the app: what is installed, the duty's last pass,
     and a training or re-measurement in progress (written by the duty about once a second)."""
     with node.lock:

@@ -20,7 +20,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import numpy as np
@@ -58,9 +58,15 @@ REQUEST_INPUTS = 32
 SPACE = EmbeddingSpace("local", MODEL, DIMENSIONS, tokenizer=TOKENIZER_SHA256[:16])
 
 
+class _Session(Protocol):
+    """What the provider asks of an onnxruntime.InferenceSession (onnxruntime ships no types)."""
+
+    def run(self, output_names: list[str] | None, input_feed: dict[str, Any], run_options: Any = None) -> list[Any]: ...
+
+
 @dataclass
 class _Loaded:
-    session: Any                 # onnxruntime.InferenceSession
+    session: _Session            # onnxruntime.InferenceSession
     tokenizer: Any               # tokenizers.Tokenizer
     input_names: tuple[str, ...]
     load_seconds: float

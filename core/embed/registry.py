@@ -31,8 +31,10 @@ class Configured(Protocol):
     """What a provider is chosen from: the company's knowledge settings (is `vectors` on) and its
     [providers.embeddings] (core.config.Company is one)."""
 
-    knowledge: Any
-    embeddings: EmbeddingsSettings
+    @property
+    def knowledge(self) -> Any: ...
+    @property
+    def embeddings(self) -> EmbeddingsSettings: ...
 
 
 def register(name: str, factory: Factory) -> None:

@@ -47,8 +47,8 @@ class _Node:
     body: str = ""
     labels: list[str] = field(default_factory=list)
     parent_title: str | None = None                # frontmatter parent: (spaces layout, skills)
-    folder: "_Node | None" = None                  # its directory's folder page (tree layout)
-    parent_node: "_Node | None" = None             # a parent published by this run
+    folder: _Node | None = None                  # its directory's folder page (tree layout)
+    parent_node: _Node | None = None             # a parent published by this run
     parent_id: str | None = None                   # a parent that already exists
     row: Any = None                                # the existing page at its address
     page: PlannedPage | None = None

@@ -122,9 +122,9 @@ class ImportReport:
     unchanged: int = 0
     seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
-    plan: "PlanStore | None" = field(default=None, repr=False)
+    plan: PlanStore | None = field(default=None, repr=False)
 
-    def keep_plan(self, store: "PlanStore") -> None:
+    def keep_plan(self, store: PlanStore) -> None:
         """The plan lives in `store` from now on; so do notes, problems and failures past the first thousand."""
         self.plan = store
         for spill in (self.notes, self.problems, self.failures):

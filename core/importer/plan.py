@@ -276,7 +276,7 @@ class Planner(DocPlanner):
                 known = parent is not None
             held = None
             if known and under(parent):
-                for c in self._candidates(title, rel, parts, lambda a: child(parent, a) is not None):
+                for c in self._candidates(title, rel, parts, lambda a: child(parent, a) is not None):  # noqa: B023  called in this pass
                     address = _address(c)
                     page = child(parent, address)
                     if page is not None and not self._claimed(address):
@@ -474,9 +474,8 @@ class Planner(DocPlanner):
         parents = _Lru()                                  # n -> (page id, title) of rows others hang under
         insert = ("INSERT INTO plan (ord, n, kind, source, container, title, labels, page_id, action, changes, "
                   "parent_id, parent_title, base_revision, new_labels, digest, cut) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
-        ordinal = 0
-        for (n, _pos, kind, key, container, title, labels_json, digest, row_id, parent_n, folder, parent_id,
-             parent_title, is_parent, cut) in self._order():
+        for ordinal, (n, _pos, kind, key, container, title, labels_json, digest, row_id, parent_n, folder, parent_id,
+                      parent_title, is_parent, cut) in enumerate(self._order(), start=1):
             rel = rel_of(key)
             labels = json.loads(labels_json) if labels_json else []
             row = None
@@ -489,9 +488,9 @@ class Planner(DocPlanner):
                 page_id = row["id"] if row is not None else next(ids)
             elif row is None:
                 page_id = next(ids)
-                exc = ask(may_create, container, lambda c=container: rules.may_create(view, self.who, c))
-                if exc is not None:
-                    refuse(exc, rel)
+                refusal = ask(may_create, container, lambda c=container: rules.may_create(view, self.who, c))
+                if refusal is not None:
+                    refuse(refusal, rel)
                 up = parent_n if parent_n is not None else folder
                 if up is not None:
                     got = parents.get(up) or self.store.one("SELECT here, title FROM node WHERE n = ?", (up,))
@@ -521,16 +520,15 @@ class Planner(DocPlanner):
                             changes.append("labels")
                     if changes:
                         action = "update"
-                        exc = ask(may_save, container, lambda r=row: rules.may_save(view, self.who, r))
-                        if exc is not None:
-                            refuse(exc, rel)
+                        refusal = ask(may_save, container, lambda r=row: rules.may_save(view, self.who, r))
+                        if refusal is not None:
+                            refuse(refusal, rel)
                     else:
                         action = "unchanged"
             if kind == "folder" or is_parent:
                 # a row others hang under: its page id, for theirs (a folder's is kept on its row)
                 parents.put(n, (page_id, title))
                 self.store.execute("UPDATE node SET here = ? WHERE n = ?", (page_id, n))
-            ordinal += 1
             self.store.later(insert, (ordinal, n, kind, rel, container, title, labels_json, page_id, action,
                                         json.dumps(changes) if changes else None, up_id, up_title, base,
                                         json.dumps(new_labels) if new_labels else None, digest, cut))

@@ -235,10 +235,10 @@ def fast_frontmatter(fm_text: str) -> dict[str, Any] | None:
         k, colon, rest = line.partition(":")
         if not colon or (rest and rest[0] != " "):
             return None
-        ok = known.get(k)
-        if ok is None:
-            ok = _key_ok(k)
-        if not ok:
+        key_ok = known.get(k)
+        if key_ok is None:
+            key_ok = _key_ok(k)
+        if not key_ok:
             return None
         raw = rest.strip(" ")
         key, items = None, None

@@ -17,7 +17,7 @@ import os
 import re
 import tempfile
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -168,7 +168,7 @@ class PlanStore:
     def execute(self, sql: str, args: Iterable[Any] = ()) -> Any:
         return self.conn.execute(sql, tuple(args))
 
-    def executemany(self, sql: str, rows: Iterable[Iterable[Any]]) -> Any:
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> Any:
         return self.conn.executemany(sql, rows)
 
     def later(self, sql: str, row: tuple[Any, ...]) -> None:

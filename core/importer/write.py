@@ -39,18 +39,21 @@ READ_AHEAD = 256                 # files asked of the kernel ahead of their read
 def records_for(page: PlannedPage, actor: str) -> list[Record]:
     """The records one planned page needs (none when it is unchanged), built by the same builders
     KnowledgeBase writes through."""
-    if page.action == "create":
-        return [records.page_create(actor, page_id=page.page_id, container=page.container, title=page.title,
-                                    body=page.body, parent_id=page.parent_id, labels=page.labels)]
-    if page.action != "update":
+    if page.action not in ("create", "update"):
         return []
+    page_id = page.page_id
+    assert page_id is not None   # the plan gives every page it writes its id
+    if page.action == "create":
+        return [records.page_create(actor, page_id=page_id, container=page.container, title=page.title,
+                                    body=page.body, parent_id=page.parent_id, labels=page.labels)]
     out = []
     if "body" in page.changes:
-        out.append(records.page_save(actor, page_id=page.page_id, base_revision=page.base_revision, body=page.body))
+        assert page.base_revision is not None   # an update's plan row holds the revision it read
+        out.append(records.page_save(actor, page_id=page_id, base_revision=page.base_revision, body=page.body))
     if "title" in page.changes:
-        out.append(records.page_rename(actor, page_id=page.page_id, title=page.title))
+        out.append(records.page_rename(actor, page_id=page_id, title=page.title))
     if "labels" in page.changes:
-        out.append(records.page_labels(actor, page_id=page.page_id, labels=page.labels))
+        out.append(records.page_labels(actor, page_id=page_id, labels=page.labels))
     return out
 
 

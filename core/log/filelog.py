@@ -27,7 +27,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from ..durable import fsync_dir
 from ..errors import CrewletError, Description
@@ -75,6 +75,7 @@ class LogDamage(CrewletError):
         self.seq = seq
         self.reason = reason
         self.rescued_to: str | None = None  # where a refused save's text was kept, if one was
+        self.kept_nowhere: str | None = None  # a refused save's text no rescue could take (the CLI prints it)
         # how to fix it, said after the damage (a node of a shared directory may also adopt a snapshot)
         self.fix = REPAIR_HINT
         # the last record read intact before the damage ("damaged past record N"); None when unknown
@@ -119,10 +120,7 @@ class LogCorrupt(LogDamage):
     ) -> None:
         # A damaged header cannot be trusted for its seq; then the seq named is the one that
         # should have been there (previous good seq + 1).
-        if seq is None:
-            seq_text = "seq unknown"
-        else:
-            seq_text = f"expected seq {seq}" if seq_inferred else f"seq {seq}"
+        seq_text = "seq unknown" if seq is None else f"expected seq {seq}" if seq_inferred else f"seq {seq}"
         msg = f"{path}: corrupt log frame at byte offset {offset} ({seq_text}): {reason}"
         if next_offset is not None:
             msg += f"; a valid frame follows at byte offset {next_offset}"
@@ -254,10 +252,10 @@ def whole_frame_damage(fd: int, offset: int) -> str | None:
         body = os.pread(fd, length, offset + HEADER_SIZE)
         # a NUL anywhere in it is a page that never landed (power loss writes pages out of order): canonical
         # JSON holds no raw NUL, so such a frame may be torn; only a body with none is damage
-        if len(body) == length and body[-1:] != b"" and b"\0" not in body:
-            if crc32c(body, crc32c(header[4:16])) != crc:
-                return (f"a whole frame (seq {seq} by its header, {length:,} bytes) whose checksum fails: damaged "
-                        "after it was written, not an interrupted append")
+        if (len(body) == length and body[-1:] != b"" and b"\0" not in body
+                and crc32c(body, crc32c(header[4:16])) != crc):
+            return (f"a whole frame (seq {seq} by its header, {length:,} bytes) whose checksum fails: damaged "
+                    "after it was written, not an interrupted append")
         return None
     if not 0 < whole <= MAX_BODY:
         return None

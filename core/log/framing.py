@@ -29,7 +29,8 @@ import importlib.util
 import os
 import struct
 from dataclasses import dataclass
-from typing import Callable, Iterator, NamedTuple
+from typing import NamedTuple
+from collections.abc import Callable, Iterator
 
 
 def _load_crc32c() -> Callable[..., int]:
@@ -44,7 +45,9 @@ def _load_crc32c() -> Callable[..., int]:
                 path = os.path.join(folder, "_crc32c" + suffix)
                 if os.path.exists(path):
                     loader = importlib.machinery.ExtensionFileLoader("crc32c._crc32c", path)
-                    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
+                    ext_spec = importlib.util.spec_from_loader(loader.name, loader)
+                    assert ext_spec is not None   # a loader given always makes a spec
+                    module = importlib.util.module_from_spec(ext_spec)
                     loader.exec_module(module)
                     return module.crc32c
     except (ImportError, OSError, AttributeError):  # pragma: no cover - a crc32c laid out otherwise
@@ -295,8 +298,7 @@ def resync(fd: int, offset: int = 0) -> Iterator[Frame | Garbage]:
     pos = offset
     while True:
         scanner = FrameScanner(fd, pos)
-        for frame in scanner:
-            yield frame
+        yield from scanner
         stop = scanner.stop
         assert stop is not None
         if stop.status is FrameStatus.END:

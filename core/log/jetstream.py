@@ -33,7 +33,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..clock import now_ms
 from ..errors import CrewletError
@@ -41,6 +41,9 @@ from .filelog import LogCorrupt, LogDamage, LogFailed, LogGap, LogMismatch, Reco
 from .framing import MAX_BODY, Applied, Frame, FrameStatus, Stop, frame_digest
 from .nats_loop import LoopThread
 from .record import Record
+
+if TYPE_CHECKING:
+    from ..paths import Home
 
 logger = logging.getLogger(__name__)
 
@@ -152,7 +155,8 @@ class StreamWant:
              "dropped silently at a limit)")
         need("retention", have.get("retention") == "limits", have.get("retention"), '"limits"')
         for key in ("max_msgs", "max_bytes", "max_msgs_per_subject"):
-            need(key, int(have.get(key) if have.get(key) is not None else -1) == -1, have.get(key),
+            limit = have.get(key)
+            need(key, int(limit if limit is not None else -1) == -1, limit,
                  "-1 (no limit: a limit would refuse or drop records)")
         need("max_age", not have.get("max_age"), have.get("max_age"), "0 (no age limit: old records would expire)")
         window_ns = int(have.get("duplicate_window") or 0)
@@ -185,7 +189,7 @@ class _Patience:
     """An append's wait while nobody answers on its stream's subject: pauses growing to a second, for at most
     UNANSWERED_S in all."""
 
-    def __init__(self, log: "JetStreamLog") -> None:
+    def __init__(self, log: JetStreamLog) -> None:
         self.log = log
         self.since: float | None = None
         self.pause = 0.05
@@ -404,7 +408,7 @@ class Connection:
             raise
         try:
             out = self.loop.run(coro, timeout)
-        except (TimeoutError, asyncio.TimeoutError) as exc:
+        except TimeoutError as exc:
             self._mark_down("no answer in time")
             raise LogUnreachable(self.servers, f"no answer in {timeout:g} s", since_ms=self.down_since_ms) from exc
         except Exception as exc:
@@ -429,7 +433,7 @@ class Connection:
         except Exception:  # noqa: BLE001 - no answer at all is not this question's to judge
             return False
 
-    def retain(self) -> "Connection":
+    def retain(self) -> Connection:
         self._users += 1
         return self
 
@@ -480,7 +484,7 @@ class Connection:
                 heard = [time.monotonic()]
                 nc = self.nc
 
-                async def on_msg(msg: Any) -> None:
+                async def on_msg(msg: Any, heard: list[float] = heard, nc: Any = nc) -> None:
                     heard[0] = time.monotonic()
                     headers = msg.headers or {}
                     if not msg.data and headers.get("Status") == "100":
@@ -725,7 +729,7 @@ class JetStreamLog:
                 self._stop_consumer(ahead)
             self.conn.release()
 
-    def __enter__(self) -> "JetStreamLog":
+    def __enter__(self) -> JetStreamLog:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -861,7 +865,8 @@ class JetStreamLog:
                 if start is None:
                     break
             first = False
-            futs, idx = [], []
+            futs: list[asyncio.Future[Ack]] = []
+            idx: list[int] = []
             for j in range(start, n):
                 if seqs[j] is not None:
                     continue
@@ -903,8 +908,8 @@ class JetStreamLog:
             # someone else appended first (or an ack was lost): go on from where the stream really ends
             expected = refused_last if refused_last >= 0 else await self._stream_last()
         if any(s is None for s in seqs):
-            done = sum(s is not None for s in seqs)
-            raise LogFailed(f"{self.path}: {done} of {n} records were appended; the rest lost the race to other "
+            appended = sum(s is not None for s in seqs)
+            raise LogFailed(f"{self.path}: {appended} of {n} records were appended; the rest lost the race to other "
                             f"writers {APPEND_ROUNDS} times — run the command again")
         got = [int(s) for s in seqs if s is not None]
         if any(b <= a for a, b in zip(got, got[1:])):
@@ -924,7 +929,7 @@ class JetStreamLog:
                                                 {MSG_ID: op_ids[j], EXPECTED_LAST_SEQ: str(expected)})
             try:
                 ack = await asyncio.wait_for(fut, ACK_S)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return j, await self._stream_last(), False, False
             if ack.seq is not None:
                 seqs[j] = ack.seq
@@ -1105,7 +1110,7 @@ class JetStreamLog:
             if not kept:
                 self._stop_consumer(ahead)
 
-    def _stop_consumer(self, ahead: "_Ahead") -> None:
+    def _stop_consumer(self, ahead: _Ahead) -> None:
         try:
             self.conn.run(self._unsubscribe(ahead.sub), timeout=REQUEST_S)
         except Exception:  # the consumer is ephemeral: the server drops it after its inactive threshold
@@ -1237,7 +1242,7 @@ CONTACT_EVERY_MS = 10_000
 _noted: dict[Path, int] = {}
 
 
-def note_contact(home: Any) -> None:
+def note_contact(home: Home) -> None:
     """This node applied from the servers just now: kept (at most every 10 s) in its home, so a node that
     later cannot reach them says how long it has been behind."""
     import json
@@ -1255,7 +1260,7 @@ def note_contact(home: Any) -> None:
     _noted[path] = now
 
 
-def last_contact(home: Any) -> int | None:
+def last_contact(home: Home) -> int | None:
     import json
 
     try:

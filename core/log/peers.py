@@ -181,9 +181,7 @@ class Publisher:
                 # a digest computed off the node's lock may stand for positions older than a writer said since
                 if self._last is not None and all(positions.get(k, (0, 0))[0] <= v[0] for k, v in self._last.items()):
                     positions = self._last
-            elif positions == self._last and (final or now - self._written_at < HEARTBEAT_MS):
-                return False
-            elif not final and now - self._written_at < self.every_ms:
+            elif positions == self._last and (final or now - self._written_at < HEARTBEAT_MS) or not final and now - self._written_at < self.every_ms:
                 return False
             peer = Peer(self.node_id, socket.gethostname(), str(self.home.root), self.operator, now,
                         {name: {"seq": seq, "end": end} for name, (seq, end) in positions.items()}, self.digest)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ..log import FileLog, Record
+from ..log import Record
 from ..log.framing import Applied, Frame
 from ..replica import engine
+from ..replica.backend import LogBackend
 from ..replica.appliers import DecidingApplier, Decision, Handler, Malformed
 from ..store import Connection
 from .handlers import live_children, page_create_none_purged, parent_problem  # noqa: F401  (the writer's checks)
@@ -40,7 +41,7 @@ PAGES = DecidingApplier(APPLIER, HANDLERS, batch=engine.TXN_RECORDS, select=_han
                         shapes=SHAPES)
 
 
-def catch_up(conn: Connection, flog: FileLog, *, batch: int | None = None,
+def catch_up(conn: Connection, flog: LogBackend, *, batch: int | None = None,
              progress: Callable[[int], None] | None = None, outcomes: dict[str, Decision] | None = None,
              appended: Sequence[tuple[Record, Frame]] | None = None) -> int:
     """Apply the pages log past this database's position (`replica.engine.catch_up` with its handlers)."""

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..text.claims import MAX_ENTRY_CHARS
+
 # what an entry says it is (spec 003, "Entries"); FACT when the writer names none
 FACT, DECISION, CONVENTION, GOTCHA = "FACT", "DECISION", "CONVENTION", "GOTCHA"
 ENTRY_KINDS = (FACT, DECISION, CONVENTION, GOTCHA)
@@ -29,8 +31,6 @@ WRITERS = (PERSON, AGENT, SYSTEM)
 HELD, SHIFTED, MOVED, CHANGED, GONE, NOT_READ_YET = "held", "shifted", "moved", "changed", "gone", "not_read_yet"
 CHECK_RESULTS = (HELD, SHIFTED, MOVED, CHANGED, GONE, NOT_READ_YET)
 HOLDING = (HELD, SHIFTED, MOVED)
-
-from ..text.claims import MAX_ENTRY_CHARS
 
 # One fact is a sentence or three (the one-claim check's bound, core/text/claims.py; docs/entries.md says why)
 MAX_ENTRY_BODY = MAX_ENTRY_CHARS

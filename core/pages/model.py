@@ -64,7 +64,7 @@ class Page:
         return out
 
     @classmethod
-    def from_row(cls, row: Any, child_count: int = 0) -> "Page":
+    def from_row(cls, row: Any, child_count: int = 0) -> Page:
         """A listing may select an empty body with an `is_folder` column instead of the whole text."""
         keys = row.keys()
         folder = bool(row["is_folder"]) if "is_folder" in keys else is_folder(row["body"])

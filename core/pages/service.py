@@ -12,7 +12,7 @@ import os
 import re
 from dataclasses import dataclass
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..config import Actor, remote_site
 from ..errors import CrewletError, Invalid, NoPage, NotFound, Refused, StaleRevision
@@ -26,6 +26,9 @@ from .containers import container_key, unknown_container
 from .settings import sizes_in_words
 from .model import (LINE_BREAK_RE, MAX_BODY_BYTES, MAX_TITLE, WINDOW_MAX, Comment, Page, Revision, Window, clean_title,
                     line_diff, normalise_title, title_problem)
+
+if TYPE_CHECKING:
+    from ..paths import Home
 
 TRASH_TERM_MS = 30 * 24 * 3600 * 1000
 REAP_PASS_MAX = 1000
@@ -108,14 +111,19 @@ class Writer(Protocol):
     its configuration, its database under its lock, and `submit`, which appends records to the pages log
     and returns what the applier decided for each."""
 
-    home: Any
+    home: Home
     company: Any
     conn: Any
     lock: Any
 
     def refresh_config(self) -> None: ...
 
-    def submit(self, records: Sequence[Record], *, sync: bool = True) -> list[Decision]: ...
+    # the importer's, after it declared the spaces it brings: company.toml read again, a container per space
+    def reload_config(self) -> None: ...
+
+    def sync_containers(self) -> int: ...
+
+    def submit(self, records: Sequence[Record], *, sync: bool = True, bulk: bool = False) -> list[Decision]: ...
 
     def submit_one(self, record: Record) -> Decision: ...
 
@@ -282,8 +290,8 @@ class KnowledgeBase:
                                                labels=labels or (), op_id=op_id))
         page = self._resolve(out.result["page_id"])
         page_warnings = out.warnings
-        if page_warnings:
-            setattr(page, "warnings", page_warnings)
+        if page_warnings:   # this answer's, not a field of Page (its to_json leaves them out)
+            setattr(page, "warnings", page_warnings)  # noqa: B010
         return page
 
     def save_page(self, ref: str, body: str, *, base_revision: int, actor: str | None = None,
@@ -347,8 +355,8 @@ class KnowledgeBase:
             rescued = self._rescue(page_id, base, body)
         except (OSError, Refused) as why:  # a full or read-only disk may refuse the rescue too
             if isinstance(exc, LogDamage):
-                exc.kept_nowhere = body  # type: ignore[attr-defined]  (the CLI prints it, the app keeps it)
-                raise exc
+                exc.kept_nowhere = body  # the CLI prints it, the app keeps it
+                raise exc from None
             # nothing half-written is left under rescued/: the text goes back to the caller whole, to print
             raise exc.with_note(f" (your text was kept nowhere — {self.node.home.rescue_dir} could not take it: {why}; "
                                 "it is printed instead)", kept_nowhere=True, your_body=body) from None
@@ -411,7 +419,7 @@ class KnowledgeBase:
         out = self._submit(records.page_move(who.handle, page_id=row["id"], parent_id=parent_id))
         page = self._resolve(row["id"])
         if out.warnings:
-            setattr(page, "warnings", out.warnings)
+            setattr(page, "warnings", out.warnings)  # noqa: B010  this answer's, not a field of Page
         return page
 
     def trash_page(self, ref: str, *, actor: str | None = None) -> Page:

@@ -124,6 +124,11 @@ class ConfluenceAPI:
                                  body=[{"prefix": "global", "name": label} for label in labels])
 
 
+def _object(value: Any, otherwise: dict[str, Any]) -> dict[str, Any]:
+    """`value` when the JSON holds an object there, else `otherwise`."""
+    return value if isinstance(value, dict) else otherwise
+
+
 def _snippet(result: dict[str, Any]) -> str:
     excerpt = result.get("excerpt")
     if not isinstance(excerpt, str):
@@ -136,13 +141,13 @@ def read_hit(result: Any, base: str) -> tuple[Hit, str] | None:
     wraps one in `content`); None when it is not a usable page."""
     if not isinstance(result, dict):
         return None
-    content = result.get("content") if isinstance(result.get("content"), dict) else result
+    content = _object(result.get("content"), result)
     cid, title = content.get("id"), content.get("title")
     if not cid or not isinstance(title, str):
         return None
-    space = content.get("space") if isinstance(content.get("space"), dict) else {}
+    space = _object(content.get("space"), {})
     ancestors = [a.get("title", "") for a in content.get("ancestors") or [] if isinstance(a, dict)]
-    links = content.get("_links") if isinstance(content.get("_links"), dict) else {}
+    links = _object(content.get("_links"), {})
     webui = links.get("webui") or ""
     url = f"{base}{webui}" if webui.startswith("/") and base else (webui if webui.startswith("http") else "")
     hit = Hit(title=title, url=url, container=str(space.get("key") or ""), page_id=str(cid),
@@ -169,7 +174,7 @@ class ConfluenceSearcher(RemoteSearcher):
         api = self.api(company)
         cql = build_cql(text, access.containers, [access.skills])
         answer = api.search(access.credential, cql, min(MAX_SEARCH_LIMIT, limit + OVERFETCH))
-        links = answer.get("_links") if isinstance(answer.get("_links"), dict) else {}
+        links = _object(answer.get("_links"), {})
         base = str(links.get("base") or api.settings.url).rstrip("/")
         hits: list[Hit] = []
         dropped = {"skills": 0, "excluded": 0, "out_of_scope": 0, "unreadable": 0}
@@ -223,9 +228,9 @@ def _is_address(ref: str) -> bool:
 
 
 def read_page(content: dict[str, Any], site: str) -> RemotePage:
-    space = content.get("space") if isinstance(content.get("space"), dict) else {}
+    space = _object(content.get("space"), {})
     storage = ((content.get("body") or {}).get("storage") or {}).get("value") or ""
-    links = content.get("_links") if isinstance(content.get("_links"), dict) else {}
+    links = _object(content.get("_links"), {})
     base = str(links.get("base") or site).rstrip("/")
     webui = str(links.get("webui") or "")
     return RemotePage(

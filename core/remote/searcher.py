@@ -29,7 +29,7 @@ from ..pages.model import normalise_title
 from ..search.access import Denial
 from ..search.seam import NO_EMBEDDINGS, NO_TERMS, UNAVAILABLE, Coverage, Hit, Outcome, Query, Result
 from .access import RemoteAccess, decide
-from .credentials import Credential, credential_for
+from .credentials import Credential
 from .http import RemoteFailure, RemoteHTTP
 
 log = logging.getLogger("crewlet.search")

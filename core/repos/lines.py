@@ -43,7 +43,7 @@ class FoldedFile:
     numbers: list[int]    # its line number (blank lines fold to nothing and are not kept)
 
     @classmethod
-    def of(cls, lines: list[str]) -> "FoldedFile":
+    def of(cls, lines: list[str]) -> FoldedFile:
         pieces: list[str] = []
         starts: list[int] = []
         numbers: list[int] = []

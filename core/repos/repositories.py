@@ -34,7 +34,7 @@ class Repositories(Mapping[str, Repository]):
         for repo in self._repos.values():
             repo.close()
 
-    def __enter__(self) -> "Repositories":
+    def __enter__(self) -> Repositories:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -34,7 +34,7 @@ class Repository:
     def __repr__(self) -> str:
         return f"Repository({self.name!r}, {str(self.path)!r})"
 
-    def __enter__(self) -> "Repository":
+    def __enter__(self) -> Repository:
         return self
 
     def __exit__(self, *exc: object) -> None:

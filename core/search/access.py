@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import AUTO_DRAFT_TITLE_PREFIX, AUTO_DRAFTED_PARENT, Actor, Company, ConfigError
 from ..errors import Invalid, Refused
@@ -24,6 +24,9 @@ from ..pages.containers import container_key, unknown_container
 from ..pages.model import normalise_title
 from .seam import OUT_OF_SCOPE, UNAVAILABLE, UNKNOWN_CONTAINER, Query, canonical_mode, modes_in_words
 from .stamp import Stamp, read_stamp
+
+if TYPE_CHECKING:
+    from ..node import Node
 
 
 @dataclass(frozen=True)
@@ -80,7 +83,7 @@ class AccessPolicy:
     """Decides each search's Access over one node. Thread-safe; caches the pages beneath excluded
     ancestors until a page changes."""
 
-    def __init__(self, node: Any) -> None:
+    def __init__(self, node: Node) -> None:
         self.node = node
         self._excluded: dict[tuple[int, tuple[str, ...]], frozenset[str]] = {}
         self._lock = threading.Lock()

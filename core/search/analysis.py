@@ -172,7 +172,7 @@ def term_counter(analyzer: Any) -> TermCount | None:
     return got
 
 
-class _WordTerms(dict):  # type: ignore[type-arg]
+class _WordTerms(dict[str, "str | None"]):
     """word -> its term (None for a stop word), computed on first sight: a dict whose misses analyse,
     so a whole text's words are looked up by one C-level map."""
 
@@ -198,7 +198,7 @@ def _make_counter(rx: Any, parts: bool, stops: frozenset[str], low: int, high: i
     def count(text: str) -> dict[str, int]:
         # an ASCII text lower-cased whole reads the same words (case never moves a word boundary there)
         words = findall(text.lower()) if text.isascii() else list(map(str.lower, findall(text)))
-        counted = Counter(map(term_of, words))
+        counted: Counter[Any] = Counter(map(term_of, words))   # stop words count under None, popped below
         if parts and "_" in text:
             for word, n in Counter(filter(_has_underscore, words)).items():
                 for part in word.split("_"):

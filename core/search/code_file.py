@@ -128,6 +128,6 @@ def load(path: Path, space: str) -> CodeTable | None:
     table.sources = sources
     table.container_names = list(meta["container_names"])
     table.n = table.live = n
-    table.index_key = tuple(meta["index_key"]) if meta.get("index_key") else None   # type: ignore[assignment]
+    table.index_key = tuple(meta["index_key"]) if meta.get("index_key") else None
     table.version += 1
     return table

@@ -62,7 +62,7 @@ class RowOf:
 
     REBUILD = 65_536                                   # changes kept beside the sorted arrays before a rebuild
 
-    def __init__(self, table: "CodeTable") -> None:
+    def __init__(self, table: CodeTable) -> None:
         self.table = table
         self.keys: np.ndarray | None = None            # sorted sources (bytes) of the live rows when built
         self.rows = np.zeros(0, dtype=np.int64)
@@ -141,7 +141,7 @@ class CodeTable:
     container_names: list[str] = field(default_factory=list)
     n: int = 0                                  # rows used (live and dead)
     live: int = 0
-    index: "IndexView | None" = None            # the installed semantic index, when there is one
+    index: IndexView | None = None            # the installed semantic index, when there is one
     index_key: tuple[int, int, int, int] | None = None
     version: int = 0                            # moves whenever a row is added or killed
     _container_index: dict[str, int] = field(default_factory=dict, repr=False)
@@ -151,7 +151,7 @@ class CodeTable:
         self.row_of = RowOf(self)
 
     @classmethod
-    def empty(cls, space: str, seq: int, width: int, capacity: int = 0) -> "CodeTable":
+    def empty(cls, space: str, seq: int, width: int, capacity: int = 0) -> CodeTable:
         table = cls(space, seq, width, np.zeros((capacity, width), dtype=np.uint8), np.zeros(capacity, np.int64),
                     np.zeros(capacity, np.int32), np.zeros(capacity, bool), np.full(capacity, -1, np.int32))
         table.sources = Sources(capacity)

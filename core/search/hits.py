@@ -10,13 +10,16 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..pages import reads
 from ..pages.service import KnowledgeBase
 from .access import Access
 from .seam import SNIPPET_MAX, Hit
 from .snippets import TermFinder, plain_text, snippet
+
+if TYPE_CHECKING:
+    from ..node import Node
 
 PAGE_URL = "#/knowledge/pages/{id}"
 TEXT_CACHE_CHARS = 16_000_000     # plain texts kept for snippets, keyed on (page id, row version)
@@ -36,7 +39,7 @@ class Accepted:
 class HitAssembler:
     """Used under the searcher's lock (one search at a time); reads rows under the node's lock."""
 
-    def __init__(self, node: Any) -> None:
+    def __init__(self, node: Node) -> None:
         self.node = node
         self._texts: OrderedDict[tuple[str, int], str] = OrderedDict()
         self._text_chars = 0

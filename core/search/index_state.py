@@ -45,7 +45,7 @@ class IndexManifest:
     updated_at: int = 0
 
     @classmethod
-    def from_json(cls, data: dict[str, Any] | None) -> "IndexManifest | None":
+    def from_json(cls, data: dict[str, Any] | None) -> IndexManifest | None:
         if not data:
             return None
         try:
@@ -79,7 +79,7 @@ class BuildJournal:
     pending: dict[str, Any] | None = None
 
     @classmethod
-    def from_json(cls, data: dict[str, Any] | None) -> "BuildJournal | None":
+    def from_json(cls, data: dict[str, Any] | None) -> BuildJournal | None:
         if not data:
             return None
         try:

@@ -124,7 +124,7 @@ class Indexer:
             self._conn.close()
             self._conn = None
 
-    def __enter__(self) -> "Indexer":
+    def __enter__(self) -> Indexer:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -293,11 +293,12 @@ class Indexer:
                 base = build.done
                 if pool is None:
                     result = segments.write_chunk(ix, segments.read_rows(self.conn, lo, hi),
-                                                  tick=lambda n: show(base + n), stop=stopped)
+                                                  tick=lambda n: show(base + n), stop=stopped)  # noqa: B023  ticks in this pass
                     if result.stopped:
                         return self._stopped(report, build)
                 else:
-                    got = pool.result(i, lambda: show(base + pool.in_flight(i)), stopped)
+                    # noqa below: the poll is called only while this chunk is waited on, in this pass
+                    got = pool.result(i, lambda: show(base + pool.in_flight(i)), stopped)  # noqa: B023
                     if got is None:   # stopped while waiting (the last chunk's wait too: not a finished build)
                         return self._stopped(report, build)
                     result = got

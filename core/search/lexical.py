@@ -310,7 +310,8 @@ class Snapshot:
             self.container_names = sorted({c for seg in segs for c in seg.containers})
             code = {name: i for i, name in enumerate(self.container_names)}
             id_parts: list[np.ndarray] = []
-            codes, drafts, live, lengths = [], [], [], {TITLE: [], BODY: []}
+            codes, drafts, live = [], [], []
+            lengths: dict[str, list[np.ndarray]] = {TITLE: [], BODY: []}
             for _segid, sub, _offset, seg in self._leaves:
                 id_parts.append(seg.ids)
                 # the segment's own container codes, mapped onto this generation's sorted names
@@ -349,7 +350,7 @@ class Snapshot:
             pass
 
     @cached_property
-    def docnum(self) -> "DocNums":
+    def docnum(self) -> DocNums:
         """Page id -> document number, for live documents (sorted on first use)."""
         return DocNums(self.ids.data, self.live)
 

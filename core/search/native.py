@@ -29,7 +29,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..embed.provider import Provider
 from ..embed.registry import make_provider
@@ -43,6 +43,7 @@ from .hits import Accepted, HitAssembler, page_url
 from .keyword import KeywordRanking, KeywordRetriever
 from .lexical import DEFAULT_RANKING, Ranking, Snapshot
 from .query_cache import QueryVectorStore
+from .query_vectors import TIMEOUT_S as QUERY_TIMEOUT_S
 from .query_vectors import QueryEmbedder
 from .seam import (NO_EMBEDDINGS, NO_TERMS, NOT_SEARCHABLE_MESSAGE, NOT_SEARCHABLE_YET, OUT_OF_SCOPE, PARTIAL_COVERAGE,
                    PROVIDER_FAILED, PROVIDER_SLOW, REFILLING, UNAVAILABLE, Coverage, Outcome, Query, Result)
@@ -52,6 +53,7 @@ from .stamp import Stamp, read_stamp
 if TYPE_CHECKING:
     # the semantic engine loads numpy: imported by the first search that ranks by meaning
     from .semantic import SemanticRanking, SemanticRetriever
+    from ..node import Node
 from .snippets import TermFinder
 
 __all__ = ["NativeSearcher", "page_url", "NO_TERMS", "OUT_OF_SCOPE", "BACKEND"]
@@ -59,6 +61,8 @@ __all__ = ["NativeSearcher", "page_url", "NO_TERMS", "OUT_OF_SCOPE", "BACKEND"]
 log = logging.getLogger("crewlet.search")
 
 BACKEND = "native"
+# what opening an index that a re-derivation switched under the search raises
+_SWITCHED: tuple[type[BaseException], ...] = (OSError, *lexical.WHOOSH_ERRORS)
 CONFIGURED = object()          # NativeSearcher(relevance_floor=…): the space's own floor (floor.py)
 KEYWORD_DEPTH = STAGE_TWO      # how deep each half is read before fusion (deeper when the walk runs short)
 
@@ -111,7 +115,7 @@ def _held_words(held: int) -> str:
 class NativeSearcher:
     """knowledge.Searcher over this node's rows and indexes. Thread-safe (searches are serialised)."""
 
-    def __init__(self, node: Any, *, ranking: Ranking = DEFAULT_RANKING,
+    def __init__(self, node: Node, *, ranking: Ranking = DEFAULT_RANKING,
                  provider_factory: Callable[..., Provider | None] = make_provider,
                  embed_threads: int | None = None, query_timeout_s: float | None = None,
                  relevance_floor: tuple[float | None, float | None] | None | object = CONFIGURED) -> None:
@@ -126,7 +130,7 @@ class NativeSearcher:
         self.embedder = QueryEmbedder(provider_factory, threads=embed_threads,
                                       store=QueryVectorStore(node.home.query_cache_file,
                                                              readonly=bool(getattr(node, "readonly", False))),
-                                      **({"timeout_s": query_timeout_s} if query_timeout_s else {}))
+                                      timeout_s=query_timeout_s or QUERY_TIMEOUT_S)
         self.assembler = HitAssembler(node)
         self._coverage_cache: tuple[tuple[Any, ...], tuple[int, int, dict[str, int]]] | None = None
         self._lock = threading.RLock()
@@ -153,7 +157,7 @@ class NativeSearcher:
             with self._lock:
                 try:
                     return self._search(query)
-                except (OSError, *lexical.WHOOSH_ERRORS):
+                except _SWITCHED:
                     # the index was switched (a re-derivation) between reading its state and opening it:
                     # forget what is open and read the state again, once
                     self.keyword.forget()
@@ -208,7 +212,7 @@ class NativeSearcher:
         mode = access.mode if isinstance(access, Access) else "keyword"
         manifest = self.keyword.manifest()
         snapshot = self.keyword.snapshot(manifest) if manifest is not None else None
-        if snapshot is not None:
+        if manifest is not None and snapshot is not None:
             with node.lock:
                 coverage = self.keyword.coverage(node.conn, manifest, applied, snapshot)
         else:
@@ -329,7 +333,7 @@ class NativeSearcher:
             return relevance.floor_for(space, self.node.home.floors_file)
         if self.relevance_floor is None or self.relevance_floor is False:
             return relevance.Floor(space, None, None, "none")
-        known, unknown = self.relevance_floor  # type: ignore[misc]
+        known, unknown = cast(tuple[float | None, float | None], self.relevance_floor)
         return relevance.Floor(space, known, unknown, "given")
 
     def _floored(self, meaning: MeaningHalf, ranking: SemanticRanking, words: KeywordRanking | None,

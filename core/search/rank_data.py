@@ -150,7 +150,7 @@ def encode(data: RankData) -> bytes:
     width = max((len(i) for i in ids), default=1) or 1
     header = json.dumps({"count": n, "width": width, "containers": data.containers, "code": code},
                         ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    parts = [array("f", data.title_lengths), array("f", data.body_lengths),
+    parts: list[array[Any]] = [array("f", data.title_lengths), array("f", data.body_lengths),
              array("B", [1 if d else 0 for d in data.auto_draft]), array(code, data.codes)]
     if sys.byteorder != "little":  # pragma: no cover - big-endian machines
         for p in parts:

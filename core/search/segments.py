@@ -505,7 +505,7 @@ class ParallelBuild:
         boot = ("import sys\n"
                 f"if {here!r} not in sys.path: sys.path.insert(0, {here!r})\n"
                 "from core.search.segments import worker_main\nworker_main()")
-        errors = tempfile.TemporaryFile()
+        errors = tempfile.TemporaryFile()   # noqa: SIM115  the worker's stderr for its life: closed with it
         proc = subprocess.Popen([sys.executable, "-c", boot], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=errors, close_fds=True)
         w = _Worker(proc, errors)
@@ -603,7 +603,7 @@ def worker_main() -> None:
 
     while True:
         try:
-            job = pickle.load(jobs)
+            job: tuple[str, str, str, str | None] | None = pickle.load(jobs)
         except EOFError:
             return
         if job is None:

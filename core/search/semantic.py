@@ -44,7 +44,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -58,6 +58,9 @@ from .code_table import CodeTable, IndexView, RowOf, Sources  # noqa: F401 - the
 from .access import Access
 from .stages import STAGE_ONE, STAGE_TWO
 from .stamp import Stamp, read_stamp
+
+if TYPE_CHECKING:
+    from ..node import Node
 
 # No memory map of the database (it was set here for stage two): every page faulted in through it brought
 # its neighbours in the page cache into the process, and the narrow index's and the codes' pages lie between
@@ -127,7 +130,7 @@ def rows_to_read(table: CodeTable, q: np.ndarray, mask: np.ndarray | None, probe
         if need > index.count // 2:
             return None, need
     chosen = order[:need]
-    parts = [index.members[index.offsets[l]:index.offsets[l + 1]] for l in chosen]
+    parts = [index.members[index.offsets[c]:index.offsets[c + 1]] for c in chosen]
     parts.append(index.unfiled)
     return np.sort(np.concatenate(parts)), need     # in row order: the gather walks memory forwards
 
@@ -283,7 +286,7 @@ class SemanticRetriever:
     # busy machine, 1-2 s here); past it the file is written behind the searches, which read by id meanwhile
     BUILD_INLINE = 20_000
 
-    def __init__(self, node: Any) -> None:
+    def __init__(self, node: Node) -> None:
         self.node = node
         self.last_read: tuple[str, int] = ("scan", 0)   # how the latest stage one read (for the bench)
         self._lock = threading.Lock()

@@ -6,9 +6,12 @@ search by meaning passes over) and to the coverage the answer reports.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..pages import reads
+
+if TYPE_CHECKING:
+    from ..node import Node
 
 
 @dataclass(frozen=True)
@@ -18,7 +21,7 @@ class Stamp:
     vectors: int       # the last vector-log record this node applied
 
 
-def read_stamp(node: Any) -> Stamp:
+def read_stamp(node: Node) -> Stamp:
     """The stamp of this node's database now (one look, under the node's lock)."""
     with node.lock:
         conn = node.conn

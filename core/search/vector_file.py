@@ -87,7 +87,7 @@ class Layout:
     floats_at: int
 
     @classmethod
-    def of(cls, n: int, dims: int) -> "Layout":
+    def of(cls, n: int, dims: int) -> Layout:
         ids_at = PAGE
         norms_at = _align(ids_at + 8 * n)
         q8_at = _align(norms_at + 4 * n)
@@ -186,7 +186,7 @@ def read_header(fd: int) -> dict[str, Any] | None:
 
 def _read_into(fd: int, at: int, array: np.ndarray) -> int:
     """Fill `array` from `fd` at offset `at`; the bytes read (fewer only at the file's end)."""
-    view, done = memoryview(array).cast("B"), 0
+    view, done = array.data.cast("B"), 0   # the array's own buffer (numpy's stubs do not call ndarray a Buffer)
     while done < len(view):
         got = os.preadv(fd, [view[done:done + (1 << 30)]], at + done)
         if got <= 0:

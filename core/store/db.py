@@ -45,7 +45,7 @@ BULK_CACHE_KIB = 256 * 1024
 log = logging.getLogger("crewlet.store")
 
 
-class NodeConnection(sqlite3.Connection):  # type: ignore[misc, name-defined]
+class NodeConnection(sqlite3.Connection):
     """A connection that knows whether it was opened read-only (and why, when not by choice)."""
 
     readonly: bool = False

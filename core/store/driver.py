@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3 as _stdlib_sqlite3
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 
 def _pick() -> ModuleType:
@@ -18,7 +19,7 @@ def _pick() -> ModuleType:
     finally:
         probe.close()
     try:
-        import pysqlite3.dbapi2 as pysqlite3  # type: ignore[import-not-found]
+        import pysqlite3.dbapi2 as pysqlite3
     except ImportError as exc:  # pragma: no cover - depends on the platform
         raise RuntimeError(
             "this Python's sqlite3 cannot load extensions and pysqlite3-binary is not installed: "
@@ -27,4 +28,7 @@ def _pick() -> ModuleType:
     return pysqlite3
 
 
-sqlite3: ModuleType = _pick()
+if TYPE_CHECKING:
+    import sqlite3   # pysqlite3.dbapi2 is the stdlib module's API over another SQLite: checked as that
+else:
+    sqlite3 = _pick()

@@ -6,9 +6,12 @@ the streams starts over from a snapshot of a current node)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..log import LogDamage, LogFailed
+
+if TYPE_CHECKING:
+    from ..node import Node
 
 REPAIR_REFUSED = ("a stream on NATS JetStream is not cut from a node: its records are the servers' — a node whose "
                   "database disagrees with the streams starts over from a snapshot of a current node (`crewlet sync "
@@ -47,11 +50,14 @@ class StreamReport:
                 "ok": self.ok, "damage": self.damage, "disagrees": self.disagrees}
 
 
-def check_streams(node: Any) -> list[StreamReport]:
+def check_streams(node: Node) -> list[StreamReport]:
     """Raises LogUnreachable (a LogFailed) when the servers cannot be reached: nothing can be said then."""
+    from ..log.jetstream import JetStreamLog
+
     out = []
     for stream in node.streams:
         name, flog = stream.name, stream.backend
+        assert isinstance(flog, JetStreamLog)   # a node on NATS: every stream is one
         with node.lock:
             applied = stream.applied(node.conn)
         report = StreamReport(name, flog.stream, flog.conn.servers, applied_seq=applied.seq)

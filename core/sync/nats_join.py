@@ -157,7 +157,7 @@ def _first(home: Home, url: LogUrl, company: config_mod.Company, s: config_mod.L
                 except StreamRefused as exc:
                     raise Refused(str(exc), code="stream_settings") from None
             logs = {spec.name: spec for spec in home_logs(home)}
-            for want, log in zip(wants(s), ("pages", "vectors")):
+            for _want, log in zip(wants(s), ("pages", "vectors")):
                 with JetStreamLog(conn, s.stream_prefix, log) as stream:
                     result.copied[log] = _copy(logs[log].path, stream, progress)
             result.digest = _verify_other_side(home, conn, s)

@@ -22,7 +22,7 @@ import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import config as config_mod
 from ..durable import fsync_dir, fsync_file
@@ -37,6 +37,9 @@ from ..store import connect, sqlite3
 from ..store import replace as replace_mod
 from ..store.migrations import MIGRATIONS
 from ..store.digest import NODE_LOCAL, content_digest
+
+if TYPE_CHECKING:
+    from ..node import Node
 
 # each node's own: never carried by a snapshot (agents' diaries are private to the node they run on, and
 # follow its own database instead: `install` below; cached answers are the node's own, written for its askers)
@@ -99,7 +102,7 @@ def _partial_for(out: Path) -> Path:
     return partial
 
 
-def take(node: Any, out: Path) -> SnapshotInfo:
+def take(node: Node, out: Path) -> SnapshotInfo:
     """Write a snapshot of `node`'s database to `out` (a new file)."""
     out = Path(out).expanduser().resolve()
     if out.exists():

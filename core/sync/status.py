@@ -3,7 +3,7 @@ where it is — read without applying anything, so the lag shown is the lag ther
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..clock import now_ms
 from ..log import FileLog
@@ -11,6 +11,9 @@ from ..pages import reads
 from ..replica import engine
 from ..repair import home_logs
 from ..log import locks, peers
+
+if TYPE_CHECKING:
+    from ..node import Node
 
 
 @dataclass
@@ -111,7 +114,7 @@ class SyncStatus:
 DIGEST_NOW_MAX = 100_000
 
 
-def status(node: Any, *, digest_now: bool | None = None) -> SyncStatus:
+def status(node: Node, *, digest_now: bool | None = None) -> SyncStatus:
     if node.company.log.backend == "jetstream":
         return _jetstream_status(node, digest_now)
     home = node.home
@@ -132,7 +135,7 @@ def status(node: Any, *, digest_now: bool | None = None) -> SyncStatus:
     return out
 
 
-def _peers(node: Any, out: SyncStatus, digest_now: bool | None) -> None:
+def _peers(node: Node, out: SyncStatus, digest_now: bool | None) -> None:
     """The nodes that said where they are (a shared directory's nodes/, a company's nodes bucket on NATS), each
     one's lag behind where the logs end, and whose content differs at the same positions."""
     if digest_now is None:
@@ -154,7 +157,7 @@ def _peers(node: Any, out: SyncStatus, digest_now: bool | None) -> None:
     out.disagree, out.agree = compare_digests(node.node_id, out.digest, [p.peer for p in out.peers])
 
 
-def _jetstream_status(node: Any, digest_now: bool | None = None) -> SyncStatus:
+def _jetstream_status(node: Node, digest_now: bool | None = None) -> SyncStatus:
     """A node on NATS JetStream: each stream's end beside this node's position, and what the servers promise
     of an acknowledged write (their sync_interval)."""
     from ..log import LogFailed, jetstream
@@ -165,6 +168,7 @@ def _jetstream_status(node: Any, digest_now: bool | None = None) -> SyncStatus:
     offline = node.offline.line() if node.offline is not None else None
     for stream in node.streams:
         name, position, flog = stream.name, stream.position_name, stream.backend
+        assert isinstance(flog, jetstream.JetStreamLog)   # a node on NATS: every stream is one
         with node.lock:
             applied = stream.applied(node.conn)
         log_seq = applied.seq

@@ -12,7 +12,13 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
+from ..log import FileLog
 from ..paths import Home
+
+if TYPE_CHECKING:
+    from ..node import Node
 
 # where this node applied each log through: log file -> byte offset
 Applied = Callable[[], dict[Path, int]]
@@ -64,13 +70,13 @@ def start(home: Home, wake: threading.Event, stop: threading.Event, *, applied: 
     return thread
 
 
-def start_node(node: object, wake: threading.Event, stop: threading.Event) -> threading.Thread | None:
+def start_node(node: Node, wake: threading.Event, stop: threading.Event) -> threading.Thread | None:
     """Wake `wake` whenever another writer appended to one of `node`'s logs, until `stop`: a JetStream
     consumer on a company on NATS (no polling), else the stat watcher above on the log files."""
-    company = getattr(node, "company")
+    company = node.company
     if company.log.backend == "jetstream":
-        flog = getattr(node, "log")
-        vlog = getattr(node, "vlog")
+        flog, vlog = node.log, node.vlog
+        assert not isinstance(flog, FileLog) and not isinstance(vlog, FileLog)   # a company on NATS: its streams
         flog.conn.watch([flog.stream, vlog.stream], wake.set, stop)
         return None
-    return start(getattr(node, "home"), wake, stop, applied=getattr(node, "applied_ends"))
+    return start(node.home, wake, stop, applied=node.applied_ends)

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ..log import FileLog, Record
+from ..log import Record
 from ..log.framing import Frame
 from ..replica import engine
 from ..replica.appliers import FilingApplier
+from ..replica.backend import LogBackend
 from ..replica.shapes import Shape
 from ..store import Connection
 from .kinds import KINDS
@@ -32,7 +33,7 @@ def handlers() -> dict[str, Callable[[Connection, Record], None]]:
 VECTORS = FilingApplier(POSITION, handlers, batch=500, shapes=shapes)
 
 
-def catch_up(conn: Connection, vlog: FileLog, *, batch: int | None = None,
+def catch_up(conn: Connection, vlog: LogBackend, *, batch: int | None = None,
              progress: Callable[[int], None] | None = None,
              appended: Sequence[tuple[Record, Frame]] | None = None) -> int:
     """Apply every vector record past this node's position on the vector log, exactly as the pages

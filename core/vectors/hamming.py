@@ -7,10 +7,13 @@ numkong has no wheel — gives the same integers on every machine.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 try:  # C SIMD popcount; the same integers as the numpy path
-    import numkong as _numkong
+    import numkong
+    _numkong: Any = numkong   # read untyped: its stubs' out_dtype omits the integer types cdist takes ("uint32")
 except ImportError:  # pragma: no cover - a platform without its wheel runs the numpy path
     _numkong = None
 

@@ -20,15 +20,16 @@ def read_vectors(conn: Any, ids: Iterable[int], dims: int | None) -> tuple[np.nd
     (`dims` None: the first vector's), or an id no row has (replaced since it was chosen), is left out."""
     keys = sorted(ids)
     matrix: np.ndarray | None = None if dims is None else np.empty((len(keys), dims), dtype=np.float32)
+    width = dims if dims is not None else 0     # the first vector's when not given (matrix is None until then)
     found: list[int] = []
     for start in range(0, len(keys), PARAMETERS):
         chunk = keys[start:start + PARAMETERS]
         for vid, blob in conn.execute(
                 f"SELECT id, vector FROM vectors WHERE id IN ({','.join('?' * len(chunk))})", chunk):
             if matrix is None:
-                dims = len(blob) // 4
-                matrix = np.empty((len(keys), dims), dtype=np.float32)
-            if len(blob) == 4 * dims:
+                width = len(blob) // 4
+                matrix = np.empty((len(keys), width), dtype=np.float32)
+            if len(blob) == 4 * width:
                 matrix[len(found)] = np.frombuffer(blob, dtype="<f4")
                 found.append(vid)
     if matrix is None:

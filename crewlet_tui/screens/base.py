@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -114,7 +114,7 @@ class LateAnswer(Message):
     """A background call answered after its screen was dismissed: the app says the answer (the call's
     `on_gone` words it), and nothing of the screen runs — a gone screen must not dismiss another."""
 
-    def __init__(self, screen: "CrewletScreen", answer: CallFinished | CallFailed) -> None:
+    def __init__(self, screen: CrewletScreen, answer: CallFinished | CallFailed) -> None:
         super().__init__()
         self.screen, self.answer = screen, answer
 
@@ -140,20 +140,20 @@ def _discarding(step: Callable[[], Any]) -> Callable[[], None]:
 
 
 class CrewletScreen(Screen[Any]):
-    BINDINGS: list[Any] = []
+    BINDINGS: ClassVar[list[Any]] = []
 
     @property
-    def crewlet(self) -> "CrewletApp":
+    def crewlet(self) -> CrewletApp:
         return self.app  # type: ignore[return-value]
 
     @property
-    def session(self) -> "Session":
+    def session(self) -> Session:
         session = self.crewlet.session
         assert session is not None, "no home is open"
         return session
 
     @property
-    def kb(self) -> "KnowledgeBase":
+    def kb(self) -> KnowledgeBase:
         return self.session.kb
 
     def refresh_rows(self) -> None:
@@ -216,7 +216,7 @@ class CrewletScreen(Screen[Any]):
                            on_done: Callable[[T], object] | None = None,
                            on_fail: Callable[[BaseException], object] | None = None,
                            on_gone: Callable[[T], str | None] | None = None,
-                           writes: bool = False, **kwargs: Any) -> "Worker[None]":
+                           writes: bool = False, **kwargs: Any) -> Worker[None]:
         """Run `fn(*args, **kwargs)` in a thread worker; the answer comes back as CallFinished/CallFailed and
         goes to `on_done(result)` / `on_fail(error)` (no `on_fail`: a notification says it). A newer call
         answered by the same `on_done` (or, without one, making the same `fn`) supersedes an older one still
@@ -253,9 +253,8 @@ class CrewletScreen(Screen[Any]):
         """To the screen; to the app when the screen was dismissed while the call ran (its queue is closed)."""
         app = self.__dict__.get("_crewlet_app")
         gone = app is None or self not in app.screen_stack
-        if gone or not self.post_message(message):
-            if app is not None:
-                app.post_message(LateAnswer(self, message))
+        if (gone or not self.post_message(message)) and app is not None:
+            app.post_message(LateAnswer(self, message))
 
     def late_words(self, message: CallFinished | CallFailed) -> tuple[str, str] | None:
         """(what to notify, severity) for an answer that arrived after this screen was dismissed: a write's

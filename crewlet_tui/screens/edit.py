@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -28,6 +28,9 @@ from ..widgets.quick_text_area import QuickTextArea
 from .base import CrewletScreen, error_text
 from .conflict import Conflict, ConflictScreen
 from .modals import ConfirmModal, InputModal
+
+if TYPE_CHECKING:
+    from core.pages.service import KnowledgeBase
 
 
 def markdown_language() -> str | None:
@@ -83,7 +86,7 @@ class SaveAnswer:
     conflict: Conflict | None = None
 
 
-def save_or_conflict(kb: Any, page_id: str, body: str, base_revision: int, actor: str | None,
+def save_or_conflict(kb: KnowledgeBase, page_id: str, body: str, base_revision: int, actor: str | None,
                      message: str | None) -> SaveAnswer:
     try:
         return SaveAnswer(page=kb.save_page(page_id, body, base_revision=base_revision, actor=actor, message=message))

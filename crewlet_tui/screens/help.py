@@ -1,7 +1,7 @@
 """The help screen (?): what each screen is for and its keys — the screen you came from first."""
 from __future__ import annotations
 
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -36,7 +36,7 @@ def help_renderable(current: str | None) -> Group:
     """`current`: the registry's name of the screen help was opened from; its section comes first."""
     mine = registry.help_section(current)
     ordered = sorted(sections(), key=lambda s: (0 if s[1] is not None and s[1] == mine else 1 if s[1] is None else 2))
-    parts: list[object] = [Text(INTRO, style="dim"), Text()]
+    parts: list[RenderableType] = [Text(INTRO, style="dim"), Text()]
     for title, name, keys in ordered:
         heading = Text(title, style="bold")
         if name is not None and name == mine:

@@ -2,7 +2,7 @@
 diff of what a save changed against the revision before it (+ green, - red)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import on
@@ -17,8 +17,11 @@ from ..fmt import diff_text, when_ago
 from ..sanitize import clean_line, clean_text
 from .base import COMMON_BINDINGS, CrewletScreen
 
+if TYPE_CHECKING:
+    from core.pages.service import KnowledgeBase
 
-def revision_detail(kb: Any, page_id: str, n: int, show: str, actor: str | None) -> tuple[int, str, Any]:
+
+def revision_detail(kb: KnowledgeBase, page_id: str, n: int, show: str, actor: str | None) -> tuple[int, str, Any]:
     if show == "body":
         return n, show, kb.revision(page_id, n, actor=actor)
     return n, show, kb.diff(page_id, n, actor=actor)

@@ -1,7 +1,7 @@
 """Small dialogs: confirm, ask for one line, a new page, where to move a page."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import on
@@ -16,6 +16,9 @@ from core.pages.model import Page
 from ..sanitize import clean_line, clean_text
 from ..widgets.page_tree import PageTree
 from .base import footer
+
+if TYPE_CHECKING:
+    from core.pages.service import KnowledgeBase
 
 
 class ConfirmModal(ModalScreen[bool]):
@@ -156,7 +159,7 @@ class MoveModal(ModalScreen[dict[str, Any] | None]):
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, kb: Any, page: Page, actor: str | None = None) -> None:
+    def __init__(self, kb: KnowledgeBase, page: Page, actor: str | None = None) -> None:
         super().__init__(id="move-page")
         self.kb, self.page, self.actor = kb, page, actor
 

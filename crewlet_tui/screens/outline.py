@@ -58,7 +58,7 @@ class OutlineScreen(CrewletScreen):
         self.query_one(PageTree).focus()
 
     @property
-    def tree(self) -> PageTree:
+    def page_tree(self) -> PageTree:
         return self.query_one(PageTree)
 
     @on(PageTree.PageChosen)
@@ -72,17 +72,17 @@ class OutlineScreen(CrewletScreen):
         self.action_reload()
 
     def action_reload(self) -> None:
-        self.tree.reload()
+        self.page_tree.reload()
 
     def _after_change(self, page: Any = None, verb: str = "") -> None:
         if verb and page is not None:
             self.notify(f"{verb} {clean_line(getattr(page, 'title', ''))}", markup=False)
         for warning in getattr(page, "warnings", []) or []:
             self.notify(clean_line(str(warning.get("message") or warning)), severity="warning", markup=False)
-        self.tree.reload()
+        self.page_tree.reload()
 
     def action_new_page(self, folder: bool = False) -> None:
-        parent = self.tree.highlighted_page
+        parent = self.page_tree.highlighted_page
 
         def created(answer: dict[str, Any] | None) -> None:
             if not answer:
@@ -105,7 +105,7 @@ class OutlineScreen(CrewletScreen):
         self._after_change(page, "created folder")
 
     def action_rename(self) -> None:
-        page = self.tree.highlighted_page
+        page = self.page_tree.highlighted_page
         if page is not None:
             ask_rename(self, page, what="renamed", on_done=self._renamed, on_gone=self._renamed_words)
 
@@ -113,7 +113,7 @@ class OutlineScreen(CrewletScreen):
         self._after_change(page, "renamed to")
 
     def action_move(self) -> None:
-        page = self.tree.highlighted_page
+        page = self.page_tree.highlighted_page
         if page is not None:
             ask_move(self, page, what="moved", on_done=self._moved, on_gone=self._moved_words)
 
@@ -121,7 +121,7 @@ class OutlineScreen(CrewletScreen):
         self._after_change(page, "moved")
 
     def action_trash(self) -> None:
-        page = self.tree.highlighted_page
+        page = self.page_tree.highlighted_page
         if page is not None:
             ask_trash(self, page, what="trashed", on_done=self._trashed, on_gone=self._trashed_words)
 

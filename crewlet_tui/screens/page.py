@@ -3,7 +3,7 @@ title, address, last saved by/at, children, "Linked from" (backlinks) and commen
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import on
@@ -26,6 +26,9 @@ from . import registry
 from .base import COMMON_BINDINGS, CrewletScreen, error_text
 from .modals import InputModal, NewPageModal
 
+if TYPE_CHECKING:
+    from core.pages.service import KnowledgeBase
+
 CHILDREN_SHOWN = 50
 
 
@@ -39,7 +42,7 @@ class PageView:
     children: Window | None = None
 
 
-def read_page_view(kb: Any, ref: str, actor: str | None, record_read: bool = True) -> PageView:
+def read_page_view(kb: KnowledgeBase, ref: str, actor: str | None, record_read: bool = True) -> PageView:
     """One read of a page (an agent's is recorded as a knowledge_read; a refresh of the same view is not)."""
     page = kb.get_page(ref, actor=actor, record_read=record_read)
     children = (kb.list_pages(page.container, parent=page.id, limit=CHILDREN_SHOWN, actor=actor)

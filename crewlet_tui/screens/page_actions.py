@@ -18,7 +18,7 @@ Done = Callable[[Page], object]
 GoneWords = Callable[[Page], str | None]
 
 
-def ask_rename(screen: "CrewletScreen", page: Page, *, what: str, on_done: Done,
+def ask_rename(screen: CrewletScreen, page: Page, *, what: str, on_done: Done,
                on_gone: GoneWords | None = None) -> None:
     def renamed(title: str | None) -> None:
         if title and title != page.title:
@@ -29,7 +29,7 @@ def ask_rename(screen: "CrewletScreen", page: Page, *, what: str, on_done: Done,
                                       value=page.title, ok="Rename"), renamed)
 
 
-def ask_move(screen: "CrewletScreen", page: Page, *, what: str, on_done: Done,
+def ask_move(screen: CrewletScreen, page: Page, *, what: str, on_done: Done,
                on_gone: GoneWords | None = None) -> None:
     def moved(answer: dict[str, Any] | None) -> None:
         if answer is not None:
@@ -41,7 +41,7 @@ def ask_move(screen: "CrewletScreen", page: Page, *, what: str, on_done: Done,
     screen.app.push_screen(MoveModal(screen.kb, page, screen.session.handle), moved)
 
 
-def ask_trash(screen: "CrewletScreen", page: Page, *, what: str, on_done: Done,
+def ask_trash(screen: CrewletScreen, page: Page, *, what: str, on_done: Done,
                on_gone: GoneWords | None = None) -> None:
     def confirmed(yes: bool | None) -> None:
         if yes:

@@ -34,7 +34,7 @@ class ScreenEntry:
     key: str = ""                   # the key that opens it from other screens (bound where `binding` is used)
     key_display: str | None = None
     needs_home: bool = True         # opened only once a home is open
-    opens: Callable[["CrewletApp"], None] | None = None   # how it opens when not simply pushed (a screen reused)
+    opens: Callable[[CrewletApp], None] | None = None   # how it opens when not simply pushed (a screen reused)
 
     @property
     def palette_name(self) -> str:

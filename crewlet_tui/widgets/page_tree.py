@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.cells import cell_len
 from rich.text import Text
@@ -26,6 +26,9 @@ from core.pages.model import Page, Window
 from ..fmt import plural
 from ..error_words import error_text
 from ..sanitize import clean_line
+
+if TYPE_CHECKING:
+    from core.pages.service import KnowledgeBase
 
 LOADING = "loading…"
 FOLDER_ICON = "▣ "
@@ -87,15 +90,15 @@ class PageTree(Tree[Entry]):
     class PageChosen(Message):
         """Enter on a page row (or, in pick mode, on the "top" row: page None)."""
 
-        def __init__(self, tree: "PageTree", page: Page | None) -> None:
+        def __init__(self, tree: PageTree, page: Page | None) -> None:
             super().__init__()
             self.tree, self.page = tree, page
 
         @property
-        def control(self) -> "PageTree":
+        def control(self) -> PageTree:
             return self.tree
 
-    def __init__(self, kb: Any, container: str, *, actor: str | None = None, pick_mode: bool = False,
+    def __init__(self, kb: KnowledgeBase, container: str, *, actor: str | None = None, pick_mode: bool = False,
                  exclude_id: str | None = None, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(Text(clean_line(container)), Entry("level"), id=id, classes=classes)
         self.kb = kb
@@ -258,7 +261,7 @@ class PageTree(Tree[Entry]):
         """Read the space's top again (after a create, move, rename or trash), reopening the rows that
         were open and putting the cursor back on the page it was on, as each level arrives."""
         self._reopen = {n.data.page_id for n in self._walk(self.root)
-                        if n.is_expanded and n.data is not None and n.data.kind == "page"}
+                        if n.is_expanded and n.data is not None and n.data.kind == "page" and n.data.page_id}
         self._reselect = self.highlighted_page.id if self.highlighted_page else None
         self.clear()
         self.root.data = Entry("level")

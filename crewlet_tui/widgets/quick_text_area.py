@@ -100,7 +100,7 @@ class QuickTextArea(TextArea):
         finally:
             self._rendering = False
 
-    @property  # type: ignore[override]
+    @property
     def text(self) -> str:
         if self._rendering:   # TextArea.render_line asks `not self.text` only to draw its placeholder
             document = self.document

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,7 +81,7 @@ class Training:
                            for k, v in self.measurement.shapes.items()}}
 
 
-def split_batches(ids: np.ndarray, lists: np.ndarray, ranges: list[tuple[int, int]]
+def split_batches(ids: np.ndarray, lists: np.ndarray, ranges: Sequence[Sequence[int]]
                   ) -> list[tuple[int, int, np.ndarray, np.ndarray]]:
     """Live rows' (ids, lists) cut into the re-filing batches a training fixed: (lo, hi, ids, lists) per
     range, in range order."""
