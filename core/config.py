@@ -3,7 +3,7 @@
 Read with tomllib and written with tomli-w. A feature owns its section: its settings and their parser live in
 the feature's `settings.py` (core/embed, core/chat, core/log, core/remote, core/pages, core/repos), built with
 the kit (core/settings.py), and `SECTIONS` below composes them; this module parses the rest (operator, knowledge,
-spaces, actors), the knowledge bank's keys of [knowledge] excepted (core/bank/settings.py). Every error names
+spaces, actors), the knowledge bank's keys of [knowledge] excepted (core/sections/bank.py). Every error names
 the file, the key and the fix, because an operator fixes it in an editor, not in a stack trace; and every table
 refuses a key it does not know.
 """
@@ -21,24 +21,24 @@ from typing import Any
 
 import tomli_w
 
-import core.bank.settings as bank_settings
-import core.chat.settings as chat_settings
-import core.embed.settings as embed_settings
-import core.log.settings as log_settings
-import core.pages.settings as pages_settings
-import core.remote.settings as remote_settings
-import core.repos.settings as repos_settings
-from core.bank.settings import BankSettings
-from core.chat.settings import LlmSettings
+import core.sections.bank as bank_settings
+import core.sections.chat as chat_settings
+import core.sections.embed as embed_settings
+import core.sections.log as log_settings
+import core.sections.pages as pages_settings
+import core.sections.remote as remote_settings
+import core.sections.repos as repos_settings
+from core.sections.bank import BankSettings
+from core.sections.chat import LlmSettings
 from core.durable import write_atomic
-from core.embed.settings import EmbeddingsSettings
+from core.sections.embed import EmbeddingsSettings
 from core.errors import KnowledgeElsewhere
-from core.log.settings import LogSettings
-from core.pages.settings import PageLimits
+from core.sections.log import LogSettings
+from core.sections.pages import PageLimits
 from core.paths import read_node_file
-from core.remote.settings import (REMOTE_BACKENDS, REMOTE_LABELS, ConfluenceSettings, Credentials, Integrations,
+from core.sections.remote import (REMOTE_BACKENDS, REMOTE_LABELS, ConfluenceSettings, Credentials, Integrations,
                                   PlaneSettings)
-from core.repos.settings import RepositoriesSettings
+from core.sections.repos import RepositoriesSettings
 from core.settings import ConfigError, expect, only_known, table, whole
 
 __all__ = ["ConfigError", "Company", "Actor", "Space", "Knowledge", "LogSettings", "EmbeddingsSettings", "LlmSettings",
@@ -107,7 +107,7 @@ class Company:
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
     log: LogSettings = field(default_factory=LogSettings)
     limits: PageLimits = field(default_factory=PageLimits)   # [limits]: the most one write may hold
-    # the knowledge bank's part of [knowledge] over its environment variables (core/bank/settings.py)
+    # the knowledge bank's part of [knowledge] over its environment variables (core/sections/bank.py)
     bank: BankSettings = field(default_factory=BankSettings)
     repositories: RepositoriesSettings = field(default_factory=RepositoriesSettings)   # [repositories.NAME]
 

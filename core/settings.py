@@ -1,7 +1,7 @@
 """The settings kit: what every section of company.toml is checked with, and its one error.
 
-A feature owns its section (`core/embed/settings.py`, `core/chat/settings.py`, `core/log/settings.py`,
-`core/remote/settings.py`, `core/pages/settings.py`): the dataclass and a `parse(file, raw)` built from these
+A feature owns its section (`core/sections/embed.py`, `core/sections/chat.py`, `core/sections/log.py`,
+`core/sections/remote.py`, `core/sections/pages.py`): the dataclass and a `parse(file, raw)` built from these
 checks. `core/config.py` composes the sections (`config.SECTIONS`). Every check fails with a `ConfigError`
 that names the file, the key and the fix, because an operator fixes it in an editor, not in a stack trace;
 and every table refuses a key it does not know, with the keys it does (a typo that loads is a setting

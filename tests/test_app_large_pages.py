@@ -12,7 +12,7 @@ from textual.widgets import Markdown
 
 from bench.large_pages import LIMITS, long_lines_body, short_lines_body
 from conftest import config_with
-from core.pages.settings import DEFAULT_PAGE_BODY_BYTES
+from core.sections.pages import DEFAULT_PAGE_BODY_BYTES
 from crewlet_tui.widgets.page_view import LARGE_BODY, is_large
 from crewlet_tui.widgets.plain_body import PlainBody
 from crewlet_tui.widgets.quick_text_area import QuickTextArea, _QuickWrap

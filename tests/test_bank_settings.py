@@ -22,12 +22,12 @@ from test_repos_support import GitRepo, numbered
 
 from core import clock
 from core import config as config_mod
-from core.bank import settings as bank
+from core.sections import bank
 from core.bank.repositories import open_repositories
-from core.bank.settings import BankSettings, Cron, Duration
+from core.sections.bank import BankSettings, Cron, Duration
 from core.config import ConfigError
 from core.repos.modules import norm_folder
-from core.repos.settings import DEFAULT_POLL_INTERVAL_S, RepositoriesSettings
+from core.sections.repos import DEFAULT_POLL_INTERVAL_S, RepositoriesSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -329,7 +329,7 @@ def test_no_repositories_is_an_empty_set(tmp_path):
 
 @pytest.mark.parametrize("text", ["apps/web", "./apps//web/", "/apps/web", ".", "", "a\\b", " x/./y "])
 def test_listed_modules_are_written_as_the_repos_layer_writes_folders(text):
-    from core.repos.settings import _folder
+    from core.sections.repos import _folder
 
     assert _folder(text) == norm_folder(text)
 

@@ -36,7 +36,7 @@ INSIDE_CORE = {
     "core.remote.searcher.NotSearched": "a remote search that does not run is an outcome, not an error",
     "core.repos.git.NoAnswer": "a cat-file that stops answering is read as no answer by its caller",
     "core.repos.citations.ShapeError": "check_citations turns it into the citation's failed outcome",
-    "core.bank.settings.Unreadable": "the bank's settings warn once and let the layer below apply",
+    "core.sections.bank.Unreadable": "the bank's settings warn once and let the layer below apply",
 }
 
 

@@ -241,7 +241,7 @@ def test_a_read_only_home_can_be_read_and_refuses_writes_changing_nothing(home, 
 
 def test_a_body_that_escapes_past_the_record_limit_is_refused_cleanly_and_a_save_keeps_it(home, tmp_path):
     from core import config as config_mod
-    from core.pages.settings import MAX_BODY_BYTES
+    from core.sections.pages import MAX_BODY_BYTES
 
     # the company's bound raised to the ceiling: the record limit is what this test reaches
     config_mod.write(home.config_file, config_mod.example_config() | {"limits": {"page_body_bytes": MAX_BODY_BYTES}})

@@ -10,9 +10,9 @@ import pytest
 from local_http import LocalHttpServer
 
 from core.chat.openai_http import ChatProvider
-from core.chat.settings import LlmSettings
+from core.sections.chat import LlmSettings
 from core.embed.openai_http import OpenAIHTTPProvider
-from core.embed.settings import EmbeddingsSettings
+from core.sections.embed import EmbeddingsSettings
 from core.http_client import Pool, transport_failure
 from core.remote.http import RemoteHTTP
 

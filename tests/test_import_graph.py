@@ -17,10 +17,9 @@ ROOT = Path(__file__).resolve().parent.parent
 CORE = ROOT / "core"
 
 # the floors, lowest first: a package imports packages on its own floor or below
-SECTION_ROOMS = {f"{p.parent.name}.settings" for p in CORE.glob("*/settings.py")}
 FLOORS = [
     {"errors", "durable", "clock", "text", "store", "process", "settings", "http_client", "stats", "leftovers"},
-    {"paths", "log", "embed", "chat", "diagnostics", "leases", "repos", *SECTION_ROOMS},
+    {"paths", "log", "embed", "chat", "diagnostics", "leases", "repos", "sections"},
     {"config"},
     {"replica"},
     {"pages", "vectors", "recover", "repaired"},
@@ -39,8 +38,6 @@ def package_of(module: str) -> str | None:
     if parts[0] != "core" or len(parts) < 2:
         return None
     name = parts[1]
-    if len(parts) > 2 and parts[2] == "settings" and (CORE / name / "settings.py").is_file():
-        return f"{name}.settings"
     return name if (CORE / name).is_dir() or (CORE / f"{name}.py").is_file() else None
 
 
@@ -160,13 +157,15 @@ def test_every_arrow_runs_down_or_level_but_the_named_ones() -> None:
         assert f"`{a}` → `{b}`" in doc, f"docs/architecture.md does not name the arrow {a} -> {b}"
 
 
-def test_a_section_stands_on_floor_one_and_imports_only_the_kit() -> None:
-    """Every feature's settings module is a room on floor 1, and the floor test above holds it there: a
-    section that imported its feature's higher rooms would be an arrow up."""
-    assert {"embed.settings", "chat.settings", "log.settings", "remote.settings", "pages.settings"} <= SECTION_ROOMS
+def test_the_sections_stand_on_floor_one_and_import_only_the_kit() -> None:
+    """company.toml's sections (core/sections/) stand below config, which composes them, and below the features
+    that read them, importing only floor 0: config imports no feature's package, so no circle runs through it."""
+    assert {f"{s}.py" for s in ("embed", "chat", "log", "remote", "pages", "repos", "bank")} <= \
+        {p.name for p in (CORE / "sections").glob("*.py")}
+    assert not list(CORE.glob("*/settings.py")), "a section belongs in core/sections/, below config"
     graph = package_graph()
-    for room in SECTION_ROOMS:
-        assert set(graph.get(room, {})) <= set(FLOORS[0]), (room, graph.get(room))
+    assert set(graph.get("sections", {})) <= set(FLOORS[0]), graph.get("sections")
+    assert set(graph.get("config", {})) <= set(FLOORS[0]) | set(FLOORS[1]), graph.get("config")
 
 
 def test_every_package_has_a_floor() -> None:

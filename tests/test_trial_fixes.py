@@ -103,7 +103,7 @@ async def test_an_empty_or_wordless_query_is_a_tool_error_with_a_code(home):
 # -- crewlet settings knowledge: fits 80 columns, and says which settings nothing reads yet ----------------------
 
 def test_settings_knowledge_fits_80_columns_with_every_variable_whole(example_home):
-    import core.bank.settings as bank
+    import core.sections.bank as bank
 
     for env in ({}, {"COLUMNS": "80"}):          # piped (no width: plain output is never wrapped) and at 80
         res = crewlet(example_home.root, "settings", "knowledge", env=env)

@@ -20,7 +20,7 @@ from core.importer import import_directory
 from core.importer.model import ImportProblems
 from core.node import Node
 from core.pages.service import KnowledgeBase
-from core.pages.settings import DEFAULT_COMMENT_BYTES, DEFAULT_PAGE_BODY_BYTES, MAX_BODY_BYTES
+from core.sections.pages import DEFAULT_COMMENT_BYTES, DEFAULT_PAGE_BODY_BYTES, MAX_BODY_BYTES
 from core.paths import Home
 
 LOREM = "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore.\n"

@@ -1,10 +1,10 @@
-"""The company's repositories opened for reading: [repositories.NAME] (core/repos/settings.py) made into the
+"""The company's repositories opened for reading: [repositories.NAME] (core/sections/repos.py) made into the
 `core.repos.Repositories` whose citations the bank checks and carries (docs/entries.md)."""
 from __future__ import annotations
 
 from core.repos.repositories import Repositories
 from core.repos.repository import Repository
-from core.repos.settings import RepositoriesSettings
+from core.sections.repos import RepositoriesSettings
 
 
 def open_repositories(settings: RepositoriesSettings) -> Repositories:

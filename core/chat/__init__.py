@@ -6,7 +6,7 @@ core.config composes); `openai_http.ChatProvider` speaks to the endpoint. crewle
 """
 from __future__ import annotations
 
-from .settings import (DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_MAX_SOURCES, DEFAULT_SOURCE_TOKENS, DEFAULT_TIMEOUT_S, KEYS,
+from ..sections.chat import (DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_MAX_SOURCES, DEFAULT_SOURCE_TOKENS, DEFAULT_TIMEOUT_S, KEYS,
                        MAX_TIMEOUT_S, WINDOWS, LlmSettings)
 
 __all__ = ["DEFAULT_MAX_OUTPUT_TOKENS", "DEFAULT_MAX_SOURCES", "DEFAULT_SOURCE_TOKENS", "DEFAULT_TIMEOUT_S", "KEYS",

@@ -6,6 +6,6 @@ first embeds. Entry point: `core.embed.registry.make_provider(company)`.
 """
 from __future__ import annotations
 
-from .settings import LOCAL_DIMENSIONS, LOCAL_MODEL, MAX_BATCH_INPUTS, EmbeddingsSettings
+from ..sections.embed import LOCAL_DIMENSIONS, LOCAL_MODEL, MAX_BATCH_INPUTS, EmbeddingsSettings
 
 __all__ = ["LOCAL_DIMENSIONS", "LOCAL_MODEL", "MAX_BATCH_INPUTS", "EmbeddingsSettings"]

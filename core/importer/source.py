@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from ..pages.model import MAX_BODY_BYTES
-from ..pages.settings import sizes_in_words
+from ..sections.pages import sizes_in_words
 from .model import ImportProblem
 
 MAX_FILE = MAX_BODY_BYTES

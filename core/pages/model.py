@@ -9,7 +9,7 @@ from typing import Any
 
 from ..text.titles import LINE_BREAK_RE, clean_title, normalise_title, title_problem  # noqa: F401 - the page's rules
 
-from .settings import MAX_BODY_BYTES, MAX_TITLE  # noqa: F401 - the hard ceilings, beside the [limits] section
+from ..sections.pages import MAX_BODY_BYTES, MAX_TITLE  # noqa: F401 - the hard ceilings, beside the [limits] section
 # C0 controls (but tab and newline), DEL and C1: never part of a title, shown inert in a body
 CONTROL_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # what the listing's SQL trims (trim(body, char(9,10,13,32))): the two must agree

@@ -23,7 +23,7 @@ from .records import REAPER, new_id
 from ..replica.appliers import Decision
 from .applier import parent_problem
 from .containers import container_key, unknown_container
-from .settings import sizes_in_words
+from ..sections.pages import sizes_in_words
 from .model import (LINE_BREAK_RE, MAX_BODY_BYTES, MAX_TITLE, WINDOW_MAX, Comment, Page, Revision, Window, clean_title,
                     line_diff, normalise_title, title_problem)
 
