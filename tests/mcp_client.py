@@ -12,7 +12,10 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp import Client, StdioServerParameters
+
+from core.paths import Home
 
 ROOT = Path(__file__).resolve().parent.parent
 CREWLET = [sys.executable, "-c", "from crewlet_tui.cli import main; main()"]
@@ -62,3 +65,34 @@ def crewlet_json(home: Path, *args: str, actor: str | None = None, env: dict[str
     res = crewlet(home, *args, "--json", actor=actor, env=env)
     assert res.returncode == 0, (res.returncode, res.stdout, res.stderr)
     return json.loads(res.stdout)
+
+
+# -- a test module's example home, copied for each test (import these fixtures by name) -----------------------
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def example_home(tmp_path_factory: pytest.TempPathFactory) -> Home:
+    """The example company, made once a module by `crewlet init --example` through its process."""
+    root = tmp_path_factory.mktemp("mcp-example") / "example"
+    res = crewlet(root, "init", "--example")
+    assert res.returncode == 0, res.stderr
+    return Home(root)
+
+
+@pytest.fixture
+def home(example_home: Home, tmp_path: Path) -> Home:
+    """A copy of the example home a test may change."""
+    root = tmp_path / "home"
+    subprocess.run(["cp", "-a", str(example_home.root), str(root)], check=True)
+    return Home(root)
+
+
+def server_side(home: Home, text: str) -> None:
+    """What an agent is told holds nothing of the server's own: no command of this machine, no path of the
+    home, no rescued file."""
+    assert "`crewlet" not in text and "crewlet spaces" not in text and "crewlet ask" not in text, text
+    assert str(home.root) not in text and str(home.root.resolve()) not in text and "rescued" not in text, text

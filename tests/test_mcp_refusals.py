@@ -3,40 +3,13 @@ command to run, nor where the server keeps its files — and the same mistake re
 Through a real MCP client session (tests/mcp_client.py)."""
 from __future__ import annotations
 
-import subprocess
 
 import pytest
-from mcp_client import call, connect, crewlet, refused
+from mcp_client import call, connect, refused
+from mcp_client import anyio_backend, example_home, home, server_side  # noqa: F401 - fixtures, by name
 
-from core.paths import Home
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def example_home(tmp_path_factory) -> Home:
-    root = tmp_path_factory.mktemp("mcp-refusals") / "example"
-    res = crewlet(root, "init", "--example")
-    assert res.returncode == 0, res.stderr
-    return Home(root)
-
-
-@pytest.fixture
-def home(example_home, tmp_path) -> Home:
-    root = tmp_path / "home"
-    subprocess.run(["cp", "-a", str(example_home.root), str(root)], check=True)
-    return Home(root)
-
-
-def server_side(home: Home, text: str) -> None:
-    """Nothing of the server's own: no command of this machine, no path of the home."""
-    assert "`crewlet" not in text and "crewlet spaces" not in text and "crewlet ask" not in text, text
-    assert str(home.root) not in text and str(home.root.resolve()) not in text, text
 
 
 async def test_an_unknown_container_is_the_same_tool_error_from_list_pages_and_search_knowledge(home):

@@ -8,36 +8,11 @@ import subprocess
 
 import pytest
 from mcp_client import CREWLET, ENV, call, connect, crewlet, refused
+from mcp_client import anyio_backend, example_home, home, server_side  # noqa: F401 - fixtures, by name
 
 from core.paths import Home
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def example_home(tmp_path_factory) -> Home:
-    root = tmp_path_factory.mktemp("trial") / "example"
-    res = crewlet(root, "init", "--example")
-    assert res.returncode == 0, res.stderr
-    return Home(root)
-
-
-@pytest.fixture
-def home(example_home, tmp_path) -> Home:
-    root = tmp_path / "home"
-    subprocess.run(["cp", "-a", str(example_home.root), str(root)], check=True)
-    return Home(root)
-
-
-def server_side(home: Home, text: str) -> None:
-    """Nothing of the server's own: no command of this machine, no path of the home, no rescued file."""
-    assert "`crewlet" not in text and "crewlet spaces" not in text, text
-    assert str(home.root) not in text and str(home.root.resolve()) not in text and "rescued" not in text, text
 
 
 def rescued_files(home: Home) -> list[str]:
