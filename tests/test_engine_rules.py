@@ -369,6 +369,7 @@ def _every_page_kind(page: str, other: str, trashed: str, comment: str, entry: s
                                                        commit="a" * 40, blob="b" * 40,
                                                        anchor={"path": "a.py", "lines": [3, 4]}, message="moved"),
         "page.policy": R.page_policy("alex", page_id=page, policy="LOCKED", by="person"),
+        "page.about": R.page_about("alex", page_id=page, item_kind="module", item="apps/server"),
         "entry.serve": R.entry_serve("eng-bot", via="load_context", query="cache", entries=[{"entry_id": entry, "rank": 1}],
                                      run="run-1"),
         "log.lost": Record("log.lost", "op-lost-shape", "crewlet", 1, {

@@ -416,6 +416,9 @@ def _every_kind_history(home: Home) -> dict[str, str]:
         bank.record_check(fix.id, 1, "moved", commit="c" * 40, blob="d" * 40,
                           anchor={"path": "api/retry.py", "lines": [10, 12]}, message="re-anchored")
         bank.set_policy(a.id, "locked", actor="alex")
+        bank.link_page(a.id, module="apps/server", actor="alex")
+        bank.link_page(a.id, page_ref=b.id, actor="eng-bot")
+        bank.link_page(a.id, page_ref=b.id, remove=True, actor="alex")
         bank.record_serve("eng-bot", "load_context", [bank.show(e2.id), bank.show(fix.id)], query="deploys",
                           run="run-1")
         return {"alpha": a.id, "beta": b.id}

@@ -25,6 +25,8 @@ from ..pages.service import KnowledgeBase, Writer
 from ..replica.appliers import Decision
 from ..repos import (HOLDS, NOT_READ_YET, CitationCheck, Repositories, Repository, Unreadable,
                      check_citations, first_failure, parse_scope)
+from .links import MODULE, PAGE, SPACE, PageLink, page_links
+from .neighbours import SimilarEntries  # noqa: F401 - raised by add (the search branch finds the neighbours)
 from .repositories import open_repositories
 from ..text.claims import check_entry_body
 from .trust import TIER_RANK, CitationState, trust_tier
@@ -166,11 +168,12 @@ class EntryBank:
     # -- writes --------------------------------------------------------------------------------------------
     def add(self, page: str, body: str, *, kind: str = FACT, scope: str | None = None,
             citations: Sequence[Mapping[str, Any]] | None = None, supersedes: str | None = None,
-            actor: str | None = None) -> Entry:
+            distinct: bool = False, actor: str | None = None) -> Entry:
         """Add one fact under `page`. An agent's is PROPOSED, a person's STANDING. An exact repeat (folded
         whitespace and case) of an entry in the bank is not written: it counts as that entry's corroboration, and
         that entry comes back with `folded` set. A citation that does not hold refuses the write, naming it; one in
-        a repository that cannot be read just now is written as not read yet."""
+        a repository that cannot be read just now is written as not read yet. Entries in use nearer by meaning than
+        KNOWLEDGE_SIMILARITY_THRESHOLD raise `SimilarEntries` (nothing written) unless `distinct` or a supersede."""
         who = self._writer(actor)
         refusal = check_entry_body(body, kind or FACT)
         if refusal is not None:
@@ -218,13 +221,14 @@ class EntryBank:
         return entry
 
     def supersede(self, entry_id: str, body: str, *, kind: str | None = None, scope: str | None = None,
-                  citations: Sequence[Mapping[str, Any]] | None = None, actor: str | None = None) -> Entry:
+                  citations: Sequence[Mapping[str, Any]] | None = None, distinct: bool = False,
+                  actor: str | None = None) -> Entry:
         """A correction of `entry_id`, under the same page: the old entry stays in use until a person accepts the
         correction (a person's correction is accepted as it is written)."""
         old = self._entry_row(entry_id)
         return self.add(old["page_id"], body, kind=kind or old["kind"],
                         scope=scope if scope is not None else old["scope"], citations=citations,
-                        supersedes=entry_id, actor=actor)
+                        supersedes=entry_id, distinct=distinct, actor=actor)
 
     def edit(self, entry_id: str, *, body: str | None = None, kind: str | None = None, scope: str | None = None,
              actor: str | None = None, reason: str | None = None) -> Entry:
@@ -292,6 +296,40 @@ class EntryBank:
         row = self._page_row(page)
         self._submit(records.page_policy(who.handle, page_id=row["id"], policy=policy, by=PERSON))
         return policy
+
+    def link_page(self, page: str, *, module: str | None = None, space: str | None = None,
+                  page_ref: str | None = None, remove: bool = False, actor: str | None = None) -> list[PageLink]:
+        """Link `page` to one item it is about (a module's folder, a space, another page), or remove the link;
+        returns the page's links after. Whoever may write the page may link it."""
+        given = [(k, v) for k, v in ((MODULE, module), (SPACE, space), (PAGE, page_ref)) if v is not None]
+        if len(given) != 1:
+            raise Invalid("link a page to one item: a module (--module FOLDER), a space (--space KEY) or a page "
+                          "(--page REF)", code="invalid_link")
+        kind, raw = given[0]
+        who = self._writer(actor)
+        row = self._page_row(page)
+        if kind == MODULE:
+            parsed = parse_scope(raw, list(self.repositories))
+            if parsed is None:
+                raise Invalid("--module needs a folder (apps/server, or NAME:apps/server)", code="invalid_link")
+            item = str(parsed)
+        elif kind == SPACE:
+            key = raw.strip().upper()
+            with self.node.lock:
+                known = self.conn.execute("SELECT 1 FROM containers WHERE key = ?", (key,)).fetchone()
+            if known is None:
+                raise NotFound(f"no space '{raw}' — `crewlet spaces` lists them", code="no_space")
+            item = key
+        else:
+            item = self._page_row(raw)["id"]
+        self._submit(records.page_about(who.handle, page_id=row["id"], item_kind=kind, item=item, linked=not remove))
+        return self.links(row["id"])
+
+    def links(self, page: str) -> list[PageLink]:
+        """What `page` is linked to now."""
+        row = self._page_row(page)
+        with self.node.lock:
+            return page_links(self.conn, row["id"])
 
     def policy(self, page: str, *, actor: str | None = None) -> str:
         self.kb.reader(actor)

@@ -147,6 +147,18 @@ def page_policy(conn: Any, seq: int, op: Any, related: Related) -> Candidates:
                                                     "by": PERSON})], ""
 
 
+def page_about(conn: Any, seq: int, op: Any, related: Related) -> Candidates:
+    result = _outcome(op)
+    row = conn.execute("SELECT * FROM page_about WHERE op_id = ?", (op["op_id"],)).fetchone()
+    if row is None:
+        _purged(conn, result.get("page_id"))
+        return [_rec(op, REPAIR_ACTOR, at_of(op["op_id"]), {
+            "page_id": result.get("page_id"), "item_kind": result.get("item_kind"), "item": result.get("item"),
+            "linked": bool(result.get("linked"))})], ""
+    return [_rec(op, row["set_by"], row["set_at"], {"page_id": row["page_id"], "item_kind": row["item_kind"],
+                                                    "item": row["item"], "linked": bool(row["linked"])})], ""
+
+
 def entry_serve(conn: Any, seq: int, op: Any, related: Related) -> Candidates:
     _outcome(op)
     rows = conn.execute("SELECT * FROM entry_serves WHERE op_id = ? ORDER BY rank, entry_id",

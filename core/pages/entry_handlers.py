@@ -17,9 +17,9 @@ from typing import Any
 from ..log import Record
 from ..replica.appliers import Noop, Refuse
 from ..store import Connection
-from .entry_model import (ACTIONS, AGENT, CHECK_RESULTS, CURATED, ENTRY_KINDS, IN_USE, LOCKED,
+from .entry_model import (ABOUT_KINDS, ACTIONS, AGENT, CHECK_RESULTS, CURATED, ENTRY_KINDS, IN_USE, LOCKED,
                           MAX_ENTRY_BODY, MAX_ENTRY_CITATIONS, OPEN, OUT_OF_USE, PERSON, POLICIES, PROPOSED,
-                          STANDING, SUPERSEDED, VERIFY, WRITERS, fold_body)
+                          STANDING, SUPERSEDED, VERIFY, WRITERS, about_links, fold_body)
 from .entry_model import page_policy as policy_of
 from .handlers import _live_page
 
@@ -281,6 +281,28 @@ def page_policy(conn: Connection, rec: Record) -> dict[str, Any]:
     conn.execute("INSERT INTO page_policies (op_id, page_id, seq, policy, set_by, set_at) VALUES (?,?,?,?,?,?)",
                  (rec.op_id, page["id"], rec.seq, policy, rec.actor, rec.at))
     return {"page_id": page["id"], "policy": policy, "from": before}
+
+
+def page_about(conn: Connection, rec: Record) -> dict[str, Any]:
+    p = rec.payload
+    kind, item, linked = p["item_kind"], p["item"].strip(), bool(p["linked"])
+    if kind not in ABOUT_KINDS:
+        raise Refuse("invalid", f"a page is about one of {', '.join(ABOUT_KINDS)}, not {kind!r}")
+    if not item:
+        raise Refuse("invalid", f"a page linked to an empty {kind}")
+    page = _live_page(conn, p["page_id"])
+    if kind == "page" and linked:
+        if item == page["id"]:
+            raise Refuse("invalid", f"{page['container']}/{page['title']} cannot be about itself")
+        _live_page(conn, item)
+    now = about_links(conn, page["id"])
+    if ((kind, item) in now) == linked:
+        raise Noop(f"{page['container']}/{page['title']} is {'already' if linked else 'not'} linked to {kind} "
+                   f"{item}", {"page_id": page["id"], "item_kind": kind, "item": item, "linked": linked})
+    conn.execute("INSERT INTO page_about (op_id, page_id, seq, item_kind, item, linked, set_by, set_at) "
+                 "VALUES (?,?,?,?,?,?,?,?)", (rec.op_id, page["id"], rec.seq, kind, item, int(linked), rec.actor,
+                                              rec.at))
+    return {"page_id": page["id"], "item_kind": kind, "item": item, "linked": linked}
 
 
 def entry_serve(conn: Connection, rec: Record) -> dict[str, Any]:

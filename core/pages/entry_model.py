@@ -61,6 +61,17 @@ def page_policy(conn: Any, page_id: str) -> str:
     return row[0] if row is not None else DEFAULT_POLICY
 
 
+# what a page can be about (`crewlet page link`): a module's scope, a space's key, another page's id
+ABOUT_KINDS = ("module", "space", "page")
+_ABOUT = ("SELECT item_kind, item, linked FROM page_about WHERE page_id = ? AND seq IN (SELECT MAX(seq) FROM "
+          "page_about WHERE page_id = ? GROUP BY item_kind, item)")
+
+
+def about_links(conn: Any, page_id: str) -> set[tuple[str, str]]:
+    """The items a page is linked to now: each item's latest link or unlink decides."""
+    return {(r[0], r[1]) for r in conn.execute(_ABOUT, (page_id, page_id)) if r[2]}
+
+
 def citations_of(row: Any) -> list[dict[str, Any]]:
     try:
         out = json.loads(row["citations"] or "[]")

@@ -29,7 +29,7 @@ may be missing, as before); a payload of another shape is refused as malformed b
 from __future__ import annotations
 
 from ..replica.kinds import LOST_GIVE_BACK, LOST_SHAPE, LogKinds, RecordKind, tombstone
-from ..replica.shapes import DICT, INT, LIST, NONE, TEXT, may, need
+from ..replica.shapes import BOOL, DICT, INT, LIST, NONE, TEXT, may, need
 from . import entry_give_back as entry_back
 from . import entry_handlers as entry_do
 from . import give_back as back
@@ -53,6 +53,7 @@ PURGED_WITH_PAGE: dict[str, str] = {
     # go with it
     "entries": BY_FOREIGN_KEY,
     "page_policies": BY_FOREIGN_KEY,
+    "page_about": BY_FOREIGN_KEY,
     "deleted_pages": "KEPT: the purge marker itself (a replayed create can never bring the page back)",
 }
 
@@ -135,6 +136,9 @@ KINDS = LogKinds("pages", own_tables=("applied_ops",), kinds=[
     RecordKind("page.policy", build.page_policy, writes=("page_policies",),
                shape={"page_id": _ID, "policy": need(TEXT), "by": need(TEXT)},
                handle=entry_do.page_policy, give_back=entry_back.page_policy, related=("page_id",)),
+    RecordKind("page.about", build.page_about, writes=("page_about",),
+               shape={"page_id": _ID, "item_kind": need(TEXT), "item": need(TEXT), "linked": need(BOOL)},
+               handle=entry_do.page_about, give_back=entry_back.page_about, related=("page_id",)),
     # as knowledge.read: an act of serving, on the log (decay and the runs' outcomes read it on every node)
     RecordKind("entry.serve", build.entry_serve, writes=("entry_serves",),
                shape={"via": need(TEXT), "query": may(TEXT, NONE), "entries": need(LIST, items=DICT),

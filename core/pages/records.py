@@ -197,6 +197,13 @@ def page_policy(actor: str, *, page_id: str, policy: str, by: str, op_id: str | 
     return Record.new("page.policy", actor, {"page_id": page_id, "policy": policy, "by": by}, op_id=op_id)
 
 
+def page_about(actor: str, *, page_id: str, item_kind: str, item: str, linked: bool = True,
+               op_id: str | None = None) -> Record:
+    """A page is about an item (a module's scope, a space's key, another page's id), or no longer (`linked` False)."""
+    return Record.new("page.about", actor, {"page_id": page_id, "item_kind": item_kind, "item": item,
+                                            "linked": bool(linked)}, op_id=op_id)
+
+
 def entry_serve(actor: str, *, via: str, entries: list[dict[str, Any]], query: str | None = None,
                 run: str | None = None) -> Record:
     """One act of serving entries to `actor` (a tool: load_context, recall_knowledge, get_page …), each with its

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-TEXT, INT, LIST, DICT, NONE = (str,), (int,), (list,), (dict,), (type(None),)
+TEXT, INT, LIST, DICT, NONE, BOOL = (str,), (int,), (list,), (dict,), (type(None),), (bool,)
 
 _NAMES = {str: "text", int: "an integer", float: "a number", bool: "true/false", list: "a list",
           dict: "an object", type(None): "null"}

@@ -77,6 +77,8 @@ TABLES: tuple[Table, ...] = (
                                   "checked_at FROM citation_checks ORDER BY seq, op_id, idx"),
     Table("page_policies", rows="SELECT op_id, page_id, seq, policy, set_by, set_at FROM page_policies "
                                 "ORDER BY seq, op_id"),
+    Table("page_about", rows="SELECT op_id, page_id, seq, item_kind, item, linked, set_by, set_at FROM page_about "
+                             "ORDER BY seq, op_id"),
     Table("entry_serves", rows="SELECT op_id, entry_id, actor, at, via, query, rank, run FROM entry_serves "
                                "ORDER BY op_id, entry_id"),
     Table("log_position", carried="where this database stands on each log: digested apart (POSITIONS), "

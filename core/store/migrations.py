@@ -483,9 +483,28 @@ def m011_entries(conn: Any) -> None:
         """)
 
 
+def m012_page_about(conn: Any) -> None:
+    """What a page is about (issue 35: `crewlet page link`): a module, a space or another page, each link and unlink
+    kept (the latest row of an item says whether it stands); load_context serves a module's pages first."""
+    _run_script(conn, """
+        CREATE TABLE page_about (
+            op_id TEXT PRIMARY KEY,
+            page_id TEXT NOT NULL REFERENCES pages(id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            item_kind TEXT NOT NULL,       -- module | space | page
+            item TEXT NOT NULL,            -- a scope (NAME:folder), a space key, a page id
+            linked INTEGER NOT NULL,       -- 1 linked, 0 the link removed
+            set_by TEXT NOT NULL,
+            set_at INTEGER NOT NULL
+        );
+        CREATE INDEX page_about_page ON page_about(page_id, item_kind, item, seq);
+        CREATE INDEX page_about_item ON page_about(item_kind, item, seq)
+        """)
+
+
 MIGRATIONS: list[Migration] = [m001_pages, m002_read_context, m003_duties, m004_vectors, m005_log_position_digest,
                                m006_vector_reads, m007_semantic_index, m008_counts, m009_agent_diary,
-                               m010_answer_cache, m011_entries]
+                               m010_answer_cache, m011_entries, m012_page_about]
 
 
 def migrate(conn: Any) -> list[str]:
