@@ -160,7 +160,30 @@ def main() -> None:
         one_blas_thread()
     from .cli_root import app as typer_app
 
-    typer_app()
+    _closed_pipe_is_no_failure()
+    try:
+        typer_app()
+    except SystemExit as done:
+        if done.code == 1 and type(sys.stdout).__name__ == "PacifyFlushWrapper":
+            # typer met the closed pipe itself (its EPIPE branch wraps stdout in PacifyFlushWrapper, then exits 1)
+            from .cli_common import closed_pipe
+
+            closed_pipe()
+        raise
+
+
+def _closed_pipe_is_no_failure() -> None:
+    """`crewlet --help | head -1`: rich (typer's help, every console of ours) exits 1 when stdout's reader has
+    gone, by its `Console.on_broken_pipe` hook; the reader going away is no failure, said as every command says it
+    (cli_common.closed_pipe: exit 0, quietly)."""
+    from rich.console import Console
+
+    from .cli_common import closed_pipe
+
+    def on_broken_pipe(self: Console) -> None:
+        closed_pipe()
+
+    Console.on_broken_pipe = on_broken_pipe  # type: ignore[method-assign]
 
 
 def __getattr__(name: str) -> Any:

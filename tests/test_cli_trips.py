@@ -79,8 +79,9 @@ def test_a_refused_parent_names_the_parent_option_not_parent_id(home):
 # -- a closed pipe is not a failure ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("args", [("search", "deploy", "--mode", "keyword"), ("page", "show", "ENG/Deploy Runbook"),
-                                  ("page", "show", "ENG/Deploy Runbook", "--json"), ("ask", "how do we roll back")],
-                         ids=["search", "page show", "page show --json", "ask"])
+                                  ("page", "show", "ENG/Deploy Runbook", "--json"), ("ask", "how do we roll back"),
+                                  ("--help",), ("page", "--help")],
+                         ids=["search", "page show", "page show --json", "ask", "--help", "page --help"])
 def test_a_reader_that_closed_the_pipe_is_not_a_failure(home, args):
     """`crewlet search deploy | head -1`: the reader is gone before the command writes (a pipe whose read end
     is closed, the case `head` makes by exiting), and the command exits 0 saying nothing."""
