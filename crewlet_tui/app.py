@@ -600,7 +600,7 @@ class CrewletApp(App[None]):
 
         self.push_screen(ConfirmModal("Quit with unsaved text?", "An editor holds text that is not saved. "
                                       "Quit and lose it?", yes="Quit, losing it", no="Keep editing", danger=True,
-                                      id="quit-unsaved"), answer)
+                                      id="quit-unsaved", interrupt_answers_yes=True), answer)
 
     # textual awaits an action that is a coroutine; its App declares this one plain, which an override may not
     async def action_help_quit(self) -> None:  # type: ignore[override]

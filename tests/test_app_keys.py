@@ -59,6 +59,36 @@ async def test_ctrl_c_with_unsaved_text_asks_before_quitting(tmp_path):
         assert not app._exit
 
 
+async def test_ctrl_c_in_a_dialog_quits_as_from_the_screen_beneath(tmp_path):
+    """A yes/no dialog and a dialog with a text field, each over a page: ctrl+c quits (before: nothing at all)."""
+    from crewlet_tui.screens.modals import ConfirmModal, InputModal
+
+    home, page = _page(tmp_path)
+    for dialog in (lambda: ConfirmModal("Trash it?", "It goes to the trash."),
+                   lambda: InputModal("Rename", "New title", value="Runbook")):
+        app = app_for(home, "alex")
+        async with app.run_test(size=SMALL) as pilot:
+            await _on_page(pilot, app, page.id)
+            app.push_screen(dialog())
+            await wait_until(pilot, lambda: app.screen.is_modal, what="the dialog")
+            await pilot.press("ctrl+c")
+            await wait_until(pilot, lambda: app._exit, what="the app to quit from the dialog")
+
+
+async def test_ctrl_c_again_at_the_unsaved_text_question_quits(tmp_path):
+    """ctrl+c asks about unsaved text; a second ctrl+c there is the answer "quit" (as a terminal's second
+    interrupt is), not the same question stacked again."""
+    home, page = _page(tmp_path)
+    app = app_for(home, "alex")
+    async with app.run_test(size=SMALL) as pilot:
+        editing = await open_editor(pilot, app, page.id)
+        editing.editor.text = "unsaved words\n"
+        await pilot.press("ctrl+q")
+        await wait_until(pilot, lambda: app.screen.id == "quit-unsaved", what="the quit-unsaved question")
+        await pilot.press("ctrl+c")
+        await wait_until(pilot, lambda: app._exit, what="the app to quit")
+
+
 def _footer_keys(app) -> dict[str, FooterKey]:
     return {k.description: k for k in app.screen.query(FooterKey) if k.display}
 

@@ -29,12 +29,17 @@ class ConfirmModal(ModalScreen[bool]):
         Binding("escape", "answer(False)", "Cancel"),
         Binding("y", "answer(True)", "Yes", show=False),
         Binding("n", "answer(False)", "No", show=False),
+        # a dialog does not pass keys on to the app: ctrl+c quits from here as from the screen beneath
+        Binding("ctrl+c", "interrupt", "Quit", show=False),
     ]
 
     def __init__(self, title: str, message: str, *, yes: str = "Yes", no: str = "Cancel", danger: bool = False,
-                 id: str | None = "confirm") -> None:
+                 id: str | None = "confirm", interrupt_answers_yes: bool = False) -> None:
+        """`interrupt_answers_yes`: the question is whether to quit, so ctrl+c here is its yes (a terminal's second
+        interrupt), not the same question asked again."""
         super().__init__(id=id)
         self.title_text, self.message, self.yes, self.no, self.danger = title, message, yes, no, danger
+        self.interrupt_answers_yes = interrupt_answers_yes
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
@@ -55,12 +60,20 @@ class ConfirmModal(ModalScreen[bool]):
     def action_answer(self, yes: bool) -> None:
         self.dismiss(yes)
 
+    async def action_interrupt(self) -> None:
+        if self.interrupt_answers_yes:
+            self.dismiss(True)
+        else:
+            await self.app.run_action("help_quit")
+
 
 class _FormModal(ModalScreen[Any]):
     """A dialog answered by enter in a field or its ok button, and cancelled by escape or cancel."""
     CSS_PATH = "dialogs.tcss"
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS = [Binding("escape", "cancel", "Cancel"),
+                # as ConfirmModal: ctrl+c quits from a dialog (a field's own ctrl+c copies its selection first)
+                Binding("ctrl+c", "app.help_quit", "Quit", show=False)]
 
     def _answer(self) -> None:
         raise NotImplementedError  # each form says what its answer is
@@ -157,7 +170,7 @@ class MoveModal(ModalScreen[dict[str, Any] | None]):
     under it) is left out of the list, since a page cannot be filed beneath itself."""
     CSS_PATH = "dialogs.tcss"
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+c", "app.help_quit", "Quit", show=False)]
 
     def __init__(self, kb: KnowledgeBase, page: Page, actor: str | None = None) -> None:
         super().__init__(id="move-page")
