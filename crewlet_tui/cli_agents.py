@@ -9,6 +9,7 @@ from __future__ import annotations
 import typer
 
 from .cli_common import JSON_OPT, actor, console, emit_json, handle_errors, open_node, when
+from .fmt import plural
 from .sanitize import markup_safe
 
 app = typer.Typer()             # this module's top-level commands (cli_root adds them to `crewlet`)
@@ -46,7 +47,7 @@ def agents_cmd(as_json: bool = JSON_OPT) -> None:
             state += f" {when(ob.marker.marked_at)}"
         elif ob.stale:
             state += " (its chain changed)"
-        diary = f"{line.notes:,} note(s)" + (f", {line.notes - line.embedded:,} not embedded"
+        diary = plural(line.notes, "note") + (f", {line.notes - line.embedded:,} not embedded"
                                              if line.embedded < line.notes and line.has_provider else "")
         table.add_row(markup_safe(line.handle), markup_safe(line.space or "—"), markup_safe(state), diary,
                       when(line.last_note_at))
@@ -82,8 +83,9 @@ def diary_cmd(
         return
     from rich.table import Table
 
-    shown = f"{len(page.notes):,} newest of {page.total:,}" if page.total > len(page.notes) else f"{page.total:,}"
-    table = Table("id", "written", "note", title=f"{markup_safe(agent)}'s diary — {shown} note(s)",
+    shown = (f"{len(page.notes):,} newest of {plural(page.total, 'note')}" if page.total > len(page.notes)
+             else plural(page.total, "note"))
+    table = Table("id", "written", "note", title=f"{markup_safe(agent)}'s diary — {shown}",
                   show_lines=False)
     current = page.space
     for n in page.notes:

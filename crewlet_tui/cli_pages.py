@@ -9,6 +9,7 @@ from core.errors import CrewletError
 
 from .cli_common import (JSON_OPT, STATE, actor, console, emit_json, handle_errors, open_kb, open_node, read_body,
                          refuse_elsewhere, when)
+from .fmt import plural
 from .sanitize import clean_line, clean_text, markup_safe
 
 if TYPE_CHECKING:
@@ -111,7 +112,7 @@ def pages(
         return
     from rich.table import Table
 
-    table = Table("", "title", "id", "children", "rev", "last saved", title=f"{window.container} — {window.total} page(s) at this level")
+    table = Table("", "title", "id", "children", "rev", "last saved", title=f"{window.container} — {plural(window.total, 'page')} at this level")
     for p in window.pages:
         table.add_row("📁" if p.is_folder else "📄", markup_safe(p.title), p.id, str(p.child_count or ""), str(p.revision),
                       f"{markup_safe(p.saved_by)} {when(p.saved_at)}")
@@ -130,7 +131,7 @@ def trash(as_json: bool = JSON_OPT) -> None:
         return
     from rich.table import Table
 
-    table = Table("page", "id", "trashed by", "trashed at", title=f"Trash — {len(rows)} page(s)")
+    table = Table("page", "id", "trashed by", "trashed at", title=f"Trash — {plural(len(rows), 'page')}")
     for p in rows:
         table.add_row(markup_safe(_page_line(p)), p.id, markup_safe(p.trashed_by or ""), when(p.trashed_at))
     console.print(table)

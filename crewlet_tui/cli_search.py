@@ -20,6 +20,7 @@ from core.search.seam import DEFAULT_LIMIT, NOT_SEARCHABLE_YET, Hit, Result, can
 
 from .cli_common import (JSON_OPT, WordsOrSubcommand, actor, catch_up_index, console, damage_json, emit_json, fail,
                          handle_errors, open_node, outcome_speaks, refuse_elsewhere, when)
+from .fmt import plural
 from .search_words import search_words
 # every string printed here is one line: made inert (controls, bidi) and markup-escaped by the one sanitiser
 from .sanitize import clean_line, markup_safe as escape
@@ -243,7 +244,7 @@ def _render_semantic(m: dict[str, Any]) -> None:
                      + (" (the app's background worker does too)" if m["total"] else ""))
         lines.append(("coverage", share))
         if m["held"]:
-            lines.append(("held back", f"[yellow]{m['held']:,} page(s) the provider refused[/] — offered again hourly"))
+            lines.append(("held back", f"[yellow]{plural(m['held'], 'page')} the provider refused[/] — offered again hourly"))
             for held in m.get("held_pages", []):
                 lines.append(("", f"  {escape(held['container'])}/{escape(held['title'])}: {escape(held['reason'])} "
                                   f"[dim](offered again {when(held['held_until'])})[/]"))

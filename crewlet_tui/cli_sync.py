@@ -14,6 +14,7 @@ import typer
 
 from .cli_common import (JSON_OPT, STATE, console, damage_line, emit_json, err_console, existing_home, fail,
                          handle_errors, warn)
+from .fmt import plural
 from .sanitize import markup_safe
 
 if TYPE_CHECKING:
@@ -103,14 +104,14 @@ def sync_join(
     for kept in result.kept_aside:
         console.print(f"kept aside: {markup_safe(kept)}", soft_wrap=True)
     rate = f" in {seconds:.1f} s" if result.applied else ""
-    console.print(f"applied {result.applied:,} record(s) of the shared log{rate}; `crewlet sync status` shows where "
+    console.print(f"applied {plural(result.applied, 'record')} of the shared log{rate}; `crewlet sync status` shows where "
                   "every node is")
 
 
 def _render_nats_join(home, result, seconds: float) -> None:
     root, servers = markup_safe(str(home.root)), markup_safe(result.servers)
     if result.kind == "first":
-        copied = ", ".join(f"{n:,} {log} record(s)" for log, n in result.copied.items())
+        copied = ", ".join(plural(n, f"{log} record") for log, n in result.copied.items())
         console.print(f"{root} moved its company onto NATS JetStream at {servers} (node {result.node_id}): copied "
                       f"{copied}; a node applied from the streams holds the same content (digest {result.digest})",
                       soft_wrap=True)
@@ -123,7 +124,7 @@ def _render_nats_join(home, result, seconds: float) -> None:
     for kept in result.kept_aside:
         console.print(f"kept aside: {markup_safe(kept)}", soft_wrap=True)
     rate = f" in {seconds:.1f} s" if result.applied else ""
-    console.print(f"applied {result.applied:,} record(s) from the streams{rate}; `crewlet sync status` shows where "
+    console.print(f"applied {plural(result.applied, 'record')} from the streams{rate}; `crewlet sync status` shows where "
                   "this node is and what the servers promise")
 
 
@@ -201,7 +202,7 @@ def _render_status(st: SyncStatus) -> None:
                       "content: check it (`crewlet sync status --digest` there), or start it over from a snapshot of "
                       "a node that agrees", soft_wrap=True)
     if st.digest is not None and not st.disagree:
-        console.print(f"digests   {st.agree} peer(s) at this node's position hold the same content", soft_wrap=True)
+        console.print(f"digests   {plural(st.agree, 'peer')} at this node's position hold the same content", soft_wrap=True)
     elif st.digest_note:
         console.print(f"digests   {markup_safe(st.digest_note)}", soft_wrap=True)
     console.print(f"peers     {len(st.peers)} seen:")
@@ -275,5 +276,5 @@ def sync_adopt(
     console.print(f"adopted {markup_safe(result.snapshot.line())}", soft_wrap=True)
     if result.kept_aside:
         console.print(f"the database it replaced is kept as {markup_safe(result.kept_aside)}", soft_wrap=True)
-    console.print(f"applied {result.applied:,} record(s) of the log after it; the search index is built again by the "
+    console.print(f"applied {plural(result.applied, 'record')} of the log after it; the search index is built again by the "
                   "next `crewlet worker` pass (or search)")

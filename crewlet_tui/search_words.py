@@ -10,16 +10,14 @@ from dataclasses import dataclass
 
 from core.search.seam import NOT_SEARCHABLE_YET, UNAVAILABLE, Coverage, Result
 
+from .fmt import plural
+
 # what each mode ranks by, as the app labels it ("Meaning") and a sentence reads it
 RANKED_BY = {"hybrid": "words and meaning", "keyword": "words", "semantic": "meaning"}
 
 
 def ranked_by(mode: str | None) -> str:
     return RANKED_BY.get(mode or "", mode or "")
-
-
-def plural(n: int, word: str, words: str | None = None) -> str:
-    return f"{n:,} {word if n == 1 else (words or word + 's')}"
 
 
 @dataclass(frozen=True)

@@ -314,7 +314,7 @@ def test_pages_are_listed_in_windows_with_totals_and_child_counts(cli, chome):
     children = ok_json(cli("pages", "ENG", "--parent", "ENG/Page 3", "--json"))
     assert [p["id"] for p in children["pages"]] == [live.id] and children["total"] == 1
     table = cli("pages", "ENG", "--limit", "3")
-    assert table.exit_code == 0 and "7 page(s) at this level" in table.stdout and "--after" in table.stdout
+    assert table.exit_code == 0 and "7 pages at this level" in table.stdout and "--after" in table.stdout
 
 
 # -- help that reads well -----------------------------------------------------------------------------------------

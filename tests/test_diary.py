@@ -425,7 +425,7 @@ def test_crewlet_diary_and_agents_for_a_person_and_refusals_for_an_agent(tmp_pat
     assert agents["eng-bot"]["space"] == "ENG" and agents["eng-bot"]["diary_notes"] == 3
     assert agents["ops-bot"]["diary_notes"] == 1 and agents["eng-bot"]["chain"] == ["HOME", "ENG"]
     table = cli(home.root, "agents").stdout
-    assert "eng-bot" in table and "ops-bot" in table and "3 note(s)" in table
+    assert "eng-bot" in table and "ops-bot" in table and "3 notes" in table
 
 
 def test_provider_none_derives_vectors_off_and_refuses_an_explicit_vectors_true(tmp_path):

@@ -179,7 +179,7 @@ def test_sync_status_lists_the_peers_and_their_digests_from_the_nodes_bucket(tmp
     st = json.loads(ok(cli(b.root, "sync", "status", "--json")))
     assert st["digests_disagree"] == [] and st["digests_agree"] == 1 and st["behind"] == 0
     text = ok(cli(b.root, "sync", "status"))
-    assert "peers     2 seen" in text and a_id in text and "1 peer(s) at this node's position hold the same content" in text
+    assert "peers     2 seen" in text and a_id in text and "1 peer at this node's position hold the same content" in text
     conn = sqlite3.connect(a.db_file)                                # A's rows changed behind the log's back
     conn.execute("UPDATE pages SET body = 'changed by hand' WHERE title = 'Written On B'")
     conn.commit()
