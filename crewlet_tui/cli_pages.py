@@ -451,4 +451,43 @@ def page_reads(ref: str = typer.Argument(..., metavar="REF", help="Page id or CO
     console.print(table)
 
 
+# what each entry policy lets an agent do under a page (spec 003, "Pages")
+POLICY_WORDS = {
+    "OPEN": "agents add entries freely, for scratch work: repeats are written, no budget",
+    "CURATED": "agents add entries, with the checks for repeats and PAGE_PROPOSED_ENTRY_BUDGET proposed entries "
+               "each (the default)",
+    "LOCKED": "agents read the page but add nothing: people maintain it by hand",
+}
+
+
+@page_app.command("policy")
+@handle_errors
+def page_policy(ref: str = typer.Argument(..., metavar="REF", help="Page id or CONTAINER/Title."),
+                policy: str | None = typer.Argument(None, metavar="[open|curated|locked]",
+                                                    help="The policy to set; none shows the one in force."),
+                as_json: bool = JSON_OPT) -> None:
+    """A page's entry policy: what agents may add under it — OPEN, CURATED (the default) or LOCKED.
+
+    Setting it is a person's (an agent, by --as or CREWLET_AS, is refused)."""
+    from core.bank.entries import EntryBank
+
+    from .cli_entries import said_for_a_shell
+
+    with open_node() as node, EntryBank(node) as bank, said_for_a_shell():
+        page = bank.kb.resolve(ref, actor=actor())
+        was = bank.policy(page.id, actor=actor())
+        now = bank.set_policy(page.id, policy, actor=actor()) if policy is not None else was
+    if as_json:
+        emit_json({"page": {"id": page.id, "container": page.container, "title": page.title}, "policy": now,
+                   "was": was, "changed": now != was, "means": POLICY_WORDS[now]})
+        return
+    line = _page_line(page)
+    if policy is None:
+        console.print(f"[bold]{markup_safe(line)}[/]: {now} — {POLICY_WORDS[now]}", soft_wrap=True)
+    elif now == was:
+        console.print(f"[bold]{markup_safe(line)}[/] was already {now}: nothing changed", soft_wrap=True)
+    else:
+        console.print(f"[bold]{markup_safe(line)}[/]: {was} → {now} — {POLICY_WORDS[now]}", soft_wrap=True)
+
+
 __all__ = ["app", "CrewletError"]

@@ -380,12 +380,7 @@ class EntryBank:
         then serves as UNGROUNDED until rechecked)."""
         self.kb.reader(actor)
         row = self._entry_row(entry_id)
-        head_blobs = None
-        if at_head:
-            with self.node.lock:
-                anchors = {c["idx"]: json.loads(c["anchor"]) if c["anchor"] else None for c in self.conn.execute(
-                    "SELECT idx, anchor FROM citation_checks WHERE entry_id = ? ORDER BY seq", (entry_id,))}
-            head_blobs = self.head_blobs(json.loads(row["citations"] or "[]"), anchors)
+        head_blobs = self._head_blobs_of(row) if at_head else None
         with self.node.lock:
             entry = self._build(row, head_blobs=head_blobs, every_check=True)
             entry.history = [dict(h) for h in self.conn.execute(
@@ -393,9 +388,18 @@ class EntryBank:
                 "WHERE entry_id = ? ORDER BY seq", (entry_id,))]
         return entry
 
-    def entries(self, page: str, *, statuses: Sequence[str] | None = IN_USE,
+    def _head_blobs_of(self, row: Any) -> dict[int, str | None]:
+        """`head_blobs` of an entry's citations, each read where its last check anchored it."""
+        with self.node.lock:
+            anchors = {c["idx"]: json.loads(c["anchor"]) if c["anchor"] else None for c in self.conn.execute(
+                "SELECT idx, anchor FROM citation_checks WHERE entry_id = ? ORDER BY seq", (row["id"],))}
+        return self.head_blobs(json.loads(row["citations"] or "[]"), anchors)
+
+    def entries(self, page: str, *, statuses: Sequence[str] | None = IN_USE, at_head: bool = False,
                 actor: str | None = None) -> list[Entry]:
-        """A page's entries (in use by default; `statuses=None`: all), verified and grounded first, then newest."""
+        """A page's entries (in use by default; `statuses=None`: all), verified and grounded first, then newest.
+        `at_head`: each cited file read at its branch head, as `show` reads it (a file changed since its last
+        check says so, and the entry ranks as UNGROUNDED)."""
         self.kb.reader(actor)
         row = self.kb._row(page)
         with self.node.lock:
@@ -405,7 +409,10 @@ class EntryBank:
                 marks = ",".join("?" * len(statuses))
                 rows = self.conn.execute(f"SELECT * FROM entries WHERE page_id = ? AND status IN ({marks})",
                                          (row["id"], *statuses)).fetchall()
-            out = [self._build(r) for r in rows]
+        # git is read outside the node's lock: a slow repository holds up no other reader or writer
+        heads = {r["id"]: self._head_blobs_of(r) for r in rows} if at_head else {}
+        with self.node.lock:
+            out = [self._build(r, head_blobs=heads.get(r["id"])) for r in rows]
         return sorted(out, key=lambda e: (TIER_RANK[e.tier], -e.created_at, e.id))
 
     def needs_person(self, *, actor: str | None = None) -> list[NeedsPerson]:
