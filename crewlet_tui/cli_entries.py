@@ -209,9 +209,11 @@ def entries_cmd(
                                       "(proposed, disputed, or its cited code changed or went), each with why."),
     as_json: bool = JSON_OPT,
 ) -> None:
-    """A page's entries in use: kind, status, trust tier, age, each citation's last check and its age, and
-    corroborations; grounded and verified first. Each cited file is read at its branch head, so a file that
-    changed since its last check says so."""
+    """A page's entries in use, or every entry that waits for a person (--needs-person).
+
+    Each with its kind, status, trust tier, age, each citation's last check and its age, and corroborations;
+    grounded and verified first. Each cited file is read at its branch head, so a file that changed since its
+    last check says so."""
     if needs_person:
         if ref is not None or all_:
             raise typer.BadParameter("--needs-person lists every page's: give no REF and no --all",
@@ -267,8 +269,9 @@ def print_needs_person(as_json: bool) -> None:
 @entry_app.command("show")
 @handle_errors
 def entry_show(entry_id: str = ID_ARG, as_json: bool = JSON_OPT) -> None:
-    """One entry: its page, kind, status, tier, author and age, each citation with every check of it, its
-    corroborations and its history. Each cited file is read at its branch head."""
+    """One entry, with every check of its citations, its corroborations and its history.
+
+    Its page, kind, status, tier, author and age; each cited file is read at its branch head."""
     with entry_bank() as bank:
         entry = bank.show(entry_id, at_head=True, actor=actor())
     now = now_ms()
@@ -347,9 +350,11 @@ def entry_add(
                                   "yours is another fact."),
     as_json: bool = JSON_OPT,
 ) -> None:
-    """Add one fact under a page: a person's is STANDING, an agent's (--as) PROPOSED. Each citation is read in
-    its repository first; one that does not hold refuses the write, naming it. An exact repeat of an entry is
-    not written: it is counted as that entry's corroboration."""
+    """Add one fact under a page: a person's is STANDING, an agent's (--as) PROPOSED.
+
+    Each citation is read in its repository first; one that does not hold refuses the write, naming it. An
+    exact repeat of an entry is not written: it is counted as that entry's corroboration. Entries near it by
+    meaning are listed and nothing is written, unless --distinct says yours is another fact."""
     if body_file == "-" and citations_file == "-":
         raise typer.BadParameter("only one of --body-file and --citations-file can read stdin", param_hint="-")
     text = body_of(body, body_file)
@@ -378,8 +383,10 @@ def entry_supersede(
     citations_file: str | None = typer.Option(None, "--citations-file", metavar="FILE", help=CITATIONS_FILE_HELP),
     as_json: bool = JSON_OPT,
 ) -> None:
-    """Correct an entry: a new entry under the same page that supersedes it. A person's correction retires the
-    old entry at once; an agent's is proposed, and the old entry stays in use until a person accepts it."""
+    """Correct an entry: a new entry under the same page that supersedes it.
+
+    A person's correction retires the old entry at once; an agent's is proposed, and the old entry stays in use
+    until a person accepts it."""
     if body_file == "-" and citations_file == "-":
         raise typer.BadParameter("only one of --body-file and --citations-file can read stdin", param_hint="-")
     text = body_of(body, body_file)
@@ -404,8 +411,10 @@ def entry_edit(
     reason: str | None = REASON_OPT,
     as_json: bool = JSON_OPT,
 ) -> None:
-    """Change what an entry says, its kind or its scope (what is not given stays; its citations stay: new
-    evidence is a correction, `crewlet entry supersede`). An agent changes only its own entry while proposed."""
+    """Change what an entry says, its kind or its scope (what is not given stays).
+
+    Its citations stay: new evidence is a correction (`crewlet entry supersede`). An agent changes only its own
+    entry while proposed."""
     text = body_of(body, body_file, required=False)
     if text is None and kind is None and scope is None:
         raise typer.BadParameter("give a new BODY (or --body-file), --kind or --scope", param_hint="BODY")
@@ -433,8 +442,9 @@ def decide(entry_id: str, action: str, reason: str | None, as_json: bool) -> Non
 @entry_app.command("accept")
 @handle_errors
 def entry_accept(entry_id: str = ID_ARG, reason: str | None = REASON_OPT, as_json: bool = JSON_OPT) -> None:
-    """Put a proposed (or disputed, or archived) entry in use: STANDING. A person's; a correction accepted
-    retires the entry it corrects."""
+    """Put a proposed (or disputed, or archived) entry in use: STANDING.
+
+    A person's decision; a correction accepted retires the entry it corrects."""
     decide(entry_id, "accept", reason, as_json)
 
 
@@ -448,15 +458,18 @@ def entry_verify(entry_id: str = ID_ARG, reason: str | None = REASON_OPT, as_jso
 @entry_app.command("dispute")
 @handle_errors
 def entry_dispute(entry_id: str = ID_ARG, reason: str | None = REASON_OPT, as_json: bool = JSON_OPT) -> None:
-    """Hold an entry back: it contradicts the code or another entry (DISPUTED, until a person accepts or
-    archives it). A person's."""
+    """Hold an entry back: it contradicts the code or another entry (DISPUTED).
+
+    A person's decision; it stays held back until a person accepts or archives it."""
     decide(entry_id, "dispute", reason, as_json)
 
 
 @entry_app.command("archive")
 @handle_errors
 def entry_archive(entry_id: str = ID_ARG, reason: str | None = REASON_OPT, as_json: bool = JSON_OPT) -> None:
-    """Take an entry out of use (ARCHIVED, kept for the record): a person's, or an agent's own while proposed."""
+    """Take an entry out of use: ARCHIVED, kept for the record.
+
+    A person's decision, or an agent's on its own entry while proposed."""
     decide(entry_id, "archive", reason, as_json)
 
 

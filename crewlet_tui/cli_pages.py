@@ -490,4 +490,57 @@ def page_policy(ref: str = typer.Argument(..., metavar="REF", help="Page id or C
         console.print(f"[bold]{markup_safe(line)}[/]: {was} → {now} — {POLICY_WORDS[now]}", soft_wrap=True)
 
 
+@page_app.command("link")
+@handle_errors
+def page_link(ref: str = typer.Argument(..., metavar="REF", help="Page id or CONTAINER/Title."),
+              module: str | None = typer.Option(None, "--module", metavar="FOLDER",
+                                                help="A module's folder: apps/server, or NAME:apps/server."),
+              space: str | None = typer.Option(None, "--space", metavar="KEY", help="A space's key, e.g. ENG."),
+              page_ref: str | None = typer.Option(None, "--page", metavar="REF", help="Another page (id or CONTAINER/Title)."),
+              remove: bool = typer.Option(False, "--remove", help="Remove that link instead."),
+              as_json: bool = JSON_OPT) -> None:
+    """What a page is about: link it to a module, a space or another page, or list its links.
+
+    An agent loading the context of work in a linked module gets the page's address first. Without --module,
+    --space or --page, the page's links are listed."""
+    given = [name for name, value in (("--module", module), ("--space", space), ("--page", page_ref))
+             if value is not None]
+    if len(given) > 1:
+        raise typer.BadParameter(f"link one item at a time: {' and '.join(given)} were given", param_hint=given[1])
+    if remove and not given:
+        raise typer.BadParameter("say which link to remove: --module FOLDER, --space KEY or --page REF",
+                                 param_hint="--remove")
+    from core.bank.entries import EntryBank
+
+    from .cli_entries import said_for_a_shell
+
+    with open_node() as node, EntryBank(node) as bank, said_for_a_shell():
+        page = bank.kb.resolve(ref, actor=actor())
+        before = bank.links(page.id)
+        links = (bank.link_page(page.id, module=module, space=space, page_ref=page_ref, remove=remove, actor=actor())
+                 if given else before)
+    changed = {(a.kind, a.item) for a in links} != {(b.kind, b.item) for b in before}
+    if as_json:
+        emit_json({"page": {"id": page.id, "container": page.container, "title": page.title}, "changed": changed,
+                   "links": [link.to_json() for link in links]})
+        return
+    line = markup_safe(_page_line(page))
+    if given:
+        what = f"{given[0][2:]} {module or (space or '').upper() or page_ref}"
+        if changed:
+            console.print(f"{'unlinked' if remove else 'linked'} [bold]{line}[/] {'from' if remove else 'to'} "
+                          f"{markup_safe(what)}", soft_wrap=True)
+        else:
+            console.print(f"[bold]{line}[/] {'was not' if remove else 'is already'} linked to {markup_safe(what)}: "
+                          "nothing changed", soft_wrap=True)
+    if not links:
+        console.print(f"[dim]{line} is linked to nothing — `crewlet page link {markup_safe(ref)} --module FOLDER` "
+                      "links it to a module[/]", soft_wrap=True)
+        return
+    console.print(f"[bold]{line}[/] is about:")
+    for link in links:
+        console.print(f"  {link.kind} {markup_safe(link.label)}  [dim]linked by {markup_safe(link.by)} "
+                      f"{when(link.at)}[/]", soft_wrap=True)
+
+
 __all__ = ["app", "CrewletError"]

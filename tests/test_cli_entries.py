@@ -354,3 +354,77 @@ def test_an_agents_correction_waits_for_a_person_whose_acceptance_retires_the_ol
     # a person's correction retires the old one at once
     out = ok(cli("entry", "supersede", correction["id"], "The cache holds entries for fifteen minutes."))
     assert f"{correction['id']} is SUPERSEDED" in out
+
+
+# -- near entries (SimilarEntries) -----------------------------------------------------------------------------
+
+def test_near_entries_are_listed_nothing_is_written_and_distinct_is_passed_on(home_cli, monkeypatch):
+    """The finding is the search branch's (core/bank/neighbours.py): here the bank's add is made to find the
+    page's real entry near, to hold the CLI to what it says of them and to check that --distinct reaches the bank."""
+    from core.bank import entries as bank_mod
+    from core.bank.neighbours import SimilarEntries
+
+    home, cli = home_cli
+    near = add(cli, "The cache holds entries for ten minutes.")
+    real_add = bank_mod.EntryBank.add
+    asked: list[bool] = []
+
+    def finding_neighbours(self, page, body, *, distinct=False, **kwargs):
+        asked.append(distinct)
+        if not distinct:
+            raise SimilarEntries("entries say nearly the same", similar=[(self.show(near["id"]), 0.87)])
+        return real_add(self, page, body, distinct=distinct, **kwargs)
+
+    monkeypatch.setattr(bank_mod.EntryBank, "add", finding_neighbours)
+    res = cli("--as", "eng-bot", "entry", "add", PAGE, "Cached entries live ten minutes.")
+    line = refused(res, "not written: 1 entry says nearly the same", "crewlet entry supersede", "--distinct")
+    assert "similarity 0.87, under ENG/Caching" in res.stdout and near["id"] in res.stdout
+    assert "The cache holds entries for ten minutes." in res.stdout and near["id"] not in line
+    res = cli("--as", "eng-bot", "entry", "add", PAGE, "Cached entries live ten minutes.", "--json")
+    assert res.exit_code == 1
+    data = json.loads(res.stdout)
+    assert data["error"] == "similar_entries" and data["similar"][0]["entry"]["id"] == near["id"]
+    assert data["similar"][0]["similarity"] == 0.87
+    assert entry_count(home) == 1
+    written = add(cli, "Cached entries live ten minutes.", "--distinct", env={"CREWLET_AS": "eng-bot"})
+    assert written["status"] == "PROPOSED" and asked == [False, False, True] and entry_count(home) == 2
+
+
+# -- page link -------------------------------------------------------------------------------------------------
+
+def test_a_page_is_linked_to_a_module_a_space_and_a_page_and_lists_its_links(cli):
+    assert "is linked to nothing" in ok(cli("page", "link", PAGE))
+    assert ok_json(cli("page", "link", PAGE, "--json"))["links"] == []
+    out = ok(cli("page", "link", PAGE, "--module", "apps/server"))
+    assert "linked ENG/Caching to module apps/server" in out and "module server:apps/server" in out
+    data = ok_json(cli("page", "link", PAGE, "--module", "server:apps/server/", "--json"))
+    assert data["changed"] is False and [(link["kind"], link["item"]) for link in data["links"]] == [
+        ("module", "server:apps/server")]
+    assert "linked ENG/Caching to space ENG" in ok(cli("page", "link", PAGE, "--space", "eng"))
+    assert "is already linked to space ENG: nothing changed" in ok(cli("page", "link", PAGE, "--space", "ENG"))
+    ok(cli("page", "create", "ENG", "Runbook", "--body-file", "-", input="Steps.\n"))
+    ok(cli("page", "link", PAGE, "--page", "ENG/Runbook"))
+    listed = ok_json(cli("page", "link", PAGE, "--json"))
+    assert [(link["kind"], link["label"]) for link in listed["links"]] == [
+        ("module", "server:apps/server"), ("page", "ENG/Runbook"), ("space", "ENG")]
+    out = ok(cli("page", "link", PAGE, "--space", "ENG", "--remove"))
+    assert "unlinked ENG/Caching from space ENG" in out and "space ENG" not in out.split("is about:")[1]
+    assert "was not linked" in ok(cli("page", "link", PAGE, "--space", "ENG", "--remove"))
+
+
+@pytest.mark.parametrize("args, code, words", [
+    (["--space", "NOPE"], 1, ["no space 'NOPE'", "crewlet spaces"]),
+    (["--page", "ENG/Nowhere"], 1, ["ENG/Nowhere"]),
+    (["--page", PAGE], 1, ["about itself"]),
+    (["--module", "../etc"], 1, [".."]),
+    (["--module", "other:apps"], 1, ["other"]),
+    (["--space", "ENG", "--module", "apps"], 2, ["one item at a time"]),
+    (["--remove"], 2, ["which link to remove"]),
+])
+def test_page_link_refusals_and_usage(cli, args, code, words):
+    res = cli("page", "link", PAGE, *args)
+    if code == 1:
+        refused(res, *words)
+    else:
+        usage(res, *words)
+    assert ok_json(cli("page", "link", PAGE, "--json"))["links"] == []
