@@ -109,16 +109,17 @@ def read_citations_file(path: str) -> list[dict[str, Any]]:
     """The citations in a file (or stdin): one JSON list of objects. Refused in one line naming the file."""
     name = "standard input" if path == "-" else path
     if path != "-" and not os.path.isfile(path):
-        raise CrewletError(f"--citations-file {path}: no such file — give a file holding a JSON list of citations",
+        what = "is a directory" if os.path.isdir(path) else "does not exist"
+        raise CrewletError(f"--citations-file {path} {what}", fix="give a file holding a JSON list of citations",
                            code="invalid_citations")
     text = read_body(path)
     try:
         value = json.loads(text)
     except ValueError as exc:
-        raise CrewletError(f"{name} is not JSON ({exc.msg}, line {exc.lineno} column {exc.colno}) — give a JSON "
-                           "list of citations", code="invalid_citations") from None
+        raise CrewletError(f"{name} is not JSON ({exc.msg}, line {exc.lineno} column {exc.colno})",
+                           fix="give a JSON list of citations", code="invalid_citations") from None
     if not isinstance(value, list) or not all(isinstance(c, dict) for c in value):
-        raise CrewletError(f"{name} is not a JSON list of objects — write [{{...}}, {{...}}], one object a citation",
+        raise CrewletError(f"{name} is not a JSON list of objects", fix="write [{...}, {...}], one object a citation",
                            code="invalid_citations")
     return value
 

@@ -29,8 +29,10 @@ def repo(tmp_path: Path) -> tuple[GitRepo, str]:
     return g, g.commit("first")
 
 
-def make_home(tmp_path: Path, repo: GitRepo, **knowledge: object):
-    home = new_home(tmp_path / "home", config_with(knowledge=knowledge, repositories={"server": {"path": str(repo.path)}}))
+def make_home(tmp_path: Path, checkout: Path, **knowledge: object):
+    """A home whose company.toml names `checkout` as the repository `server`, with the page ENG/Caching; and a
+    function running `crewlet --home HOME ARGS…` in process."""
+    home = new_home(tmp_path / "home", config_with(knowledge=knowledge, repositories={"server": {"path": str(checkout)}}))
     runner = CliRunner()
 
     def run(*args: str, env: dict | None = None, input: str | None = None):
@@ -42,12 +44,12 @@ def make_home(tmp_path: Path, repo: GitRepo, **knowledge: object):
 
 @pytest.fixture
 def cli(tmp_path, repo):
-    return make_home(tmp_path, repo[0])[1]
+    return make_home(tmp_path, repo[0].path)[1]
 
 
 @pytest.fixture
 def home_cli(tmp_path, repo):
-    return make_home(tmp_path, repo[0])
+    return make_home(tmp_path, repo[0].path)
 
 
 def ok(res) -> str:
@@ -234,7 +236,8 @@ def test_every_refusal_is_one_line_naming_the_input(home_cli, args, words):
 
 def test_files_that_cannot_be_read_are_refused_naming_them(cli, tmp_path):
     refused(cli("entry", "add", PAGE, "A fact.", "--citations-file", str(tmp_path / "none.json")),
-            "none.json", "no such file")
+            "none.json", "does not exist", "a JSON list of citations")
+    refused(cli("entry", "add", PAGE, "A fact.", "--citations-file", str(tmp_path)), "is a directory")
     bad = tmp_path / "bad.json"
     bad.write_text("{not json", encoding="utf-8")
     refused(cli("entry", "add", PAGE, "A fact.", "--citations-file", str(bad)), "bad.json", "not JSON")
@@ -322,7 +325,7 @@ def test_a_locked_page_refuses_an_agents_entry_and_takes_a_persons(home_cli):
 
 
 def test_the_curated_budget_refusal_names_the_setting(tmp_path, repo):
-    home, cli = make_home(tmp_path, repo[0], page_proposed_entry_budget=1)
+    home, cli = make_home(tmp_path, repo[0].path, page_proposed_entry_budget=1)
     first = add(cli, "The cache is per process.", env={"CREWLET_AS": "eng-bot"})
     refused(cli("--as", "eng-bot", "entry", "add", PAGE, "The cache warms at start."),
             "PAGE_PROPOSED_ENTRY_BUDGET = 1", "eng-bot has 1 proposed entries on ENG/Caching")
@@ -428,3 +431,34 @@ def test_page_link_refusals_and_usage(cli, args, code, words):
     else:
         usage(res, *words)
     assert ok_json(cli("page", "link", PAGE, "--json"))["links"] == []
+
+
+# -- edges -------------------------------------------------------------------------------------------------
+
+def test_a_repository_that_cannot_be_read_writes_the_entry_with_its_citation_not_read_yet(tmp_path):
+    not_a_checkout = tmp_path / "not-a-checkout"
+    not_a_checkout.mkdir()
+    _home, cli = make_home(tmp_path, not_a_checkout)
+    entry = add(cli, "The cache holds entries for ten minutes.", "--cite", code_cite("a" * 40))
+    assert entry["citations"][0]["result"] == "not_read_yet" and entry["tier"] == "UNGROUNDED"
+    assert "— not read yet" in ok(cli("entries", PAGE))
+
+
+def test_a_recheck_that_found_the_cited_lines_changed_asks_a_person(home_cli, repo):
+    from core.bank.entries import EntryBank
+
+    home, cli = home_cli
+    g, sha = repo
+    entry = add(cli, "The cache holds entries for ten minutes.", "--cite", code_cite(sha))
+    with Node.open(home) as node, EntryBank(node) as bank:      # what the recheck duty records
+        bank.record_check(entry["id"], 1, "changed", commit=sha, message="the cited lines were rewritten")
+    out = ok(cli("entries", "--needs-person"))
+    assert "why: citation 1: the cited lines changed" in out and entry["id"] in out
+    assert "changed, checked just now" in ok(cli("entries", PAGE))
+
+
+def test_what_an_entry_says_is_printed_as_text_never_as_markup(cli):
+    entry = add(cli, "The [bold]cache[/] flag is read once.")
+    out = ok(cli("entries", PAGE))
+    assert "The [bold]cache[/] flag is read once." in out
+    assert "[bold]cache[/]" in ok(cli("entry", "show", entry["id"]))
