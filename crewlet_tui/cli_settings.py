@@ -29,7 +29,9 @@ app.add_typer(settings_app, name="settings")
 # the settings a command, tool, the app or a duty reads today: the rest are parsed and shown, and said "not in
 # effect yet" (the knowledge bank's entries, triage and runs that read them are being built). A key joins when
 # its reader is reached from one; tests/test_trial_fixes.py checks this set against the code's readers.
-IN_EFFECT: frozenset[str] = frozenset()
+IN_EFFECT: frozenset[str] = frozenset({
+    "page_proposed_entry_budget",       # EntryBank.add, reached by `crewlet entry add` (cli_entries.py)
+})
 BLOCK_WIDTH = 80      # a block's lines wrap here, piped or not: a reader's listing, not a script's (--json is)
 
 SOURCE_WORDS = {"default": "default", "company.toml": "company.toml", "environment": "environment"}
