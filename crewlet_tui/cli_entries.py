@@ -34,6 +34,7 @@ app.add_typer(entry_app, name="entry")
 REF_ARG = typer.Argument(..., metavar="REF", help="Page id or CONTAINER/Title.")
 ID_ARG = typer.Argument(..., metavar="ID", help="The entry's id (`crewlet entries REF` lists a page's).")
 REASON_OPT = typer.Option(None, "--reason", metavar="TEXT", help="Why, for the entry's history.")
+BODY_FILE_OPT = typer.Option(None, "--body-file", metavar="FILE", help="Read the body from a file, or - for stdin.")
 KIND_HELP = "FACT (the default), DECISION, CONVENTION or GOTCHA."
 SCOPE_HELP = "A folder it applies to: apps/server, or NAME:apps/server where several repositories are configured."
 CITE_HELP = ('A citation as JSON (repeat for more, at most 10): code {"repository": NAME, "path": P, "lines": '
@@ -212,9 +213,9 @@ def entries_cmd(
 ) -> None:
     """A page's entries in use, or every entry that waits for a person (--needs-person).
 
-    Each with its kind, status, trust tier, age, each citation's last check and its age, and corroborations;
-    grounded and verified first. Each cited file is read at its branch head, so a file that changed since its
-    last check says so."""
+    Each with its kind, status, trust tier, age, corroborations, and each citation's last check and its age.
+
+    Grounded and verified entries come first. Each cited file is read at its branch head: one changed since says so."""
     if needs_person:
         if ref is not None or all_:
             raise typer.BadParameter("--needs-person lists every page's: give no REF and no --all",
@@ -238,7 +239,8 @@ def entries_cmd(
                   f"policy {policy}", soft_wrap=True)
     if not listed:
         hint = "" if all_ else " (--all shows those out of use too)"
-        console.print(f"[dim]no entries{'' if all_ else ' in use'}{hint}; `crewlet entry add {markup_safe(ref)} BODY` adds one[/]", soft_wrap=True)
+        console.print(f"[dim]no entries{'' if all_ else ' in use'}{hint}; `crewlet entry add {markup_safe(ref)} BODY` "
+                      "adds one[/]", soft_wrap=True)
     for entry in listed:
         console.print()
         print_entry(entry, now)
@@ -272,7 +274,7 @@ def print_needs_person(as_json: bool) -> None:
 def entry_show(entry_id: str = ID_ARG, as_json: bool = JSON_OPT) -> None:
     """One entry, with every check of its citations, its corroborations and its history.
 
-    Its page, kind, status, tier, author and age; each cited file is read at its branch head."""
+    Its page, kind, status, tier, author and age. Each cited file is read at its branch head."""
     with entry_bank() as bank:
         entry = bank.show(entry_id, at_head=True, actor=actor())
     now = now_ms()
@@ -294,7 +296,8 @@ def entry_show(entry_id: str = ID_ARG, as_json: bool = JSON_OPT) -> None:
     if entry.history:
         console.print("  [bold]history[/]")
         for h in entry.history:
-            move = f"{h['from_status'] or '—'} → {h['to_status']}" if h.get("to_status") != h.get("from_status") else ""
+            moved = h.get("to_status") != h.get("from_status")
+            move = f"{h['from_status'] or '—'} → {h['to_status']}" if moved else ""
             why = f": {h['reason']}" if h.get("reason") else ""
             console.print(f"    {age(h['at'], now)} {markup_safe(h['actor'])} ({h['actor_kind']}) {h['action']} "
                           f"{move}{markup_safe(why)}", soft_wrap=True)
@@ -342,7 +345,7 @@ def print_similar(similar: list[tuple[Entry, float]], as_json: bool, exc: Crewle
 def entry_add(
     ref: str = REF_ARG,
     body: str | None = typer.Argument(None, metavar="[BODY]", help="The one fact (or --body-file)."),
-    body_file: str | None = typer.Option(None, "--body-file", metavar="FILE", help="Read the body from a file, or - for stdin."),
+    body_file: str | None = BODY_FILE_OPT,
     kind: str = typer.Option("FACT", "--kind", metavar="KIND", help=KIND_HELP),
     scope: str | None = typer.Option(None, "--scope", metavar="FOLDER", help=SCOPE_HELP),
     cite: list[str] | None = typer.Option(None, "--cite", metavar="JSON", help=CITE_HELP),
@@ -353,9 +356,11 @@ def entry_add(
 ) -> None:
     """Add one fact under a page: a person's is STANDING, an agent's (--as) PROPOSED.
 
-    Each citation is read in its repository first; one that does not hold refuses the write, naming it. An
-    exact repeat of an entry is not written: it is counted as that entry's corroboration. Entries near it by
-    meaning are listed and nothing is written, unless --distinct says yours is another fact."""
+    Each citation is read in its repository first: one that does not hold refuses the write, naming it.
+
+    An exact repeat of an entry is not written: it is counted as that entry's corroboration.
+
+    Entries near it by meaning are listed and nothing is written, unless --distinct says yours is another fact."""
     if body_file == "-" and citations_file == "-":
         raise typer.BadParameter("only one of --body-file and --citations-file can read stdin", param_hint="-")
     text = body_of(body, body_file)
@@ -377,7 +382,7 @@ def entry_add(
 def entry_supersede(
     entry_id: str = ID_ARG,
     body: str | None = typer.Argument(None, metavar="[BODY]", help="What is true instead (or --body-file)."),
-    body_file: str | None = typer.Option(None, "--body-file", metavar="FILE", help="Read the body from a file, or - for stdin."),
+    body_file: str | None = BODY_FILE_OPT,
     kind: str | None = typer.Option(None, "--kind", metavar="KIND", help=KIND_HELP + " Default: the old entry's."),
     scope: str | None = typer.Option(None, "--scope", metavar="FOLDER", help=SCOPE_HELP + " Default: the old entry's."),
     cite: list[str] | None = typer.Option(None, "--cite", metavar="JSON", help=CITE_HELP),
@@ -386,8 +391,7 @@ def entry_supersede(
 ) -> None:
     """Correct an entry: a new entry under the same page that supersedes it.
 
-    A person's correction retires the old entry at once; an agent's is proposed, and the old entry stays in use
-    until a person accepts it."""
+    A person's correction retires the old entry at once; an agent's waits, the old one in use, for a person."""
     if body_file == "-" and citations_file == "-":
         raise typer.BadParameter("only one of --body-file and --citations-file can read stdin", param_hint="-")
     text = body_of(body, body_file)
@@ -406,7 +410,8 @@ def entry_supersede(
 def entry_edit(
     entry_id: str = ID_ARG,
     body: str | None = typer.Argument(None, metavar="[BODY]", help="The new body (or --body-file; none keeps it)."),
-    body_file: str | None = typer.Option(None, "--body-file", metavar="FILE", help="Read the new body from a file, or - for stdin."),
+    body_file: str | None = typer.Option(None, "--body-file", metavar="FILE",
+                                         help="Read the new body from a file, or - for stdin."),
     kind: str | None = typer.Option(None, "--kind", metavar="KIND", help=KIND_HELP),
     scope: str | None = typer.Option(None, "--scope", metavar="FOLDER", help=SCOPE_HELP + " '' removes it."),
     reason: str | None = REASON_OPT,
@@ -414,8 +419,9 @@ def entry_edit(
 ) -> None:
     """Change what an entry says, its kind or its scope (what is not given stays).
 
-    Its citations stay: new evidence is a correction (`crewlet entry supersede`). An agent changes only its own
-    entry while proposed."""
+    Its citations stay: new evidence is a correction (crewlet entry supersede).
+
+    An agent changes only its own entry, and only while it is proposed."""
     text = body_of(body, body_file, required=False)
     if text is None and kind is None and scope is None:
         raise typer.BadParameter("give a new BODY (or --body-file), --kind or --scope", param_hint="BODY")

@@ -463,8 +463,8 @@ POLICY_WORDS = {
 @page_app.command("policy")
 @handle_errors
 def page_policy(ref: str = typer.Argument(..., metavar="REF", help="Page id or CONTAINER/Title."),
-                policy: str | None = typer.Argument(None, metavar="[open|curated|locked]",
-                                                    help="The policy to set; none shows the one in force."),
+                policy: str | None = typer.Argument(None, metavar="[POLICY]",
+                                                    help="open, curated or locked; none shows the one in force."),
                 as_json: bool = JSON_OPT) -> None:
     """A page's entry policy: what agents may add under it — OPEN, CURATED (the default) or LOCKED.
 
@@ -501,8 +501,9 @@ def page_link(ref: str = typer.Argument(..., metavar="REF", help="Page id or CON
               as_json: bool = JSON_OPT) -> None:
     """What a page is about: link it to a module, a space or another page, or list its links.
 
-    An agent loading the context of work in a linked module gets the page's address first. Without --module,
-    --space or --page, the page's links are listed."""
+    An agent loading the context of work in a linked module gets the page's address first.
+
+    Without --module, --space or --page, the page's links are listed."""
     given = [name for name, value in (("--module", module), ("--space", space), ("--page", page_ref))
              if value is not None]
     if len(given) > 1:

@@ -32,7 +32,8 @@ def repo(tmp_path: Path) -> tuple[GitRepo, str]:
 def make_home(tmp_path: Path, checkout: Path, **knowledge: object):
     """A home whose company.toml names `checkout` as the repository `server`, with the page ENG/Caching; and a
     function running `crewlet --home HOME ARGS…` in process."""
-    home = new_home(tmp_path / "home", config_with(knowledge=knowledge, repositories={"server": {"path": str(checkout)}}))
+    config = config_with(knowledge=knowledge, repositories={"server": {"path": str(checkout)}})
+    home = new_home(tmp_path / "home", config)
     runner = CliRunner()
 
     def run(*args: str, env: dict | None = None, input: str | None = None):
