@@ -286,7 +286,10 @@ def test_an_agent_is_refused_a_persons_action_naming_how_it_was_made_to_act(cli,
             "unset CREWLET_AS")
     assert ok_json(cli("entry", "show", proposed["id"], "--json"))["status"] == "PROPOSED"
     done = ok_json(cli("--as", "sam", "entry", action, proposed["id"], "--json"))
-    assert done["status"] == {"accept": "STANDING", "verify": "STANDING", "dispute": "DISPUTED"}[action]
+    assert (done["status"], done["tier"]) == {"accept": ("STANDING", "UNGROUNDED"),     # it cites nothing
+                                              "verify": ("STANDING", "HUMAN_VERIFIED"),
+                                              "dispute": ("DISPUTED", "UNGROUNDED")}[action]
+    assert done["status_by"] == "sam" and done["history"][-1]["actor"] == "sam"
 
 
 def test_an_agent_archives_and_edits_only_its_own_proposed_entries(cli):
@@ -463,3 +466,20 @@ def test_what_an_entry_says_is_printed_as_text_never_as_markup(cli):
     out = ok(cli("entries", PAGE))
     assert "The [bold]cache[/] flag is read once." in out
     assert "[bold]cache[/]" in ok(cli("entry", "show", entry["id"]))
+
+
+def test_as_a_separate_process_an_agents_accept_is_one_line_and_a_persons_json_parses(home_cli):
+    """What a person runs: the `crewlet` entry point in its own process, stdout and stderr apart."""
+    from mcp_client import crewlet
+
+    home, cli = home_cli
+    proposed = add(cli, "The cache is per process.", env={"CREWLET_AS": "eng-bot"})
+    res = crewlet(home.root, "entry", "accept", proposed["id"], env={"CREWLET_AS": "eng-bot"})
+    assert res.returncode == 1 and res.stdout == ""
+    assert res.stderr.strip() == ("crewlet: to accept an entry is a person's: eng-bot is an agent (acting as "
+                                  "CREWLET_AS=eng-bot: unset CREWLET_AS, or name a person, to act as one)")
+    res = crewlet(home.root, "entry", "accept", proposed["id"], "--json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["status"] == "STANDING"
+    res = crewlet(home.root, "entries", PAGE)
+    assert res.returncode == 0 and "1 entry in use" in res.stdout and res.stderr == ""
