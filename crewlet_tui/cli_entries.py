@@ -19,7 +19,8 @@ import typer
 
 from core.errors import CrewletError
 
-from .cli_common import JSON_OPT, STATE, actor, console, emit_json, fail, handle_errors, open_node, read_body
+from .cli_common import (JSON_OPT, STATE, actor, console, emit_json, fail, handle_errors, open_node, read_body,
+                         refuse_elsewhere)
 from .sanitize import clean_text, markup_safe
 
 if TYPE_CHECKING:
@@ -50,12 +51,14 @@ NEXT_STEP = {"PROPOSED": "accept|verify|archive", "DISPUTED": "accept|archive", 
 # -- opening the bank, and its refusals in a shell's words ----------------------------------------------------
 
 @contextmanager
-def entry_bank() -> Iterator[EntryBank]:
+def entry_bank(what: str = "entries") -> Iterator[EntryBank]:
     """The node's entries, for the actor of --as (the configured operator without it); the repositories it
-    opened to read citations are closed with it."""
+    opened to read citations are closed with it. Entries live under this node's own pages: on a company whose
+    knowledge lives on a remote site, refused in one line naming `what` (as `crewlet pages` is)."""
     from core.bank.entries import EntryBank
 
     with open_node() as node, EntryBank(node) as bank, said_for_a_shell():
+        refuse_elsewhere(node, what)
         yield bank
 
 

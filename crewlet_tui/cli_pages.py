@@ -469,11 +469,9 @@ def page_policy(ref: str = typer.Argument(..., metavar="REF", help="Page id or C
     """A page's entry policy: what agents may add under it — OPEN, CURATED (the default) or LOCKED.
 
     Setting it is a person's (an agent, by --as or CREWLET_AS, is refused)."""
-    from core.bank.entries import EntryBank
+    from .cli_entries import entry_bank
 
-    from .cli_entries import said_for_a_shell
-
-    with open_node() as node, EntryBank(node) as bank, said_for_a_shell():
+    with entry_bank("entry policies") as bank:
         page = bank.kb.resolve(ref, actor=actor())
         was = bank.policy(page.id, actor=actor())
         now = bank.set_policy(page.id, policy, actor=actor()) if policy is not None else was
@@ -511,11 +509,9 @@ def page_link(ref: str = typer.Argument(..., metavar="REF", help="Page id or CON
     if remove and not given:
         raise typer.BadParameter("say which link to remove: --module FOLDER, --space KEY or --page REF",
                                  param_hint="--remove")
-    from core.bank.entries import EntryBank
+    from .cli_entries import entry_bank
 
-    from .cli_entries import said_for_a_shell
-
-    with open_node() as node, EntryBank(node) as bank, said_for_a_shell():
+    with entry_bank("page links") as bank:
         page = bank.kb.resolve(ref, actor=actor())
         before = bank.links(page.id)
         links = (bank.link_page(page.id, module=module, space=space, page_ref=page_ref, remove=remove, actor=actor())

@@ -483,3 +483,16 @@ def test_as_a_separate_process_an_agents_accept_is_one_line_and_a_persons_json_p
     assert json.loads(res.stdout)["status"] == "STANDING"
     res = crewlet(home.root, "entries", PAGE)
     assert res.returncode == 0 and "1 entry in use" in res.stdout and res.stderr == ""
+
+
+def test_on_a_company_whose_knowledge_lives_elsewhere_entries_are_refused_in_one_line(tmp_path):
+    """No server is asked: the refusal comes from company.toml alone, before any page is looked up."""
+    data = config_with(knowledge={"backend": "confluence", "confluence_spaces": ["ENG"]},
+                       integrations={"confluence": {"url": "http://127.0.0.1:9", "token_env": "ENTRIES_CF_TOKEN"}})
+    home = new_home(tmp_path / "home", data)
+    runner = CliRunner()
+    for args in (["entries", PAGE], ["entries", "--needs-person"], ["entry", "show", "e-1"],
+                 ["entry", "add", PAGE, "A fact."], ["entry", "accept", "e-1"], ["page", "policy", PAGE],
+                 ["page", "link", PAGE]):
+        res = runner.invoke(app, ["--home", str(home.root), *args], env=CLEAN_ENV)
+        refused(res, "lives in Confluence", "keeps no copy")
