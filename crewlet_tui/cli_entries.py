@@ -21,6 +21,7 @@ from core.errors import CrewletError
 
 from .cli_common import (JSON_OPT, STATE, actor, console, emit_json, fail, handle_errors, open_node, read_body,
                          refuse_elsewhere)
+from .fmt import plural
 from .sanitize import clean_text, markup_safe
 
 if TYPE_CHECKING:
@@ -237,8 +238,8 @@ def entries_cmd(
         emit_json({"page": {"id": page.id, "container": page.container, "title": page.title}, "policy": policy,
                    "all": all_, "entries": [entry_json(e, now) for e in listed]})
         return
-    what = ("entries" if len(listed) != 1 else "entry") + ("" if all_ else " in use")
-    console.print(f"[bold]{markup_safe(page.container)}/{markup_safe(page.title)}[/] — {len(listed)} {what} · "
+    what = plural(len(listed), "entry", "entries") + ("" if all_ else " in use")
+    console.print(f"[bold]{markup_safe(page.container)}/{markup_safe(page.title)}[/] — {what} · "
                   f"policy {policy}", soft_wrap=True)
     if not listed:
         hint = "" if all_ else " (--all shows those out of use too)"
@@ -259,7 +260,7 @@ def print_needs_person(as_json: bool) -> None:
     if not waiting:
         console.print("[dim]nothing waits for a person[/]")
         return
-    console.print(f"[bold]{len(waiting)} {'entry needs' if len(waiting) == 1 else 'entries need'} a person[/]")
+    console.print(f"[bold]{plural(len(waiting), 'entry needs', 'entries need')} a person[/]")
     for n in waiting:
         console.print()
         console.print(f"[dim]under[/] {markup_safe(n.entry.page)}", soft_wrap=True)
@@ -332,7 +333,7 @@ def said_written(entry: Entry, verb: str, as_json: bool) -> None:
 def print_similar(similar: list[tuple[Entry, float]], as_json: bool, exc: CrewletError) -> None:
     """The entries that say nearly the same (nothing was written), then one line on how to go on: exit 1."""
     now = now_ms()
-    message = (f"not written: {len(similar)} {'entry says' if len(similar) == 1 else 'entries say'} nearly the "
+    message = (f"not written: {plural(len(similar), 'entry says', 'entries say')} nearly the "
                "same — supersede one (`crewlet entry supersede ID BODY`), or pass --distinct if yours is another fact")
     if as_json:
         fail(message, as_json=True, payload={"error": exc.code, "message": message, "similar": [
