@@ -99,7 +99,7 @@ def parse_cites(cites: list[str] | None, citations_file: str | None) -> list[dic
     for i, text in enumerate(cites, 1):
         try:
             value = json.loads(text)
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             raise typer.BadParameter(f"citation {i} is not JSON ({exc.msg} at column {exc.colno}): quote it whole, "
                                      """e.g. --cite '{"link": "acme/api#12", "kind": "issue"}'""",
                                      param_hint="--cite") from None
@@ -120,7 +120,7 @@ def read_citations_file(path: str) -> list[dict[str, Any]]:
     text = read_body(path)
     try:
         value = json.loads(text)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise CrewletError(f"{name} is not JSON ({exc.msg}, line {exc.lineno} column {exc.colno})",
                            fix="give a JSON list of citations", code="invalid_citations") from None
     if not isinstance(value, list) or not all(isinstance(c, dict) for c in value):
