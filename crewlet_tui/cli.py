@@ -97,12 +97,45 @@ def _searches_eval(argv: list[str]) -> bool:
     return words[:2] == ["search", "eval"]
 
 
+def _ranks_by_meaning(argv: list[str]) -> bool:
+    """Will this `crewlet search` line embed its question (hybrid, the default, or semantic)? Read ahead of
+    the typer parse, as a hint only: a wrong guess costs a few milliseconds of import, never an answer."""
+    rest = argv[argv.index("search") + 1:] if "search" in argv else []
+    if rest[:1] and rest[0] in ("eval", "floor"):
+        return False
+    for i, arg in enumerate(rest):
+        if arg == "--":
+            break
+        if arg in ("--help", "-h"):
+            return False
+        value = None
+        if arg in ("--mode", "-m"):
+            value = rest[i + 1] if i + 1 < len(rest) else None
+        elif arg.startswith("--mode="):
+            value = arg.partition("=")[2]
+        elif arg.startswith("-m") and not arg.startswith("--"):
+            value = arg[2:]
+        if value is not None and value.strip().lower() == "keyword":
+            return False
+    return True
+
+
 def one_blas_thread() -> None:
     """One OpenBLAS thread for a one-shot search (unless the environment says otherwise). numpy starts
     OpenBLAS's thread pool when it is imported — one thread per core, each allocating its buffers —
     which took ~50 ms of a keyword search's ~0.3 s on a busy 2-core machine; the one matrix product a
     search may do (a query vector against the candidates) is too small to gain from it."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
+def one_question() -> None:
+    """A one-shot search that embeds its question embeds that one: its model session opens without
+    onnxruntime's prepacking, ~45 ms of CPU repaid only over many runs (core/embed/local.py,
+    one_question_process). Set before anything loads the model (onnxruntime and the tokenizer load on first
+    use, not with the module)."""
+    from core.embed import local
+
+    local.one_question_process()
 
 
 def run_app_directly(values: dict[str, str]) -> None:
@@ -158,6 +191,8 @@ def main() -> None:
         defer_asyncio()
     if command == "search" and not _searches_eval(argv):
         one_blas_thread()
+        if _ranks_by_meaning(argv):
+            one_question()
     from .cli_root import app as typer_app
 
     _closed_pipe_is_no_failure()

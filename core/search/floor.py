@@ -56,7 +56,6 @@ Where a space's floors come from, in order:
 """
 from __future__ import annotations
 
-import functools
 import json
 import math
 import re
@@ -145,29 +144,17 @@ class FloorReport:
 _WORD = re.compile(r"\w+")
 
 
-@functools.cache
-def _local_vocabulary() -> frozenset[str]:
-    """The whole words of the local model's WordPiece vocabulary (its tokenizer file; ~60 ms, read only by a
-    search with a word no page holds). Empty when it cannot be read: every such word then counts against."""
-    from ..embed import local
-
-    try:
-        vocab = json.loads(local.TOKENIZER_FILE.read_text(encoding="utf-8"))["model"]["vocab"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return frozenset()
-    return frozenset(w for w in vocab if w.isalpha() and not w.startswith("##"))
-
-
 def language_words(space: str, text: str, analyze: Callable[[str], dict[str, int]]) -> set[str]:
     """The terms of `text` (as `analyze` makes them: the keyword index's analyser) that come from a whole
     word of the space's model vocabulary — ordinary words, known or not to this corpus. Empty for a space
     whose vocabulary is not known here."""
     if space != LOCAL_SPACE:
         return set()
-    vocab = _local_vocabulary()
+    from ..embed.local import whole_word    # the model's own tokenizer: shared with its sessions when loaded
+
     out: set[str] = set()
     for word in _WORD.findall(text.lower()):
-        if word in vocab:
+        if whole_word(word):
             out.update(analyze(word))
     return out
 
