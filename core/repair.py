@@ -22,6 +22,7 @@ another log (and its own applier) is checked and repaired the same way.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import itertools
 import json
 import logging
@@ -276,9 +277,11 @@ def check_home(home: Home, *, conn: Connection | None = None, verify: bool = Tru
         reports = []
         for spec in home_logs(home):
             applied = engine.applied_position(conn, spec.position) if conn is not None else Applied()
-            if not spec.path.exists() and applied.seq == 0:
-                continue  # a log this home never wrote (a home older than the vector log)
             others = max([p.seq(spec.position) for p in _peers(home)] + [0])
+            if not spec.path.exists():
+                if applied.seq == 0 and others == 0:
+                    continue  # a log this home never wrote (a home older than the vector log)
+                _lost_whole(spec)
             with FileLog(spec.path, readonly=True) as flog:
                 health = inspect(flog, applied, collect_op_ids=True, others_applied=others)
                 report = LogReport(spec, health)
@@ -301,6 +304,16 @@ def check_home(home: Home, *, conn: Connection | None = None, verify: bool = Tru
         _close_sources(sources)
         if own and conn is not None:
             conn.close()
+
+
+def _lost_whole(spec: LogSpec) -> None:
+    """A log file gone whole (deleted) that this node or a peer applied: every record it held is lost, and the
+    databases that applied them give them back like any other damage. It is made again empty — as the next open
+    of any command makes it — so the check reads it and the repair writes it anew under its writers' lock; never
+    where its directory is gone too (a shared directory not mounted: that is said, not papered over)."""
+    if not spec.path.parent.is_dir():
+        raise FileNotFoundError(errno.ENOENT, f"the {spec.name} log's directory is gone", str(spec.path.parent))
+    FileLog(spec.path).close()
 
 
 def _peers(home: Home) -> list[Any]:
