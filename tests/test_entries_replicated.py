@@ -265,3 +265,4 @@ def test_a_pages_log_file_lost_whole_is_written_again_with_every_entry_from_the_
     replay = tmp_path / "R"
     ok(cli(replay, "sync", "join", str(shared)))
     assert _said(Home(replay), ids["page"]) == before
+
