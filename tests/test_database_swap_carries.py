@@ -150,3 +150,26 @@ def test_a_repair_rebuild_is_refused_while_the_app_runs_on_the_home_naming_it(tm
 @pytest.mark.parametrize("table", sorted(STALE_AFTER_REBUILD))
 def test_what_a_rebuild_starts_over_is_a_node_local_table_and_says_why(table):
     assert table in CARRIED_LOCAL and len(STALE_AFTER_REBUILD[table]) > 40
+
+
+def test_an_adoption_is_refused_while_another_process_has_the_database_open(tmp_path):
+    """`sync adopt` swaps the database too: a process holding it (here a script; `crewlet mcp` alike) is named, as
+    the app and a worker are by their leases. Before, only leases were asked: the swap went on under it."""
+    a = new_home(tmp_path / "A", _company())
+    shared = tmp_path / "shared"
+    ok(cli(a.root, "sync", "join", str(shared)))
+    ok(cli(tmp_path / "B", "sync", "join", str(shared)))
+    b = Home(tmp_path / "B")
+    snap = tmp_path / "a.snapshot"
+    ok(cli(a.root, "sync", "snapshot", str(snap)))
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_OPEN, str(b.db_file)], env=PROC_ENV,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        res = cli(b.root, "sync", "adopt", str(snap), "--yes")
+        assert res.exit_code == 1 and f"process {holder.pid}" in res.stderr and res.stderr.count("\n") == 1
+    finally:
+        holder.stdin.write("done\n")
+        holder.stdin.flush()
+        holder.wait(60)
+    ok(cli(b.root, "sync", "adopt", str(snap), "--yes"))

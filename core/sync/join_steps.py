@@ -10,15 +10,17 @@ from pathlib import Path
 
 from ..errors import CrewletError
 from ..leases import running
+from ..store.holders import other_holder
 from ..log import FileLog
 from ..paths import Home
 from ..repair import home_logs
 
 
 def running_here(home: Home) -> str | None:
-    """Who runs duties on this home right now (the app, a `crewlet worker`), from their unexpired leases whose
-    holder still runs (a killed process holds nothing)."""
-    return running(home.node_lease_dir)
+    """Who runs on this home right now: the app or a `crewlet worker`, from their unexpired leases whose holder still
+    runs (a killed process holds nothing), else any other process that has its database open (`crewlet mcp`, a
+    script: core/store/holders.py)."""
+    return running(home.node_lease_dir) or other_holder(home.db_file)
 
 
 @contextmanager
