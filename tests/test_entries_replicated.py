@@ -266,3 +266,57 @@ def test_a_pages_log_file_lost_whole_is_written_again_with_every_entry_from_the_
     ok(cli(replay, "sync", "join", str(shared)))
     assert _said(Home(replay), ids["page"]) == before
 
+
+
+
+def _purged_fleet(tmp_path: Path) -> tuple[Home, Home, Path, str]:
+    """Two nodes; on A a page's entries — added, repeated (by the writer, and racing it: folded by the applier),
+    edited twice, accepted, checked, served (alone, and beside an entry of a page that stays), its policy — and then
+    the page purged, which takes every row under it. Returns
+    (A, B, the shared directory, the page that stays)."""
+    a, b, shared, sha = _shared_fleet(tmp_path)
+    with Node.open(a) as node, EntryBank(node) as bank:
+        kb = KnowledgeBase(node)
+        gone = kb.create_page("ENG", "Old Cache", "", actor="alex").id
+        kept = kb.create_page("ENG", "Queues", "", actor="alex").id
+        bank.set_policy(gone, "open", actor="alex")
+        first = bank.add(gone, "The old cache held for an hour.", citations=[{"link": "acme/api#4", "kind": "issue"}],
+                         actor="eng-bot")
+        bank.set_policy(gone, "curated", actor="alex")
+        assert bank.add(gone, "the old cache held for an HOUR.", actor="eng-bot").folded
+        for n, (body, edited) in enumerate((("The old cache held for an hour!", "The old cache held for ninety minutes."),
+                                            ("the old cache held for NINETY minutes.", "It held for two hours."))):
+            # a repeat racing the writer's look, folded by the applier: the log keeps the text it repeated
+            out = node.submit_one(records.entry_add("eng-bot", entry_id=f"racing-{n}", page_id=gone, kind="FACT",
+                                                    body=body.replace("!", "."), by="agent", citations=[]))
+            assert out.result["folded"] and out.result["entry_id"] == first.id
+            bank.edit(first.id, body=edited, actor="eng-bot")
+        bank.accept(first.id, actor="alex")
+        bank.record_check(first.id, 1, "held", commit=sha, blob="e" * 40)
+        stays = bank.add(kept, "The queue drains nightly.", actor="alex")
+        bank.record_serve("eng-bot", "get_page", [bank.show(first.id)])
+        bank.record_serve("eng-bot", "load_context", [bank.show(stays.id), bank.show(first.id)], query="cache")
+        kb.trash_page(gone, actor="alex")
+        kb.purge_page(gone, actor="alex")
+    with Node.open(b) as node:
+        assert node.conn.execute("SELECT count(*) FROM entries").fetchone()[0] == 1
+        assert node.conn.execute("SELECT count(*) FROM entry_serves").fetchone()[0] == 1   # the kept page's
+    return a, b, shared, kept
+
+
+def test_entry_records_of_a_page_purged_since_are_given_back_each_in_turn(tmp_path):
+    """The entry records of a page purged since, their rows gone with it: one flipped byte in each in turn, each
+    given back (a stand-in that the purge then removes, proved by the replay), on both nodes the digest as before,
+    nothing rebuilt."""
+    a, b, shared, kept = _purged_fleet(tmp_path)
+    before = (_said(a, kept), _said(b, kept))
+    assert before[0] == before[1]
+    seqs = _entry_seqs(shared / "pages.log")
+    assert set(seqs.values()) == set(ENTRY_KINDS)
+    for seq, kind in sorted(seqs.items()):
+        _flip_seq(shared / "pages.log", seq)
+        res = cli(a.root, "log", "repair", "--yes", "--json")
+        out = json.loads(res.stdout)
+        assert (res.exit_code, out["records_lost"], out["rebuilt"]) == (0, 0, False), (
+            seq, kind, [r["why"] for r in out["rewritten"]])
+    assert (_said(a, kept), _said(b, kept)) == before
