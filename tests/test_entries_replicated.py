@@ -17,7 +17,7 @@ import pytest
 from conftest import config_with, new_home
 from test_log_repair import _flip_seq
 from test_repos_support import GitRepo, numbered
-from test_sync import cli, ok, refused
+from test_sync import cli, ok
 
 from core.bank.entries import EntryBank
 from core.bank.trust import GROUNDED, HUMAN_VERIFIED
@@ -30,7 +30,7 @@ from core.paths import Home
 from core.store.digest import content_digest
 
 ENTRY_KINDS = ("entry.add", "entry.edit", "entry.status", "entry.corroborate", "entry.citation_check",
-               "entry.serve", "page.policy")
+               "entry.serve", "page.policy", "page.about")
 # a fixed instant for the entries' JSON (their ages are said against it)
 NOW = 4_102_444_800_000
 
@@ -56,11 +56,11 @@ def _write_every_entry_kind(home: Home, sha: str) -> dict[str, str]:
         bank.set_policy(page, "curated", actor="sam")
         cite = {"repository": "server", "path": "src/cache.py", "lines": [1, 1], "commit": sha, "quote": "TTL_SECONDS"}
         cached = bank.add(page, "The cache holds for ten minutes.", kind="gotcha", scope="server:src",
-                          citations=[cite], actor="eng-bot")
+                          citations=[cite], distinct=True, actor="eng-bot")
         assert cached.citations[0].result == "held"
         deploys = bank.add(page, "Deploys happen on Tuesdays.", kind="CONVENTION",
-                           citations=[{"link": "acme/api#12", "kind": "issue"}], actor="alex")
-        assert bank.add(page, "deploys  happen on TUESDAYS.", actor="eng-bot").folded      # entry.corroborate
+                           citations=[{"link": "acme/api#12", "kind": "issue"}], distinct=True, actor="alex")
+        assert bank.add(page, "deploys  happen on TUESDAYS.", distinct=True, actor="eng-bot").folded      # entry.corroborate
         racing = node.submit_one(records.entry_add("eng-bot", entry_id="racing-repeat-1", page_id=page, kind="FACT",
                                                    body="Deploys happen on tuesdays.", by="agent", citations=[],
                                                    budget=10))
@@ -69,13 +69,13 @@ def _write_every_entry_kind(home: Home, sha: str) -> dict[str, str]:
                              citations=[dict(cite, lines=[1, 2], quote="TTL_SECONDS = 600")])
         bank.accept(fix.id, actor="alex", reason="read cache.py")
         bank.verify(deploys.id, actor="sam")
-        disputed = bank.add(page, "Retries double the load.", actor="eng-bot")
+        disputed = bank.add(page, "Retries double the load.", distinct=True, actor="eng-bot")
         bank.dispute(disputed.id, actor="alex", reason="they triple it")
-        queue = bank.add(page, "The queue drains nightly.", actor="eng-bot")
+        queue = bank.add(page, "The queue drains nightly.", distinct=True, actor="eng-bot")
         bank.edit(queue.id, body="The queue drains every night at 02:00.", kind="gotcha", actor="eng-bot",
                   reason="the hour")
         bank.archive(queue.id, actor="eng-bot")
-        unread = bank.add(page, "The mirror keeps a week of builds.", actor="alex",
+        unread = bank.add(page, "The mirror keeps a week of builds.", distinct=True, actor="alex",
                           citations=[{"repository": "mirror", "path": "keep.txt", "lines": [1, 1], "commit": sha}])
         assert unread.citations[0].result == "not_read_yet"
         bank.record_check(unread.id, 1, "held", commit=sha, blob="b" * 40)                # the recheck duty read it
@@ -84,18 +84,22 @@ def _write_every_entry_kind(home: Home, sha: str) -> dict[str, str]:
         bank.record_serve("eng-bot", "load_context", [bank.show(deploys.id), bank.show(fix.id)], query="cache",
                           run="run-1")
         bank.set_policy(locked, "locked", actor="alex")
+        bank.link_page(page, module="server:src", actor="alex")
+        bank.link_page(page, page_ref=locked, actor="alex")
+        bank.link_page(page, page_ref=locked, remove=True, actor="sam")
         with pytest.raises(Refused):
-            bank.add(locked, "Releases wait for a green build.", actor="eng-bot")
+            bank.add(locked, "Releases wait for a green build.", distinct=True, actor="eng-bot")
         return {"page": page, "locked": locked, "cached": cached.id, "deploys": deploys.id, "fix": fix.id,
                 "disputed": disputed.id, "queue": queue.id, "unread": unread.id}
 
 
-def _said(home: Home, page: str) -> tuple[str, list[dict[str, Any]], str]:
-    """(the content digest, every entry of the page as it says itself in JSON, the page's policy)."""
+def _said(home: Home, page: str) -> tuple[str, list[dict[str, Any]], str, list[str]]:
+    """(the content digest, every entry of the page as it says itself in JSON, the page's policy, its links)."""
     with Node.open(home) as node, EntryBank(node) as bank:
         assert node.damage is None, node.damage
         entries = [bank.show(e.id).to_json(NOW) for e in sorted(bank.entries(page, statuses=None), key=lambda e: e.id)]
-        return content_digest(node.conn).content, entries, bank.policy(page)
+        links = sorted(str(link) for link in bank.links(page))
+        return content_digest(node.conn).content, entries, bank.policy(page), links
 
 
 def _entry_seqs(log: Path) -> dict[int, str]:
@@ -118,7 +122,7 @@ def _both_ways(a: Home, b: Home, ids: dict[str, str]) -> None:
     with Node.open(b) as node, EntryBank(node) as bank:
         assert bank.policy(ids["locked"]) == "LOCKED"
         assert bank.verify(ids["fix"], actor="sam").tier == HUMAN_VERIFIED
-        assert bank.add(ids["page"], "The cache holds for FIVE minutes.", actor="eng-bot").id == ids["fix"]
+        assert bank.add(ids["page"], "The cache holds for FIVE minutes.", distinct=True, actor="eng-bot").id == ids["fix"]
         out = node.submit_one(records.entry_add("eng-bot", entry_id="on-b-locked", page_id=ids["locked"], kind="FACT",
                                                 body="Releases wait for a green build.", by="agent", citations=[]))
         assert (out.status, out.code) == ("refused", "locked")
@@ -136,8 +140,8 @@ def test_every_entry_kind_written_on_one_node_reads_the_same_on_another_through_
     assert seen == set(ENTRY_KINDS), f"not written: {set(ENTRY_KINDS) - seen}"
     on_a, on_b = _said(a, ids["page"]), _said(b, ids["page"])
     assert on_a == on_b
-    digest, entries, policy = on_b
-    assert policy == "CURATED"
+    digest, entries, policy, links = on_b
+    assert policy == "CURATED" and len(links) == 1
     by_id = {e["id"]: e for e in entries}
     assert (by_id[ids["cached"]]["status"], by_id[ids["fix"]]["status"]) == ("SUPERSEDED", "STANDING")
     assert by_id[ids["deploys"]]["corroborations"] == 2 and by_id[ids["deploys"]]["tier"] == HUMAN_VERIFIED
@@ -280,10 +284,12 @@ def _purged_fleet(tmp_path: Path) -> tuple[Home, Home, Path, str]:
         gone = kb.create_page("ENG", "Old Cache", "", actor="alex").id
         kept = kb.create_page("ENG", "Queues", "", actor="alex").id
         bank.set_policy(gone, "open", actor="alex")
+        bank.link_page(gone, space="ENG", actor="alex")
+        bank.link_page(kept, page_ref=gone, actor="alex")
         first = bank.add(gone, "The old cache held for an hour.", citations=[{"link": "acme/api#4", "kind": "issue"}],
-                         actor="eng-bot")
+                         distinct=True, actor="eng-bot")
         bank.set_policy(gone, "curated", actor="alex")
-        assert bank.add(gone, "the old cache held for an HOUR.", actor="eng-bot").folded
+        assert bank.add(gone, "the old cache held for an HOUR.", distinct=True, actor="eng-bot").folded
         for n, (body, edited) in enumerate((("The old cache held for an hour!", "The old cache held for ninety minutes."),
                                             ("the old cache held for NINETY minutes.", "It held for two hours."))):
             # a repeat racing the writer's look, folded by the applier: the log keeps the text it repeated
@@ -293,7 +299,7 @@ def _purged_fleet(tmp_path: Path) -> tuple[Home, Home, Path, str]:
             bank.edit(first.id, body=edited, actor="eng-bot")
         bank.accept(first.id, actor="alex")
         bank.record_check(first.id, 1, "held", commit=sha, blob="e" * 40)
-        stays = bank.add(kept, "The queue drains nightly.", actor="alex")
+        stays = bank.add(kept, "The queue drains nightly.", distinct=True, actor="alex")
         bank.record_serve("eng-bot", "get_page", [bank.show(first.id)])
         bank.record_serve("eng-bot", "load_context", [bank.show(stays.id), bank.show(first.id)], query="cache")
         kb.trash_page(gone, actor="alex")
