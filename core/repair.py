@@ -907,8 +907,9 @@ def _refuse_while_open(home: Home) -> None:
 
 def _rebuild(home: Home, result: RepairResult, progress: Callable[[int], None] | None) -> Path | None:
     """The database replayed from the repaired logs into a file beside it, then swapped in for the old one (kept
-    aside) with this node's own rows carried over (`REBUILD_CARRIES`) — a swap written down first, so a kill anywhere in it is finished
-    by the next open (core/store/replace.py) rather than leaving a database without its diaries."""
+    aside) with this node's own rows carried over (`REBUILD_CARRIES`) — a swap written down first, so a kill
+    anywhere in it is finished by the next open (core/store/replace.py) rather than leaving a database without its
+    diaries."""
     from .store import replace as replace_db
 
 

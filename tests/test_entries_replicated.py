@@ -60,7 +60,8 @@ def _write_every_entry_kind(home: Home, sha: str) -> dict[str, str]:
         assert cached.citations[0].result == "held"
         deploys = bank.add(page, "Deploys happen on Tuesdays.", kind="CONVENTION",
                            citations=[{"link": "acme/api#12", "kind": "issue"}], distinct=True, actor="alex")
-        assert bank.add(page, "deploys  happen on TUESDAYS.", distinct=True, actor="eng-bot").folded      # entry.corroborate
+        # an exact repeat: entry.corroborate
+        assert bank.add(page, "deploys  happen on TUESDAYS.", distinct=True, actor="eng-bot").folded
         racing = node.submit_one(records.entry_add("eng-bot", entry_id="racing-repeat-1", page_id=page, kind="FACT",
                                                    body="Deploys happen on tuesdays.", by="agent", citations=[],
                                                    budget=10))
@@ -122,7 +123,8 @@ def _both_ways(a: Home, b: Home, ids: dict[str, str]) -> None:
     with Node.open(b) as node, EntryBank(node) as bank:
         assert bank.policy(ids["locked"]) == "LOCKED"
         assert bank.verify(ids["fix"], actor="sam").tier == HUMAN_VERIFIED
-        assert bank.add(ids["page"], "The cache holds for FIVE minutes.", distinct=True, actor="eng-bot").id == ids["fix"]
+        again = bank.add(ids["page"], "The cache holds for FIVE minutes.", distinct=True, actor="eng-bot")
+        assert again.id == ids["fix"]
         out = node.submit_one(records.entry_add("eng-bot", entry_id="on-b-locked", page_id=ids["locked"], kind="FACT",
                                                 body="Releases wait for a green build.", by="agent", citations=[]))
         assert (out.status, out.code) == ("refused", "locked")
@@ -148,7 +150,8 @@ def test_every_entry_kind_written_on_one_node_reads_the_same_on_another_through_
     assert by_id[ids["unread"]]["tier"] == GROUNDED           # read later by the recheck: held
     assert by_id[ids["fix"]]["citations"][0]["anchor"] == {"path": "src/cache.py", "lines": [2, 3]}
     with Node.open(b) as node:
-        serves = [tuple(r) for r in node.conn.execute("SELECT entry_id, actor, via, rank FROM entry_serves ORDER BY rank")]
+        serves = [tuple(r) for r in node.conn.execute("SELECT entry_id, actor, via, rank FROM entry_serves "
+                                                      "ORDER BY rank")]
     assert serves == [(ids["deploys"], "eng-bot", "load_context", 1), (ids["fix"], "eng-bot", "load_context", 2)]
     _both_ways(a, b, ids)
     assert _said(a, ids["page"]) == _said(b, ids["page"])
@@ -290,8 +293,9 @@ def _purged_fleet(tmp_path: Path) -> tuple[Home, Home, Path, str]:
                          distinct=True, actor="eng-bot")
         bank.set_policy(gone, "curated", actor="alex")
         assert bank.add(gone, "the old cache held for an HOUR.", distinct=True, actor="eng-bot").folded
-        for n, (body, edited) in enumerate((("The old cache held for an hour!", "The old cache held for ninety minutes."),
-                                            ("the old cache held for NINETY minutes.", "It held for two hours."))):
+        repeats = (("The old cache held for an hour!", "The old cache held for ninety minutes."),
+                   ("the old cache held for NINETY minutes.", "It held for two hours."))
+        for n, (body, edited) in enumerate(repeats):
             # a repeat racing the writer's look, folded by the applier: the log keeps the text it repeated
             out = node.submit_one(records.entry_add("eng-bot", entry_id=f"racing-{n}", page_id=gone, kind="FACT",
                                                     body=body.replace("!", "."), by="agent", citations=[]))

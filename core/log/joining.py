@@ -326,5 +326,6 @@ def nats_first_steps(root: Path, plan: dict[str, Any]) -> list[str]:
     return kept
 
 
-__all__ = ["FIRST_JOIN_LOCK", "DirectoryTaken", "directory_held", "begin", "node_toml", "finish", "sweep_half_notes", "first_steps", "joined_steps", "undo_new", "nats_first_steps",
-           "start_over", "done", "own_logs_held", "copy_durably"]
+__all__ = ["FIRST_JOIN_LOCK", "DirectoryTaken", "directory_held", "begin", "node_toml", "finish", "sweep_half_notes",
+           "first_steps", "joined_steps", "undo_new", "nats_first_steps", "start_over", "done", "own_logs_held",
+           "copy_durably"]
