@@ -330,3 +330,37 @@ def test_entry_records_of_a_page_purged_since_are_given_back_each_in_turn(tmp_pa
         assert (res.exit_code, out["records_lost"], out["rebuilt"]) == (0, 0, False), (
             seq, kind, [r["why"] for r in out["rewritten"]])
     assert (_said(a, kept), _said(b, kept)) == before
+
+
+def test_what_depends_on_order_is_decided_in_log_order_whichever_node_wrote_it(tmp_path):
+    """B writes without having looked at A's latest records: its applier decides in the log's order, as A's does —
+    an agent's second proposal past its budget (PAGE_PROPOSED_ENTRY_BUDGET = 1) refused, an exact repeat folded into
+    A's entry, a person's accept of an entry A's person archived meanwhile refused — and both digests agree."""
+    config, _g, _sha = _company(tmp_path)
+    config["knowledge"] = {**config.get("knowledge", {}), "page_proposed_entry_budget": 1}
+    a = new_home(tmp_path / "A", config)
+    shared = tmp_path / "shared"
+    ok(cli(a.root, "sync", "join", str(shared)))
+    ok(cli(tmp_path / "B", "sync", "join", str(shared), "--operator", "sam"))
+    a, b = Home(a.root), Home(tmp_path / "B")
+    with Node.open(a) as node, EntryBank(node) as bank:
+        page = KnowledgeBase(node).create_page("ENG", "Caching", "", actor="alex").id
+        proposed = bank.add(page, "The cache holds for ten minutes.", distinct=True, actor="eng-bot")
+    with Node.open(b, catch_up=False) as nb, Node.open(a) as na:
+        bank_a = EntryBank(na)
+        # A moves on while B has not looked: a person archives the proposal, and a standing fact is written
+        bank_a.archive(proposed.id, actor="alex", reason="not what we measured")
+        standing = bank_a.add(page, "Deploys happen on Tuesdays.", distinct=True, actor="alex")
+        out = nb.submit_one(records.entry_add("eng-bot", entry_id="b-second", page_id=page, kind="FACT",
+                                              body="The cache is per process.", by="agent", citations=[], budget=1))
+        # applied after A's archive: eng-bot holds no proposal any more, so its budget allows this one
+        assert out.status == "applied"
+        out = nb.submit_one(records.entry_add("eng-bot", entry_id="b-third", page_id=page, kind="FACT",
+                                              body="The cache is warmed at start.", by="agent", citations=[], budget=1))
+        assert (out.status, out.code) == ("refused", "budget")
+        out = nb.submit_one(records.entry_add("sam", entry_id="b-repeat", page_id=page, kind="FACT",
+                                              body="deploys happen on tuesdays.", by="person", citations=[]))
+        assert out.result == {"entry_id": standing.id, "page_id": page, "folded": True}
+        out = nb.submit_one(records.entry_status("sam", entry_id=proposed.id, action="accept", by="person"))
+        assert out.status == "applied" and out.result["from"] == "ARCHIVED"     # accept applies from ARCHIVED too
+    assert _said(a, page) == _said(b, page)
