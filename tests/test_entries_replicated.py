@@ -364,3 +364,14 @@ def test_what_depends_on_order_is_decided_in_log_order_whichever_node_wrote_it(t
         out = nb.submit_one(records.entry_status("sam", entry_id=proposed.id, action="accept", by="person"))
         assert out.status == "applied" and out.result["from"] == "ARCHIVED"     # accept applies from ARCHIVED too
     assert _said(a, page) == _said(b, page)
+
+
+def test_a_shared_directory_gone_whole_is_said_and_no_log_is_made_in_its_place(tmp_path):
+    """Not a lost log: the directory itself is not there (not mounted, moved). The repair makes nothing where it
+    was — a new empty log there would pass for the company's — and says which path is missing."""
+    a, _b, shared, sha = _shared_fleet(tmp_path)
+    _write_every_entry_kind(a, sha)
+    shared.rename(tmp_path / "elsewhere")
+    res = cli(a.root, "log", "repair", "--yes")
+    assert res.exit_code == 1 and str(shared) in res.stderr and res.stderr.count("\n") == 1
+    assert not shared.exists()
