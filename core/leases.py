@@ -158,3 +158,18 @@ def _int_or_none(value: Any) -> int | None:
 
 def new_owner(label: str) -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{label}:{uuid.uuid4().hex[:8]}"
+
+
+def running(directory: Path) -> str | None:
+    """Who runs duties from `directory`'s leases right now (the app, a `crewlet worker`: a node's own leases), by
+    their label: an unexpired lease whose holder still runs (a killed process holds nothing)."""
+    try:
+        files = list(directory.glob("*.lease"))
+    except OSError:
+        return None
+    now = now_ms()
+    for path in files:
+        held = Lease(directory, path.stem, "", "").holder()
+        if held is not None and held.expires_at > now and not held.dead():
+            return held.label
+    return None

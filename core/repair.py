@@ -22,6 +22,7 @@ another log (and its own applier) is checked and repaired the same way.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import itertools
 import json
 import logging
@@ -40,6 +41,7 @@ from typing import Any
 
 from .clock import now_ms
 from .durable import fsync_dir
+from .errors import Refused
 from .leftovers import sweep
 from .log import FileLog, Record
 from .log.check import Applied, LogHealth, Spot, inspect, walk
@@ -54,7 +56,7 @@ from .repaired import LostChange, held_lost, journal_path, relocate, repairs_of,
 from .replica import engine
 from .replica.engine import Applier
 from .store import Connection, connect, sqlite3
-from .store.digest import REPLICATED
+from .store.digest import CARRIED_LOCAL, REPLICATED, STALE_AFTER_REBUILD
 from .vectors import records as vectors
 
 
@@ -276,9 +278,11 @@ def check_home(home: Home, *, conn: Connection | None = None, verify: bool = Tru
         reports = []
         for spec in home_logs(home):
             applied = engine.applied_position(conn, spec.position) if conn is not None else Applied()
-            if not spec.path.exists() and applied.seq == 0:
-                continue  # a log this home never wrote (a home older than the vector log)
             others = max([p.seq(spec.position) for p in _peers(home)] + [0])
+            if not spec.path.exists():
+                if applied.seq == 0 and others == 0:
+                    continue  # a log this home never wrote (a home older than the vector log)
+                _lost_whole(spec)
             with FileLog(spec.path, readonly=True) as flog:
                 health = inspect(flog, applied, collect_op_ids=True, others_applied=others)
                 report = LogReport(spec, health)
@@ -301,6 +305,16 @@ def check_home(home: Home, *, conn: Connection | None = None, verify: bool = Tru
         _close_sources(sources)
         if own and conn is not None:
             conn.close()
+
+
+def _lost_whole(spec: LogSpec) -> None:
+    """A log file gone whole (deleted) that this node or a peer applied: every record it held is lost, and the
+    databases that applied them give them back like any other damage. It is made again empty — as the next open
+    of any command makes it — so the check reads it and the repair writes it anew under its writers' lock; never
+    where its directory is gone too (a shared directory not mounted: that is said, not papered over)."""
+    if not spec.path.parent.is_dir():
+        raise FileNotFoundError(errno.ENOENT, f"the {spec.name} log's directory is gone", str(spec.path.parent))
+    FileLog(spec.path).close()
 
 
 def _peers(home: Home) -> list[Any]:
@@ -845,6 +859,8 @@ def repair_home(home: Home, reports: list[LogReport], *,
     that applied another log than this one, or that was kept so by an earlier repair, is moved aside and
     rebuilt here."""
     result = RepairResult()
+    if any(r.needs_rebuild for r in reports):
+        _refuse_while_open(home)
     for report in reports:
         if not report.needs_cut:
             continue
@@ -869,14 +885,31 @@ def repair_home(home: Home, reports: list[LogReport], *,
     return result
 
 
-# this node's own rows a rebuilt database takes over from the one it replaces: its agents' diaries (on no log)
-REBUILD_CARRIES = ("agent_diary",)
+# this node's own rows a rebuilt database takes over from the one it replaces — its agents' diaries (on no log), the
+# embedding duty's holds (a provider's refusal of a page's revision holds whatever the rebuild lost) —: every
+# node-local table an adoption carries but those that hold only for the content the rebuild changes
+REBUILD_CARRIES = tuple(t for t in CARRIED_LOCAL if t not in STALE_AFTER_REBUILD)
+
+
+def _refuse_while_open(home: Home) -> None:
+    """A rebuild swaps the database file: a process that has it open (the app, `crewlet worker`, `crewlet mcp`, a
+    script) would go on with the old file, kept aside, and lose every write it made there. Refused, naming it,
+    before anything is changed."""
+    from .leases import running
+    from .store.holders import other_holder
+
+    who = running(home.node_lease_dir) or other_holder(home.db_file)
+    if who is not None:
+        raise Refused(f"{who} has {home.root} open — a repair that rebuilds the database replaces the file under it: "
+                      "stop it (quit the app, stop `crewlet worker` or `crewlet mcp`) and repair again; nothing was "
+                      "changed", code="busy")
 
 
 def _rebuild(home: Home, result: RepairResult, progress: Callable[[int], None] | None) -> Path | None:
     """The database replayed from the repaired logs into a file beside it, then swapped in for the old one (kept
-    aside) with this node's diaries carried over — a swap written down first, so a kill anywhere in it is finished
-    by the next open (core/store/replace.py) rather than leaving a database without its diaries."""
+    aside) with this node's own rows carried over (`REBUILD_CARRIES`) — a swap written down first, so a kill
+    anywhere in it is finished by the next open (core/store/replace.py) rather than leaving a database without its
+    diaries."""
     from .store import replace as replace_db
 
 

@@ -15,6 +15,7 @@ decides; it only does what the note says.
 """
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import shutil
@@ -25,13 +26,24 @@ from pathlib import Path
 from typing import Any
 
 from ..durable import fsync_dir, fsync_file, write_atomic
-from ..errors import CrewletError
+from ..errors import CrewletError, Refused
 from ..paths import Home
 from ..store import replace as replace_db
 from .filelog import HOLDER_SUFFIX, FileLog
 from .jetstream_company import convert_positions, set_activation
 
 log = logging.getLogger("crewlet.join")
+
+# beside the shared logs: held by a first node while it decides whether the directory is still empty and copies
+# into it, so two homes joining one empty directory at once never copy over each other (`sync join` counts a
+# directory holding only this file as empty)
+FIRST_JOIN_LOCK = ".first-join.lock"
+
+
+class DirectoryTaken(Refused):
+    """The directory became another home's shared directory before this home's first join copied into it."""
+
+    code = "directory_taken"
 
 
 def begin(home: Home, plan: dict[str, Any]) -> None:
@@ -72,11 +84,57 @@ def _write_node(home: Home, text: str) -> None:
     write_atomic(home.node_file, text.encode("utf-8"))
 
 
+@contextmanager
+def directory_held(directory: Path) -> Iterator[None]:
+    """Hold off every other home's first join of `directory` (a flock of FIRST_JOIN_LOCK in it: the directory passed
+    `locks.require`, so the lock holds between machines too). Waits for one under way, saying so."""
+    fd = os.open(directory / FIRST_JOIN_LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log.warning("waiting for another home's `crewlet sync join` of %s to finish", directory)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)   # closing the descriptor releases the lock
+
+
+def _begins_with(whole: Path, prefix: Path) -> bool:
+    """Are `prefix`'s bytes the first bytes of `whole`?"""
+    size = prefix.stat().st_size
+    if not whole.is_file() or whole.stat().st_size < size:
+        return False
+    with open(prefix, "rb") as a, open(whole, "rb") as b:
+        left = size
+        while left:
+            n = min(left, 1 << 20)
+            if a.read(n) != b.read(n):
+                return False
+            left -= n
+    return True
+
+
+def _not_ours(root: Path, directory: Path, plan: dict[str, Any]) -> str | None:
+    """Why the shared directory's logs and company.toml are not this home's copies (None when they are: a join
+    killed after it copied them). The copies are byte for byte; a log may only have grown since (other nodes
+    write to it once company.toml is there)."""
+    own_config = root / "company.toml"
+    for name in plan["logs"]:
+        own = root / "log" / name
+        if own.is_file() and not _begins_with(directory / name, own):
+            return f"{directory / name} does not begin with this home's {name}"
+    if not own_config.is_file() or own_config.read_bytes() != (directory / "company.toml").read_bytes():
+        return f"{directory / 'company.toml'} is not this home's company.toml"
+    return None
+
+
 def finish(home: Home) -> str | None:
     """Finish a join a killed process left written down in the home (`Home.join_note`), before anything else of
     the home is read: each step of it is done or found done, so a kill in this too leaves the next open to
     finish it. A new node is undone instead (it holds nothing of its own yet: the home is as before the join).
-    Returns what was found ("first", "joined", "new", "nats-first"), None when no join was under way (one stat)."""
+    Returns what was found ("first", "joined", "new", "nats-first"; "undone": a first node's join whose directory
+    another home made its own meanwhile), None when no join was under way (one stat)."""
     if not home.join_note.exists():
         return None
     with replace_db.held(home.db_file):
@@ -90,7 +148,12 @@ def finish(home: Home) -> str | None:
         kind = str(plan.get("kind"))
         try:
             if kind == "first":
-                first_steps(home.root, plan)
+                try:
+                    first_steps(home.root, plan)
+                except DirectoryTaken as exc:
+                    log.warning("a `crewlet sync join` a stopped process left on %s was not finished: %s",
+                                home.root, exc)
+                    return "undone"
             elif kind == "joined":
                 joined_steps(home.root, plan)
             elif kind == "new":
@@ -136,29 +199,43 @@ def first_steps(root: Path, plan: dict[str, Any]) -> list[str]:
     """The first node's join from its note, each step done or found done: the logs and company.toml copied into
     DIR (company.toml last: a directory becomes one other homes may join only once it is there, so until then
     the copies are made again over any half-made one), node.toml naming DIR (the moment the home becomes a
-    node), then the originals removed (byte for byte in DIR). Returns the files copied."""
+    node), then the originals removed (byte for byte in DIR). Whether DIR is still empty and the copying are
+    decided under DIR's first-join lock; a company.toml found there is this join's own copy only when DIR's logs
+    begin with the home's and its company.toml is byte for byte the home's — else DIR is another home's, and
+    this join is undone (`DirectoryTaken`), the home's logs untouched. Returns the files copied."""
     home, directory = Home(root), Path(plan["shared"])
     own_logs, own_config = root / "log", root / "company.toml"
     moved: list[str] = []
     if home.shared is None:
-        if not (directory / "company.toml").is_file():
-            directory.mkdir(parents=True, exist_ok=True)
-            with own_logs_held(root, plan["logs"]):
-                sources = sorted(p for p in own_logs.rglob("*") if p.is_file() and not p.name.endswith(HOLDER_SUFFIX)
-                                 ) if own_logs.is_dir() else []
-                for src in sources:
-                    dest = directory / src.relative_to(own_logs)
-                    dest.parent.mkdir(parents=True, exist_ok=True)
-                    copy_durably(src, dest)
-                    moved.append(str(dest))
-                for name in plan["logs"]:  # a log the home never wrote is created empty, as `init` creates it
-                    shared_log = directory / name
-                    if not shared_log.exists():
-                        FileLog(shared_log).close()
-                fsync_dir(directory)   # every log in place before company.toml says the directory is one
-                copy_durably(own_config, directory / "company.toml")
-                moved.append(str(directory / "company.toml"))
-                fsync_dir(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        with directory_held(directory):
+            if (directory / "company.toml").is_file():
+                # copied already by this join (killed after), or the directory of another home that joined it
+                # first meanwhile: only the first is done; the other leaves this home as it was, its logs whole
+                problem = _not_ours(root, directory, plan)
+                if problem is not None:
+                    done(home)
+                    raise DirectoryTaken(
+                        f"{directory} became another home's shared directory while this home was joining it "
+                        f"({problem}): {root} is as it was, its logs kept — to share its pages, join another "
+                        f"empty directory, or publish them into that one from a node of it")
+            else:
+                with own_logs_held(root, plan["logs"]):
+                    sources = sorted(p for p in own_logs.rglob("*")
+                                     if p.is_file() and not p.name.endswith(HOLDER_SUFFIX)) if own_logs.is_dir() else []
+                    for src in sources:
+                        dest = directory / src.relative_to(own_logs)
+                        dest.parent.mkdir(parents=True, exist_ok=True)
+                        copy_durably(src, dest)
+                        moved.append(str(dest))
+                    for name in plan["logs"]:  # a log the home never wrote is created empty, as `init` creates it
+                        shared_log = directory / name
+                        if not shared_log.exists():
+                            FileLog(shared_log).close()
+                    fsync_dir(directory)   # every log in place before company.toml says the directory is one
+                    copy_durably(own_config, directory / "company.toml")
+                    moved.append(str(directory / "company.toml"))
+                    fsync_dir(directory)
         _write_node(home, plan["node_toml"])
     shutil.rmtree(own_logs, ignore_errors=True)
     own_config.unlink(missing_ok=True)
@@ -249,5 +326,6 @@ def nats_first_steps(root: Path, plan: dict[str, Any]) -> list[str]:
     return kept
 
 
-__all__ = ["begin", "node_toml", "finish", "sweep_half_notes", "first_steps", "joined_steps", "undo_new", "nats_first_steps",
-           "start_over", "done", "own_logs_held", "copy_durably"]
+__all__ = ["FIRST_JOIN_LOCK", "DirectoryTaken", "directory_held", "begin", "node_toml", "finish", "sweep_half_notes",
+           "first_steps", "joined_steps", "undo_new", "nats_first_steps", "start_over", "done", "own_logs_held",
+           "copy_durably"]

@@ -99,6 +99,19 @@ TABLES: tuple[Table, ...] = (
 REPLICATED: dict[str, str] = {t.name: t.rows for t in TABLES if t.rows}
 # each node's own: no digest covers them, no snapshot carries them (core/sync/snapshot.py)
 NODE_LOCAL: tuple[str, ...] = tuple(t.name for t in TABLES if t.local)
+# the node-local tables a database that replaces this node's derives again from the rows it holds (backlinks by the
+# indexer, each duty's cursor by its next pass, a diary's counts by the triggers that insert its notes) ...
+DERIVED_LOCAL: tuple[str, ...] = ("duties", "page_links", "agent_diary_versions")
+# ... and the others, this node's own, which follow into the new file: an adopted snapshot
+# (core/sync/snapshot.py), a repair's rebuild (core/repair.py)
+CARRIED_LOCAL: tuple[str, ...] = tuple(t for t in NODE_LOCAL if t not in DERIVED_LOCAL)
+# node-local rows that hold only for the content they were written at, which a repair's rebuild changes under the
+# same positions (it rebuilds because the database holds records the log lost): started over there, not carried
+STALE_AFTER_REBUILD: dict[str, str] = {
+    "answer_cache": "each answer is kept at the log positions it was written at, and a rebuilt database stands at "
+                    "those positions without the records the repair lost: carried, it would be served as if nothing "
+                    "had changed",
+}
 POSITIONS = "SELECT name, seq, byte_offset, frame_offset, digest FROM log_position ORDER BY name"
 # rows a node holds that no log carries, so no digest covers them: table -> why (said in --json)
 EXCLUDED: dict[str, str] = {t.name: t.local for t in TABLES if t.name == "agent_diary"}

@@ -24,6 +24,7 @@ import logging
 import os
 import shutil
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -169,7 +170,8 @@ def _free_name(path: Path) -> Path:
 
 def carry_rows(old_db: Path, new_db: Path, tables: Sequence[str]) -> dict[str, int]:
     """Copy into `new_db` every row of `tables` in `old_db` that it lacks (by key: a row already there is left
-    as it is), in one transaction; the rows copied, per table. Columns both files have are copied (the old
+    as it is; a table numbered by its own database — an INTEGER PRIMARY KEY, the diary's — by what the row holds,
+    so a note numbered as another file's note is kept too), in one transaction; the rows copied, per table. Columns both files have are copied (the old
     file may predate a column: it takes its default). A table either file lacks is skipped."""
     if not old_db.is_file():
         return {}
@@ -183,9 +185,14 @@ def carry_rows(old_db: Path, new_db: Path, tables: Sequence[str]) -> dict[str, i
                 for table in tables:
                     cols = [r[1] for r in conn.execute(f"PRAGMA main.table_info({table})")]
                     old_cols = {r[1] for r in conn.execute(f"PRAGMA old.table_info({table})")}
-                    both = ", ".join(f'"{c}"' for c in cols if c in old_cols)
-                    if not both:
+                    shared = [c for c in cols if c in old_cols]
+                    if not shared:
                         continue
+                    row_id = _row_id(conn, table)
+                    if row_id is not None and row_id in shared:
+                        copied[table] = _carry_numbered(conn, table, row_id, [c for c in shared if c != row_id])
+                        continue
+                    both = ", ".join(f'"{c}"' for c in shared)
                     cur = conn.execute(f'INSERT OR IGNORE INTO main."{table}" ({both}) SELECT {both} FROM old."{table}"')
                     copied[table] = max(cur.rowcount or 0, 0)
                 conn.execute("COMMIT")
@@ -197,6 +204,35 @@ def carry_rows(old_db: Path, new_db: Path, tables: Sequence[str]) -> dict[str, i
     finally:
         conn.close()
     return copied
+
+
+def _row_id(conn: Connection, table: str) -> str | None:
+    """The column that is `table`'s row id — an INTEGER PRIMARY KEY, as an AUTOINCREMENT id is — else None."""
+    key = [(r[1], str(r[2]).upper()) for r in conn.execute(f'PRAGMA main.table_info("{table}")') if r[5]]
+    return key[0][0] if len(key) == 1 and key[0][1] == "INTEGER" else None
+
+
+def _carry_numbered(conn: Connection, table: str, row_id: str, columns: list[str]) -> int:
+    """Carry the rows of a table numbered by the database that wrote them (an agent's diary): the same number in
+    two files is two different rows — each file counted from 1 — so a row is matched by what it holds, never by
+    its number. One the new file holds already (a carry done before a kill, done again) is left; any other keeps
+    its number where it is free and takes the next one where another row holds it. Returns the rows copied."""
+    names = ", ".join(f'"{c}"' for c in columns)
+    # what the new file holds, as a multiset: two notes alike in every column are two notes
+    held: Counter[tuple[Any, ...]] = Counter(tuple(r) for r in conn.execute(f'SELECT {names} FROM main."{table}"'))
+    numbers = {r[0] for r in conn.execute(f'SELECT "{row_id}" FROM main."{table}"')}
+    free, taken = [], []
+    for row in conn.execute(f'SELECT "{row_id}", {names} FROM old."{table}" ORDER BY "{row_id}"').fetchall():
+        content = tuple(row[1:])
+        if held[content]:
+            held[content] -= 1
+            continue
+        (taken if row[0] in numbers else free).append(row)
+    marks = ", ".join("?" * len(columns))
+    # the free numbers first, so a number the second statement gives out is never one the first still needs
+    conn.executemany(f'INSERT INTO main."{table}" ("{row_id}", {names}) VALUES (?, {marks})', [tuple(r) for r in free])
+    conn.executemany(f'INSERT INTO main."{table}" ({names}) VALUES ({marks})', [tuple(r)[1:] for r in taken])
+    return len(free) + len(taken)
 
 
 __all__ = ["note_path", "held", "write_note", "read_note", "replace", "finish", "finish_held", "carry_rows"]

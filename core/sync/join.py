@@ -63,8 +63,10 @@ class JoinResult:
 
 
 def _is_empty_dir(path: Path) -> bool:
-    """Empty, or holding only what a killed lock probe left (core/log/locks.py: a file of that process's own)."""
-    return path.is_dir() and not any(not child.name.startswith(".lock-probe.") for child in path.iterdir())
+    """Empty, or holding only what a killed lock probe left (core/log/locks.py: a file of that process's own) and the
+    first-join lock a refused or undone first join left (core/log/joining.py)."""
+    return path.is_dir() and not any(not child.name.startswith(".lock-probe.") and child.name != joining.FIRST_JOIN_LOCK
+                                     for child in path.iterdir())
 
 
 def join(home: Home, target: str | Path, *, snapshot: Path | None = None, operator: str | None = None,
@@ -190,7 +192,8 @@ def _join_existing(home: Home, directory: Path, settings: config_mod.NodeSetting
     # the home's own paths, taken before node.toml names DIR (after that the same names lead there)
     own_logs = home.log_dir
     if not (directory / "company.toml").is_file():
-        raise Refused(f"{directory} holds a log but no company.toml — it is not a shared directory crewlet made",
+        raise Refused(f"{directory} holds a log but no company.toml — it is not a shared directory crewlet made (or "
+                      "another home's first join of it is still copying: try again once it is done)",
                       code="invalid_directory")
     specs = home_logs(home)
     prefix = all(_is_prefix(spec.path, directory / spec.path.relative_to(own_logs)) for spec in specs)

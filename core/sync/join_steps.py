@@ -8,27 +8,19 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from ..clock import now_ms
 from ..errors import CrewletError
-from ..leases import Lease
+from ..leases import running
+from ..store.holders import other_holder
 from ..log import FileLog
 from ..paths import Home
 from ..repair import home_logs
 
 
 def running_here(home: Home) -> str | None:
-    """Who runs duties on this home right now (the app, a `crewlet worker`), from their unexpired leases whose
-    holder still runs (a killed process holds nothing)."""
-    try:
-        files = list(home.node_lease_dir.glob("*.lease"))
-    except OSError:
-        return None
-    now = now_ms()
-    for path in files:
-        held = Lease(home.node_lease_dir, path.stem, "", "").holder()
-        if held is not None and held.expires_at > now and not held.dead():
-            return held.label
-    return None
+    """Who runs on this home right now: the app or a `crewlet worker`, from their unexpired leases whose holder still
+    runs (a killed process holds nothing), else any other process that has its database open (`crewlet mcp`, a
+    script: core/store/holders.py)."""
+    return running(home.node_lease_dir) or other_holder(home.db_file)
 
 
 @contextmanager

@@ -36,7 +36,7 @@ from ..repair import database_aside_path, home_logs
 from ..store import connect, sqlite3
 from ..store import replace as replace_mod
 from ..store.migrations import MIGRATIONS
-from ..store.digest import NODE_LOCAL, content_digest
+from ..store.digest import CARRIED_LOCAL, DERIVED_LOCAL, NODE_LOCAL, content_digest
 
 if TYPE_CHECKING:
     from ..node import Node
@@ -47,7 +47,7 @@ NODE_LOCAL_TABLES = NODE_LOCAL   # as core/store/digest.py `TABLES` declares the
 # the node-local tables a replaced database does not carry over, because they are derived again from the rows
 # the new one holds: backlinks by the indexer, each duty's cursor by its next pass, a diary's counts by the
 # triggers that insert its notes. Every other node-local table is this node's own and is carried.
-REBUILT_NODE_LOCAL = ("duties", "page_links", "agent_diary_versions")
+REBUILT_NODE_LOCAL = DERIVED_LOCAL   # as core/store/digest.py declares them
 # what a snapshot says of itself: its content digest (core/store/digest.py) at its positions, checked on adopt
 META = "crewlet_snapshot"
 
@@ -344,4 +344,4 @@ def install(home: Home, info: SnapshotInfo) -> Path | None:
 def carried_tables() -> list[str]:
     """The node-local tables whose rows follow this node's database when it is replaced: every one but those
     derived again from the rows the new file holds."""
-    return [t for t in NODE_LOCAL_TABLES if t not in REBUILT_NODE_LOCAL]
+    return list(CARRIED_LOCAL)
