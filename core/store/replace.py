@@ -221,7 +221,8 @@ def _carry_numbered(conn: Connection, table: str, row_id: str, columns: list[str
     # what the new file holds, as a multiset: two notes alike in every column are two notes
     held: Counter[tuple[Any, ...]] = Counter(tuple(r) for r in conn.execute(f'SELECT {names} FROM main."{table}"'))
     numbers = {r[0] for r in conn.execute(f'SELECT "{row_id}" FROM main."{table}"')}
-    free, taken = [], []
+    free: list[Any] = []
+    taken: list[Any] = []
     for row in conn.execute(f'SELECT "{row_id}", {names} FROM old."{table}" ORDER BY "{row_id}"').fetchall():
         content = tuple(row[1:])
         if held[content]:
