@@ -396,14 +396,20 @@ def test_crewlet_entry_recheck_runs_it_now_and_sums_it_up(node, page, git):
     assert {k: got["counts"][k] for k in ("held", "reanchored", "changed", "needs_person", "disputed")} == {
         "held": 1, "reanchored": 1, "changed": 1, "needs_person": 1, "disputed": 0}
     assert got["heads"] == {"server": head}
+    git.write("src/other.py", "# top\n" + numbered(30, "other"))
+    head2 = git.commit("shift the other file")
     human = _crewlet(home, "entry", "recheck")
     assert human.returncode == 0, human.stderr
-    text = " ".join(human.stdout.split())
-    assert "nothing new" in text or "0 re-anchored" in text
+    lines = [" ".join(line.split()) for line in human.stdout.splitlines()]
+    assert f"server: checked at {head2[:7]}" in lines
+    assert {"1 held where they were", "1 re-anchored (lines shifted)", "0 changed (the cited lines rewritten)",
+            "0 need a person", "1 check(s) written"} <= set(lines), lines
+    again = _crewlet(home, "entry", "recheck")
+    assert again.returncode == 0 and "nothing new since the last recheck: nothing written" in again.stdout
     with Node.open(node.home) as again:
         assert _show(again, shifted.id).citations[0].result == "shifted"
         assert _show(again, changed.id).citations[0].result == "changed"
-        assert [len(c.checks) for c in _show(again, kept.id).citations] == [1]
+        assert [c["result"] for c in _show(again, kept.id).citations[0].checks] == ["held", "shifted"]
     assert _crewlet(home, "entry", "recheck", "--help").returncode == 0
     assert _crewlet(home, "entry", "recheck", "--bogus").returncode == 2
 
