@@ -143,6 +143,30 @@ def test_shifted_lines_are_re_anchored_and_still_held_and_an_untouched_file_writ
                                         (ENTRY_RECHECK,)).fetchone()[0]) == {"heads": {"server": head}}
 
 
+def test_the_next_jump_starts_at_the_head_the_last_pass_checked(node, page, git):
+    """Citations written at different commits, their file the same since: one jump (two git diffs) for all."""
+    early = _add(node, page, CLAIM, _cite(git, "src/cache.py", (22, 23)))
+    git.write("src/other.py", "# elsewhere\n" + numbered(30, "other"))
+    git.commit("another file")
+    late = _add(node, page, "Expiry compares ages.", _cite(git, "src/cache.py", (22, 22)))
+    duty = EntryRecheckDuty(node)
+    runner = DutyRunner(node, [duty], label="test")
+    try:
+        stop = threading.Event()
+        assert runner.run_one(duty, stop=stop).result.counts == {"held": 2}    # nothing written: both at c0/c1
+        git.write("src/cache.py", "# top\n" + CACHE)
+        head = git.commit("shift")
+        repo = duty._repos["server"]
+        calls = repo.git_calls
+        duty.force = True
+        runner.run_one(duty, stop=stop)
+        assert repo.git_calls - calls == 2          # one --name-status and one -U0 diff, from the last head
+    finally:
+        runner.close()
+    assert [(c.result, c.commit, c.anchor["lines"]) for e in (early, late) for c in _show(node, e.id).citations] == [
+        ("shifted", head, [23, 24]), ("shifted", head, [23, 23])]
+
+
 def test_rewritten_lines_without_a_model_ask_a_person_and_change_nothing_else(node, page, git):
     entry = _add(node, page, CLAIM, _cite(git, "src/cache.py", (1, 1), "TTL_SECONDS = 600"))
     git.write("src/cache.py", CACHE.replace("TTL_SECONDS = 600", "TTL_SECONDS = 300"))
@@ -556,6 +580,16 @@ def test_decay_runs_on_its_cron_on_the_calendar_and_not_when_off(plain, monkeypa
     assert _decay(node).result.summary.startswith("not due: next at ")
     monkeypatch.setenv("CREWLET_NOW", later.isoformat())
     assert _decay(node).result.counts["archived"] == 1 and _status(node, entry.id) == "ARCHIVED"
+
+
+def test_a_drill_that_moved_the_calendar_ahead_does_not_stop_decay_once_it_ends(plain, monkeypatch):
+    node, page = plain
+    entry = _add(node, page, CLAIM, actor="eng-bot")
+    monkeypatch.setenv("CREWLET_NOW", _iso(_show(node, entry.id).created_at + 10 * DAY_MS))
+    _decay(node)                                    # the last run now stands ten days ahead of the real clock
+    monkeypatch.delenv("CREWLET_NOW")
+    report = _decay(node)
+    assert report.result.summary.startswith("as of ") and _status(node, entry.id) == "PROPOSED"
 
 
 def test_decay_off_does_nothing(tmp_path, monkeypatch):

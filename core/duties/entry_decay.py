@@ -5,7 +5,8 @@ a person verified (a person is asked instead).
 
 Whether the cron is due is asked of the bank's calendar (`core.clock.calendar_now_ms`), which CREWLET_NOW sets:
 `CREWLET_NOW=2027-06-01T04:00Z crewlet worker --once` decays as of that instant. The cursor is the calendar
-instant of the last pass (ms). A fleet duty: its records replicate, so one node runs it for the company.
+instant of the last pass (ms); one ahead of the calendar (a drill's, since ended) counts as none, so the pass
+runs at once. A fleet duty: its records replicate, so one node runs it for the company.
 """
 from __future__ import annotations
 
@@ -42,6 +43,10 @@ class EntryDecayDuty(Duty):
             last = int(ctx.cursor) if ctx.cursor else None
         except ValueError:
             last = None                  # a cursor this version cannot read: due now, as a first run
+        if last is not None and last > calendar_now_ms():
+            # the last run stands ahead of the calendar: a drill's CREWLET_NOW, since unset. Waiting for the real
+            # clock to pass it would stop decay for months; a pass now archives only what is stale now
+            last = None
         if not cron.due(last):
             assert last is not None
             upcoming = cron.next_after(from_ms(last))
