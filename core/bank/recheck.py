@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +47,9 @@ RECHECKED = (PROPOSED, STANDING, CONSOLIDATED)   # entries still in the bank, or
 WAITING = (CHANGED, GONE)                        # a person decides these; the recheck leaves them
 BATCH = 1_000                                    # records a submit carries
 MAX_JUDGED = 50        # model calls in one pass: the rest are found again by the next pass (nothing was written)
+# seconds of model calls in one pass: the app runs every duty on one thread, and a page just saved waits for the
+# keyword index while a pass judges (the next pass comes at once, after the duties that are due)
+JUDGING_BUDGET_S = 20.0
 MAX_SAID = 20          # lines a report keeps of what it says (failures of the model, unreadable repositories)
 
 # what a pass counts, in the order the summary says them
@@ -201,6 +205,7 @@ class _Pass:
         self.progress, self.stop = progress, stop
         self.pending: list[Any] = []
         self.judged = 0
+        self.judging_since: float | None = None
         self.disputing: set[str] = set()
 
     def tick(self, label: str, n: int = 0) -> None:
@@ -352,7 +357,10 @@ class _Pass:
             self.check(s, CHANGED, commit=a.commit, blob=a.blob, where=None,
                        message=f"{a.reason}: {why}, a person decides")
             return
-        if self.judged >= self.max_judged or (self.stop is not None and self.stop.is_set()):
+        if self.judging_since is None:
+            self.judging_since = time.monotonic()
+        if (self.judged >= self.max_judged or (self.stop is not None and self.stop.is_set())
+                or time.monotonic() - self.judging_since > JUDGING_BUDGET_S):
             # nothing written: the file's blob still differs, so the next pass carries it and asks again
             self.counts["left_for_next_pass"] += 1
             self.report.more = True
