@@ -11,6 +11,7 @@ import typer
 
 from .cli_common import JSON_OPT, console, emit_json, fail, handle_errors, open_node, refuse_elsewhere
 from .cli_entries import entry_app
+from .fmt import plural
 from .sanitize import markup_safe as escape
 
 if TYPE_CHECKING:
@@ -19,12 +20,12 @@ if TYPE_CHECKING:
 app = typer.Typer()        # this module's own commands: none at the top; `recheck` joins the `entry` group
 LABEL = "crewlet entry recheck"     # who holds the duty's lease, as another process says it
 
-# the summary's rows: (count key, words)
+# the summary's rows, label first (a count beside a label needs no plural): (count key, label)
 ROWS = (("held", "held where they were"), ("reanchored", "re-anchored (lines shifted)"),
-        ("followed", "followed a renamed file"), ("moved", "moved (found again elsewhere in the file)"),
-        ("changed", "changed (the cited lines rewritten)"), ("gone", "gone (the file deleted)"),
-        ("disputed", "entries disputed (the model found the claim contradicted)"),
-        ("needs_person", "need a person"), ("not_read", "not read (repository unreadable)"))
+        ("followed", "followed a renamed file"), ("moved", "moved elsewhere in the file"),
+        ("changed", "changed (lines rewritten)"), ("gone", "gone (file deleted)"),
+        ("disputed", "entries disputed by the model"), ("needs_person", "waiting for a person"),
+        ("not_read", "not read (repository unreadable)"))
 
 
 @entry_app.command("recheck")
@@ -92,7 +93,7 @@ def _say(report: DutyReport, counts: dict[str, int], said: list[str], disputed: 
     else:
         _table(report, counts, said, heads, status.get("model"))
     if counts.get("not_read"):
-        fail(f"{counts['not_read']:,} citation(s) not read: " + (said[0] if said else "a repository could not be read")
+        fail(f"{plural(counts['not_read'], 'citation')} not read: " + (said[0] if said else "a repository could not be read")
              + " — they are read again by the next recheck")
 
 
@@ -104,16 +105,17 @@ def _table(report: DutyReport, counts: dict[str, int], said: list[str], heads: d
         return
     for name, head in sorted(heads.items()):
         console.print(escape(f"{name}: checked at {head[:7]}"), soft_wrap=True)
+    label = max(len(words) for _, words in ROWS)
     width = max(len(f"{counts.get(k, 0):,}") for k, _ in ROWS)
     for key, words in ROWS:
-        console.print(escape(f"  {counts.get(key, 0):>{width},}  {words}"), soft_wrap=True)
+        console.print(escape(f"  {words + ':':<{label + 1}} {counts.get(key, 0):>{width},}"), soft_wrap=True)
     if counts.get("judged_held"):
-        console.print(escape(f"  ({counts['judged_held']:,} of the changed judged still holding by "
-                             f"{model})"), soft_wrap=True)
+        console.print(escape(f"  (of the changed, {counts['judged_held']:,} judged still holding by {model})"),
+                      soft_wrap=True)
     if not counts.get("records"):
         console.print("nothing new since the last recheck: nothing written")
     else:
-        console.print(escape(f"{counts['records']:,} check(s) written"), soft_wrap=True)
+        console.print(escape(f"{plural(counts['records'], 'check')} written"), soft_wrap=True)
     for line in said:
         console.print(f"[yellow]{escape(line)}[/]", soft_wrap=True)
     if counts.get("needs_person") or counts.get("disputed"):

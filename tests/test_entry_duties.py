@@ -426,8 +426,8 @@ def test_crewlet_entry_recheck_runs_it_now_and_sums_it_up(node, page, git):
     assert human.returncode == 0, human.stderr
     lines = [" ".join(line.split()) for line in human.stdout.splitlines()]
     assert f"server: checked at {head2[:7]}" in lines
-    assert {"1 held where they were", "1 re-anchored (lines shifted)", "0 changed (the cited lines rewritten)",
-            "0 need a person", "1 check(s) written"} <= set(lines), lines
+    assert {"held where they were: 1", "re-anchored (lines shifted): 1", "changed (lines rewritten): 0",
+            "waiting for a person: 0", "1 check written"} <= set(lines), lines
     again = _crewlet(home, "entry", "recheck")
     assert again.returncode == 0 and "nothing new since the last recheck: nothing written" in again.stdout
     with Node.open(node.home) as again:
@@ -436,6 +436,26 @@ def test_crewlet_entry_recheck_runs_it_now_and_sums_it_up(node, page, git):
         assert [c["result"] for c in _show(again, kept.id).citations[0].checks] == ["held", "shifted"]
     assert _crewlet(home, "entry", "recheck", "--help").returncode == 0
     assert _crewlet(home, "entry", "recheck", "--bogus").returncode == 2
+
+
+def test_crewlet_entry_recheck_leaves_a_recheck_running_elsewhere_and_says_what_it_could_not_read(node, page, git,
+                                                                                                   tmp_path):
+    _add(node, page, CLAIM, _cite(git, "src/cache.py", (1, 1)))
+    holder = DutyRunner(node, [EntryRecheckDuty(node)], label="the app")
+    assert holder.leases[ENTRY_RECHECK].acquire() is None           # the app's worker holds the duty
+    try:
+        busy = _crewlet(node.home.root, "entry", "recheck")
+        assert busy.returncode == 1 and "the recheck runs elsewhere just now" in busy.stderr
+        assert "the app" in busy.stderr and len(busy.stderr.strip().splitlines()) == 1
+    finally:
+        holder.close()
+    git.write("src/cache.py", "# top\n" + CACHE)
+    git.commit("shift")
+    git.path.rename(tmp_path / "hidden")
+    git.path.mkdir()
+    unread = _crewlet(node.home.root, "entry", "recheck")
+    assert unread.returncode == 1 and "not read (repository unreadable): 1" in " ".join(unread.stdout.split())
+    assert "1 citation not read: repository 'server' not read" in " ".join(unread.stderr.split())
 
 
 # -- the decay duty --------------------------------------------------------------------------------------------
