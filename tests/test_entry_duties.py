@@ -167,6 +167,25 @@ def test_the_next_jump_starts_at_the_head_the_last_pass_checked(node, page, git)
         ("shifted", head, [23, 24]), ("shifted", head, [23, 23])]
 
 
+def test_only_the_default_branch_is_watched(tmp_path, git):
+    with Node.open(_home(tmp_path, git.path)) as node:
+        page = KnowledgeBase(node).create_page("ENG", "Caching", "", actor="alex").id
+        entry = _add(node, page, CLAIM, _cite(git, "src/cache.py", (22, 23)))
+        git.git("checkout", "-q", "-b", "feature")                  # the checkout moves to another branch
+        git.write("src/cache.py", "# top\n" + CACHE)
+        git.commit("on a feature branch")
+        with open(node.home.config_file, "a", encoding="utf-8") as f:
+            f.write('default_branch = "main"\n')                    # [repositories.server] is the file's last table
+        node.refresh_config()
+        assert node.company.repositories["server"].default_branch == "main"
+        before = _seq(node)
+        assert _recheck(node).result.counts == {"held": 1} and _seq(node) == before
+        git.git("checkout", "-q", "main")
+        git.git("merge", "-q", "--ff-only", "feature")
+        _recheck(node)
+        assert _show(node, entry.id).citations[0].result == "shifted"
+
+
 def test_rewritten_lines_without_a_model_ask_a_person_and_change_nothing_else(node, page, git):
     entry = _add(node, page, CLAIM, _cite(git, "src/cache.py", (1, 1), "TTL_SECONDS = 600"))
     git.write("src/cache.py", CACHE.replace("TTL_SECONDS = 600", "TTL_SECONDS = 300"))
