@@ -477,6 +477,12 @@ def test_crewlet_entry_recheck_leaves_a_recheck_running_elsewhere_and_says_what_
     assert "1 citation not read: repository 'server' not read" in " ".join(unread.stderr.split())
 
 
+def test_crewlet_entry_recheck_without_repositories_says_so(tmp_path):
+    home = new_home(tmp_path / "bare")
+    out = _crewlet(home.root, "entry", "recheck")
+    assert out.returncode == 0 and "no repositories configured ([repositories.NAME] in company.toml)" in out.stdout
+
+
 # -- the decay duty --------------------------------------------------------------------------------------------
 
 def _iso(ms: int) -> str:

@@ -105,11 +105,14 @@ class RecheckReport:
             self.said.append(line)
 
     def summary(self) -> str:
+        """One line for the worker's log: the counts that are not 0 ("2 held, 1 re-anchored")."""
         c = self.counts
         parts = [f"{c[k]:,} {WORDS[k]}" for k in ("held", "reanchored", "followed", "moved", "changed", "gone",
-                                                  "disputed", "needs_person", "not_read")]
+                                                  "disputed", "needs_person", "not_read") if c[k]]
         extra = [f"{c[k]:,} {WORDS[k]}" for k in ("judged_held", "read", "judge_failed", "left_for_next_pass",
                                                  "refused") if c[k]]
+        if not parts and not extra:
+            return "no code citation to recheck"
         return ", ".join(parts) + (f" ({', '.join(extra)})" if extra else "")
 
     def to_json(self) -> dict[str, Any]:
