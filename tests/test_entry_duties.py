@@ -391,6 +391,34 @@ def test_a_broken_answer_is_said_and_changes_nothing_but_asking_a_person(judged,
     assert _needs_person(node)[entry.id] == ["citation 1: the cited lines changed"]
 
 
+def test_an_entry_a_person_archived_mid_pass_is_not_disputed_and_the_pass_goes_on(judged, git):
+    server, node, page = judged
+    entry = _add(node, page, CLAIM, _cite(git, "src/cache.py", (1, 1)))
+    other = _add(node, page, "Other things hold.", _cite(git, "src/other.py", (3, 4)))
+    _rewrite_ttl(git)
+    git.write("src/other.py", "# top\n" + numbered(30, "other"))
+    git.commit("and the other file")
+    server.script = [Reply('{"verdict": "contradicts", "reason": "TTL is 300 now."}')]
+    archived = []
+
+    def progress(_duty: str, done: int, total: int, label: str) -> None:
+        if not archived:        # the first word of the pass: the entries are read; a person archives one now
+            archived.append(EntryBank(node).archive(entry.id, actor="alex", reason="out of date").status)
+
+    duty = EntryRecheckDuty(node)
+    runner = DutyRunner(node, [duty], label="test")
+    try:
+        report = runner.run_one(duty, stop=threading.Event(), progress=progress)
+    finally:
+        runner.close()
+    assert archived == ["ARCHIVED"] and not report.error
+    counts = report.result.counts
+    assert (counts.get("disputed", 0), counts["refused"], report.result.status["disputed"]) == (0, 1, [])
+    shown = _show(node, entry.id)
+    assert (shown.status, shown.status_reason, shown.citations[0].result) == ("ARCHIVED", "out of date", "changed")
+    assert _show(node, other.id).citations[0].result == "shifted"
+
+
 def test_an_unclear_verdict_asks_a_person(judged, git):
     server, node, page = judged
     entry = _add(node, page, CLAIM, _cite(git, "src/cache.py", (1, 1)))

@@ -241,8 +241,15 @@ class _Pass:
         batch, self.pending = self.pending, []
         decided = self.node.submit(batch)
         self.counts["records"] += len(batch)
-        # an entry archived or purged since it was read: its check is refused, nothing else is
-        self.counts["refused"] += sum(1 for d in decided if d.status == "refused")
+        # an entry a person archived (or whose page was purged) since it was read: the dispute (or check) is
+        # refused by the applier, and the pass goes on; a refused dispute is no dispute
+        for rec, out in zip(batch, decided):
+            if out.status != "refused":
+                continue
+            self.counts["refused"] += 1
+            if rec.type == "entry.status":
+                self.counts["disputed"] -= 1
+                self.report.disputed.remove(rec.payload["entry_id"])
         self.tick("writing what the recheck found")
 
     # -- one repository ----------------------------------------------------------------------------------
