@@ -20,15 +20,17 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..clock import from_ms, older_than_days
 from ..pages import records
 from ..pages.entry_model import ARCHIVE, HOLDING, PROPOSED, STANDING, SYSTEM
 from ..pages.links import strip_code
-from ..pages.service import Writer
 from ..sections.bank import BankSettings
 from .entries import SYSTEM_ACTOR
+
+if TYPE_CHECKING:
+    from ..node import Node
 
 DAY_MS = 86_400_000
 BATCH = 1_000
@@ -145,21 +147,24 @@ def decide(conn: Any, settings: BankSettings, now_ms: int) -> list[Decision]:
     return out
 
 
-def decay(node: Writer, settings: BankSettings, now_ms: int,
+def decay(node: Node, settings: BankSettings, now_ms: int,
           progress: Callable[[int, int, str], None] | None = None) -> DecayReport:
     """One decay pass as of `now_ms` on the calendar: each entry past its window archived by crewlet with the
     reason, or kept (and said why), or left for a person."""
+    # decided and archived under the node's lock, on the log as it stands: a person's accept or serve written
+    # meanwhile (by this process, or appended by another before the look) is read before anything is archived
     with node.lock:
+        node.catch_up()
         decisions = decide(node.conn, settings, now_ms)
-    report = DecayReport(decisions)
-    archive = [d for d in decisions if d.outcome == ARCHIVED]
-    for i in range(0, len(archive), BATCH):
-        chunk = archive[i:i + BATCH]
-        decided = node.submit([records.entry_status(SYSTEM_ACTOR, entry_id=d.entry_id, action=ARCHIVE, by=SYSTEM,
-                                                    reason=d.reason) for d in chunk])
-        report.refused += sum(1 for d in decided if d.status == "refused")
-        if progress is not None:
-            progress(i + len(chunk), len(archive), "archiving what nobody uses")
+        report = DecayReport(decisions)
+        archive = [d for d in decisions if d.outcome == ARCHIVED]
+        for i in range(0, len(archive), BATCH):
+            chunk = archive[i:i + BATCH]
+            decided = node.submit([records.entry_status(SYSTEM_ACTOR, entry_id=d.entry_id, action=ARCHIVE,
+                                                        by=SYSTEM, reason=d.reason) for d in chunk])
+            report.refused += sum(1 for d in decided if d.status == "refused")
+            if progress is not None:
+                progress(i + len(chunk), len(archive), "archiving what nobody uses")
     return report
 
 
