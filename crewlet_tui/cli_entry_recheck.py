@@ -33,10 +33,9 @@ ROWS = (("held", "held where they were"), ("reanchored", "re-anchored (lines shi
 def recheck_cmd(as_json: bool = JSON_OPT) -> None:
     """Recheck every entry's code citations against its repository's branch head now.
 
-    Shifted lines are re-anchored, a renamed file followed, lines moved elsewhere in the file found again; rewritten
-    lines are judged by the chat model of \\[providers.llm] (contradicted: the entry is DISPUTED), else a person is
-    asked — `crewlet entries --needs-person` lists them. The recheck duty of `crewlet worker` does the same on each
-    repository's poll_interval."""
+    Shifted lines are re-anchored, a renamed file followed, lines moved elsewhere in the file found again; rewritten lines are judged by the chat model of \[providers.llm] (contradicted: the entry is DISPUTED), else a person is asked: `crewlet entries --needs-person` lists them.
+
+    The recheck duty of `crewlet worker` does the same on each repository's poll_interval."""
     from core.duties.entry_recheck import EntryRecheckDuty
     from core.duties.runner import DutyRunner
 
