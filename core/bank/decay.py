@@ -65,8 +65,9 @@ class DecayReport:
     def summary(self) -> str:
         words = {ARCHIVED: "archived", KEPT_HELD: "kept (a citation held within the window)",
                  KEPT_LINKED: "kept (a page links to it)", ASK_PERSON: "left for a person (verified)"}
-        out = ", ".join(f"{len(self.of(o))} {words[o]}" for o in OUTCOMES)
-        return out + (f", {self.refused} refused" if self.refused else "")
+        out = ", ".join(f"{len(self.of(o)):,} {words[o]}" for o in OUTCOMES if self.of(o))
+        out += f", {self.refused:,} refused" if self.refused else ""
+        return out or "nothing past its window"
 
     def to_json(self) -> dict[str, Any]:
         return {"counts": {o: len(self.of(o)) for o in OUTCOMES}, "refused": self.refused,
