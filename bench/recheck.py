@@ -2,7 +2,7 @@
 2,000 files across a 500-commit jump in at most 30 s on one core).
 
     python bench/recheck.py [--files 2000] [--citations 10000] [--commits 500] [--per-commit 12]
-                            [--cited-at 1] [--keep DIR]
+                            [--cited-at 1] [--keep DIR] [--duty]
 
 Makes a synthetic repository with git fast-import (`--files` files of ~120 unique lines; then `--commits`
 commits, each editing `--per-commit` random files — lines inserted, deleted, rewritten, a block moved —,
@@ -11,6 +11,14 @@ with a quote) at the first commit, and times `core.repos.recheck` carrying all o
 process and its git children pinned to one core. Prints the time, the outcomes, the files the jump touched
 and the load; checks that every citation said to hold passes the write check at the head. Never asserts a
 time.
+
+`--duty` times the whole duty path instead: a home whose company.toml declares the repository, one entry per
+citation (standing, its citation read at write at the first commit, written straight to the log in bulk — that is
+the set-up, not timed), then one pass of the recheck duty through the runner (`EntryRecheckDuty`, as
+`crewlet entry recheck` runs it): the entries and their last checks read from SQLite, the blobs compared at the
+head, the jump carried through git, and every check that changed written to the log and applied. Prints the pass's
+time, its counts, the records written and the load; checks that every citation the duty said holds passes the
+write check where it now stands.
 """
 from __future__ import annotations
 
@@ -29,6 +37,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench._common import machine_load  # noqa: E402
+from core.paths import Home  # noqa: E402
 from core.repos import HOLDS, CodeCitation, Repository, check_code, recheck  # noqa: E402
 
 
@@ -129,6 +138,8 @@ def main() -> None:
     ap.add_argument("--cited-at", type=int, default=1,
                     help="citations spread over this many commits (each a jump of its own); 1: all at the first")
     ap.add_argument("--keep", type=Path, help="make the repository here and keep it")
+    ap.add_argument("--duty", action="store_true",
+                    help="time the whole recheck duty (entries in a home, records written) instead of core.repos alone")
     args = ap.parse_args()
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core, inherited by the git children
     with tempfile.TemporaryDirectory() as tmp:
@@ -149,6 +160,9 @@ def main() -> None:
             end = start + rng.randint(0, 4)
             quote = files[p][rng.randint(start, end) - 1].strip() if i % 2 else None
             cits.append(CodeCitation("bench", p, start, end, revs[n], quote))
+        if args.duty:
+            duty_pass(path, Path(tmp) / "home", revs, cits, made)
+            return
         with Repository("bench", path) as repo:
             touched = len(repo.changed_files(first, head))
             calls, asked = repo.git_calls, repo.reader.requests
@@ -168,6 +182,73 @@ def main() -> None:
         print(f"git processes run: {calls}; objects asked of cat-file: {asked}")
         print(f"held citations failing the write check at the head: {len(wrong)}")
         print(machine_load())
+
+
+def duty_pass(repo_path: Path, home_root: Path, revs: list[str], cits: list[CodeCitation], made: float) -> None:
+    """One pass of the recheck duty over one entry per citation (see the module's docstring)."""
+    import threading
+
+    from core import config as config_mod
+    from core.duties.entry_recheck import EntryRecheckDuty
+    from core.duties.runner import DutyRunner
+    from core.node import Node, init_home
+    from core.pages import records
+    from core.pages.service import KnowledgeBase
+
+    config = config_mod.example_config()
+    config["repositories"] = {"bench": {"path": str(repo_path)}}
+    home = Home(home_root)
+    init_home(home, config)
+    t = time.perf_counter()
+    with Node.open(home) as node:
+        page = KnowledgeBase(node).create_page("ENG", "Bench", "", actor="alex").id
+        with Repository("bench", repo_path) as repo:
+            at = sorted({(c.commit, c.path) for c in cits})
+            blobs = dict(zip(at, repo.blob_ids(at)))
+        recs = []
+        for i, c in enumerate(cits):
+            recs.append(records.entry_add(
+                "alex", entry_id=records.new_id(), page_id=page, kind="FACT", body=f"Fact {i} about {c.path}.",
+                by="person", citations=[c.to_json()],
+                checks=[{"index": 1, "result": "held", "commit": c.commit, "blob": blobs[(c.commit, c.path)]}]))
+        for i in range(0, len(recs), 2_000):
+            node.submit(recs[i:i + 2_000], bulk=True)
+        written = time.perf_counter() - t
+        first_seq = node.applied_seq()
+        duty = EntryRecheckDuty(node, force=True)
+        runner = DutyRunner(node, [duty], label="bench")
+        t = time.perf_counter()
+        report = runner.run_one(duty, stop=threading.Event())
+        took = time.perf_counter() - t
+        t = time.perf_counter()
+        idle = runner.run_one(duty, stop=threading.Event())      # the next poll, nothing new: what a poll costs
+        idle_took = time.perf_counter() - t
+        runner.close()
+        assert report.result is not None and idle.result is not None, report.line()
+        counts = report.result.counts
+        records_written = node.applied_seq() - first_seq
+        with Repository("bench", repo_path) as repo:
+            from core.bank.entries import EntryBank
+
+            bank = EntryBank(node, repositories={"bench": repo})
+            wrong = 0
+            rows = node.conn.execute("SELECT id FROM entries").fetchall()
+            for (entry_id,) in rows[:: max(1, len(rows) // 500)]:      # a sample of 500: each a read of its own
+                [c] = bank.show(entry_id).citations
+                if c.holds:
+                    where = c.anchor or {"path": c.citation["path"], "lines": c.citation["lines"]}
+                    moved = CodeCitation("bench", where["path"], *where["lines"], c.commit or revs[-1],
+                                         c.citation.get("quote"))
+                    wrong += check_code(1, moved, repo).outcome != HOLDS
+    print(f"repository: made in {made:.1f} s; {len(cits)} entries written in {written:.1f} s (set-up)")
+    print(f"recheck duty pass of {len(cits)} entries, one citation each, across {len(revs) - 1} commits on one core: "
+          f"{took:.2f} s ({took / len(cits) * 1e6:.0f} µs an entry); aim ≤ 30 s")
+    print("counts: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    print(f"records written and applied: {records_written}")
+    print(f"the next poll, nothing new at the head: {idle_took:.2f} s, "
+          f"{idle.result.counts.get('records', 0)} records written")
+    print(f"held citations (a sample of 500) failing the write check where they now stand: {wrong}")
+    print(machine_load())
 
 
 if __name__ == "__main__":

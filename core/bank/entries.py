@@ -416,10 +416,13 @@ class EntryBank:
         return sorted(out, key=lambda e: (TIER_RANK[e.tier], -e.created_at, e.id))
 
     def needs_person(self, *, actor: str | None = None) -> list[NeedsPerson]:
-        """What waits for a person: proposed entries, disputed ones, and entries in use whose cited code changed
-        or went (no model judged it): each with why."""
+        """What waits for a person: proposed entries, disputed ones, entries in use whose cited code changed
+        or went (no model judged it), and verified entries decay would have archived: each with why."""
+        from .decay import asked_of_a_person   # decay.py reads this module's SYSTEM_ACTOR
+
         self.kb.reader(actor)
         with self.node.lock:
+            asked = asked_of_a_person(self.conn, self.kb.company.bank, calendar_now_ms())
             rows = self.conn.execute("SELECT * FROM entries WHERE status IN (?, ?, ?, ?) ORDER BY created_at, id",
                                      (PROPOSED, DISPUTED, *IN_USE)).fetchall()
             out = []
@@ -434,6 +437,8 @@ class EntryBank:
                     reasons.append(f"disputed{': ' + entry.status_reason if entry.status_reason else ''}")
                 reasons += [f"citation {c.index}: the cited lines {'changed' if c.result == CHANGED else 'are gone'}"
                             for c in entry.citations if c.result in (CHANGED, GONE)]
+                if entry.id in asked:
+                    reasons.append(asked[entry.id])
                 if reasons:
                     out.append(NeedsPerson(entry, reasons))
         return out

@@ -5,7 +5,9 @@
 later duty sees what other writers appended), then the keyword index, then the trash reaper, then the
 embedding duty (the one that waits on a provider, so the cheap duties never wait on it), then the
 semantic index over what it embedded, then the diary fill (agents' notes left without a vector of the current
-model: diary_fill.py).
+model: diary_fill.py), then the entries' decay (a look at the clock, nightly work: entry_decay.py) and their
+recheck against the repositories (git, and a chat model when one judges: entry_recheck.py), last so that
+neither keeps the others waiting.
 """
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ from ..sync import watch
 from . import APPLY, TRASH_REAPER
 from .diary_fill import DiaryFillDuty
 from .embedding import EmbeddingDuty
+from .entry_decay import EntryDecayDuty
+from .entry_recheck import EntryRecheckDuty
 from .keyword_index import KeywordIndexDuty
 from .runner import Duty, DutyPass, DutyReport, DutyRunner, PassContext, ProgressFn
 from .semantic_index import IndexTrainingDuty
@@ -81,7 +85,8 @@ def default_duties(node: Node, *, index_interval_s: float = 2.0, embed_threads: 
     if remote_site(node.company) is not None:
         return [ApplyDuty(node), DiaryFillDuty(node, threads=embed_threads)]
     return [ApplyDuty(node), KeywordIndexDuty(node.home, interval_s=index_interval_s), TrashReaperDuty(node),
-            EmbeddingDuty(node, threads=embed_threads), IndexTrainingDuty(node), DiaryFillDuty(node, threads=embed_threads)]
+            EmbeddingDuty(node, threads=embed_threads), IndexTrainingDuty(node), DiaryFillDuty(node, threads=embed_threads),
+            EntryDecayDuty(node), EntryRecheckDuty(node)]
 
 
 def run_duties(node: Node, *, label: str, once: bool = False, stop: threading.Event | None = None,
