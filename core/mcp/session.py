@@ -25,6 +25,7 @@ from ..pages.service import KnowledgeBase
 
 if TYPE_CHECKING:
     from ..agents.diary import Diary
+    from ..bank.entries import EntryBank
     from ..agents.onboarding import Onboarding
     from ..node import Node
     from ..paths import Home
@@ -45,6 +46,7 @@ class Session:
         self.lock = threading.RLock()     # one call at a time over the one connection
         self._diary: Diary | None = None
         self._onboarding: Onboarding | None = None
+        self._bank: EntryBank | None = None     # the entries' tools: its repositories' cat-file processes kept
         self._asker: Any = None            # answer_knowledge's Asker: its chat client kept across calls
         # the model's load, begun when the server starts (start_warm): the first search waits for it to end
         self._warm_thread: threading.Thread | None = None
@@ -61,6 +63,15 @@ class Session:
 
             self._diary = Diary(self.node)
         return self._diary
+
+    @property
+    def bank(self) -> EntryBank:
+        """The knowledge bank's entries (core/bank), its repositories opened at the first read of a citation."""
+        if self._bank is None:
+            from ..bank.entries import EntryBank
+
+            self._bank = EntryBank(self.node)
+        return self._bank
 
     @property
     def onboarding(self) -> Onboarding:
@@ -217,6 +228,8 @@ class Session:
             self._follow.close()
             if self._diary is not None:
                 self._diary.close()
+            if self._bank is not None:          # ends the repositories' git processes
+                self._bank.close()
             if self._onboarding is not None:   # a pass this session held is free for the next at once
                 self._onboarding.release_all()
 

@@ -502,9 +502,24 @@ def m012_page_about(conn: Any) -> None:
         """)
 
 
+def m013_entry_context(conn: Any) -> None:
+    """load_context at 100,000 entries (core/bank/context.py): the scopes entries in use hold, and each scope's
+    entries newest first — all of them, its conventions, its verified ones — each an index range that the reading
+    stops in once it has what it serves. Partial indexes over the entries in use only; the queries write the
+    condition as these do, since SQLite's planner matches a partial index's WHERE term by term."""
+    _run_script(conn, """
+        CREATE INDEX entries_in_use_scope ON entries(scope, created_at)
+            WHERE status IN ('STANDING', 'CONSOLIDATED');
+        CREATE INDEX entries_in_use_conventions ON entries(scope, created_at)
+            WHERE status IN ('STANDING', 'CONSOLIDATED') AND kind = 'CONVENTION';
+        CREATE INDEX entries_in_use_verified ON entries(scope, created_at)
+            WHERE status IN ('STANDING', 'CONSOLIDATED') AND verified_by IS NOT NULL
+        """)
+
+
 MIGRATIONS: list[Migration] = [m001_pages, m002_read_context, m003_duties, m004_vectors, m005_log_position_digest,
                                m006_vector_reads, m007_semantic_index, m008_counts, m009_agent_diary,
-                               m010_answer_cache, m011_entries, m012_page_about]
+                               m010_answer_cache, m011_entries, m012_page_about, m013_entry_context]
 
 
 def migrate(conn: Any) -> list[str]:

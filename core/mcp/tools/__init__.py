@@ -9,8 +9,8 @@ TOOLS, not a copied set). See docs/architecture.md.
 """
 from __future__ import annotations
 
-from . import (answer_knowledge, comment_on_page, diary, get_page, list_pages, onboarding, save_page, search_knowledge,
-               write_page)
+from . import (add_entry, answer_knowledge, comment_on_page, diary, get_page, list_pages, load_context, onboarding,
+               save_page, search_knowledge, supersede_entry, write_page)
 from .base import Args, Reply, Tool
 
 # the knowledge app, as the spec names it
@@ -21,6 +21,10 @@ TOOLS: list[Tool] = [
     write_page.TOOL,
     save_page.TOOL,
     comment_on_page.TOOL,
+    # the knowledge bank's entries (core/bank): one fact each, checked against the code it cites
+    load_context.TOOL,
+    add_entry.TOOL,
+    supersede_entry.TOOL,
     # a person's question answered by the chat model from the pages (core/ask): offered to persons only
     answer_knowledge.TOOL,
     # an agent's own memory (core/agents): offered to agents only

@@ -5,19 +5,24 @@ from typing import Any
 
 from pydantic import Field
 
+from ...bank.context import check_at_head, with_json
+from ...bank.entries import Entry
+from ...bank.trust import TIER_RANK
 from ...pages.links import link_to
 from ...pages.model import WINDOW_MAX
 from ..session import Session
 from .base import REF_HELP, Args, Reply, Tool, page_brief
+
+VIA = "get_page"
 
 
 class GetPageArgs(Args):
     ref: str = Field(description=REF_HELP)
 
 
-def page_reply(session: Session, page: Any) -> Reply:
+def page_reply(session: Session, page: Any, entries: list[Entry] | None = None) -> Reply:
     """The page as get_page (and a resource read) gives it. Reads the children, backlinks and comments
-    as the session's actor; the read itself is the caller's to record."""
+    as the session's actor; the read itself, and the serve of its `entries`, are the caller's to record."""
     kb, who = session.kb, session.handle
     children = kb.list_pages(page.container, parent=page.id, limit=WINDOW_MAX, actor=who) if page.child_count else None
     links = kb.backlinks(page.id, actor=who)
@@ -31,6 +36,7 @@ def page_reply(session: Session, page: Any) -> Reply:
         "backlinks": [{"id": p.id, "title": p.title, "container": p.container, "link": link_to(p.id, p.title)}
                       for p in links],
         "comments": [{"id": c.id, "author": c.author, "text": c.body, "at": c.created_at} for c in comments],
+        "entries": with_json(entries or []),
     }
     trail = " › ".join([page.container, *[a["title"] for a in page.ancestors], page.title])
     head = [f"# {page.title}",
@@ -50,6 +56,9 @@ def page_reply(session: Session, page: Any) -> Reply:
     if comments:
         tail.append("\nComments:")
         tail += [f"- {c.author}: {c.body}" for c in comments]
+    if entries:
+        tail.append(f"\nEntries in use ({len(entries)}), grounded and verified first:")
+        tail += [f"- entry {e.id} · {e.kind} · {e.tier}: {e.body}" for e in entries]
     tail.append(f"\nTo change this page, call save_page with base_revision {page.revision}.")
     return Reply("\n".join(head) + body + "\n" + "\n".join(tail), data)
 
@@ -79,7 +88,18 @@ def read(session: Session, ref: str) -> Reply:
         return remote_page_reply(session.where(), page)
     session.index_catch_up()  # backlinks are derived with the keyword index: a link written a moment ago counts
     page = session.kb.get_page(ref, actor=session.handle)  # an agent's read is one knowledge_read
-    return page_reply(session, page)
+    return page_reply(session, page, entries_in_use(session, page.id))
+
+
+def entries_in_use(session: Session, page_id: str) -> list[Entry]:
+    """The page's entries in use, each cited file read at its branch head (a file changed since its last check
+    makes the entry UNGROUNDED), verified and grounded first; served to the session's actor, and recorded."""
+    bank = session.bank
+    entries = bank.entries(page_id, actor=session.handle)
+    check_at_head(bank, entries)
+    entries.sort(key=lambda e: (TIER_RANK[e.tier], -e.created_at, e.id))
+    bank.record_serve(session.handle, VIA, entries)
+    return entries
 
 
 def run(session: Session, args: GetPageArgs) -> Reply:
@@ -92,8 +112,10 @@ TOOL = Tool(
     description=(
         "Read one page of the team knowledge base in full. Returns its Markdown body, its revision (pass it to "
         "save_page as base_revision to change the page), id, address (SPACE/title), labels, the pages filed "
-        "under it (children), the pages that link to it (backlinks) and its comments. Use it after "
-        "search_knowledge or list_pages gave you a page worth reading, or when you know a page's address. "
-        "A page that does not exist is an error naming it."),
-    hint="read a hit in full by its id (or SPACE/Title): its body, revision, children, backlinks and comments",
+        "under it (children), the pages that link to it (backlinks), its comments and its entries in use (the "
+        "facts added under it: id, kind, trust tier, what each says). Use it after search_knowledge or "
+        "list_pages gave you a page worth reading, or when you know a page's address. A page that does not exist "
+        "is an error naming it."),
+    hint=("read a hit in full by its id (or SPACE/Title): its body, revision, children, backlinks, comments and "
+          "entries in use"),
     args=GetPageArgs, run=run, read_only=True)
