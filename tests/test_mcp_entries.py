@@ -190,9 +190,17 @@ def _grow_bank(home: Home, repo: GitRepo) -> dict[str, str]:
 async def test_load_context_serves_conventions_then_grounded_entries_with_ages_and_records_the_serve(bank_home, repo):
     ids = _grow_bank(bank_home, repo)
     sha7 = _sha(repo)[:7]
+    runbook = _page(bank_home, "Server Runbook")
+    _page(bank_home, "Web Guide")
+    with Node.open(bank_home) as node, EntryBank(node) as bank:
+        bank.link_page("ENG/Server Runbook", module="apps/server", actor="alex")
+        bank.link_page("ENG/Web Guide", module="apps/web", actor="alex")          # another module: not served
     async with connect(bank_home.root, "eng-bot", env=_later(3)) as client:
         text, data = await call(client, "load_context", area="apps/server/prisma")
     assert data["area"] == "server:apps/server/prisma" and data["modules"] == ["server:apps/server"]
+    # the pages linked to its module first, by address
+    assert data["pages"] == [{"id": runbook, "address": "ENG/Server Runbook", "linked_to": "server:apps/server"}]
+    assert text.index("ENG/Server Runbook") < text.index("Conventions of its modules:") and "Web Guide" not in text
     # the conventions of its module (the sibling folder's too, not the web module's), then the relevant entries
     assert [e["id"] for e in data["conventions"]] == [ids["convention"], ids["sibling_convention"]]
     served = [e["id"] for e in data["entries"]]
@@ -263,3 +271,31 @@ async def test_a_cited_file_changed_at_the_head_serves_as_ungrounded_below_the_g
     serves = _rows(bank_home, "SELECT count(DISTINCT entry_id) FROM entry_serves WHERE via = 'get_page' "
                               "AND actor = 'eng-bot'")
     assert serves == [(len(listed),)]
+
+
+# -- neighbours ------------------------------------------------------------------------------------------------
+
+def test_entries_that_say_nearly_the_same_come_back_as_a_result_with_nothing_written_and_are_served(bank_home):
+    """SimilarEntries is not an error: add_entry's reply lists the neighbours with their similarity, tier and page,
+    says how to go on, and records them as served. (Which entries are near is the search branch's finding; until
+    it lands, the bank finds none, so the reply is built here from the bank's own entries.)"""
+    from core.mcp.session import Session
+    from core.mcp.tools.add_entry import similar_reply
+
+    page = _page(bank_home, "Caching")
+    with Node.open(bank_home) as node:
+        bank = EntryBank(node)
+        near = bank.add(page, "The session cache holds for ten minutes.", actor="alex")
+        session = Session(node, "eng-bot")
+        try:
+            reply = similar_reply(session, [(near, 0.91)])
+        finally:
+            session.close()
+        bank.close()
+        rows = [tuple(r) for r in node.conn.execute("SELECT entry_id, actor, via, rank FROM entry_serves")]
+    assert reply.data["written"] is False and "distinct: true" in reply.data["hint"]
+    [listed] = reply.data["similar"]
+    assert (listed["id"], listed["similarity"], listed["tier"], listed["page"]) == (near.id, 0.91, "UNGROUNDED",
+                                                                                    "ENG/Caching")
+    assert f"entry {near.id} · similarity 0.91" in reply.text and "supersede_entry" in reply.text
+    assert rows == [(near.id, "eng-bot", "add_entry", 1)]

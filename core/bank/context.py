@@ -35,6 +35,7 @@ from ..pages.entry_model import CONVENTION, HOLDING
 from ..repos import Repositories, Scope, Unreadable, parse_scope, scope_matches
 from ..repos.modules import contains, norm_folder
 from .entries import Entry, EntryBank
+from .links import linked_pages
 from .trust import TIER_RANK, UNGROUNDED, ago, trust_tier
 
 # written exactly as the partial indexes of migration m013 say it, so SQLite's planner uses them
@@ -48,7 +49,7 @@ VIA = "load_context"
 class Item:
     """One thing a context serves, as the model reads it."""
 
-    section: str                # "page" | "convention" | "entry"
+    section: str                # "pages" | "conventions" | "entries", as Context.left_out counts them
     lines: list[str]
     tokens: int
     entry: Entry | None = None
@@ -281,12 +282,9 @@ class Selector:
         return sum(n for _key, _scope, n in self.groups())
 
 
-def _linked_pages(bank: EntryBank, scopes: Sequence[str]) -> list[dict[str, Any]]:
-    """The pages linked to the area or its modules (core/bank/links.py), as addresses."""
-    try:
-        from .links import linked_pages
-    except ImportError:       # page links not on this node's code yet
-        return []
+def _linked_pages(bank: EntryBank, scopes: Sequence[Scope]) -> list[dict[str, Any]]:
+    """The pages linked to a module holding, or lying within, the area or its modules (core/bank/links.py), as
+    addresses."""
     return [{"id": p.page_id, "address": p.page, "linked_to": p.item} for p in linked_pages(bank.conn, scopes)]
 
 
@@ -327,7 +325,7 @@ def load_context(bank: EntryBank, area: str, *, token_budget: int | None = None,
 
     with bank.node.lock:
         sel = Selector(bank, scope, modules)
-        pages = _linked_pages(bank, [str(scope), *out.modules])
+        pages = _linked_pages(bank, [scope, *modules])
         conventions = sel.conventions()
         convention_ids = [i for i, _ in conventions]
         relevant_ids = sel.relevant(k) if k > 0 else []
@@ -341,7 +339,7 @@ def load_context(bank: EntryBank, area: str, *, token_budget: int | None = None,
 
     for p in pages:
         line = f"- {p['address']} (id {p['id']}), linked to {p['linked_to']}"
-        if not fitter.add("Pages about its modules (read one with get_page):", Item("page", [line], 0, page=p)):
+        if not fitter.add("Pages about its modules (read one with get_page):", Item("pages", [line], 0, page=p)):
             out.left_out["pages"] += 1
 
     def serve(ids: list[str], section: str, heading: str) -> None:
@@ -350,10 +348,10 @@ def load_context(bank: EntryBank, area: str, *, token_budget: int | None = None,
         built.sort(key=lambda e: TIER_RANK[e.tier])          # stable: grounded and verified above the others
         for e in built:
             if not fitter.add(heading, Item(section, entry_lines(e, now), 0, entry=e)):
-                out.left_out[section + "s"] += 1
+                out.left_out[section] += 1
 
-    serve(convention_ids, "convention", "Conventions of its modules:")
-    serve(relevant_ids, "entry", f"The most relevant entries (at most {k}, grounded or verified first):")
+    serve(convention_ids, "conventions", "Conventions of its modules:")
+    serve(relevant_ids, "entries", f"The most relevant entries (at most {k}, grounded or verified first):")
     fitter.finish(out)
     if record and out.served:
         bank.record_serve(who.handle, VIA, out.served, query=out.area)
@@ -404,15 +402,15 @@ class _Fitter:
         used = tokens.count(text)
         while used > self.budget and self.items:
             _, item = self.items.pop()
-            ctx.left_out[item.section + "s"] += 1
+            ctx.left_out[item.section] += 1
             text = self.text(ctx)
             used = tokens.count(text)
         if used > self.budget:          # a budget below the framing itself: say nothing rather than too much
             text, used = "", 0
         ctx.text, ctx.tokens = text, used
         ctx.pages = [i.page for _, i in self.items if i.page is not None]
-        ctx.conventions = [i.entry for _, i in self.items if i.entry is not None and i.section == "convention"]
-        ctx.entries = [i.entry for _, i in self.items if i.entry is not None and i.section == "entry"]
+        ctx.conventions = [i.entry for _, i in self.items if i.entry is not None and i.section == "conventions"]
+        ctx.entries = [i.entry for _, i in self.items if i.entry is not None and i.section == "entries"]
 
 
 def closing_line(ctx: Context) -> str:
