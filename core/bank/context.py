@@ -42,6 +42,7 @@ from .trust import TIER_RANK, UNGROUNDED, ago, trust_tier
 IN_USE_SQL = "status IN ('STANDING', 'CONSOLIDATED')"
 BATCH = 32                      # candidates whose last checks are read in one query
 MIN_TOKEN_BUDGET = 100          # the tool's floor: the framing of a context always fits
+MIN_ENTRY_TOKENS = 24           # no entry reads in fewer (its id, tier, kind, scope, page and age): less room, none fits
 VIA = "load_context"
 
 
@@ -303,6 +304,17 @@ def area_modules(bank: EntryBank, area: Scope) -> list[Scope]:
     return [Scope(repo, folder) for repo, folder in reached]
 
 
+def build(bank: EntryBank, ids: Sequence[str]) -> list[Entry]:
+    """The entries as EntryBank builds them (page, citations with their last checks, corroborations), in the order
+    of `ids`, without what only `show` needs (the history)."""
+    if not ids:
+        return []
+    with bank.node.lock:
+        marks = ",".join("?" * len(ids))
+        rows = {r["id"]: r for r in bank.conn.execute(f"SELECT * FROM entries WHERE id IN ({marks})", list(ids))}
+        return [bank._build(rows[i]) for i in ids if i in rows]
+
+
 # -- the whole context --------------------------------------------------------------------------------------
 
 def load_context(bank: EntryBank, area: str, *, token_budget: int | None = None, top_k: int | None = None,
@@ -343,12 +355,17 @@ def load_context(bank: EntryBank, area: str, *, token_budget: int | None = None,
             out.left_out["pages"] += 1
 
     def serve(ids: list[str], section: str, heading: str) -> None:
-        built = [bank.show(i, actor=who.handle) for i in ids]
-        check_at_head(bank, built)
-        built.sort(key=lambda e: TIER_RANK[e.tier])          # stable: grounded and verified above the others
-        for e in built:
-            if not fitter.add(heading, Item(section, entry_lines(e, now), 0, entry=e)):
-                out.left_out[section] += 1
+        """Build, read at the head and fit the entries a chunk at a time, so that only what can fit is built:
+        once no entry could fit any more, the rest are counted as left out unread."""
+        for at in range(0, len(ids), BATCH):
+            if fitter.room() < MIN_ENTRY_TOKENS:
+                out.left_out[section] += len(ids) - at
+                return
+            built = build(bank, ids[at:at + BATCH])
+            check_at_head(bank, built)
+            for e in built:
+                if not fitter.add(heading, Item(section, entry_lines(e, now), 0, entry=e)):
+                    out.left_out[section] += 1
 
     serve(convention_ids, "conventions", "Conventions of its modules:")
     serve(relevant_ids, "entries", f"The most relevant entries (at most {k}, grounded or verified first):")
@@ -371,6 +388,9 @@ class _Fitter:
         self.reserve = tokens.count("Left out for the budget: 99 pages, 99 conventions and 99 entries. "
                                     "99,999 more entries in use here rank lower.")
 
+    def room(self) -> int:
+        return self.budget - self.used - self.reserve
+
     def add(self, heading: str, item: Item) -> bool:
         new_heading = all(h != heading for h, _ in self.items)
         cost = tokens.count("\n".join(([heading] if new_heading else []) + item.lines))
@@ -382,6 +402,11 @@ class _Fitter:
         return True
 
     def text(self, ctx: Context) -> str:
+        # within a section, grounded and verified above the others (a file changed at the head demotes an entry
+        # its last checks had ranked higher); reordering changes no count
+        rank = {"pages": 0, "conventions": 1, "entries": 2}
+        self.items = [it for _, it in sorted(enumerate(self.items), key=lambda p: (
+            rank[p[1][1].section], TIER_RANK[p[1][1].entry.tier] if p[1][1].entry is not None else 0, p[0]))]
         lines = list(self.head)
         said: set[str] = set()
         for heading, item in self.items:
