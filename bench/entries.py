@@ -6,7 +6,7 @@ entries, each beside a peer, on one core.
 A real git repository (20 modules of 10 files, one commit) and a real home that configures it. The home's
 100,000 entries are made by appending `entry.add` records straight to the log, 1,000 a batch (what
 `EntryBank.add` appends, without reading git for each): a fifth unscoped, the rest scoped to a module, a folder
-of it or a folder below that (140 scopes); 70% a person's (STANDING), 30% an agent's (PROPOSED); 0.5%
+of it or a folder below that (140 scopes); 70% a person's (STANDING), 30% an agent's (PROPOSED); 0.1%
 conventions (each scoped);
 three quarters citing one to three code lines (held at the commit, with the file's real blob), a tenth an issue,
 the rest nothing; then 2% verified by a person and 5% archived.
@@ -120,7 +120,7 @@ def fill(node: Node, n: int, sha: str, blobs: dict[str, str], folders: list[str]
     for i in range(n):
         entry_id = records.new_id()
         by = "person" if rng.random() < 0.7 else "agent"
-        kind = "CONVENTION" if rng.random() < 0.005 else rng.choice(("FACT", "FACT", "DECISION", "GOTCHA"))
+        kind = "CONVENTION" if rng.random() < 0.001 else rng.choice(("FACT", "FACT", "DECISION", "GOTCHA"))
         # a convention is how a module does things: always scoped
         scope = None if rng.random() < 0.2 and kind != "CONVENTION" else "code:" + rng.choice(folders)
         draw = rng.random()

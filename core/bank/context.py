@@ -36,11 +36,12 @@ from ..repos import Repositories, Scope, Unreadable, parse_scope, scope_matches
 from ..repos.modules import contains, norm_folder
 from .entries import Entry, EntryBank
 from .links import linked_pages
-from .trust import TIER_RANK, UNGROUNDED, ago, trust_tier
+from .trust import TIER_RANK, UNGROUNDED, CitationState, ago, trust_tier
 
 # written exactly as the partial indexes of migration m013 say it, so SQLite's planner uses them
 IN_USE_SQL = "status IN ('STANDING', 'CONSOLIDATED')"
 BATCH = 32                      # candidates whose last checks are read in one query
+CHUNK = 8                       # entries built, read at the head and fitted at a time
 MIN_TOKEN_BUDGET = 100          # the tool's floor: the framing of a context always fits
 MIN_ENTRY_TOKENS = 24           # no entry reads in fewer (its id, tier, kind, scope, page and age): less room, none fits
 VIA = "load_context"
@@ -121,32 +122,36 @@ def entry_lines(entry: Entry, now: int) -> list[str]:
 
 # -- the serve-time check -----------------------------------------------------------------------------------
 
-def check_at_head(bank: EntryBank, entries: Sequence[Entry]) -> None:
+def check_at_head(bank: EntryBank, entries: Sequence[Entry], heads: dict[str, str] | None = None) -> None:
     """Each code citation's file read at its repository's branch head (where a recheck re-anchored it, the file
     it stands in now), a repository at a time — one round trip for its head, one for every blob — and each
     entry's tier derived again: a file whose blob differs from the one last checked says so (`changed_since`)
     and the entry serves as UNGROUNDED until rechecked. A repository that cannot be read just now is left out
-    (its last checks stand), as EntryBank.head_blobs leaves it."""
-    wanted: dict[str, list[tuple[Entry, int, str]]] = {}
+    (its last checks stand), as EntryBank.head_blobs leaves it. `heads`: each repository's head as read earlier in
+    the same serve (read here, and kept in it, when not there)."""
+    heads_of = {} if heads is None else heads
+    wanted: dict[str, list[tuple[Entry, CitationState, str]]] = {}
     for e in entries:
         for c in e.citations:
             if "path" in c.citation and c.blob is not None:
                 path = str((c.anchor or {}).get("path") or c.citation["path"])
-                wanted.setdefault(str(c.citation.get("repository")), []).append((e, c.index, path))
-    heads: dict[tuple[str, int], str | None] = {}
+                wanted.setdefault(str(c.citation.get("repository")), []).append((e, c, path))
+    now_at: dict[tuple[str, int], str | None] = {}
     for name, cited in wanted.items():
         repo = bank.repositories.get(name)
         if repo is None:
             continue
         try:
-            head = repo.head()
-            blobs = repo.blob_ids([(head, path) for _, _, path in cited])
+            head = heads_of.get(name) or heads_of.setdefault(name, repo.head())
+            # a check made at the head itself read the file as it is there: no need to read it again
+            moved = [(e, c, path) for e, c, path in cited if c.commit != head]
+            blobs = repo.blob_ids([(head, path) for _, _, path in moved])
         except Unreadable:
             continue
-        for (e, index, _), blob in zip(cited, blobs):
-            heads[(e.id, index)] = blob
+        for (e, c, _), blob in zip(moved, blobs):
+            now_at[(e.id, c.index)] = blob
     for e in entries:
-        mine = {i: b for (eid, i), b in heads.items() if eid == e.id}
+        mine = {i: b for (eid, i), b in now_at.items() if eid == e.id}
         if mine:
             e.tier = trust_tier(e.status, e.verified_by, e.citations, mine)
             if e.verified_by:     # the tier stays a person's; the citation still says its file changed
@@ -207,9 +212,15 @@ class Selector:
         # every scope entries in use hold, with how many: one scan of the partial index entries_in_use_scope
         self.scopes = [(r[0], r[1]) for r in self.conn.execute(
             f"SELECT scope, count(*) FROM entries WHERE {IN_USE_SQL} GROUP BY scope")]
+        self._groups: dict[bool, list[tuple[tuple[int, int, int], str | None, int]]] = {}
 
     def groups(self, *, modules_too: bool = False) -> list[tuple[tuple[int, int, int], str | None, int]]:
         """The stored scopes that serve the area (and, `modules_too`, its modules), nearest first."""
+        if modules_too not in self._groups:
+            self._groups[modules_too] = self._read_groups(modules_too)
+        return self._groups[modules_too]
+
+    def _read_groups(self, modules_too: bool) -> list[tuple[tuple[int, int, int], str | None, int]]:
         out = []
         for text, n in self.scopes:
             parsed = stored_scope(text)
@@ -354,18 +365,27 @@ def load_context(bank: EntryBank, area: str, *, token_budget: int | None = None,
         if not fitter.add("Pages about its modules (read one with get_page):", Item("pages", [line], 0, page=p)):
             out.left_out["pages"] += 1
 
+    heads: dict[str, str] = {}
+
     def serve(ids: list[str], section: str, heading: str) -> None:
-        """Build, read at the head and fit the entries a chunk at a time, so that only what can fit is built:
-        once no entry could fit any more, the rest are counted as left out unread."""
-        for at in range(0, len(ids), BATCH):
+        """Build, read at the head and fit the entries a few at a time, so that only what can fit is built: once
+        the room left is below any entry, or a whole chunk found none that fits, the rest are counted as left
+        out unread."""
+        for at in range(0, len(ids), CHUNK):
             if fitter.room() < MIN_ENTRY_TOKENS:
                 out.left_out[section] += len(ids) - at
                 return
-            built = build(bank, ids[at:at + BATCH])
-            check_at_head(bank, built)
+            built = build(bank, ids[at:at + CHUNK])
+            check_at_head(bank, built, heads)
+            fitted = 0
             for e in built:
-                if not fitter.add(heading, Item(section, entry_lines(e, now), 0, entry=e)):
+                if fitter.add(heading, Item(section, entry_lines(e, now), 0, entry=e)):
+                    fitted += 1
+                else:
                     out.left_out[section] += 1
+            if not fitted:
+                out.left_out[section] += max(0, len(ids) - at - CHUNK)
+                return
 
     serve(convention_ids, "conventions", "Conventions of its modules:")
     serve(relevant_ids, "entries", f"The most relevant entries (at most {k}, grounded or verified first):")
