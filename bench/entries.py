@@ -18,10 +18,11 @@ the rest nothing; then 2% verified by a person and 5% archived.
 - load_context  `core/mcp/tools/load_context.run` over areas drawn among the modules' folders, deeper folders
                 and the whole repository ('.'): the scopes, the top K read newest-first a scope at a time, the
                 served entries built, each cited file read at the head, the tokens counted, the serve recorded;
-                peers: the floor — one SQL statement taking the K newest entries in use whose scope serves the
-                area, through the same partial index, nothing built, checked, counted or recorded — and the
+                peers: the floor — its selection alone (Selector: the scopes, the ids of the conventions and of
+                the top K), nothing built, read at the head, counted or recorded; the plain way — one SQL
+                statement taking the K newest entries in use whose scope serves the area, without tiers; and the
                 naive reading — every entry in use read and built (EntryBank's rows and checks), filtered by
-                scope, ranked by tier in Python — on a tenth of the calls (it is slow).
+                scope, ranked by tier in Python — on one call in forty (it takes seconds).
 
 Calls alternate between a tool and its peer, so load that comes and goes falls on both. The load average is
 printed before and after. Nothing is asserted.
@@ -46,7 +47,7 @@ from typing import Any  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine_load, percentile  # noqa: E402
 from core import config as config_mod  # noqa: E402
-from core.bank.context import closeness, stored_scope  # noqa: E402
+from core.bank.context import Selector, area_modules, closeness, stored_scope  # noqa: E402
 from core.bank.entries import EntryBank  # noqa: E402
 from core.bank.trust import TIER_RANK  # noqa: E402
 from core.log import Record  # noqa: E402
@@ -161,9 +162,19 @@ def fill(node: Node, n: int, sha: str, blobs: dict[str, str], folders: list[str]
 
 # -- the peers ----------------------------------------------------------------------------------------------
 
-def floor_context(node: Node, area_text: str, k: int) -> list[str]:
-    """The floor: the K newest entries in use whose scope serves the area, in one statement over the same index
-    — no tiers, no conventions apart, nothing built, read at the head, counted or recorded."""
+def selection_only(bank: EntryBank, area_text: str, k: int) -> list[str]:
+    """The floor: load_context's selection alone (the scopes, the conventions' ids, the top K's ids by their
+    last checks) — nothing built, read at the head, counted or recorded."""
+    area = parse_scope(area_text, ["code"])
+    assert area is not None
+    with bank.node.lock:
+        sel = Selector(bank, area, area_modules(bank, area))
+        return [i for i, _ in sel.conventions()] + sel.relevant(k)
+
+
+def one_statement(node: Node, area_text: str, k: int) -> list[str]:
+    """The plain way: the K newest entries in use whose scope serves the area, in one SQL statement — no tiers, no
+    conventions apart, nothing built, read at the head, counted or recorded."""
     scope = parse_scope(area_text, ["code"])
     assert scope is not None
     parts = scope.folder.split("/") if scope.folder else []
@@ -232,14 +243,14 @@ def main() -> None:
                      "applied)" if made else ", kept from an earlier run"))
             session = Session(node, AGENT)
             try:
-                run(node, session, args, rng, sha, folders)
+                run(node, session, args, rng, sha, folders, total)
             finally:
                 session.close()
     print(f"after: {machine_load()}")
 
 
 def run(node: Node, session: Session, args: argparse.Namespace, rng: random.Random, sha: str,
-        folders: list[str]) -> None:
+        folders: list[str], total: int) -> None:
     bank = session.bank
     k = node.company.bank.context_top_k
     areas = [rng.choice(folders) + ("/deeper" if rng.random() < 0.2 else "") for _ in range(args.calls)]
@@ -247,19 +258,20 @@ def run(node: Node, session: Session, args: argparse.Namespace, rng: random.Rand
     ctx_args = [load_context.LoadContextArgs(area=a) for a in areas]
     # warm: the tokenizer loaded, git's processes started, the modules listed at the head
     load_context.run(session, ctx_args[0])
-    floor_context(node, areas[0], k)
-    ctx_t, floor_t, naive_t = [], [], []
+    ctx_t, floor_t, plain_t, naive_t = [], [], [], []
     for i, a in enumerate(ctx_args):
-        ctx_t.append(timed(lambda: load_context.run(session, a)))
-        floor_t.append(timed(lambda: floor_context(node, a.area, k)))
-        if i % 10 == 0:
-            naive_t.append(timed(lambda: naive_context(bank, a.area, k)))
+        ctx_t.append(timed(lambda a=a: load_context.run(session, a)))
+        floor_t.append(timed(lambda a=a: selection_only(bank, a.area, k)))
+        plain_t.append(timed(lambda a=a: one_statement(node, a.area, k)))
+        if i % 40 == 0:
+            naive_t.append(timed(lambda a=a: naive_context(bank, a.area, k)))
     sample = load_context.run(session, load_context.LoadContextArgs(area="apps/m03/src/sub1")).data
-    print(f"\nload_context at {args.entries:,} entries, K={k}, budget {sample['token_budget']} tokens "
+    print(f"\nload_context at {total:,} entries, K={k}, budget {sample['token_budget']} tokens "
           f"(a sample: {len(sample['conventions'])} conventions + {len(sample['entries'])} entries, "
           f"{sample['tokens']} tokens, {sample['ranked_lower']:,} more ranked lower):")
-    print(line("load_context (the tool)", ctx_t, floor_t, "the floor"))
-    print(line("floor: one SQL top-K, nothing built", floor_t))
+    print(line("load_context (the tool)", ctx_t, floor_t, "the selection"))
+    print(line("the selection alone (the floor)", floor_t))
+    print(line("one SQL statement, no tiers", plain_t, ctx_t, "load_context"))
     print(line("naive: every entry in use built", naive_t))
     print(f"  the naive reading's p95 is ×{percentile(naive_t, 95) / percentile(ctx_t, 95):.0f} load_context's")
 
@@ -276,8 +288,8 @@ def run(node: Node, session: Session, args: argparse.Namespace, rng: random.Rand
                                        citations=cits, scope="apps/m01")
         bare = add_entry.AddEntryArgs(page=page, body=f"Bench bare {i}: the {rng.choice(WORDS)} waits {i} s.",
                                       scope="apps/m01")
-        cited_t.append(timed(lambda: add_entry.run(session, cited)))
-        bare_t.append(timed(lambda: add_entry.run(session, bare)))
+        cited_t.append(timed(lambda cited=cited: add_entry.run(session, cited)))
+        bare_t.append(timed(lambda bare=bare: add_entry.run(session, bare)))
     print("\nadd_entry (an agent's, on a CURATED page; embedding aside: nothing is embedded on add):")
     print(line("add_entry, three code citations", cited_t, bare_t, "citing nothing"))
     print(line("add_entry, citing nothing", bare_t))

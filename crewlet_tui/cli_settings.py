@@ -33,6 +33,8 @@ IN_EFFECT: frozenset[str] = frozenset({
     "page_proposed_entry_budget",       # EntryBank.add, reached by `crewlet entry add` (cli_entries.py)
     # the decay duty (core/duties/entry_decay.py)
     "page_proposed_entry_expiry_days", "page_standing_entry_decay_days", "page_decay_cron",
+    "context_top_k",                    # load_context (core/bank/context.py), the MCP tool
+    "context_token_budget",             # load_context (core/bank/context.py), the MCP tool
 })
 BLOCK_WIDTH = 80      # a block's lines wrap here, piped or not: a reader's listing, not a script's (--json is)
 

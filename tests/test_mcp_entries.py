@@ -5,7 +5,7 @@ exact repeats folded; a context never over its budget and in its order; a cited 
 served as UNGROUNDED; every serve recorded."""
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +73,7 @@ def _rows(home: Home, sql: str, args: tuple = ()) -> list[tuple]:
 
 def _later(hours: int) -> dict[str, str]:
     """The bank's calendar `hours` from now (CREWLET_NOW), for ages said by the server."""
-    at = datetime.now(timezone.utc) + timedelta(hours=hours, minutes=5)
+    at = datetime.now(UTC) + timedelta(hours=hours, minutes=5)
     return {"CREWLET_NOW": at.isoformat()}
 
 

@@ -119,7 +119,8 @@ TOOL = Tool(
         "tier, and each citation's check. An exact repeat of an entry is not written but counted for it; entries "
         "that say nearly the same come back instead, with nothing written (supersede one, or say distinct: true). "
         "Refused, in one line: a list or several claims, a secret, more than ten citations, a citation that does "
-        "not hold, a LOCKED page, too many of your entries waiting on one page."),
+        "not hold, a LOCKED page, too many of your entries waiting on one page. Use it when you learned something "
+        "the code does not say and the next person or agent working there would need: one fact a call."),
     hint=("add one fact you learned (a decision, a convention, a gotcha) under a page, citing the code lines it "
           "rests on"),
     args=AddEntryArgs, run=run, on_remote=False)

@@ -28,12 +28,12 @@ TOOL = Tool(
     name="load_context",
     title="Load what the bank knows about an area",
     description=(
-        "Before you start work in a folder of the code, load what the knowledge bank knows about it, within a token "
-        "budget: the pages about its modules (addresses: read one with get_page), the conventions of its modules, "
-        "then the most relevant entries that are grounded (accepted, every cited line checked and holding) or "
-        "verified by a person. Each entry comes with its id, trust tier, kind, page and age, and each citation "
-        "with its last check and its age ('held, checked 3 h ago at 1a2b3c4'); a cited file that changed since "
-        "its last check says so, and the entry is then UNGROUNDED: check it against the code before relying on "
-        "it. Says how many were left out for the budget and how many more rank lower."),
+        "Load what the knowledge bank knows about a folder of the code, within a token budget. Returns the pages "
+        "about its modules (addresses: read one with get_page), the conventions of its modules, then the most "
+        "relevant entries that are grounded (accepted, every cited line checked and holding) or verified by a "
+        "person — each with its id, trust tier, kind, page and age, and each citation with its last check and its "
+        "age ('held, checked 3 h ago at 1a2b3c4'); a cited file that changed since its last check says so, and "
+        "the entry is then UNGROUNDED: check it against the code before relying on it. Says how many were left out "
+        "for the budget and how many more rank lower. Use it before you start work in a folder."),
     hint="before you start work in a folder, load the conventions and the grounded facts the bank holds for it",
     args=LoadContextArgs, run=run, read_only=True, on_remote=False)

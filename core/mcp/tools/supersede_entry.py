@@ -35,7 +35,8 @@ TOOL = Tool(
         "Write a correction of an entry that you found wrong: a new entry under the same page that replaces it. "
         "An agent's correction waits for a person; the old entry stays in use until a person accepts the "
         "correction, then it is SUPERSEDED (kept for the record). Returns the new entry with its status, tier and "
-        "citation checks. Cite the code that shows the correction. Refused as add_entry refuses, and for an entry "
-        "that is no longer in the bank."),
+        "citation checks. Refused as add_entry refuses, and for an entry that is no longer in the bank. Use it when "
+        "load_context, get_page or add_entry showed you an entry the code contradicts; cite the code that shows "
+        "the correction."),
     hint="correct an entry you found wrong (it is replaced once a person accepts your correction)",
     args=SupersedeEntryArgs, run=run, on_remote=False)
