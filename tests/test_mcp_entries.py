@@ -323,3 +323,19 @@ async def test_a_repository_that_cannot_be_read_leaves_the_last_checks_standing(
     assert ids["web"] in [e["id"] for e in whole_data["entries"]] or whole_data["ranked_lower"] > 0
     assert {ids["web_convention"], ids["convention"], ids["sibling_convention"]} <= {
         e["id"] for e in whole_data["conventions"]}
+
+
+async def test_a_repository_configured_under_a_running_server_is_read_at_once(tmp_path, repo):
+    """company.toml edited while the server runs: the bank is opened again on the new [repositories]."""
+    home = new_home(tmp_path / "plain", config_with())
+    _page(home, "Caching")
+    async with connect(home.root, "eng-bot") as client:
+        before, data = await refused(client, "add_entry", page="ENG/Caching", body="The cache holds a minute.",
+                                     citations=[cite(repo)])
+        assert data["error"] == "citation_failed" and "server" in before
+        config = home.root / "company.toml"
+        config.write_text(config.read_text(encoding="utf-8") + f'\n[repositories.server]\npath = "{repo.path}"\n',
+                          encoding="utf-8")
+        text, data = await call(client, "add_entry", page="ENG/Caching", body="The cache holds a minute.",
+                                citations=[cite(repo)])
+    assert data["entry"]["citations"][0]["result"] == "held" and f"at {_sha(repo)[:7]}" in text

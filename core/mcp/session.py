@@ -47,6 +47,7 @@ class Session:
         self._diary: Diary | None = None
         self._onboarding: Onboarding | None = None
         self._bank: EntryBank | None = None     # the entries' tools: its repositories' cat-file processes kept
+        self._bank_repositories: Any = None     # the [repositories] it was opened on
         self._asker: Any = None            # answer_knowledge's Asker: its chat client kept across calls
         # the model's load, begun when the server starts (start_warm): the first search waits for it to end
         self._warm_thread: threading.Thread | None = None
@@ -66,11 +67,17 @@ class Session:
 
     @property
     def bank(self) -> EntryBank:
-        """The knowledge bank's entries (core/bank), its repositories opened at the first read of a citation."""
+        """The knowledge bank's entries (core/bank), its repositories opened at the first read of a citation; made
+        again (the old one's git processes ended) when company.toml's [repositories] changed under the server."""
+        self.node.refresh_config()
+        declared = self.node.company.repositories
+        if self._bank is not None and declared != self._bank_repositories:
+            self._bank.close()
+            self._bank = None
         if self._bank is None:
             from ..bank.entries import EntryBank
 
-            self._bank = EntryBank(self.node)
+            self._bank, self._bank_repositories = EntryBank(self.node), declared
         return self._bank
 
     @property
