@@ -259,13 +259,13 @@ class Selector:
             where, args = self._where(scope)
             found += [r[0] for r in self.conn.execute(
                 f"SELECT id FROM entries WHERE {where} AND {IN_USE_SQL} AND verified_by IS NOT NULL "
-                f"AND kind <> '{CONVENTION}' ORDER BY created_at DESC, id DESC LIMIT ?", [*args, k - len(found)])]
+                f"AND kind <> '{CONVENTION}' ORDER BY created_at DESC, rowid DESC LIMIT ?", [*args, k - len(found)])]
             if len(found) >= k:
                 break
             cur = self.conn.execute(
                 f"SELECT id, json_array_length(citations) AS n FROM entries WHERE {where} AND {IN_USE_SQL} "
                 f"AND verified_by IS NULL AND kind <> '{CONVENTION}' AND citations <> '[]' "
-                "ORDER BY created_at DESC, id DESC", args)
+                "ORDER BY created_at DESC, rowid DESC", args)
             while len(found) < k:
                 batch = cur.fetchmany(BATCH)
                 if not batch:
