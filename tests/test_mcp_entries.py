@@ -326,10 +326,16 @@ async def test_a_repository_that_cannot_be_read_leaves_the_last_checks_standing(
 
 
 async def test_a_repository_configured_under_a_running_server_is_read_at_once(tmp_path, repo):
-    """company.toml edited while the server runs: the bank is opened again on the new [repositories]."""
+    """company.toml edited while the server runs: the bank is opened again on the new [repositories]; an entry
+    scoped before any repository was configured (a bare folder) serves that folder in it."""
     home = new_home(tmp_path / "plain", config_with())
-    _page(home, "Caching")
+    page = _page(home, "Caching")
+    with Node.open(home) as node, EntryBank(node) as bank:        # no repository yet: its scope is a bare folder
+        bare = bank.add(page, "The server retries twice.", scope="apps/server",
+                        citations=[{"link": "acme/api#9", "kind": "issue"}], actor="alex").id
     async with connect(home.root, "eng-bot") as client:
+        _, unnamed = await call(client, "load_context", area="apps/server/prisma")
+        assert unnamed["area"] == "apps/server/prisma" and [e["id"] for e in unnamed["entries"]] == [bare]
         before, data = await refused(client, "add_entry", page="ENG/Caching", body="The cache holds a minute.",
                                      citations=[cite(repo)])
         assert data["error"] == "citation_failed" and "server" in before
@@ -338,4 +344,7 @@ async def test_a_repository_configured_under_a_running_server_is_read_at_once(tm
                           encoding="utf-8")
         text, data = await call(client, "add_entry", page="ENG/Caching", body="The cache holds a minute.",
                                 citations=[cite(repo)])
+        _, named = await call(client, "load_context", area="apps/server/prisma")
     assert data["entry"]["citations"][0]["result"] == "held" and f"at {_sha(repo)[:7]}" in text
+    # the entry written before the repository was named still serves its folder there
+    assert named["area"] == "server:apps/server/prisma" and [e["id"] for e in named["entries"]] == [bare]
