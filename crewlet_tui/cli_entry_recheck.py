@@ -31,7 +31,7 @@ ROWS = (("held", "held where they were"), ("reanchored", "re-anchored (lines shi
 @entry_app.command("recheck")
 @handle_errors
 def recheck_cmd(as_json: bool = JSON_OPT) -> None:
-    """Recheck every entry's code citations against its repository's branch head now.
+    r"""Recheck every entry's code citations against its repository's branch head now.
 
     Shifted lines are re-anchored, a renamed file followed, lines moved elsewhere in the file found again; rewritten lines are judged by the chat model of \[providers.llm] (contradicted: the entry is DISPUTED), else a person is asked: `crewlet entries --needs-person` lists them.
 
