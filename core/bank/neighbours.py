@@ -4,12 +4,25 @@ says the fact is distinct (`distinct: true`) or the write supersedes one. An exa
 corroboration (EntryBank.add)."""
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..embed.provider import Provider, ProviderError
+from ..embed.registry import make_provider
+from ..embed.text import embed_text
 from ..errors import CrewletError
+from ..pages.service import Writer
+from ..repos import Scope, scope_matches
+from ..search.entry_docs import IN_BANK_SQL, PREFIX
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from .entries import Entry
+# numpy, the Hamming kernel and the vector reader are imported by the check that uses them: the bank is imported
+# by commands that never compare a vector (`crewlet entries`)
 
 
 class SimilarEntries(CrewletError):
@@ -21,3 +34,166 @@ class SimilarEntries(CrewletError):
         super().__init__(message, fix="if yours is a different fact, write it again saying it is distinct; if it "
                                       "corrects one of them, supersede that entry", **details)
         self.similar = similar
+
+
+# -- finding them -----------------------------------------------------------------------------------------------
+# KNOWLEDGE_SIMILARITY_THRESHOLD is read as a cosine distance on the configured embedding model: an entry is a
+# neighbour when 1 − cosine(new body, its body) < threshold (the default 0.25: cosine above 0.75). Measured on
+# the labelled pairs (tests/data/entry_pairs.jsonl) with the shipped local model, docs/entries.md "Neighbours
+# before write": at 0.25 it returns 91% of the pairs labelled related (duplicate, refinement, replacement,
+# contradiction) and 11% of those labelled different.
+#
+# What cannot be compared by meaning is compared by words, and said: the stemmed terms of the keyword index's
+# own analyser (stop words out), Jaccard at least WORDS_FLOOR — measured on the same pairs to return as many of
+# the related ones as meaning does at the default threshold (91%; 7% of the different ones). That is every
+# entry when vectors are off or the provider failed, else the entries past MAX_EMBED_NOW that had no current
+# vector (the embedding duty has not reached them yet: up to MAX_EMBED_NOW such entries are embedded here, in
+# the request that embeds the new body, and nothing is published — the duty files their vectors).
+WORDS_FLOOR = 0.40
+MAX_EMBED_NOW = 64           # entries without a current vector embedded in the write's own request
+EXACT_MAX = 2048             # past this many entries with a vector, the sign codes choose whom to score exactly
+CANDIDATES = 256             # … the nearest this many by Hamming distance
+EMBED_TIMEOUT_S = 30.0       # the write waits this long for the provider, then compares by words and says so
+MAX_RETURNED = 5             # neighbours returned to the writer, nearest first
+
+MEANING, WORDS = "meaning", "words"
+
+
+@dataclass
+class Neighbourhood:
+    """What the check found: (entry id, similarity, how it was compared) nearest first — a cosine for
+    "meaning", a Jaccard of terms for "words" — and a sentence saying what was compared how."""
+
+    similar: list[tuple[str, float, str]] = field(default_factory=list)
+    note: str = ""
+    compared: int = 0
+
+
+def _scope_of(text: str | None) -> Scope | None:
+    """A stored scope ('NAME:folder' or 'folder') as a Scope, without asking the configuration again."""
+    if not text:
+        return None
+    name, sep, folder = text.partition(":")
+    return Scope(name, folder) if sep else Scope(None, text)
+
+
+def _same_area(a: str | None, b: str | None) -> bool:
+    """Two entries can say the same thing only where their scopes meet (the same words can hold of one module
+    and not of another: docs/triage.md's rule for rules 1–5)."""
+    return scope_matches(_scope_of(a), _scope_of(b))
+
+
+@functools.cache
+def _analyzer() -> Any:
+    from ..search import lexical
+
+    return lexical.make_analyzer()
+
+
+def words_of(text: str) -> set[str]:
+    from ..search import lexical
+
+    return set(lexical.analyze(_analyzer(), text, None))
+
+
+def jaccard(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if a or b else 0.0
+
+
+_CANDIDATES = (
+    "SELECT e.id, e.body, e.scope, v.id AS vid, v.digest, c.code FROM entries e "
+    "JOIN pages p ON p.id = e.page_id AND p.trashed_at IS NULL "
+    "LEFT JOIN vectors v ON v.source_id = ? || e.id AND v.space = ? "
+    "LEFT JOIN vector_codes c ON c.id = v.id "
+    f"WHERE e.{IN_BANK_SQL}")
+
+
+class NeighbourFinder:
+    """Finds the entries in the bank (not ARCHIVED or SUPERSEDED, under a page not in the trash, in a scope that
+    meets the new one's) nearer to a new body than the threshold. One per EntryBank; the provider is the
+    company's as configured at each call (`provider_factory`: a test's)."""
+
+    def __init__(self, node: Writer, *, provider_factory: Callable[..., Provider | None] = make_provider,
+                 timeout_s: float = EMBED_TIMEOUT_S) -> None:
+        self.node = node
+        self.provider_factory = provider_factory
+        self.timeout_s = timeout_s
+
+    def find(self, body: str, *, scope: str | None, threshold: float) -> Neighbourhood:
+        if threshold <= 0:
+            return Neighbourhood(note="KNOWLEDGE_SIMILARITY_THRESHOLD is 0: no neighbour check")
+        company: Any = getattr(self.node, "company")
+        provider = self.provider_factory(company) if company.knowledge.vectors else None
+        space = provider.space.key() if provider is not None else ""
+        conn = self.node.conn
+        with self.node.lock:
+            rows = [r for r in conn.execute(_CANDIDATES, (PREFIX, space)).fetchall()
+                    if _same_area(scope, r["scope"])]
+        if not rows:
+            return Neighbourhood(note="no entry in the bank to compare with")
+        if provider is None:
+            return self._by_words(body, rows, "vectors are off (knowledge.vectors = false): compared by words")
+        bound = min(provider.limits.max_input_bytes, provider.limits.max_batch_bytes)
+        text, _digest = embed_text("", body, bound)
+        with_vector, without = [], []
+        for r in rows:
+            current = r["vid"] is not None and r["digest"] == embed_text("", r["body"], bound)[1]
+            (with_vector if current else without).append(r)
+        now, later = without[:MAX_EMBED_NOW], without[MAX_EMBED_NOW:]
+        import numpy as np
+
+        try:
+            got = provider.embed([text] + [embed_text("", r["body"], bound)[0] for r in now], timeout=self.timeout_s)
+            vectors = [np.asarray(v, dtype=np.float32) for v in got]
+            if len(vectors) != 1 + len(now):
+                raise ProviderError(f"the provider answered {len(vectors)} vectors for {1 + len(now)} texts")
+        except (ProviderError, TimeoutError) as exc:
+            return self._by_words(body, rows, f"the embedding provider failed ({exc}): compared by words")
+        finally:
+            if provider is not None:
+                provider.close()
+        query = vectors[0]
+        scored = self._scored(query, with_vector) + [(r["id"], _cosine(query, v)) for r, v in zip(now, vectors[1:])]
+        floor = 1.0 - threshold
+        similar = [(eid, sim, MEANING) for eid, sim in scored if sim > floor]
+        notes = [f"compared by meaning with {len(with_vector) + len(now)} entries (cosine above {floor:.2f})"]
+        if later:
+            words = self._by_words(body, later, "")
+            similar += words.similar
+            notes.append(f"{len(later)} entries not embedded yet compared by words (Jaccard at least {WORDS_FLOOR})")
+        similar.sort(key=lambda s: (-s[1], s[0]))
+        return Neighbourhood(similar[:MAX_RETURNED], "; ".join(notes), len(rows))
+
+    def _scored(self, query: np.ndarray, rows: list[Any]) -> list[tuple[str, float]]:
+        """Exact cosines of the entries with a current vector: every one up to EXACT_MAX, else the CANDIDATES
+        nearest by their sign codes (a near repeat's code is near the new body's)."""
+        import numpy as np
+
+        from ..vectors.hamming import hamming, sign_code
+        from ..vectors.read import read_vectors
+
+        if not rows:
+            return []
+        if len(rows) > EXACT_MAX:
+            codes = np.frombuffer(b"".join(r["code"] for r in rows), dtype=np.uint8).reshape(len(rows), -1)
+            dist = hamming(codes, sign_code(query))
+            rows = [rows[i] for i in np.argsort(dist, kind="stable")[:CANDIDATES]]
+        by_vid = {r["vid"]: r["id"] for r in rows}
+        with self.node.lock:
+            found, matrix = read_vectors(self.node.conn, list(by_vid), len(query))
+        return [(by_vid[int(vid)], _cosine(query, vec)) for vid, vec in zip(found.tolist(), matrix)]
+
+    @staticmethod
+    def _by_words(body: str, rows: list[Any], note: str) -> Neighbourhood:
+        mine = words_of(body)
+        similar = [(r["id"], round(j, 4), WORDS) for r in rows if (j := jaccard(mine, words_of(r["body"]))) >= WORDS_FLOOR]
+        similar.sort(key=lambda s: (-s[1], s[0]))
+        said = f"{note} (Jaccard of terms at least {WORDS_FLOOR}, over {len(rows)} entries)" if note else ""
+        return Neighbourhood(similar[:MAX_RETURNED], said, len(rows))
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
+    import numpy as np
+
+    norm = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return round(float(np.dot(a, b)) / norm, 4) if norm > 0 else 0.0
