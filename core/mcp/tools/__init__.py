@@ -9,8 +9,8 @@ TOOLS, not a copied set). See docs/architecture.md.
 """
 from __future__ import annotations
 
-from . import (answer_knowledge, comment_on_page, diary, get_page, list_pages, onboarding, save_page, search_knowledge,
-               write_page)
+from . import (answer_knowledge, comment_on_page, diary, get_page, list_pages, onboarding, recall_knowledge, save_page,
+               search_knowledge, write_page)
 from .base import Args, Reply, Tool
 
 # the knowledge app, as the spec names it
@@ -23,6 +23,8 @@ TOOLS: list[Tool] = [
     comment_on_page.TOOL,
     # a person's question answered by the chat model from the pages (core/ask): offered to persons only
     answer_knowledge.TOOL,
+    # what the knowledge bank holds on a question (spec 003): entries with their tiers, and pages; agents and persons
+    recall_knowledge.TOOL,
     # an agent's own memory (core/agents): offered to agents only
     diary.REMEMBER,
     diary.RECALL,
