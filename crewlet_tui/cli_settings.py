@@ -33,6 +33,7 @@ IN_EFFECT: frozenset[str] = frozenset({
     "page_proposed_entry_budget",       # EntryBank.add, reached by `crewlet entry add` (cli_entries.py)
     # the decay duty (core/duties/entry_decay.py)
     "page_proposed_entry_expiry_days", "page_standing_entry_decay_days", "page_decay_cron",
+    "similarity_threshold",             # EntryBank.add's neighbours before write (core/bank/neighbours.py)
 })
 BLOCK_WIDTH = 80      # a block's lines wrap here, piped or not: a reader's listing, not a script's (--json is)
 
