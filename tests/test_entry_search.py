@@ -339,8 +339,8 @@ def test_past_exact_max_the_sign_codes_choose_whom_to_score(world, monkeypatch):
     import core.bank.neighbours as neighbours
 
     first = bank.add(page, CACHE, actor="alex")
-    for i, body in enumerate(["Deploys to production happen on Tuesdays.", "Staging resets every Sunday night.",
-                              "Invoices are generated on the first of the month."]):
+    for body in ["Deploys to production happen on Tuesdays.", "Staging resets every Sunday night.",
+                 "Invoices are generated on the first of the month."]:
         bank.add(page, body, distinct=True, actor="alex")
     embed(node)
     monkeypatch.setattr(neighbours, "EXACT_MAX", 2)

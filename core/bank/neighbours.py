@@ -122,7 +122,7 @@ class NeighbourFinder:
     def find(self, body: str, *, scope: str | None, threshold: float) -> Neighbourhood:
         if threshold <= 0:
             return Neighbourhood(note="KNOWLEDGE_SIMILARITY_THRESHOLD is 0: no neighbour check")
-        company: Any = getattr(self.node, "company")
+        company = self.node.company
         provider = self.provider_factory(company) if company.knowledge.vectors else None
         space = provider.space.key() if provider is not None else ""
         conn = self.node.conn
@@ -135,7 +135,8 @@ class NeighbourFinder:
             return self._by_words(body, rows, "vectors are off (knowledge.vectors = false): compared by words")
         bound = min(provider.limits.max_input_bytes, provider.limits.max_batch_bytes)
         text, _digest = embed_text("", body, bound)
-        with_vector, without = [], []
+        with_vector: list[Any] = []
+        without: list[Any] = []
         for r in rows:
             current = r["vid"] is not None and r["digest"] == embed_text("", r["body"], bound)[1]
             (with_vector if current else without).append(r)
