@@ -100,12 +100,22 @@ def jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(a | b) if a or b else 0.0
 
 
-_CANDIDATES = (
-    "SELECT e.id, e.body, e.scope, v.id AS vid, v.digest, c.code FROM entries e "
-    "JOIN pages p ON p.id = e.page_id AND p.trashed_at IS NULL "
-    "LEFT JOIN vectors v ON v.source_id = ? || e.id AND v.space = ? "
-    "LEFT JOIN vector_codes c ON c.id = v.id "
-    f"WHERE e.{IN_BANK_SQL}")
+# the entries in the bank under a live page; their vectors apart, by the range of their source ids (one range read
+# of the vectors' unique index instead of a lookup an entry)
+_ENTRIES = ("SELECT e.id, e.scope, e.version FROM entries e JOIN pages p ON p.id = e.page_id AND p.trashed_at IS NULL "
+            f"WHERE e.{IN_BANK_SQL}")
+_VECTORS = ("SELECT v.source_id, v.id, v.revision, v.digest, c.code FROM vectors v JOIN vector_codes c ON c.id = v.id "
+            "WHERE v.source_id >= ? AND v.source_id < ? AND v.space = ?")
+
+
+@dataclass
+class Candidate:
+    id: str
+    vid: int | None = None            # its vector in the configured space, when it has one
+    digest: str | None = None
+    code: bytes | None = None
+    current: bool = False             # filed for the row's version (else: compared with its body's digest)
+    body: str = ""
 
 
 class NeighbourFinder:
@@ -124,37 +134,52 @@ class NeighbourFinder:
             return Neighbourhood(note="KNOWLEDGE_SIMILARITY_THRESHOLD is 0: no neighbour check")
         company = self.node.company
         provider = self.provider_factory(company) if company.knowledge.vectors else None
-        space = provider.space.key() if provider is not None else ""
         conn = self.node.conn
         with self.node.lock:
-            rows = [r for r in conn.execute(_CANDIDATES, (PREFIX, space)).fetchall()
-                    if _same_area(scope, r["scope"])]
+            versions = {r["id"]: r["version"] for r in conn.execute(_ENTRIES).fetchall()
+                        if scope is None or _same_area(scope, r["scope"])}
+            rows = [Candidate(entry_id) for entry_id in versions]
+            if rows and provider is not None:
+                by_id = {c.id: c for c in rows}
+                end = PREFIX[:-1] + chr(ord(PREFIX[-1]) + 1)
+                for source, vid, revision, digest, code in conn.execute(_VECTORS, (PREFIX, end, provider.space.key())):
+                    c = by_id.get(source[len(PREFIX):])
+                    if c is not None:
+                        c.vid, c.digest, c.code, c.current = vid, digest, code, revision == versions.get(c.id)
         if not rows:
+            if provider is not None:
+                provider.close()
             return Neighbourhood(note="no entry in the bank to compare with")
         if provider is None:
+            self._read_bodies(rows)
             return self._by_words(body, rows, "vectors are off (knowledge.vectors = false): compared by words")
         bound = min(provider.limits.max_input_bytes, provider.limits.max_batch_bytes)
         text, _digest = embed_text("", body, bound)
-        with_vector: list[Any] = []
-        without: list[Any] = []
-        for r in rows:
-            current = r["vid"] is not None and r["digest"] == embed_text("", r["body"], bound)[1]
-            (with_vector if current else without).append(r)
+        # a vector filed for another version of the row is still the body's when its digest says so (a status
+        # change the duty has not restamped yet); read the bodies of those, and of the entries with none
+        self._read_bodies([c for c in rows if not c.current])
+        with_vector: list[Candidate] = []
+        without: list[Candidate] = []
+        for c in rows:
+            if c.vid is not None and (c.current or c.digest == embed_text("", c.body, bound)[1]):
+                with_vector.append(c)
+            else:
+                without.append(c)
         now, later = without[:MAX_EMBED_NOW], without[MAX_EMBED_NOW:]
         import numpy as np
 
         try:
-            got = provider.embed([text] + [embed_text("", r["body"], bound)[0] for r in now], timeout=self.timeout_s)
+            got = provider.embed([text] + [embed_text("", c.body, bound)[0] for c in now], timeout=self.timeout_s)
             vectors = [np.asarray(v, dtype=np.float32) for v in got]
             if len(vectors) != 1 + len(now):
                 raise ProviderError(f"the provider answered {len(vectors)} vectors for {1 + len(now)} texts")
         except (ProviderError, TimeoutError) as exc:
+            self._read_bodies(rows)
             return self._by_words(body, rows, f"the embedding provider failed ({exc}): compared by words")
         finally:
-            if provider is not None:
-                provider.close()
+            provider.close()
         query = vectors[0]
-        scored = self._scored(query, with_vector) + [(r["id"], _cosine(query, v)) for r, v in zip(now, vectors[1:])]
+        scored = self._scored(query, with_vector) + [(c.id, _cosine(query, v)) for c, v in zip(now, vectors[1:])]
         floor = 1.0 - threshold
         similar = [(eid, sim, MEANING) for eid, sim in scored if sim > floor]
         notes = [f"compared by meaning with {len(with_vector) + len(now)} entries (cosine above {floor:.2f})"]
@@ -165,7 +190,17 @@ class NeighbourFinder:
         similar.sort(key=lambda s: (-s[1], s[0]))
         return Neighbourhood(similar[:MAX_RETURNED], "; ".join(notes), len(rows))
 
-    def _scored(self, query: np.ndarray, rows: list[Any]) -> list[tuple[str, float]]:
+    def _read_bodies(self, rows: list[Candidate]) -> None:
+        todo = [c for c in rows if not c.body]
+        by_id = {c.id: c for c in todo}
+        with self.node.lock:
+            for start in range(0, len(todo), 500):
+                chunk = [c.id for c in todo[start:start + 500]]
+                for entry_id, text in self.node.conn.execute(
+                        f"SELECT id, body FROM entries WHERE id IN ({','.join('?' * len(chunk))})", chunk):
+                    by_id[entry_id].body = text
+
+    def _scored(self, query: np.ndarray, rows: list[Candidate]) -> list[tuple[str, float]]:
         """Exact cosines of the entries with a current vector: every one up to EXACT_MAX, else the CANDIDATES
         nearest by their sign codes (a near repeat's code is near the new body's)."""
         import numpy as np
@@ -176,18 +211,18 @@ class NeighbourFinder:
         if not rows:
             return []
         if len(rows) > EXACT_MAX:
-            codes = np.frombuffer(b"".join(r["code"] for r in rows), dtype=np.uint8).reshape(len(rows), -1)
+            codes = np.frombuffer(b"".join(c.code or b"" for c in rows), dtype=np.uint8).reshape(len(rows), -1)
             dist = hamming(codes, sign_code(query))
             rows = [rows[i] for i in np.argsort(dist, kind="stable")[:CANDIDATES]]
-        by_vid = {r["vid"]: r["id"] for r in rows}
+        by_vid = {c.vid: c.id for c in rows if c.vid is not None}
         with self.node.lock:
             found, matrix = read_vectors(self.node.conn, list(by_vid), len(query))
         return [(by_vid[int(vid)], _cosine(query, vec)) for vid, vec in zip(found.tolist(), matrix)]
 
     @staticmethod
-    def _by_words(body: str, rows: list[Any], note: str) -> Neighbourhood:
+    def _by_words(body: str, rows: list[Candidate], note: str) -> Neighbourhood:
         mine = words_of(body)
-        similar = [(r["id"], round(j, 4), WORDS) for r in rows if (j := jaccard(mine, words_of(r["body"]))) >= WORDS_FLOOR]
+        similar = [(c.id, round(j, 4), WORDS) for c in rows if (j := jaccard(mine, words_of(c.body))) >= WORDS_FLOOR]
         similar.sort(key=lambda s: (-s[1], s[0]))
         said = f"{note} (Jaccard of terms at least {WORDS_FLOOR}, over {len(rows)} entries)" if note else ""
         return Neighbourhood(similar[:MAX_RETURNED], said, len(rows))
