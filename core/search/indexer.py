@@ -412,7 +412,7 @@ class Indexer:
             # stands in its page's container, and leaves the index with its page)
             changed = {r["entry_id"]: r for r in entry_docs.changed_since(conn, last, upto)}
             changed.update((r["entry_id"], r) for r in entry_docs.of_pages(conn, [r["id"] for r in rows]))
-            gone = self._purged_entries(st, purged) if purged else []
+            gone = self._purged_entries(st) if purged else []
         finally:
             conn.execute("COMMIT")
         report = IndexPass("incremental", more=more)
@@ -474,25 +474,15 @@ class Indexer:
         lexical.sync_commit(path, before)
         return written, deleted
 
-    def _purged_entries(self, st: IndexManifest, purged: list[str]) -> list[str]:
-        """Entry documents still in the index whose entry is gone: a page trashed and purged within one pass
-        takes its entries' rows with it (by the foreign key) before the index saw the trash. Read off the
-        index's own stored ids of the purged pages' containers (each segment's rank file), checked against
-        the entries table — a purge is rare, and most find its entries already dropped at the trash."""
-        containers = {r[0] for r in self.conn.execute(
-            f"SELECT container FROM deleted_pages WHERE page_id IN ({','.join('?' * len(purged))})", purged)}
+    def _purged_entries(self, st: IndexManifest) -> list[str]:
+        """Entry documents still in the index whose entry is gone: a page trashed and purged within one pass takes
+        its entries' rows with it (by the foreign key) before the index saw the trash. Read off the index's own
+        terms of the `id` field under the `entry:` prefix — as many as there are entries, whatever the pages —
+        and checked against the entries table."""
         ix = lexical.open_index(self.dir / st.dir)
-        docs: list[str] = []
         with ix.reader() as reader:
-            for sub, _offset in (reader.leaf_readers() if reader.doc_count_all() else []):
-                deleted = set(sub.segment().deleted_docs() or ())
-                for docnum in range(sub.doc_count_all()):
-                    if docnum in deleted:
-                        continue
-                    fields = sub.stored_fields(docnum)
-                    doc = str(fields.get("id", ""))
-                    if entry_docs.entry_of(doc) is not None and fields.get("container") in containers:
-                        docs.append(doc)
+            docs = [t.decode("utf-8") if isinstance(t, bytes) else str(t)
+                    for t in reader.expand_prefix("id", entry_docs.PREFIX)]
         if not docs:
             return []
         alive = entry_docs.rows_by_id(self.conn, [entry_docs.entry_of(d) or "" for d in docs])
