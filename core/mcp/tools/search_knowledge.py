@@ -56,8 +56,9 @@ def outcome_words(result: Result) -> str:
 
 
 def _entries_served(session: Session, query: str, hits: list[dict[str, Any]]) -> dict[str, str]:
-    """The entries among the hits, each with its trust tier (core/bank/trust.py), recorded as served to the
-    caller by this tool at their rank among the entries (spec 003: every serve is recorded)."""
+    """The entries among the hits, each with its trust tier (core/bank/trust.py) as it serves now — each cited
+    file's blob at its branch head compared with the one last checked —, recorded as served to the caller by this
+    tool at their rank among the entries (spec 003: every serve is recorded)."""
     if not hits:
         return {}
     from core.bank.entries import EntryBank
@@ -67,7 +68,7 @@ def _entries_served(session: Session, query: str, hits: list[dict[str, Any]]) ->
         entries = []
         for h in hits:
             try:
-                entries.append(bank.show(h["entry_id"], actor=session.handle))
+                entries.append(bank.show(h["entry_id"], at_head=True, actor=session.handle))
             except CrewletError:        # gone since the search read it
                 continue
         bank.record_serve(session.handle, "search_knowledge", entries, query=query)
