@@ -376,3 +376,13 @@ def test_the_default_threshold_on_the_labelled_pairs_returns_the_related_and_few
                            for r in rows])
     assert by_words[related].mean() >= 0.88 and by_words[~related].mean() <= 0.10
     assert (MEANING, WORDS) == ("meaning", "words")
+
+
+def test_the_coverage_counts_pages_not_entry_documents(world):
+    home, node, kb, bank, page, searcher = world
+    bank.add(page, CACHE, actor="alex")
+    bank.add(page, DEPLOYS, actor="alex")
+    index(home)
+    result = find(searcher, "session cache")
+    assert result.hits and result.outcome.coverage.pages_indexed == 1
+    assert read_state(home.index_dir).pages == 1

@@ -337,7 +337,7 @@ class Indexer:
         old = self.state()
         now = now_ms()
         state = IndexManifest(dir=build.dir, derivation=build.derivation, indexed_seq=build.snapshot_seq,
-                           pages=ix.doc_count(), first_build_at=old.first_build_at if old else now,
+                           pages=ix.doc_count() - self._entry_docs(), first_build_at=old.first_build_at if old else now,
                            built_at=now, updated_at=now)
         _write_json(state_path(self.dir), asdict(state))
         if old is not None and old.dir != build.dir:
@@ -421,7 +421,7 @@ class Indexer:
             report.indexed, report.deleted = self._write_documents(ix, rows, purged, entries=list(changed.values()),
                                                                   gone=gone)
             report.links = self._derive_links(rows, purged)
-            st.pages = ix.doc_count()
+            st.pages = ix.doc_count() - self._entry_docs()
         else:
             report.kind = "none"
         st.indexed_seq = upto
@@ -473,6 +473,13 @@ class Indexer:
         rank_data.ensure_files(ix)   # the new segment's ranking arrays, so no search derives them
         lexical.sync_commit(path, before)
         return written, deleted
+
+    def _entry_docs(self) -> int:
+        """The entry documents a pass leaves in the index (the manifest counts pages): the entries in the bank
+        under a live page."""
+        return int(self.conn.execute(
+            f"SELECT count(*) FROM entries e JOIN pages p ON p.id = e.page_id AND p.trashed_at IS NULL "
+            f"WHERE e.{entry_docs.IN_BANK_SQL}").fetchone()[0])
 
     def _purged_entries(self, st: IndexManifest) -> list[str]:
         """Entry documents still in the index whose entry is gone: a page trashed and purged within one pass takes
