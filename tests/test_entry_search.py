@@ -386,3 +386,26 @@ def test_the_coverage_counts_pages_not_entry_documents(world):
     result = find(searcher, "session cache")
     assert result.hits and result.outcome.coverage.pages_indexed == 1
     assert read_state(home.index_dir).pages == 1
+
+
+def test_an_entry_the_endpoint_refuses_is_held_and_offered_again_alone_after_its_hour(tmp_path):
+    """The embedding duty over an OpenAI-compatible endpoint on 127.0.0.1 (tests/embed_server.py) that refuses any
+    input holding its mark: the entry is held (its hour, as a page is), the others embedded, then offered alone."""
+    from embed_server import REFUSE_MARK, EmbedServer
+
+    with EmbedServer(dimensions=16) as server:
+        data = config_with(providers={"embeddings": {"provider": "openai", "base_url": server.url,
+                                                     "model": "test-embed", "dimensions": 16}})
+        home = new_home(tmp_path / "home", data)
+        with Node.open(home) as node, EntryBank(node) as bank:
+            page = KnowledgeBase(node).create_page("ENG", "Caching", "", actor="alex").id
+            held = bank.add(page, f"The cache key holds the marker {REFUSE_MARK} verbatim.", actor="alex")
+            fine = bank.add(page, DEPLOYS, actor="alex")
+            embed(node)
+            assert set(entry_vectors(node)) == {doc_id(fine.id)}
+            assert [r[0] for r in node.conn.execute("SELECT source_id FROM embed_holds")] == [doc_id(held.id)]
+            node.conn.execute("UPDATE embed_holds SET held_until = 0")     # the hour is up
+            before = server.requests
+            embed(node)
+            assert server.requests == before + 1 and len(server.batches[-1]) == 1   # offered again, alone
+            assert node.conn.execute("SELECT count(*) FROM embed_holds").fetchone()[0] == 1   # refused again

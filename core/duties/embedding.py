@@ -399,6 +399,15 @@ class EmbeddingDuty(Duty):
         for r in rows:
             text, digest = embed_text(r["title"], r["opening"], bound)
             out.append(Item(r["id"], r["container"], r["revision"], text, digest))
+        # held entries the same way, in what is left of the tick's retries (an entry's body alone, no title)
+        for r in self.node.conn.execute(
+                "SELECT e.id, p.container, e.body, e.version FROM embed_holds h "
+                "JOIN entries e ON h.source_id = ? || e.id AND e.version = h.revision "
+                f"JOIN pages p ON p.id = e.page_id WHERE e.{entry_docs.IN_BANK_SQL} AND h.fingerprint = ? "
+                "AND h.held_until <= ? ORDER BY h.refused_at, h.source_id LIMIT ?",
+                (entry_docs.PREFIX, fingerprint, now, RETRIES_PER_TICK - len(out))).fetchall():
+            text, digest = embed_text("", r["body"], bound)
+            out.append(Item(entry_docs.doc_id(r["id"]), r["container"], r["version"], text, digest))
         return out
 
     def _pending(self, cursor: str | None, fingerprint: str) -> list[list[Item]]:
