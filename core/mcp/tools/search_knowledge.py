@@ -129,7 +129,8 @@ TOOL = Tool(
     title="Search the knowledge base",
     description=(
         "Search the team knowledge base (runbooks, decisions, how the company works) with plain text. Returns "
-        "ranked hits (id, address, title, a snippet, a score) and a sentence saying what the search did: "
+        "ranked hits (id, address, title, a snippet, a score; a hit that is an entry — one fact under a page — says "
+        "'entry under SPACE/Page' with its entry id, status and trust tier) and a sentence saying what the search did: "
         "'nothing matched' means the knowledge base holds nothing on it; 'could not be searched' or 'not "
         "searchable from this node yet' means you do not know — ask a colleague rather than concluding nothing "
         "has been written down. Use it before you act on something the team may already have written down, and "
