@@ -47,7 +47,8 @@ def _render_sources(result: Answer, *, with_passages: bool) -> None:
     for s in result.sources:
         line = Text(f"  [{s.n}] ", style="bold")
         line.append(clean_line(s.title), style="bold")
-        line.append(f"  {clean_line(s.address)}", style="cyan")
+        # an entry (one fact under a page) says so: "entry under ENG/Caching"
+        line.append(f"  {'entry under ' if s.entry_id else ''}{clean_line(s.address)}", style="cyan")
         if s.ancestors:
             line.append(f"  in {' › '.join(clean_line(a) for a in s.ancestors)}", style="dim")
         console.print(line, soft_wrap=True)

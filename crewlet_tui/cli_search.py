@@ -64,12 +64,18 @@ def _render(result: Result, finder: TermFinder | None, *, asked: str, limit: int
 
 
 def _render_hit(i: int, h: Hit, finder: TermFinder | None, *, remote: bool = False) -> None:
-    console.print(f"[bold]{i}. {escape(h.title)}[/]  [cyan]{escape(h.container)}/{escape(h.title)}[/]", soft_wrap=True)
+    if h.is_entry:      # an entry under a page (spec 003): its kind and status, then where it stands
+        console.print(f"[bold]{i}. {escape(h.entry_kind or 'FACT')} · {escape(h.entry_status or '')}[/]  "
+                      f"[cyan]{escape(h.where())}[/]", soft_wrap=True)
+    else:
+        console.print(f"[bold]{i}. {escape(h.title)}[/]  [cyan]{escape(h.container)}/{escape(h.title)}[/]",
+                      soft_wrap=True)
     if h.ancestors:
         console.print(f"   [dim]in {escape(' › '.join(h.ancestors))}[/]", soft_wrap=True)
     if h.snippet:
         console.print(Text("   ") + _highlighted(clean_line(h.snippet), finder), soft_wrap=True)
-    console.print(f"   [dim]id {escape(h.page_id)} · score {h.score:.3f}[/]")
+    ident = f"entry {escape(h.entry_id)} · page {escape(h.page_id)}" if h.entry_id else f"id {escape(h.page_id)}"
+    console.print(f"   [dim]{ident} · score {h.score:.3f}[/]")
     if h.url and remote:   # a remote hit: where to open it
         console.print(f"   [dim]{escape(h.url)}[/]", soft_wrap=True)
 

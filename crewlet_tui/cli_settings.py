@@ -35,6 +35,7 @@ IN_EFFECT: frozenset[str] = frozenset({
     "page_proposed_entry_expiry_days", "page_standing_entry_decay_days", "page_decay_cron",
     "context_top_k",                    # load_context (core/bank/context.py), the MCP tool
     "context_token_budget",             # load_context (core/bank/context.py), the MCP tool
+    "similarity_threshold",             # EntryBank.add's neighbours before write (core/bank/neighbours.py)
 })
 BLOCK_WIDTH = 80      # a block's lines wrap here, piped or not: a reader's listing, not a script's (--json is)
 

@@ -147,15 +147,15 @@ def test_a_locked_page_refuses_every_agent_entry_and_takes_a_persons(bank, page,
 def test_the_proposed_budget_holds_an_agent_on_a_curated_page(node, kb, page):
     bank = EntryBank(node, budget=2)
     first = bank.add(page, "Fact one.", actor="eng-bot")
-    bank.add(page, "Fact two.", actor="eng-bot")
+    bank.add(page, "Fact two.", distinct=True, actor="eng-bot")
     with pytest.raises(Refused) as exc:
-        bank.add(page, "Fact three.", actor="eng-bot")
+        bank.add(page, "Fact three.", distinct=True, actor="eng-bot")
     assert exc.value.code == "budget" and "PAGE_PROPOSED_ENTRY_BUDGET = 2" in _one_line(exc)
     other = kb.create_page("ENG", "Other", "", actor="alex").id
-    assert bank.add(other, "Fact three.", actor="eng-bot").status == "PROPOSED"    # per page
+    assert bank.add(other, "Fact three.", distinct=True, actor="eng-bot").status == "PROPOSED"    # per page
     assert bank.add(page, "A person's fact.", actor="alex").status == "STANDING"   # a person has no budget
     bank.accept(first.id, actor="alex")                                            # decided: no longer waiting
-    assert bank.add(page, "Fact four.", actor="eng-bot").status == "PROPOSED"
+    assert bank.add(page, "Fact four.", distinct=True, actor="eng-bot").status == "PROPOSED"
 
 
 # -- who may do what ------------------------------------------------------------------------------------------
@@ -182,8 +182,8 @@ def test_an_agent_is_refused_setting_a_pages_policy(bank, page, node):
 
 def test_an_agent_archives_only_its_own_entry_while_proposed(bank, page, node):
     theirs = bank.add(page, "A person's fact.", actor="alex")
-    mine = bank.add(page, "An agent's fact.", actor="eng-bot")
-    accepted = bank.add(page, "An agent's accepted fact.", actor="eng-bot")
+    mine = bank.add(page, "An agent's fact.", distinct=True, actor="eng-bot")
+    accepted = bank.add(page, "An agent's accepted fact.", distinct=True, actor="eng-bot")
     bank.accept(accepted.id, actor="alex")
     for entry in (theirs, accepted):
         with pytest.raises(Refused) as exc:
@@ -324,7 +324,7 @@ def test_a_recheck_that_finds_the_code_changed_or_gone_asks_a_person(bank, page)
 
 def test_a_serve_is_recorded_with_who_which_tool_and_rank(bank, page, node):
     a = bank.add(page, "Fact one.", actor="alex")
-    b = bank.add(page, "Fact two.", actor="alex")
+    b = bank.add(page, "Fact two.", distinct=True, actor="alex")
     bank.record_serve("eng-bot", "load_context", [b, a], query="cache", run="run-7")
     rows = [tuple(r) for r in node.conn.execute("SELECT entry_id, actor, via, query, rank, run FROM entry_serves "
                                                 "ORDER BY rank")]
@@ -442,7 +442,7 @@ def test_an_agent_changes_its_own_entry_while_proposed_and_a_person_any_in_the_b
 
 def test_an_edit_that_repeats_another_entry_or_says_nothing_new_is_refused(bank, page, node):
     bank.add(page, "Deploys happen on Tuesdays.", actor="alex")
-    other = bank.add(page, "Deploys happen on Fridays.", actor="alex")
+    other = bank.add(page, "Deploys happen on Fridays.", distinct=True, actor="alex")
     with pytest.raises(Refused) as exc:
         bank.edit(other.id, body="deploys happen on TUESDAYS.", actor="alex")
     assert exc.value.code == "repeat"

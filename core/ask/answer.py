@@ -80,6 +80,7 @@ class Source:
     passages: list[str]           # exactly the texts the model was (or would have been) given
     tokens: int = 0
     by_meaning: bool = False      # its passage was chosen by meaning (no passage held a word of the question)
+    entry_id: str | None = None   # an entry under the page (spec 003): its body is the one passage
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -129,7 +130,9 @@ class Answer:
         parts = [self.text.strip()] if self.status in WRITTEN and self.text.strip() else []
         parts.append(("(cached) " if self.cached else "") + self.verdict())
         if self.sources:
-            parts.append("Sources:\n" + "\n".join(f"[{s.n}] {s.address} (id {s.page_id})" for s in self.sources))
+            parts.append("Sources:\n" + "\n".join(
+                f"[{s.n}] entry under {s.address} (entry {s.entry_id})" if s.entry_id else
+                f"[{s.n}] {s.address} (id {s.page_id})" for s in self.sources))
         if self.status == NO_MODEL:
             parts.append("\n\n".join(f"[{s.n}] {s.address}\n" + "\n…\n".join(s.passages) for s in self.sources))
         return "\n\n".join(p for p in parts if p)
@@ -218,7 +221,11 @@ class Asker:
     # -- one ask --------------------------------------------------------------------------------------------
     def answer(self, question: str, actor: str | None = None, containers: list[str] | None = None, *,
                on_text: Callable[[str], None] | None = None, cancel: threading.Event | None = None,
-               use_cache: bool = True) -> Answer:
+               use_cache: bool = True, agents: bool = False,
+               rank: Callable[[list[Any]], list[Any]] | None = None) -> Answer:
+        """`agents`: an agent may ask too (recall_knowledge, spec 003's "What agents get": the answer is a tool's
+        answer to the agent, its sources beside it), else an agent is refused. `rank`: the search's hits put in
+        the order the sources are numbered in (recall ranks grounded and verified entries first)."""
         from core.pages.service import KnowledgeBase
         from core.knowledge import is_remote
         from core.search.seam import UNKNOWN_CONTAINER, Query
@@ -234,7 +241,7 @@ class Asker:
         company = self.node.company
         kb = KnowledgeBase(self.node)
         who = kb.reader(actor)            # refused: an unknown actor, or one without the knowledge app
-        if who.is_agent:
+        if who.is_agent and not agents:
             raise Refused(f"{who.handle} is an agent: answers are written for a person — an agent searches "
                           "(`crewlet search`) and reads the pages with its own model, since a second model's "
                           "summary in its context is one it could not check", code="not_a_person")
@@ -245,7 +252,9 @@ class Asker:
         key = ""
         if not remote and settings is not None:     # only written answers are kept
             self.cache.retire(position)
-            key = cache_key(question, self._spaces(question, who.handle, narrowing), settings.fingerprint())
+            # an agent is shown entries in use only, a person every entry in the bank: not one answer for both
+            spaces = self._spaces(question, who.handle, narrowing) + (";agent" if who.is_agent else "")
+            key = cache_key(question, spaces + (";ranked" if rank is not None else ""), settings.fingerprint())
             if use_cache:
                 kept = self.cache.get(key, position)
                 if kept is not None:
@@ -272,9 +281,10 @@ class Asker:
                            + (f" ({outcome.message})" if outcome.message else ""))
             return base
 
+        hits = rank(list(result.hits)) if rank is not None else result.hits
         by_meaning = outcome.served_mode in ("hybrid", "semantic")   # the question's vector is at hand
         budget = self.source_tokens or (settings.max_source_tokens if settings is not None else DEFAULT_SOURCE_TOKENS)
-        chosen = self._sources(kb, who.handle, question, result.hits, budget, by_meaning, remote)
+        chosen = self._sources(kb, who.handle, question, hits, budget, by_meaning, remote)
         urls = {h.page_id: h.url for h in result.hits} if remote else {}
         base.sources = [_source(i, c, urls.get(c.page.page_id)) for i, c in enumerate(chosen, 1)]
         base.source_tokens = sum(s.tokens for s in base.sources)
@@ -324,6 +334,15 @@ class Asker:
                  by_meaning: bool, remote: bool) -> list[passages.Chosen]:
         pages: list[passages.PageText] = []
         for hit in hits:
+            if getattr(hit, "entry_id", None):     # an entry: its whole body (one fact) is its one passage
+                with self.node.lock:
+                    row = self.node.conn.execute("SELECT body FROM entries WHERE id = ?", (hit.entry_id,)).fetchone()
+                if row is None:                    # gone since the search read it
+                    continue
+                pages.append(passages.PageText(len(pages), hit.page_id, hit.title, hit.container,
+                                               list(hit.ancestors or []), [passages.Passage(0, 0, "", row["body"])],
+                                               entry_id=hit.entry_id))
+                continue
             try:
                 if remote:            # the site's page API, as the asker (their own credential, else the company's)
                     page = self.searcher.get_page(hit.page_id, actor=handle)
@@ -437,9 +456,13 @@ def _source(n: int, chosen: passages.Chosen, url: str | None = None) -> Source:
     from core.search.hits import page_url
 
     page = chosen.page
+    from core.search.entry_docs import entry_url
+
     return Source(n=n, page_id=page.page_id, title=page.title, container=page.container,
-                  address=f"{page.container}/{page.title}", url=url or page_url(page.page_id), ancestors=page.ancestors,
-                  passages=[p.rendered() for p in chosen.passages], tokens=chosen.tokens, by_meaning=page.by_meaning)
+                  address=f"{page.container}/{page.title}",
+                  url=url or (entry_url(page.entry_id) if page.entry_id else page_url(page.page_id)),
+                  ancestors=page.ancestors, passages=[p.rendered() for p in chosen.passages], tokens=chosen.tokens,
+                  by_meaning=page.by_meaning, entry_id=page.entry_id)
 
 
 def answer(node: Node, question: str, actor: str | None = None, containers: list[str] | None = None,

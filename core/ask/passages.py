@@ -76,9 +76,10 @@ class PageText:
     ancestors: list[str]
     passages: list[Passage]
     by_meaning: bool = False      # its passage was picked by meaning (no passage held a question term)
+    entry_id: str | None = None   # an entry under the page (spec 003), not the page itself
 
     def header(self) -> str:
-        where = f"{self.container}/{self.title}"
+        where = f"{'an entry under ' if self.entry_id else ''}{self.container}/{self.title}"
         inside = f" (in {' › '.join(self.ancestors)})" if self.ancestors else ""
         return where + inside
 

@@ -26,7 +26,7 @@ from ..replica.appliers import Decision
 from ..repos import (HOLDS, NOT_READ_YET, CitationCheck, Repositories, Repository, Unreadable,
                      check_citations, first_failure, parse_scope)
 from .links import MODULE, PAGE, SPACE, PageLink, page_links
-from .neighbours import SimilarEntries  # noqa: F401 - raised by add (the search branch finds the neighbours)
+from .neighbours import NeighbourFinder, SimilarEntries
 from .repositories import open_repositories
 from ..text.claims import check_entry_body
 from .trust import TIER_RANK, CitationState, trust_tier
@@ -102,12 +102,14 @@ class EntryBank:
     CURATED page; None reads the bank's setting ([knowledge] or the environment) at each add."""
 
     def __init__(self, node: Writer, *, repositories: Mapping[str, Repository] | None = None,
-                 budget: int | None = None) -> None:
+                 budget: int | None = None, neighbours: NeighbourFinder | None = None) -> None:
         self.node = node
         self.kb = KnowledgeBase(node)
         self._repositories = repositories
         self._owned: Repositories | None = None
         self._budget = budget
+        # who finds the entries near a new one (core/bank/neighbours.py); a test may give one its own provider
+        self.neighbours = neighbours or NeighbourFinder(node)
 
     @property
     def repositories(self) -> Mapping[str, Repository]:
@@ -200,6 +202,8 @@ class EntryBank:
             if same is not None:
                 self._submit(records.entry_corroborate(who.handle, entry_id=same["id"]))
                 return self._folded(same["id"])
+        if old is None and policy != OPEN and not distinct:
+            self._refuse_neighbours(body, str(parsed) if parsed is not None else None)
         checks = check_citations(list(citations) if citations is not None else None, self.repositories)
         failed = first_failure(checks)
         if failed is not None:
@@ -214,6 +218,30 @@ class EntryBank:
         if out.result.get("folded"):          # a repeat landed first, between our look and the append
             return self._folded(out.result["entry_id"])
         return self.show(entry_id)
+
+    def _refuse_neighbours(self, body: str, scope: str | None) -> None:
+        """Repeats by meaning (spec 003, "Repeats before write"): entries in the bank nearer than
+        KNOWLEDGE_SIMILARITY_THRESHOLD are returned to the writer in SimilarEntries, nothing written."""
+        threshold = self.kb.company.bank.similarity_threshold
+        found = self.neighbours.find(body, scope=scope, threshold=threshold)
+        if not found.similar:
+            return
+        near: list[tuple[Entry, float]] = []
+        for entry_id, similarity, _how in found.similar:
+            try:
+                near.append((self.show(entry_id), similarity))
+            except NotFound:            # gone since the look
+                continue
+        if not near:
+            return
+        hows = {how for _e, _s, how in found.similar}
+        said = "; ".join(f"{e.id} under {e.page} ({e.status}, {s:.2f}): {' '.join(e.body.split())[:80]}"
+                         for e, s in near)
+        raise SimilarEntries(
+            f"nothing written: {len(near)} entr{'y' if len(near) == 1 else 'ies'} in the bank "
+            f"{'says' if len(near) == 1 else 'say'} nearly the same "
+            f"(by {' and '.join(sorted(hows))}, KNOWLEDGE_SIMILARITY_THRESHOLD = {threshold:g}) — {said}",
+            similar=near, compared=found.note, entry_ids=[e.id for e, _s in near])
 
     def _folded(self, entry_id: str) -> Entry:
         entry = self.show(entry_id)

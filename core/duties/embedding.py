@@ -45,6 +45,7 @@ from ..vectors import records as vectors
 from ..embed.provider import InputRefused, Provider, ProviderError, ResponseRefused, default_threads
 from ..embed.registry import ProviderSlot, make_provider
 from ..embed.text import BODY_READ_CHARS, bucket, embed_text
+from ..search import entry_docs
 from . import EMBEDDING
 from .runner import Duty, DutyPass, PassContext
 # what the duty reports (its coverage, the held pages, `index status`'s section) is read in .status, without numpy
@@ -165,8 +166,13 @@ class EmbeddingDuty(Duty):
         with self.node.lock:
             # the memory of refusals follows the provider's configuration
             conn.execute("DELETE FROM embed_holds WHERE fingerprint != ?", (fingerprint,))
+            # a page's vector whose page is gone; an entry's whose entry is gone or out of the bank
             orphans = [r[0] for r in conn.execute(
-                "SELECT DISTINCT source_id FROM vectors WHERE source_id NOT IN (SELECT id FROM pages)")]
+                "SELECT DISTINCT source_id FROM vectors WHERE kind != ? AND source_id NOT IN (SELECT id FROM pages)",
+                (entry_docs.KIND,))]
+            orphans += [r[0] for r in conn.execute(
+                "SELECT DISTINCT source_id FROM vectors WHERE kind = ? AND substr(source_id, ?) NOT IN "
+                f"(SELECT id FROM entries WHERE {entry_docs.IN_BANK_SQL})", (entry_docs.KIND, len(entry_docs.PREFIX) + 1))]
         if orphans:
             self.node.submit_vectors([vectors.drop_record(s) for s in orphans])
 
@@ -175,8 +181,13 @@ class EmbeddingDuty(Duty):
         with self.node.lock:
             retries = self._retries(space, fingerprint, now, bound)
             busy = {i.source_id for batch in pending for i in batch} | {i.source_id for i in retries}
-            fresh, restamps = self._select(space, fingerprint, bound, MAX_SOURCES_TICK - len(busy), busy)
-            behind = self._behind(space, fingerprint)
+            # entries first: few and short, and what a write's neighbours are found among
+            fresh, restamps = self._select_entries(space, fingerprint, bound, MAX_SOURCES_TICK - len(busy), busy)
+            more_fresh, more_restamps = self._select(space, fingerprint, bound,
+                                                     MAX_SOURCES_TICK - len(busy) - len(fresh) - len(restamps), busy)
+            fresh, restamps = fresh + more_fresh, restamps + more_restamps
+            entries_behind = self._entries_behind(space, fingerprint)
+            behind = self._behind(space, fingerprint) + entries_behind
         if restamps:
             self.node.submit_vectors(restamps)
         total = self._run_done + behind
@@ -227,8 +238,9 @@ class EmbeddingDuty(Duty):
                     self._hold_vector(item, fingerprint, space, provider, what)
                     refused += 1
                     continue
+                kind = entry_docs.KIND if entry_docs.entry_of(item.source_id) is not None else "page"
                 records.append(vectors.put_record(item.source_id, space, item.container, item.revision, item.digest,
-                                                  item.nbytes, bucket(item.source_id), vec))
+                                                  item.nbytes, bucket(item.source_id), vec, kind=kind))
             if records:
                 self.node.submit_vectors(records)
                 with self.node.lock:
@@ -251,10 +263,11 @@ class EmbeddingDuty(Duty):
         isolating = [r.items for r in queue if r.isolating]  # the next tick resumes these; the rest is re-derived
         with self.node.lock:
             cov = coverage(conn, space, fingerprint)
+            entries_left = self._entries_behind(space, fingerprint)
         progressed = bool(embedded or restamps or refused)
         # handed back on purpose: run again at once even if this pass had no time to embed anything
         more = (not failure and not ctx.stop.is_set() and (progressed or handed_back)
-                and (bool(queue) or cov.covered + cov.held < cov.total))
+                and (bool(queue) or cov.covered + cov.held < cov.total or entries_left > 0))
         words = [f"{embedded} embedded"]
         if restamps:
             words.append(f"{len(restamps)} restamped")
@@ -335,6 +348,42 @@ class EmbeddingDuty(Duty):
                 items.append(Item(r["id"], r["container"], r["revision"], text, digest))
         return items, restamps
 
+    _ENTRIES_DUE = (
+        "FROM entries e JOIN pages p ON p.id = e.page_id "
+        "LEFT JOIN vectors v ON v.source_id = ? || e.id AND v.space = ? "
+        f"WHERE e.{entry_docs.IN_BANK_SQL} AND (v.id IS NULL OR v.revision != e.version OR v.container != p.container) "
+        "AND NOT EXISTS (SELECT 1 FROM embed_holds h WHERE h.source_id = ? || e.id AND h.revision = e.version "
+        "AND h.fingerprint = ?)")
+
+    def _select_entries(self, space: str, fingerprint: str, bound: int, limit: int,
+                        busy: set[str]) -> tuple[list[Item], list[Any]]:
+        """Entries in the bank (core/search/entry_docs.py) whose vector in `space` is missing or was filed for
+        another version of the row or another container: their body embedded alone (no title), or restamped
+        when the body is what the stored vector was computed from (a status change, a move of its page)."""
+        if limit <= 0:
+            return [], []
+        prefix = entry_docs.PREFIX
+        rows = self.node.conn.execute(
+            f"SELECT e.id, p.container, e.body, e.version, v.digest {self._ENTRIES_DUE} ORDER BY e.version, e.id "
+            "LIMIT ?", (prefix, space, prefix, fingerprint, limit + len(busy))).fetchall()
+        items: list[Item] = []
+        restamps: list[Any] = []
+        for r in rows:
+            source = entry_docs.doc_id(r["id"])
+            if source in busy or len(items) + len(restamps) >= limit:
+                continue
+            text, digest = embed_text("", r["body"], bound)
+            if r["digest"] == digest:
+                restamps.append(vectors.restamp_record(source, space, r["container"], r["version"], digest))
+            else:
+                items.append(Item(source, r["container"], r["version"], text, digest))
+        return items, restamps
+
+    def _entries_behind(self, space: str, fingerprint: str) -> int:
+        prefix = entry_docs.PREFIX
+        return int(self.node.conn.execute(f"SELECT count(*) {self._ENTRIES_DUE}",
+                                          (prefix, space, prefix, fingerprint)).fetchone()[0])
+
     def _behind(self, space: str, fingerprint: str) -> int:
         cov = coverage(self.node.conn, space, fingerprint)
         return max(0, cov.total - cov.covered - cov.held)
@@ -350,6 +399,15 @@ class EmbeddingDuty(Duty):
         for r in rows:
             text, digest = embed_text(r["title"], r["opening"], bound)
             out.append(Item(r["id"], r["container"], r["revision"], text, digest))
+        # held entries the same way, in what is left of the tick's retries (an entry's body alone, no title)
+        for r in self.node.conn.execute(
+                "SELECT e.id, p.container, e.body, e.version FROM embed_holds h "
+                "JOIN entries e ON h.source_id = ? || e.id AND e.version = h.revision "
+                f"JOIN pages p ON p.id = e.page_id WHERE e.{entry_docs.IN_BANK_SQL} AND h.fingerprint = ? "
+                "AND h.held_until <= ? ORDER BY h.refused_at, h.source_id LIMIT ?",
+                (entry_docs.PREFIX, fingerprint, now, RETRIES_PER_TICK - len(out))).fetchall():
+            text, digest = embed_text("", r["body"], bound)
+            out.append(Item(entry_docs.doc_id(r["id"]), r["container"], r["version"], text, digest))
         return out
 
     def _pending(self, cursor: str | None, fingerprint: str) -> list[list[Item]]:

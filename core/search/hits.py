@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..pages import reads
 from ..pages.service import KnowledgeBase
+from . import entry_docs
 from .access import Access
 from .seam import SNIPPET_MAX, Hit
 from .snippets import TermFinder, plain_text, snippet
@@ -31,9 +32,15 @@ def page_url(page_id: str) -> str:
 
 @dataclass
 class Accepted:
-    row: Any
+    row: Any                      # the page's row (an entry's: the page it is under)
     score: float
     ancestors: list[str]
+    entry: Any = None             # an entry's row (entry_docs.rows_by_id), None for a page
+
+    @property
+    def doc_id(self) -> str:
+        """The ranked document: the page's id, or `entry:<id>`."""
+        return entry_docs.doc_id(self.entry["entry_id"]) if self.entry is not None else self.row["id"]
 
 
 class HitAssembler:
@@ -60,11 +67,20 @@ class HitAssembler:
             batch = fresh[start:start + step]
             seen.update(pid for pid, _ in batch)
             with self.node.lock:
-                rows = reads.by_id(self.node.conn, [pid for pid, _ in batch])
+                entries = entry_docs.rows_by_id(self.node.conn, [e for pid, _ in batch
+                                                                 if (e := entry_docs.entry_of(pid)) is not None])
+                pages = {e["page_id"] for e in entries.values()}
+                rows = reads.by_id(self.node.conn, [pid for pid, _ in batch if entry_docs.entry_of(pid) is None]
+                                   + sorted(pages))
                 for pid, score in batch:
                     if len(accepted) >= limit:
                         break
-                    row = rows.get(pid)
+                    entry_id = entry_docs.entry_of(pid)
+                    entry = entries.get(entry_id) if entry_id is not None else None
+                    if entry_id is not None and (entry is None
+                                                 or not entry_docs.serves(entry["entry_status"], agent=access.is_agent)):
+                        continue  # gone, out of the bank since the ranking was read, or not served to this searcher
+                    row = rows.get(entry["page_id"] if entry is not None else pid)
                     if row is None:
                         continue  # purged since the ranking was read
                     ancestors = chains.get(row["parent_id"] or "")
@@ -72,15 +88,23 @@ class HitAssembler:
                         ancestors = [a["title"] for a in self._knowledge_base().ancestors(row["parent_id"])]
                         chains[row["parent_id"] or ""] = ancestors
                     if access.admits(row, ancestors):
-                        accepted.append(Accepted(row, score, ancestors))
+                        accepted.append(Accepted(row, score, ancestors, entry))
         return accepted
 
     def hits(self, accepted: list[Accepted], finder: TermFinder | None) -> list[Hit]:
         """The hits, each with a snippet around its first matched term, or its opening when none matches
         (a page found by meaning need not hold any of the query's words)."""
-        texts = self._plain_texts([a.row for a in accepted])
+        texts = self._plain_texts([a.row for a in accepted if a.entry is None])
         out = []
         for a in accepted:
+            if a.entry is not None:
+                e = a.entry
+                out.append(Hit(title=a.row["title"], url=entry_docs.entry_url(e["entry_id"]),
+                               container=a.row["container"], page_id=a.row["id"],
+                               snippet=_snippet(plain_text(e["entry_body"]), finder), ancestors=a.ancestors,
+                               score=round(a.score, 6), entry_id=e["entry_id"], entry_kind=e["entry_kind"],
+                               entry_status=e["entry_status"]))
+                continue
             text = texts.get(a.row["id"], "")
             out.append(Hit(title=a.row["title"], url=page_url(a.row["id"]), container=a.row["container"],
                            page_id=a.row["id"], snippet=_snippet(text, finder), ancestors=a.ancestors,

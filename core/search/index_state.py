@@ -17,7 +17,7 @@ from typing import Any
 from ..pages.applier import position
 from ..store import Connection
 
-INDEX_DERIVATION = 3
+INDEX_DERIVATION = 4     # 4: entries are documents too (core/search/entry_docs.py)
 
 STATE_FILE = "state.json"
 BUILD_FILE = "build.json"
@@ -123,12 +123,19 @@ class IndexStatus:
 
 
 def page_change_since(conn: Connection, seq: int) -> bool:
-    """Has any record past `seq` changed what the index derives (a page row, or a purge)?"""
+    """Has any record past `seq` changed what the index derives (a page row, an entry row, or a purge)?"""
     row = conn.execute(
         "SELECT EXISTS(SELECT 1 FROM pages WHERE version > ?) "
         "OR EXISTS(SELECT 1 FROM applied_ops WHERE seq > ? AND type = 'page.purge' AND status = 'applied')",
         (seq, seq)).fetchone()
-    return bool(row[0])
+    if row[0]:
+        return True
+    try:
+        return bool(conn.execute("SELECT EXISTS(SELECT 1 FROM entries WHERE version > ?)", (seq,)).fetchone()[0])
+    except Exception as exc:  # a store from before the entries (`crewlet search eval` on an old backup)
+        if "no such table" not in str(exc):
+            raise
+        return False
 
 
 def covered_seq(conn: Connection, indexed_seq: int, applied_seq: int) -> int:

@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from . import lexical, rank_data
+from . import entry_docs, lexical, rank_data
 from ..clock import now_ms
 from ..durable import write_atomic
 from ..pages.applier import position
@@ -324,6 +324,11 @@ class Indexer:
                 pool.close(abandon=not finished)
         # a killed build's worker may have left a segment no TOC names: cleaned now nothing writes here
         segments.clean_index_dir(ix)
+        # the entries, after the pages, through Whoosh's own writer (a few per page, short: no bulk segment)
+        entries = entry_docs.every(self.conn)
+        if entries:
+            written, _ = self._write_documents(ix, [], [], entries=entries)
+            report.indexed += written
         report.note = (f"{len(chunks)} segment{'s' if len(chunks) != 1 else ''}, "
                        + (f"by {workers} worker processes" if workers > 1 else "in this process"))
         # links whose source is gone (purged before or during the build)
@@ -332,7 +337,7 @@ class Indexer:
         old = self.state()
         now = now_ms()
         state = IndexManifest(dir=build.dir, derivation=build.derivation, indexed_seq=build.snapshot_seq,
-                           pages=ix.doc_count(), first_build_at=old.first_build_at if old else now,
+                           pages=ix.doc_count() - self._entry_docs(), first_build_at=old.first_build_at if old else now,
                            built_at=now, updated_at=now)
         _write_json(state_path(self.dir), asdict(state))
         if old is not None and old.dir != build.dir:
@@ -403,14 +408,20 @@ class Indexer:
             purged = [json.loads(r["result"])["page_id"] for r in conn.execute(
                 "SELECT result FROM applied_ops WHERE type = 'page.purge' AND status = 'applied' AND seq > ? AND seq <= ? "
                 "ORDER BY seq", (last, upto)) if r["result"]]
+            # the entries that changed, and those under a page that changed (moved, trashed, restored: an entry
+            # stands in its page's container, and leaves the index with its page)
+            changed = {r["entry_id"]: r for r in entry_docs.changed_since(conn, last, upto)}
+            changed.update((r["entry_id"], r) for r in entry_docs.of_pages(conn, [r["id"] for r in rows]))
+            gone = self._purged_entries(st) if purged else []
         finally:
             conn.execute("COMMIT")
         report = IndexPass("incremental", more=more)
-        if rows or purged:
+        if rows or purged or changed or gone:
             ix = lexical.open_index(self.dir / st.dir)
-            report.indexed, report.deleted = self._write_documents(ix, rows, purged)
+            report.indexed, report.deleted = self._write_documents(ix, rows, purged, entries=list(changed.values()),
+                                                                  gone=gone)
             report.links = self._derive_links(rows, purged)
-            st.pages = ix.doc_count()
+            st.pages = ix.doc_count() - self._entry_docs()
         else:
             report.kind = "none"
         st.indexed_seq = upto
@@ -421,9 +432,12 @@ class Indexer:
 
     # -- writing -------------------------------------------------------------------------------------
     def _write_documents(self, ix: Any, rows: list[Any], purged: list[str], *,
-                         tick: Callable[[int], None] | None = None) -> tuple[int, int]:
+                         tick: Callable[[int], None] | None = None, entries: list[Any] | None = None,
+                         gone: list[str] | None = None) -> tuple[int, int]:
         """Write the rows into the index and commit; the commit's files reach the disk before this
-        returns (so before any state or build file that counts on them is written)."""
+        returns (so before any state or build file that counts on them is written). `entries`: entry rows
+        (entry_docs) written as documents of their own, or dropped when out of the bank or under a trashed
+        page; `gone`: entry documents whose rows went with a purged page."""
         written = deleted = 0
         path = Path(ix.storage.folder)
         before = lexical.file_marks(path)
@@ -441,6 +455,17 @@ class Indexer:
             for page_id in purged:
                 writer.delete_by_term("id", page_id)
                 deleted += 1
+            for e in entries or ():
+                doc = entry_docs.doc_id(e["entry_id"])
+                if entry_docs.indexable(e):
+                    writer.update_document(**lexical.document(doc, e["container"], "", plain_text(e["entry_body"])))
+                    written += 1
+                else:
+                    writer.delete_by_term("id", doc)
+                    deleted += 1
+            for doc in gone or ():
+                writer.delete_by_term("id", doc)
+                deleted += 1
         except BaseException:
             writer.cancel()
             raise
@@ -448,6 +473,27 @@ class Indexer:
         rank_data.ensure_files(ix)   # the new segment's ranking arrays, so no search derives them
         lexical.sync_commit(path, before)
         return written, deleted
+
+    def _entry_docs(self) -> int:
+        """The entry documents a pass leaves in the index (the manifest counts pages): the entries in the bank
+        under a live page."""
+        return int(self.conn.execute(
+            f"SELECT count(*) FROM entries e JOIN pages p ON p.id = e.page_id AND p.trashed_at IS NULL "
+            f"WHERE e.{entry_docs.IN_BANK_SQL}").fetchone()[0])
+
+    def _purged_entries(self, st: IndexManifest) -> list[str]:
+        """Entry documents still in the index whose entry is gone: a page trashed and purged within one pass takes
+        its entries' rows with it (by the foreign key) before the index saw the trash. Read off the index's own
+        terms of the `id` field under the `entry:` prefix — as many as there are entries, whatever the pages —
+        and checked against the entries table."""
+        ix = lexical.open_index(self.dir / st.dir)
+        with ix.reader() as reader:
+            docs = [t.decode("utf-8") if isinstance(t, bytes) else str(t)
+                    for t in reader.expand_prefix("id", entry_docs.PREFIX)]
+        if not docs:
+            return []
+        alive = entry_docs.rows_by_id(self.conn, [entry_docs.entry_of(d) or "" for d in docs])
+        return [d for d in docs if entry_docs.entry_of(d) not in alive]
 
     def _derive_links(self, rows: list[Any], purged: list[str]) -> int:
         """Backlinks by id, derived from each changed body (a trashed page's links are kept: the

@@ -152,7 +152,7 @@ class KeywordRetriever:
 
     def coverage(self, conn: Any, manifest: IndexManifest, applied: int, snapshot: Snapshot) -> Coverage:
         indexed = covered_seq(conn, manifest.indexed_seq, applied)
-        return Coverage(indexed_seq=indexed, applied_seq=applied, pages_indexed=snapshot.count,
+        return Coverage(indexed_seq=indexed, applied_seq=applied, pages_indexed=snapshot.count - snapshot.entries,
                         complete=indexed >= applied)
 
     # -- ranking -------------------------------------------------------------------------------------

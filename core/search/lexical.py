@@ -91,6 +91,17 @@ class _Segment:
     codes: np.ndarray           # each document's index into `containers`
     auto_draft: np.ndarray      # bool: the title carries the [Auto-draft] prefix
     lengths: dict[str, np.ndarray]
+    entries: np.ndarray | None = None   # bool: the document is an entry (seg_entries: read at the first snapshot)
+
+
+ENTRY_PREFIX = b"entry:"       # core/search/entry_docs.PREFIX, as the stored ids hold it
+
+
+def seg_entries(seg: _Segment) -> np.ndarray:
+    """Which of a segment's documents are entries (kept on the segment: a segment never changes)."""
+    if seg.entries is None:
+        seg.entries = np.char.startswith(seg.ids, ENTRY_PREFIX) if seg.count else np.zeros(0, dtype=bool)
+    return seg.entries
 
 
 class PageIds:
@@ -331,6 +342,9 @@ class Snapshot:
             self.auto_draft = np.concatenate(drafts) if drafts else np.zeros(0, dtype=bool)
             self.lengths = {k: (np.concatenate(v) if v else np.zeros(0)) for k, v in lengths.items()}
             self.count = int(self.live.sum())
+            # documents that are entries (core/search/entry_docs.py): each segment's own mask, read once
+            self.entries = sum(int(np.count_nonzero(seg_entries(seg) & part))
+                               for seg, part in zip(segs, live)) if segs else 0
             self.container_codes = np.concatenate(codes) if codes else np.zeros(0, dtype=np.int32)
             self.avg_length = {}
             for name, arr in self.lengths.items():

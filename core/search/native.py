@@ -427,7 +427,7 @@ class NativeSearcher:
         # deeper only while nothing was under the floor: past the first page under it, every deeper one is
         if len(accepted) < limit and len(meaning.ranking.ranked) >= STAGE_TWO and not self._under_floor():
             deeper = self._floored(meaning, self._deeper(meaning.ranking, text, access, stamp), words, text)
-            self.assembler.accept(deeper.ranked, access, limit, accepted, {a.row["id"] for a in accepted})
+            self.assembler.accept(deeper.ranked, access, limit, accepted, {a.doc_id for a in accepted})
         return accepted
 
     def _walk_fused(self, words: KeywordRanking, meaning_half: MeaningHalf, text: str, access: Access,

@@ -55,6 +55,9 @@ NOT_SEARCHABLE_MESSAGE = ("the knowledge base is not searchable from this node y
 
 @dataclass
 class Hit:
+    """A page, or an entry under a page (spec 003): an entry's hit has `entry_id` set, its page's title,
+    container, id and ancestors, its own url and its body as the snippet."""
+
     title: str
     url: str                      # shareable link; "" when unbuildable
     container: str
@@ -62,9 +65,31 @@ class Hit:
     snippet: str                  # plain text, at most 200 characters; may be ""
     ancestors: list[str] = field(default_factory=list)   # ancestor titles, outermost first
     score: float = 0.0
+    entry_id: str | None = None   # set: this hit is an entry under the page
+    entry_kind: str | None = None     # FACT, DECISION, CONVENTION, GOTCHA
+    entry_status: str | None = None   # PROPOSED, STANDING, …
+
+    @property
+    def is_entry(self) -> bool:
+        return self.entry_id is not None
+
+    @property
+    def address(self) -> str:
+        """CONTAINER/Title of the page (an entry's: the page it is under)."""
+        return f"{self.container}/{self.title}"
+
+    def where(self) -> str:
+        """What a surface says of the hit: the page's address, or "entry under ENG/Page"."""
+        return f"entry under {self.address}" if self.is_entry else self.address
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if not self.is_entry:      # a page's hit says what it always said
+            for key in ("entry_id", "entry_kind", "entry_status"):
+                out.pop(key)
+        else:
+            out["kind"] = "entry"
+        return out
 
 
 @dataclass

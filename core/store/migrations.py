@@ -517,9 +517,16 @@ def m013_entry_context(conn: Any) -> None:
         """)
 
 
+def m014_entries_version(conn: Any) -> None:
+    """Entries by the log position that changed them last: the keyword indexer's incremental pass and a search's
+    coverage read the entries changed since a position, as they read the pages (pages' own version index)."""
+    conn.execute("CREATE INDEX entries_version ON entries(version)")
+
+
 MIGRATIONS: list[Migration] = [m001_pages, m002_read_context, m003_duties, m004_vectors, m005_log_position_digest,
                                m006_vector_reads, m007_semantic_index, m008_counts, m009_agent_diary,
-                               m010_answer_cache, m011_entries, m012_page_about, m013_entry_context]
+                               m010_answer_cache, m011_entries, m012_page_about, m013_entry_context,
+                               m014_entries_version]
 
 
 def migrate(conn: Any) -> list[str]:

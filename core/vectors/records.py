@@ -53,9 +53,10 @@ def decode_vector(text: str) -> np.ndarray:
 
 
 def put_record(source_id: str, space: str, container: str, revision: int, digest: str, nbytes: int,
-               bucket: int, vector: np.ndarray) -> Record:
+               bucket: int, vector: np.ndarray, kind: str = "page") -> Record:
+    """`kind`: "page", or "entry" for an entry's body (source_id `entry:<id>`, revision the entry row's version)."""
     return Record.new("vector.put", DUTY_ACTOR, {
-        "source_id": source_id, "kind": "page", "space": space, "container": container, "revision": revision,
+        "source_id": source_id, "kind": kind, "space": space, "container": container, "revision": revision,
         "digest": digest, "bytes": nbytes, "bucket": bucket, "dims": int(len(vector)),
         "vector": encode_vector(vector)})
 

@@ -49,6 +49,8 @@ APP_INDEX_STATE = "index_state"
 
 def hit_prompt(hit: object) -> Text:
     title = clean_line(getattr(hit, "title", "")) or "(untitled)"
+    if getattr(hit, "entry_id", None):        # an entry under a page: says so, with its kind and status
+        title = f"{getattr(hit, 'entry_kind', None) or 'FACT'} entry under {title} · {getattr(hit, 'entry_status', '')}"
     trail = " › ".join(clean_line(x) for x in [getattr(hit, "container", ""), *(getattr(hit, "ancestors", None) or [])])
     text = Text(title, style="bold")
     text.append(f"  {trail}", style="dim")
@@ -263,7 +265,9 @@ class SearchScreen(CrewletScreen):
         for i, hit in enumerate(result.hits):
             if i:
                 options.append(None)  # a separator line between results
-            options.append(Option(hit_prompt(hit), id=f"page:{hit.page_id}"))
+            # an entry's option names its page too (several hits may stand under one page: ids stay unique)
+            ident = f"entry:{hit.page_id}:{hit.entry_id}" if hit.entry_id else f"page:{hit.page_id}"
+            options.append(Option(hit_prompt(hit), id=ident))
         results.add_options(options)
         results.display = bool(result.hits)
         self._show_copy()
@@ -276,3 +280,10 @@ class SearchScreen(CrewletScreen):
         option_id = event.option.id or ""
         if option_id.startswith("page:"):
             self.crewlet.open_page(option_id[5:])
+        elif option_id.startswith("entry:"):     # an entry opens its own screen where the app has one, else its page
+            _kind, page_id, entry_id = option_id.split(":", 2)
+            open_entry = getattr(self.crewlet, "open_entry", None)
+            if callable(open_entry):
+                open_entry(entry_id)
+            else:
+                self.crewlet.open_page(page_id)

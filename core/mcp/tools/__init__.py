@@ -10,7 +10,7 @@ TOOLS, not a copied set). See docs/architecture.md.
 from __future__ import annotations
 
 from . import (add_entry, answer_knowledge, comment_on_page, diary, get_page, list_pages, load_context, onboarding,
-               save_page, search_knowledge, supersede_entry, write_page)
+               recall_knowledge, save_page, search_knowledge, supersede_entry, write_page)
 from .base import Args, Reply, Tool
 
 # the knowledge app, as the spec names it
@@ -27,6 +27,8 @@ TOOLS: list[Tool] = [
     supersede_entry.TOOL,
     # a person's question answered by the chat model from the pages (core/ask): offered to persons only
     answer_knowledge.TOOL,
+    # what the knowledge bank holds on a question (spec 003): entries with their tiers, and pages; agents and persons
+    recall_knowledge.TOOL,
     # an agent's own memory (core/agents): offered to agents only
     diary.REMEMBER,
     diary.RECALL,

@@ -1,13 +1,13 @@
 """search_knowledge: plain text in, ranked hits out, and what the search did in words."""
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
 from ...pages.links import link_to
 from ...pages.model import normalise_title
-from ...errors import Invalid, UnknownContainer
+from ...errors import CrewletError, Invalid, UnknownContainer
 from ...search.seam import DEFAULT_LIMIT, NO_TERMS, PARTIAL_COVERAGE, UNKNOWN_CONTAINER, Query, Result
 from ..session import Session, keep_paths_here
 from .base import Args, Reply, Tool
@@ -55,6 +55,28 @@ def outcome_words(result: Result) -> str:
     return ". ".join(s[0].upper() + s[1:] for s in sentences) + "."
 
 
+def _entries_served(session: Session, query: str, hits: list[dict[str, Any]]) -> dict[str, str]:
+    """The entries among the hits, each with its trust tier (core/bank/trust.py) as it serves now — each cited
+    file's blob at its branch head compared with the one last checked —, recorded as served to the caller by this
+    tool at their rank among the entries (spec 003: every serve is recorded)."""
+    if not hits:
+        return {}
+    from core.bank.entries import EntryBank
+
+    bank = EntryBank(session.node)
+    try:
+        entries = []
+        for h in hits:
+            try:
+                entries.append(bank.show(h["entry_id"], at_head=True, actor=session.handle))
+            except CrewletError:        # gone since the search read it
+                continue
+        bank.record_serve(session.handle, "search_knowledge", entries, query=query)
+        return {e.id: e.tier for e in entries}
+    finally:
+        bank.close()
+
+
 def run(session: Session, args: SearchArgs) -> Reply:
     if not args.query.strip():
         # what the call got wrong is a tool error, as answer_knowledge refuses an empty question
@@ -74,10 +96,22 @@ def run(session: Session, args: SearchArgs) -> Reply:
     hits = [{"id": h.page_id, "title": h.title, "container": h.container,
              "address": f"{h.container}/{normalise_title(h.title)}", "snippet": h.snippet, "score": h.score,
              "ancestors": h.ancestors, "link": f"[{h.title}]({h.url})" if remote else link_to(h.page_id, h.title),
-             **({"url": h.url} if remote else {})} for h in result.hits]
+             **({"url": h.url} if remote else {}),
+             # an entry under the page (spec 003): its own id, kind, status and tier, and where it stands
+             **({"kind": "entry", "entry_id": h.entry_id, "entry_kind": h.entry_kind, "status": h.entry_status}
+                if h.entry_id else {})} for h in result.hits]
+    served = _entries_served(session, args.query, [h for h in hits if h.get("entry_id")])
     words = keep_paths_here(outcome_words(result), session.node.home)   # e.g. a backend named in company.toml
     lines = [words]
     for i, h in enumerate(hits, 1):
+        if h.get("entry_id"):
+            tier = served.get(h["entry_id"])
+            h["tier"] = tier
+            lines.append(f"{i}. {h['entry_kind']} entry under {h['container']}/{h['title']} (entry {h['entry_id']}, "
+                         f"{h['status']}{', ' + tier if tier else ''}, score {h['score']:.3f})")
+            if h["snippet"]:
+                lines.append(f"   {h['snippet']}")
+            continue
         lines.append(f"{i}. {h['container']}/{h['title']} (id {h['id']}, score {h['score']:.3f})"
                      + (f" in {' › '.join(h['ancestors'])}" if h["ancestors"] else ""))
         if h["snippet"]:
@@ -95,7 +129,8 @@ TOOL = Tool(
     title="Search the knowledge base",
     description=(
         "Search the team knowledge base (runbooks, decisions, how the company works) with plain text. Returns "
-        "ranked hits (id, address, title, a snippet, a score) and a sentence saying what the search did: "
+        "ranked hits (id, address, title, a snippet, a score; a hit that is an entry — one fact under a page — says "
+        "'entry under SPACE/Page' with its entry id, status and trust tier) and a sentence saying what the search did: "
         "'nothing matched' means the knowledge base holds nothing on it; 'could not be searched' or 'not "
         "searchable from this node yet' means you do not know — ask a colleague rather than concluding nothing "
         "has been written down. Use it before you act on something the team may already have written down, and "
