@@ -16,7 +16,7 @@ from mcp_client import call, connect
 from typer.testing import CliRunner
 
 from core.bank.entries import EntryBank
-from core.bank.neighbours import EXACT_MAX, MEANING, WORDS, WORDS_FLOOR, NeighbourFinder, SimilarEntries, jaccard, words_of
+from core.bank.neighbours import MEANING, WORDS, WORDS_FLOOR, NeighbourFinder, SimilarEntries, jaccard, words_of
 from core.duties.embedding import EmbeddingDuty
 from core.duties.runner import DutyRunner
 from core.embed.registry import make_provider
@@ -333,8 +333,9 @@ def test_a_provider_that_fails_falls_back_to_words_and_says_why(world):
     assert "the embedding provider failed" in exc.value.details["compared"]
 
 
-def test_past_exact_max_the_sign_codes_choose_whom_to_score(world, monkeypatch):
-    """Many entries with vectors: stage one by Hamming distance over their codes, then exact cosines."""
+def test_the_sign_codes_choose_whom_to_score_and_read_deeper_while_the_furthest_could_be_near(world, monkeypatch):
+    """Entries with vectors: the semantic engine's stage one by Hamming distance over the entries' codes, then
+    exact cosines; a stage one cut inside the threshold's radius reads deeper, so a neighbour is never cut off."""
     home, node, kb, bank, page, searcher = world
     import core.bank.neighbours as neighbours
 
@@ -343,12 +344,27 @@ def test_past_exact_max_the_sign_codes_choose_whom_to_score(world, monkeypatch):
                  "Invoices are generated on the first of the month."]:
         bank.add(page, body, distinct=True, actor="alex")
     embed(node)
-    monkeypatch.setattr(neighbours, "EXACT_MAX", 2)
-    monkeypatch.setattr(neighbours, "CANDIDATES", 1)
+    seen: list[int] = []
+    engine = bank.neighbours.semantic()
+    rank_where = engine.rank_where
+
+    def counted(*args, **kwargs):
+        ranking = rank_where(*args, **kwargs)
+        seen.append(ranking.candidates)
+        return ranking
+
+    monkeypatch.setattr(engine, "rank_where", counted)
+    monkeypatch.setattr(neighbours, "STAGE_ONE", 1)
     with pytest.raises(SimilarEntries) as exc:
         bank.add(page, "Entries in the session cache expire after 10 minutes.", actor="eng-bot")
     assert [e.id for e, _ in exc.value.similar] == [first.id]
-    assert EXACT_MAX > 2
+    assert seen[0] == 1 and len(seen) >= 1
+    # a radius nothing is within: one stage one of one candidate, the nearest code — still the repeat
+    seen.clear()
+    monkeypatch.setattr(neighbours, "RADIUS_SLACK", 0.0)
+    with pytest.raises(SimilarEntries) as exc:
+        bank.add(page, "Entries in the session cache expire after 10 minutes.", actor="eng-bot")
+    assert seen == [1] and [e.id for e, _ in exc.value.similar] == [first.id]
 
 
 # -- what the threshold means, measured ---------------------------------------------------------------------------

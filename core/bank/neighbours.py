@@ -5,6 +5,7 @@ corroboration (EntryBank.add)."""
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -15,10 +16,14 @@ from ..embed.text import embed_text
 from ..errors import CrewletError
 from ..pages.service import Writer
 from ..repos import Scope, scope_matches
-from ..search.entry_docs import IN_BANK_SQL, PREFIX
+from ..search.entry_docs import IN_BANK_SQL, KIND, PREFIX
+from ..search.stages import STAGE_ONE as ENGINE_STAGE_ONE
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from ..search.code_table import CodeTable
+    from ..search.semantic import SemanticRetriever
 
     from .entries import Entry
 # numpy, the Hamming kernel and the vector reader are imported by the check that uses them: the bank is imported
@@ -51,8 +56,8 @@ class SimilarEntries(CrewletError):
 # the request that embeds the new body, and nothing is published — the duty files their vectors).
 WORDS_FLOOR = 0.40
 MAX_EMBED_NOW = 64           # entries without a current vector embedded in the write's own request
-EXACT_MAX = 2048             # past this many entries with a vector, the sign codes choose whom to score exactly
-CANDIDATES = 256             # … the nearest this many by Hamming distance
+STAGE_ONE = ENGINE_STAGE_ONE  # the entries' vectors the sign codes choose for the exact scores, at first …
+RADIUS_SLACK = 1.25          # … four times more while the furthest is within 1.25 × a threshold cosine's distance
 EMBED_TIMEOUT_S = 30.0       # the write waits this long for the provider, then compares by words and says so
 MAX_RETURNED = 5             # neighbours returned to the writer, nearest first
 
@@ -100,124 +105,199 @@ def jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(a | b) if a or b else 0.0
 
 
-# the entries in the bank under a live page; their vectors apart, by the range of their source ids (one range read
-# of the vectors' unique index instead of a lookup an entry)
-_ENTRIES = ("SELECT e.id, e.scope, e.version FROM entries e JOIN pages p ON p.id = e.page_id AND p.trashed_at IS NULL "
-            f"WHERE e.{IN_BANK_SQL}")
-_VECTORS = ("SELECT v.source_id, v.id, v.revision, v.digest, c.code FROM vectors v JOIN vector_codes c ON c.id = v.id "
-            "WHERE v.source_id >= ? AND v.source_id < ? AND v.space = ?")
+# An entry's row with its page's place and its vector's stamp in the configured space (None: no vector)
+_ROW = ("SELECT e.id, e.scope, e.version, e.body, v.revision, v.digest FROM entries e "
+        "JOIN pages p ON p.id = e.page_id AND p.trashed_at IS NULL "
+        "LEFT JOIN vectors v ON v.source_id = ? || e.id AND v.space = ? "
+        f"WHERE e.{IN_BANK_SQL}")
+# the newest revision among the entries' vectors the duty filed lately: entries changed after it wait for the duty
+_NEWEST_EMBEDDED = ("SELECT max(revision) FROM (SELECT revision FROM vectors INDEXED BY vectors_seq "
+                    "WHERE kind = ? AND space = ? ORDER BY seq DESC LIMIT 64)")
+_HELD = "SELECT substr(source_id, ?) FROM embed_holds WHERE source_id >= ? AND source_id < ?"
+CHUNK = 500
 
 
 @dataclass
 class Candidate:
     id: str
-    vid: int | None = None            # its vector in the configured space, when it has one
-    digest: str | None = None
-    code: bytes | None = None
-    current: bool = False             # filed for the row's version (else: compared with its body's digest)
+    scope: str | None = None
     body: str = ""
 
 
 class NeighbourFinder:
     """Finds the entries in the bank (not ARCHIVED or SUPERSEDED, under a page not in the trash, in a scope that
     meets the new one's) nearer to a new body than the threshold. One per EntryBank; the provider is the
-    company's as configured at each call (`provider_factory`: a test's)."""
+    company's as configured at each call (`provider_factory`: a test's). The entries' vectors are ranked by the
+    semantic engine (core/search/semantic.py: its code table, stage one's sign codes, stage two's exact floats),
+    `semantic()` giving the retriever — a session's searcher's, so the codes are held once a process; by default
+    one of the finder's own, made at its first check by meaning."""
 
     def __init__(self, node: Writer, *, provider_factory: Callable[..., Provider | None] = make_provider,
-                 timeout_s: float = EMBED_TIMEOUT_S) -> None:
+                 timeout_s: float = EMBED_TIMEOUT_S, semantic: Callable[[], SemanticRetriever | None] | None = None
+                 ) -> None:
         self.node = node
         self.provider_factory = provider_factory
         self.timeout_s = timeout_s
+        self._semantic_of = semantic
+        self._own: SemanticRetriever | None = None
+        self._entry_rows: tuple[Any, int, np.ndarray] | None = None   # (the table weakly, rows seen, entry by row)
+
+    def semantic(self) -> SemanticRetriever:
+        shared = self._semantic_of() if self._semantic_of is not None else None
+        if shared is not None:
+            return shared
+        if self._own is None:
+            from ..search.semantic import SemanticRetriever
+
+            self._own = SemanticRetriever(self.node)   # type: ignore[arg-type]  # a Node: the finder's is one
+        return self._own
 
     def find(self, body: str, *, scope: str | None, threshold: float) -> Neighbourhood:
         if threshold <= 0:
             return Neighbourhood(note="KNOWLEDGE_SIMILARITY_THRESHOLD is 0: no neighbour check")
         company = self.node.company
         provider = self.provider_factory(company) if company.knowledge.vectors else None
-        conn = self.node.conn
-        with self.node.lock:
-            versions = {r["id"]: r["version"] for r in conn.execute(_ENTRIES).fetchall()
-                        if scope is None or _same_area(scope, r["scope"])}
-            rows = [Candidate(entry_id) for entry_id in versions]
-            if rows and provider is not None:
-                by_id = {c.id: c for c in rows}
-                end = PREFIX[:-1] + chr(ord(PREFIX[-1]) + 1)
-                for source, vid, revision, digest, code in conn.execute(_VECTORS, (PREFIX, end, provider.space.key())):
-                    c = by_id.get(source[len(PREFIX):])
-                    if c is not None:
-                        c.vid, c.digest, c.code, c.current = vid, digest, code, revision == versions.get(c.id)
-        if not rows:
-            if provider is not None:
-                provider.close()
-            return Neighbourhood(note="no entry in the bank to compare with")
         if provider is None:
-            self._read_bodies(rows)
+            rows = self._every(scope)
+            if not rows:
+                return Neighbourhood(note="no entry in the bank to compare with")
             return self._by_words(body, rows, "vectors are off (knowledge.vectors = false): compared by words")
-        bound = min(provider.limits.max_input_bytes, provider.limits.max_batch_bytes)
-        text, _digest = embed_text("", body, bound)
-        # a vector filed for another version of the row is still the body's when its digest says so (a status
-        # change the duty has not restamped yet); read the bodies of those, and of the entries with none
-        self._read_bodies([c for c in rows if not c.current])
-        with_vector: list[Candidate] = []
-        without: list[Candidate] = []
-        for c in rows:
-            if c.vid is not None and (c.current or c.digest == embed_text("", c.body, bound)[1]):
-                with_vector.append(c)
-            else:
-                without.append(c)
-        now, later = without[:MAX_EMBED_NOW], without[MAX_EMBED_NOW:]
+        try:
+            return self._by_meaning(body, scope, threshold, provider)
+        finally:
+            provider.close()
+
+    def _by_meaning(self, body: str, scope: str | None, threshold: float, provider: Provider) -> Neighbourhood:
         import numpy as np
 
+        bound = min(provider.limits.max_input_bytes, provider.limits.max_batch_bytes)
+        text, _digest = embed_text("", body, bound)
+        space = provider.space.key()
+        # the entries the duty has not embedded (or not since they changed): compared in this request
+        waiting = self._waiting(space, scope, bound)
+        now, later = waiting[:MAX_EMBED_NOW], waiting[MAX_EMBED_NOW:]
         try:
             got = provider.embed([text] + [embed_text("", c.body, bound)[0] for c in now], timeout=self.timeout_s)
             vectors = [np.asarray(v, dtype=np.float32) for v in got]
             if len(vectors) != 1 + len(now):
                 raise ProviderError(f"the provider answered {len(vectors)} vectors for {1 + len(now)} texts")
         except (ProviderError, TimeoutError) as exc:
-            self._read_bodies(rows)
+            rows = self._every(scope)
+            if not rows:
+                return Neighbourhood(note="no entry in the bank to compare with")
             return self._by_words(body, rows, f"the embedding provider failed ({exc}): compared by words")
-        finally:
-            provider.close()
         query = vectors[0]
-        scored = self._scored(query, with_vector) + [(c.id, _cosine(query, v)) for c, v in zip(now, vectors[1:])]
         floor = 1.0 - threshold
+        scored, stale, pool = self._ranked(query, space, scope, threshold, bound, {c.id for c in waiting})
+        if stale:                                    # candidates whose vector is another body's: in this request too
+            try:
+                extra = provider.embed([embed_text("", c.body, bound)[0] for c in stale], timeout=self.timeout_s)
+                scored += [(c.id, _cosine(query, np.asarray(v, dtype=np.float32))) for c, v in zip(stale, extra)]
+            except (ProviderError, TimeoutError):
+                later += stale
+        scored += [(c.id, _cosine(query, v)) for c, v in zip(now, vectors[1:])]
+        if not scored and not later and not pool:
+            return Neighbourhood(note="no entry in the bank to compare with")
         similar = [(eid, sim, MEANING) for eid, sim in scored if sim > floor]
-        notes = [f"compared by meaning with {len(with_vector) + len(now)} entries (cosine above {floor:.2f})"]
+        notes = [f"compared by meaning with the {pool + len(now) + len(stale)} entries' vectors "
+                 f"(cosine above {floor:.2f})"]
         if later:
             words = self._by_words(body, later, "")
             similar += words.similar
             notes.append(f"{len(later)} entries not embedded yet compared by words (Jaccard at least {WORDS_FLOOR})")
         similar.sort(key=lambda s: (-s[1], s[0]))
-        return Neighbourhood(similar[:MAX_RETURNED], "; ".join(notes), len(rows))
+        return Neighbourhood(similar[:MAX_RETURNED], "; ".join(notes), pool + len(waiting))
 
-    def _read_bodies(self, rows: list[Candidate]) -> None:
-        todo = [c for c in rows if not c.body]
-        by_id = {c.id: c for c in todo}
-        with self.node.lock:
-            for start in range(0, len(todo), 500):
-                chunk = [c.id for c in todo[start:start + 500]]
-                for entry_id, text in self.node.conn.execute(
-                        f"SELECT id, body FROM entries WHERE id IN ({','.join('?' * len(chunk))})", chunk):
-                    by_id[entry_id].body = text
+    def _ranked(self, query: np.ndarray, space: str, scope: str | None, threshold: float, bound: int,
+                waiting: set[str]) -> tuple[list[tuple[str, float]], list[Candidate], int]:
+        """The entries' vectors ranked by the semantic engine: stage one over the entries' sign codes, its
+        candidates kept where the rows say they are in the bank, in a scope that meets `scope` and embedded from
+        their body as it is, then scored exactly. Stage one reads deeper (four times, up to every entry) while its
+        furthest candidate is still within RADIUS_SLACK × the Hamming distance a cosine at the threshold has.
+        Returns (entry id, cosine) for the scored, the candidates whose vector was another body's, and the pool."""
+        import math
 
-    def _scored(self, query: np.ndarray, rows: list[Candidate]) -> list[tuple[str, float]]:
-        """Exact cosines of the entries with a current vector: every one up to EXACT_MAX, else the CANDIDATES
-        nearest by their sign codes (a near repeat's code is near the new body's)."""
+        engine = self.semantic()
+        stale: dict[str, Candidate] = {}
+
+        def admit(sources: list[str]) -> set[str]:
+            kept: set[str] = set()
+            ids = [s[len(PREFIX):] for s in sources if s[len(PREFIX):] not in waiting]
+            with self.node.lock:
+                for start in range(0, len(ids), CHUNK):
+                    chunk = ids[start:start + CHUNK]
+                    for r in self.node.conn.execute(f"{_ROW} AND e.id IN ({','.join('?' * len(chunk))})",
+                                                    [PREFIX, space, *chunk]):
+                        if scope is not None and not _same_area(scope, r["scope"]):
+                            continue
+                        # filed for another version of the row: still the body's when its digest says so (a status
+                        # change the duty has not restamped yet)
+                        if r["revision"] == r["version"] or r["digest"] == embed_text("", r["body"], bound)[1]:
+                            kept.add(PREFIX + r["id"])
+                        else:
+                            stale[r["id"]] = Candidate(r["id"], r["scope"], r["body"])
+            return kept
+
+        stage_one = STAGE_ONE
+        while True:
+            stale.clear()
+            ranking = engine.rank_where(query, space, self._entries_of, admit, stage_one=stage_one,
+                                        depth=2 * MAX_RETURNED)
+            bits = len(query)                        # a sign code: one bit a dimension
+            radius = RADIUS_SLACK * bits * math.acos(max(-1.0, min(1.0, 1.0 - threshold))) / math.pi
+            if ranking.candidates < stage_one or ranking.cut > radius or stage_one >= ranking.pool:
+                break
+            stage_one *= 4
+        scored = [(doc[len(PREFIX):], round(float(sim), 4)) for doc, sim in ranking.ranked]
+        return scored, list(stale.values()), ranking.pool
+
+    def _entries_of(self, table: CodeTable) -> np.ndarray:
+        """The table's live rows that are entries' vectors (kept a table long: only rows added since are read)."""
         import numpy as np
 
-        from ..vectors.hamming import hamming, sign_code
-        from ..vectors.read import read_vectors
+        n = table.n
+        kept = self._entry_rows
+        if kept is None or kept[0]() is not table or kept[1] > n:
+            kept = (weakref.ref(table), 0, np.zeros(0, dtype=bool))
+        ref, seen, marks = kept
+        if n > seen:
+            fresh = np.char.startswith(table.source_data[seen:n], PREFIX.encode("ascii"))
+            marks = np.concatenate([marks[:seen], fresh])
+        self._entry_rows = (ref, n, marks)
+        return table.alive[:n] & marks[:n]
 
-        if not rows:
-            return []
-        if len(rows) > EXACT_MAX:
-            codes = np.frombuffer(b"".join(c.code or b"" for c in rows), dtype=np.uint8).reshape(len(rows), -1)
-            dist = hamming(codes, sign_code(query))
-            rows = [rows[i] for i in np.argsort(dist, kind="stable")[:CANDIDATES]]
-        by_vid = {c.vid: c.id for c in rows if c.vid is not None}
+    def _waiting(self, space: str, scope: str | None, bound: int) -> list[Candidate]:
+        """Entries in the bank (in a scope that meets `scope`) the embedding duty has not filed a vector for as
+        they are: changed after the newest revision it filed lately (it embeds in the rows' version order), or
+        held (their provider refused them). Every entry, when it has filed none."""
         with self.node.lock:
-            found, matrix = read_vectors(self.node.conn, list(by_vid), len(query))
-        return [(by_vid[int(vid)], _cosine(query, vec)) for vid, vec in zip(found.tolist(), matrix)]
+            conn = self.node.conn
+            newest = conn.execute(_NEWEST_EMBEDDED, (KIND, space)).fetchone()[0]
+            if newest is None:
+                rows = conn.execute(f"{_ROW} ORDER BY e.version", (PREFIX, space)).fetchall()
+            else:
+                rows = conn.execute(f"{_ROW} AND e.version > ? ORDER BY e.version", (PREFIX, space, newest)).fetchall()
+                end = PREFIX[:-1] + chr(ord(PREFIX[-1]) + 1)
+                held = [h[0] for h in conn.execute(_HELD, (len(PREFIX) + 1, PREFIX, end))]
+                for start in range(0, len(held), CHUNK):
+                    chunk = held[start:start + CHUNK]
+                    rows += conn.execute(f"{_ROW} AND e.id IN ({','.join('?' * len(chunk))})",
+                                         [PREFIX, space, *chunk]).fetchall()
+        out: dict[str, Candidate] = {}
+        for r in rows:
+            if scope is not None and not _same_area(scope, r["scope"]):
+                continue
+            if r["revision"] == r["version"] or r["digest"] == embed_text("", r["body"], bound)[1]:
+                continue                             # its vector is its body's: ranked by the engine
+            out.setdefault(r["id"], Candidate(r["id"], r["scope"], r["body"]))
+        return list(out.values())
+
+    def _every(self, scope: str | None) -> list[Candidate]:
+        """Every entry in the bank in a scope that meets `scope`, with its body (the words' comparison)."""
+        with self.node.lock:
+            rows = self.node.conn.execute(f"{_ROW}", (PREFIX, "")).fetchall()
+        return [Candidate(r["id"], r["scope"], r["body"]) for r in rows
+                if scope is None or _same_area(scope, r["scope"])]
 
     @staticmethod
     def _by_words(body: str, rows: list[Candidate], note: str) -> Neighbourhood:

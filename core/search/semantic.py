@@ -42,6 +42,7 @@ Speed (bench/semantic.py measures each choice):
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -271,6 +272,7 @@ class SemanticRanking:
     # was not chosen for an empty ranking
     stage_two: str = "by-id"
     stage_two_note: str = ""
+    cut: int = 0                         # rank_where: the Hamming distance of stage one's furthest candidate
 
 
 class SemanticRetriever:
@@ -465,17 +467,47 @@ class SemanticRetriever:
             if not pool:
                 return SemanticRanking([], 0, 0)
             rows = self.candidates(table, sign_code(query), mask, stage_one)
-            source_of = dict(zip(table.ids[rows].tolist(), [table.sources[r] for r in rows.tolist()]))
-            vf, note = self.vectors(table, len(query)) if self.rerank else (None, "")
-            if vf is not None:
-                def by_id(ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
-                    with self.node.lock:
-                        return read_vectors(self.node.conn, ids, len(query))
-                found, cosines = vector_file.rerank(vf, by_id, table.ids[rows], query, depth + vector_file.MARGIN)
-            else:
+            return self._stage_two(table, rows, query, depth, pool, len(rows))
+
+    def rank_where(self, query: np.ndarray, space: str, rows_of: Callable[[CodeTable], np.ndarray],
+                   admit: Callable[[list[str]], set[str]], *, stage_one: int = STAGE_ONE,
+                   depth: int = STAGE_TWO) -> SemanticRanking:
+        """`rank` over the rows another store decides: `rows_of(table)` (a mask over the table's rows, applied
+        inside stage one as an access mask is), then `admit(sources)` — the sources of stage one's candidates it
+        keeps — before stage two. The knowledge bank's neighbour check (core/bank/neighbours.py) ranks the entries'
+        vectors so: its rows say which entry is in the bank and where, the table only which vector is whose.
+        The ranking's `cut` is the Hamming distance of stage one's furthest candidate."""
+        with self._lock:
+            table = self.table(space)
+            mask = rows_of(table) if table.n else np.zeros(0, dtype=bool)
+            pool = int(np.count_nonzero(mask))
+            if not pool:
+                return SemanticRanking([], 0, 0)
+            q = sign_code(query)
+            rows = self.candidates(table, q, mask, stage_one)
+            cut = int(table.distances(q, rows).max()) if len(rows) else 0
+            kept = admit([table.sources[r] for r in rows.tolist()])
+            chosen = rows[np.fromiter((table.sources[r] in kept for r in rows.tolist()), dtype=bool, count=len(rows))]
+            ranking = self._stage_two(table, chosen, query, depth, pool, len(rows))
+            ranking.cut = cut
+            return ranking
+
+    def _stage_two(self, table: CodeTable, rows: np.ndarray, query: np.ndarray, depth: int, pool: int,
+                   candidates: int) -> SemanticRanking:
+        """The candidates `rows` scored exactly (through the compact copy and the vector file, else by id)."""
+        source_of = dict(zip(table.ids[rows].tolist(), [table.sources[r] for r in rows.tolist()]))
+        if not source_of:
+            return SemanticRanking([], pool=pool, candidates=candidates)
+        vf, note = self.vectors(table, len(query)) if self.rerank else (None, "")
+        if vf is not None:
+            def by_id(ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
                 with self.node.lock:
-                    found, cosines = exact_scores(self.node.conn, list(source_of), query)  # replaced since: next time
-            scored = sorted(zip([source_of[v] for v in found.tolist()], cosines.tolist()),
-                            key=lambda item: (-item[1], item[0]))
-            return SemanticRanking(scored[:depth], pool=pool, candidates=len(rows),
-                                   stage_two="compact" if vf is not None else "by-id", stage_two_note=note)
+                    return read_vectors(self.node.conn, ids, len(query))
+            found, cosines = vector_file.rerank(vf, by_id, table.ids[rows], query, depth + vector_file.MARGIN)
+        else:
+            with self.node.lock:
+                found, cosines = exact_scores(self.node.conn, list(source_of), query)  # replaced since: next time
+        scored = sorted(zip([source_of[v] for v in found.tolist()], cosines.tolist()),
+                        key=lambda item: (-item[1], item[0]))
+        return SemanticRanking(scored[:depth], pool=pool, candidates=candidates,
+                               stage_two="compact" if vf is not None else "by-id", stage_two_note=note)
