@@ -365,36 +365,26 @@ def test_an_agents_correction_waits_for_a_person_whose_acceptance_retires_the_ol
 
 # -- near entries (SimilarEntries) -----------------------------------------------------------------------------
 
-def test_near_entries_are_listed_nothing_is_written_and_distinct_is_passed_on(home_cli, monkeypatch):
-    """The finding is the search branch's (core/bank/neighbours.py): here the bank's add is made to find the
-    page's real entry near, to hold the CLI to what it says of them and to check that --distinct reaches the bank."""
-    from core.bank import entries as bank_mod
-    from core.bank.neighbours import SimilarEntries
-
+def test_near_entries_are_listed_nothing_is_written_and_distinct_writes_it(home_cli):
+    """The bank's real finding (core/bank/neighbours.py, the local model): an agent's `entry add` of nearly what a
+    person's entry says is refused in one line, the neighbour listed with its similarity and page, nothing written;
+    with --distinct it is written."""
     home, cli = home_cli
-    near = add(cli, "The cache holds entries for ten minutes.")
-    real_add = bank_mod.EntryBank.add
-    asked: list[bool] = []
-
-    def finding_neighbours(self, page, body, *, distinct=False, **kwargs):
-        asked.append(distinct)
-        if not distinct:
-            raise SimilarEntries("entries say nearly the same", similar=[(self.show(near["id"]), 0.87)])
-        return real_add(self, page, body, distinct=distinct, **kwargs)
-
-    monkeypatch.setattr(bank_mod.EntryBank, "add", finding_neighbours)
-    res = cli("--as", "eng-bot", "entry", "add", PAGE, "Cached entries live ten minutes.")
+    near = add(cli, "The session cache expires entries after ten minutes.")
+    far = add(cli, "Deploys to production happen on Tuesdays.")
+    body = "Entries in the session cache expire after 10 minutes."
+    res = cli("--as", "eng-bot", "entry", "add", PAGE, body)
     line = refused(res, "not written: 1 entry says nearly the same", "crewlet entry supersede", "--distinct")
-    assert "similarity 0.87, under ENG/Caching" in res.stdout and near["id"] in res.stdout
-    assert "The cache holds entries for ten minutes." in res.stdout and near["id"] not in line
-    res = cli("--as", "eng-bot", "entry", "add", PAGE, "Cached entries live ten minutes.", "--json")
+    assert "under ENG/Caching" in res.stdout and near["id"] in res.stdout and far["id"] not in res.stdout
+    assert "The session cache expires entries after ten minutes." in res.stdout and near["id"] not in line
+    res = cli("--as", "eng-bot", "entry", "add", PAGE, body, "--json")
     assert res.exit_code == 1
     data = json.loads(res.stdout)
-    assert data["error"] == "similar_entries" and data["similar"][0]["entry"]["id"] == near["id"]
-    assert data["similar"][0]["similarity"] == 0.87
-    assert entry_count(home) == 1
-    written = add(cli, "Cached entries live ten minutes.", "--distinct", env={"CREWLET_AS": "eng-bot"})
-    assert written["status"] == "PROPOSED" and asked == [False, False, True] and entry_count(home) == 2
+    assert data["error"] == "similar_entries" and [s["entry"]["id"] for s in data["similar"]] == [near["id"]]
+    assert 0.75 < data["similar"][0]["similarity"] <= 1.0
+    assert entry_count(home) == 2
+    written = add(cli, body, "--distinct", env={"CREWLET_AS": "eng-bot"})
+    assert written["status"] == "PROPOSED" and written["body"] == body and entry_count(home) == 3
 
 
 # -- page link -------------------------------------------------------------------------------------------------

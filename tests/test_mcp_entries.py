@@ -301,6 +301,34 @@ def test_entries_that_say_nearly_the_same_come_back_as_a_result_with_nothing_wri
     assert rows == [(near.id, "eng-bot", "add_entry", 1)]
 
 
+async def test_a_near_entry_comes_back_over_mcp_with_nothing_written_and_distinct_writes_it(bank_home, repo):
+    """The real finding end to end: a person's entry in the bank, an agent's add_entry of nearly the same fact over
+    a real MCP session gets {"written": false, "similar": [...]} (by meaning, with the local model in the server)
+    and nothing is written; said `distinct: true`, the same add is written PROPOSED."""
+    page = _page(bank_home, "Caching")
+    with Node.open(bank_home) as node, EntryBank(node) as bank:
+        near = bank.add(page, "The session cache expires entries after ten minutes.", scope="apps/server",
+                        actor="alex")
+        far = bank.add(page, "Deploys to production happen on Tuesdays.", actor="alex")
+    body = "Entries in the session cache expire after 10 minutes."
+    count = "SELECT count(*) FROM entries"
+    async with connect(bank_home.root, "eng-bot") as client:
+        text, data = await call(client, "add_entry", page="ENG/Caching", body=body, scope="apps/server/src",
+                                citations=[cite(repo, lines=(1, 2))])
+        assert data["written"] is False and "entry" not in data
+        [listed] = data["similar"]
+        assert listed["id"] == near.id and listed["id"] != far.id and listed["similarity"] > 0.75
+        assert listed["page"] == "ENG/Caching" and f"entry {near.id} · similarity" in text
+        assert "distinct: true" in data["hint"]
+        assert _rows(bank_home, count) == [(2,)]
+        text, data = await call(client, "add_entry", page="ENG/Caching", body=body, scope="apps/server/src",
+                                citations=[cite(repo, lines=(1, 2))], distinct=True)
+        assert data["written"] is True and data["entry"]["status"] == "PROPOSED" and data["entry"]["body"] == body
+    assert _rows(bank_home, count) == [(3,)]
+    served = _rows(bank_home, "SELECT entry_id, actor, via FROM entry_serves")
+    assert served == [(near.id, "eng-bot", "add_entry")]
+
+
 async def test_a_repository_that_cannot_be_read_leaves_the_last_checks_standing(bank_home, repo):
     """The checkout unreadable (its .git moved away: git refuses the folder): load_context still serves, each entry at the tier of
     its last checks, without the modules it cannot list; a new citation there is written as not read yet."""
