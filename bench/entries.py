@@ -9,12 +9,19 @@ A real git repository (20 modules of 10 files, one commit) and a real home that 
 of it or a folder below that (140 scopes); 70% a person's (STANDING), 30% an agent's (PROPOSED); 0.1%
 conventions (each scoped);
 three quarters citing one to three code lines (held at the commit, with the file's real blob), a tenth an issue,
-the rest nothing; then 2% verified by a person and 5% archived.
+the rest nothing; then 2% verified by a person and 5% archived. Then every entry in the bank is given a vector as
+the embedding duty files one (a `vector.put` of kind entry on the vector log, revision the row's version, digest
+its body's), 1,000 a batch: random unit vectors 384 wide in the shipped local model's space (embedding 100,000
+bodies with the model would take ~15 min on this machine; the check's cost is the ranking, not what the vectors
+say).
 
 - add_entry     the tool's function with a real session (`core/mcp/tools/add_entry.run`: the bank's checks, the
-                three citations read by cat-file at their commit, the record appended and applied, the reply);
-                peer: the same add citing nothing (the write alone) — the ratio is what reading three citations
-                costs. Embedding is aside: the add embeds nothing (the neighbours' finding is the search branch's).
+                neighbour check over the bank's vectors — core/bank/neighbours.py through the session searcher's
+                semantic engine —, the three citations read by cat-file at their commit, the record appended and
+                applied, the reply); peers: the same add saying `distinct` (the neighbour check off), and one
+                citing nothing. Embedding aside: each new body was embedded beforehand by the local model and the
+                check's provider answers it from memory; after each call the duty's vector of what was written is
+                filed (else each add would embed the earlier ones again).
 - load_context  `core/mcp/tools/load_context.run` over areas drawn among the modules' folders, deeper folders
                 and the whole repository ('.'): the scopes, the top K read newest-first a scope at a time, the
                 served entries built, each cited file read at the head, the tokens counted, the serve recorded;
@@ -49,6 +56,7 @@ from _common import machine_load, percentile  # noqa: E402
 from core import config as config_mod  # noqa: E402
 from core.bank.context import Selector, area_modules, closeness, stored_scope  # noqa: E402
 from core.bank.entries import EntryBank  # noqa: E402
+from core.bank.neighbours import NeighbourFinder  # noqa: E402
 from core.bank.trust import TIER_RANK  # noqa: E402
 from core.log import Record  # noqa: E402
 from core.mcp.session import Session  # noqa: E402
@@ -57,6 +65,8 @@ from core.node import Node, init_home  # noqa: E402
 from core.pages import records  # noqa: E402
 from core.paths import Home  # noqa: E402
 from core.repos import parse_scope  # noqa: E402
+from core.search.entry_docs import IN_BANK_SQL, doc_id  # noqa: E402
+from core.vectors import records as vector_records  # noqa: E402
 
 MODULES, FILES, LINES = 20, 10, 80
 PAGES = 200
@@ -160,6 +170,59 @@ def fill(node: Node, n: int, sha: str, blobs: dict[str, str], folders: list[str]
     return pages
 
 
+def file_vectors(node: Node, ids: list[str] | None, space: str, given: dict[str, Any] | None = None,
+                 seed: int = 11) -> int:
+    """Each entry in the bank (of `ids`, or every one) a vector as the embedding duty files one: `given[body]`, else
+    a random unit vector; 1,000 a batch. Returns how many were filed."""
+    import numpy as np
+
+    from core.embed.text import embed_text
+
+    rng = np.random.default_rng(seed)
+    sql = ("SELECT e.id, e.body, e.version, p.container FROM entries e JOIN pages p ON p.id = e.page_id "
+           f"WHERE e.{IN_BANK_SQL}")
+    with node.lock:
+        if ids is None:
+            rows = node.conn.execute(sql).fetchall()
+        else:
+            rows = [r for i in ids for r in node.conn.execute(sql + " AND e.id = ?", (i,)).fetchall()]
+    filed = 0
+    for start in range(0, len(rows), 1000):
+        chunk = rows[start:start + 1000]
+        recs = []
+        for r in chunk:
+            text, digest = embed_text("", r["body"])
+            vec = (given or {}).get(r["body"])
+            if vec is None:
+                vec = rng.standard_normal(384).astype(np.float32)
+                vec /= np.linalg.norm(vec)
+            recs.append(vector_records.put_record(doc_id(r["id"]), space, r["container"], r["version"], digest,
+                                                  len(text.encode("utf-8")), 0, vec, kind="entry"))
+        node.submit_vectors(recs, sync=False)
+        filed += len(recs)
+        if ids is None:
+            print(f"  {filed:,} vectors", file=sys.stderr, end="\r")
+    return filed
+
+
+class Remembered:
+    """The configured provider, answering the texts it was given beforehand from memory (the bench's bodies,
+    embedded by the model before the timing: embedding aside)."""
+
+    def __init__(self, real: Any, known: dict[str, Any]) -> None:
+        self.real, self.known = real, known
+        self.space, self.limits, self.fingerprint = real.space, real.limits, real.fingerprint
+
+    def embed(self, texts: list[str], *, timeout: float) -> list[Any]:
+        missing = [t for t in texts if t not in self.known]
+        if missing:
+            self.known.update(zip(missing, self.real.embed(missing, timeout=timeout)))
+        return [self.known[t] for t in texts]
+
+    def close(self) -> None:
+        pass
+
+
 # -- the peers ----------------------------------------------------------------------------------------------
 
 def selection_only(bank: EntryBank, area_text: str, k: int) -> list[str]:
@@ -235,6 +298,15 @@ def main() -> None:
             if not made and not node.conn.execute("SELECT 1 FROM entries LIMIT 1").fetchone():
                 fill(node, args.entries, sha, blobs, folders, rng)
                 made = time.perf_counter() - t
+            from core.embed.registry import make_provider
+
+            provider = make_provider(node.company)
+            assert provider is not None, "the bench's home embeds (knowledge.vectors)"
+            space = provider.space.key()
+            if not node.conn.execute("SELECT 1 FROM vectors WHERE kind = 'entry' LIMIT 1").fetchone():
+                t = time.perf_counter()
+                filed = file_vectors(node, None, space)
+                print(f"{filed:,} entry vectors filed in {time.perf_counter() - t:.1f} s", file=sys.stderr)
             in_use = node.conn.execute("SELECT count(*) FROM entries WHERE status IN ('STANDING', 'CONSOLIDATED')"
                                        ).fetchone()[0]
             total = node.conn.execute("SELECT count(*) FROM entries").fetchone()[0]
@@ -243,14 +315,14 @@ def main() -> None:
                      "applied)" if made else ", kept from an earlier run"))
             session = Session(node, AGENT)
             try:
-                run(node, session, args, rng, sha, folders, total)
+                run(node, session, args, rng, sha, folders, total, provider)
             finally:
                 session.close()
     print(f"after: {machine_load()}")
 
 
 def run(node: Node, session: Session, args: argparse.Namespace, rng: random.Random, sha: str,
-        folders: list[str], total: int) -> None:
+        folders: list[str], total: int, provider: Any) -> None:
     bank = session.bank
     k = node.company.bank.context_top_k
     areas = [rng.choice(folders) + ("/deeper" if rng.random() < 0.2 else "") for _ in range(args.calls)]
@@ -275,25 +347,60 @@ def run(node: Node, session: Session, args: argparse.Namespace, rng: random.Rand
     print(line("naive: every entry in use built", naive_t))
     print(f"  the naive reading's p95 is ×{percentile(naive_t, 95) / percentile(ctx_t, 95):.0f} load_context's")
 
-    # add_entry: three code citations read at their commit, beside the same add citing nothing
+    # add_entry: three code citations read at their commit, with the neighbour check, beside the same add saying
+    # distinct (the check off) and one citing nothing
+    import numpy as np
+
+    from core.embed.text import embed_text
+
     files = [f"apps/m{m:02d}/src/sub{f % 5}/file{f}.py" for m in range(MODULES) for f in range(FILES)]
     page = "ENG/Area 0"
-    cited_t, bare_t = [], []
+    plans = []
     for i in range(args.calls):
         cits = []
         for _ in range(3):
             start = rng.randint(1, LINES - 4)
             cits.append({"repository": "code", "path": rng.choice(files), "lines": [start, start + 2], "commit": sha})
-        cited = add_entry.AddEntryArgs(page=page, body=f"Bench {i}: the {rng.choice(WORDS)} waits {i} seconds.",
-                                       citations=cits, scope="apps/m01")
-        bare = add_entry.AddEntryArgs(page=page, body=f"Bench bare {i}: the {rng.choice(WORDS)} waits {i} s.",
-                                      scope="apps/m01")
-        cited_t.append(timed(lambda cited=cited: add_entry.run(session, cited)))
+        scope = rng.choice((None, "apps/m01", "apps/m01/src/sub2"))
+        plans.append((add_entry.AddEntryArgs(page=page, body=f"Bench {i}: the {rng.choice(WORDS)} waits {i} seconds.",
+                                             citations=cits, scope=scope),
+                      add_entry.AddEntryArgs(page=page, body=f"Bench off {i}: the {rng.choice(WORDS)} waits {i} s.",
+                                             citations=cits, scope=scope, distinct=True),
+                      add_entry.AddEntryArgs(page=page, body=f"Bench bare {i}: the {rng.choice(WORDS)} waits {i} s.",
+                                             scope=scope)))
+    bodies = [a.body for plan in plans for a in plan]
+    t = time.perf_counter()
+    vecs = provider.embed([embed_text("", b)[0] for b in bodies], timeout=3600)
+    embed_ms = (time.perf_counter() - t) * 1000 / len(bodies)
+    known = {embed_text("", b)[0]: np.asarray(v, dtype=np.float32) for b, v in zip(bodies, vecs)}
+    bank.neighbours = NeighbourFinder(node, provider_factory=lambda company: Remembered(provider, known),
+                                      semantic=lambda: getattr(session.searcher, "semantic", None))
+    space = provider.space.key()
+    # warm: the engine's code table read, its vector file written (behind the first search past 20,000 sources)
+    warm = add_entry.AddEntryArgs(page=page, body="Bench warm: the cache waits.", distinct=False)
+    add_entry.run(session, warm)
+    engine = bank.neighbours.semantic()
+    if engine._writer is not None:
+        engine._writer.join()
+    add_entry.run(session, add_entry.AddEntryArgs(page=page, body="Bench warm again: the queue waits."))
+    on_t, off_t, bare_t, refused = [], [], [], 0
+    for on, off, bare in plans:
+        out: dict[str, Any] = {}
+        on_t.append(timed(lambda on=on, out=out: out.update(r=add_entry.run(session, on))))
+        refused += out["r"].data.get("written") is False
+        off_t.append(timed(lambda off=off: add_entry.run(session, off)))
         bare_t.append(timed(lambda bare=bare: add_entry.run(session, bare)))
-    print("\nadd_entry (an agent's, on a CURATED page; embedding aside: nothing is embedded on add):")
-    print(line("add_entry, three code citations", cited_t, bare_t, "citing nothing"))
-    print(line("add_entry, citing nothing", bare_t))
-
+        with node.lock:
+            written = [r[0] for r in node.conn.execute("SELECT id FROM entries WHERE body IN (?, ?, ?)",
+                                                       (on.body, off.body, bare.body))]
+        file_vectors(node, written, space, seed=len(on_t))   # the duty's, untimed (random: never near the next)
+    ranking = engine.last_read
+    print(f"\nadd_entry at {total:,} entries with vectors (an agent's, on a CURATED page; scopes none, apps/m01, "
+          f"apps/m01/src/sub2; embedding aside: one body by the local model here took {embed_ms:.1f} ms, "
+          f"in a batch; {refused} refused as near; stage one's last read: {ranking[0]} of {ranking[1]:,} rows):")
+    print(line("add_entry, three code citations", on_t, off_t, "the check off"))
+    print(line("— the same saying distinct (check off)", off_t))
+    print(line("— citing nothing (check on)", bare_t))
 
 if __name__ == "__main__":
     main()

@@ -17,7 +17,6 @@ from ..errors import CrewletError
 from ..pages.service import Writer
 from ..repos import Scope, scope_matches
 from ..search.entry_docs import IN_BANK_SQL, KIND, PREFIX
-from ..search.stages import STAGE_ONE as ENGINE_STAGE_ONE
 
 if TYPE_CHECKING:
     import numpy as np
@@ -56,7 +55,7 @@ class SimilarEntries(CrewletError):
 # the request that embeds the new body, and nothing is published — the duty files their vectors).
 WORDS_FLOOR = 0.40
 MAX_EMBED_NOW = 64           # entries without a current vector embedded in the write's own request
-STAGE_ONE = ENGINE_STAGE_ONE  # the entries' vectors the sign codes choose for the exact scores, at first …
+STAGE_ONE = 256              # the entries' vectors the sign codes choose for the exact scores, at first …
 RADIUS_SLACK = 1.25          # … four times more while the furthest is within 1.25 × a threshold cosine's distance
 EMBED_TIMEOUT_S = 30.0       # the write waits this long for the provider, then compares by words and says so
 MAX_RETURNED = 5             # neighbours returned to the writer, nearest first
@@ -106,7 +105,8 @@ def jaccard(a: set[str], b: set[str]) -> float:
 
 
 # An entry's row with its page's place and its vector's stamp in the configured space (None: no vector)
-_ROW = ("SELECT e.id, e.scope, e.version, e.body, v.revision, v.digest FROM entries e "
+_ROW = ("SELECT e.id, e.scope, e.version, v.revision, v.digest, "
+        "CASE WHEN v.revision = e.version THEN '' ELSE e.body END AS body FROM entries e "
         "JOIN pages p ON p.id = e.page_id AND p.trashed_at IS NULL "
         "LEFT JOIN vectors v ON v.source_id = ? || e.id AND v.space = ? "
         f"WHERE e.{IN_BANK_SQL}")

@@ -76,8 +76,12 @@ class Session:
             self._bank = None
         if self._bank is None:
             from ..bank.entries import EntryBank
+            from ..bank.neighbours import NeighbourFinder
 
-            self._bank, self._bank_repositories = EntryBank(self.node), declared
+            # the neighbour check ranks the entries' vectors with the session searcher's semantic engine: its codes
+            # and vectors held once in the process (a remote searcher has none: the finder makes its own)
+            finder = NeighbourFinder(self.node, semantic=lambda: getattr(self.searcher, "semantic", None))
+            self._bank, self._bank_repositories = EntryBank(self.node, neighbours=finder), declared
         return self._bank
 
     @property

@@ -486,8 +486,9 @@ class SemanticRetriever:
             q = sign_code(query)
             rows = self.candidates(table, q, mask, stage_one)
             cut = int(table.distances(q, rows).max()) if len(rows) else 0
-            kept = admit([table.sources[r] for r in rows.tolist()])
-            chosen = rows[np.fromiter((table.sources[r] in kept for r in rows.tolist()), dtype=bool, count=len(rows))]
+            sources = [table.sources[r] for r in rows.tolist()]
+            kept = admit(sources)
+            chosen = rows[np.asarray([s in kept for s in sources], dtype=bool)] if kept else rows[:0]
             ranking = self._stage_two(table, chosen, query, depth, pool, len(rows))
             ranking.cut = cut
             return ranking
