@@ -279,6 +279,26 @@ def test_an_entry_not_embedded_yet_is_compared_by_meaning_in_the_writes_own_requ
     assert entry_vectors(node) == {}                 # nothing published: the duty files the vectors
 
 
+def test_after_the_duty_an_entry_added_or_edited_since_is_compared_as_it_is_now_not_by_its_old_vector(world):
+    """The engine ranks the vectors the duty filed; an entry written after them is embedded in the write's own
+    request, and an entry edited since is compared by its new body — never by the vector of what it said before."""
+    home, node, kb, bank, page, searcher = world
+    cache = bank.add(page, CACHE, actor="alex")
+    bank.add(page, DEPLOYS, actor="alex")
+    embed(node)
+    staging = bank.add(page, "Staging resets every Sunday night.", actor="alex")        # after the duty's vectors
+    with pytest.raises(SimilarEntries) as exc:
+        bank.add(page, "Every Sunday night the staging environment is reset.", actor="eng-bot")
+    assert [e.id for e, _ in exc.value.similar] == [staging.id] and "by meaning" in str(exc.value)
+    bank.edit(cache.id, body="Invoices are generated on the first of the month.", actor="alex")
+    # what the entry said before, which its filed vector still holds: no longer a neighbour
+    written = bank.add(page, "Entries in the session cache expire after 10 minutes.", actor="eng-bot")
+    assert written.status == "PROPOSED"
+    with pytest.raises(SimilarEntries) as exc:
+        bank.add(page, "Invoices are created on the first day of each month.", actor="eng-bot")
+    assert [e.id for e, _ in exc.value.similar] == [cache.id]
+
+
 def test_with_vectors_off_neighbours_are_compared_by_words_and_it_says_so(tmp_path):
     home = new_home(tmp_path / "home", config_with(knowledge={"vectors": False}))
     with Node.open(home) as node, EntryBank(node) as bank:

@@ -17,6 +17,7 @@ from ..errors import CrewletError
 from ..pages.service import Writer
 from ..repos import Scope, scope_matches
 from ..search.entry_docs import IN_BANK_SQL, KIND, PREFIX
+from ..vectors.records import position as vector_position
 
 if TYPE_CHECKING:
     import numpy as np
@@ -141,6 +142,7 @@ class NeighbourFinder:
         self._semantic_of = semantic
         self._own: SemanticRetriever | None = None
         self._entry_rows: tuple[Any, int, np.ndarray] | None = None   # (the table weakly, rows seen, entry by row)
+        self._newest: tuple[tuple[str, int], int | None] | None = None  # ((space, vector-log position), revision)
 
     def semantic(self) -> SemanticRetriever:
         shared = self._semantic_of() if self._semantic_of is not None else None
@@ -199,8 +201,8 @@ class NeighbourFinder:
         if not scored and not later and not pool:
             return Neighbourhood(note="no entry in the bank to compare with")
         similar = [(eid, sim, MEANING) for eid, sim in scored if sim > floor]
-        notes = [f"compared by meaning with the {pool + len(now) + len(stale)} entries' vectors "
-                 f"(cosine above {floor:.2f})"]
+        notes = [f"compared by meaning: ranked among {pool:,} entries' vectors, {len(now) + len(stale)} embedded "
+                 f"now (cosine above {floor:.2f})"]
         if later:
             words = self._by_words(body, later, "")
             similar += words.similar
@@ -272,7 +274,11 @@ class NeighbourFinder:
         held (their provider refused them). Every entry, when it has filed none."""
         with self.node.lock:
             conn = self.node.conn
-            newest = conn.execute(_NEWEST_EMBEDDED, (KIND, space)).fetchone()[0]
+            # read again only when the vector log moved (past a million pages' vectors the walk back is long)
+            at = (space, vector_position(conn)[0])
+            if self._newest is None or self._newest[0] != at:
+                self._newest = (at, conn.execute(_NEWEST_EMBEDDED, (KIND, space)).fetchone()[0])
+            newest = self._newest[1]
             if newest is None:
                 rows = conn.execute(f"{_ROW} ORDER BY e.version", (PREFIX, space)).fetchall()
             else:
