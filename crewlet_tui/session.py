@@ -10,6 +10,7 @@ the searcher up in the background once that screen is shown.
 """
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ from core.paths import Home
 from core.search.seam import MODES, NOT_SEARCHABLE_YET, UNAVAILABLE, Outcome, Query, Result
 
 if TYPE_CHECKING:
+    from core.bank.entries import EntryBank
     from core.search.seam import Searcher
 
 __all__ = ["Session", "make_searcher", "safe_search", "is_not_searchable_yet"]
@@ -55,6 +57,8 @@ class Session:
     searcher_factory: Callable[[Node], Any] | None = None
     kb: KnowledgeBase = field(init=False)
     _follow: Any = field(init=False, default=None)
+    _bank: Any = field(init=False, default=None)
+    _bank_lock: threading.Lock = field(init=False, default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         from core.knowledge import FollowingSearcher
@@ -68,6 +72,18 @@ class Session:
     def searcher(self) -> Any:
         """The Searcher knowledge.backend names, as core.knowledge keeps it (a live change re-points it)."""
         return self._follow.get()
+
+    @property
+    def bank(self) -> EntryBank:
+        """The node's entries (core.bank), made on first use: a screen's thread workers share it, and the git
+        processes it opens for the configured repositories (read when an entry's cited files are looked at) end
+        when the session closes."""
+        with self._bank_lock:
+            if self._bank is None:
+                from core.bank.entries import EntryBank
+
+                self._bank = EntryBank(self.node)
+            return self._bank
 
     @property
     def remote(self) -> str | None:
@@ -131,4 +147,8 @@ class Session:
             self._follow.close()    # never made: nothing to close (and nothing is made now)
         except Exception:  # pragma: no cover
             pass
+        with self._bank_lock:
+            if self._bank is not None:
+                self._bank.close()
+                self._bank = None
         self.node.close()

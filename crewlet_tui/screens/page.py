@@ -1,5 +1,6 @@
 """One page: its body rendered as Markdown and, beside it, where it sits and what surrounds it —
-title, address, last saved by/at, children, "Linked from" (backlinks) and comments."""
+title, address, last saved by/at, children, "Linked from" (backlinks) and comments. Under the body, the page's
+entries (spec 003: widgets/entry_list.py) and its entry policy; enter on an entry opens it (screens/entry.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from ..links import classify
 from ..sanitize import body_for_display, clean_line, clean_text, count_controls
 from ..widgets.page_tree import FOLDER_ICON, PAGE_ICON
 from ..widgets.page_view import PageBody, cut_long_lines, is_large, large_note
+from ..widgets.entry_list import EntriesView, EntryList, read_entries
 from ..widgets.plain_body import PlainBody
 from .page_actions import ask_move, ask_rename, ask_trash
 from . import registry
@@ -66,7 +68,9 @@ class PageScreen(CrewletScreen):
         Binding("u", "restore", "Restore"),
         Binding("m", "move", "Move"),
         Binding("o", "outline", "Outline"),
-        Binding("tab", "app.focus_next", "Side panel"),
+        Binding("i", "entries", "Entries"),
+        Binding("p", "policy", "Policy"),
+        Binding("tab", "side_panel", "Side panel"),
         registry.binding("trash", "Trash list", action="trash_list"),
         Binding("j", "scroll('down')", "Down", show=False),
         Binding("k", "scroll('up')", "Up", show=False),
@@ -79,6 +83,7 @@ class PageScreen(CrewletScreen):
         super().__init__(classes="page-screen")
         self.ref = ref
         self.view: PageView | None = None
+        self.entries: EntriesView | None = None
 
     @property
     def page(self) -> Page | None:
@@ -93,6 +98,8 @@ class PageScreen(CrewletScreen):
                 yield Static(id="page-notice", classes="notice")
                 yield PageBody(id="page-body")
                 yield PlainBody(id="page-plain")   # a large page's body, instead (widgets/plain_body.py)
+                yield Static(id="page-entries-title", classes="section-title")
+                yield EntryList(id="page-entries")
             with VerticalScroll(id="page-side"):
                 yield Static(id="page-meta")
                 yield OptionList(id="page-related")
@@ -100,7 +107,7 @@ class PageScreen(CrewletScreen):
         yield from self.compose_footer()
 
     # what changes a live page; a page in the trash allows none of it, only restoring it (u)
-    WRITES = frozenset({"edit", "comment", "new_child", "rename", "move", "trash"})
+    WRITES = frozenset({"edit", "comment", "new_child", "rename", "move", "trash", "policy"})
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """The footer shows what can be done here and now: a page in the trash offers u (restore), not e or d;
@@ -115,6 +122,7 @@ class PageScreen(CrewletScreen):
     def on_mount(self) -> None:
         self.query_one("#page-notice", Static).display = False
         self.query_one("#page-title", Static).update(Text("loading…", style="dim"))
+        self.query_one("#page-entries-title", Static).update(Text("Entries: loading…", style="dim"))
         self.query_one("#page-main").focus()
         self.reload()
 
@@ -173,6 +181,7 @@ class PageScreen(CrewletScreen):
                 body.show(page.body)
         self._show_side(view)
         self.refresh_bindings()   # a page trashed or restored (here or elsewhere) changes what can be done
+        self.load_entries()
 
     def _show_side(self, view: PageView) -> None:
         page, clock = view.page, self.crewlet.clock
@@ -226,6 +235,87 @@ class PageScreen(CrewletScreen):
         if not view.comments:
             comments.append("none yet — c adds one\n", style="dim")
         self.query_one("#page-comments", Static).update(comments)
+
+    # -- entries (spec 003) ----------------------------------------------------------------------
+    def load_entries(self) -> None:
+        """Read the page's entries and policy again (after the page: its id is known then)."""
+        page = self.page
+        if page is not None:
+            self.call_in_background(read_entries, self.session.bank, page.id, self.session.handle, what="entries",
+                                    on_done=self._show_entries, on_fail=self._entries_failed)
+
+    def _show_entries(self, view: EntriesView) -> None:
+        if self.page is None or view.page_id != self.page.id:
+            return      # an answer for a page this screen no longer shows
+        self.entries = view
+        title = Text()
+        title.append("Entries", style="bold")
+        counts = [f"{len(view.in_use):,} in use"]
+        if view.waiting:
+            counts.append(f"{len(view.waiting):,} waiting")
+        if view.out_of_use:
+            counts.append(f"{len(view.out_of_use):,} out of use")
+        title.append(f"  {', '.join(counts)}", style="dim")
+        title.append("  ·  policy ", style="dim")
+        title.append(view.policy, style="bold")
+        title.append("  (i: the list · p: the policy)", style="dim")
+        self.query_one("#page-entries-title", Static).update(title)
+        self.query_one(EntryList).show(view)
+
+    def _entries_failed(self, error: BaseException) -> None:
+        self.query_one("#page-entries-title", Static).update(
+            Text(f"Entries: not read — {error_text(error)}", style="red"))
+
+    @on(EntryList.EntryChosen)
+    def _entry_chosen(self, event: EntryList.EntryChosen) -> None:
+        event.stop()
+        self.open_entry(event.entry_id)
+
+    def open_entry(self, entry_id: str) -> None:
+        from .entry import EntryScreen
+
+        self.app.push_screen(EntryScreen(entry_id))
+
+    def action_entries(self) -> None:
+        """To the list of entries, under the body: its first entry highlighted (enter opens it)."""
+        entries = self.query_one(EntryList)
+        if entries.highlighted is None:
+            first = next((i for i in range(entries.option_count)
+                          if not entries.get_option_at_index(i).disabled), None)
+            if first is not None:
+                entries.highlighted = first
+        entries.focus()
+        self.query_one("#page-main", VerticalScroll).scroll_to_widget(self.query_one("#page-entries-title"),
+                                                                      animate=False, top=True)
+
+    def action_side_panel(self) -> None:
+        """tab: the next pane, as before the entries came — the body, the side panel, its list — past the list of
+        entries, which i reaches (shift+tab goes through it)."""
+        self.focus_next()
+        if isinstance(self.focused, EntryList):
+            self.focus_next()
+
+    def action_policy(self) -> None:
+        """Set the page's entry policy (a person's: the engine refuses an agent in one line)."""
+        page, entries = self.page, self.entries
+        if page is None:
+            return
+        from .policy import PolicyModal
+
+        def picked(policy: str | None) -> None:
+            if policy and (entries is None or policy != entries.policy):
+                self.call_in_background(self.session.bank.set_policy, page.id, policy, actor=self.session.handle,
+                                        what="entry policy set", on_done=self._policy_set,
+                                        on_gone=self._policy_set_words, writes=True)
+
+        self.app.push_screen(PolicyModal(page.ref, entries.policy if entries else ""), picked)
+
+    def _policy_set(self, policy: str) -> None:
+        self.notify(f"entry policy: {policy}", markup=False)
+        self.load_entries()
+
+    def _policy_set_words(self, policy: str) -> str:
+        return f"{self.page.ref if self.page else 'the page'}: entry policy {policy}"
 
     # -- following links -----------------------------------------------------------------------
     @on(OptionList.OptionSelected, "#page-related")

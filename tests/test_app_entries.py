@@ -1,0 +1,303 @@
+"""Entries in the app (issue 35, "People"): the page screen lists a page's entries under its body (kind, tier, age;
+those waiting for a person; a count of those out of use) and its entry policy; enter opens an entry with its
+citations and their checks; a person accepts one there (and the list follows), sets the page's policy; an agent is
+refused both in one line. On a real home whose company.toml names a real git repository the entries cite, driven
+by Pilot; ages on the bank's calendar (CREWLET_NOW)."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import config_with
+from test_app_small_terminal import footer_problems, status_problems
+from test_app_support import app_for, new_home, rendered_text, wait_rendered, wait_screen, wait_until
+from test_repos_support import GitRepo, numbered
+
+from core.bank.entries import EntryBank
+from core.node import Node
+from core.pages.service import KnowledgeBase
+from crewlet_tui.widgets.entry_list import EntryList
+
+SIZE = (100, 32)
+HOUR_MS = 3600 * 1000
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat()
+
+
+@pytest.fixture
+def bank_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """A home whose [repositories.server] is a real git checkout, a page with four entries under it — one a person
+    wrote citing the code (GROUNDED), one an agent proposed citing the code and an issue, one verified, one
+    archived — and the bank's calendar three hours after the last was written."""
+    g = GitRepo(tmp_path / "server")
+    g.write("src/cache.py", "TTL_SECONDS = 600\n" + numbered(9))
+    sha = g.commit("first")
+    home = new_home(tmp_path, config=config_with(repositories={"server": {"path": str(g.path)}}))
+    with Node.open(home) as node, EntryBank(node) as bank:
+        page = KnowledgeBase(node).create_page("ENG", "Caching", "# Caching\n\nHow the cache works.\n",
+                                               actor="alex")
+        cite = {"repository": "server", "path": "src/cache.py", "lines": [1, 1], "commit": sha,
+                "quote": "TTL_SECONDS = 600"}
+        grounded = bank.add(page.id, "Cache entries expire after ten minutes.", kind="CONVENTION", citations=[cite],
+                            actor="alex")
+        proposed = bank.add(page.id, "The cache is per process, not shared.", kind="GOTCHA",
+                            citations=[cite, {"link": "acme/api#12", "kind": "issue"}], actor="eng-bot")
+        verified = bank.add(page.id, "Cache keys carry the tenant id.", actor="sam")
+        bank.verify(verified.id, actor="alex")
+        archived = bank.add(page.id, "The cache is flushed on every deploy.", actor="alex")
+        last = bank.archive(archived.id, actor="alex", reason="no longer true").status_at
+    monkeypatch.setenv("CREWLET_NOW", _iso(last + 3 * HOUR_MS))
+    return {"home": home, "page": page, "sha": sha, "grounded": grounded, "proposed": proposed,
+            "verified": verified, "archived": archived}
+
+
+def _said(app: Any, selector: str) -> str:
+    """A Static's text as it shows it (the rendered screen splits a line at each change of style)."""
+    return str(app.screen.query_one(selector).render())
+
+
+def _rows(app: Any) -> list[str]:
+    entries = app.screen.query_one(EntryList)
+    return [entries.get_option_at_index(i).prompt.plain for i in range(entries.option_count)]
+
+
+async def _on_page(pilot: Any, app: Any, page_id: str) -> None:
+    await wait_screen(pilot, "SpacesScreen")
+    app.open_page(page_id)
+    await wait_screen(pilot, "PageScreen")
+    await wait_until(pilot, lambda: app.screen.entries is not None and _rows(app), what="the entries read")
+
+
+async def _open_entry(pilot: Any, app: Any, entry_id: str) -> None:
+    """i (to the list), the arrows to `entry_id`'s row, enter: as a person gets there."""
+    await pilot.press("i")
+    entries = app.screen.query_one(EntryList)
+    await wait_until(pilot, lambda: app.screen.focused is entries, what="the list focused")
+    target = entries.get_option_index(f"entry:{entry_id}")
+    for _ in range(entries.option_count):
+        if entries.highlighted == target:
+            break
+        await pilot.press("down")
+    assert entries.highlighted == target
+    await pilot.press("enter")
+    await wait_screen(pilot, "EntryScreen")
+    await wait_until(pilot, lambda: app.screen.entry is not None and app.screen.entry.id == entry_id,
+                     what="the entry read")
+
+
+async def test_the_page_lists_its_entries_with_kind_tier_and_age_and_counts_those_out_of_use(bank_home):
+    home, page = bank_home["home"], bank_home["page"]
+    app = app_for(home, "alex")
+    async with app.run_test(size=SIZE) as pilot:
+        await _on_page(pilot, app, page.id)
+        rows = _rows(app)
+        assert rows[0] == "In use (2)"
+        # verified first, then grounded; each row its kind, tier and age, then the body's first line
+        assert rows[1].splitlines() == ["FACT  HUMAN_VERIFIED  3 h ago", "  Cache keys carry the tenant id."]
+        assert rows[2].splitlines() == ["CONVENTION  GROUNDED  3 h ago", "  Cache entries expire after ten minutes."]
+        assert rows[3] == "Waiting for a person (1)"
+        assert rows[4].splitlines()[0] == "GOTCHA  PROPOSED  UNGROUNDED  3 h ago"
+        assert rows[5] == "1 out of use: enter lists it"
+        assert app.screen.query_one(EntryList).entry_count == 3
+        # the heading says the counts and the policy; on the screen under the body once i moves there
+        await pilot.press("i")
+        assert _said(app, "#page-entries-title").startswith(
+            "Entries  2 in use, 1 waiting, 1 out of use  ·  policy CURATED")
+        await wait_rendered(pilot, "2 in use, 1 waiting, 1 out of use", "CURATED", "Cache keys carry the tenant id.",
+                            "HUMAN_VERIFIED", "  3 h ago")
+        # enter on the count lists those out of use, and again hides them
+        entries = app.screen.query_one(EntryList)
+        entries.highlighted = entries.get_option_index("out-of-use")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: "Out of use (1)" in _rows(app))
+        assert any(r.startswith("FACT  ARCHIVED  UNGROUNDED") for r in _rows(app))
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: "Out of use (1)" not in _rows(app))
+
+
+async def test_enter_opens_the_entry_with_its_citations_and_their_checks(bank_home):
+    home, page, sha = bank_home["home"], bank_home["page"], bank_home["sha"]
+    proposed = bank_home["proposed"]
+    app = app_for(home, "alex")
+    async with app.run_test(size=SIZE) as pilot:
+        await _on_page(pilot, app, page.id)
+        await _open_entry(pilot, app, proposed.id)
+        await wait_rendered(pilot, proposed.id, "The cache is per process, not shared.", "Citations (2)",
+                            f"server:src/cache.py line 1 at {sha[:7]}", f"held, checked 3 h ago at {sha[:7]}")
+        assert _said(app, "#entry-title") == f"Entry {proposed.id} under ENG/Caching"
+        assert _said(app, "#entry-head") == "GOTCHA  ·  PROPOSED  ·  UNGROUNDED  (not served to agents)"
+        assert "author        eng-bot (agent)" in _said(app, "#entry-meta")
+        cites = _said(app, "#entry-citations").splitlines()
+        assert cites == ["Citations (2)", f"1. server:src/cache.py line 1 at {sha[:7]}", "   “TTL_SECONDS = 600”",
+                         f"   held, checked 3 h ago at {sha[:7]}", "2. issue acme/api#12", "   held, checked 3 h ago"]
+        history = _said(app, "#entry-history").splitlines()
+        assert history[0] == "History (1)" and "add → PROPOSED  eng-bot (agent)" in history[1]
+        # a proposed entry offers accept, verify, dispute and archive
+        keys = {k.description for k in app.screen.query("FooterKey") if k.display}
+        assert {"Accept", "Verify", "Dispute", "Archive", "Back"} <= keys
+        # tab, enter: back to its page by the link
+        await pilot.press("tab")
+        await pilot.press("enter")
+        await wait_screen(pilot, "PageScreen")
+
+
+async def test_a_cited_file_changed_on_the_branch_head_ungrounds_the_entry_on_its_screen(bank_home, tmp_path):
+    """The screen reads an entry as a serve does: the cited file's blob at the head, not only the last check."""
+    home, page, grounded = bank_home["home"], bank_home["page"], bank_home["grounded"]
+    g = GitRepo(tmp_path / "server")
+    g.write("src/cache.py", "TTL_SECONDS = 300\n" + numbered(9))
+    g.commit("shorter")
+    app = app_for(home, "alex")
+    async with app.run_test(size=SIZE) as pilot:
+        await _on_page(pilot, app, page.id)
+        assert any(r.startswith("CONVENTION  GROUNDED") for r in _rows(app))     # as last checked
+        await _open_entry(pilot, app, grounded.id)
+        assert app.screen.entry.tier == "UNGROUNDED"
+        assert _said(app, "#entry-head") == "CONVENTION  ·  STANDING  ·  UNGROUNDED"
+        await wait_rendered(pilot, "the file changed since")
+
+
+async def test_a_person_accepts_a_proposed_entry_and_the_list_follows(bank_home):
+    home, page, proposed = bank_home["home"], bank_home["page"], bank_home["proposed"]
+    app = app_for(home, "alex")
+    async with app.run_test(size=SIZE) as pilot:
+        await _on_page(pilot, app, page.id)
+        await _open_entry(pilot, app, proposed.id)
+        await pilot.press("a")
+        await wait_until(pilot, lambda: app.screen.id == "entry-reason", what="the reason asked")
+        await pilot.press(*"checked the code")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.screen.id != "entry-reason" and app.screen.entry.status == "STANDING",
+                         what="the entry accepted")
+        await wait_until(pilot, lambda: _said(app, "#entry-head") == "GOTCHA  ·  STANDING  ·  GROUNDED")
+        assert "accept → STANDING  alex (person)" in _said(app, "#entry-history")
+        assert "status set by alex, 2 h ago: checked the code" in _said(app, "#entry-meta")   # now, on its calendar
+        # what the footer offers follows the status: no accept for an entry in use
+        await wait_until(pilot, lambda: "Accept" not in {k.description for k in app.screen.query("FooterKey")
+                                                          if k.display})
+        with Node.open(home) as node:
+            stored = EntryBank(node).show(proposed.id)
+        assert (stored.status, stored.status_by, stored.status_reason) == ("STANDING", "alex", "checked the code")
+        await pilot.press("escape")
+        await wait_screen(pilot, "PageScreen")
+        await wait_until(pilot, lambda: _rows(app)[0] == "In use (3)", what="the list read again")
+        assert "Waiting for a person (1)" not in _rows(app)
+        assert any(r.startswith("GOTCHA  GROUNDED  3 h ago") for r in _rows(app))
+
+
+async def test_the_list_follows_entries_another_process_writes(bank_home):
+    """Records another process appended, once applied, refresh the page screen (the app's `_refresh_views`, which
+    the apply duty's pass calls) — and a refresh that finds the same rows leaves the person's place in the list."""
+    home, page = bank_home["home"], bank_home["page"]
+    app = app_for(home, "alex")
+    async with app.run_test(size=SIZE) as pilot:
+        await _on_page(pilot, app, page.id)
+        entries = app.screen.query_one(EntryList)
+        entries.highlighted = entries.get_option_index(f"entry:{bank_home['grounded'].id}")
+        app._refresh_views()
+        await pilot.pause(0.1)
+        assert entries.highlighted == entries.get_option_index(f"entry:{bank_home['grounded'].id}")
+        with Node.open(home) as other:
+            added = EntryBank(other).add(page.id, "Evictions are least recently used first.", actor="sam")
+        app.session.node.catch_up()
+        app._refresh_views()
+        await wait_until(pilot, lambda: _rows(app)[0] == "In use (3)", what="the new entry listed")
+        assert f"entry:{added.id}" in [entries.get_option_at_index(i).id for i in range(entries.option_count)]
+        # the highlight stayed on the row it was on
+        assert entries.highlighted == entries.get_option_index(f"entry:{bank_home['grounded'].id}")
+
+
+async def _pick_policy(pilot: Any, app: Any, policy: str) -> None:
+    await pilot.press("p")
+    await wait_until(pilot, lambda: app.screen.id == "entry-policy", what="the policy dialog")
+    from textual.widgets import OptionList
+
+    choices = app.screen.query_one(OptionList)
+    target = choices.get_option_index(policy)
+    while choices.highlighted != target:
+        await pilot.press("down" if choices.highlighted < target else "up")
+    await pilot.press("enter")
+
+
+async def test_a_person_sets_the_pages_entry_policy(bank_home):
+    home, page = bank_home["home"], bank_home["page"]
+    app = app_for(home, "alex")
+    async with app.run_test(size=SIZE) as pilot:
+        await _on_page(pilot, app, page.id)
+        await _pick_policy(pilot, app, "LOCKED")
+        await wait_screen(pilot, "PageScreen")
+        await wait_until(pilot, lambda: app.screen.entries.policy == "LOCKED", what="the policy set")
+        await pilot.press("i")
+        assert "policy LOCKED" in _said(app, "#page-entries-title")
+        await wait_rendered(pilot, "LOCKED")
+        with Node.open(home) as node:
+            assert EntryBank(node).policy(page.id) == "LOCKED"
+
+
+async def test_an_agent_is_refused_a_persons_actions_in_one_line(bank_home):
+    home, page, proposed = bank_home["home"], bank_home["page"], bank_home["proposed"]
+    app = app_for(home, "eng-bot")
+    async with app.run_test(size=SIZE) as pilot:
+        await _on_page(pilot, app, page.id)
+        await _open_entry(pilot, app, proposed.id)
+        before = app.session.node.applied_seq()
+        await pilot.press("a")      # no reason asked: the engine refuses the agent at once
+        words = "refused: to accept an entry is a person's: eng-bot is an agent"
+        await wait_until(pilot, lambda: _said(app, "#entry-notice") == words, what="the refusal")
+        assert app.screen.id != "entry-reason"
+        await wait_rendered(pilot, "eng-bot is an agent")
+        await pilot.press("v")
+        await wait_until(pilot, lambda: _said(app, "#entry-notice") == "refused: to verify an entry is a person's: "
+                         "eng-bot is an agent", what="the refusal")
+        assert app.screen.entry.status == "PROPOSED" and app.session.node.applied_seq() == before
+        # the page's policy is a person's too
+        await pilot.press("escape")
+        await wait_screen(pilot, "PageScreen")
+        await _pick_policy(pilot, app, "OPEN")
+        await wait_screen(pilot, "PageScreen")
+        await wait_until(pilot, lambda: any("a page's entry policy is a person's to set: eng-bot is an agent"
+                                            in str(n.message) for n in app._notifications), what="the refusal")
+        assert app.session.node.applied_seq() == before
+        with Node.open(home) as node:
+            assert EntryBank(node).policy(page.id) == "CURATED"
+
+
+async def test_an_agent_archives_its_own_proposed_entry(bank_home):
+    """The one action an agent may take (its own entry, while proposed): asked for a reason like a person."""
+    home, page, proposed = bank_home["home"], bank_home["page"], bank_home["proposed"]
+    app = app_for(home, "eng-bot")
+    async with app.run_test(size=SIZE) as pilot:
+        await _on_page(pilot, app, page.id)
+        await _open_entry(pilot, app, proposed.id)
+        await pilot.press("x")
+        await wait_until(pilot, lambda: app.screen.id == "entry-reason", what="the reason asked")
+        await pilot.press(*"a duplicate")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.screen.id != "entry-reason" and app.screen.entry.status == "ARCHIVED",
+                         what="archived")
+        await pilot.press("escape")
+        await wait_screen(pilot, "PageScreen")
+        await wait_until(pilot, lambda: "2 out of use: enter lists them" in _rows(app))
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 36)], ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_the_entries_and_the_entry_screen_are_usable_at_each_size(bank_home, size):
+    """The page's footer holds its two new keys, the entry screen its own, nothing past an edge (as
+    test_app_small_terminal measures every screen)."""
+    home, page, proposed = bank_home["home"], bank_home["page"], bank_home["proposed"]
+    app = app_for(home, "alex")
+    async with app.run_test(size=size) as pilot:
+        await _on_page(pilot, app, page.id)
+        await pilot.press("i")
+        await wait_rendered(pilot, "The cache is per process, not shared.", "CURATED")
+        assert not footer_problems(app, "page", size[0]) + status_problems(app)
+        await _open_entry(pilot, app, proposed.id)
+        await wait_rendered(pilot, "Citations (2)")
+        problems = footer_problems(app, "entry", size[0]) + status_problems(app)
+        shown = {k.description for k in app.screen.query("FooterKey") if k.display}
+        assert not problems and {"Accept", "Verify", "Dispute", "Archive", "Links", "Back", "Help"} <= shown
+        assert "TTL_SECONDS = 600" in rendered_text(app)
