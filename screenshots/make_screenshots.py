@@ -3,7 +3,9 @@
 Builds a temporary home with the bundled example knowledge base (or, in a build without the importer,
 a few pages made through KnowledgeBase), drives the app with Pilot at a fixed size with a fixed clock,
 fixed record times and page ids, and no cursor blink, and saves an SVG of each screen: spaces, outline,
-page, edit, conflict, history, search, ask, trash, diaries, help. The same input gives the same SVGs.
+page, the page's entries (page-entries), an entry, the entry policy dialog (policy), edit, conflict, history,
+search, ask, trash, diaries, help. The same input gives the same SVGs: the entries cite a git repository made
+with fixed commit dates, and their ages are on the bank's calendar, which CREWLET_NOW holds at the app's "now".
 
 With no --size it shoots both sizes the app is laid out for: 120x36 (`page.svg`, …) and the smallest
 terminal it promises to be usable in, 80x24 (`page-80x24.svg`, …), each from a home of its own.
@@ -16,6 +18,7 @@ import hashlib
 import itertools
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -30,12 +33,15 @@ if str(ROOT) not in sys.path:
 T0_MS = 1_740_992_400_000
 CLOCK_S = T0_MS / 1000 + 6 * 3600  # "now" in the app: six hours after the first record
 os.environ["TZ"] = "UTC"
+# the knowledge bank's calendar (entries' ages: core.clock.calendar_now) at the app's "now"
+os.environ["CREWLET_NOW"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(CLOCK_S))
 if hasattr(time, "tzset"):
     time.tzset()
 
 from core import config as config_mod  # noqa: E402
 from core.log import record as record_mod  # noqa: E402
 from core.node import Node, init_home  # noqa: E402
+from core.pages import records as records_mod  # noqa: E402
 from core.pages import service as service_mod  # noqa: E402
 from core.pages.service import KnowledgeBase  # noqa: E402
 from core.paths import Home, examples_dir  # noqa: E402
@@ -47,13 +53,18 @@ _RECORD_NEW = record_mod.Record.new.__func__  # type: ignore[attr-defined]
 
 def fix_the_clock() -> None:
     ticks = itertools.count()
+    # the entries' records (built last, in build_home) on a clock of their own, an hour after the first record:
+    # the pages' times and ids, and what the app writes later, stay what they were before entries came
+    entry_ticks = itertools.count()
     # the background worker's records (vectors, the semantic index) tick a clock of their own: how many it
     # writes between two saves depends on timing, and must not move the times the screens show. A record's
     # time is given here, where it is made (core.clock.now_ms is imported by name wherever it is read)
     background = itertools.count()
 
     def new(cls, type: str, actor: str, payload: dict, *, at: int | None = None, **kw):  # type: ignore[no-untyped-def]
-        if at is None:
+        if at is None and type.startswith(("entry.", "page.policy")):
+            at = T0_MS + 3600_000 + next(entry_ticks) * 97_000
+        elif at is None:
             at = T0_MS + next(background if type.startswith(("vector.", "index.")) else ticks) * 97_000
         return _RECORD_NEW(cls, type, actor, payload, at=at, **kw)
 
@@ -64,6 +75,8 @@ def fix_the_clock() -> None:
         return hashlib.sha1(f"crewlet-screenshot-{next(ids)}".encode()).hexdigest()[:16]
 
     service_mod.new_id = new_id  # type: ignore[assignment]
+    entry_ids = itertools.count(1)
+    records_mod.new_id = lambda: hashlib.sha1(f"crewlet-entry-{next(entry_ids)}".encode()).hexdigest()[:16]  # type: ignore[assignment]
     from core.agents import diary as diary_mod
     diary_mod.now_ms = lambda: T0_MS + next(ticks) * 97_000  # a note's written time  # type: ignore[assignment]
     service_mod.now_ms = lambda: T0_MS + next(ticks) * 97_000  # the rescued file's name  # type: ignore[assignment]
@@ -74,9 +87,49 @@ def fix_the_clock() -> None:
         pass
 
 
+def make_repository(path: Path) -> str:
+    """A git checkout the entries cite, its one commit made at a fixed date (so its id is the same every run)."""
+    (path / "src").mkdir(parents=True)
+    (path / "src" / "cache.py").write_text("TTL_SECONDS = 600\n\n\ndef cached(key):\n    return STORE.get(key)\n")
+    (path / "src" / "deploy.py").write_text("def deploy(version):\n    require_green_ci(version)\n    roll_out(version)\n")
+    env = {**os.environ, "GIT_AUTHOR_NAME": "alex", "GIT_AUTHOR_EMAIL": "alex@example.com",
+           "GIT_COMMITTER_NAME": "alex", "GIT_COMMITTER_EMAIL": "alex@example.com", "GIT_CONFIG_NOSYSTEM": "1",
+           "GIT_AUTHOR_DATE": "2025-03-03T08:00:00Z", "GIT_COMMITTER_DATE": "2025-03-03T08:00:00Z",
+           "HOME": str(path.parent)}
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "cache and deploy"]):
+        subprocess.run(["git", "-C", str(path), *args], env=env, check=True, capture_output=True)
+    return subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], env=env, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def add_entries(node: Node, page_id: str, sha: str) -> dict[str, str]:
+    """Entries under the runbook: one a person wrote citing the code, one verified, two an agent proposed (one
+    citing the code and an issue), one archived."""
+    from core.bank.entries import EntryBank
+
+    with EntryBank(node) as bank:
+        bank.add(page_id, "Deploys wait for a green CI run: deploy() calls require_green_ci() first.",
+                 kind="CONVENTION", scope="src",
+                 citations=[{"repository": "server", "path": "src/deploy.py", "lines": [1, 2], "commit": sha,
+                             "quote": "require_green_ci(version)"}], actor="alex")
+        tag = bank.add(page_id, "A rollback needs the previous image tag, from the deploy log.", actor="sam")
+        bank.verify(tag.id, actor="alex", reason="checked in the last incident")
+        gotcha = bank.add(page_id, "The cache holds a value for ten minutes after a deploy.", kind="GOTCHA",
+                          citations=[{"repository": "server", "path": "src/cache.py", "lines": [1, 1], "commit": sha,
+                                      "quote": "TTL_SECONDS = 600"},
+                                     {"link": "nimbus/api#412", "kind": "issue"}], actor="eng-bot")
+        bank.add(page_id, "Friday deploys are frozen after noon.", kind="DECISION", actor="eng-bot")
+        old = bank.add(page_id, "The staging database is reset every Sunday.", actor="alex")
+        bank.archive(old.id, actor="alex", reason="staging is no longer reset")
+    return {"gotcha": gotcha.id}
+
+
 def build_home(root: Path) -> tuple[Home, dict[str, str]]:
     home = Home(root)
-    init_home(home, config_mod.example_config())
+    sha = make_repository(root.parent / "server")
+    config = config_mod.example_config()
+    config["repositories"] = {"server": {"path": str(root.parent / "server")}}
+    init_home(home, config)
     node = Node.open(home)
     kb = KnowledgeBase(node)
     try:
@@ -122,7 +175,8 @@ def build_home(root: Path) -> tuple[Home, dict[str, str]]:
                      "The billing service restarts cleanly only after its queue drains",
                      "Sam reviews runbook changes; ask in #deploys before editing one"):
             diary.remember(fact, actor="eng-bot")
-        return home, {"runbook": runbook.id, "rollback": rollback.id}
+        entries = add_entries(node, runbook.id, sha)
+        return home, {"runbook": runbook.id, "rollback": rollback.id, **entries}
     finally:
         node.close()
 
@@ -180,9 +234,33 @@ async def shoot(home: Home, ids: dict[str, str], out: Path, size: tuple[int, int
         save("outline")
 
         await pilot.press("enter")
-        await wait_until(pilot, lambda: screen_is("PageScreen") and app.screen.view is not None)
+        await wait_until(pilot, lambda: screen_is("PageScreen") and app.screen.view is not None
+                         and app.screen.entries is not None)
         await settle(pilot)
         save("page")
+
+        await pilot.press("i")   # the page's entries, under its body
+        entries = app.screen.query_one("#page-entries")
+        gotcha = entries.get_option_index(f"entry:{ids['gotcha']}")
+        while entries.highlighted != gotcha:
+            await pilot.press("down")
+        await settle(pilot)
+        save("page-entries")
+
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: screen_is("EntryScreen") and app.screen.entry is not None)
+        await settle(pilot)
+        save("entry")
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: screen_is("PageScreen"))
+
+        await pilot.press("p")
+        await wait_until(pilot, lambda: app.screen.id == "entry-policy")
+        await settle(pilot)
+        save("policy")
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: screen_is("PageScreen"))
+        app.screen.query_one("#page-main").focus()
 
         await pilot.press("e")
         await wait_until(pilot, lambda: screen_is("EditScreen"))

@@ -19,9 +19,9 @@ from .base import footer
 
 # what each policy lets agents do, in spec 003's words
 POLICY_WORDS = {
-    OPEN: "agents add entries freely: for scratch work",
-    CURATED: "agents add entries, checked for repeats and within the budget of proposed ones (the default)",
-    LOCKED: "agents read the page but add nothing: people maintain it by hand",
+    OPEN: "agents add entries freely (scratch work)",
+    CURATED: "agents add, checked for repeats and a budget (the default)",
+    LOCKED: "agents add nothing: people maintain it by hand",
 }
 
 
