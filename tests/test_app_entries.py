@@ -301,3 +301,34 @@ async def test_the_entries_and_the_entry_screen_are_usable_at_each_size(bank_hom
         shown = {k.description for k in app.screen.query("FooterKey") if k.display}
         assert not problems and {"Accept", "Verify", "Dispute", "Archive", "Links", "Back", "Help"} <= shown
         assert "TTL_SECONDS = 600" in rendered_text(app)
+
+
+async def test_what_an_entry_says_is_shown_as_typed_and_inert(bank_home):
+    """Markup in a body is its own text, and a reason holding a terminal escape (the body's check refuses those,
+    a reason is free text) is shown inert, on the list and the entry screen alike."""
+    home, page = bank_home["home"], bank_home["page"]
+    with Node.open(home) as node, EntryBank(node) as bank:
+        odd = bank.add(page.id, "Flags like [bold]x[/] are literal in the config.", actor="alex")
+        bank.dispute(odd.id, actor="sam", reason="see \x1b[2Jthe config loader")
+    app = app_for(home, "alex")
+    async with app.run_test(size=SIZE) as pilot:
+        await _on_page(pilot, app, page.id)
+        assert any("  Flags like [bold]x[/] are literal in the config." in r for r in _rows(app))
+        await _open_entry(pilot, app, odd.id)
+        assert _said(app, "#entry-body") == "Flags like [bold]x[/] are literal in the config."
+        assert "status set by sam, " in _said(app, "#entry-meta")
+        assert ": see ␛[2Jthe config loader" in _said(app, "#entry-meta")
+        assert "see ␛[2Jthe config loader" in _said(app, "#entry-history")
+        # a disputed entry may be accepted back into use or archived, not disputed again
+        shown = {k.description for k in app.screen.query("FooterKey") if k.display}
+        assert {"Accept", "Archive"} <= shown and not {"Dispute", "Verify"} & shown
+
+
+async def test_ctrl_c_in_the_policy_dialog_quits_as_from_the_page(bank_home):
+    app = app_for(bank_home["home"], "alex")
+    async with app.run_test(size=SIZE) as pilot:
+        await _on_page(pilot, app, bank_home["page"].id)
+        await pilot.press("p")
+        await wait_until(pilot, lambda: app.screen.id == "entry-policy", what="the policy dialog")
+        await pilot.press("ctrl+c")
+        await wait_until(pilot, lambda: app._exit, what="the app to quit from the dialog")

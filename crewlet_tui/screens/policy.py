@@ -27,7 +27,8 @@ POLICY_WORDS = {
 
 class PolicyModal(ModalScreen[str | None]):
     CSS_PATH = "dialogs.tcss"
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS = [Binding("escape", "cancel", "Cancel"),
+                Binding("ctrl+c", "app.help_quit", "Quit", show=False)]   # as every dialog: ctrl+c quits from here
 
     def __init__(self, page_ref: str, current: str) -> None:
         super().__init__(id="entry-policy")
