@@ -83,6 +83,9 @@ class Session:
                 from core.bank.entries import EntryBank
 
                 self._bank = EntryBank(self.node)
+                # its repositories made now, under this lock: two workers reading cited files at once would each
+                # open a set, and one set's git processes would outlive the session (they start at a first read)
+                self._bank.repositories  # noqa: B018
             return self._bank
 
     @property

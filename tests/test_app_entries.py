@@ -159,6 +159,10 @@ async def test_a_cited_file_changed_on_the_branch_head_ungrounds_the_entry_on_it
         assert app.screen.entry.tier == "UNGROUNDED"
         assert _said(app, "#entry-head") == "CONVENTION  ·  STANDING  ·  UNGROUNDED"
         await wait_rendered(pilot, "the file changed since")
+        # the head was read by the session's one git process for the repository, which ends with the app
+        cat = app.session.bank.repositories["server"].reader
+        assert cat.pid is not None
+    assert cat.pid is None      # ended (poll answered)
 
 
 async def test_a_person_accepts_a_proposed_entry_and_the_list_follows(bank_home):
