@@ -5,7 +5,7 @@ refused both in one line. On a real home whose company.toml names a real git rep
 by Pilot; ages on the bank's calendar (CREWLET_NOW)."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ HOUR_MS = 3600 * 1000
 
 
 def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat()
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat()
 
 
 @pytest.fixture
