@@ -477,6 +477,16 @@ class CrewletApp(App[None]):
             return
         self.push_screen(PageScreen(ref))
 
+    def open_entry(self, entry_id: str) -> None:
+        """An entry's screen (spec 003): from a page's list of entries, another entry's links, a search hit."""
+        from .screens.entry import EntryScreen
+
+        screen = self.screen
+        if isinstance(screen, EntryScreen) and screen.entry_id == entry_id:
+            screen.reload()
+            return
+        self.push_screen(EntryScreen(entry_id))
+
     def open_editor(self, page: Page) -> None:
         from .screens.edit import EditScreen, too_long_to_edit
 

@@ -336,3 +336,35 @@ async def test_ctrl_c_in_the_policy_dialog_quits_as_from_the_page(bank_home):
         await wait_until(pilot, lambda: app.screen.id == "entry-policy", what="the policy dialog")
         await pilot.press("ctrl+c")
         await wait_until(pilot, lambda: app._exit, what="the app to quit from the dialog")
+
+
+async def test_a_correction_links_to_what_it_supersedes_and_accepting_it_retires_the_old(bank_home):
+    home, page, grounded = bank_home["home"], bank_home["page"], bank_home["grounded"]
+    with Node.open(home) as node, EntryBank(node) as bank:
+        fix = bank.supersede(grounded.id, "Cache entries expire after five minutes.", actor="eng-bot")
+    app = app_for(home, "alex")
+    async with app.run_test(size=SIZE) as pilot:
+        await _on_page(pilot, app, page.id)
+        await _open_entry(pilot, app, fix.id)
+        links = app.screen.query_one("#entry-links")
+        prompts = [links.get_option_at_index(i).prompt.plain for i in range(links.option_count)]
+        assert prompts == ["↑ the page ENG/Caching",
+                           f"supersedes {grounded.id} (it stays in use until a person accepts this one)"]
+        await pilot.press("a")
+        await wait_until(pilot, lambda: app.screen.id == "entry-reason", what="the reason asked")
+        await pilot.press("enter")                      # no reason: it is optional
+        await wait_until(pilot, lambda: app.screen.id != "entry-reason" and app.screen.entry.status == "STANDING",
+                         what="the correction accepted")
+        # its link opens the entry it retired, which says by what
+        await pilot.press("tab", "down", "enter")
+        await wait_until(pilot, lambda: app.screen.entry is not None and app.screen.entry.id == grounded.id,
+                         what="the old entry opened")
+        assert app.screen.entry.status == "SUPERSEDED"
+        assert _said(app, "#entry-head") == "CONVENTION  ·  SUPERSEDED  ·  UNGROUNDED  (not served to agents)"
+        links = app.screen.query_one("#entry-links")
+        assert links.get_option_at_index(1).prompt.plain == f"superseded by {fix.id}"
+        await pilot.press("escape")
+        await pilot.press("escape")
+        await wait_screen(pilot, "PageScreen")
+        await wait_until(pilot, lambda: "1 out of use: enter lists it" not in _rows(app)
+                         and "2 out of use: enter lists them" in _rows(app), what="the list followed")

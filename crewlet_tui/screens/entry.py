@@ -209,7 +209,7 @@ class EntryScreen(CrewletScreen):
             else:
                 self.crewlet.open_page(page_id)
         elif target.startswith("entry:"):
-            self.app.push_screen(EntryScreen(target[len("entry:"):]))
+            self.crewlet.open_entry(target[len("entry:"):])
 
     def action_scroll(self, where: str) -> None:
         main = self.query_one("#entry-main", VerticalScroll)

@@ -269,12 +269,8 @@ class PageScreen(CrewletScreen):
     @on(EntryList.EntryChosen)
     def _entry_chosen(self, event: EntryList.EntryChosen) -> None:
         event.stop()
-        self.open_entry(event.entry_id)
+        self.crewlet.open_entry(event.entry_id)
 
-    def open_entry(self, entry_id: str) -> None:
-        from .entry import EntryScreen
-
-        self.app.push_screen(EntryScreen(entry_id))
 
     def action_entries(self) -> None:
         """To the list of entries, under the body: its first entry highlighted (enter opens it)."""
