@@ -368,3 +368,32 @@ async def test_a_correction_links_to_what_it_supersedes_and_accepting_it_retires
         await wait_screen(pilot, "PageScreen")
         await wait_until(pilot, lambda: "1 out of use: enter lists it" not in _rows(app)
                          and "2 out of use: enter lists them" in _rows(app), what="the list followed")
+
+
+async def test_the_highlighted_entry_stays_in_view_as_the_arrows_move_it(bank_home):
+    """The list is as tall as its rows, under the body in the page's scroll: moving down the list moves that
+    scroll, so the row the arrows reach is on the screen at 80x24."""
+    home, page = bank_home["home"], bank_home["page"]
+    with Node.open(home) as node, EntryBank(node) as bank:
+        for n in range(12):
+            bank.add(page.id, f"Shard {n} of the cache lives on its own node.", actor="alex")
+    app = app_for(home, "alex")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _on_page(pilot, app, page.id)
+        await pilot.press("i")
+        entries = app.screen.query_one(EntryList)
+        main = app.screen.query_one("#page-main")
+        last = entries.get_option_index("out-of-use")
+        while entries.highlighted != last:
+            await pilot.press("down")
+            await pilot.pause()
+            assert entries.scroll_y == 0                    # one scroll: the page's
+            top = entries.region.y + entries._index_to_line[entries.highlighted]
+            assert main.region.y <= top < main.region.bottom, f"row {entries.highlighted} at {top}, not in {main.region}"
+        assert main.scroll_y > 0
+        first = entries.get_option_index(f"entry:{bank_home['verified'].id}")
+        while entries.highlighted != first:
+            await pilot.press("up")
+            await pilot.pause()
+            top = entries.region.y + entries._index_to_line[entries.highlighted]
+            assert main.region.y <= top < main.region.bottom, f"row {entries.highlighted} at {top}, not in {main.region}"
