@@ -397,3 +397,16 @@ async def test_the_highlighted_entry_stays_in_view_as_the_arrows_move_it(bank_ho
             await pilot.pause()
             top = entries.region.y + entries._index_to_line[entries.highlighted]
             assert main.region.y <= top < main.region.bottom, f"row {entries.highlighted} at {top}, not in {main.region}"
+
+
+async def test_an_entry_that_is_not_there_says_so_and_offers_nothing_to_do(bank_home):
+    app = app_for(bank_home["home"], "alex")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_screen(pilot, "SpacesScreen")
+        app.open_entry("0123456789abcdef")
+        await wait_screen(pilot, "EntryScreen")
+        await wait_until(pilot, lambda: _said(app, "#entry-title").startswith(
+            "cannot open entry 0123456789abcdef: no entry '0123456789abcdef'"), what="the refusal")
+        await pilot.press("a")
+        await pilot.pause(0.1)
+        assert app.screen.id != "entry-reason" and app.screen.entry is None

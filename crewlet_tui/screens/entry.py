@@ -66,7 +66,7 @@ class EntryScreen(CrewletScreen):
     def compose(self) -> ComposeResult:
         yield from self.compose_header()
         with VerticalScroll(id="entry-main", classes="main"):
-            yield Static(Text(f"Entry {self.entry_id}: loading…", style="dim"), id="entry-title",
+            yield Static(Text(f"Entry {clean_line(self.entry_id)}: loading…", style="dim"), id="entry-title",
                          classes="screen-title")
             yield Static(id="entry-notice", classes="notice")
             yield Static(id="entry-head")

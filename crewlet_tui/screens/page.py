@@ -19,9 +19,9 @@ from core.pages.model import Comment, Page, Window
 from ..fmt import ago, plural, when, when_ago
 from ..links import classify
 from ..sanitize import body_for_display, clean_line, clean_text, count_controls
+from ..widgets.entry_list import EntriesView, EntryList, read_entries
 from ..widgets.page_tree import FOLDER_ICON, PAGE_ICON
 from ..widgets.page_view import PageBody, cut_long_lines, is_large, large_note
-from ..widgets.entry_list import EntriesView, EntryList, read_entries
 from ..widgets.plain_body import PlainBody
 from .page_actions import ask_move, ask_rename, ask_trash
 from . import registry
@@ -271,7 +271,6 @@ class PageScreen(CrewletScreen):
         event.stop()
         self.crewlet.open_entry(event.entry_id)
 
-
     def action_entries(self) -> None:
         """To the list of entries, under the body: its first entry highlighted (enter opens it)."""
         entries = self.query_one(EntryList)
@@ -299,7 +298,7 @@ class PageScreen(CrewletScreen):
         from .policy import PolicyModal
 
         def picked(policy: str | None) -> None:
-            if policy and (entries is None or policy != entries.policy):
+            if policy:   # the one in force again too: a no-op for a person, and an agent hears the refusal
                 self.call_in_background(self.session.bank.set_policy, page.id, policy, actor=self.session.handle,
                                         what="entry policy set", on_done=self._policy_set,
                                         on_gone=self._policy_set_words, writes=True)
