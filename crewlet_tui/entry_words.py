@@ -16,6 +16,7 @@ from core.clock import calendar_now_ms
 from core.pages.entry_model import (ARCHIVED, CHANGED, CONSOLIDATED, DISPUTED, GONE, HOLDING, PROPOSED, STANDING,
                                     SUPERSEDED)
 
+from .error_words import error_text
 from .sanitize import clean_line
 
 if TYPE_CHECKING:
@@ -115,3 +116,12 @@ def citation_lines(state: CitationState, now: int) -> Text:
     if state.message and state.result not in HOLDING:
         out.append(f"   {clean_line(state.message)}\n", style="dim")
     return out
+
+
+def refusal_words(error: BaseException, handle: str | None) -> str:
+    """A refused write in one line, as the CLI says it: the engine's words and, where the app's actor may not do it
+    (an agent refused a person's action), the step a person takes (the CLI says "leave out --as")."""
+    words = f"refused: {error_text(error)}"
+    if getattr(error, "code", None) == "forbidden" and handle:
+        words += f" (this app acts as {clean_line(handle)}: open it --as a person to act as one)"
+    return words

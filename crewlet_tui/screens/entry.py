@@ -21,7 +21,7 @@ from textual.widgets.option_list import Option
 
 from core.pages.entry_model import ACCEPT, ACTIONS, AGENT, ARCHIVE, DISPUTE, IN_USE, VERIFY
 
-from ..entry_words import age, citation_lines, first_line, now_ms, status_text, tier_text
+from ..entry_words import age, citation_lines, first_line, now_ms, refusal_words, status_text, tier_text
 from ..fmt import when
 from ..sanitize import clean_line, clean_text
 from . import registry
@@ -266,7 +266,7 @@ class EntryScreen(CrewletScreen):
         return f"entry {entry.id}: {entry.status}"
 
     def _refused(self, error: BaseException) -> None:
-        words = f"refused: {error_text(error)}"
+        words = refusal_words(error, self.session.handle)
         self._say(words)
         self.notify(words, severity="error", markup=False, timeout=8)
 

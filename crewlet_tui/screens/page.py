@@ -17,6 +17,7 @@ from textual.widgets.option_list import Option
 from core.pages.model import Comment, Page, Window
 
 from ..fmt import ago, plural, when, when_ago
+from ..entry_words import refusal_words
 from ..links import classify
 from ..sanitize import body_for_display, clean_line, clean_text, count_controls
 from ..widgets.entry_list import EntriesView, EntryList, read_entries
@@ -301,13 +302,16 @@ class PageScreen(CrewletScreen):
             if policy:   # the one in force again too: a no-op for a person, and an agent hears the refusal
                 self.call_in_background(self.session.bank.set_policy, page.id, policy, actor=self.session.handle,
                                         what="entry policy set", on_done=self._policy_set,
-                                        on_gone=self._policy_set_words, writes=True)
+                                        on_fail=self._policy_refused, on_gone=self._policy_set_words, writes=True)
 
         self.app.push_screen(PolicyModal(page.ref, entries.policy if entries else ""), picked)
 
     def _policy_set(self, policy: str) -> None:
         self.notify(f"entry policy: {policy}", markup=False)
         self.load_entries()
+
+    def _policy_refused(self, error: BaseException) -> None:
+        self.notify(refusal_words(error, self.session.handle), severity="error", markup=False, timeout=8)
 
     def _policy_set_words(self, policy: str) -> str:
         return f"{self.page.ref if self.page else 'the page'}: entry policy {policy}"
