@@ -411,3 +411,18 @@ async def test_an_entry_that_is_not_there_says_so_and_offers_nothing_to_do(bank_
         await pilot.press("a")
         await pilot.pause(0.1)
         assert app.screen.id != "entry-reason" and app.screen.entry is None
+
+
+async def test_a_section_longer_than_the_list_shows_says_how_many_more(bank_home, monkeypatch):
+    """A page with more entries in use than a section lists (SHOWN, 100) names the rest and the command that lists
+    them all."""
+    from crewlet_tui.widgets import entry_list
+
+    monkeypatch.setattr(entry_list, "SHOWN", 1)
+    home, page = bank_home["home"], bank_home["page"]
+    app = app_for(home, "alex")
+    async with app.run_test(size=SIZE) as pilot:
+        await _on_page(pilot, app, page.id)
+        assert _rows(app)[:3] == ["In use (2)", "FACT  HUMAN_VERIFIED  3 h ago\n  Cache keys carry the tenant id.",
+                                  f"… 1 more: crewlet entries {page.id}"]
+        assert app.screen.query_one(EntryList).entry_count == 2      # one in use, one waiting
