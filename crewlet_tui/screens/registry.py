@@ -95,7 +95,7 @@ SCREENS: tuple[ScreenEntry, ...] = (
         ("a", "accept it: into use (STANDING); a correction retires what it supersedes"),
         ("v", "verify it: you confirmed it (HUMAN_VERIFIED)"),
         ("d  x", "dispute it (held back until resolved) / archive it (out of use)"),
-        ("", "each asks for an optional reason, and is a person's: an agent is refused"),
+        ("", "each asks for an optional reason; a person's (an agent archives only its own proposed entry)"),
         ("tab", "the links: its page, what it supersedes or is superseded by (enter opens)"),
         ("j k g G", "scroll"),
     )),
