@@ -154,7 +154,8 @@ async def test_a_cited_file_changed_on_the_branch_head_ungrounds_the_entry_on_it
     app = app_for(home, "alex")
     async with app.run_test(size=SIZE) as pilot:
         await _on_page(pilot, app, page.id)
-        assert any(r.startswith("CONVENTION  GROUNDED") for r in _rows(app))     # as last checked
+        # the list says the tier it is served at: the head's file is not the one last checked
+        assert any(r.startswith("CONVENTION  UNGROUNDED") for r in _rows(app))
         await _open_entry(pilot, app, grounded.id)
         assert app.screen.entry.tier == "UNGROUNDED"
         assert _said(app, "#entry-head") == "CONVENTION  ·  STANDING  ·  UNGROUNDED"

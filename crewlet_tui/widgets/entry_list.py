@@ -18,6 +18,7 @@ from textual.message import Message
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
+from core.bank.trust import GROUNDED, TIER_RANK, trust_tier
 from core.pages.entry_model import IN_USE, OUT_OF_USE
 
 from ..entry_words import list_row, now_ms
@@ -41,16 +42,23 @@ class EntriesView:
 
 
 def read_entries(bank: EntryBank, page_id: str, actor: str | None) -> EntriesView:
-    """One read of a page's entries, every status, and its policy (verified and grounded first, then newest)."""
+    """One read of a page's entries, every status, and its policy (verified and grounded first, then newest). A
+    grounded entry's tier is the one it is served at: each cited file looked at on its branch head, and one changed
+    since its last check makes it UNGROUNDED (as EntryBank.show(at_head=True) does for one entry)."""
     every = bank.entries(page_id, statuses=None, actor=actor)
     view = EntriesView(page_id, bank.policy(page_id, actor=actor))
     for entry in every:
+        if entry.tier == GROUNDED:
+            heads = bank.head_blobs([c.citation for c in entry.citations],
+                                    {c.index: c.anchor for c in entry.citations})
+            entry.tier = trust_tier(entry.status, entry.verified_by, entry.citations, heads)
         if entry.status in IN_USE:
             view.in_use.append(entry)
         elif entry.status in OUT_OF_USE:
             view.out_of_use.append(entry)
         else:
             view.waiting.append(entry)
+    view.in_use.sort(key=lambda e: (TIER_RANK[e.tier], -e.created_at, e.id))   # a tier the head moved
     return view
 
 
