@@ -427,3 +427,27 @@ async def test_a_section_longer_than_the_list_shows_says_how_many_more(bank_home
         assert _rows(app)[:3] == ["In use (2)", "FACT  HUMAN_VERIFIED  3 h ago\n  Cache keys carry the tenant id.",
                                   f"… 1 more: crewlet entries {page.id}"]
         assert app.screen.query_one(EntryList).entry_count == 2      # one in use, one waiting
+
+
+async def test_an_entrys_search_hit_opens_its_screen(bank_home):
+    """The search screen's hit for an entry ("… entry under ENG/Caching") opens the entry, by app.open_entry."""
+    from textual.widgets import OptionList
+
+    from test_app_support import build_index
+
+    home, grounded = bank_home["home"], bank_home["grounded"]
+    build_index(home)
+    app = app_for(home, "alex", start_search="expire after ten minutes")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_screen(pilot, "SearchScreen")
+        screen = app.screen
+        results = screen.query_one("#search-results", OptionList)
+        await wait_until(pilot, lambda: screen.last is not None and screen.last.hits, what="the hits")
+        ids = [results.get_option_at_index(i).id or "" for i in range(results.option_count)]
+        target = next(i for i, x in enumerate(ids) if x.endswith(f":{grounded.id}"))
+        results.focus()
+        results.highlighted = target
+        await pilot.press("enter")
+        await wait_screen(pilot, "EntryScreen")
+        await wait_until(pilot, lambda: app.screen.entry is not None and app.screen.entry.id == grounded.id,
+                         what="the entry read")
