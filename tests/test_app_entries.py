@@ -378,7 +378,7 @@ async def test_the_highlighted_entry_stays_in_view_as_the_arrows_move_it(bank_ho
     home, page = bank_home["home"], bank_home["page"]
     with Node.open(home) as node, EntryBank(node) as bank:
         for n in range(12):
-            bank.add(page.id, f"Shard {n} of the cache lives on its own node.", actor="alex")
+            bank.add(page.id, f"Shard {n} of the cache lives on its own node.", actor="alex", distinct=True)
     app = app_for(home, "alex")
     async with app.run_test(size=(80, 24)) as pilot:
         await _on_page(pilot, app, page.id)
