@@ -369,7 +369,7 @@ def entry_add(
         raise typer.BadParameter("only one of --body-file and --citations-file can read stdin", param_hint="-")
     text = body_of(body, body_file)
     citations = parse_cites(cite, citations_file)
-    from core.bank.neighbours import SimilarEntries
+    from core.bank.entries import SimilarEntries
 
     with entry_bank() as bank:
         try:

@@ -16,7 +16,8 @@ from mcp_client import call, connect
 from typer.testing import CliRunner
 
 from core.bank.entries import EntryBank
-from core.bank.neighbours import MEANING, WORDS, WORDS_FLOOR, NeighbourFinder, SimilarEntries, jaccard, words_of
+from core.bank.entries import SimilarEntries
+from core.bank.neighbours import MEANING, WORDS, WORDS_FLOOR, NeighbourFinder, jaccard, words_of
 from core.duties.embedding import EmbeddingDuty
 from core.duties.runner import DutyRunner
 from core.embed.registry import make_provider

@@ -37,6 +37,7 @@ INSIDE_CORE = {
     "core.repos.git.NoAnswer": "a cat-file that stops answering is read as no answer by its caller",
     "core.repos.citations.ShapeError": "check_citations turns it into the citation's failed outcome",
     "core.sections.bank.Unreadable": "the bank's settings warn once and let the layer below apply",
+    "core.bank.judge.JudgeFailed": "the recheck writes a citation the model gave no verdict on as changed, for a person",
 }
 
 

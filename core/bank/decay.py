@@ -24,10 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..clock import from_ms, older_than_days
 from ..pages import records
-from ..pages.entry_model import ARCHIVE, HOLDING, PROPOSED, STANDING, SYSTEM
+from ..pages.entry_model import ARCHIVE, HOLDING, PROPOSED, STANDING, SYSTEM, SYSTEM_ACTOR
 from ..pages.links import strip_code
 from ..sections.bank import BankSettings
-from .entries import SYSTEM_ACTOR
 
 if TYPE_CHECKING:
     from ..node import Node

@@ -15,25 +15,25 @@ from typing import Any
 
 from ..clock import calendar_now_ms
 from ..config import Actor, remote_site
-from ..errors import Invalid, NotFound, Refused
+from ..errors import CrewletError, Invalid, NotFound, Refused
 from ..pages import records
 from ..pages.entry_model import (ACCEPT, ACTIONS, AGENT, ARCHIVE, CHANGED, DISPUTE, DISPUTED, FACT, GONE, HELD,
-                                 IN_USE, LOCKED, OPEN, OUT_OF_USE, PERSON, POLICIES, PROPOSED, VERIFY, fold_body,
-                                 page_policy)
+                                 IN_USE, LOCKED, OPEN, OUT_OF_USE, PERSON, POLICIES, PROPOSED, SYSTEM_ACTOR, VERIFY,
+                                 fold_body, page_policy)
 from ..pages.rules import acting
 from ..pages.service import KnowledgeBase, Writer
 from ..replica.appliers import Decision
 from ..repos import (HOLDS, NOT_READ_YET, CitationCheck, Repositories, Repository, Unreadable,
                      check_citations, first_failure, parse_scope)
 from .links import MODULE, PAGE, SPACE, PageLink, page_links
-from .neighbours import NeighbourFinder, SimilarEntries
+from .decay import asked_of_a_person
+from .neighbours import NeighbourFinder
 from .repositories import open_repositories
 from ..text.claims import check_entry_body
 from .trust import TIER_RANK, CitationState, trust_tier
 
 _REFUSED_BODIES = ("entry_credential", "entry_several_claims")
 
-SYSTEM_ACTOR = "crewlet"      # who writes what a duty found (a recheck's result, decay)
 
 
 @dataclass
@@ -75,6 +75,17 @@ class Entry:
         if self.history:
             out["history"] = self.history
         return out
+
+
+class SimilarEntries(CrewletError):
+    """Nothing written: entries in the bank say nearly the same. `similar`: (entry, similarity), nearest first."""
+
+    code = "similar_entries"
+
+    def __init__(self, message: str, *, similar: list[tuple[Entry, float]], **details: Any) -> None:
+        super().__init__(message, fix="if yours is a different fact, write it again saying it is distinct; if it "
+                                      "corrects one of them, supersede that entry", **details)
+        self.similar = similar
 
 
 @dataclass
@@ -446,8 +457,6 @@ class EntryBank:
     def needs_person(self, *, actor: str | None = None) -> list[NeedsPerson]:
         """What waits for a person: proposed entries, disputed ones, entries in use whose cited code changed
         or went (no model judged it), and verified entries decay would have archived: each with why."""
-        from .decay import asked_of_a_person   # decay.py reads this module's SYSTEM_ACTOR
-
         self.kb.reader(actor)
         with self.node.lock:
             asked = asked_of_a_person(self.conn, self.kb.company.bank, calendar_now_ms())

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 from ..embed.provider import Provider, ProviderError
 from ..embed.registry import make_provider
 from ..embed.text import embed_text
-from ..errors import CrewletError
 from ..pages.service import Writer
 from ..repos import Scope, scope_matches
 from ..search.entry_docs import IN_BANK_SQL, KIND, PREFIX
@@ -25,20 +24,10 @@ if TYPE_CHECKING:
     from ..search.code_table import CodeTable
     from ..search.semantic import SemanticRetriever
 
-    from .entries import Entry
 # numpy, the Hamming kernel and the vector reader are imported by the check that uses them: the bank is imported
 # by commands that never compare a vector (`crewlet entries`)
 
 
-class SimilarEntries(CrewletError):
-    """Nothing written: entries in the bank say nearly the same. `similar`: (entry, similarity), nearest first."""
-
-    code = "similar_entries"
-
-    def __init__(self, message: str, *, similar: list[tuple[Entry, float]], **details: Any) -> None:
-        super().__init__(message, fix="if yours is a different fact, write it again saying it is distinct; if it "
-                                      "corrects one of them, supersede that entry", **details)
-        self.similar = similar
 
 
 # -- finding them -----------------------------------------------------------------------------------------------

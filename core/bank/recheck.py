@@ -37,10 +37,9 @@ from typing import Any
 
 from ..pages import records
 from ..pages.entry_model import (CHANGED, CONSOLIDATED, DISPUTE, GONE, HELD, HOLDING, MOVED, NOT_READ_YET, PROPOSED,
-                                 SHIFTED, STANDING, SYSTEM)
+                                 SHIFTED, STANDING, SYSTEM, SYSTEM_ACTOR)
 from ..pages.service import Writer
 from ..repos import HOLDS, Anchor, CodeCitation, Repository, Unreadable, check_code, recheck
-from .entries import SYSTEM_ACTOR
 from .judge import CONTRADICTS, SUPPORTS, UNCLEAR, Judge, JudgeFailed
 
 RECHECKED = (PROPOSED, STANDING, CONSOLIDATED)   # entries still in the bank, or waiting for a person to accept

@@ -26,6 +26,7 @@ DEFAULT_POLICY = CURATED
 # who wrote a record, as the writer asked the configuration: a person, an agent, or crewlet itself (a duty)
 PERSON, AGENT, SYSTEM = "person", "agent", "system"
 WRITERS = (PERSON, AGENT, SYSTEM)
+SYSTEM_ACTOR = "crewlet"      # who writes what a duty found (a recheck's result, decay)
 
 # what a read of a citation found (core/repos: HOLDS at write is stored as held)
 HELD, SHIFTED, MOVED, CHANGED, GONE, NOT_READ_YET = "held", "shifted", "moved", "changed", "gone", "not_read_yet"

@@ -2,7 +2,7 @@
 
 Written, it comes back with its status and tier and each citation's check. An exact repeat is not written: it is
 counted as a corroboration of the entry that says it, and the reply says which. Entries that say nearly the same
-(core/bank/neighbours.py `SimilarEntries`) are not an error either: nothing is written, and the reply lists them
+(core/bank/entries.py `SimilarEntries`, found by core/bank/neighbours.py) are not an error either: nothing is written, and the reply lists them
 — each a serve, recorded — with what to do next. Every refusal (a credential, several claims, more than ten
 citations, a citation that does not hold, a LOCKED page, the CURATED page's budget) is the bank's one line, as a
 tool error.
@@ -98,7 +98,7 @@ def similar_reply(session: Session, similar: list[tuple[Entry, float]]) -> Reply
 
 
 def run(session: Session, args: AddEntryArgs) -> Reply:
-    from ...bank.neighbours import SimilarEntries
+    from ...bank.entries import SimilarEntries
 
     try:
         entry = session.bank.add(args.page, args.body, kind=args.kind or "FACT", scope=args.scope,
