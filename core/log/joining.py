@@ -100,9 +100,9 @@ def directory_held(directory: Path) -> Iterator[None]:
         os.close(fd)   # closing the descriptor releases the lock
 
 
-def _begins_with(whole: Path, prefix: Path) -> bool:
-    """Are `prefix`'s bytes the first bytes of `whole`?"""
-    size = prefix.stat().st_size
+def begins_with(whole: Path, prefix: Path, size: int | None = None) -> bool:
+    """Are the first `size` bytes of `prefix` (all of them by default) the first bytes of `whole`?"""
+    size = prefix.stat().st_size if size is None else size
     if not whole.is_file() or whole.stat().st_size < size:
         return False
     with open(prefix, "rb") as a, open(whole, "rb") as b:
@@ -122,7 +122,7 @@ def _not_ours(root: Path, directory: Path, plan: dict[str, Any]) -> str | None:
     own_config = root / "company.toml"
     for name in plan["logs"]:
         own = root / "log" / name
-        if own.is_file() and not _begins_with(directory / name, own):
+        if own.is_file() and not begins_with(directory / name, own):
             return f"{directory / name} does not begin with this home's {name}"
     if not own_config.is_file() or own_config.read_bytes() != (directory / "company.toml").read_bytes():
         return f"{directory / 'company.toml'} is not this home's company.toml"

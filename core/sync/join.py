@@ -158,18 +158,7 @@ def _is_prefix(own: Path, shared: Path) -> bool:
         return True
     with FileLog(own, readonly=True) as flog:
         end = flog.scan().end_offset
-    if end == 0:
-        return True
-    if not shared.exists() or shared.stat().st_size < end:
-        return False
-    with open(own, "rb") as a, open(shared, "rb") as b:
-        left = end
-        while left:
-            n = min(left, 1 << 20)
-            if a.read(n) != b.read(n):
-                return False
-            left -= n
-    return True
+    return end == 0 or joining.begins_with(shared, own, end)
 
 
 def _own_records(path: Path) -> list[Record]:
