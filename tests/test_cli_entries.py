@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import config_with, new_home
+from test_first_hour_cli import refused
 from test_repos_support import GitRepo, numbered
 from typer.testing import CliRunner
 
@@ -60,17 +61,6 @@ def ok(res) -> str:
 
 def ok_json(res) -> dict:
     return json.loads(ok(res))
-
-
-def refused(res, *words: str) -> str:
-    """Exit 1 and exactly one line on stderr, naming each of `words`."""
-    assert res.exit_code == 1, (res.exit_code, res.stdout, res.stderr)
-    lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1, res.stderr
-    assert lines[0].startswith("crewlet: ")
-    for w in words:
-        assert w in lines[0], (w, lines[0])
-    return lines[0]
 
 
 def usage(res, *words: str) -> None:
