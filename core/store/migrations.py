@@ -523,10 +523,71 @@ def m014_entries_version(conn: Any) -> None:
     conn.execute("CREATE INDEX entries_version ON entries(version)")
 
 
+def m015_triage(conn: Any) -> None:
+    """Spec 003's triage (issue 36): each decision triage recorded about an entry, with its inputs; the audits drawn
+    from the decisions it acted on; the verdicts people's actions and answers gave those decisions; each change of
+    a decision type's back-off state with the figures it was made on. Filled by the pages log's triage kinds and
+    the entry kinds' handlers (core/pages/triage_handlers.py); an entry's rows go with it by the foreign keys."""
+    _run_script(conn, """
+        CREATE TABLE triage_decisions (
+            op_id TEXT PRIMARY KEY,        -- the triage.decide record: the decision's id (the audit draw hashes it)
+            entry_id TEXT NOT NULL REFERENCES entries(id) ON DELETE CASCADE,
+            entry_version INTEGER NOT NULL,  -- entries.version as triage read it: a later change makes it stale
+            seq INTEGER NOT NULL,
+            actor TEXT NOT NULL,
+            at INTEGER NOT NULL,
+            mode TEXT NOT NULL,            -- shadow | on (KNOWLEDGE_AUTO_TRIAGE when it decided)
+            decision TEXT NOT NULL,        -- accept | corroborate | refuse | escalate: its type, what kappa compares
+            acted INTEGER NOT NULL,        -- 1: it changed the entry (mode on, and no reason held it)
+            reasons TEXT NOT NULL,         -- JSON list: the escalation reasons, the holds among them, table order
+            held TEXT NOT NULL,            -- JSON list: the holds (UNKNOWN_SOURCE, LOW_AGREEMENT) that kept it from acting
+            fold_into TEXT,                -- corroborate: the entry it folds into
+            refusal TEXT,                  -- refuse: credential | several_claims
+            inputs TEXT NOT NULL,          -- JSON: what it read and what each rule and judgment said (why, for a person)
+            audited INTEGER NOT NULL       -- 1: drawn for an audit (an acted acceptance, fold or several-claims refusal)
+        );
+        CREATE INDEX triage_decisions_entry ON triage_decisions(entry_id, seq);
+        CREATE TABLE triage_audits (
+            decision_id TEXT PRIMARY KEY REFERENCES triage_decisions(op_id) ON DELETE CASCADE,
+            entry_id TEXT NOT NULL REFERENCES entries(id) ON DELETE CASCADE,
+            opened_seq INTEGER NOT NULL,
+            answer TEXT,                   -- NULL while open | agree | disagree
+            answered_by TEXT,
+            answered_at INTEGER,
+            answer_op TEXT
+        );
+        CREATE INDEX triage_audits_open ON triage_audits(answer, opened_seq);
+        CREATE TABLE triage_verdicts (
+            op_id TEXT NOT NULL,           -- the record whose person's action or answer made it
+            decision_id TEXT NOT NULL REFERENCES triage_decisions(op_id) ON DELETE CASCADE,
+            entry_id TEXT NOT NULL REFERENCES entries(id) ON DELETE CASCADE,
+            decision TEXT NOT NULL,        -- the decision's type, copied: kappa reads one table
+            label TEXT NOT NULL,           -- the person's outcome as a type (triage_model.person_label)
+            verdict TEXT NOT NULL,         -- accepted | rejected | edited
+            source TEXT NOT NULL,          -- action | audit
+            actor TEXT NOT NULL,
+            at INTEGER NOT NULL,
+            seq INTEGER NOT NULL,
+            PRIMARY KEY (op_id, decision_id)
+        );
+        CREATE INDEX triage_verdicts_at ON triage_verdicts(at);
+        CREATE TABLE triage_states (
+            op_id TEXT PRIMARY KEY,
+            decision_type TEXT NOT NULL,   -- accept | corroborate | refuse (escalation never backs off)
+            state TEXT NOT NULL,           -- acting | escalating
+            figures TEXT NOT NULL,         -- JSON: kappa, verdicts, floor, min_samples, window_days it was made on
+            actor TEXT NOT NULL,
+            at INTEGER NOT NULL,
+            seq INTEGER NOT NULL
+        );
+        CREATE INDEX triage_states_type ON triage_states(decision_type, seq);
+    """)
+
+
 MIGRATIONS: list[Migration] = [m001_pages, m002_read_context, m003_duties, m004_vectors, m005_log_position_digest,
                                m006_vector_reads, m007_semantic_index, m008_counts, m009_agent_diary,
                                m010_answer_cache, m011_entries, m012_page_about, m013_entry_context,
-                               m014_entries_version]
+                               m014_entries_version, m015_triage]
 
 
 def migrate(conn: Any) -> list[str]:
