@@ -15,7 +15,10 @@ from core.bank.review import Review
 from core.errors import Invalid, Refused
 from core.node import Node
 from core.pages import records
-from core.pages.triage_model import ACCEPT, ACTING, CORROBORATE, DECISIONS, ESCALATE, REASONS, REFUSE
+from core.pages.entry_model import SYSTEM_ACTOR
+from core.pages.triage_model import (ACCEPT, ACTING, AGREE, AUDIT, CITATION_FAILED, CORROBORATE, DECISIONS, DISAGREE,
+                                     ESCALATE, FROM_AUDIT, NO_LLM, ON, PIN_REQUEST, REASONS, REFUSE, SEVERAL_CLAIMS,
+                                     SHADOW, UNKNOWN_SOURCE)
 
 AGENTS = {"ops-bot": {"kind": "agent", "admin": False, "space": "ENG"}}
 
@@ -26,20 +29,27 @@ def _one_line(exc: pytest.ExceptionInfo) -> str:
     return text
 
 
+KNOWLEDGE_VARS = ("KNOWLEDGE_AUTO_TRIAGE", "KNOWLEDGE_KAPPA_FLOOR", "KNOWLEDGE_KAPPA_MIN_SAMPLES",
+                  "KNOWLEDGE_KAPPA_WINDOW_DAYS", "KNOWLEDGE_AUDIT_RATE")
+
+
+def node_with(make_home: Any, monkeypatch: pytest.MonkeyPatch, **knowledge: Any) -> Node:
+    """A node on a new home with the test's `[knowledge]` settings and a second agent (the environment's own
+    settings cleared: they would win over the file)."""
+    for var in (*KNOWLEDGE_VARS, "CREWLET_NOW"):
+        monkeypatch.delenv(var, raising=False)
+    cfg = config_with(knowledge=knowledge)
+    cfg["actors"] = {**cfg["actors"], **AGENTS}
+    return Node.open(make_home(cfg))
+
+
 @pytest.fixture
 def open_node(make_home, monkeypatch):
-    """A node on a home with `knowledge` settings of the test's (the environment's own cleared: it would win)."""
     opened: list[Node] = []
-    for var in ("KNOWLEDGE_AUTO_TRIAGE", "KNOWLEDGE_KAPPA_FLOOR", "KNOWLEDGE_KAPPA_MIN_SAMPLES",
-                "KNOWLEDGE_KAPPA_WINDOW_DAYS", "KNOWLEDGE_AUDIT_RATE"):
-        monkeypatch.delenv(var, raising=False)
 
     def _open(**knowledge: Any) -> Node:
-        cfg = config_with(knowledge=knowledge)
-        cfg["actors"] = {**cfg["actors"], **AGENTS}
-        n = Node.open(make_home(cfg))
-        opened.append(n)
-        return n
+        opened.append(node_with(make_home, monkeypatch, **knowledge))
+        return opened[-1]
 
     yield _open
     for n in opened:
@@ -58,6 +68,22 @@ def page(bank):
 
 def _appended(bank: EntryBank) -> int:
     return bank.node.applied_seq()
+
+
+def decide(bank: EntryBank, entry_id: str, decision: str, *, mode: str = SHADOW, acted: bool = False,
+           reasons: tuple[str, ...] = (), held: tuple[str, ...] = (UNKNOWN_SOURCE,), fold_into: str | None = None,
+           refusal: str | None = None, audited: bool = False, inputs: dict | None = None) -> str:
+    """A triage decision about the entry as it stands, written with the triage.decide builder as triage writes it;
+    returns its id."""
+    version = bank.conn.execute("SELECT version FROM entries WHERE id = ?", (entry_id,)).fetchone()[0]
+    if decision == REFUSE and refusal is None:
+        refusal = SEVERAL_CLAIMS
+    rec = records.triage_decide(SYSTEM_ACTOR, entry_id=entry_id, entry_version=version, mode=mode, decision=decision,
+                                acted=acted, reasons=list(reasons), held=list(held), fold_into=fold_into,
+                                refusal=refusal, inputs=inputs or {"rules": []}, audited=audited)
+    out = bank.node.submit_one(rec)
+    assert (out.status, out.reason) == ("applied", None), out
+    return rec.op_id
 
 
 # -- the queue before triage decides ----------------------------------------------------------------------------
@@ -150,7 +176,7 @@ def test_an_audit_answer_is_checked_before_anything_is_written(bank, page):
     assert exc.value.code == "invalid_answer" and "agree or disagree" in _one_line(exc)
     with pytest.raises(Refused) as exc:
         review.answer_audit("d-1", "agree", actor="eng-bot")
-    assert exc.value.code == "forbidden" and "eng-bot is an agent" in _one_line(exc)
+    assert exc.value.code == "forbidden" and "eng-bot is not a person" in _one_line(exc)
     with pytest.raises(Exception) as exc:
         review.answer_audit("d-1", "agree", actor="alex")
     assert getattr(exc.value, "code", None) == "no_decision" and "d-1" in _one_line(exc)
@@ -176,3 +202,107 @@ def test_in_mode_on_every_type_but_escalation_acts(open_node):
     bank = EntryBank(open_node(auto_triage="on"))
     acts = {t.decision_type: t.acts for t in Review(bank).status().types}
     assert acts == {ACCEPT: True, CORROBORATE: True, REFUSE: True, ESCALATE: False}
+
+
+# -- the queue with triage's decisions ---------------------------------------------------------------------------
+
+def test_each_entry_shows_its_latest_decisions_reasons_and_filters_by_them(bank, page):
+    review = Review(bank)
+    pinned = bank.add(page, "Every handler logs its request id.", kind="convention", distinct=True, actor="eng-bot")
+    unread = bank.add(page, "The cache holds for ten minutes.", distinct=True, actor="eng-bot")
+    waiting = bank.add(page, "The queue drains at midnight.", distinct=True, actor="eng-bot")
+    decide(bank, pinned.id, ESCALATE, reasons=(PIN_REQUEST, NO_LLM), inputs={"rules": [], "note": "a convention"})
+    first = decide(bank, unread.id, ESCALATE, reasons=(CITATION_FAILED,))
+    # edited since: triage decides again at the new version, and the queue shows that decision
+    bank.edit(unread.id, body="The cache holds for fifteen minutes.", actor="eng-bot")
+    latest = decide(bank, unread.id, ACCEPT)
+
+    queue = review.queue()
+    assert [(q.entry.id, q.reasons) for q in queue.entries] == [
+        (pinned.id, [PIN_REQUEST, NO_LLM, UNKNOWN_SOURCE]), (unread.id, [UNKNOWN_SOURCE]), (waiting.id, [])]
+    assert queue.entries[1].decision is not None and queue.entries[1].decision.id == latest != first
+    shown = queue.to_json()["entries"]
+    assert [e["triaged"] for e in shown] == [True, True, False]
+    assert shown[0]["decision"]["inputs"] == {"rules": [], "note": "a convention"}
+    assert (shown[0]["decision"]["decision"], shown[0]["decision"]["mode"], shown[0]["decision"]["held"]) == (
+        ESCALATE, SHADOW, [UNKNOWN_SOURCE])
+
+    assert [q.entry.id for q in review.queue(reason="NO_LLM").entries] == [pinned.id]
+    assert [q.entry.id for q in review.queue(reason="unknown_source").entries] == [pinned.id, unread.id]
+    assert review.queue(reason=CITATION_FAILED).entries == []      # the older decision's reason no longer applies
+
+
+@pytest.fixture
+def on_bank(open_node):
+    return EntryBank(open_node(auto_triage="on"))
+
+
+def test_open_audits_follow_the_entries_and_are_the_audit_reason(on_bank):
+    bank = on_bank
+    page = bank.kb.create_page("ENG", "Caching", "", actor="alex").id
+    target = bank.add(page, "The cache holds for ten minutes.", distinct=True, actor="alex")
+    accepted = bank.add(page, "The queue drains at midnight.", distinct=True, actor="eng-bot")
+    folded = bank.add(page, "The cache keeps entries for ten minutes.", distinct=True, actor="eng-bot")
+    waiting = bank.add(page, "Staging runs Postgres 14.", distinct=True, actor="eng-bot")
+    d_accept = decide(bank, accepted.id, ACCEPT, mode=ON, acted=True, held=(), audited=True)
+    d_fold = decide(bank, folded.id, CORROBORATE, mode=ON, acted=True, held=(), fold_into=target.id, audited=True)
+    decide(bank, waiting.id, ESCALATE, mode=ON, reasons=(NO_LLM,))
+    assert (bank.show(accepted.id).status, bank.show(folded.id).status) == ("STANDING", "ARCHIVED")
+
+    queue = Review(bank).queue()
+    assert [q.entry.id for q in queue.entries] == [waiting.id]
+    assert [(a.decision.id, a.entry.id) for a in queue.audits] == [(d_accept, accepted.id), (d_fold, folded.id)]
+    assert "accepted this entry on its own" in queue.audits[0].question
+    assert target.id in queue.audits[1].question and "disagree puts it into use" in queue.audits[1].question
+    shown = queue.to_json()["audits"]
+    assert [a["reasons"] for a in shown] == [[AUDIT], [AUDIT]] and shown[0]["answers"] == [AGREE, DISAGREE]
+    assert shown[0]["decision"]["answer"] is None and shown[0]["decision"]["audited"] is True
+
+    only = Review(bank).queue(reason="audit")
+    assert only.entries == [] and len(only.audits) == 2
+    assert Review(bank).queue(reason=NO_LLM).audits == []
+    assert Review(bank).status().open_audits == 2
+
+
+def test_answering_an_audit_keeps_or_undoes_and_gives_a_verdict(on_bank):
+    bank = on_bank
+    review = Review(bank)
+    page = bank.kb.create_page("ENG", "Caching", "", actor="alex").id
+    target = bank.add(page, "The cache holds for ten minutes.", distinct=True, actor="alex")
+    accepted = bank.add(page, "The queue drains at midnight.", distinct=True, actor="eng-bot")
+    folded = bank.add(page, "The cache keeps entries for ten minutes.", distinct=True, actor="eng-bot")
+    d_accept = decide(bank, accepted.id, ACCEPT, mode=ON, acted=True, held=(), audited=True)
+    d_fold = decide(bank, folded.id, CORROBORATE, mode=ON, acted=True, held=(), fold_into=target.id, audited=True)
+
+    kept = review.answer_audit(d_accept, "agree", actor="alex")
+    assert (kept.id, kept.answer) == (d_accept, AGREE) and bank.show(accepted.id).status == "STANDING"
+    undone = review.answer_audit(d_fold, " Disagree ", actor="sam")
+    assert undone.answer == DISAGREE and bank.show(folded.id).status == "STANDING"      # put into use
+    assert review.queue().audits == [] and review.status().open_audits == 0
+    verdicts = bank.conn.execute("SELECT decision_id, decision, label, source, actor FROM triage_verdicts "
+                                 "ORDER BY seq").fetchall()
+    assert [tuple(v) for v in verdicts] == [(d_accept, ACCEPT, ACCEPT, FROM_AUDIT, "alex"),
+                                           (d_fold, CORROBORATE, ACCEPT, FROM_AUDIT, "sam")]
+    # the same answer again changes nothing; the other is refused in one line
+    assert review.answer_audit(d_accept, "agree", actor="alex").answer == AGREE
+    with pytest.raises(Refused) as exc:
+        review.answer_audit(d_accept, "disagree", actor="alex")
+    assert exc.value.code == "answered" and "answered agree by alex" in _one_line(exc)
+    assert bank.show(accepted.id).status == "STANDING"
+
+
+def test_an_agent_is_refused_an_audit_answer_in_the_stores_words_and_nothing_is_written(on_bank):
+    bank = on_bank
+    page = bank.kb.create_page("ENG", "Caching", "", actor="alex").id
+    accepted = bank.add(page, "The queue drains at midnight.", distinct=True, actor="eng-bot")
+    d_accept = decide(bank, accepted.id, ACCEPT, mode=ON, acted=True, held=(), audited=True)
+    before = _appended(bank)
+    with pytest.raises(Refused) as exc:
+        Review(bank).answer_audit(d_accept, "disagree", actor="eng-bot")
+    assert exc.value.code == "forbidden" and _appended(bank) == before
+    # the store refuses the record itself in the same words, and the audit stays open, the entry as triage left it
+    out = bank.node.submit_one(records.triage_audit("eng-bot", decision_id=d_accept, answer="disagree", by="agent"))
+    assert (out.status, out.code, out.reason) == ("refused", "forbidden", _one_line(exc))
+    assert [a.decision.id for a in Review(bank).queue().audits] == [d_accept]
+    assert bank.show(accepted.id).status == "STANDING"
+    assert bank.conn.execute("SELECT count(*) FROM triage_verdicts").fetchone()[0] == 0

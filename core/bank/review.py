@@ -253,7 +253,7 @@ class Review:
                           code="invalid_answer")
         who = self.bank._writer(actor)
         if who.is_agent:
-            raise Refused(f"to answer an audit is a person's: {who.handle} is an agent", code="forbidden")
+            raise Refused(f"to answer an audit is a person's: {who.handle} is not a person", code="forbidden")
         self.decision(decision_id)
         out = self.bank.node.submit_one(records.triage_audit(who.handle, decision_id=decision_id, answer=said,
                                                              by=PERSON))
