@@ -372,6 +372,13 @@ def _every_page_kind(page: str, other: str, trashed: str, comment: str, entry: s
         "page.about": R.page_about("alex", page_id=page, item_kind="module", item="apps/server"),
         "entry.serve": R.entry_serve("eng-bot", via="load_context", query="cache", entries=[{"entry_id": entry, "rank": 1}],
                                      run="run-1"),
+        "triage.decide": R.triage_decide("crewlet", entry_id=entry, entry_version=1, mode="shadow", decision="accept",
+                                         acted=False, reasons=["UNKNOWN_SOURCE"], held=["UNKNOWN_SOURCE"],
+                                         fold_into=None, refusal=None, inputs={"neighbours": [], "rules": []},
+                                         audited=False),
+        "triage.audit": R.triage_audit("alex", decision_id="no-decision", answer="agree", by="person"),
+        "triage.state": R.triage_state("crewlet", decision_type="accept", state="escalating",
+                                       figures={"kappa": 0.2, "verdicts": 12}),
         "log.lost": Record("log.lost", "op-lost-shape", "crewlet", 1, {
             "seq": 1, "log": "pages", "why": "given back as its outcome",
             "outcome": {"type": "page.save", "status": "refused", "code": "stale_revision", "reason": "r",

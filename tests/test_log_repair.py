@@ -415,6 +415,32 @@ def _every_kind_history(home: Home) -> dict[str, str]:
         bank.edit(e2.id, body="Deploys happen on Tuesdays and never on Fridays.", actor="alex")
         bank.record_check(fix.id, 1, "moved", commit="c" * 40, blob="d" * 40,
                           anchor={"path": "api/retry.py", "lines": [10, 12]}, message="re-anchored")
+        # triage (issue 36): a decision in shadow a person's acceptance gives a verdict, an acceptance triage acted
+        # on undone by a person's disagreement with its audit, a fold agreed with, a refusal, a decision a person
+        # edited after, a back-off state
+        def decide(body: str, decision: str, **how):
+            entry = bank.add(a.id, body, actor="eng-bot", distinct=True)
+            version = node.conn.execute("SELECT version FROM entries WHERE id = ?", (entry.id,)).fetchone()[0]
+            rec = records.triage_decide("crewlet", entry_id=entry.id, entry_version=version, decision=decision,
+                                        **{"mode": "on", "acted": True, "reasons": [], "held": [], "fold_into": None,
+                                           "refusal": None, "inputs": {"rules": [decision]}, "audited": False, **how})
+            assert node.submit_one(rec).status == "applied"
+            return entry.id, rec.op_id
+
+        shadowed, _ = decide("The scheduler runs every hour.", "accept", mode="shadow", acted=False,
+                             reasons=["UNKNOWN_SOURCE"], held=["UNKNOWN_SOURCE"])
+        bank.accept(shadowed, actor="alex")
+        _, accepted = decide("The build caches its wheels.", "accept", audited=True)
+        node.submit_one(records.triage_audit("alex", decision_id=accepted, answer="disagree", by="person"))
+        _, folded = decide("Deploys go out on Tuesday mornings.", "corroborate", fold_into=e2.id, audited=True)
+        node.submit_one(records.triage_audit("sam", decision_id=folded, answer="agree", by="person"))
+        decide("Logs rotate daily on the worker hosts.", "refuse", refusal="several_claims")
+        escalated, _ = decide("The token lives for an hour.", "escalate", mode="shadow", acted=False,
+                              reasons=["NO_LLM"])
+        bank.edit(escalated, body="The token lives for ninety minutes.", actor="alex")
+        bank.accept(escalated, actor="alex")
+        node.submit_one(records.triage_state("crewlet", decision_type="accept", state="escalating",
+                                             figures={"kappa": 0.1, "verdicts": 20, "floor": 0.6}))
         bank.set_policy(a.id, "locked", actor="alex")
         bank.link_page(a.id, module="apps/server", actor="alex")
         bank.link_page(a.id, page_ref=b.id, actor="eng-bot")

@@ -22,6 +22,7 @@ from .entry_model import (ABOUT_KINDS, ACTIONS, AGENT, CHECK_RESULTS, CURATED, E
                           STANDING, SUPERSEDED, VERIFY, WRITERS, about_links, fold_body)
 from .entry_model import page_policy as policy_of
 from .handlers import _live_page
+from .triage_handlers import action_verdict
 
 _ENTRY = ("SELECT id, page_id, kind, folded, citations, status, author, author_kind, supersedes, superseded_by, "
           "verified_by FROM entries WHERE id = ?")
@@ -185,7 +186,9 @@ def entry_status(conn: Connection, rec: Record) -> dict[str, Any]:
     retired = None
     if after in IN_USE and before not in IN_USE:
         retired = _retire_superseded(conn, rec, by, entry["id"], entry["supersedes"])
-    return {**done, "status": after, "from": before, "superseded": retired}
+    out = {**done, "status": after, "from": before, "superseded": retired}
+    verdict = action_verdict(conn, rec, entry["id"], by, after)     # a person's action judges triage's decision
+    return {**out, "verdict": verdict} if verdict is not None else out
 
 
 def entry_edit(conn: Connection, rec: Record) -> dict[str, Any]:

@@ -35,9 +35,15 @@ from . import entry_handlers as entry_do
 from . import give_back as back
 from . import handlers as do
 from . import records as build
+from . import triage_give_back as triage_back
+from . import triage_handlers as triage_do
 
 _ID = need(TEXT)
 _PAGE_ROWS = ("pages", "revisions")     # a change to what a page says writes its row and a revision
+# an entry's triage rows (issue 36): they reference the entry ON DELETE CASCADE, so they go with it
+_TRIAGE_ROWS = ("triage_decisions", "triage_audits", "triage_verdicts")
+# what triage acting on an entry, or a person undoing it, writes of the entry's own rows
+_ENTRY_CHANGE = ("entries", "entry_history", "entry_corroborations")
 
 
 # What a page's purge does to the rows under it, table by table: a statement run with the page's id before its
@@ -88,7 +94,7 @@ KINDS = LogKinds("pages", own_tables=("applied_ops",), kinds=[
     # to a lost record (it re-filed the purged page's children)
     RecordKind("page.purge", build.page_purge, writes=("pages", "revisions", "comments", "deleted_pages", "entries",
                                                     "entry_history", "entry_corroborations", "citation_checks",
-                                                    "entry_serves", "page_policies"),
+                                                    "entry_serves", "page_policies", *_TRIAGE_ROWS),
                shape={"page_id": _ID, "reason": may(TEXT), "cutoff": may(INT, NONE)},
                handle=do.purging(purge_statements()), give_back=back.page_purge, related=("page_id",), related_all=True),
     RecordKind("page.labels", build.page_labels, writes=("pages",),
@@ -121,8 +127,9 @@ KINDS = LogKinds("pages", own_tables=("applied_ops",), kinds=[
                shape={"entry_id": _ID, "body": need(TEXT), "kind": need(TEXT), "scope": may(TEXT, NONE),
                       "by": need(TEXT), "reason": may(TEXT, NONE)},
                handle=entry_do.entry_edit, give_back=entry_back.entry_edit, related=("entry_id",)),
-    # an accepted correction retires what it supersedes: the status record writes both entries' rows
-    RecordKind("entry.status", build.entry_status, writes=("entries", "entry_history"),
+    # an accepted correction retires what it supersedes: the status record writes both entries' rows; a person's
+    # action on an entry triage decided about is a verdict on the decision (triage_handlers.action_verdict)
+    RecordKind("entry.status", build.entry_status, writes=("entries", "entry_history", "triage_verdicts"),
                shape={"entry_id": _ID, "action": need(TEXT), "by": need(TEXT), "reason": may(TEXT, NONE)},
                handle=entry_do.entry_status, give_back=entry_back.entry_status, related=("entry_id",)),
     RecordKind("entry.corroborate", build.entry_corroborate, writes=("entry_corroborations",),
@@ -144,6 +151,21 @@ KINDS = LogKinds("pages", own_tables=("applied_ops",), kinds=[
                shape={"via": need(TEXT), "query": may(TEXT, NONE), "entries": need(LIST, items=DICT),
                       "run": may(TEXT, NONE)},
                handle=entry_do.entry_serve, give_back=entry_back.entry_serve),
+    # spec 003's triage (issue 36): what it decided about a proposed entry (acting on it in mode on), a person's
+    # answer to an audit of an acted decision (disagree undoes it), a decision type's back-off state
+    RecordKind("triage.decide", build.triage_decide,
+               writes=("triage_decisions", "triage_audits", *_ENTRY_CHANGE),
+               shape={"entry_id": _ID, "entry_version": need(INT), "mode": need(TEXT), "decision": need(TEXT),
+                      "acted": need(BOOL), "reasons": need(LIST, items=TEXT), "held": need(LIST, items=TEXT),
+                      "fold_into": need(TEXT, NONE), "refusal": need(TEXT, NONE), "inputs": need(DICT),
+                      "audited": need(BOOL)},
+               handle=triage_do.triage_decide, give_back=triage_back.triage_decide, related=("entry_id",)),
+    RecordKind("triage.audit", build.triage_audit, writes=("triage_audits", "triage_verdicts", *_ENTRY_CHANGE),
+               shape={"decision_id": _ID, "answer": need(TEXT), "by": need(TEXT)},
+               handle=triage_do.triage_audit, give_back=triage_back.triage_audit),
+    RecordKind("triage.state", build.triage_state, writes=("triage_states",),
+               shape={"decision_type": need(TEXT), "state": need(TEXT), "figures": need(DICT)},
+               handle=triage_do.triage_state, give_back=triage_back.triage_state),
     # a repair's tombstone (core/recover.py): it carries its own outcome (the applier's verdict stores it)
     RecordKind("log.lost", tombstone, writes=(), shape=LOST_SHAPE, verdict=do.lost, give_back=LOST_GIVE_BACK),
 ])

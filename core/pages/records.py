@@ -212,3 +212,30 @@ def entry_serve(actor: str, *, via: str, entries: list[dict[str, Any]], query: s
     if run:
         payload["run"] = run
     return Record.new("entry.serve", actor, payload)
+
+
+def triage_decide(actor: str, *, entry_id: str, entry_version: int, mode: str, decision: str, acted: bool,
+                  reasons: list[str], held: list[str], fold_into: str | None, refusal: str | None,
+                  inputs: dict[str, Any], audited: bool, op_id: str | None = None) -> Record:
+    """What triage decided about a proposed entry at `entry_version` (spec 003, "Triage and escalation"), with
+    what it read (`inputs`: neighbours, citations, judgments, rules): recorded in shadow, acted on in mode on
+    (`acted`). Its op_id is the decision's id, which the audit draw hashes (`audited`)."""
+    payload: dict[str, Any] = {"entry_id": entry_id, "entry_version": int(entry_version), "mode": mode,
+                               "decision": decision, "acted": bool(acted), "reasons": list(reasons),
+                               "held": list(held), "fold_into": fold_into, "refusal": refusal,
+                               "inputs": dict(inputs), "audited": bool(audited)}
+    return Record.new("triage.decide", actor, payload, op_id=op_id)
+
+
+def triage_audit(actor: str, *, decision_id: str, answer: str, by: str, op_id: str | None = None) -> Record:
+    """A person's answer to an audit of decision `decision_id`: agree keeps what triage did, disagree undoes it.
+    `by` is the writer's actor kind (only a person answers)."""
+    return Record.new("triage.audit", actor, {"decision_id": decision_id, "answer": answer, "by": by}, op_id=op_id)
+
+
+def triage_state(actor: str, *, decision_type: str, state: str, figures: dict[str, Any],
+                 op_id: str | None = None) -> Record:
+    """A decision type's back-off state changed (acting | escalating), with the figures it was made on (kappa,
+    verdicts, floor, min_samples, window_days)."""
+    return Record.new("triage.state", actor, {"decision_type": decision_type, "state": state,
+                                              "figures": dict(figures)}, op_id=op_id)

@@ -81,6 +81,16 @@ TABLES: tuple[Table, ...] = (
                              "ORDER BY seq, op_id"),
     Table("entry_serves", rows="SELECT op_id, entry_id, actor, at, via, query, rank, run FROM entry_serves "
                                "ORDER BY op_id, entry_id"),
+    # spec 003's triage (issue 36, m015): every node shows the same queue, audits and kappa
+    Table("triage_decisions", rows="SELECT op_id, entry_id, entry_version, seq, actor, at, mode, decision, acted, "
+                                   "reasons, held, fold_into, refusal, inputs, audited FROM triage_decisions "
+                                   "ORDER BY seq, op_id"),
+    Table("triage_audits", rows="SELECT decision_id, entry_id, opened_seq, answer, answered_by, answered_at, answer_op "
+                                "FROM triage_audits ORDER BY opened_seq, decision_id"),
+    Table("triage_verdicts", rows="SELECT op_id, decision_id, entry_id, decision, label, verdict, source, actor, at, "
+                                  "seq FROM triage_verdicts ORDER BY seq, op_id, decision_id"),
+    Table("triage_states", rows="SELECT op_id, decision_type, state, figures, actor, at, seq FROM triage_states "
+                                "ORDER BY seq, op_id"),
     Table("log_position", carried="where this database stands on each log: digested apart (POSITIONS), "
                                   "in the transaction that applied the rows"),
     Table("_migrations", carried="which migrations made the file's schema: a snapshot's own"),
