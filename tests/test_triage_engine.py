@@ -40,14 +40,19 @@ def _home(tmp_path: Path, repo: Path, *, llm: str | None, **knowledge: Any):
     return new_home(tmp_path / "home", config)
 
 
-@pytest.fixture
-def git(tmp_path: Path) -> GitRepo:
-    g = GitRepo(tmp_path / "server")
+def four_modules(path: Path) -> GitRepo:
+    """A repository of four modules (apps/a … apps/d), apps/a holding the cache the entries cite."""
+    g = GitRepo(path)
     for name in "abcd":
         g.write(f"apps/{name}/package.json", json.dumps({"name": name}) + "\n")
     g.write("apps/a/cache.py", CACHE)
     g.commit("four modules")
     return g
+
+
+@pytest.fixture
+def git(tmp_path: Path) -> GitRepo:
+    return four_modules(tmp_path / "server")
 
 
 class World:

@@ -49,7 +49,7 @@ asked. `TriageOutcome.calls` counts the calls made.
 **Holds.** They keep a decision made on the merits from acting; the decision keeps its type (kappa compares it):
 UNKNOWN_SOURCE on an acceptance of an agent's entry (spec: "it accepts nothing from an agent on its own"; triage
 still folds an agent's repeats and refuses its policy breaks), and LOW_AGREEMENT on a type the agreement reports
-backed off (the latest triage_states row of the type; acting when there is none). HARMFUL_SIGNAL needs the runs
+backed off (agreement.py `Agreement.backed_off`: the type's latest triage.state; acting when there is none). HARMFUL_SIGNAL needs the runs
 given an entry (issue 37): not produced yet.
 
 **Modes** (KNOWLEDGE_AUTO_TRIAGE): off — nothing decided, nothing recorded; shadow — recorded, acted false; on —
@@ -66,6 +66,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import CrewletError, Invalid
 from ..log.record import new_op_id
+from ..pages import records
 from ..pages.entry_model import (AGENT, CONVENTION, HOLDING, IN_USE, LOCKED, PERSON, PROPOSED, SYSTEM_ACTOR,
                                  citations_of, fold_body, page_policy)
 from ..pages.triage_model import (ACCEPT, AUDIT, BROAD_SCOPE, CITATION_FAILED, CONTRADICTION, CONTRADICTS_LOCKED,
@@ -79,12 +80,13 @@ from ..stats import drawn
 from ..text.claims import several_claims
 from ..text.credentials import credential_in
 from ..text.relate import Citation, EntryText, relate_by_rules
+from .agreement import Agreement
 from .entries import EntryBank
+from .review import DecisionView, decision as decision_row
 from .triage_judge import JudgmentFailed, Neighbour, Subject, TriageJudge
 
 if TYPE_CHECKING:
     from ..sections.bank import BankSettings
-    from .review import DecisionView
 
 AUDIT_SALT = "audit"
 PASS_BUDGET = 25             # entries one pass of the duty triages at most (each may cost two model calls)
@@ -116,7 +118,7 @@ class TriageReport:
 
     mode: str
     pending: int = 0                       # pending when the run began (at most the limit, and one more)
-    decided: list[Any] = field(default_factory=list)    # DecisionView, one a decision recorded
+    decided: list[DecisionView] = field(default_factory=list)    # one a decision recorded
     counts: dict[str, int] = field(default_factory=dict)  # by decision type; "stale", "failed"
     calls: int = 0
     more: bool = False                     # stopped at its limit, or asked to stop, with entries left
@@ -137,7 +139,7 @@ class TriageReport:
     def to_json(self) -> dict[str, Any]:
         return {"mode": self.mode, "pending": self.pending, "counts": dict(self.counts), "calls": self.calls,
                 "more": self.more, "errors": list(self.errors), "said": self.said,
-                "decided": [d.to_json() if hasattr(d, "to_json") else d for d in self.decided]}
+                "decided": [d.to_json() for d in self.decided]}
 
 
 class _Found:
@@ -148,13 +150,6 @@ class _Found:
         self.refusal: str | None = None
         self.fold_into: str | None = None
         self.settled_by = ""
-
-
-def backed_off(conn: Any) -> set[str]:
-    """The decision types whose latest back-off state (triage_states) is escalating; a type with no row acts."""
-    rows = conn.execute("SELECT decision_type, state FROM triage_states WHERE seq IN "
-                        "(SELECT max(seq) FROM triage_states GROUP BY decision_type)").fetchall()
-    return {r[0] for r in rows if r[1] == "escalating"}
 
 
 def _written_by(author_kind: str) -> str:
@@ -283,7 +278,7 @@ class Triage:
             held.append(UNKNOWN_SOURCE)
         if decision != ESCALATE:
             with bank.node.lock:
-                off = backed_off(conn)
+                off = Agreement(conn, settings).backed_off()
             inputs["backed_off"] = sorted(off)
             if decision in off:
                 held.append(LOW_AGREEMENT)
@@ -459,9 +454,6 @@ class Triage:
 
     def decide_and_record(self, entry_id: str) -> tuple[TriageOutcome, DecisionView | None] | None:
         """`triage`, also giving the outcome (its call count): None when triage is off."""
-        from ..pages import records
-        from .review import latest_decision
-
         settings = self.settings
         mode = settings.auto_triage
         if mode == OFF:
@@ -479,7 +471,7 @@ class Triage:
         if out.status == "noop":
             return outcome, None
         with self.bank.node.lock:
-            return outcome, latest_decision(self.bank.conn, outcome.entry_id)
+            return outcome, decision_row(self.bank.conn, decision_id)
 
     def pending(self, limit: int | None = None) -> list[str]:
         """Proposed entries with no decision recorded at their version, oldest change first."""

@@ -6,8 +6,9 @@ later duty sees what other writers appended), then the keyword index, then the t
 embedding duty (the one that waits on a provider, so the cheap duties never wait on it), then the
 semantic index over what it embedded, then the diary fill (agents' notes left without a vector of the current
 model: diary_fill.py), then the entries' decay (a look at the clock, nightly work: entry_decay.py) and their
-recheck against the repositories (git, and a chat model when one judges: entry_recheck.py), last so that
-neither keeps the others waiting.
+recheck against the repositories (git, and a chat model when one judges: entry_recheck.py), then the triage of
+proposed entries (a chat model's two judgments: triage.py; after the recheck, which reads citations written not
+read yet), last so that none keeps the others waiting.
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from .entry_recheck import EntryRecheckDuty
 from .keyword_index import KeywordIndexDuty
 from .runner import Duty, DutyPass, DutyReport, DutyRunner, PassContext, ProgressFn
 from .semantic_index import IndexTrainingDuty
+from .triage import TriageDuty
 
 if TYPE_CHECKING:
     from ..node import Node
@@ -86,7 +88,7 @@ def default_duties(node: Node, *, index_interval_s: float = 2.0, embed_threads: 
         return [ApplyDuty(node), DiaryFillDuty(node, threads=embed_threads)]
     return [ApplyDuty(node), KeywordIndexDuty(node.home, interval_s=index_interval_s), TrashReaperDuty(node),
             EmbeddingDuty(node, threads=embed_threads), IndexTrainingDuty(node), DiaryFillDuty(node, threads=embed_threads),
-            EntryDecayDuty(node), EntryRecheckDuty(node)]
+            EntryDecayDuty(node), EntryRecheckDuty(node), TriageDuty(node)]
 
 
 def run_duties(node: Node, *, label: str, once: bool = False, stop: threading.Event | None = None,
