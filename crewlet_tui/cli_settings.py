@@ -36,6 +36,8 @@ IN_EFFECT: frozenset[str] = frozenset({
     "context_top_k",                    # load_context (core/bank/context.py), the MCP tool
     "context_token_budget",             # load_context (core/bank/context.py), the MCP tool
     "similarity_threshold",             # EntryBank.add's neighbours before write (core/bank/neighbours.py)
+    # the triage duty (core/duties/triage.py over core/bank/triage.py, and its back-off: core/bank/agreement.py)
+    "auto_triage", "audit_rate", "kappa_floor", "kappa_min_samples", "kappa_window_days",
 })
 BLOCK_WIDTH = 80      # a block's lines wrap here, piped or not: a reader's listing, not a script's (--json is)
 
