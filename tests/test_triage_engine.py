@@ -390,3 +390,17 @@ def test_a_judgment_that_leaves_out_a_neighbour_or_names_no_relation_fails(world
     world.server.script = [says(relations={})]
     out = world.decide(new.id)
     assert f"no relation for neighbour {old.id}" in out.inputs["judgments"][0]["failed"]
+
+
+def test_a_neighbour_the_rules_related_is_shown_to_the_judgments_without_asking_its_relation(world):
+    """A contradiction of an entry no person verified is no reason of the spec's: the judgments see it, and decline."""
+    old = world.add(CLAIM, actor="alex")
+    new = world.add("The cache holds an entry for five minutes.")
+    world.server.script = [says(accept=False, reason="it contradicts the entry in use"),
+                           says(accept=False, reason="contradicts")]
+    out = world.decide(new.id)
+    assert (out.decision, out.reasons, out.calls) == (ESCALATE, [JUDGES_DISAGREE], 2)
+    prompt = _user_prompts(world.server)[0]
+    assert f"- id {old.id} (FACT, scope server:apps/a, the rules found: contradiction)" in prompt
+    assert 'No relation is asked of you: answer "relations": {}.' in prompt
+    assert out.inputs["neighbours"][0]["by"] == "rule value_changed"

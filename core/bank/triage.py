@@ -10,8 +10,10 @@ core/pages/triage_handlers.py); `run()` triages every pending entry (the triage 
    (refusal `credential` / `several_claims`): the write checks passed the body, so these fire on entries written
    before a rule was added, or by another node's older version. Both judgments saying `one_claim: false` refuses
    it too. A link citation with `external: true` (text from outside the company) escalates it: EXTERNAL_INPUT.
-2. Exact repeats. A body equal, folded (entry_model.fold_body), to an entry in use folds into it (CORROBORATE,
-   `fold_into` the oldest such entry): an agent's repeat on an OPEN page, or one the bank had only as proposed.
+2. Exact repeats. A body equal, folded (entry_model.fold_body), to an entry in use in a scope that meets its own
+   folds into it (CORROBORATE, `fold_into` the oldest such entry): an agent's repeat on an OPEN page, or one the bank
+   had only as proposed. Unlike the fold at write, the scopes must meet: "Staging deploys need the VPN" of one module
+   is another fact than the same words of another (the rules' own condition, docs/triage.md).
 3. Neighbours. The entries in use nearer than KNOWLEDGE_SIMILARITY_THRESHOLD — the same check and the same setting
    as at write (core/bank/neighbours.py: the finder returns the five nearest entries in the bank; the entry itself
    and entries not in use are dropped from them, so fewer than five may be related). Each pair goes to the rules
@@ -21,8 +23,8 @@ core/pages/triage_handlers.py); `run()` triages every pending entry (the triage 
    CONTRADICTS_VERIFIED, of an entry on a LOCKED page CONTRADICTS_LOCKED; a replacement — or the entry's own
    `supersedes` — is SUPERSEDE_REQUEST; judgments that differ on a pair are JUDGES_DISAGREE. A refinement or a
    different fact asks nothing of a person; a contradiction of an entry no person verified on a page not locked is
-   not in the spec's acceptance conditions, and is left to the judgments' `accept` (their instruction asks them to
-   decline an entry that contradicts a neighbour).
+   not in the spec's acceptance conditions, and is left to the judgments' `accept`: they are shown every neighbour,
+   those the rules related with what the rules found, and told to decline an entry that contradicts one.
 4. Grounding. No citation: UNGROUNDED. A citation whose latest check is not holding (held, shifted or moved) —
    changed, gone, or not read yet: CITATION_FAILED. Beside it, the rest of the acceptance: a CONVENTION is a
    PIN_REQUEST; a scope reaching more than MAX_SCOPE_MODULES modules is BROAD_SCOPE. What a scope reaches is
@@ -82,6 +84,7 @@ from ..text.credentials import credential_in
 from ..text.relate import Citation, EntryText, relate_by_rules
 from .agreement import Agreement
 from .entries import EntryBank
+from .neighbours import _same_area
 from .review import DecisionView, decision as decision_row
 from .triage_judge import JudgmentFailed, Neighbour, Subject, TriageJudge
 
@@ -231,17 +234,18 @@ class Triage:
         # 2. exact repeats
         if found.refusal is None:
             with bank.node.lock:
-                same = conn.execute(f"SELECT id FROM entries WHERE folded = ? AND id != ? AND status IN "
-                                    f"({','.join('?' * len(IN_USE))}) ORDER BY created_at, id LIMIT 1",
-                                    (fold_body(body), entry.id, *IN_USE)).fetchone()
-            if same is not None:
-                found.fold_into, found.settled_by = same["id"], f"an exact repeat of entry {same['id']}"
-                inputs["repeat"] = same["id"]
+                same = [r for r in conn.execute(
+                    f"SELECT id, scope FROM entries WHERE folded = ? AND id != ? AND status IN "
+                    f"({','.join('?' * len(IN_USE))}) ORDER BY created_at, id", (fold_body(body), entry.id, *IN_USE))
+                    if _same_area(entry.scope, r["scope"])]
+            if same:
+                found.fold_into, found.settled_by = same[0]["id"], f"an exact repeat of entry {same[0]['id']}"
+                inputs["repeat"] = same[0]["id"]
 
-        undecided: list[Neighbour] = []
+        shown: list[Neighbour] = []
         if found.refusal is None and found.fold_into is None:
             # 3. neighbours, by rules
-            undecided = self._neighbours(entry, row, cits, settings.similarity_threshold, found, inputs)
+            shown = self._neighbours(entry, row, cits, settings.similarity_threshold, found, inputs)
             if entry.supersedes:
                 found.reasons.add(SUPERSEDE_REQUEST)
             # 4. grounding, and the rest of the acceptance
@@ -251,13 +255,14 @@ class Triage:
             self._scope(entry.scope, found, inputs)
 
         # 5. the judgments, when their answer can change the decision
+        undecided = any(nb.relation is None for nb in shown)
         if found.refusal is None and found.fold_into is None and (not found.reasons or undecided):
             if self.judge is None:
                 found.reasons.add(NO_LLM)
                 inputs["model"] = "none configured ([providers.llm])"
             else:
                 inputs["model"] = self.judge.model
-                calls = self._judgments(entry, cits, undecided, found, inputs)
+                calls = self._judgments(entry, cits, shown, found, inputs)
         elif not found.settled_by:
             found.settled_by = "escalated by code: " + ", ".join(ordered_reasons(found.reasons))
         if found.settled_by:
@@ -291,11 +296,11 @@ class Triage:
     def _neighbours(self, entry: Any, row: Any, cits: list[dict[str, Any]], threshold: float, found: _Found,
                     inputs: dict[str, Any]) -> list[Neighbour]:
         """Step 3 by rules: each in-use neighbour's relation, the reasons and the fold it gives; returns the
-        neighbours the rules could not relate (for the judgments)."""
+        neighbours as the judgments are shown them (`relation` None: the rules could not relate it)."""
         bank = self.bank
         near = bank.neighbours.find(entry.body, scope=entry.scope, threshold=threshold)
         inputs["compared"] = near.note
-        undecided: list[Neighbour] = []
+        shown: list[Neighbour] = []
         for nid, similarity, how in near.similar:
             if nid == entry.id:
                 continue
@@ -311,6 +316,7 @@ class Triage:
             inputs["neighbours"].append(said)
             if nid == entry.supersedes:
                 said |= {"relation": REPLACEMENT, "by": "supersedes"}
+                shown.append(Neighbour(nid, other.body, other.kind, other.scope, verified, locked, REPLACEMENT))
                 continue
             theirs = citations_of(other_row)
             verdict = relate_by_rules(self._text(entry, cits, theirs), self._text(other, theirs, cits))
@@ -318,13 +324,14 @@ class Triage:
                                     "confidence": verdict.confidence})
             if verdict.relation is None:
                 said |= {"relation": None, "by": "undecided by rules"}
-                undecided.append(Neighbour(nid, other.body, other.kind, other.scope, verified, locked))
+                shown.append(Neighbour(nid, other.body, other.kind, other.scope, verified, locked))
                 continue
             said |= {"relation": verdict.relation, "by": f"rule {verdict.rule}"}
+            shown.append(Neighbour(nid, other.body, other.kind, other.scope, verified, locked, verdict.relation))
             self._relate(nid, verdict.relation, verified, locked, found)
         if found.fold_into is not None:
             found.settled_by = f"a duplicate of entry {found.fold_into} (rules)"
-        return undecided
+        return shown
 
     @staticmethod
     def _relate(nid: str, relation: str, verified: bool, locked: bool, found: _Found) -> None:
@@ -405,7 +412,7 @@ class Triage:
         if len(reached) > MAX_SCOPE_MODULES:
             found.reasons.add(BROAD_SCOPE)
 
-    def _judgments(self, entry: Any, cits: list[dict[str, Any]], undecided: list[Neighbour], found: _Found,
+    def _judgments(self, entry: Any, cits: list[dict[str, Any]], shown: list[Neighbour], found: _Found,
                    inputs: dict[str, Any]) -> int:
         """Step 3's undecided pairs and step 5's acceptance, by the two judgments: two calls (one when the first
         fails). Returns the calls made."""
@@ -417,7 +424,7 @@ class Triage:
         for n in (1, 2):
             calls += 1
             try:
-                got.append(self.judge.judge(n, subject, undecided))
+                got.append(self.judge.judge(n, subject, shown))
                 inputs["judgments"].append(got[-1].to_json())
             except JudgmentFailed as exc:
                 inputs["judgments"].append({"n": n, "failed": str(exc)})
@@ -428,7 +435,9 @@ class Triage:
                 return calls
         one, two = got
         by_id = {d["id"]: d for d in inputs["neighbours"]}
-        for nb in undecided:
+        for nb in shown:
+            if nb.relation is not None:
+                continue
             a, b = one.relations[nb.id], two.relations[nb.id]
             said = by_id[nb.id]
             if a != b:

@@ -3,6 +3,8 @@ decide how the two relate", and the acceptance's "two separate model judgments a
 
 Triage (triage.py) asks the configured chat model ([providers.llm]) twice, in two separate calls, each call
 covering the new entry and every neighbour the rules could not relate: two calls a triage, not two a neighbour.
+The neighbours the rules did relate are shown too, with what the rules found, so that `accept` weighs them (an
+entry contradicting one no person verified is not in the spec's conditions, but the judgments should decline it).
 Each prompt says which judgment it is ("Judgment 1 of 2", "Judgment 2 of 2"), so the two are told apart in a log
 and a test's endpoint can answer each as it wants. The model answers one JSON object:
 
@@ -63,7 +65,8 @@ class Subject:
 
 @dataclass(frozen=True)
 class Neighbour:
-    """An entry in use near the new one, whose relation the rules could not tell."""
+    """An entry in use near the new one. `relation`: what the rules found (shown, for the judgment's accept; no
+    relation is asked), or None: the rules could not tell, and the judgment gives it."""
 
     id: str
     body: str
@@ -71,6 +74,7 @@ class Neighbour:
     scope: str | None
     verified: bool
     locked: bool
+    relation: str | None = None
 
 
 @dataclass(frozen=True)
@@ -106,19 +110,28 @@ def prompt(n: int, subject: Subject, neighbours: list[Neighbour]) -> list[dict[s
              f"The new entry ({subject.kind}, scope {subject.scope or 'every area'}, written by {subject.written_by}):",
              _clip(subject.body, MAX_BODY_CHARS)]
     lines += ["It cites:", *[f"- {c}" for c in subject.citations]] if subject.citations else ["It cites nothing."]
+    known = [nb for nb in neighbours if nb.relation is not None]
+    asked = [nb for nb in neighbours if nb.relation is None]
+    if known:
+        lines += ["", "Entries in use near it whose relation rules in code found (weigh them for accept; give no "
+                      "relation for these):"]
+        lines += [_line(nb, f"the rules found: {nb.relation}") for nb in known]
     lines.append("")
-    if neighbours:
+    if asked:
         lines.append("The entries in use near it (give a relation for each id):")
-        for nb in neighbours:
-            marks = [nb.kind, f"scope {nb.scope or 'every area'}"]
-            if nb.verified:
-                marks.append("verified by a person")
-            if nb.locked:
-                marks.append("on a page people maintain by hand")
-            lines.append(f"- id {nb.id} ({', '.join(marks)}): {_clip(nb.body, MAX_BODY_CHARS)}")
+        lines += [_line(nb) for nb in asked]
     else:
-        lines.append('No entry in use is near it: answer "relations": {}.')
+        lines.append('No relation is asked of you: answer "relations": {}.')
     return [{"role": "system", "content": INSTRUCTION}, {"role": "user", "content": "\n".join(lines)}]
+
+
+def _line(nb: Neighbour, *also: str) -> str:
+    marks = [nb.kind, f"scope {nb.scope or 'every area'}"]
+    if nb.verified:
+        marks.append("verified by a person")
+    if nb.locked:
+        marks.append("on a page people maintain by hand")
+    return f"- id {nb.id} ({', '.join([*marks, *also])}): {_clip(nb.body, MAX_BODY_CHARS)}"
 
 
 def _flag(payload: dict[str, Any], key: str) -> bool:
@@ -171,14 +184,15 @@ class TriageJudge:
         return self.settings.model
 
     def judge(self, n: int, subject: Subject, neighbours: list[Neighbour]) -> Judgment:
-        """Judgment `n` of the two: one chat call."""
+        """Judgment `n` of the two: one chat call, a relation asked for each neighbour whose `relation` is None."""
         try:
             reply = self.chat.complete(prompt(n, subject, neighbours))
         except ChatFailed as exc:
             raise JudgmentFailed(f"the model gave no judgment ({exc.kind}): {exc.message}") from None
         if reply.refusal is not None:
             raise JudgmentFailed(f"the model refused to judge: {one_line(reply.refusal)[:120] or 'no words given'}")
-        return read_judgment(n, reply.text, [nb.id for nb in neighbours], reply.model or self.settings.model)
+        return read_judgment(n, reply.text, [nb.id for nb in neighbours if nb.relation is None],
+                             reply.model or self.settings.model)
 
     def close(self) -> None:
         self.chat.close()
