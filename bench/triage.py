@@ -353,14 +353,16 @@ def print_engine(results: list[dict], skipped: list[str], seconds: float, load_b
     print(f"  model calls: {total} over {n} triages = {total / n:.3f} a triage "
           f"(0 calls: {calls.get(0, 0)}, 1: {calls.get(1, 0)}, 2: {calls.get(2, 0)}); without rules every triage "
           "that is not a policy break asks 2")
-    print(f"  {'label':14} {'pairs':>5} {'by code':>7} {'right':>5} {'calls':>5}   decisions (expected first)")
+    print(f"  {'label':14} {'pairs':>5} {'found':>5} {'by code':>7} {'right':>5} {'calls':>5}   decisions "
+          "(expected first)")
     for label in RELATIONS:
         mine = [r for r in results if r["row"]["label"] == label]
         code = [r for r in mine if r["how"] in ("repeat", "rule")]
         decisions = Counter(r["decision"] for r in mine)
         expected = EXPECTED[label]
         said = ", ".join([f"{expected} {decisions.pop(expected, 0)}"] + [f"{d} {c}" for d, c in decisions.most_common()])
-        print(f"  {label:14} {len(mine):5d} {len(code):7d} {sum(r['relation'] == label for r in code):5d} "
+        print(f"  {label:14} {len(mine):5d} {sum(r['how'] != 'not found' for r in mine):5d} {len(code):7d} "
+              f"{sum(r['relation'] == label for r in code):5d} "
               f"{sum(r['calls'] for r in mine):5d}   {said}")
     reasons = Counter(reason for r in results for reason in r["reasons"])
     print("  reasons: " + ", ".join(f"{k} {v}" for k, v in reasons.most_common()))
