@@ -404,3 +404,25 @@ def test_a_neighbour_the_rules_related_is_shown_to_the_judgments_without_asking_
     assert f"- id {old.id} (FACT, scope server:apps/a, the rules found: contradiction)" in prompt
     assert 'No relation is asked of you: answer "relations": {}.' in prompt
     assert out.inputs["neighbours"][0]["by"] == "rule value_changed"
+
+
+def test_a_citation_not_read_yet_is_citation_failed(world, tmp_path):
+    cite = world.cite()
+    world.bank.close()
+    (world.git.path / ".git").rename(tmp_path / "away")            # unreadable while the entry is written
+    entry = world.add("Cache entries expire by TTL_SECONDS.", cites=[cite])
+    (tmp_path / "away").rename(world.git.path / ".git")
+    world.bank.close()
+    out = world.decide(entry.id)
+    assert (out.decision, out.reasons) == (ESCALATE, [CITATION_FAILED])
+    assert [(c["result"], c["holds"]) for c in out.inputs["citations"]] == [("not_read_yet", False)]
+
+
+def test_the_same_words_in_a_scope_that_does_not_meet_are_not_a_repeat(world):
+    open_page = KnowledgeBase(world.node).create_page("ENG", "Scratch", "", actor="alex").id
+    world.bank.set_policy(open_page, "open", actor="alex")
+    world.add("Staging deploys need the VPN.", actor="alex", page=open_page, scope="apps/b")
+    again = world.add("Staging deploys need the VPN.", page=open_page)               # apps/a
+    world.server.script = [says(), says()]
+    out = world.decide(again.id)
+    assert (out.decision, out.inputs["repeat"], out.inputs["neighbours"]) == (ACCEPT, None, [])
