@@ -12,7 +12,7 @@ from conftest import config_with
 
 from core.bank.entries import EntryBank
 from core.bank.review import Review
-from core.errors import Invalid, Refused
+from core.errors import Invalid, NotFound, Refused
 from core.node import Node
 from core.pages import records
 from core.pages.entry_model import SYSTEM_ACTOR
@@ -177,9 +177,9 @@ def test_an_audit_answer_is_checked_before_anything_is_written(bank, page):
     with pytest.raises(Refused) as exc:
         review.answer_audit("d-1", "agree", actor="eng-bot")
     assert exc.value.code == "forbidden" and "eng-bot is not a person" in _one_line(exc)
-    with pytest.raises(Exception) as exc:
+    with pytest.raises(NotFound) as exc:
         review.answer_audit("d-1", "agree", actor="alex")
-    assert getattr(exc.value, "code", None) == "no_decision" and "d-1" in _one_line(exc)
+    assert exc.value.code == "no_decision" and "d-1" in _one_line(exc)
     assert _appended(bank) == before
 
 
@@ -213,8 +213,10 @@ def test_each_entry_shows_its_latest_decisions_reasons_and_filters_by_them(bank,
     waiting = bank.add(page, "The queue drains at midnight.", distinct=True, actor="eng-bot")
     decide(bank, pinned.id, ESCALATE, reasons=(PIN_REQUEST, NO_LLM), inputs={"rules": [], "note": "a convention"})
     first = decide(bank, unread.id, ESCALATE, reasons=(CITATION_FAILED,))
-    # edited since: triage decides again at the new version, and the queue shows that decision
+    # edited since: the decision is about an earlier version until triage decides again, and then it is the latest
     bank.edit(unread.id, body="The cache holds for fifteen minutes.", actor="eng-bot")
+    [stale] = [q for q in review.queue().entries if q.entry.id == unread.id]
+    assert (stale.stale, stale.reasons, stale.to_json()["stale"]) == (True, [CITATION_FAILED, UNKNOWN_SOURCE], True)
     latest = decide(bank, unread.id, ACCEPT)
 
     queue = review.queue()
@@ -222,10 +224,15 @@ def test_each_entry_shows_its_latest_decisions_reasons_and_filters_by_them(bank,
         (pinned.id, [PIN_REQUEST, NO_LLM, UNKNOWN_SOURCE]), (unread.id, [UNKNOWN_SOURCE]), (waiting.id, [])]
     assert queue.entries[1].decision is not None and queue.entries[1].decision.id == latest != first
     shown = queue.to_json()["entries"]
-    assert [e["triaged"] for e in shown] == [True, True, False]
+    assert [(e["triaged"], e["stale"]) for e in shown] == [(True, False), (True, False), (False, False)]
     assert shown[0]["decision"]["inputs"] == {"rules": [], "note": "a convention"}
     assert (shown[0]["decision"]["decision"], shown[0]["decision"]["mode"], shown[0]["decision"]["held"]) == (
         ESCALATE, SHADOW, [UNKNOWN_SOURCE])
+
+    assert review.latest(unread.id) == queue.entries[1].decision and review.latest(waiting.id) is None
+    with pytest.raises(NotFound) as exc:
+        review.latest("e-none")
+    assert "e-none" in _one_line(exc)
 
     assert [q.entry.id for q in review.queue(reason="NO_LLM").entries] == [pinned.id]
     assert [q.entry.id for q in review.queue(reason="unknown_source").entries] == [pinned.id, unread.id]
