@@ -389,6 +389,9 @@ def _write_triage(home) -> dict[str, str]:
         _answer(node, f.op_id, "agree", actor="sam")
         refused = _proposed(bank, page, "The queue drains nightly.")
         _decide(node, refused, "refuse", refusal="several_claims", audited=True)       # left open
+        withdrawn = _proposed(bank, page, "The worker restarts hourly.")
+        _decide(node, withdrawn, "accept", mode="shadow", acted=False, held=["UNKNOWN_SOURCE"])
+        bank.archive(withdrawn, actor="eng-bot")                  # an agent's withdrawal of its own: no verdict
         node.submit_one(records.triage_state(TRIAGE, decision_type="corroborate", state="escalating",
                                              figures={"kappa": 0.2, "verdicts": 21}))
         assert _rows(node, "SELECT count(*) FROM triage_verdicts") == [(3,)]
@@ -412,14 +415,15 @@ def test_the_triage_rows_are_the_same_on_a_second_node_through_a_shared_director
     assert all(on_b[1][t] for t in TRIAGE_TABLES), {t: len(on_b[1][t]) for t in TRIAGE_TABLES}
 
 
-def _triage_seqs(log) -> dict[int, str]:
+def _triage_seqs(log, *also: str) -> dict[int, str]:
     with FileLog(log, readonly=True) as flog:
-        return {r.seq: r.type for r, _ in flog.read() if r.type.startswith("triage.")}
+        return {r.seq: r.type for r, _ in flog.read() if r.type.startswith("triage.") or r.type in also}
 
 
 def test_triage_records_of_a_page_purged_since_are_given_back_each_in_turn(tmp_path):
-    """The entries' page purged since (its triage rows went with it): one flipped byte in each triage record in
-    turn, each given back as a stand-in the purge then removes, nothing lost, nothing rebuilt, the digest kept."""
+    """The entries' page purged since (its triage rows went with it): one flipped byte in each triage record (and
+    each status record, a person's with its verdict, an agent's without) in turn, each given back as a stand-in the
+    purge then removes, nothing lost, nothing rebuilt, the digest kept."""
     from test_entries_replicated import _shared_fleet
 
     a, b, shared, _sha = _shared_fleet(tmp_path)
@@ -431,8 +435,9 @@ def test_triage_records_of_a_page_purged_since_are_given_back_each_in_turn(tmp_p
         assert all(_rows(node, f"SELECT count(*) FROM {t}") == [(0,)] for t in TRIAGE_TABLES[:3])
     before = (_triage_rows(a), _triage_rows(b))
     assert before[0] == before[1]
-    seqs = _triage_seqs(shared / "pages.log")
-    assert set(seqs.values()) == {"triage.decide", "triage.audit", "triage.state"}
+    # and the status records whose verdicts the replay derives again
+    seqs = _triage_seqs(shared / "pages.log", "entry.status")
+    assert set(seqs.values()) == {"triage.decide", "triage.audit", "triage.state", "entry.status"}
     for seq, kind in sorted(seqs.items()):
         _flip_seq(shared / "pages.log", seq)
         res = cli(a.root, "log", "repair", "--yes", "--json")
