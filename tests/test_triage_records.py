@@ -464,3 +464,21 @@ def test_a_repair_gives_back_each_triage_record_from_its_rows(tmp_path):
     from core.paths import Home
 
     assert _triage_rows(Home(tmp_path / "R")) == before
+
+
+def test_an_audit_of_an_entry_under_a_page_in_the_trash_is_agreed_with_but_not_undone(node, kb, bank, page):
+    entry, decision_id, _ = _audited(node, bank, page, "accept")
+    kb.trash_page(page, actor="alex")
+    out = _answer(node, decision_id, "disagree")
+    assert (out.status, out.code) == ("refused", "trashed")
+    assert _answer(node, decision_id, "agree").status == "applied"       # it changes no entry
+    assert _verdicts(node, entry) == [("accept", "accept", "accepted", "audit", "alex")]
+
+
+def test_a_decision_about_an_entry_under_a_page_in_the_trash_is_refused(node, kb, bank, page):
+    entry = _proposed(bank, page, "The cache holds for ten minutes.")
+    kb.trash_page(page, actor="alex")
+    out = _decide(node, entry, "accept", mode="shadow", acted=False)
+    assert (out.status, out.code) == ("refused", "trashed")
+    assert (_decide(node, "no-such-entry", "accept", version=1).code) == "not_found"
+    assert _rows(node, "SELECT * FROM triage_decisions") == []
