@@ -163,9 +163,11 @@ def test_an_agent_archives_only_its_own_proposed_entry(bank, page):
         out = bank.node.submit_one(records.entry_status("eng-bot", entry_id=entry.id, action="archive", by="agent"))
         assert (out.status, out.code, out.reason) == ("refused", "forbidden", str(exc.value))
         assert bank.show(entry.id).status == entry.status
-    # its own, while proposed, it may
+    # its own, while proposed, it may — and an agent's action is no verdict on triage's decision about it
     mine = bank.add(page, "The queue drains at midnight.", distinct=True, actor="eng-bot")
+    decide(bank, mine.id, ACCEPT)
     assert review.archive(mine.id, actor="eng-bot").status == "ARCHIVED"
+    assert bank.conn.execute("SELECT count(*) FROM triage_verdicts").fetchone()[0] == 0
 
 
 def test_an_audit_answer_is_checked_before_anything_is_written(bank, page):
@@ -198,10 +200,13 @@ def test_status_with_no_verdicts_says_every_type_acting_never_changed(open_node)
     assert (out["open_audits"], out["waiting"]) == (0, 0)
 
 
-def test_in_mode_on_every_type_but_escalation_acts(open_node):
-    bank = EntryBank(open_node(auto_triage="on"))
-    acts = {t.decision_type: t.acts for t in Review(bank).status().types}
-    assert acts == {ACCEPT: True, CORROBORATE: True, REFUSE: True, ESCALATE: False}
+@pytest.mark.parametrize("mode, acting", [("on", True), ("shadow", False), ("off", False)])
+def test_only_in_mode_on_does_a_type_act_and_never_escalation(open_node, mode, acting):
+    bank = EntryBank(open_node(auto_triage=mode))
+    status = Review(bank).status()
+    assert status.mode == mode
+    assert {t.decision_type: t.acts for t in status.types} == {ACCEPT: acting, CORROBORATE: acting,
+                                                               REFUSE: acting, ESCALATE: False}
 
 
 # -- the queue with triage's decisions ---------------------------------------------------------------------------
