@@ -72,7 +72,7 @@ def latest_decision(conn: Any, entry_id: str) -> DecisionView | None:
     return _view(conn, row) if row is not None else None
 
 
-def decision(conn: Any, decision_id: str) -> DecisionView | None:
+def decision_by_id(conn: Any, decision_id: str) -> DecisionView | None:
     """One decision by its id."""
     row = conn.execute(_DECISION.format(where="op_id = ?"), (decision_id,)).fetchone()
     return _view(conn, row) if row is not None else None
@@ -193,22 +193,25 @@ class Review:
         if wanted in (None, AUDIT):
             for decision_id in open_audits:
                 with self.bank.node.lock:
-                    view = decision(self._conn, decision_id)
+                    view = decision_by_id(self._conn, decision_id)
                 shown = self._entry(view.entry_id) if view is not None else None
                 if view is not None and shown is not None:
                     audits.append(OpenAudit(view, shown, audit_question(view)))
         return ReviewQueue(proposals=[], entries=entries, audits=audits, reason=wanted)
 
     def _entry(self, entry_id: str) -> Entry | None:
+        """The entry as the queue lists it: without its history, which `show` gives where one entry is read."""
         try:
-            return self.bank.show(entry_id)
+            entry = self.bank.show(entry_id)
         except NotFound:            # purged with its page since the look
             return None
+        entry.history = []
+        return entry
 
     def decision(self, decision_id: str) -> DecisionView:
         """One triage decision by its id; a missing one is refused in one line."""
         with self.bank.node.lock:
-            view = decision(self._conn, decision_id)
+            view = decision_by_id(self._conn, decision_id)
         if view is None:
             raise NotFound(f"no triage decision '{decision_id}' — `crewlet review` lists the open audits with "
                            "their decision ids", code="no_decision", decision_id=decision_id)
