@@ -376,8 +376,10 @@ def test_a_verdict_follows_the_latest_decision(node, bank, page):
 def _write_triage(home) -> dict[str, str]:
     """On `home`: an entry of every triage outcome, an audit of each answer, a back-off state, a person's verdict."""
     with Node.open(home) as node, EntryBank(node) as bank:
-        page = KnowledgeBase(node).create_page("ENG", "Caching", "", actor="alex").id
-        kept = bank.add(page, "Deploys happen on Tuesdays.", actor="alex").id
+        kb = KnowledgeBase(node)
+        page = kb.create_page("ENG", "Caching", "", actor="alex").id
+        other = kb.create_page("ENG", "Deploys", "", actor="alex").id           # a fold's target under another page
+        kept = bank.add(other, "Deploys happen on Tuesdays.", actor="alex").id
         shadowed = _proposed(bank, page, "The cache holds for ten minutes.")
         _decide(node, shadowed, "accept", mode="shadow", acted=False, held=["UNKNOWN_SOURCE"])
         bank.accept(shadowed, actor="alex")
@@ -433,11 +435,13 @@ def test_triage_records_of_a_page_purged_since_are_given_back_each_in_turn(tmp_p
         kb.trash_page(ids["page"], actor="alex")
         kb.purge_page(ids["page"], actor="alex")
         assert all(_rows(node, f"SELECT count(*) FROM {t}") == [(0,)] for t in TRIAGE_TABLES[:3])
+        assert _rows(node, "SELECT actor FROM entry_corroborations") == [("eng-bot",)]
     before = (_triage_rows(a), _triage_rows(b))
     assert before[0] == before[1]
-    # and the status records whose verdicts the replay derives again
-    seqs = _triage_seqs(shared / "pages.log", "entry.status")
-    assert set(seqs.values()) == {"triage.decide", "triage.audit", "triage.state", "entry.status"}
+    # and the status records whose verdicts the replay derives again, and the adds of the entries triage decided
+    # about (a fold's corroboration of an entry under a page that stays outlives the purge)
+    seqs = _triage_seqs(shared / "pages.log", "entry.status", "entry.add")
+    assert set(seqs.values()) == {"triage.decide", "triage.audit", "triage.state", "entry.status", "entry.add"}
     for seq, kind in sorted(seqs.items()):
         _flip_seq(shared / "pages.log", seq)
         res = cli(a.root, "log", "repair", "--yes", "--json")
