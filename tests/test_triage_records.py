@@ -486,3 +486,29 @@ def test_a_decision_about_an_entry_under_a_page_in_the_trash_is_refused(node, kb
     assert (out.status, out.code) == ("refused", "trashed")
     assert (_decide(node, "no-such-entry", "accept", version=1).code) == "not_found"
     assert _rows(node, "SELECT * FROM triage_decisions") == []
+
+
+def test_what_depends_on_order_is_decided_in_log_order_whichever_node_wrote_it(tmp_path):
+    """B writes without having looked at A's latest records: triage on B decides about an entry a person on A has
+    edited since (stale: a no-op on both), and a person on B disagrees with an audit a person on A agreed with first
+    (refused as answered on both); the rows and digests agree."""
+    from test_entries_replicated import _shared_fleet
+
+    a, b, _shared, _sha = _shared_fleet(tmp_path)
+    with Node.open(a) as node, EntryBank(node) as bank:
+        page = KnowledgeBase(node).create_page("ENG", "Caching", "", actor="alex").id
+        edited = _proposed(bank, page, "The cache holds for ten minutes.")
+        audited = _proposed(bank, page, "Retries double the load.")
+        decision_id = _decide(node, audited, "accept", audited=True).op_id
+    with Node.open(b) as node:                      # B has read both entries as they are now
+        read_at = _entry(node, edited)["version"]
+    with Node.open(b, catch_up=False) as nb, Node.open(a) as na:
+        EntryBank(na).edit(edited, body="The cache holds for five minutes.", actor="alex")
+        assert _answer(na, decision_id, "agree").status == "applied"
+        stale = _decide(nb, edited, "accept", version=read_at, mode="shadow", acted=False)
+        assert stale.status == "noop" and "changed since triage read it" in stale.reason
+        late = _answer(nb, decision_id, "disagree", actor="sam")
+        assert (late.status, late.code) == ("refused", "answered")
+    on_a, on_b = _triage_rows(a), _triage_rows(b)
+    assert on_a == on_b
+    assert on_b[1]["triage_decisions"] and on_b[1]["triage_verdicts"][0][5] == "accepted"
