@@ -12,7 +12,7 @@ from conftest import config_with
 
 from core.bank.entries import EntryBank
 from core.bank.review import Review
-from core.errors import Invalid, Refused
+from core.errors import Invalid, NotFound, Refused
 from core.node import Node
 from core.pages import records
 from core.pages.entry_model import SYSTEM_ACTOR
@@ -163,9 +163,11 @@ def test_an_agent_archives_only_its_own_proposed_entry(bank, page):
         out = bank.node.submit_one(records.entry_status("eng-bot", entry_id=entry.id, action="archive", by="agent"))
         assert (out.status, out.code, out.reason) == ("refused", "forbidden", str(exc.value))
         assert bank.show(entry.id).status == entry.status
-    # its own, while proposed, it may
+    # its own, while proposed, it may — and an agent's action is no verdict on triage's decision about it
     mine = bank.add(page, "The queue drains at midnight.", distinct=True, actor="eng-bot")
+    decide(bank, mine.id, ACCEPT)
     assert review.archive(mine.id, actor="eng-bot").status == "ARCHIVED"
+    assert bank.conn.execute("SELECT count(*) FROM triage_verdicts").fetchone()[0] == 0
 
 
 def test_an_audit_answer_is_checked_before_anything_is_written(bank, page):
@@ -177,9 +179,9 @@ def test_an_audit_answer_is_checked_before_anything_is_written(bank, page):
     with pytest.raises(Refused) as exc:
         review.answer_audit("d-1", "agree", actor="eng-bot")
     assert exc.value.code == "forbidden" and "eng-bot is not a person" in _one_line(exc)
-    with pytest.raises(Exception) as exc:
+    with pytest.raises(NotFound) as exc:
         review.answer_audit("d-1", "agree", actor="alex")
-    assert getattr(exc.value, "code", None) == "no_decision" and "d-1" in _one_line(exc)
+    assert exc.value.code == "no_decision" and "d-1" in _one_line(exc)
     assert _appended(bank) == before
 
 
@@ -198,10 +200,13 @@ def test_status_with_no_verdicts_says_every_type_acting_never_changed(open_node)
     assert (out["open_audits"], out["waiting"]) == (0, 0)
 
 
-def test_in_mode_on_every_type_but_escalation_acts(open_node):
-    bank = EntryBank(open_node(auto_triage="on"))
-    acts = {t.decision_type: t.acts for t in Review(bank).status().types}
-    assert acts == {ACCEPT: True, CORROBORATE: True, REFUSE: True, ESCALATE: False}
+@pytest.mark.parametrize("mode, acting", [("on", True), ("shadow", False), ("off", False)])
+def test_only_in_mode_on_does_a_type_act_and_never_escalation(open_node, mode, acting):
+    bank = EntryBank(open_node(auto_triage=mode))
+    status = Review(bank).status()
+    assert status.mode == mode
+    assert {t.decision_type: t.acts for t in status.types} == {ACCEPT: acting, CORROBORATE: acting,
+                                                               REFUSE: acting, ESCALATE: False}
 
 
 # -- the queue with triage's decisions ---------------------------------------------------------------------------
@@ -213,8 +218,10 @@ def test_each_entry_shows_its_latest_decisions_reasons_and_filters_by_them(bank,
     waiting = bank.add(page, "The queue drains at midnight.", distinct=True, actor="eng-bot")
     decide(bank, pinned.id, ESCALATE, reasons=(PIN_REQUEST, NO_LLM), inputs={"rules": [], "note": "a convention"})
     first = decide(bank, unread.id, ESCALATE, reasons=(CITATION_FAILED,))
-    # edited since: triage decides again at the new version, and the queue shows that decision
+    # edited since: the decision is about an earlier version until triage decides again, and then it is the latest
     bank.edit(unread.id, body="The cache holds for fifteen minutes.", actor="eng-bot")
+    [stale] = [q for q in review.queue().entries if q.entry.id == unread.id]
+    assert (stale.stale, stale.reasons, stale.to_json()["stale"]) == (True, [CITATION_FAILED, UNKNOWN_SOURCE], True)
     latest = decide(bank, unread.id, ACCEPT)
 
     queue = review.queue()
@@ -222,10 +229,15 @@ def test_each_entry_shows_its_latest_decisions_reasons_and_filters_by_them(bank,
         (pinned.id, [PIN_REQUEST, NO_LLM, UNKNOWN_SOURCE]), (unread.id, [UNKNOWN_SOURCE]), (waiting.id, [])]
     assert queue.entries[1].decision is not None and queue.entries[1].decision.id == latest != first
     shown = queue.to_json()["entries"]
-    assert [e["triaged"] for e in shown] == [True, True, False]
+    assert [(e["triaged"], e["stale"]) for e in shown] == [(True, False), (True, False), (False, False)]
     assert shown[0]["decision"]["inputs"] == {"rules": [], "note": "a convention"}
     assert (shown[0]["decision"]["decision"], shown[0]["decision"]["mode"], shown[0]["decision"]["held"]) == (
         ESCALATE, SHADOW, [UNKNOWN_SOURCE])
+
+    assert review.latest(unread.id) == queue.entries[1].decision and review.latest(waiting.id) is None
+    with pytest.raises(NotFound) as exc:
+        review.latest("e-none")
+    assert "e-none" in _one_line(exc)
 
     assert [q.entry.id for q in review.queue(reason="NO_LLM").entries] == [pinned.id]
     assert [q.entry.id for q in review.queue(reason="unknown_source").entries] == [pinned.id, unread.id]

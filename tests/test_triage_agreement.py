@@ -8,12 +8,17 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from test_review_queue import decide, node_with
+from conftest import config_with, new_home
+from test_review_queue import AGENTS, KNOWLEDGE_VARS, decide, node_with
+from test_sync import cli, ok
 
 from core.bank.agreement import DAY_MS, Agreement, Verdict, counted, next_state, settle, type_kappa
 from core.bank.entries import EntryBank
 from core.bank.review import Review
 from core.clock import now_ms
+from core.node import Node
+from core.paths import Home
+from core.store.digest import content_digest
 from core.pages.entry_model import SYSTEM_ACTOR
 from core.pages.triage_model import (ACCEPT, ACTING, CORROBORATE, ESCALATE, ESCALATING, FROM_ACTION, FROM_AUDIT,
                                      LOW_AGREEMENT, ON, REFUSE, UNKNOWN_SOURCE)
@@ -249,3 +254,45 @@ def test_back_off_below_the_floor_and_resume_at_it_each_recorded_with_its_figure
     assert again.since == bank.conn.execute("SELECT max(at) FROM triage_states").fetchone()[0]
     # settling again finds nothing due, and writes nothing
     assert settle(bank) == [] and len(desk.states()) == 2
+
+
+def test_every_node_shows_the_same_figures_and_a_change_settled_on_two_is_recorded_once(tmp_path, monkeypatch):
+    """Two nodes on a shared log directory. A's people give eight verdicts (the back-off plan above) without
+    settling the last; B, caught up, settles the change; A, not yet looking, settles it too: its record applies
+    after B's and is a no-op. Both then show the same queue, the same kappa and state with the same since."""
+    for var in (*KNOWLEDGE_VARS, "CREWLET_NOW"):
+        monkeypatch.delenv(var, raising=False)
+    config = config_with(knowledge={"auto_triage": "on", "kappa_min_samples": 8})
+    config["actors"] = {**config["actors"], **AGENTS}
+    a = new_home(tmp_path / "A", config)
+    shared = tmp_path / "shared"
+    ok(cli(a.root, "sync", "join", str(shared)))
+    ok(cli(tmp_path / "B", "sync", "join", str(shared), "--operator", "sam"))
+    a, b = Home(a.root), Home(tmp_path / "B")
+    plan = [(REFUSE, REFUSE)] * 2 + [(CORROBORATE, CORROBORATE)] * 2 + [(ACCEPT, ACCEPT)] + [(ESCALATE, ACCEPT)] * 3
+    with Node.open(a) as na:
+        bank_a = EntryBank(na)
+        desk = Desk(bank_a)
+        for decision, outcome in plan[:-1]:
+            desk.person(desk.decided(decision, mode=ON), outcome)
+        last = desk.decided(ESCALATE, mode=ON)
+        waiting = desk.decided(ESCALATE, mode=ON)                     # one left in the queue
+        bank_a.accept(last, actor="alex")                             # the 8th verdict, not settled here
+        assert desk.states() == []
+        with Node.open(b) as nb:
+            bank_b = EntryBank(nb)
+            [written] = settle(bank_b)
+            assert (written["decision_type"], written["state"], written["figures"]["verdicts"]) == (
+                ACCEPT, ESCALATING, 8)
+            assert settle(bank_a) == []        # A had not seen B's record: its own applied after it, a no-op
+            assert [(k, st) for k, st, _f, _a in desk.states()] == [(ACCEPT, ESCALATING)]
+            seen_a, seen_b = Review(bank_a), Review(bank_b)
+            assert seen_a.status().to_json() == seen_b.status().to_json()
+            assert seen_a.status().types[0].state == ESCALATING
+            queue_a, queue_b = seen_a.queue().to_json(), seen_b.queue().to_json()
+            assert [e["entry"]["id"] for e in queue_a["entries"]] == [waiting]
+            assert [(e["entry"]["id"], e["reasons"], e["decision"]) for e in queue_a["entries"]] == [
+                (e["entry"]["id"], e["reasons"], e["decision"]) for e in queue_b["entries"]]
+    for home in (a, b):             # each catches up to the other's last record
+        Node.open(home).close()
+    assert content_digest(a.db_file) == content_digest(b.db_file)

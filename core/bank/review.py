@@ -72,7 +72,7 @@ def latest_decision(conn: Any, entry_id: str) -> DecisionView | None:
     return _view(conn, row) if row is not None else None
 
 
-def decision(conn: Any, decision_id: str) -> DecisionView | None:
+def decision_by_id(conn: Any, decision_id: str) -> DecisionView | None:
     """One decision by its id."""
     row = conn.execute(_DECISION.format(where="op_id = ?"), (decision_id,)).fetchone()
     return _view(conn, row) if row is not None else None
@@ -85,10 +85,11 @@ class QueuedEntry:
     entry: Entry
     reasons: list[str]
     decision: DecisionView | None       # None: triage has not decided about it yet
+    stale: bool = False                 # the decision is about an earlier version (changed since): triage decides again
 
     def to_json(self) -> dict[str, Any]:
         return {"entry": self.entry.to_json(), "reasons": list(self.reasons), "triaged": self.decision is not None,
-                "decision": self.decision.to_json() if self.decision is not None else None}
+                "stale": self.stale, "decision": self.decision.to_json() if self.decision is not None else None}
 
 
 def audit_question(view: DecisionView) -> str:
@@ -172,8 +173,9 @@ class Review:
         wanted = known_reason(reason) if reason is not None else None
         self.bank.kb.reader(actor)
         with self.bank.node.lock:
-            ids = [r[0] for r in self._conn.execute(
-                "SELECT id FROM entries WHERE status = ? ORDER BY created_at, id", (PROPOSED,))]
+            versions = {r[0]: r[1] for r in self._conn.execute(
+                "SELECT id, version FROM entries WHERE status = ? ORDER BY created_at, id", (PROPOSED,))}
+            ids = list(versions)
             decided = {i: latest_decision(self._conn, i) for i in ids}
             open_audits = [r[0] for r in self._conn.execute(
                 "SELECT decision_id FROM triage_audits WHERE answer IS NULL ORDER BY opened_seq, decision_id")]
@@ -185,31 +187,42 @@ class Review:
                 continue
             shown = self._entry(entry_id)
             if shown is not None and shown.status == PROPOSED:      # not decided on since the look
-                entries.append(QueuedEntry(shown, reasons, view))
+                stale = view is not None and view.entry_version != versions[entry_id]
+                entries.append(QueuedEntry(shown, reasons, view, stale))
         audits = []
         if wanted in (None, AUDIT):
             for decision_id in open_audits:
                 with self.bank.node.lock:
-                    view = decision(self._conn, decision_id)
+                    view = decision_by_id(self._conn, decision_id)
                 shown = self._entry(view.entry_id) if view is not None else None
                 if view is not None and shown is not None:
                     audits.append(OpenAudit(view, shown, audit_question(view)))
         return ReviewQueue(proposals=[], entries=entries, audits=audits, reason=wanted)
 
     def _entry(self, entry_id: str) -> Entry | None:
+        """The entry as the queue lists it: without its history, which `show` gives where one entry is read."""
         try:
-            return self.bank.show(entry_id)
+            entry = self.bank.show(entry_id)
         except NotFound:            # purged with its page since the look
             return None
+        entry.history = []
+        return entry
 
     def decision(self, decision_id: str) -> DecisionView:
         """One triage decision by its id; a missing one is refused in one line."""
         with self.bank.node.lock:
-            view = decision(self._conn, decision_id)
+            view = decision_by_id(self._conn, decision_id)
         if view is None:
             raise NotFound(f"no triage decision '{decision_id}' — `crewlet review` lists the open audits with "
                            "their decision ids", code="no_decision", decision_id=decision_id)
         return view
+
+    def latest(self, entry_id: str, *, actor: str | None = None) -> DecisionView | None:
+        """The latest decision triage recorded about an entry (None: it has not decided); a missing entry is
+        refused in one line (`crewlet triage show`)."""
+        self.bank.show(entry_id, actor=actor)
+        with self.bank.node.lock:
+            return latest_decision(self._conn, entry_id)
 
     def status(self, now: int | None = None) -> TriageStatus:
         """Can triage decide alone? Per decision type: kappa over the window, verdicts, state, since when, and

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..log import Record
 from ..replica.kinds import REPAIR_ACTOR, CannotSay, Related, at_of
-from .entry_model import AGENT, PERSON, PROPOSED
+from .entry_model import AGENT, ARCHIVE, ARCHIVED, DISPUTE, PERSON, PROPOSED, SYSTEM
 from .give_back import PURGED_SINCE, _gone, _outcome, _rec
 
 Candidates = tuple[list[Record], str]
@@ -95,6 +95,10 @@ def _purged_entry(conn: Any, seq: int, op: Any, related: Related, result: dict[s
             supersedes = supersedes or out["superseded"]
         if by == AGENT and r.type in ("entry.edit", "entry.status") and r.payload.get("by") == AGENT:
             author = r.actor
+        elif r.type == "triage.decide" and out.get("status") == ARCHIVED and out.get("fold_into"):
+            # triage folded it into an entry under a page that may stay: that corroboration names its author
+            row = conn.execute("SELECT actor FROM entry_corroborations WHERE op_id = ?", (r.op_id,)).fetchone()
+            author = row["actor"] if row is not None else author
     body = _said_then(conn, related, str(entry_id), page_id, seq) or _stand_in(seq)
     payload: dict[str, Any] = {"entry_id": entry_id, "page_id": page_id, "kind": "FACT", "body": body, "scope": None,
                                "by": by, "citations": [{"link": _STAND_IN, "kind": "issue"}] * cited}
@@ -178,8 +182,11 @@ def entry_status(conn: Any, seq: int, op: Any, related: Related) -> Candidates:
     row = _history(conn, op["op_id"], entry_id)
     if row is None:
         _purged(conn, result.get("page_id"))
+        # a person's, unless it gave no verdict where a person's would have (an agent's or a duty's archive or
+        # dispute of an entry triage decided about): then crewlet's stands in, which may archive and dispute too
+        by = [PERSON] if "verdict" in result or result.get("action") not in (ARCHIVE, DISPUTE) else [PERSON, SYSTEM]
         return [_rec(op, REPAIR_ACTOR, at_of(op["op_id"]), {"entry_id": entry_id, "action": result.get("action"),
-                                                            "by": PERSON})], PURGED_SINCE
+                                                            "by": who}) for who in by], PURGED_SINCE
     payload: dict[str, Any] = {"entry_id": entry_id, "action": row["action"], "by": row["actor_kind"]}
     if row["reason"] is not None:
         payload["reason"] = row["reason"]

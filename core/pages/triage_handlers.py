@@ -159,10 +159,10 @@ def triage_audit(conn: Connection, rec: Record) -> dict[str, Any]:
         raise Refuse("answered", f"the audit of decision {decision_id} was answered {audit['answer']} by "
                      f"{audit['answered_by']}; it stays answered")
     entry = _entry(conn, audit["entry_id"])
-    page = _live_page(conn, entry["page_id"])
     label = audit_label(decision["decision"], answer)
     status = entry["status"]
     if answer == DISAGREE:
+        _live_page(conn, entry["page_id"])      # an undo changes the entry: not under a page in the trash
         left = _LEAVES[decision["decision"]]
         if entry["status"] != left:
             raise Refuse("changed_since", f"entry {entry['id']} is {entry['status']}, no longer {left} as triage left "
@@ -176,7 +176,7 @@ def triage_audit(conn: Connection, rec: Record) -> dict[str, Any]:
     conn.execute("UPDATE triage_audits SET answer = ?, answered_by = ?, answered_at = ?, answer_op = ? "
                  "WHERE decision_id = ?", (answer, rec.actor, rec.at, rec.op_id, decision_id))
     _verdict(conn, rec, decision, label, verdict_of(decision["decision"], label, False), FROM_AUDIT)
-    return {**done, "page_id": page["id"], "status": status}
+    return {**done, "page_id": entry["page_id"], "status": status}
 
 
 def triage_state(conn: Connection, rec: Record) -> dict[str, Any]:
