@@ -85,7 +85,7 @@ from ..text.relate import Citation, EntryText, relate_by_rules
 from .agreement import Agreement
 from .entries import EntryBank
 from .neighbours import _same_area
-from .review import DecisionView, decision as decision_row
+from .review import DecisionView, decision_by_id
 from .triage_judge import JudgmentFailed, Neighbour, Subject, TriageJudge
 
 if TYPE_CHECKING:
@@ -480,7 +480,7 @@ class Triage:
         if out.status == "noop":
             return outcome, None
         with self.bank.node.lock:
-            return outcome, decision_row(self.bank.conn, decision_id)
+            return outcome, decision_by_id(self.bank.conn, decision_id)
 
     def pending(self, limit: int | None = None) -> list[str]:
         """Proposed entries with no decision recorded at their version, oldest change first."""
