@@ -22,6 +22,7 @@ from core.duties.runner import DutyReport, DutyRunner
 from core.duties.triage import TriageDuty
 from core.node import Node
 from core.pages import records
+from core.pages.service import KnowledgeBase
 from core.pages.entry_model import SYSTEM_ACTOR
 from core.pages.triage_model import (ACCEPT, AUDIT, CORROBORATE, CREDENTIAL, ESCALATE, LOW_AGREEMENT, NO_LLM, OFF,
                                      ON, REFUSE, SEVERAL_CLAIMS, SHADOW, UNGROUNDED, UNKNOWN_SOURCE)
@@ -272,3 +273,14 @@ def test_the_duty_says_off_and_without_a_model_escalates_no_llm(tmp_path, git):
             w.bank.close()
         row = node.conn.execute("SELECT reasons FROM triage_decisions WHERE entry_id = ?", (entry_id,)).fetchone()
         assert row[0] == f'["{NO_LLM}"]'
+
+
+def test_an_entry_under_a_page_in_the_trash_does_not_wait_for_triage(make_world):
+    w = make_world(SHADOW)
+    gone = KnowledgeBase(w.node).create_page("ENG", "Gone", "", actor="alex").id
+    entry = w.add("Sessions are stored in Redis.", page=gone, cites=[])
+    with Triage(w.bank) as t:
+        assert t.pending() == [entry.id]
+        KnowledgeBase(w.node).trash_page(gone, actor="alex")
+        assert t.pending() == []
+        assert t.run().said == "no proposed entry waits for triage"

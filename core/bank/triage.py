@@ -483,8 +483,10 @@ class Triage:
             return outcome, decision_by_id(self.bank.conn, decision_id)
 
     def pending(self, limit: int | None = None) -> list[str]:
-        """Proposed entries with no decision recorded at their version, oldest change first."""
-        sql = ("SELECT e.id FROM entries e WHERE e.status = ? AND NOT EXISTS (SELECT 1 FROM triage_decisions d "
+        """Proposed entries with no decision recorded at their version, under a page not in the trash (the store
+        refuses a decision about an entry of a trashed page), oldest change first."""
+        sql = ("SELECT e.id FROM entries e JOIN pages p ON p.id = e.page_id AND p.trashed_at IS NULL "
+               "WHERE e.status = ? AND NOT EXISTS (SELECT 1 FROM triage_decisions d "
                "WHERE d.entry_id = e.id AND d.entry_version = e.version) ORDER BY e.version, e.id")
         args: list[Any] = [PROPOSED]
         if limit is not None:
