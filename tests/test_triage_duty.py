@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 from chat_server import ChatServer
+from mcp_client import anyio_backend  # noqa: F401 - a fixture, by name
+from mcp_client import call, connect
 from test_repos_support import GitRepo
 from test_triage_engine import CLAIM, World, _home, four_modules, says
 
@@ -219,8 +221,8 @@ def test_a_decision_on_an_entry_changed_meanwhile_is_a_noop_and_the_entry_waits_
 
 # -- the duty -----------------------------------------------------------------------------------------------------
 
-def _pass(w: World, duty: TriageDuty, progress: list | None = None) -> DutyReport:
-    runner = DutyRunner(w.node, [duty], label="test")
+def _pass(node: Node, duty: TriageDuty, progress: list | None = None) -> DutyReport:
+    runner = DutyRunner(node, [duty], label="test")
     try:
         report = runner.run_one(duty, stop=threading.Event(),
                                 progress=(lambda name, done, total, label: progress.append((name, done, total)))
@@ -238,12 +240,12 @@ def test_the_duty_triages_what_waits_a_budget_a_pass_saying_its_progress(make_wo
     try:
         assert duty.name == TRIAGE and duty.scope == "fleet"
         seen: list = []
-        first = _pass(w, duty, seen)
+        first = _pass(w.node, duty, seen)
         assert first.result.more and first.result.counts == {ESCALATE: 2}
         assert seen[-1] == (TRIAGE, 2, 2) and (TRIAGE, 0, 2) in seen
-        second = _pass(w, duty)
+        second = _pass(w.node, duty)
         assert not second.result.more and second.result.counts == {ESCALATE: 1}
-        third = _pass(w, duty)
+        third = _pass(w.node, duty)
         assert third.result.summary == "no proposed entry waits for triage" and not third.result.worked
     finally:
         duty.close()
@@ -257,7 +259,7 @@ def test_the_duty_says_off_and_without_a_model_escalates_no_llm(tmp_path, git):
         w.propose(FACT)
         duty = TriageDuty(node)
         try:
-            assert _pass(w, duty).result.summary.startswith("off (KNOWLEDGE_AUTO_TRIAGE = off)")
+            assert _pass(w.node, duty).result.summary.startswith("off (KNOWLEDGE_AUTO_TRIAGE = off)")
         finally:
             duty.close()
             w.bank.close()
@@ -267,7 +269,7 @@ def test_the_duty_says_off_and_without_a_model_escalates_no_llm(tmp_path, git):
         entry_id = w.propose(FACT)
         duty = TriageDuty(node)
         try:
-            assert _pass(w, duty).result.counts == {ESCALATE: 1}
+            assert _pass(w.node, duty).result.counts == {ESCALATE: 1}
         finally:
             duty.close()
             w.bank.close()
@@ -284,3 +286,29 @@ def test_an_entry_under_a_page_in_the_trash_does_not_wait_for_triage(make_world)
         KnowledgeBase(w.node).trash_page(gone, actor="alex")
         assert t.pending() == []
         assert t.run().said == "no proposed entry waits for triage"
+
+
+async def test_an_agents_entry_added_through_mcp_is_triaged_by_the_duty_in_shadow_and_waits(tmp_path, git):
+    with ChatServer(model="judge-model") as server:
+        home = _home(tmp_path, git.path, llm=server.url)
+        with Node.open(home) as node:
+            KnowledgeBase(node).create_page("ENG", "Caching", "", actor="alex")
+        sha = git.git("rev-parse", "HEAD").strip()
+        async with connect(home.root, "eng-bot") as client:
+            _text, data = await call(client, "add_entry", page="ENG/Caching", body=FACT, scope="apps/a",
+                                     citations=[{"repository": "server", "path": "apps/a/cache.py", "lines": [1, 1],
+                                                 "commit": sha}])
+        entry_id = data["entry"]["id"]
+        server.script = [says(), says()]
+        with Node.open(home) as node:
+            duty = TriageDuty(node)
+            try:
+                report = _pass(node, duty)
+            finally:
+                duty.close()
+            assert report.result.counts == {ACCEPT: 1, "calls": 2}
+            row = node.conn.execute("SELECT mode, decision, acted, held FROM triage_decisions WHERE entry_id = ?",
+                                    (entry_id,)).fetchone()
+            assert tuple(row) == (SHADOW, ACCEPT, 0, f'["{UNKNOWN_SOURCE}"]')
+            status = node.conn.execute("SELECT status FROM entries WHERE id = ?", (entry_id,)).fetchone()[0]
+            assert status == "PROPOSED"
