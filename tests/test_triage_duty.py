@@ -312,3 +312,14 @@ async def test_an_agents_entry_added_through_mcp_is_triaged_by_the_duty_in_shado
             assert tuple(row) == (SHADOW, ACCEPT, 0, f'["{UNKNOWN_SOURCE}"]')
             status = node.conn.execute("SELECT status FROM entries WHERE id = ?", (entry_id,)).fetchone()[0]
             assert status == "PROPOSED"
+
+
+def test_a_run_asked_to_stop_stops_before_the_next_entry_and_says_more_wait(make_world):
+    w = make_world(SHADOW)
+    w.add("Sessions are stored in Redis.", cites=[])
+    stop = threading.Event()
+    stop.set()
+    with Triage(w.bank) as t:
+        report = t.run(stop=stop)
+        assert (report.decided, report.more, report.pending) == ([], True, 1)
+        assert len(t.pending()) == 1
