@@ -119,6 +119,20 @@ def test_a_repeat_of_an_entry_out_of_use_is_a_new_entry(bank, page):
     assert new.id != old.id and not new.folded and new.status == "PROPOSED"
 
 
+def test_the_same_words_in_scopes_that_do_not_meet_are_two_facts(bank, page, node):
+    """"Staging deploys need the VPN" of apps/server is another fact than the same words of apps/web: a repeat is
+    folded only where the two scopes meet (one holding the other, or either unscoped) — at the bank's look and in
+    the applier alike."""
+    server = bank.add(page, "Staging deploys need the VPN.", scope="apps/server", actor="alex")
+    web = bank.add(page, "Staging deploys need the VPN.", scope="apps/web", actor="eng-bot", distinct=True)
+    assert web.id != server.id and not web.folded and _count(node, "entries") == 2
+    inner = bank.add(page, "staging deploys need the VPN.", scope="apps/server/api", actor="eng-bot")
+    assert inner.id == server.id and inner.folded             # apps/server holds apps/server/api: they meet
+    out = node.submit_one(records.entry_add("eng-bot", entry_id="racing", page_id=page, kind="FACT",
+                                            body="Staging deploys need the VPN.", scope="apps/cli", by="agent"))
+    assert out.status == "applied" and out.result.get("entry_id") == "racing" and not out.result.get("folded")
+
+
 def test_an_open_page_takes_repeats_and_has_no_budget(node, page):
     bank = EntryBank(node, budget=1)
     bank.set_policy(page, "open", actor="alex")

@@ -23,6 +23,7 @@ from ..pages.entry_model import (ACCEPT, ACTIONS, AGENT, ARCHIVE, CHANGED, DISPU
 from ..pages.rules import acting
 from ..pages.service import KnowledgeBase, Writer
 from ..replica.appliers import Decision
+from ..repos.modules import written_scopes_meet
 from ..repos import (HOLDS, NOT_READ_YET, CitationCheck, Repositories, Repository, Unreadable,
                      check_citations, first_failure, parse_scope)
 from .links import MODULE, PAGE, SPACE, PageLink, page_links
@@ -206,10 +207,11 @@ class EntryBank:
             raise Refused(f"entry {supersedes} is {old['status']}: only an entry still in the bank can be superseded",
                           code="out_of_use")
         if old is None and policy != OPEN:
-            with self.node.lock:
-                same = self.conn.execute("SELECT id FROM entries WHERE folded = ? AND status NOT IN (?, ?) "
-                                         "ORDER BY created_at, id LIMIT 1",
-                                         (fold_body(body), *OUT_OF_USE)).fetchone()
+            stored = str(parsed) if parsed is not None else None
+            with self.node.lock:      # as the applier decides: the first repeat in a scope that meets this one's
+                same = next((r for r in self.conn.execute(
+                    "SELECT id, scope FROM entries WHERE folded = ? AND status NOT IN (?, ?) ORDER BY created_at, id",
+                    (fold_body(body), *OUT_OF_USE)) if written_scopes_meet(stored, r["scope"])), None)
             if same is not None:
                 self._submit(records.entry_corroborate(who.handle, entry_id=same["id"]))
                 return self._folded(same["id"])

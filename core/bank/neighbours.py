@@ -14,7 +14,7 @@ from ..embed.provider import Provider, ProviderError
 from ..embed.registry import make_provider
 from ..embed.text import embed_text
 from ..pages.service import Writer
-from ..repos import Scope, scope_matches
+from ..repos.modules import written_scopes_meet
 from ..search.entry_docs import IN_BANK_SQL, KIND, PREFIX
 from ..vectors.records import position as vector_position
 
@@ -63,18 +63,6 @@ class Neighbourhood:
     compared: int = 0
 
 
-def _scope_of(text: str | None) -> Scope | None:
-    """A stored scope ('NAME:folder' or 'folder') as a Scope, without asking the configuration again."""
-    if not text:
-        return None
-    name, sep, folder = text.partition(":")
-    return Scope(name, folder) if sep else Scope(None, text)
-
-
-def _same_area(a: str | None, b: str | None) -> bool:
-    """Two entries can say the same thing only where their scopes meet (the same words can hold of one module
-    and not of another: docs/triage.md's rule for rules 1–5)."""
-    return scope_matches(_scope_of(a), _scope_of(b))
 
 
 @functools.cache
@@ -219,7 +207,7 @@ class NeighbourFinder:
                     chunk = ids[start:start + CHUNK]
                     for r in self.node.conn.execute(f"{_ROW} AND e.id IN ({','.join('?' * len(chunk))})",
                                                     [PREFIX, space, *chunk]):
-                        if scope is not None and not _same_area(scope, r["scope"]):
+                        if scope is not None and not written_scopes_meet(scope, r["scope"]):
                             continue
                         # filed for another version of the row: still the body's when its digest says so (a status
                         # change the duty has not restamped yet)
@@ -280,7 +268,7 @@ class NeighbourFinder:
                                          [PREFIX, space, *chunk]).fetchall()
         out: dict[str, Candidate] = {}
         for r in rows:
-            if scope is not None and not _same_area(scope, r["scope"]):
+            if scope is not None and not written_scopes_meet(scope, r["scope"]):
                 continue
             if r["revision"] == r["version"] or r["digest"] == embed_text("", r["body"], bound)[1]:
                 continue                             # its vector is its body's: ranked by the engine
@@ -292,7 +280,7 @@ class NeighbourFinder:
         with self.node.lock:
             rows = self.node.conn.execute(f"{_ROW}", (PREFIX, "")).fetchall()
         return [Candidate(r["id"], r["scope"], r["body"]) for r in rows
-                if scope is None or _same_area(scope, r["scope"])]
+                if scope is None or written_scopes_meet(scope, r["scope"])]
 
     @staticmethod
     def _by_words(body: str, rows: list[Candidate], note: str) -> Neighbourhood:

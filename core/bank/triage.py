@@ -77,14 +77,13 @@ from ..pages.triage_model import (ACCEPT, AUDIT, BROAD_SCOPE, CITATION_FAILED, C
                                   PIN_REQUEST, REFUSE, REPLACEMENT, SEVERAL_CLAIMS, SUPERSEDE_REQUEST, UNGROUNDED,
                                   UNKNOWN_SOURCE, audited_kind, ordered_reasons)
 from ..repos import Repositories, Repository, Scope
-from ..repos.modules import find_modules, modules_reached
+from ..repos.modules import find_modules, modules_reached, written_scopes_meet
 from ..stats import drawn
 from ..text.claims import several_claims
 from ..text.credentials import credential_in
 from ..text.relate import Citation, EntryText, relate_by_rules
 from .agreement import Agreement
 from .entries import EntryBank
-from .neighbours import _same_area
 from .review import DecisionView, decision_by_id
 from .triage_judge import JudgmentFailed, Neighbour, Subject, TriageJudge
 
@@ -237,7 +236,7 @@ class Triage:
                 same = [r for r in conn.execute(
                     f"SELECT id, scope FROM entries WHERE folded = ? AND id != ? AND status IN "
                     f"({','.join('?' * len(IN_USE))}) ORDER BY created_at, id", (fold_body(body), entry.id, *IN_USE))
-                    if _same_area(entry.scope, r["scope"])]
+                    if written_scopes_meet(entry.scope, r["scope"])]
             if same:
                 found.fold_into, found.settled_by = same[0]["id"], f"an exact repeat of entry {same[0]['id']}"
                 inputs["repeat"] = same[0]["id"]

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..log import Record
 from ..replica.appliers import Noop, Refuse
+from ..repos.modules import written_scopes_meet
 from ..store import Connection
 from .entry_model import (ABOUT_KINDS, ACTIONS, AGENT, CHECK_RESULTS, CURATED, ENTRY_KINDS, IN_USE, LOCKED,
                           MAX_ENTRY_BODY, MAX_ENTRY_CITATIONS, OPEN, OUT_OF_USE, PERSON, POLICIES, PROPOSED,
@@ -127,8 +128,10 @@ def entry_add(conn: Connection, rec: Record) -> dict[str, Any]:
             raise Refuse("same_body", f"the correction says what entry {supersedes} says: change the body")
     elif policy != OPEN:
         # an exact repeat is not written: it counts as a corroboration of the entry it repeats
-        same = conn.execute("SELECT id, page_id FROM entries WHERE folded = ? AND status NOT IN (?, ?) "
-                            "ORDER BY created_at, id LIMIT 1", (folded, *OUT_OF_USE)).fetchone()
+        # ... only where the two scopes meet: the same words of two modules are two facts
+        same = next((r for r in conn.execute("SELECT id, page_id, scope FROM entries WHERE folded = ? AND status NOT "
+                                             "IN (?, ?) ORDER BY created_at, id", (folded, *OUT_OF_USE))
+                     if written_scopes_meet(scope, r["scope"])), None)
         if same is not None:
             conn.execute("INSERT INTO entry_corroborations (op_id, entry_id, actor, at) VALUES (?,?,?,?)",
                          (rec.op_id, same["id"], rec.actor, rec.at))
@@ -218,9 +221,9 @@ def entry_edit(conn: Connection, rec: Record) -> dict[str, Any]:
     if (before["body"], before["kind"], before["scope"]) == (body, kind, scope):
         raise Noop(f"entry {entry['id']} says this already", done)
     if folded != entry["folded"]:
-        same = conn.execute("SELECT id FROM entries WHERE folded = ? AND id != ? AND status NOT IN (?, ?) "
-                            "ORDER BY created_at, id LIMIT 1",   # the same id on every node: it is in the refusal
-                            (folded, entry["id"], *OUT_OF_USE)).fetchone()
+        same = next((r for r in conn.execute(   # the same id on every node: it is in the refusal
+            "SELECT id, scope FROM entries WHERE folded = ? AND id != ? AND status NOT IN (?, ?) ORDER BY created_at, id",
+            (folded, entry["id"], *OUT_OF_USE)) if written_scopes_meet(scope, r["scope"])), None)
         if same is not None and policy_of(conn, page["id"]) != OPEN:
             raise Refuse("repeat", f"entry {same['id']} says this already: corroborate it, or archive this one")
     conn.execute("UPDATE entries SET body = ?, folded = ?, kind = ?, scope = ?, version = ? WHERE id = ?",
