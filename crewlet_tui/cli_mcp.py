@@ -37,6 +37,10 @@ def mcp(
     home: str | None = typer.Option(None, "--home", metavar="DIR", help="The crewlet home to serve (default: the global "
                                                             "--home, $CREWLET_HOME, else the user data directory)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log every refusal and catch-up to stderr."),
+    run: str | None = typer.Option(None, "--run", envvar="CREWLET_RUN", metavar="ID",
+                                   help="The agent run this session serves (started here when new): its "
+                                        "load_context and recall_knowledge are recorded against it; a holdout run "
+                                        "is given no knowledge."),
 ) -> None:
     """Serve the knowledge base to an MCP client over stdio (the knowledge app's tools, an agent's own memory).
 
@@ -56,7 +60,7 @@ def mcp(
         from core.mcp.server import serve
         from core.mcp.session import Session
 
-        session = Session(node, STATE.actor)   # an unknown actor is refused here, before any protocol
+        session = Session(node, STATE.actor, run=run)   # an unknown actor or run refused here, before any protocol
         try:
             serve(session)
         finally:

@@ -105,11 +105,11 @@ def trusted_first(hits: list[Hit], tiers: dict[str, str]) -> list[Hit]:
 
 
 def recall(node: Node, question: str, actor: str | None = None, *, asker: Asker | None = None,
-           searcher: Searcher | None = None) -> Recall:
+           searcher: Searcher | None = None, run: str | None = None) -> Recall:
     """What the bank holds on `question` for `actor` (agent or person), and the answer written from it where a
     chat model is configured. `asker`: one to share (the MCP session's), else one is made over `searcher`.
     Never from the answer cache: the tiers are read at serve time, and every serve is recorded — a kept answer
-    could say neither."""
+    could say neither. `run`: the agent run the serve is recorded against."""
     own = asker is None
     asker = asker or Asker(node, searcher)
     bank = EntryBank(node)
@@ -136,7 +136,7 @@ def recall(node: Node, question: str, actor: str | None = None, *, asker: Asker 
         served = [r.entry for r in found if r.entry is not None]
         if served:
             who = bank.kb.reader(actor)
-            bank.record_serve(who.handle, VIA, served, query=question)
+            bank.record_serve(who.handle, VIA, served, query=question, run=run)
         return Recall(question, found, answer)
     finally:
         bank.close()

@@ -33,7 +33,7 @@ from ..embed import tokens
 from ..errors import CrewletError, Invalid
 from ..pages.entry_model import CONVENTION, HOLDING
 from ..repos import Repositories, Scope, Unreadable, parse_scope, scope_matches
-from ..repos.modules import contains, norm_folder
+from ..repos.modules import contains, stored_scope
 from .entries import Entry, EntryBank
 from .links import linked_pages
 from .trust import TIER_RANK, UNGROUNDED, CitationState, ago, trust_tier
@@ -162,20 +162,6 @@ def check_at_head(bank: EntryBank, entries: Sequence[Entry], heads: dict[str, st
 
 # -- which scopes serve an area -----------------------------------------------------------------------------
 
-def stored_scope(text: str | None) -> Scope | None:
-    """A scope as an entry stores it ('NAME:folder', or a bare folder written where no repository was
-    configured), read without the configuration."""
-    if text is None:
-        return None
-    name, sep, folder = text.partition(":")
-    if not sep:
-        name, folder = "", text
-    try:
-        return Scope(name or None, norm_folder(folder))
-    except Invalid:
-        return None
-
-
 def _depth(folder: str) -> int:
     return len(folder.split("/")) if folder else 0
 
@@ -207,8 +193,9 @@ def _module_closeness(scope: Scope | None, modules: Sequence[Scope]) -> tuple[in
 class Selector:
     """Reads the candidates of one context under the node's lock."""
 
-    def __init__(self, bank: EntryBank, area: Scope, modules: Sequence[Scope]) -> None:
-        self.bank, self.conn, self.area, self.modules = bank, bank.conn, area, modules
+    def __init__(self, bank: EntryBank, areas: Sequence[Scope], modules: Sequence[Scope]) -> None:
+        # a run's context serves several areas (its modules): an entry ranks by the area it is nearest
+        self.bank, self.conn, self.areas, self.modules = bank, bank.conn, list(areas), modules
         # every scope entries in use hold, with how many: one scan of the partial index entries_in_use_scope
         self.scopes = [(r[0], r[1]) for r in self.conn.execute(
             f"SELECT scope, count(*) FROM entries WHERE {IN_USE_SQL} GROUP BY scope")]
@@ -226,7 +213,8 @@ class Selector:
             parsed = stored_scope(text)
             if text is not None and parsed is None:
                 continue
-            key = closeness(parsed, self.area)
+            near = [k for k in (closeness(parsed, a) for a in self.areas) if k is not None]
+            key = min(near) if near else None
             if key is None and modules_too:
                 key = _module_closeness(parsed, self.modules)
             if key is not None:
@@ -328,27 +316,36 @@ def build(bank: EntryBank, ids: Sequence[str]) -> list[Entry]:
 
 # -- the whole context --------------------------------------------------------------------------------------
 
-def load_context(bank: EntryBank, area: str, *, token_budget: int | None = None, top_k: int | None = None,
-                 actor: str | None = None, record: bool = True) -> Context:
+def load_context(bank: EntryBank, area: str | Sequence[str], *, token_budget: int | None = None,
+                 top_k: int | None = None, actor: str | None = None, record: bool = True,
+                 run: str | None = None) -> Context:
     """What the bank knows about `area` within `token_budget` tokens (default KNOWLEDGE_CONTEXT_TOKEN_BUDGET), the
-    relevant entries at most `top_k` (default KNOWLEDGE_CONTEXT_TOP_K). The entries served are recorded as one
-    serve to `actor` (`record`)."""
+    relevant entries at most `top_k` (default KNOWLEDGE_CONTEXT_TOP_K). `area` may be several (an agent run's
+    modules, core/bank/runs.py): each entry ranks by the one it is nearest. The entries served are recorded as one
+    serve to `actor` (`record`), as served to agent run `run` when one is named."""
     who = bank.kb.reader(actor)
     settings = bank.kb.company.bank
     budget = settings.context_token_budget if token_budget is None else token_budget
     k = settings.context_top_k if top_k is None else top_k
-    if not area or not area.strip():
+    areas = [area] if isinstance(area, str) else list(area)
+    if not areas or any(not a or not a.strip() for a in areas):
         raise Invalid("the area is empty: name a folder of a repository, e.g. apps/server, or '.' for all of it",
                       code="empty_area")
-    scope = parse_scope(area, list(bank.repositories))
-    assert scope is not None
-    modules = area_modules(bank, scope)
+    scopes: list[Scope] = []
+    for a in areas:
+        parsed = parse_scope(a, list(bank.repositories))
+        assert parsed is not None
+        if parsed not in scopes:
+            scopes.append(parsed)
+    modules: list[Scope] = []
+    for parsed in scopes:
+        modules += [m for m in area_modules(bank, parsed) if m not in modules]
     now = calendar_now_ms()
-    out = Context(area=str(scope), modules=[str(m) for m in modules], budget=budget, top_k=k)
+    out = Context(area=", ".join(str(s) for s in scopes), modules=[str(m) for m in modules], budget=budget, top_k=k)
 
     with bank.node.lock:
-        sel = Selector(bank, scope, modules)
-        pages = _linked_pages(bank, [scope, *modules])
+        sel = Selector(bank, scopes, modules)
+        pages = _linked_pages(bank, [*scopes, *modules])
         conventions = sel.conventions()
         convention_ids = [i for i, _ in conventions]
         relevant_ids = sel.relevant(k) if k > 0 else []
@@ -391,7 +388,7 @@ def load_context(bank: EntryBank, area: str, *, token_budget: int | None = None,
     serve(relevant_ids, "entries", f"The most relevant entries (at most {k}, grounded or verified first):")
     fitter.finish(out)
     if record and out.served:
-        bank.record_serve(who.handle, VIA, out.served, query=out.area)
+        bank.record_serve(who.handle, VIA, out.served, query=out.area, run=run)
     return out
 
 

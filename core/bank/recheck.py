@@ -131,8 +131,10 @@ def _code_citation(raw: Any) -> CodeCitation | None:
         return None
 
 
-def read_standings(conn: Any) -> list[Standing]:
-    """Every code citation of the entries rechecked, where it stands now (the caller holds the node's lock)."""
+def read_standings(conn: Any, entries: Sequence[str] | None = None) -> list[Standing]:
+    """Every code citation of the entries rechecked (of `entries` alone when named: a run's harmful outcome), where
+    it stands now (the caller holds the node's lock)."""
+    wanted = set(entries) if entries is not None else None
     marks = ",".join("?" * len(RECHECKED))
     last: dict[tuple[str, int], Any] = {}
     for row in conn.execute(f"SELECT c.entry_id, c.idx, c.result, c.commit_id, c.blob, c.anchor FROM citation_checks c "
@@ -148,7 +150,7 @@ def read_standings(conn: Any) -> list[Standing]:
             continue
         for index, raw in enumerate(cits if isinstance(cits, list) else [], 1):
             cit = _code_citation(raw)
-            if cit is None:
+            if cit is None or (wanted is not None and row["id"] not in wanted):
                 continue
             check = last.get((row["id"], index))
             path, start, end, commit = cit.path, cit.start, cit.end, cit.commit
@@ -177,12 +179,14 @@ class Rechecker:
         self.max_judged = max_judged
 
     def run(self, *, names: Sequence[str] | None = None, since: Mapping[str, str] | None = None,
-            progress: Progress | None = None, stop: threading.Event | None = None) -> RecheckReport:
+            progress: Progress | None = None, stop: threading.Event | None = None,
+            entries: Sequence[str] | None = None) -> RecheckReport:
         """Recheck the citations of the repositories `names` (None: every one an entry cites). `since`: the head
-        each repository was checked against by the previous pass (where most citations' jumps start)."""
+        each repository was checked against by the previous pass (where most citations' jumps start). `entries`:
+        these entries' citations alone (an agent run's harmful outcome, core/bank/runs.py)."""
         report = RecheckReport()
         with self.node.lock:
-            standings = read_standings(self.node.conn)
+            standings = read_standings(self.node.conn, entries)
         by_repo: dict[str, list[Standing]] = defaultdict(list)
         for s in standings:
             if names is None or s.cited.repository in names:

@@ -34,7 +34,7 @@ log = logging.getLogger("crewlet.mcp")
 
 
 class Session:
-    def __init__(self, node: Node, handle: str | None) -> None:
+    def __init__(self, node: Node, handle: str | None, *, run: str | None = None) -> None:
         self.node = node
         self.kb = KnowledgeBase(node)
         # refused here, before the server answers anything: a handle that names no actor, or one without
@@ -55,6 +55,34 @@ class Session:
         self._warm_done = False
         self._warm_awaited = False
         self._warm_ended = threading.Condition(self.lock)
+        # the agent run this session serves (`crewlet mcp --run ID`, CREWLET_RUN): its serves are recorded against it,
+        # and a holdout run is given no knowledge (core/bank/runs.py)
+        self.run: str | None = None
+        self.holdout = False
+        if run is not None and run.strip():
+            self._tie_run(run.strip())
+
+    def _tie_run(self, run_id: str) -> None:
+        """Tie the session to agent run `run_id`: the runtime gave the id, so a run not started yet is started here
+        for this session's agent (its arm drawn); one started is this agent's own and not finished."""
+        from ..bank.runs import RunBank
+        from ..errors import Refused
+
+        if not self.kb.actor(self.handle).is_agent:
+            raise Refused(f"a run is an agent's work: {self.handle} is a person — serve the run as its agent",
+                          code="run_not_agent")
+        runs = RunBank(self.bank)
+        if runs.exists(run_id):
+            found = runs.get(run_id, actor=self.handle)
+            if found.agent != self.handle:
+                raise Refused(f"run {run_id} is {found.agent}'s: this session acts as {self.handle}",
+                              code="run_not_yours")
+            if found.finished:
+                raise Refused(f"run {run_id} finished already: its outcomes are in, a new run needs a new id",
+                              code="run_finished")
+        else:
+            found = runs.start(self.handle, run_id=run_id, actor=self.handle)
+        self.run, self.holdout = found.id, found.holdout
 
     # -- an agent's own memory (core/agents): made on first use ---------------------------------------
     @property

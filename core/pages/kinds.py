@@ -37,8 +37,10 @@ from . import handlers as do
 from . import records as build
 from . import triage_give_back as triage_back
 from . import triage_handlers as triage_do
+from . import run_handlers as run_do
 
 _ID = need(TEXT)
+_FLOAT = (float,)                       # exact, as every shape's types: an integer is not a rate here
 _PAGE_ROWS = ("pages", "revisions")     # a change to what a page says writes its row and a revision
 # an entry's triage rows (issue 36): they reference the entry ON DELETE CASCADE, so they go with it
 _TRIAGE_ROWS = ("triage_decisions", "triage_audits", "triage_verdicts")
@@ -166,6 +168,15 @@ KINDS = LogKinds("pages", own_tables=("applied_ops",), kinds=[
     RecordKind("triage.state", build.triage_state, writes=("triage_states",),
                shape={"decision_type": need(TEXT), "state": need(TEXT), "figures": need(DICT)},
                handle=triage_do.triage_state, give_back=triage_back.triage_state),
+    # agent runs (issue 37): a run begun with its arm; its outcomes, counted for the entries it was given
+    RecordKind("run.start", build.run_start, writes=("runs",),
+               shape={"run_id": _ID, "agent": need(TEXT), "modules": need(LIST, items=TEXT), "arm": need(TEXT),
+                      "holdout_rate": need(_FLOAT), "issue": may(TEXT, NONE)},
+               handle=run_do.run_start, give_back=run_do.give_back_start, related=("run_id",)),
+    RecordKind("run.finish", build.run_finish, writes=("runs", "run_findings", "entry_outcomes"),
+               shape={"run_id": _ID, "checks": need(TEXT), "review": need(TEXT), "pr": need(TEXT),
+                      "cost": may(_FLOAT, NONE), "findings": need(LIST, items=DICT)},
+               handle=run_do.run_finish, give_back=run_do.give_back_finish, related=("run_id",)),
     # a repair's tombstone (core/recover.py): it carries its own outcome (the applier's verdict stores it)
     RecordKind("log.lost", tombstone, writes=(), shape=LOST_SHAPE, verdict=do.lost, give_back=LOST_GIVE_BACK),
 ])

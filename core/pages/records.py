@@ -239,3 +239,27 @@ def triage_state(actor: str, *, decision_type: str, state: str, figures: dict[st
     verdicts, floor, min_samples, window_days)."""
     return Record.new("triage.state", actor, {"decision_type": decision_type, "state": state,
                                               "figures": dict(figures)}, op_id=op_id)
+
+
+# -- agent runs (spec 003, "What agents get", "The holdout"; issue 37) -------------------------------------------
+
+def run_start(actor: str, *, run_id: str, agent: str, modules: list[str], arm: str, holdout_rate: float,
+              issue: str | None = None, op_id: str | None = None) -> Record:
+    """An agent run begun: its id (the runtime's), its agent, the issue and modules it works on, and its arm as
+    drawn from its id at `holdout_rate` (core/pages/run_model.py)."""
+    payload: dict[str, Any] = {"run_id": run_id, "agent": agent, "modules": list(modules), "arm": arm,
+                               "holdout_rate": float(holdout_rate)}
+    if issue:
+        payload["issue"] = issue
+    return Record.new("run.start", actor, payload, op_id=op_id)
+
+
+def run_finish(actor: str, *, run_id: str, checks: str, review: str, pr: str, cost: float | None = None,
+               findings: list[dict[str, Any]] | None = None, op_id: str | None = None) -> Record:
+    """A run's outcomes, from the script or CI that knows them: its checks and review (passed | failed), its pull
+    request (merged | closed | none), what it cost (USD) and the reviewer's findings ({module, text})."""
+    payload: dict[str, Any] = {"run_id": run_id, "checks": checks, "review": review, "pr": pr,
+                               "findings": list(findings or [])}
+    if cost is not None:
+        payload["cost"] = float(cost)
+    return Record.new("run.finish", actor, payload, op_id=op_id)

@@ -68,6 +68,20 @@ class Scope:
         return f"{self.repository}:{folder}" if self.repository else folder
 
 
+def stored_scope(text: str | None) -> Scope | None:
+    """A scope as an entry or a run stores it ('NAME:folder', or a bare folder written where no repository was
+    configured), read without the configuration: None for no scope, or for one that no longer reads."""
+    if text is None:
+        return None
+    name, sep, folder = text.partition(":")
+    if not sep:
+        name, folder = "", text
+    try:
+        return Scope(name or None, norm_folder(folder))
+    except Invalid:
+        return None
+
+
 def parse_scope(text: str | None, repositories: Iterable[str]) -> Scope | None:
     """`apps/server` or `NAME:apps/server` read against the configured repository names; empty → None
     (no scope). A bare folder where several repositories are configured is refused (it would name no one)."""

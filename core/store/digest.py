@@ -91,6 +91,12 @@ TABLES: tuple[Table, ...] = (
                                   "seq FROM triage_verdicts ORDER BY seq, op_id, decision_id"),
     Table("triage_states", rows="SELECT op_id, decision_type, state, figures, actor, at, seq FROM triage_states "
                                 "ORDER BY seq, op_id"),
+    # agent runs (issue 37, m016): each run, its review findings, and each outcome counted for an entry it was given
+    Table("runs", rows="SELECT id, agent, issue, modules, arm, holdout_rate, started_by, started_at, start_op, "
+                       "finish_op, finished_by, finished_at, checks, review, pr, cost FROM runs ORDER BY id"),
+    Table("run_findings", rows="SELECT op_id, idx, run_id, module, text FROM run_findings ORDER BY op_id, idx"),
+    Table("entry_outcomes", rows="SELECT op_id, entry_id, outcome, effect, run_id, at FROM entry_outcomes "
+                                 "ORDER BY op_id, entry_id, outcome"),
     Table("log_position", carried="where this database stands on each log: digested apart (POSITIONS), "
                                   "in the transaction that applied the rows"),
     Table("_migrations", carried="which migrations made the file's schema: a snapshot's own"),

@@ -584,10 +584,57 @@ def m015_triage(conn: Any) -> None:
     """)
 
 
+def m016_runs(conn: Any) -> None:
+    """Agent runs (issue 37, spec 003 "What agents get", "The holdout"): each run with its arm and, once finished, its
+    outcomes; the review findings its finish carried; each outcome counted helpful or harmful for an entry served to
+    it (an entry's rows go with it by the foreign key); the serves of a run found by its id. Filled by the pages
+    log's run kinds (core/pages/run_handlers.py)."""
+    _run_script(conn, """
+        CREATE TABLE runs (
+            id TEXT PRIMARY KEY,           -- the runtime's id for the run
+            agent TEXT NOT NULL,
+            issue TEXT,
+            modules TEXT NOT NULL,         -- JSON list of scopes (NAME:folder) the run works in
+            arm TEXT NOT NULL,             -- treatment | holdout, drawn from the id at start
+            holdout_rate REAL NOT NULL,    -- KNOWLEDGE_HOLDOUT_RATE the arm was drawn at
+            started_by TEXT NOT NULL,
+            started_at INTEGER NOT NULL,
+            start_op TEXT NOT NULL,
+            finish_op TEXT,                -- NULL while the run is under way
+            finished_by TEXT,
+            finished_at INTEGER,
+            checks TEXT,                   -- passed | failed
+            review TEXT,                   -- passed | failed
+            pr TEXT,                       -- merged | closed | none
+            cost REAL                      -- USD, when reported
+        );
+        CREATE INDEX runs_finished ON runs(arm, finished_at);
+        CREATE TABLE run_findings (
+            op_id TEXT NOT NULL,           -- the run.finish that carried it
+            idx INTEGER NOT NULL,
+            run_id TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+            module TEXT NOT NULL,
+            text TEXT NOT NULL,
+            PRIMARY KEY (op_id, idx)
+        );
+        CREATE INDEX run_findings_module ON run_findings(module, run_id);
+        CREATE TABLE entry_outcomes (
+            op_id TEXT NOT NULL,           -- the run.finish that counted it
+            entry_id TEXT NOT NULL REFERENCES entries(id) ON DELETE CASCADE,
+            outcome TEXT NOT NULL,         -- checks | review | pr
+            effect TEXT NOT NULL,          -- helpful | harmful
+            run_id TEXT NOT NULL,
+            at INTEGER NOT NULL,
+            PRIMARY KEY (op_id, entry_id, outcome)
+        );
+        CREATE INDEX entry_outcomes_entry ON entry_outcomes(entry_id, effect);
+        CREATE INDEX entry_serves_run ON entry_serves(run) WHERE run IS NOT NULL
+        """)
+
 MIGRATIONS: list[Migration] = [m001_pages, m002_read_context, m003_duties, m004_vectors, m005_log_position_digest,
                                m006_vector_reads, m007_semantic_index, m008_counts, m009_agent_diary,
                                m010_answer_cache, m011_entries, m012_page_about, m013_entry_context,
-                               m014_entries_version, m015_triage]
+                               m014_entries_version, m015_triage, m016_runs]
 
 
 def migrate(conn: Any) -> list[str]:

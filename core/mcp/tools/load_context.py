@@ -4,6 +4,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from ...bank.context import MIN_TOKEN_BUDGET, load_context
+from ...pages.run_model import HOLDOUT_WORDS
 from ...sections.bank import MAX_CONTEXT_TOKENS
 from ..session import Session
 from .base import Args, Reply, Tool
@@ -20,8 +21,12 @@ class LoadContextArgs(Args):
 
 
 def run(session: Session, args: LoadContextArgs) -> Reply:
-    ctx = load_context(session.bank, args.area, token_budget=args.token_budget, actor=session.handle)
-    return Reply(ctx.text, ctx.to_json())
+    if session.holdout:      # an agent run in the holdout arm is given no knowledge, and records no use
+        return Reply(HOLDOUT_WORDS, {"area": args.area, "run": session.run, "holdout": True, "pages": [],
+                                     "conventions": [], "entries": []})
+    ctx = load_context(session.bank, args.area, token_budget=args.token_budget, actor=session.handle,
+                       run=session.run)
+    return Reply(ctx.text, ctx.to_json() | ({"run": session.run} if session.run else {}))
 
 
 TOOL = Tool(

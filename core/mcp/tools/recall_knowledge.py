@@ -13,6 +13,7 @@ from pydantic import Field
 from ...ask.answer import MAX_QUESTION_CHARS
 from ...ask.recall import recall
 from ...errors import Invalid
+from ...pages.run_model import HOLDOUT_WORDS
 from ..session import Session, keep_paths_here
 from .base import Args, Reply, Tool
 
@@ -26,9 +27,11 @@ class RecallArgs(Args):
 def run(session: Session, args: RecallArgs) -> Reply:
     if not args.question.strip():
         raise Invalid("the question is empty", code="empty_question")
+    if session.holdout:      # an agent run in the holdout arm is given no knowledge, and records no use
+        return Reply(HOLDOUT_WORDS, {"question": args.question, "run": session.run, "holdout": True, "hits": []})
     session.await_model()
     session.index_catch_up()
-    found = recall(session.node, args.question, session.handle, asker=session.asker)
+    found = recall(session.node, args.question, session.handle, asker=session.asker, run=session.run)
     text = keep_paths_here(found.to_text(), session.node.home) or "nothing in the bank answers it"
     return Reply(text, found.to_json())
 

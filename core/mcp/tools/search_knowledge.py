@@ -71,7 +71,7 @@ def _entries_served(session: Session, query: str, hits: list[dict[str, Any]]) ->
                 entries.append(bank.show(h["entry_id"], at_head=True, actor=session.handle))
             except CrewletError:        # gone since the search read it
                 continue
-        bank.record_serve(session.handle, "search_knowledge", entries, query=query)
+        bank.record_serve(session.handle, "search_knowledge", entries, query=query, run=session.run)
         return {e.id: e.tier for e in entries}
     finally:
         bank.close()
@@ -99,7 +99,9 @@ def run(session: Session, args: SearchArgs) -> Reply:
              **({"url": h.url} if remote else {}),
              # an entry under the page (spec 003): its own id, kind, status and tier, and where it stands
              **({"kind": "entry", "entry_id": h.entry_id, "entry_kind": h.entry_kind, "status": h.entry_status}
-                if h.entry_id else {})} for h in result.hits]
+                if h.entry_id else {})} for h in result.hits
+            # an agent run in the holdout arm is given no knowledge: the pages, not the bank's entries
+            if not (session.holdout and h.entry_id)]
     served = _entries_served(session, args.query, [h for h in hits if h.get("entry_id")])
     words = keep_paths_here(outcome_words(result), session.node.home)   # e.g. a backend named in company.toml
     lines = [words]
