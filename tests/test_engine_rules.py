@@ -379,6 +379,10 @@ def _every_page_kind(page: str, other: str, trashed: str, comment: str, entry: s
         "triage.audit": R.triage_audit("alex", decision_id="no-decision", answer="agree", by="person"),
         "triage.state": R.triage_state("crewlet", decision_type="accept", state="escalating",
                                        figures={"kappa": 0.2, "verdicts": 12}),
+        "run.start": R.run_start("alex", run_id="run-2", agent="eng-bot", modules=["apps/server"], arm="holdout",
+                                 holdout_rate=0.1, issue="ENG-12"),
+        "run.finish": R.run_finish("alex", run_id="run-1", checks="passed", review="failed", pr="merged", cost=0.5,
+                                   findings=[{"module": "apps/server", "text": "retries need a backoff"}]),
         "log.lost": Record("log.lost", "op-lost-shape", "crewlet", 1, {
             "seq": 1, "log": "pages", "why": "given back as its outcome",
             "outcome": {"type": "page.save", "status": "refused", "code": "stale_revision", "reason": "r",

@@ -23,6 +23,7 @@ from core.log.framing import HEADER_SIZE
 from core.errors import StaleRevision
 from core.node import Node
 from core.bank.entries import EntryBank
+from core.bank.runs import RunBank
 from core.pages import records
 from core.pages.kinds import KINDS as PAGE_KINDS
 from core.pages.service import KnowledgeBase
@@ -445,8 +446,15 @@ def _every_kind_history(home: Home) -> dict[str, str]:
         bank.link_page(a.id, module="apps/server", actor="alex")
         bank.link_page(a.id, page_ref=b.id, actor="eng-bot")
         bank.link_page(a.id, page_ref=b.id, remove=True, actor="alex")
+        # agent runs (issue 37): one given two entries and finished (its outcomes counted for them, a finding
+        # kept), another started
+        runs = RunBank(bank)
+        runs.start("eng-bot", modules=["apps/server"], issue="ENG-12", run_id="run-1", actor="alex")
         bank.record_serve("eng-bot", "load_context", [bank.show(e2.id), bank.show(fix.id)], query="deploys",
                           run="run-1")
+        runs.finish("run-1", checks="passed", review="failed", pr="merged", cost=0.5,
+                    findings=["apps/server: retries need a backoff"], actor="alex")
+        runs.start("eng-bot", run_id="run-2", actor="alex")
         return {"alpha": a.id, "beta": b.id}
 
 

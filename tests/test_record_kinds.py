@@ -153,20 +153,20 @@ def test_the_house_is_whole(tmp_path):
 
 
 def test_a_new_kind_that_forgets_its_tables_line_in_the_digest_is_named(tmp_path):
-    """The recipe's failure: a kind declared (issue 37's agent runs, say), its migration run, its table left out
+    """The recipe's failure: a kind declared (issue 37's knowledge gaps, say), its migration run, its table left out
     of the digest's TABLES — two nodes would differ there unseen. The house says so, naming the table and the fix."""
     conn = connect(tmp_path / "fresh.db")
     try:
-        conn.execute("CREATE TABLE agent_runs (id TEXT PRIMARY KEY, agent TEXT NOT NULL)")  # what its migration makes
-        run = RecordKind(**_whole(type="run.start", writes=("agent_runs",), related=()))
-        pages = LogKinds("pages", [*PAGE_KINDS, run], own_tables=PAGE_KINDS.own_tables)
+        conn.execute("CREATE TABLE knowledge_gaps (id TEXT PRIMARY KEY, question TEXT NOT NULL)")  # its migration's
+        gap = RecordKind(**_whole(type="gap.ask", writes=("knowledge_gaps",), related=()))
+        pages = LogKinds("pages", [*PAGE_KINDS, gap], own_tables=PAGE_KINDS.own_tables)
         problems = house_problems([pages, VECTOR_KINDS], conn)
     finally:
         conn.close()
     assert problems == [
-        "record kind 'run.start' writes table 'agent_runs', which the content digest does not cover: add its "
+        "record kind 'gap.ask' writes table 'knowledge_gaps', which the content digest does not cover: add its "
         "replicated rows to core/store/digest.py TABLES",
-        "table 'agent_runs' (made by a migration) is not declared: add it to core/store/digest.py TABLES — "
+        "table 'knowledge_gaps' (made by a migration) is not declared: add it to core/store/digest.py TABLES — "
         "replicated (its rows), a node's own (local) or carried"]
 
 
@@ -264,6 +264,6 @@ def test_every_page_kind_a_database_can_give_back_is_asked_by_its_declaration():
 
 def test_the_related_keys_are_read_off_the_declarations():
     keys = PAGE_KINDS.related_keys
-    assert set(keys) == {"page_id", "comment_id", "key", "entry_id"}
+    assert set(keys) == {"page_id", "comment_id", "key", "entry_id", "run_id"}
     assert PAGE_KINDS.related_all == {"page.purge", "onboarding.mark"}
     assert Related().purges == [] and VECTOR_KINDS.related_keys == ()

@@ -25,7 +25,6 @@ from typing import Any
 
 from ..errors import Invalid, NotFound, Refused
 from ..pages import records
-from ..pages.rules import acting
 from ..pages.run_model import (CHECKS_VALUES, HOLDOUT, HOLDOUT_SALT, HOLDOUT_WORDS, MAX_FINDING_CHARS, MAX_FINDINGS,
                                PR_VALUES, REVIEW_VALUES, TREATMENT)
 from ..repos import parse_scope
