@@ -90,8 +90,9 @@ def context_cmd(
                                                  "KNOWLEDGE_CONTEXT_TOKEN_BUDGET)."),
     as_json: bool = JSON_OPT,
 ) -> None:
-    """What the run is given: its modules' conventions, then the most relevant grounded or verified entries,
-    within the token budget — recorded as served to the run. A holdout run is given nothing, and says so."""
+    """What the run is given: its modules' conventions, then its most relevant grounded or verified entries.
+
+    Within the token budget, recorded as served to the run. A holdout run is given nothing, and says so."""
     from core.bank.runs import RunBank
 
     with entry_bank("agent runs") as bank:
@@ -115,8 +116,10 @@ def finish_cmd(
                                               help="A review finding in a module (repeat for more)."),
     as_json: bool = JSON_OPT,
 ) -> None:
-    """Report a run's outcomes (the script or CI that knows them): each counts as helpful or harmful for the
-    entries the run was given, where it falls under their scope; a harmful one has their citations read again now."""
+    """Report a run's outcomes, from the script or CI that knows them.
+
+    Each counts as helpful or harmful for the entries the run was given, where it falls under their scope (no scope:
+    every outcome; scoped: the run's modules reach it); a harmful one has their citations read again now."""
     from core.bank.runs import RunBank
 
     with entry_bank("agent runs") as bank:
