@@ -224,10 +224,16 @@ async def test_a_runs_mcp_session_serves_load_context_recorded_against_the_run(b
     async with connect(bank.home.root, "eng-bot", "--run", "run-mcp-1") as client:
         text, data = await call(client, "load_context", area="apps/server")
         assert data["run"] == "run-mcp-1" and bank.server in text
+        _text, data = await call(client, "search_knowledge", query="session cache minute", mode="keyword")
+        searched = {h["entry_id"] for h in data["hits"] if h.get("entry_id")}
+        assert bank.server in searched
+        _text, data = await call(client, "get_page", ref="ENG/Caching")
+        assert {e["id"] for e in data["entries"]} == {bank.server, bank.web, bank.anywhere}
     assert bank.rows("SELECT agent, arm, started_by FROM runs WHERE id = 'run-mcp-1'") == [
         ("eng-bot", "treatment", "eng-bot")]                  # the runtime's id: started by the session
     assert sorted(bank.rows("SELECT entry_id, via FROM entry_serves WHERE run = 'run-mcp-1'")) == sorted(
-        [(bank.server, "load_context"), (bank.anywhere, "load_context")])
+        [(bank.server, "load_context"), (bank.anywhere, "load_context"), *[(e, "search_knowledge") for e in searched],
+         *[(e, "get_page") for e in (bank.server, bank.web, bank.anywhere)]])
     # the same run again (CREWLET_RUN): its arm was drawn at its start, whatever the rate is now
     async with connect(bank.home.root, "eng-bot", env={"CREWLET_RUN": "run-mcp-1",
                                                         "KNOWLEDGE_HOLDOUT_RATE": "1"}) as client:
@@ -243,6 +249,10 @@ async def test_a_holdout_runs_mcp_session_is_given_no_knowledge_and_records_no_u
         assert text == HOLDOUT_WORDS and data["holdout"] is True and data["entries"] == []
         text, data = await call(client, "recall_knowledge", question="how long does the session cache hold?")
         assert text == HOLDOUT_WORDS and data["hits"] == []
+        _text, data = await call(client, "search_knowledge", query="session cache minute", mode="keyword")
+        assert data["hits"] and not any(h.get("entry_id") for h in data["hits"])     # the page, not its entries
+        _text, data = await call(client, "get_page", ref="ENG/Caching")
+        assert data["entries"] == [] and data["title"] == "Caching"
     assert bank.rows("SELECT arm FROM runs WHERE id = 'run-mcp-2'") == [("holdout",)]
     assert bank.rows("SELECT count(*) FROM entry_serves") == [(0,)]
 

@@ -87,7 +87,8 @@ def similar_reply(session: Session, similar: list[tuple[Entry, float]]) -> Reply
     """Neighbours found before writing: nothing written, each shown (and recorded as served) with its similarity."""
     now = calendar_now_ms()
     entries = [e for e, _ in similar]
-    session.bank.record_serve(session.handle, VIA, entries)
+    if not session.holdout:       # a holdout run records no use (it is still shown what stopped its write)
+        session.bank.record_serve(session.handle, VIA, entries, run=session.run)
     listed = [served_json(e, now) | {"similarity": round(s, 3)} for e, s in similar]
     lines = [f"{len(similar)} entr{'y says' if len(similar) == 1 else 'ies say'} nearly the same:"]
     for e, s in similar:

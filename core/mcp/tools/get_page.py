@@ -93,12 +93,15 @@ def read(session: Session, ref: str) -> Reply:
 
 def entries_in_use(session: Session, page_id: str) -> list[Entry]:
     """The page's entries in use, each cited file read at its branch head (a file changed since its last check
-    makes the entry UNGROUNDED), verified and grounded first; served to the session's actor, and recorded."""
+    makes the entry UNGROUNDED), verified and grounded first; served to the session's actor, and recorded (against
+    its agent run, if any). A holdout run is given none: the page, not the bank's entries."""
+    if session.holdout:
+        return []
     bank = session.bank
     entries = bank.entries(page_id, actor=session.handle)
     check_at_head(bank, entries)
     entries.sort(key=lambda e: (TIER_RANK[e.tier], -e.created_at, e.id))
-    bank.record_serve(session.handle, VIA, entries)
+    bank.record_serve(session.handle, VIA, entries, run=session.run)
     return entries
 
 
