@@ -9,7 +9,7 @@ Exit codes: 0 done; 1 refused or failed (one line on stderr; with `--json` the e
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -18,7 +18,6 @@ from .cli_entries import entry_bank
 from .sanitize import markup_safe
 
 if TYPE_CHECKING:
-    from core.bank.helps import Arm, Helps
     from core.bank.runs import Finished, Run
 
 app = typer.Typer()            # this module's groups: `run`, `knowledge` (cli_root adds them to `crewlet`)
@@ -185,36 +184,7 @@ def helps_cmd(as_json: bool = JSON_OPT) -> None:
     if as_json:
         emit_json(report.to_json())
         return
+    from .helps_words import helps_lines
+
     for line in helps_lines(report):
         console.print(markup_safe(line), soft_wrap=True)
-
-
-def helps_lines(report: Helps) -> list[str]:
-    """The two arms side by side, one row a measure, the sample size first."""
-    treatment, holdout = report.arm("treatment"), report.arm("holdout")
-    rows: list[tuple[str, Any, Any]] = [
-        ("finished runs", _n(treatment), _n(holdout)),
-        ("checks passed", treatment.checks.words(), holdout.checks.words()),
-        ("review passes", treatment.review.words(), holdout.review.words()),
-        ("PRs merged (of PRs opened)", treatment.merged.words(), holdout.merged.words()),
-        ("cost per run", _cost(treatment), _cost(holdout)),
-    ]
-    width = max(len(r[0]) for r in rows)
-    col = max(len(str(r[1])) for r in rows + [("", "given knowledge", "")])
-    out = [f"Does knowledge help? (KNOWLEDGE_HOLDOUT_RATE = {report.holdout_rate:g})",
-           f"{'':{width}}  {'given knowledge':{col}}  holdout (none)"]
-    out += [f"{name:{width}}  {str(a):{col}}  {b}" for name, a, b in rows]
-    out.append(report.verdict.capitalize() + ".")
-    if report.holdout_rate == 0:
-        out.append("KNOWLEDGE_HOLDOUT_RATE is 0: every run is given knowledge, and nothing is measured")
-    return out
-
-
-def _n(arm: Arm) -> str:
-    return f"{arm.finished}" + (f" ({arm.under_way} under way)" if arm.under_way else "") + \
-        (" — too few to tell" if arm.too_few else "")
-
-
-def _cost(arm: Arm) -> str:
-    per = arm.cost_per_run
-    return "no cost reported" if per is None else f"${per:.2f} (over {arm.costed} run{'s' if arm.costed != 1 else ''})"

@@ -123,3 +123,35 @@ def test_an_arm_can_be_told_from_thirty_finished_runs_and_a_rate_of_zero_measure
     text = runner.invoke(app, ["--home", str(home.root), "knowledge", "helps"], env=CLEAN_ENV).stdout
     assert "no cost reported" in text and "0 of 0" in text
     assert "KNOWLEDGE_HOLDOUT_RATE is 0: every run is given knowledge, and nothing is measured" in text
+
+
+async def test_the_diaries_screen_shows_does_knowledge_help_beside_the_agents(tmp_path):
+    """The app's panel (the Diaries screen, where the agents are): the same rows as the CLI, the sample size first,
+    and the verdict."""
+    from rich.text import Text
+    from test_app_support import SIZE, app_for, wait_screen, wait_until
+    from textual.widgets import DataTable, Static
+
+    home = new_home(tmp_path / "home", config_with(knowledge={"holdout_rate": 0.5}))
+    with Node.open(home) as node, EntryBank(node) as bank:
+        runs = RunBank(bank)
+        for run_id in (*TREATMENT_IDS, *HOLDOUT_IDS):
+            runs.start("eng-bot", run_id=run_id)
+        for run_id, checks, review, pr, cost in FINISHES:
+            runs.finish(run_id, checks=checks, review=review, pr=pr, cost=float(cost) if cost else None)
+    app = app_for(home)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_screen(pilot, "SpacesScreen")
+        await pilot.press("d")
+        await wait_screen(pilot, "DiariesScreen")
+        panel = app.screen.query_one("#knowledge-helps")
+        table = panel.query_one(DataTable)
+        await wait_until(pilot, lambda: table.row_count == 5, what="the report's rows")
+        rows = [[c.plain if isinstance(c, Text) else str(c) for c in table.get_row_at(i)] for i in range(5)]
+        assert [r[0] for r in rows] == ["finished runs", "checks passed", "review passes",
+                                        "PRs merged (of PRs opened)", "cost per run"]
+        assert rows[0][1:] == ["4 — too few to tell", "2 — too few to tell"]
+        assert rows[1][1:] == ["3 of 4 (75%, 95% CI 30–95%)", "1 of 2 (50%, 95% CI 9–91%)"]
+        assert rows[4][1:] == ["$2.00 (over 3 runs)", "$1.00 (over 2 runs)"]
+        assert "Too few runs to tell" in str(panel.query_one(".helps-verdict", Static).render())
+        assert "KNOWLEDGE_HOLDOUT_RATE = 0.5" in str(panel.query_one(".helps-title", Static).render())

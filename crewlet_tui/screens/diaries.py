@@ -1,5 +1,5 @@
 """Agents' diaries on this node: every agent with its space, onboarding state and note count, and the
-highlighted agent's notes, newest first. Read-only: an agent writes its own diary through `crewlet mcp`,
+highlighted agent's notes, newest first; below them, "Does knowledge help?" (the agent runs' two arms). Read-only: an agent writes its own diary through `crewlet mcp`,
 and nobody writes another's. A person sees every agent; an agent (the app run `--as` one) only itself."""
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from textual.widgets import DataTable, Static
 
 from ..fmt import ago, when
 from ..sanitize import clean_line
+from ..widgets.knowledge_helps import KnowledgeHelps
 from .base import COMMON_BINDINGS, CrewletScreen
 
 NOTES_SHOWN = 500         # one agent's newest notes a screen lists (the CLI's --before pages further)
@@ -53,6 +54,7 @@ class DiariesScreen(CrewletScreen):
             yield DataTable(id="agents-table", cursor_type="row", zebra_stripes=True)
             yield Static(id="notes-title", classes="section-title")
             yield DataTable(id="notes-table", cursor_type="row", zebra_stripes=True)
+            yield KnowledgeHelps(id="knowledge-helps")
         yield from self.compose_footer()
 
     def on_mount(self) -> None:
@@ -67,6 +69,26 @@ class DiariesScreen(CrewletScreen):
 
     def action_refresh(self) -> None:
         self.call_in_background(self._agents, what="agents", on_done=self._agents_listed)
+        self.call_in_background(self._helps, what="agent runs", on_done=self._helps_read, on_fail=self._helps_failed)
+
+    def _helps(self) -> Any:
+        """Does knowledge help? The agent runs' two arms (core/bank/helps.py), read off this node's rows."""
+        from core.bank.entries import EntryBank
+        from core.bank.helps import helps
+        from core.bank.runs import RunBank
+
+        node = self.session.node
+        with EntryBank(node) as bank:
+            runs = RunBank(bank)
+            return helps(runs.finished_runs(), runs.started_count(), node.company.bank.holdout_rate)
+
+    def _helps_read(self, report: Any) -> None:
+        self.query_one("#knowledge-helps", KnowledgeHelps).show(report)
+
+    def _helps_failed(self, error: BaseException) -> None:
+        from .base import error_text
+
+        self.query_one("#knowledge-helps", KnowledgeHelps).failed(error_text(error))
 
     def _agents(self) -> list[Any]:
         from core.agents.overview import agents
