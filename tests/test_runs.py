@@ -217,6 +217,31 @@ def test_bad_input_is_one_line_with_exit_one_or_two_and_nothing_written(bank):
     assert bank.rows("SELECT checks, review, pr FROM runs WHERE id = ?", (run_id,)) == [("passed", "passed", "none")]
 
 
+def test_the_applier_decides_what_depends_on_order_a_second_finish_or_start_refused_on_every_node(bank):
+    from core.pages import records
+
+    run_id = bank.json("run", "start", "--agent", "eng-bot", "--modules", "apps/server")["id"]
+    bank.json("run", "context", run_id)
+    with Node.open(bank.home) as node:
+        # two finishes that both passed the writer's look (two CI jobs at once): the first applies, the second is
+        # refused by the applier, and the outcomes are the first's alone
+        first = node.submit_one(records.run_finish("alex", run_id=run_id, checks="passed", review="passed",
+                                                   pr="merged"))
+        second = node.submit_one(records.run_finish("alex", run_id=run_id, checks="failed", review="failed",
+                                                    pr="closed"))
+        again = node.submit_one(records.run_start("alex", run_id=run_id, agent="eng-bot", modules=[],
+                                                  arm="treatment", holdout_rate=0.0))
+        odd = node.submit_one(records.run_start("alex", run_id="run-odd", agent="eng-bot", modules=[], arm="control",
+                                                holdout_rate=0.0))
+    assert (first.status, second.status, second.code) == ("applied", "refused", "run_finished")
+    assert (again.code, odd.code) == ("run_exists", "invalid_arm")
+    assert bank.rows("SELECT DISTINCT effect FROM entry_outcomes") == [("helpful",)]
+    # reading a finished run's context serves no work: nothing more is recorded against it
+    served = bank.rows("SELECT count(*) FROM entry_serves WHERE run = ?", (run_id,))
+    assert bank.json("run", "context", run_id)["entries"]
+    assert bank.rows("SELECT count(*) FROM entry_serves WHERE run = ?", (run_id,)) == served
+
+
 # -- a run's MCP session --------------------------------------------------------------------------------------
 
 @pytest.mark.anyio

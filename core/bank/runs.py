@@ -202,13 +202,14 @@ class RunBank:
     def context(self, run_id: str, *, actor: str | None = None, token_budget: int | None = None,
                 top_k: int | None = None, record: bool = True) -> RunContext:
         """What run `run_id` is given (see the module), read by `actor` (the runtime fetching it) and recorded as
-        served to the run's agent, against the run."""
+        served to the run's agent, against the run — while it is under way: a finished run's outcomes are in, and
+        reading its context afterwards serves no work."""
         run = self.get(run_id, actor=actor)
         if run.holdout:
             return RunContext(run, None)
         areas = run.modules or self.whole()
         ctx = load_context(self.bank, areas, token_budget=token_budget, top_k=top_k, actor=run.agent,
-                           record=record, run=run.id)
+                           record=record and not run.finished, run=run.id)
         return RunContext(run, ctx)
 
     def whole(self) -> list[str]:
