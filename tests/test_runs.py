@@ -159,7 +159,7 @@ def test_each_outcome_counts_helpful_or_harmful_for_the_entries_given_where_it_f
     shown = bank.json("run", "show", run_id)
     assert (shown["checks"], shown["review"], shown["pr"], shown["cost"], shown["issue"], shown["served"]) == (
         "passed", "failed", "merged", 1.25, "ENG-12", 3)
-    assert shown["findings"] == [{"module": "apps/server", "text": "retries need a backoff"}]
+    assert shown["findings"] == [{"module": "server:apps/server", "text": "retries need a backoff"}]
 
 
 def test_a_run_on_another_module_counts_only_the_unscoped_entries_it_was_given(bank):
@@ -199,6 +199,8 @@ def test_bad_input_is_one_line_with_exit_one_or_two_and_nothing_written(bank):
             "--checks 'green'")
     refused(bank.cli("run", "finish", run_id, "--checks", "passed", "--review", "passed", "--pr", "none",
                      "--finding", "no module here"), "not MODULE:TEXT")
+    refused(bank.cli("run", "finish", run_id, "--checks", "passed", "--review", "passed", "--pr", "none",
+                     "--finding", "web:apps/web: a finding"), "--finding 'web:apps/web: …'", "no configured repository")
     refused(bank.cli("run", "finish", run_id, "--checks", "passed", "--review", "passed", "--pr", "none",
                      "--cost", "-1"), "--cost")
     refused(bank.cli("run", "start", "--agent", "alex"), "--agent 'alex' is not a configured agent", "eng-bot")

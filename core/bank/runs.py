@@ -122,8 +122,8 @@ def _choice(name: str, value: str, allowed: Sequence[str]) -> str:
 
 
 def parse_finding(text: str) -> dict[str, str]:
-    """'MODULE:TEXT' (MODULE may itself be 'NAME:folder': the text starts after the last ':' that a space follows,
-    else after the first ':')."""
+    """'MODULE:TEXT'. Where MODULE names its repository ('NAME:folder'), write 'NAME:folder: TEXT': the text starts
+    after the first ': ' when there is one, else after the first ':'."""
     raw = text.strip()
     at = raw.find(": ")
     module, sep, said = (raw[:at], ":", raw[at + 2:]) if at > 0 else raw.partition(":")
@@ -229,6 +229,12 @@ class RunBank:
         if len(findings) > MAX_FINDINGS:
             raise Invalid(f"at most {MAX_FINDINGS} findings a run; {len(findings)} were given", code="invalid_finding")
         parsed = [parse_finding(f) for f in findings]
+        for f in parsed:         # a module as scopes are stored (NAME:folder): the same module, whoever wrote it
+            try:
+                scope = parse_scope(f["module"], list(self.bank.repositories))
+            except Invalid as exc:
+                raise Invalid(f"--finding '{f['module']}: …': {exc}", code="invalid_finding") from None
+            f["module"] = str(scope)
         who = self._writer(actor)
         run = self.get(run_id, actor=who.handle)
         if who.is_agent and who.handle == run.agent:
