@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 
 from core.bank.entries import EntryBank
 from core.node import Node
+from core.paths import Home
 from core.stats import drawn
 from crewlet_tui.cli import app
 
@@ -294,3 +295,35 @@ def test_a_run_served_as_someone_else_is_refused_before_the_server_starts(bank, 
             words = "finished already"
         done = crewlet(bank.home.root, "mcp", "--run", run_id, actor=actor)
         assert done.returncode == 1 and words in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+# -- across nodes ---------------------------------------------------------------------------------------------
+
+def test_a_run_started_on_one_node_and_finished_on_another_counts_alike_on_both(tmp_path, repo):
+    """A shared log directory (`crewlet sync join`): the runtime on A starts the run and hands it its context, CI on B
+    reports its outcomes; B's applier counts them for the entries A served, every node holds the same rows (the
+    same content digest), and A's late second report is refused."""
+    from test_sync import cli as sync_cli
+    from test_sync import ok as sync_ok
+
+    from core.store.digest import content_digest
+
+    b = Bank(tmp_path, repo, holdout_rate=0.0)
+    shared = tmp_path / "shared"
+    sync_ok(sync_cli(b.home.root, "sync", "join", str(shared)))
+    sync_ok(sync_cli(tmp_path / "B", "sync", "join", str(shared), "--operator", "sam"))
+    run_id = b.json("run", "start", "--agent", "eng-bot", "--modules", "apps/server")["id"]
+    b.json("run", "context", run_id)
+    other = CliRunner().invoke(app, ["--home", str(tmp_path / "B"), "run", "finish", run_id, "--checks", "failed",
+                                     "--review", "passed", "--pr", "merged", "--json"], env=CLEAN_ENV)
+    assert other.exit_code == 0, other.stderr
+    assert (json.loads(other.stdout)["helpful"], json.loads(other.stdout)["harmful"]) == (4, 2)
+    refused(b.cli("run", "finish", run_id, "--checks", "passed", "--review", "passed", "--pr", "none"),
+            "finished already")
+    with Node.open(b.home) as na, Node.open(Home(tmp_path / "B")) as nb:
+        na.catch_up()
+        nb.catch_up()
+        tables = ("runs", "run_findings", "entry_outcomes", "entry_serves")
+        da, db = content_digest(na.conn), content_digest(nb.conn)
+        assert [da.tables[t] for t in tables] == [db.tables[t] for t in tables] and da.content == db.content
+        assert da.rows["entry_outcomes"] == 6 and da.rows["runs"] == 1
