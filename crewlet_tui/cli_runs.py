@@ -168,6 +168,28 @@ def show_cmd(run_id: str = RUN_ARG, as_json: bool = JSON_OPT) -> None:
         console.print(f"  finding in {markup_safe(f['module'])}: {markup_safe(f['text'])}", soft_wrap=True)
 
 
+@run_app.command("list")
+@handle_errors
+def list_cmd(
+    agent: str | None = typer.Option(None, "--agent", metavar="HANDLE", help="Only this agent's runs."),
+    limit: int = typer.Option(50, "--limit", metavar="N", min=1, max=10_000, help="At most this many (default 50)."),
+    as_json: bool = JSON_OPT,
+) -> None:
+    """The newest runs first: each with its agent, arm, modules and outcomes (or under way)."""
+    from core.bank.runs import RunBank
+
+    with entry_bank("agent runs") as bank:
+        runs = RunBank(bank).runs(agent=agent, limit=limit, actor=actor())
+    if as_json:
+        emit_json({"runs": [r.to_json() for r in runs]})
+        return
+    if not runs:
+        console.print("no agent runs yet — `crewlet run start --agent HANDLE` begins one", soft_wrap=True)
+        return
+    for run in runs:
+        console.print(markup_safe(run_words(run)), soft_wrap=True)
+
+
 @knowledge_app.command("helps")
 @handle_errors
 def helps_cmd(as_json: bool = JSON_OPT) -> None:

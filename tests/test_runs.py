@@ -157,6 +157,10 @@ def test_each_outcome_counts_helpful_or_harmful_for_the_entries_given_where_it_f
     assert bank.rows("SELECT result FROM citation_checks WHERE entry_id = ? ORDER BY seq DESC LIMIT 1",
                      (bank.server,)) == [("shifted",)]
     assert done["recheck"]["counts"]["reanchored"] == 2
+    listed = bank.json("run", "list", "--agent", "eng-bot")["runs"]
+    assert [(r["id"], r["finished"], r["pr"]) for r in listed] == [(run_id, True, "merged")]
+    assert bank.json("run", "list", "--agent", "ops-bot")["runs"] == []
+    assert run_id in bank.cli("run", "list").stdout
     shown = bank.json("run", "show", run_id)
     assert (shown["checks"], shown["review"], shown["pr"], shown["cost"], shown["issue"], shown["served"]) == (
         "passed", "failed", "merged", 1.25, "ENG-12", 3)

@@ -271,6 +271,15 @@ class RunBank:
             said.append("no code citation among them to read again (links are not rechecked)")
         return report, said
 
+    def runs(self, *, agent: str | None = None, limit: int = 50, actor: str | None = None) -> list[Run]:
+        """The newest runs first (of `agent` alone when named), at most `limit`."""
+        self.kb.reader(actor)
+        where, args = ("WHERE agent = ?", [agent]) if agent else ("", [])
+        with self.node.lock:
+            rows = self.node.conn.execute(f"SELECT * FROM runs {where} ORDER BY started_at DESC, id DESC LIMIT ?",
+                                          [*args, max(0, limit)]).fetchall()
+            return [_run_of(r) for r in rows]
+
     # -- the report ----------------------------------------------------------------------------------------
     def finished_runs(self) -> list[Run]:
         with self.node.lock:
