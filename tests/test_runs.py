@@ -179,6 +179,21 @@ def test_a_run_on_another_module_counts_only_the_unscoped_entries_it_was_given(b
         [(e, o) for e in (bank.web, bank.anywhere) for o in ("checks", "review")])   # pr none: no outcome
 
 
+def test_a_run_on_two_modules_gets_both_and_one_naming_none_the_whole_repository(bank):
+    both = bank.json("run", "start", "--agent", "eng-bot", "--modules", "apps/server, apps/web")
+    assert both["modules"] == ["server:apps/server", "server:apps/web"]
+    given = bank.json("run", "context", both["id"])
+    assert given["area"] == "server:apps/server, server:apps/web"
+    assert {e["id"] for e in given["entries"]} == {bank.server, bank.web, bank.anywhere}
+    narrow = bank.json("run", "context", both["id"], "--token-budget", "150")        # never over the budget
+    assert narrow["tokens"] <= 150 and sum(narrow["left_out_for_budget"].values()) >= 1
+    anywhere = bank.json("run", "start", "--agent", "eng-bot")
+    assert anywhere["modules"] == []
+    given = bank.json("run", "context", anywhere["id"])
+    assert given["area"] == "server:." and {e["id"] for e in given["entries"]} == {bank.server, bank.web,
+                                                                                   bank.anywhere}
+
+
 def test_a_harmful_outcome_says_so_when_the_repository_cannot_be_read(bank, repo):
     run_id = bank.json("run", "start", "--agent", "eng-bot", "--modules", "apps/server")["id"]
     bank.json("run", "context", run_id)
