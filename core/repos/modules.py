@@ -114,13 +114,7 @@ def written_scopes_meet(a: str | None, b: str | None) -> bool:
     """Whether two entries' scopes as stored ('NAME:folder' or 'folder'; None for none) meet, as
     `scope_matches` decides, without asking the configuration: two entries can say the same thing only where their
     scopes meet (the same words can hold of one module and not of another)."""
-    def parsed(text: str | None) -> Scope | None:
-        if not text:
-            return None
-        name, sep, folder = text.partition(":")
-        return Scope(name, folder) if sep else Scope(None, text)
-
-    return scope_matches(parsed(a), parsed(b))
+    return scope_matches(stored_scope(a), stored_scope(b))
 
 
 def modules_reached(scope: Scope | None, modules: Mapping[str, list[str]]) -> list[tuple[str, str]]:
