@@ -565,6 +565,24 @@ def test_decay_archives_a_proposed_entry_past_its_expiry_on_the_calendar(plain, 
                                    "PAGE_PROPOSED_ENTRY_EXPIRY_DAYS (30)")
 
 
+def test_a_persons_accept_appended_between_decays_look_and_its_write_wins(plain, monkeypatch):
+    """On a shared log another node's accept can be appended after decay looked and before its archive is: the
+    archive then finds the entry STANDING, not the PROPOSED it judged, and leaves it (a no-op saying why)."""
+    from core.bank.decay import ARCHIVED, archive_record, decide
+    from core.sections.bank import BankSettings
+
+    node, page = plain
+    entry = _add(node, page, CLAIM, actor="eng-bot")
+    now = _show(node, entry.id).created_at + 31 * DAY_MS
+    with node.lock:
+        looked = [d for d in decide(node.conn, BankSettings(), now) if d.outcome == ARCHIVED]
+    assert [d.entry_id for d in looked] == [entry.id]
+    EntryBank(node).accept(entry.id, actor="alex")               # the person's accept lands first
+    out = node.submit_one(archive_record(looked[0]))
+    assert out.status == "noop" and "is STANDING now, not PROPOSED" in (out.reason or "")
+    assert _status(node, entry.id) == "STANDING"
+
+
 def test_decay_archives_a_standing_entry_not_served_within_its_window(plain, monkeypatch):
     node, page = plain
     now = _show(node, _add(node, page, "A first fact.").id).created_at

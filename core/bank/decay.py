@@ -147,6 +147,13 @@ def decide(conn: Any, settings: BankSettings, now_ms: int) -> list[Decision]:
     return out
 
 
+def archive_record(d: Decision) -> Record:
+    """Decay's archive of one entry, as of the status it decided on: on a shared log a person's accept or serve
+    can be appended between decay's look and its write, and then the entry is no longer what decay judged."""
+    return records.entry_status(SYSTEM_ACTOR, entry_id=d.entry_id, action=ARCHIVE, by=SYSTEM, reason=d.reason,
+                                expect=d.status)
+
+
 def decay(node: Node, settings: BankSettings, now_ms: int,
           progress: Callable[[int, int, str], None] | None = None) -> DecayReport:
     """One decay pass as of `now_ms` on the calendar: each entry past its window archived by crewlet with the
@@ -160,8 +167,7 @@ def decay(node: Node, settings: BankSettings, now_ms: int,
         archive = [d for d in decisions if d.outcome == ARCHIVED]
         for i in range(0, len(archive), BATCH):
             chunk = archive[i:i + BATCH]
-            decided = node.submit([records.entry_status(SYSTEM_ACTOR, entry_id=d.entry_id, action=ARCHIVE,
-                                                        by=SYSTEM, reason=d.reason) for d in chunk])
+            decided = node.submit([archive_record(d) for d in chunk])
             report.refused += sum(1 for d in decided if d.status == "refused")
             if progress is not None:
                 progress(i + len(chunk), len(archive), "archiving what nobody uses")

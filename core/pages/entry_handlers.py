@@ -176,6 +176,9 @@ def entry_status(conn: Connection, rec: Record) -> dict[str, Any]:
     before = entry["status"]
     after = target or (STANDING if before == PROPOSED else before)
     done = {"entry_id": entry["id"], "page_id": entry["page_id"], "action": action, "status": before}
+    expect = p.get("expect")
+    if expect is not None and expect != before:
+        raise Noop(f"entry {entry['id']} is {before} now, not {expect} as {rec.actor} found it: left as it is", done)
     if action == VERIFY and entry["verified_by"] is not None and before in sources:
         raise Noop(f"entry {entry['id']} was verified by {entry['verified_by']} already", done)
     if before == after and action != VERIFY:

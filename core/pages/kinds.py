@@ -132,7 +132,8 @@ KINDS = LogKinds("pages", own_tables=("applied_ops",), kinds=[
     # an accepted correction retires what it supersedes: the status record writes both entries' rows; a person's
     # action on an entry triage decided about is a verdict on the decision (triage_handlers.action_verdict)
     RecordKind("entry.status", build.entry_status, writes=("entries", "entry_history", "triage_verdicts"),
-               shape={"entry_id": _ID, "action": need(TEXT), "by": need(TEXT), "reason": may(TEXT, NONE)},
+               shape={"entry_id": _ID, "action": need(TEXT), "by": need(TEXT), "reason": may(TEXT, NONE),
+                      "expect": may(TEXT, NONE)},
                handle=entry_do.entry_status, give_back=entry_back.entry_status, related=("entry_id",)),
     RecordKind("entry.corroborate", build.entry_corroborate, writes=("entry_corroborations",),
                shape={"entry_id": _ID},

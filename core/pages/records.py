@@ -155,11 +155,15 @@ def entry_add(actor: str, *, entry_id: str, page_id: str, kind: str, body: str, 
 
 
 def entry_status(actor: str, *, entry_id: str, action: str, by: str, reason: str | None = None,
-                 op_id: str | None = None) -> Record:
-    """accept | verify | dispute | archive an entry (handlers.ENTRY_ACTIONS says from which statuses)."""
+                 expect: str | None = None, op_id: str | None = None) -> Record:
+    """accept | verify | dispute | archive an entry (handlers.ENTRY_ACTIONS says from which statuses). `expect`:
+    the status the writer decided on (a duty's look): the record changes nothing if the entry is no longer in it
+    when the record applies — a person's accept appended between the look and the write wins."""
     payload: dict[str, Any] = {"entry_id": entry_id, "action": action, "by": by}
     if reason and reason.strip():
         payload["reason"] = reason.strip()
+    if expect is not None:
+        payload["expect"] = expect
     return Record.new("entry.status", actor, payload, op_id=op_id)
 
 
