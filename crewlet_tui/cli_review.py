@@ -27,7 +27,7 @@ from .fmt import plural
 from .sanitize import markup_safe
 
 if TYPE_CHECKING:
-    from core.bank.review import ReviewQueue
+    from core.bank.review import QueuedEntry, ReviewQueue
 
 app = typer.Typer()          # `crewlet review …` (cli_root adds it to `crewlet`)
 review_app = typer.Typer(help="The review queue: what waits for a person (proposed entries with their reasons, "
@@ -73,9 +73,20 @@ def review_queue(ctx: typer.Context, reason: str | None = FILTER_OPT, as_json: b
     with entry_bank() as bank:
         queue = Review(bank).queue(reason=name, actor=actor())
     if as_json:
-        emit_json(queue.to_json() | {"reason": name})
+        emit_json(queue.to_json())
         return
     print_queue(queue, name)
+
+
+def waits_for(q: QueuedEntry) -> str:
+    """Why the entry waits: its reasons; with none, what keeps it waiting (triage off or in shadow, or not yet)."""
+    if q.reasons:
+        return ", ".join(q.reasons)
+    if q.decision is None:
+        return "a person (triage has not decided yet)"
+    if q.decision.mode == "shadow":
+        return "a person (triage runs in shadow: it recorded what it would do)"
+    return "a person"
 
 
 def print_queue(queue: ReviewQueue, reason: str | None) -> None:
@@ -99,7 +110,7 @@ def print_queue(queue: ReviewQueue, reason: str | None) -> None:
         console.print()
         console.print(f"[dim]under[/] {markup_safe(q.entry.page)}", soft_wrap=True)
         print_entry(q.entry, now)
-        console.print(f"  [yellow]waits for:[/] {markup_safe(', '.join(q.reasons)) or 'a person'}", soft_wrap=True)
+        console.print(f"  [yellow]waits for:[/] {markup_safe(waits_for(q))}", soft_wrap=True)
         if q.decision is not None:
             console.print(f"  [bold]triage[/] {decision_line(q.decision, now)}", soft_wrap=True)
         else:

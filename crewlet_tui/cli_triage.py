@@ -13,6 +13,7 @@ The words for one decision (`decision_line`, `print_decision`) are shared with `
 """
 from __future__ import annotations
 
+import json
 import sys
 import threading
 from typing import TYPE_CHECKING, Any
@@ -70,9 +71,7 @@ def decision_line(view: DecisionView, now: int) -> str:
 
 def scalar_pairs(item: dict[str, Any], skip: tuple[str, ...] = ()) -> str:
     """An input's plain fields as `key value` pairs, in its own order (a nested one as compact JSON)."""
-    import json
-
-    parts = []
+    parts: list[str] = []
     for key, value in item.items():
         if key in skip or value is None or value == "" or value == [] or value == {}:
             continue
@@ -81,29 +80,99 @@ def scalar_pairs(item: dict[str, Any], skip: tuple[str, ...] = ()) -> str:
     return " · ".join(parts)
 
 
+def yes(value: object) -> str:
+    return "yes" if value else "no"
+
+
+def neighbour_said(n: dict[str, Any]) -> str:
+    """`ID: duplicate (both judgments) · similarity 0.91 · STANDING · verified · ENG/Caching — "body"`."""
+    head = f"{n.get('id', '?')}: {n.get('relation') or 'undecided'}" + (f" ({n['by']})" if n.get("by") else "")
+    similarity = n.get("similarity")
+    marks = [f"similarity {similarity:.2f}" if isinstance(similarity, (int, float)) else "", str(n.get("status") or ""),
+             "verified" if n.get("verified") else "", "on a LOCKED page" if n.get("locked") else "",
+             str(n.get("page") or "")]
+    body = f' — "{n["body"]}"' if n.get("body") else ""
+    return " · ".join([head, *(m for m in marks if m)]) + body
+
+
+def rule_said(r: dict[str, Any]) -> str:
+    relation = r.get("relation") or "cannot tell: the judgments decide"
+    return f"{r.get('neighbour', '?')}: rule {r.get('rule', '?')} → {relation}"
+
+
+def judgment_said(j: dict[str, Any]) -> str:
+    n = j.get("n", "?")
+    if j.get("failed"):
+        return f"judgment {n}: failed — {j['failed']}"
+    if j.get("asked") is False:
+        return f"judgment {n}: not asked — {j.get('why', '')}"
+    relations = ", ".join(f"{k} {v}" for k, v in (j.get("relations") or {}).items())
+    return (f"judgment {n}: one claim {yes(j.get('one_claim'))}, accept {yes(j.get('accept'))}"
+            + (f"; relations {relations}" if relations else "") + (f" ({j['model']})" if j.get("model") else ""))
+
+
+def citation_said(c: dict[str, Any]) -> str:
+    if "cites" not in c and "result" not in c:
+        return scalar_pairs(c)
+    message = f": {c['message']}" if c.get("message") else ""
+    return f"[{c.get('index', '?')}] {c.get('cites', '')} — {c.get('result', '?')}{message}"
+
+
+# what triage read, under a heading each, said by its own fields (anything else is listed plainly)
+LISTED_INPUTS: dict[str, Any] = {"neighbours": neighbour_said, "rules": rule_said, "judgments": judgment_said,
+                                 "citations": citation_said}
+UNSAID_INPUTS = ("entry", "model")     # the entry is shown above the decision; the model in each judgment
+
+
+def other_input(heading: str, value: Any) -> str | None:
+    """One line for an input that is not a list of items: the policy checks, the exact repeat, the scope."""
+    if heading == "policy" and isinstance(value, dict):
+        found = [k.replace("_", " ") for k, v in value.items() if v]
+        return f"policy: {', '.join(found)}" if found else None
+    if heading == "compared":
+        return str(value)
+    if heading == "repeat":
+        return f"exact repeat of {value}"
+    if heading == "scope" and isinstance(value, dict):
+        if not value.get("counted", True):
+            return f"scope {value.get('scope') or '(none)'}: {value.get('note', 'not counted')}"
+        modules = value.get("modules") or []
+        note = f" — {value['note']}" if value.get("note") else ""
+        return (f"scope {value.get('scope') or '(none)'}: reaches {plural(len(modules), 'module')} "
+                f"(at most {value.get('max', '?')}){note}")
+    if heading == "outranked":
+        return f"also found, outranked by the decision: {', '.join(map(str, value))}"
+    if heading == "backed_off":
+        return f"backed off (LOW_AGREEMENT): {', '.join(map(str, value))}"
+    if isinstance(value, dict):
+        return f"{heading}: {scalar_pairs(value)}"
+    if isinstance(value, list):
+        return f"{heading}: {', '.join(map(str, value))}"
+    return f"{heading}: {value}"
+
+
 def input_lines(inputs: dict[str, Any]) -> list[str]:
-    """What triage read to decide, one line an item under each heading (markup-safe). Each kind of input is
-    said by its own fields: a neighbour's id and relation, a rule's name and verdict, a judgment's answers and
-    reason, a citation's result."""
+    """What triage read to decide, one line an item under each heading (markup-safe): the neighbours, the rules
+    that fired, each judgment (its reason under it), each citation; then the rest of what it recorded."""
     out = []
-    for heading in ("neighbours", "rules", "judgments", "citations"):
+    for heading, said in LISTED_INPUTS.items():
         items = inputs.get(heading) or []
         if not items:
             continue
         out.append(f"[bold]{heading}[/]")
-        for i, item in enumerate(items, 1):
-            if isinstance(item, dict):
-                reason = item.get("reason")
-                line = scalar_pairs(item, skip=("reason",))
-                out.append(f"  {i}. {markup_safe(line)}")
-                if reason:
-                    out.append(f"     [dim]{markup_safe(str(reason))}[/]")
-            else:
-                out.append(f"  {i}. {markup_safe(str(item))}")
+        for item in items:
+            if not isinstance(item, dict):
+                out.append(f"  {markup_safe(str(item))}")
+                continue
+            out.append(f"  {markup_safe(said(item))}")
+            if heading == "judgments" and item.get("reason"):
+                out.append(f"    [dim]{markup_safe(str(item['reason']))}[/]")
     for heading, value in inputs.items():     # anything more the engine recorded is shown, never dropped
-        if heading in ("neighbours", "rules", "judgments", "citations") or value in (None, [], {}, ""):
+        if heading in LISTED_INPUTS or heading in UNSAID_INPUTS or value in (None, [], {}, ""):
             continue
-        out.append(f"[bold]{markup_safe(heading)}[/] {markup_safe(str(value))}")
+        line = other_input(heading, value)
+        if line:
+            out.append(markup_safe(line))
     return out
 
 
@@ -145,10 +214,16 @@ def kappa_said(t: TypeAgreement) -> str:
     return "—" if t.kappa is None else f"{t.kappa:.2f}"
 
 
-def state_said(t: TypeAgreement) -> str:
+def acts_said(t: TypeAgreement, mode: str) -> str:
+    """Whether triage decides this type alone now, and if not, why: the mode, back-off, or never (escalation
+    always waits for a person: it is measured, and never backs off)."""
     if t.decision_type == "escalate":
-        return "measured (never backs off)"
-    return "acts" if t.acts else f"{t.state}: escalates with LOW_AGREEMENT"
+        return "— (a person decides; measured, never backs off)"
+    if t.acts:
+        return "yes"
+    if t.state == "escalating":
+        return "no: escalates with LOW_AGREEMENT"
+    return f"no: mode {mode}" if mode != "on" else "no"
 
 
 def print_status(status: TriageStatus, now: int) -> None:
@@ -156,17 +231,16 @@ def print_status(status: TriageStatus, now: int) -> None:
 
     console.print(f"[bold]Can triage decide alone?[/] mode {status.mode}: {MODE_WORDS.get(status.mode, '')}",
                   soft_wrap=True)
-    table = Table("decision", "kappa", "verdicts", "state", "since")
+    table = Table("decision", "kappa", "verdicts", "on its decisions", "state", "since", "acts alone")
     for t in status.types:
-        table.add_row(t.decision_type, kappa_said(t), f"{t.verdicts:,}", state_said(t),
-                      age(t.since, now) if t.since else "—")
+        table.add_row(t.decision_type, kappa_said(t), f"{t.verdicts:,}", f"{t.decided:,}", t.state,
+                      age(t.since, now) if t.since else "—", acts_said(t, status.mode))
     console.print(table)
     console.print(f"a type stops acting below kappa {status.floor:g} over at least "
                   f"{plural(status.min_samples, 'verdict')} of the last {plural(status.window_days, 'day')}, and acts "
                   "again at the floor or above over as many; with fewer verdicts its state stays", soft_wrap=True)
-    console.print(f"{plural(status.waiting, 'entry waits', 'entries wait')} for triage "
-                  "(`crewlet triage run`); "
-                  f"{plural(status.open_audits, 'audit')} open (`crewlet review`)", soft_wrap=True)
+    console.print(f"{plural(status.waiting, 'proposed entry waits', 'proposed entries wait')} for a person, "
+                  f"{plural(status.open_audits, 'audit')} open: `crewlet review` lists them", soft_wrap=True)
 
 
 # -- crewlet triage run ------------------------------------------------------------------------------------
@@ -187,8 +261,8 @@ def triage_run(as_json: bool = JSON_OPT) -> None:
     with entry_bank() as bank:
         bars = ProgressBars(console, enabled=not as_json and sys.stdout.isatty())
         try:
-            report = Triage(bank).run(progress=lambda done, total: bars("triage", done, total, "triaging entries"),
-                                      stop=stop)
+            report = Triage(bank).run(progress=lambda done, total, _label: bars("triage", done, total,
+                                                                                "triaging entries"), stop=stop)
         except KeyboardInterrupt:
             stop.set()
             bars.close()
@@ -196,28 +270,25 @@ def triage_run(as_json: bool = JSON_OPT) -> None:
                  code=130)
         finally:
             bars.close()
-    data = report.to_json()
+    data = report.to_json() | {"triaged": len(report.decided), "acted": sum(1 for d in report.decided if d.acted),
+                               "audited": sum(1 for d in report.decided if d.audited)}
     if as_json:
         emit_json(data)
-        return
-    console.print(markup_safe(run_summary(data)), soft_wrap=True)
+    else:
+        console.print(markup_safe(run_summary(report.said, data)), soft_wrap=True)
+    if report.errors:
+        fail(f"{plural(len(report.errors), 'entry', 'entries')} could not be triaged — {report.errors[0]} — the "
+             "next run tries again")
 
 
-def run_summary(data: dict[str, Any]) -> str:
-    """A run's one line: how many it triaged in which mode, by decision, and the model calls it cost."""
-    mode = data.get("mode", "")
-    if mode == "off":
-        return "triage is off (KNOWLEDGE_AUTO_TRIAGE=off): nothing triaged, every entry waits for a person"
-    triaged = int(data.get("triaged", 0))
-    if not triaged:
-        return f"nothing waits for triage ({mode})"
-    counts = data.get("decisions") or {}
-    by_type = ", ".join(f"{n} {kind}" for kind, n in counts.items() if n)
-    acted = int(data.get("acted", 0))
-    did = (f"{acted} acted on" if mode == "on" else "nothing changed (shadow)")
-    calls = int(data.get("calls", 0))
-    return (f"triaged {plural(triaged, 'entry', 'entries')} ({mode}): {by_type}; {did}; "
-            f"{plural(calls, 'model call')}")
+def run_summary(said: str, data: dict[str, Any]) -> str:
+    """A run's one line: the engine's own (how many, in which mode, by decision, model calls), then what it did."""
+    if data["mode"] == "off" or not data["triaged"]:
+        return said
+    if data["mode"] != "on":
+        return f"{said}; nothing changed (shadow: `crewlet review` lists what triage would do)"
+    audits = f", {plural(data['audited'], 'audit')} opened" if data["audited"] else ""
+    return f"{said}; {data['acted']} acted on{audits} (`crewlet review` lists what waits)"
 
 
 # -- crewlet triage show -----------------------------------------------------------------------------------
