@@ -231,3 +231,20 @@ def test_triage_status_on_a_fresh_home_and_run_when_triage_is_off(home_cli):
     assert "triage is off" in said and "every entry waits for a person" in said
     assert ok_json(run("triage", "run", "--json", env=off))["mode"] == "off"
     assert log_size(home) == before
+
+
+def test_triage_run_says_what_it_decided_in_one_line_and_show_and_the_queue_say_why(home_cli):
+    home, run = home_cli
+    entry = add(run, "The cache keeps TTL_1 at sixty seconds.")
+    said = ok(run("triage", "run"))
+    lines = [line for line in said.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("triaged 1 in shadow mode (1 escalate), 0 model calls"), said
+    assert "nothing changed (shadow" in lines[0]
+    assert ok(run("triage", "run")).strip() == "no proposed entry waits for triage"
+    shown = ok_json(run("triage", "show", entry, "--json"))["decision"]
+    assert shown["decision"] == "escalate" and shown["reasons"] == ["UNGROUNDED"] and shown["acted"] is False
+    out = ok(run("triage", "show", entry))
+    assert "escalate to a person — recorded only (shadow: nothing changed)" in out and "reasons: UNGROUNDED" in out
+    assert [q["entry"]["id"] for q in ok_json(run("review", "--reason", "ungrounded", "--json"))["entries"]] == [entry]
+    on = ok_json(run("triage", "run", "--json", env={"KNOWLEDGE_AUTO_TRIAGE": "on"}))
+    assert (on["mode"], on["triaged"], on["acted"], on["decided"]) == ("on", 0, 0, [])
