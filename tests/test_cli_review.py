@@ -248,3 +248,35 @@ def test_triage_run_says_what_it_decided_in_one_line_and_show_and_the_queue_say_
     assert [q["entry"]["id"] for q in ok_json(run("review", "--reason", "ungrounded", "--json"))["entries"]] == [entry]
     on = ok_json(run("triage", "run", "--json", env={"KNOWLEDGE_AUTO_TRIAGE": "on"}))
     assert (on["mode"], on["triaged"], on["acted"], on["decided"]) == ("on", 0, 0, [])
+
+
+def test_triage_run_on_a_terminal_draws_a_progress_bar_then_its_summary(home_cli):
+    """Run as a person runs it: stdout a terminal (a pty), so the rich bar is drawn as entries are triaged."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    home, run = home_cli
+    for i in range(3):
+        add(run, f"Worker {i} drains the queue on shutdown.")
+    leader, follower = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CREWLET_", "KNOWLEDGE_"))} | {
+        "COLUMNS": "120", "TERM": "xterm"}
+    proc = subprocess.Popen([sys.executable, "-c", "from crewlet_tui.cli import main; main()", "--home",
+                             str(home.root), "triage", "run"], stdout=follower, stderr=subprocess.PIPE, env=env)
+    os.close(follower)
+    out = b""
+    while True:                          # read until the process closes the terminal (EIO), not for a time
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(leader)
+    assert proc.wait(timeout=300) == 0, proc.stderr.read() if proc.stderr else ""
+    text = out.decode("utf-8", "replace")
+    assert "triaging entries" in text and "3/3" in text, text
+    assert "triaged 3 in shadow mode (3 escalate)" in text
