@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from .cli_common import JSON_OPT, actor, console, emit_json, fail, handle_errors
-from .cli_entries import ID_ARG, age, entry_bank, entry_json, now_ms, print_entry
+from .cli_common import JSON_OPT, actor, console, emit_json, fail, handle_errors, open_node, refuse_elsewhere
+from .cli_entries import ID_ARG, age, entry_bank, entry_json, now_ms, print_entry, said_for_a_shell
 from .fmt import plural
 from .sanitize import markup_safe
 
@@ -34,6 +34,8 @@ triage_app = typer.Typer(help="Triage of new entries: whether it may decide alon
 app.add_typer(triage_app, name="triage")
 
 # what each mode of KNOWLEDGE_AUTO_TRIAGE does, as the spec's table says it
+LABEL = "crewlet triage run"     # who holds the triage duty's lease, as another process says it
+
 MODE_WORDS = {"off": "no triage: every entry waits for a person",
               "shadow": "triage decides and records each decision, and changes nothing",
               "on": "triage accepts, folds in and refuses as it decides; escalations wait for a person"}
@@ -253,16 +255,34 @@ def triage_run(as_json: bool = JSON_OPT) -> None:
     In shadow mode (the default) each decision is recorded and nothing changes; with KNOWLEDGE_AUTO_TRIAGE=on triage accepts, folds in and refuses (escalations wait for a person). The chat model of \[providers.llm] gives the two judgments; without one, what needs it escalates with NO_LLM.
 
     The triage duty of `crewlet worker` does the same on its interval."""
+    from core.bank.entries import EntryBank
     from core.bank.triage import Triage
+    from core.duties import TRIAGE
+    from core.duties.runner import DutyRunner
+    from core.duties.triage import TriageDuty
 
     from .progress_bars import ProgressBars
 
     stop = threading.Event()
-    with entry_bank() as bank:
+    with open_node() as node, EntryBank(node) as bank, said_for_a_shell():
+        refuse_elsewhere(node, "entries")
+        # the triage duty's lease, as `crewlet worker` takes it: a worker triaging now is said, not raced (two
+        # passes would ask the model twice about one entry and record two decisions at one version)
+        runner = DutyRunner(node, [TriageDuty(node)], label=LABEL)
+        lease = runner.leases[TRIAGE]
         bars = ProgressBars(console, enabled=not as_json and sys.stdout.isatty())
+
+        def progress(done: int, total: int, _label: str) -> None:
+            if lease.acquire() is not None:        # renewed as it goes; taken over meanwhile: stop here
+                stop.set()
+            bars("triage", done, total, "triaging entries")
+
         try:
-            report = Triage(bank).run(progress=lambda done, total, _label: bars("triage", done, total,
-                                                                                "triaging entries"), stop=stop)
+            held = lease.acquire()
+            if held is not None:
+                fail(f"triage runs elsewhere just now ({held.describe()}): wait for it, or see "
+                     "`crewlet worker --status`", as_json=as_json, payload={"error": "busy", "message": held.describe()})
+            report = Triage(bank).run(progress=progress, stop=stop)
         except KeyboardInterrupt:
             stop.set()
             bars.close()
@@ -270,6 +290,7 @@ def triage_run(as_json: bool = JSON_OPT) -> None:
                  code=130)
         finally:
             bars.close()
+            runner.close()
     data = report.to_json() | {"triaged": len(report.decided), "acted": sum(1 for d in report.decided if d.acted),
                                "audited": sum(1 for d in report.decided if d.audited)}
     if as_json:

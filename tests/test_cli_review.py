@@ -280,3 +280,24 @@ def test_triage_run_on_a_terminal_draws_a_progress_bar_then_its_summary(home_cli
     text = out.decode("utf-8", "replace")
     assert "triaging entries" in text and "3/3" in text, text
     assert "triaged 3 in shadow mode (3 escalate)" in text
+
+
+def test_triage_run_while_the_triage_duty_runs_elsewhere_is_refused_in_one_line(home_cli):
+    """`crewlet triage run` takes the triage duty's lease as the worker does: a pass running elsewhere is said."""
+    from core.duties.runner import DutyRunner
+    from core.duties.triage import TriageDuty
+
+    home, run = home_cli
+    add(run, "The cache keeps TTL_1 at sixty seconds.")
+    with Node.open(home) as node:
+        runner = DutyRunner(node, [TriageDuty(node)], label="crewlet worker")
+        try:
+            assert runner.leases["triage"].acquire() is None
+            before = log_size(home)
+            refused(run("triage", "run"), "triage runs elsewhere just now", "crewlet worker", "--status")
+            res = run("triage", "run", "--json")
+            assert res.exit_code == 1 and json.loads(res.stdout)["error"] == "busy"
+            assert log_size(home) == before
+        finally:
+            runner.close()
+    assert ok(run("triage", "run")).startswith("triaged 1 in shadow mode")
