@@ -21,7 +21,7 @@ import typer
 from core.pages.triage_model import REASONS
 
 from .cli_common import JSON_OPT, actor, console, emit_json, handle_errors
-from .cli_entries import ID_ARG, NEXT_STEP, entry_bank, entry_json, now_ms, print_entry
+from .cli_entries import ID_ARG, entry_bank, entry_json, now_ms, print_entry
 from .cli_triage import decision_line, print_decision
 from .fmt import plural
 from .sanitize import markup_safe
@@ -64,8 +64,9 @@ def review_queue(ctx: typer.Context, reason: str | None = FILTER_OPT, as_json: b
     Decide from here: `crewlet review accept|dispute|verify|archive ID`, `crewlet review audit DECISION_ID agree|disagree`."""
     if ctx.invoked_subcommand is not None:
         if reason is not None or as_json:
-            raise typer.BadParameter(f"--reason and --json of the listing come before no command: put them after "
-                                     f"`crewlet review {ctx.invoked_subcommand} …`", param_hint="--reason/--json")
+            raise typer.BadParameter(f"before a command they filter and print the listing: give them after it "
+                                     f"(`crewlet review {ctx.invoked_subcommand} … --reason TEXT --json`)",
+                                     param_hint="--reason/--json")
         return
     name = known_reason(reason)
     from core.bank.review import Review
@@ -115,10 +116,8 @@ def print_queue(queue: ReviewQueue, reason: str | None) -> None:
             console.print(f"  [bold]triage[/] {decision_line(q.decision, now)}", soft_wrap=True)
         else:
             console.print("  [dim]triage: no decision yet[/]")
-        steps = NEXT_STEP.get(q.entry.status, "archive")
-        if q.entry.status == "PROPOSED":
-            steps = "accept|dispute|verify|archive"
-        console.print(f"  [dim]decide: crewlet review {steps} {markup_safe(q.entry.id)}[/]", soft_wrap=True)
+        console.print(f"  [dim]decide: crewlet review accept|dispute|verify|archive {markup_safe(q.entry.id)}[/]",
+                      soft_wrap=True)
     console.print()
     console.print(f"[bold]{plural(len(queue.audits), 'open audit')}[/]")
     if not queue.audits:
