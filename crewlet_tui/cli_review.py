@@ -22,7 +22,7 @@ from core.pages.triage_model import REASONS
 
 from .cli_common import JSON_OPT, actor, console, emit_json, handle_errors
 from .cli_entries import ID_ARG, entry_bank, entry_json, now_ms, print_entry
-from .cli_triage import decision_line, print_decision
+from .cli_triage import decided, decision_line, print_decision
 from .fmt import plural
 from .sanitize import markup_safe
 
@@ -146,7 +146,9 @@ def decide(entry_id: str, action: str, reason: str | None, as_json: bool) -> Non
         return
     console.print(f"{DONE[action]} [bold]{markup_safe(entry.id)}[/]: {entry.status} · {entry.tier}", soft_wrap=True)
     if view is not None:
-        console.print(f"  [dim]a verdict on triage's decision — {decision_line(view, now)}[/]", soft_wrap=True)
+        console.print(f"  [dim]triage had decided: {markup_safe(decided(view))} ({view.mode}, decision "
+                      f"{markup_safe(view.id)}) — `crewlet triage status` sets people's decisions against triage's[/]",
+                      soft_wrap=True)
 
 
 @review_app.command("accept")

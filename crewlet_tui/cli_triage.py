@@ -337,4 +337,4 @@ def triage_show(entry_id: str = ID_ARG, as_json: bool = JSON_OPT) -> None:
     print_decision(view, now, inputs=True)
 
 
-__all__ = ["app", "decision_line", "print_decision", "triage_app"]
+__all__ = ["app", "decided", "decision_line", "print_decision", "triage_app"]

@@ -135,7 +135,7 @@ def test_a_persons_decisions_from_the_queue_and_the_verdict_they_give(home_cli):
                                               "Staging needs the VPN.", "The worker pool holds eight threads."))
     decision = decide(home, a, "accept", reasons=("UNKNOWN_SOURCE",), held=("UNKNOWN_SOURCE",))
     said = ok(run("review", "accept", a, "--reason", "checked the code"))
-    assert f"accepted {a}: STANDING" in said and "a verdict on triage's decision — shadow: accept" in said
+    assert f"accepted {a}: STANDING" in said and "triage had decided: accept (shadow, decision" in said
     data = ok_json(run("review", "verify", b, "--json"))
     assert data["status"] == "STANDING" and data["verified_by"] == "alex" and data["triage"] is None
     assert ok_json(run("review", "dispute", c, "--reason", "we moved to Thursdays", "--json"))["status"] == "DISPUTED"

@@ -247,7 +247,7 @@ async def test_shadow_records_changes_nothing_and_peoples_decisions_are_the_verd
     ok(crewlet(home.root, "review", "archive", repeat))            # triage: fold     · person: out of use
     ok(crewlet(home.root, "review", "archive", backoff))           # triage: escalate · person: out of use
     said = ok(crewlet(home.root, "review", "archive", twenty))     # triage: accept   · person: refuse
-    assert f"archived {twenty}" in said and "a verdict on triage's decision" in said
+    assert f"archived {twenty}" in said and "triage had decided: accept (shadow, decision" in said
     assert sorted(rows(home, "SELECT source FROM triage_verdicts")) == [("action",)] * 4
 
     # kappa per type over the 4 verdicts, a = [triage's decision == T], b = [the person's label == T]:
