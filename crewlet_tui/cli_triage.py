@@ -220,12 +220,12 @@ def acts_said(t: TypeAgreement, mode: str) -> str:
     """Whether triage decides this type alone now, and if not, why: the mode, back-off, or never (escalation
     always waits for a person: it is measured, and never backs off)."""
     if t.decision_type == "escalate":
-        return "— (a person decides; measured, never backs off)"
+        return "never backs off"
     if t.acts:
         return "yes"
     if t.state == "escalating":
-        return "no: escalates with LOW_AGREEMENT"
-    return f"no: mode {mode}" if mode != "on" else "no"
+        return "no (LOW_AGREEMENT)"
+    return f"no ({mode})" if mode != "on" else "no"
 
 
 def print_status(status: TriageStatus, now: int) -> None:
@@ -233,11 +233,13 @@ def print_status(status: TriageStatus, now: int) -> None:
 
     console.print(f"[bold]Can triage decide alone?[/] mode {status.mode}: {MODE_WORDS.get(status.mode, '')}",
                   soft_wrap=True)
-    table = Table("decision", "kappa", "verdicts", "on its decisions", "state", "since", "acts alone")
+    table = Table("decision", "kappa", "verdicts", "its own", "state", "since", "acts alone")
     for t in status.types:
         table.add_row(t.decision_type, kappa_said(t), f"{t.verdicts:,}", f"{t.decided:,}", t.state,
                       age(t.since, now) if t.since else "—", acts_said(t, status.mode))
     console.print(table)
+    console.print("verdicts: people's decisions and audit answers in the window, every one weighed for each type "
+                  "(that type against the rest); its own: those on triage's decisions of that type", soft_wrap=True)
     console.print(f"a type stops acting below kappa {status.floor:g} over at least "
                   f"{plural(status.min_samples, 'verdict')} of the last {plural(status.window_days, 'day')}, and acts "
                   "again at the floor or above over as many; with fewer verdicts its state stays", soft_wrap=True)
