@@ -114,6 +114,8 @@ def print_queue(queue: ReviewQueue, reason: str | None) -> None:
         console.print(f"  [yellow]waits for:[/] {markup_safe(waits_for(q))}", soft_wrap=True)
         if q.decision is not None:
             console.print(f"  [bold]triage[/] {decision_line(q.decision, now)}", soft_wrap=True)
+            if q.stale:
+                console.print("  [dim]the entry changed since: triage decides again on its next run[/]")
         else:
             console.print("  [dim]triage: no decision yet[/]")
         console.print(f"  [dim]decide: crewlet review accept|dispute|verify|archive {markup_safe(q.entry.id)}[/]",

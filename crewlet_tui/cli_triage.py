@@ -322,11 +322,11 @@ def triage_show(entry_id: str = ID_ARG, as_json: bool = JSON_OPT) -> None:
     """Why triage decided what it did about one entry: its latest decision with what it read.
 
     The neighbours it compared, the rules that fired, what each of the two model judgments answered, each citation's check; then the mode it ran in and whether it acted."""
-    from core.bank.review import latest_decision
+    from core.bank.review import Review
 
     with entry_bank() as bank:
         entry = bank.show(entry_id, actor=actor())
-        view = latest_decision(bank.conn, entry.id)
+        view = Review(bank).latest(entry.id, actor=actor())
     now = now_ms()
     if as_json:
         emit_json({"entry": entry_json(entry, now), "decision": view.to_json() if view is not None else None})

@@ -301,3 +301,16 @@ def test_triage_run_while_the_triage_duty_runs_elsewhere_is_refused_in_one_line(
         finally:
             runner.close()
     assert ok(run("triage", "run")).startswith("triaged 1 in shadow mode")
+
+
+def test_an_entry_changed_since_triage_decided_says_so_in_the_queue_and_waits_for_triage_again(home_cli):
+    home, run = home_cli
+    entry = add(run, "The cache keeps TTL_1 at sixty seconds.")
+    decide(home, entry, "accept", reasons=("UNKNOWN_SOURCE",), held=("UNKNOWN_SOURCE",))
+    assert "changed since" not in ok(run("review"))
+    ok(run("entry", "edit", entry, "The cache keeps TTL_1 at ninety seconds.", env=AGENT))   # its own, proposed
+    queued = ok_json(run("review", "--json"))["entries"]
+    assert [(q["entry"]["id"], q["stale"]) for q in queued] == [(entry, True)]
+    assert "the entry changed since: triage decides again on its next run" in ok(run("review"))
+    assert ok(run("triage", "run")).startswith("triaged 1 in shadow mode")
+    assert ok_json(run("review", "--json"))["entries"][0]["stale"] is False
