@@ -304,6 +304,13 @@ async def test_on_a_fold_acts_is_audited_and_a_persons_disagreement_undoes_it(tm
         assert crewlet_json(home.root, "review")["audits"] == []
         assert rows(home, "SELECT source FROM triage_verdicts") == [("audit",)]
         assert crewlet(home.root, "review", "audit", audit_id, "agree").returncode == 1   # answered already
+        # one verdict against the fold: kappa a=[1] b=[0] -> p_o=0, p_e=0, kappa 0; fewer than the minimum (20,
+        # the default) verdicts: the state stays, and folds still act alone
+        folds = {t["decision_type"]: t for t in crewlet_json(home.root, "triage", "status", env=ON)["types"]}
+        assert folds["corroborate"]["kappa"] == pytest.approx(0.0) and folds["corroborate"]["verdicts"] == 1
+        assert (folds["corroborate"]["state"], folds["corroborate"]["acts"]) == ("acting", True)
+        table = ok(crewlet(home.root, "triage", "status", env=ON))
+        assert "never backs off" in table and "yes" in table.split("corroborate")[1].splitlines()[0]
         assert crewlet(home.root, "review", "audit", audit_id, "maybe").returncode == 2   # usage
 
         # rate 0.5: whether each fold is audited follows from its id, and is worked out again here
