@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from core.pages.triage_model import REASONS
+from core.pages.triage_model import ANSWERS, REASONS, SHADOW
 
 from .cli_common import JSON_OPT, actor, console, emit_json, handle_errors
 from .cli_entries import ID_ARG, entry_bank, entry_json, now_ms, print_entry
@@ -85,7 +85,7 @@ def waits_for(q: QueuedEntry) -> str:
         return ", ".join(q.reasons)
     if q.decision is None:
         return "a person (triage has not decided yet)"
-    if q.decision.mode == "shadow":
+    if q.decision.mode == SHADOW:
         return "a person (triage runs in shadow: it recorded what it would do)"
     return "a person"
 
@@ -188,7 +188,7 @@ def review_audit(decision_id: str = AUDIT_ARG, answer: str = ANSWER_ARG, as_json
     """Answer an audit of what triage did alone: agree keeps it; disagree undoes it (an accepted entry is archived,
     a folded or refused entry put in use). A person's answer, refused to an agent."""
     said = answer.strip().lower()
-    if said not in ("agree", "disagree"):
+    if said not in ANSWERS:
         raise typer.BadParameter(f"{answer!r}: answer agree or disagree", param_hint="agree|disagree")
     from core.bank.review import Review
 
@@ -199,9 +199,8 @@ def review_audit(decision_id: str = AUDIT_ARG, answer: str = ANSWER_ARG, as_json
     if as_json:
         emit_json({"answer": said, "decision": view.to_json(), "entry": entry_json(entry, now)})
         return
-    kept = "kept" if said == "agree" else "undone"
-    console.print(f"{said}d: triage's {decision_line(view, now)} — {kept}; entry [bold]{markup_safe(entry.id)}[/] "
-                  f"is {entry.status}", soft_wrap=True)
+    console.print(f"{said}d: triage's {decision_line(view, now)}; entry [bold]{markup_safe(entry.id)}[/] is "
+                  f"{entry.status}", soft_wrap=True)
 
 
 __all__ = ["app", "review_app"]

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from core.pages.triage_model import AGREE, CORROBORATE, DISAGREE, ESCALATE, ESCALATING, OFF, ON, REFUSE, SHADOW
+
 from .cli_common import JSON_OPT, actor, console, emit_json, fail, handle_errors, open_node, refuse_elsewhere
 from .cli_entries import ID_ARG, age, entry_bank, entry_json, now_ms, print_entry, said_for_a_shell
 from .fmt import plural
@@ -33,32 +35,36 @@ triage_app = typer.Typer(help="Triage of new entries: whether it may decide alon
                               "why it decided what it did about an entry (show).", no_args_is_help=True)
 app.add_typer(triage_app, name="triage")
 
-# what each mode of KNOWLEDGE_AUTO_TRIAGE does, as the spec's table says it
 LABEL = "crewlet triage run"     # who holds the triage duty's lease, as another process says it
 
-MODE_WORDS = {"off": "no triage: every entry waits for a person",
-              "shadow": "triage decides and records each decision, and changes nothing",
-              "on": "triage accepts, folds in and refuses as it decides; escalations wait for a person"}
+# what each mode of KNOWLEDGE_AUTO_TRIAGE does, as the spec's table says it
+MODE_WORDS = {OFF: "no triage: every entry waits for a person",
+              SHADOW: "triage decides and records each decision, and changes nothing",
+              ON: "triage accepts, folds in and refuses as it decides; escalations wait for a person"}
 
 
 # -- one decision, in words ----------------------------------------------------------------------------------
 
 def decided(view: DecisionView) -> str:
     """What triage decided, as a verb phrase: `accept`, `fold into E…`, `refuse (several claims)`, `escalate`."""
-    if view.decision == "corroborate":
+    if view.decision == CORROBORATE:
         return f"fold into {view.fold_into}" if view.fold_into else "fold in"
-    if view.decision == "refuse":
+    if view.decision == REFUSE:
         return f"refuse ({(view.refusal or 'policy').replace('_', ' ')})"
-    if view.decision == "escalate":
+    if view.decision == ESCALATE:
         return "escalate to a person"
     return view.decision
 
 
 def outcome(view: DecisionView) -> str:
-    """What came of it: done (mode on, nothing held), recorded only (shadow), held for a person, or waiting."""
+    """What came of it: done (mode on, nothing held) and, when audited, the audit's state; recorded only
+    (shadow); held for a person (UNKNOWN_SOURCE, LOW_AGREEMENT); or waiting for a person (an escalation)."""
     if view.acted:
-        return "done" + (", audited" if view.audited else "")
-    if view.mode == "shadow":
+        if not view.audited:
+            return "done"
+        return {None: "done, audit open", AGREE: "done, kept by a person's audit",
+                DISAGREE: "undone by a person's audit"}.get(view.answer, "done, audited")
+    if view.mode == SHADOW:
         return "recorded only (shadow: nothing changed)"
     if view.held:
         return f"held for a person ({', '.join(view.held)})"
@@ -219,13 +225,13 @@ def kappa_said(t: TypeAgreement) -> str:
 def acts_said(t: TypeAgreement, mode: str) -> str:
     """Whether triage decides this type alone now, and if not, why: the mode, back-off, or never (escalation
     always waits for a person: it is measured, and never backs off)."""
-    if t.decision_type == "escalate":
+    if t.decision_type == ESCALATE:
         return "never backs off"
     if t.acts:
         return "yes"
-    if t.state == "escalating":
+    if t.state == ESCALATING:
         return "no (LOW_AGREEMENT)"
-    return f"no ({mode})" if mode != "on" else "no"
+    return f"no ({mode})" if mode != ON else "no"
 
 
 def print_status(status: TriageStatus, now: int) -> None:
@@ -306,9 +312,9 @@ def triage_run(as_json: bool = JSON_OPT) -> None:
 
 def run_summary(said: str, data: dict[str, Any]) -> str:
     """A run's one line: the engine's own (how many, in which mode, by decision, model calls), then what it did."""
-    if data["mode"] == "off" or not data["triaged"]:
+    if data["mode"] == OFF or not data["triaged"]:
         return said
-    if data["mode"] != "on":
+    if data["mode"] != ON:
         return f"{said}; nothing changed (shadow: `crewlet review` lists what triage would do)"
     audits = f", {plural(data['audited'], 'audit')} opened" if data["audited"] else ""
     return f"{said}; {data['acted']} acted on{audits} (`crewlet review` lists what waits)"

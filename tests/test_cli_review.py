@@ -180,11 +180,12 @@ def test_an_audit_is_listed_and_agree_keeps_disagree_undoes_and_a_second_answer_
     undo_id = decide(home, undone, "accept", mode="on", acted=True, audited=True)
     out = ok(run("review"))
     assert "2 open audits" in out and "0 proposed entries" in out
-    assert f"crewlet review audit {keep_id} agree|disagree" in out and "on: accept — done, audited" in out
+    assert f"crewlet review audit {keep_id} agree|disagree" in out and "on: accept — done, audit open" in out
     assert [a["decision"]["id"] for a in ok_json(run("review", "--json"))["audits"]] == [keep_id, undo_id]
 
     said = ok(run("review", "audit", keep_id, "agree"))
-    assert said.startswith("agreed: triage's on: accept") and f"entry {kept} is STANDING" in said
+    assert said.startswith("agreed: triage's on: accept — done, kept by a person's audit") and (
+        f"entry {kept} is STANDING") in said
     data = ok_json(run("review", "audit", undo_id, "DISAGREE", "--json"))
     assert data["answer"] == "disagree" and data["decision"]["id"] == undo_id and data["entry"]["status"] == "ARCHIVED"
     assert ok_json(run("review", "--json"))["audits"] == []
