@@ -192,6 +192,9 @@ def test_an_audit_is_listed_and_agree_keeps_disagree_undoes_and_a_second_answer_
     assert ok(run("review", "audit", keep_id, "agree"))              # the same answer again: nothing to do
     refused(run("review", "audit", keep_id, "disagree"))
     refused(run("review", "audit", "no-such-decision", "agree"), "no-such-decision")
+    unaudited = decide(home, add(run, "Staging needs the VPN."), "accept", reasons=("UNKNOWN_SOURCE",),
+                       held=("UNKNOWN_SOURCE",))
+    refused(run("review", "audit", unaudited, "agree"), f"no audit of decision {unaudited}")     # not drawn
     res = run("review", "audit", keep_id, "maybe")
     assert res.exit_code == 2 and "agree or disagree" in res.stderr
 
