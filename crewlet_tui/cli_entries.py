@@ -278,12 +278,18 @@ def print_needs_person(as_json: bool) -> None:
 def entry_show(entry_id: str = ID_ARG, as_json: bool = JSON_OPT) -> None:
     """One entry, with every check of its citations, its corroborations and its history.
 
-    Its page, kind, status, tier, author and age. Each cited file is read at its branch head."""
+    Its page, kind, status, tier, author and age. Each cited file is read at its branch head. Then triage's
+    latest decision about it (`crewlet triage show ID` says what that decision read)."""
+    from core.bank.review import latest_decision
+
+    from .cli_triage import print_decision
+
     with entry_bank() as bank:
         entry = bank.show(entry_id, at_head=True, actor=actor())
+        decision = latest_decision(bank.conn, entry.id)
     now = now_ms()
     if as_json:
-        emit_json(entry_json(entry, now))
+        emit_json(entry_json(entry, now) | {"triage": decision.to_json() if decision is not None else None})
         return
     console.print(f"[dim]under[/] {markup_safe(entry.page)} [dim]({markup_safe(entry.page_id)})[/]", soft_wrap=True)
     print_entry(entry, now)
@@ -305,6 +311,7 @@ def entry_show(entry_id: str = ID_ARG, as_json: bool = JSON_OPT) -> None:
             why = f": {h['reason']}" if h.get("reason") else ""
             console.print(f"    {age(h['at'], now)} {markup_safe(h['actor'])} ({h['actor_kind']}) {h['action']} "
                           f"{move}{markup_safe(why)}", soft_wrap=True)
+    print_decision(decision, now, waiting=entry.status == "PROPOSED")
     steps = NEXT_STEP.get(entry.status)
     if steps:
         console.print(f"  [dim]decide: crewlet entry {steps} {markup_safe(entry.id)}[/]", soft_wrap=True)
