@@ -29,6 +29,7 @@ from ..pages.links import strip_code
 from ..sections.bank import BankSettings
 
 if TYPE_CHECKING:
+    from ..log import Record
     from ..node import Node
 
 DAY_MS = 86_400_000
