@@ -27,7 +27,7 @@ from textual.widgets.option_list import Option
 
 from core.pages.entry_model import ACCEPT, ACTIONS, AGENT, ARCHIVE, DISPUTE, IN_USE, VERIFY
 from core.pages.triage_model import (ACCEPT as DECIDED_ACCEPT, AGREE, AUDIT, BROAD_SCOPE, CITATION_FAILED,
-                                     CONTRADICTS_LOCKED, CONTRADICTS_VERIFIED, CORROBORATE, DISAGREE,
+                                     CONTRADICTS_LOCKED, CONTRADICTS_VERIFIED, CORROBORATE, DISAGREE, ESCALATE,
                                      EXTERNAL_INPUT, HARMFUL_SIGNAL, JUDGES_DISAGREE, LOW_AGREEMENT, NO_LLM,
                                      PIN_REQUEST, REASONS, REFUSE, SUPERSEDE_REQUEST, UNGROUNDED, UNKNOWN_SOURCE)
 
@@ -64,9 +64,8 @@ REASON_WORDS = {
 
 # what triage did alone, as an audit names it; and what a disagreement undoes
 DONE_ALONE = {DECIDED_ACCEPT: "accepted alone", CORROBORATE: "folded in alone", REFUSE: "refused alone"}
-UNDONE = {DECIDED_ACCEPT: "the entry is archived (out of use)",
-          CORROBORATE: "the entry is put into use (STANDING), not folded in",
-          REFUSE: "the entry is put into use (STANDING)"}
+UNDONE = {DECIDED_ACCEPT: "the entry is archived", CORROBORATE: "the entry is put into use",
+          REFUSE: "the entry is put into use"}
 
 
 @dataclass(frozen=True)
@@ -88,12 +87,16 @@ def read_review(review: Review, reason: str | None, actor: str | None) -> Review
     return ReviewView(queue, review.status(), reason, dict(counts))
 
 
-def decision_words(decision: DecisionView | None) -> Text:
-    """Triage's decision in a word or two, for a row: its type, and "held" when a hold kept it from acting."""
+def decision_words(queued: QueuedEntry) -> Text:
+    """Triage's decision in a word or two, for a row: its type, "held" when a hold kept it from acting, "stale" when
+    the entry changed since (triage decides again)."""
+    decision = queued.decision
     if decision is None:
         return Text("not triaged", style="dim")
     out = Text(decision.decision, style="cyan")
-    if decision.held:
+    if queued.stale:
+        out.append(" (stale)", style="dim")
+    elif decision.held:
         out.append(" (held)", style="dim")
     return out
 
@@ -111,9 +114,10 @@ def reasons_short(reasons: list[str]) -> Text:
 def entry_row(queued: QueuedEntry) -> Text:
     row = Text(no_wrap=True, overflow="ellipsis")
     row.append(f"{queued.entry.kind:<10}", style="bold")
-    row.append_text(decision_words(queued.decision))
-    row.append("  ")
-    row.append_text(reasons_short(queued.reasons))
+    row.append_text(decision_words(queued))
+    if queued.decision is not None:
+        row.append("  ")
+        row.append_text(reasons_short(queued.reasons))
     row.append("  " + first_line(queued.entry.body))
     return row
 
@@ -195,7 +199,6 @@ class ReviewScreen(CrewletScreen):
         self._review: Review | None = None
         self._entries: dict[str, QueuedEntry] = {}
         self._audits: dict[str, OpenAudit] = {}
-        self._answers: dict[str, str] = {}      # decision id -> the answer sent, for the words said when it lands
 
     @property
     def review(self) -> Review:
@@ -254,6 +257,12 @@ class ReviewScreen(CrewletScreen):
         self._highlight(rows, keep_id, keep_index)
         self._show_detail()
         self.refresh_bindings()
+        self._keep_in_view()
+
+    def _keep_in_view(self) -> None:
+        """The highlighted row on the screen once the layout settles: a notice shown above the list makes it
+        shorter after the highlight moved."""
+        self.call_after_refresh(self.query_one("#review-rows", OptionList).scroll_to_highlight)
 
     @staticmethod
     def _title(view: ReviewView) -> Text:
@@ -382,18 +391,21 @@ class ReviewScreen(CrewletScreen):
             if decision.refusal:
                 out.append(f" ({decision.refusal.replace('_', ' ')})")
             said = f", {decision.mode}, {age(decision.at, now)}"
-            if decision.held:
+            if queued.stale:
+                said += "; the entry changed since: triage decides again"
+            elif decision.held:
                 said += "; held back by " + ", ".join(decision.held)
+            elif decision.decision == ESCALATE:
+                said += "; a person decides"
             elif not decision.acted:
-                said += "; it changed nothing"
+                said += "; it changed nothing (shadow)"
             out.append(said, style="dim")
         return out
 
     def _audit_detail(self, audit: OpenAudit, now: int) -> Text:
         out = self._about(audit.entry, now)
         out.append("\n" + clean_line(audit.question), style="bold")
-        out.append("\ny agree: it stays as triage left it · n disagree: "
-                   + UNDONE.get(audit.decision.decision, "what triage did is undone"), style="dim")
+        out.append("\ny agrees · n disagrees (it asks first)", style="dim")
         return out
 
     def action_cursor(self, where: str) -> None:
@@ -482,21 +494,26 @@ class ReviewScreen(CrewletScreen):
             return
         audit: OpenAudit = selected[1]
         if answer == AGREE or self._is_agent():     # an agent: the store refuses it, unasked
-            self._answer(audit.decision.id, answer)
+            self._send_answer(audit.decision.id, answer)
             return
 
         def confirmed(yes: bool | None) -> None:
             if yes:
-                self._answer(audit.decision.id, answer)
+                self._send_answer(audit.decision.id, answer)
 
-        undone = UNDONE.get(audit.decision.decision, "what triage did is undone")
-        self.app.push_screen(ConfirmModal(f"Disagree with triage on {audit.entry.id}?",
-                                          f"Triage {DONE_ALONE.get(audit.decision.decision, audit.decision.decision)}"
-                                          f": “{first_line(audit.entry.body)}”. Disagreeing undoes it: {undone}.",
+        self.app.push_screen(ConfirmModal(f"Disagree with triage on {audit.entry.id}?", self._undo_words(audit),
                                           yes="Disagree, undo it", no="Cancel", id="review-disagree"), confirmed)
 
-    def _answer(self, decision_id: str, answer: str) -> None:
-        self._answers[decision_id] = answer
+    @staticmethod
+    def _undo_words(audit: OpenAudit) -> str:
+        decision, body = audit.decision, f"“{first_line(audit.entry.body)}”"
+        did = {DECIDED_ACCEPT: f"accepted {body}", CORROBORATE: f"folded {body} into {decision.fold_into}",
+               REFUSE: f"refused {body}"}.get(decision.decision, f"decided {decision.decision} on {body}")
+        undone = {DECIDED_ACCEPT: "it is archived (out of use)"}.get(decision.decision,
+                                                                    "it is put into use (STANDING)")
+        return f"Triage {did} on its own. Disagreeing undoes it: {undone}."
+
+    def _send_answer(self, decision_id: str, answer: str) -> None:
         self.call_in_background(self.review.answer_audit, decision_id, answer, actor=self.session.handle,
                                 what=f"audit answered ({answer})", on_done=self._answered, on_fail=self._refused,
                                 on_gone=self._answered_words, writes=True)
@@ -506,11 +523,9 @@ class ReviewScreen(CrewletScreen):
         self.reload()
 
     def _answered_words(self, decision: DecisionView) -> str:
-        answer = self._answers.get(decision.id, AGREE)
-        if answer == AGREE:
-            return f"audit of entry {decision.entry_id}: you agreed, triage's {decision.decision} stands"
-        return (f"audit of entry {decision.entry_id}: you disagreed, triage's {decision.decision} is undone: "
-                + UNDONE.get(decision.decision, "as before triage"))
+        if decision.answer == AGREE:
+            return f"audit of entry {decision.entry_id}: agreed, triage's {decision.decision} stands"
+        return f"audit of entry {decision.entry_id}: disagreed, " + UNDONE.get(decision.decision, "undone")
 
     def _refused(self, error: BaseException) -> None:
         words = refusal_words(error, self.session.handle)
@@ -521,3 +536,4 @@ class ReviewScreen(CrewletScreen):
         notice = self.query_one("#review-notice", Static)
         notice.update(Text(words, style="bold"))
         notice.display = bool(words)
+        self._keep_in_view()

@@ -1,6 +1,7 @@
 """The triage panel (spec 003, "Audits and agreement"): "Can triage decide alone?" — the mode triage runs in, the
 floor and the evidence it needs, and per decision type its kappa against people's verdicts over the window, how
-many verdicts that is, its state (acting or escalating: backed off) and since when, and whether it acts alone now.
+many verdicts that is, its state (acting or escalating: backed off) and since when, and whether it acts alone now
+(the mode's meaning is said there: "no: shadow"). Six lines, so the review queue keeps its room at 80x24.
 
 It shows a `core.bank.review.TriageStatus` as `Review.status()` answers it; it reads nothing itself (the screen
 that holds it reads the status in its background call). Ages are on the bank's calendar, as on every surface.
@@ -61,6 +62,7 @@ class TriagePanel(Static):
 
     def show(self, status: TriageStatus) -> None:
         self.status = status
+        self.tooltip = f"mode {status.mode}: {MODE_WORDS.get(status.mode, status.mode)}"
         self.update(self.render_status(status, now_ms()))
 
     @staticmethod
@@ -68,10 +70,8 @@ class TriagePanel(Static):
         head = Text()
         head.append(QUESTION, style="bold")
         head.append(f"  mode {status.mode}", style="bold cyan")
-        head.append(f": {MODE_WORDS.get(status.mode, status.mode)}", style="dim")
-        rule = Text(f"kappa floor {status.floor:.2f} over at least {status.min_samples:,} "
-                    f"verdict{'s' if status.min_samples != 1 else ''} in {status.window_days} "
-                    f"day{'s' if status.window_days != 1 else ''}", style="dim")
+        head.append(f" · floor {status.floor:.2f}, ≥ {status.min_samples:,} verdict{'s' if status.min_samples != 1 else ''}"
+                    f", {status.window_days} day{'s' if status.window_days != 1 else ''}", style="dim")
         rows = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), show_edge=False, expand=False)
         for name, justify in (("type", "left"), ("kappa", "right"), ("verdicts", "right"), ("state", "left"),
                               ("since", "left"), ("acts alone", "left")):
@@ -83,6 +83,5 @@ class TriagePanel(Static):
         out = Table.grid()
         out.add_column()
         out.add_row(head)
-        out.add_row(rule)
         out.add_row(rows)
         return out
