@@ -377,3 +377,43 @@ async def test_an_empty_queue_says_so_on_a_new_home(tmp_path, monkeypatch):
         assert panel[2].split() == ["accept", "—", "0", "acting", "—", "no:", "shadow"]
         assert not {"Accept", "Agree", "Open"} & _keys(app) and {"Filter", "Back"} <= _keys(app)
         await wait_rendered(pilot, "nothing waits for a person")
+
+
+def _in_view(app: Any) -> bool:
+    rows = app.screen.query_one("#review-rows", OptionList)
+    top = rows._index_to_line[rows.highlighted] - rows.scroll_y
+    return 0 <= top < rows.scrollable_content_region.height
+
+
+async def test_the_highlighted_row_stays_in_view_at_80x24(review_home):
+    """At 80x24 the list holds a few rows: after an action the next row takes the highlight and the notice saying the
+    outcome shows above the list (making it shorter), and an audit's detail is as tall as an entry's — the
+    highlighted row stays on the screen through each (a detail that grew with its row hid the audit under it)."""
+    home, page = review_home["home"], review_home["page"]
+    with Node.open(home) as node, EntryBank(node) as bank:
+        for n in range(8):
+            bank.add(page.id, f"Shard {n} of the cache lives on its own node.", actor="eng-bot", distinct=True)
+    app = app_for(home, "alex")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _on_review(pilot, app)
+        rows = app.screen.query_one("#review-rows", OptionList)
+        # down to the lowest row the list shows
+        while True:
+            await pilot.press("down")
+            await pilot.pause()
+            assert _in_view(app)
+            if rows._index_to_line[rows.highlighted] - rows.scroll_y == rows.scrollable_content_region.height - 1:
+                break
+        acted = rows.highlighted_option.id
+        await pilot.press("x")
+        await wait_until(pilot, lambda: app.screen.id == "review-reason", what="the reason asked")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.screen.query_one("#review-notice").display
+                         and acted not in [r[0] for r in _rows(app)], what="archived, and the queue read again")
+        await pilot.pause(0.1)
+        assert _in_view(app), (rows.highlighted, rows.scroll_y, rows.scrollable_content_region)
+        # G: the last row, an audit, whose detail is as tall as an entry's (the list does not shrink under it)
+        await pilot.press("G")
+        await wait_until(pilot, lambda: rows.highlighted_option.id == f"audit:{review_home['audit']}")
+        await pilot.pause(0.1)
+        assert _in_view(app), (rows.highlighted, rows.scroll_y, rows.scrollable_content_region)
