@@ -164,7 +164,7 @@ async def test_the_queue_lists_proposals_then_the_agents_entries_with_their_reas
         assert _said(app, "#review-title") == "Review  2 entries waiting · 1 open audit"
         # the first entry highlighted: its reasons in the spec's words and triage's decision under the list
         detail = _said(app, "#review-detail").splitlines()
-        assert detail[0] == f"{proposed.id} under ENG/Caching · PROPOSED · eng-bot (agent), 1 h ago"
+        assert detail[0] == f"{proposed.id} · ENG/Caching · eng-bot (agent), 1 h ago"
         assert detail[2] == "NO_LLM: a model was needed, and none is configured"
         assert detail[3] == "triage: escalate, on, 1 h ago; a person decides"
         assert {"Accept", "Verify", "Dispute", "Archive", "Open", "Filter"} <= _keys(app)

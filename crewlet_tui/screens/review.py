@@ -25,7 +25,7 @@ from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from core.pages.entry_model import ACCEPT, ACTIONS, AGENT, ARCHIVE, DISPUTE, IN_USE, VERIFY
+from core.pages.entry_model import ACCEPT, ACTIONS, AGENT, ARCHIVE, DISPUTE, IN_USE, PROPOSED, VERIFY
 from core.pages.triage_model import (ACCEPT as DECIDED_ACCEPT, AGREE, AUDIT, BROAD_SCOPE, CITATION_FAILED,
                                      CONTRADICTS_LOCKED, CONTRADICTS_VERIFIED, CORROBORATE, DISAGREE, ESCALATE,
                                      EXTERNAL_INPUT, HARMFUL_SIGNAL, JUDGES_DISAGREE, LOW_AGREEMENT, NO_LLM,
@@ -367,19 +367,27 @@ class ReviewScreen(CrewletScreen):
 
     @staticmethod
     def _about(entry: Entry, now: int) -> Text:
+        """Its id, page, author and age, then its body's first line (a proposed entry's status goes without saying;
+        an audited one's is said: what triage left it as)."""
         out = Text()
         out.append(entry.id, style="bold")
-        out.append(f" under {clean_line(entry.page)} · ", style="dim")
-        out.append_text(status_text(entry.status))
+        out.append(f" · {clean_line(entry.page)}", style="dim")
+        if entry.status != PROPOSED:
+            out.append(" · ", style="dim")
+            out.append_text(status_text(entry.status))
         out.append(f" · {clean_line(entry.author)} ({entry.author_kind}), {age(entry.created_at, now)}", style="dim")
         out.append("\n" + first_line(entry.body))
         return out
 
     def _entry_detail(self, queued: QueuedEntry, now: int) -> Text:
         out = self._about(queued.entry, now)
-        for reason in queued.reasons:
+        # the detail has five lines: two reasons in words, the rest named on one line (f filters by any of them)
+        for reason in queued.reasons[:2]:
             out.append(f"\n{reason}", style="yellow")
             out.append(f": {REASON_WORDS.get(reason, '')}", style="dim")
+        if len(queued.reasons) > 2:
+            out.append("\nand ", style="dim")
+            out.append(", ".join(queued.reasons[2:]), style="yellow")
         decision = queued.decision
         out.append("\ntriage: ", style="dim")
         if decision is None:
