@@ -30,8 +30,8 @@ from core.node import Node
 from core.pages import records
 from core.pages.entry_model import SYSTEM_ACTOR
 from core.pages.service import KnowledgeBase
-from core.pages.triage_model import (ACCEPT, CORROBORATE, ESCALATE, NO_LLM, ON, REFUSE, SEVERAL_CLAIMS, SHADOW,
-                                     UNGROUNDED, UNKNOWN_SOURCE)
+from core.pages.triage_model import (ACCEPT, BROAD_SCOPE, CITATION_FAILED, CORROBORATE, ESCALATE, NO_LLM, ON,
+                                     PIN_REQUEST, REFUSE, SEVERAL_CLAIMS, SHADOW, UNGROUNDED, UNKNOWN_SOURCE)
 from crewlet_tui.entry_words import age, now_ms
 from crewlet_tui.widgets.triage_panel import TriagePanel
 
@@ -171,8 +171,10 @@ async def test_the_queue_lists_proposals_then_the_agents_entries_with_their_reas
         assert not {"Agree", "Disagree"} & _keys(app)
         # the audit asks its question; its keys are the two answers
         await _highlight(pilot, app, f"audit:{review_home['audit']}")
-        detail = _said(app, "#review-detail")
-        assert f"Triage folded this entry into {review_home['standing'].id} as a repeat." in detail
+        detail = _said(app, "#review-detail").splitlines()
+        assert detail[0] == f"{folded.id} · ENG/Caching · ARCHIVED · eng-bot (agent), 1 h ago"
+        assert detail[2:] == [f"Triage folded this entry into {review_home['standing'].id} as a repeat.",
+                              "Agree keeps it folded; disagree puts it into use."]
         await wait_until(pilot, lambda: {"Agree", "Disagree", "Open"} <= _keys(app)
                          and not {"Accept", "Verify"} & _keys(app), what="the audit's keys")
         await wait_rendered(pilot, "folded in alone", "Can triage decide alone?", "y Agree")
@@ -417,3 +419,50 @@ async def test_the_highlighted_row_stays_in_view_at_80x24(review_home):
         await wait_until(pilot, lambda: rows.highlighted_option.id == f"audit:{review_home['audit']}")
         await pilot.pause(0.1)
         assert _in_view(app), (rows.highlighted, rows.scroll_y, rows.scrollable_content_region)
+
+
+async def test_many_reasons_are_named_and_a_decision_the_entry_outgrew_says_so(review_home):
+    """A row names its first reason and how many more; the detail says the first in words and names the rest, within
+    its five lines (two reasons are each said in words, as the other tests show). An entry its
+    agent changed after triage decided shows that decision as stale (triage decides again)."""
+    home, page, bare = review_home["home"], review_home["page"], review_home["bare"]
+    with Node.open(home) as node, EntryBank(node) as bank:
+        many = bank.add(page.id, "Every service reads the cache through one client.", kind="CONVENTION",
+                        actor="eng-bot", distinct=True)
+        decide(bank, many.id, ESCALATE, mode=ON, reasons=(CITATION_FAILED, PIN_REQUEST, BROAD_SCOPE, NO_LLM))
+        bank.edit(bare.id, body="Deploys are frozen on Fridays after noon.", actor="eng-bot")
+    app = app_for(home, "alex")
+    async with app.run_test(size=SIZE) as pilot:
+        await _on_review(pilot, app)
+        rows = dict(_rows(app))
+        assert rows[f"entry:{many.id}"] == ("CONVENTIONescalate  CITATION_FAILED +3  Every service reads the cache "
+                                            "through one client.")
+        assert rows[f"entry:{bare.id}"].startswith("DECISION  escalate (stale)  UNGROUNDED  Deploys are frozen on "
+                                                   "Fridays after noon.")
+        await _highlight(pilot, app, f"entry:{many.id}")
+        detail = _said(app, "#review-detail").splitlines()     # five lines, as the detail is tall
+        assert detail[2:4] == ["CITATION_FAILED: a citation does not hold, or was not read yet",
+                               "and PIN_REQUEST, BROAD_SCOPE, NO_LLM"]
+        assert detail[4].startswith("triage: escalate, on, ") and detail[4].endswith("; a person decides")
+        assert len(detail) == app.screen.query_one("#review-detail").content_region.height
+        await _highlight(pilot, app, f"entry:{bare.id}")
+        assert _said(app, "#review-detail").splitlines()[-1].endswith(
+            "; the entry changed since: triage decides again")
+
+
+async def test_the_queue_follows_records_another_process_writes(review_home):
+    """Records another process appended, once applied, refresh the review screen (the app's `_refresh_views`, which
+    the apply duty's pass calls): a new entry triage decided about shows with its reason."""
+    home, page = review_home["home"], review_home["page"]
+    app = app_for(home, "alex")
+    async with app.run_test(size=SIZE) as pilot:
+        await _on_review(pilot, app)
+        with Node.open(home) as other, EntryBank(other) as bank:
+            added = bank.add(page.id, "Cache misses are logged at debug level.", actor="eng-bot", distinct=True)
+            with Triage(bank, judge=None) as triage:
+                triage.triage(added.id)
+        app.session.node.catch_up()
+        app._refresh_views()
+        await wait_until(pilot, lambda: f"entry:{added.id}" in [r[0] for r in _rows(app)], what="the new entry")
+        assert dict(_rows(app))[f"entry:{added.id}"].startswith("FACT      escalate  UNGROUNDED  Cache misses")
+        assert _said(app, "#review-title").startswith("Review  3 entries waiting")

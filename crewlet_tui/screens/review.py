@@ -12,6 +12,7 @@ refuses an agent each of these actions (the screen asks an agent for no reason i
 """
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -381,13 +382,15 @@ class ReviewScreen(CrewletScreen):
 
     def _entry_detail(self, queued: QueuedEntry, now: int) -> Text:
         out = self._about(queued.entry, now)
-        # the detail has five lines: two reasons in words, the rest named on one line (f filters by any of them)
-        for reason in queued.reasons[:2]:
+        # the detail has five lines, two of them for the reasons: each in words, or past two the first in words and
+        # the rest named on one line (f filters by any of them; help and the filter say each in words)
+        worded = queued.reasons if len(queued.reasons) <= 2 else queued.reasons[:1]
+        for reason in worded:
             out.append(f"\n{reason}", style="yellow")
             out.append(f": {REASON_WORDS.get(reason, '')}", style="dim")
-        if len(queued.reasons) > 2:
+        if len(queued.reasons) > len(worded):
             out.append("\nand ", style="dim")
-            out.append(", ".join(queued.reasons[2:]), style="yellow")
+            out.append(", ".join(queued.reasons[len(worded):]), style="yellow")
         decision = queued.decision
         out.append("\ntriage: ", style="dim")
         if decision is None:
@@ -412,8 +415,10 @@ class ReviewScreen(CrewletScreen):
 
     def _audit_detail(self, audit: OpenAudit, now: int) -> Text:
         out = self._about(audit.entry, now)
-        out.append("\n" + clean_line(audit.question), style="bold")
-        out.append("\ny agrees · n disagrees (it asks first)", style="dim")
+        # the audit's one question (core's words), a sentence a line: each fits 80 columns, where the detail's lines
+        # are cut rather than wrapped (the footer says the keys: y Agree, n Disagree)
+        for sentence in re.split(r"(?<=\.) +", clean_line(audit.question))[:3]:
+            out.append("\n" + sentence, style="bold")
         return out
 
     def action_cursor(self, where: str) -> None:
