@@ -466,3 +466,31 @@ async def test_the_queue_follows_records_another_process_writes(review_home):
         await wait_until(pilot, lambda: f"entry:{added.id}" in [r[0] for r in _rows(app)], what="the new entry")
         assert dict(_rows(app))[f"entry:{added.id}"].startswith("FACT      escalate  UNGROUNDED  Cache misses")
         assert _said(app, "#review-title").startswith("Review  3 entries waiting")
+
+
+async def test_the_apps_own_triage_pass_refreshes_the_queue(review_home):
+    """The triage duty running in this app decides about an entry the screen showed as not triaged: its pass,
+    reported as the duty runner reports it, refreshes the screen on show (the apply duty refreshes only for records
+    another process wrote)."""
+    import threading
+
+    from core.duties.runner import DutyReport, PassContext
+    from core.duties.triage import TriageDuty
+    from crewlet_tui.app import DutyPassed
+
+    home, page = review_home["home"], review_home["page"]
+    with Node.open(home) as node, EntryBank(node) as bank:
+        waiting = bank.add(page.id, "Cache misses are logged at debug level.", actor="eng-bot", distinct=True)
+    app = app_for(home, "alex")
+    async with app.run_test(size=SIZE) as pilot:
+        await _on_review(pilot, app)
+        assert dict(_rows(app))[f"entry:{waiting.id}"].startswith("FACT      not triaged  Cache misses")
+        duty = TriageDuty(app.session.node)
+        try:
+            done = duty.run_pass(PassContext(cursor=None, stop=threading.Event(), duty="triage"))
+        finally:
+            duty.close()
+        assert done.worked
+        app.post_message(DutyPassed(DutyReport("triage", True, done), done.status))
+        await wait_until(pilot, lambda: dict(_rows(app))[f"entry:{waiting.id}"].startswith(
+            "FACT      escalate  UNGROUNDED  Cache misses"), what="the queue read again")
