@@ -35,7 +35,7 @@ from core.pages.triage_model import (ACCEPT as DECIDED_ACCEPT, AGREE, AUDIT, BRO
 from ..entry_words import age, first_line, now_ms, refusal_words, status_text
 from ..sanitize import clean_line
 from ..widgets.triage_panel import TriagePanel
-from .base import COMMON_BINDINGS, CrewletScreen, footer
+from .base import COMMON_BINDINGS, CrewletScreen, error_text, footer
 from .entry import WORDS
 from .modals import ConfirmModal, InputModal
 
@@ -241,7 +241,7 @@ class ReviewScreen(CrewletScreen):
 
     def _not_read(self, error: BaseException) -> None:
         self.query_one("#review-title", Static).update(
-            Text(f"cannot read the review queue: {refusal_words(error, self.session.handle)}", style="bold red"))
+            Text(f"cannot read the review queue: {error_text(error)}", style="bold red"))
 
     def _show(self, view: ReviewView) -> None:
         self.view = view
