@@ -157,10 +157,10 @@ async def test_the_queue_lists_proposals_then_the_agents_entries_with_their_reas
                                         f"audit:{review_home['audit']}"]
         assert rows[0][1] == "Page proposals: none (consolidating a page is not built yet)"
         assert rows[1][1] == "Entries waiting for a person (2)"
-        assert rows[2][1] == "GOTCHA    escalate  NO_LLM  The cache is per process, not shared."
-        assert rows[3][1] == "DECISION  escalate  UNGROUNDED  Deploys are frozen on Fridays."
+        assert rows[2][1] == "GOTCHA      escalate  NO_LLM  The cache is per process, not shared."
+        assert rows[3][1] == "DECISION    escalate  UNGROUNDED  Deploys are frozen on Fridays."
         assert rows[4][1] == "Open audits (1)"
-        assert rows[5][1] == "AUDIT     folded in alone  The cache keeps entries for ten minutes."
+        assert rows[5][1] == "AUDIT       folded in alone  The cache keeps entries for ten minutes."
         assert _said(app, "#review-title") == "Review  2 entries waiting · 1 open audit"
         # the first entry highlighted: its reasons in the spec's words and triage's decision under the list
         detail = _said(app, "#review-detail").splitlines()
@@ -435,9 +435,9 @@ async def test_many_reasons_are_named_and_a_decision_the_entry_outgrew_says_so(r
     async with app.run_test(size=SIZE) as pilot:
         await _on_review(pilot, app)
         rows = dict(_rows(app))
-        assert rows[f"entry:{many.id}"] == ("CONVENTIONescalate  CITATION_FAILED +3  Every service reads the cache "
+        assert rows[f"entry:{many.id}"] == ("CONVENTION  escalate  CITATION_FAILED +3  Every service reads the cache "
                                             "through one client.")
-        assert rows[f"entry:{bare.id}"].startswith("DECISION  escalate (stale)  UNGROUNDED  Deploys are frozen on "
+        assert rows[f"entry:{bare.id}"].startswith("DECISION    escalate (stale)  UNGROUNDED  Deploys are frozen on "
                                                    "Fridays after noon.")
         await _highlight(pilot, app, f"entry:{many.id}")
         detail = _said(app, "#review-detail").splitlines()     # five lines, as the detail is tall
@@ -464,7 +464,7 @@ async def test_the_queue_follows_records_another_process_writes(review_home):
         app.session.node.catch_up()
         app._refresh_views()
         await wait_until(pilot, lambda: f"entry:{added.id}" in [r[0] for r in _rows(app)], what="the new entry")
-        assert dict(_rows(app))[f"entry:{added.id}"].startswith("FACT      escalate  UNGROUNDED  Cache misses")
+        assert dict(_rows(app))[f"entry:{added.id}"].startswith("FACT        escalate  UNGROUNDED  Cache misses")
         assert _said(app, "#review-title").startswith("Review  3 entries waiting")
 
 
@@ -484,7 +484,9 @@ async def test_the_apps_own_triage_pass_refreshes_the_queue(review_home):
     app = app_for(home, "alex")
     async with app.run_test(size=SIZE) as pilot:
         await _on_review(pilot, app)
-        assert dict(_rows(app))[f"entry:{waiting.id}"].startswith("FACT      not triaged  Cache misses")
+        assert dict(_rows(app))[f"entry:{waiting.id}"].startswith("FACT        not triaged  Cache misses")
+        await _highlight(pilot, app, f"entry:{waiting.id}")
+        assert _said(app, "#review-detail").splitlines()[-1] == "triage: not decided yet (its duty decides it next)"
         duty = TriageDuty(app.session.node)
         try:
             done = duty.run_pass(PassContext(cursor=None, stop=threading.Event(), duty="triage"))
@@ -493,4 +495,4 @@ async def test_the_apps_own_triage_pass_refreshes_the_queue(review_home):
         assert done.worked
         app.post_message(DutyPassed(DutyReport("triage", True, done), done.status))
         await wait_until(pilot, lambda: dict(_rows(app))[f"entry:{waiting.id}"].startswith(
-            "FACT      escalate  UNGROUNDED  Cache misses"), what="the queue read again")
+            "FACT        escalate  UNGROUNDED  Cache misses"), what="the queue read again")

@@ -26,10 +26,10 @@ from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from core.pages.entry_model import ACCEPT, ACTIONS, AGENT, ARCHIVE, DISPUTE, IN_USE, PROPOSED, VERIFY
+from core.pages.entry_model import ACCEPT, ACTIONS, AGENT, ARCHIVE, DISPUTE, ENTRY_KINDS, IN_USE, PROPOSED, VERIFY
 from core.pages.triage_model import (ACCEPT as DECIDED_ACCEPT, AGREE, AUDIT, BROAD_SCOPE, CITATION_FAILED,
                                      CONTRADICTS_LOCKED, CONTRADICTS_VERIFIED, CORROBORATE, DISAGREE, ESCALATE,
-                                     EXTERNAL_INPUT, HARMFUL_SIGNAL, JUDGES_DISAGREE, LOW_AGREEMENT, NO_LLM,
+                                     EXTERNAL_INPUT, HARMFUL_SIGNAL, JUDGES_DISAGREE, LOW_AGREEMENT, NO_LLM, OFF,
                                      PIN_REQUEST, REASONS, REFUSE, SUPERSEDE_REQUEST, UNGROUNDED, UNKNOWN_SOURCE)
 
 from ..entry_words import age, first_line, now_ms, refusal_words, status_text
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from core.bank.entries import Entry
     from core.bank.review import DecisionView, OpenAudit, QueuedEntry, Review, ReviewQueue, TriageStatus
 
+KIND_WIDTH = max(len(k) for k in (*ENTRY_KINDS, "AUDIT")) + 2     # the rows' first column, CONVENTION and a gap
 SHOWN = 500           # rows a section lists at most; the rest are counted (`crewlet review` lists them all)
 
 # each escalation reason in spec 003's words ("Escalation reasons"), for the detail under the list and the filter
@@ -114,7 +115,7 @@ def reasons_short(reasons: list[str]) -> Text:
 
 def entry_row(queued: QueuedEntry) -> Text:
     row = Text(no_wrap=True, overflow="ellipsis")
-    row.append(f"{queued.entry.kind:<10}", style="bold")
+    row.append(f"{queued.entry.kind:<{KIND_WIDTH}}", style="bold")
     row.append_text(decision_words(queued))
     if queued.decision is not None:
         row.append("  ")
@@ -125,7 +126,7 @@ def entry_row(queued: QueuedEntry) -> Text:
 
 def audit_row(audit: OpenAudit) -> Text:
     row = Text(no_wrap=True, overflow="ellipsis")
-    row.append(f"{'AUDIT':<10}", style="bold magenta")
+    row.append(f"{'AUDIT':<{KIND_WIDTH}}", style="bold magenta")
     row.append(DONE_ALONE.get(audit.decision.decision, audit.decision.decision), style="cyan")
     row.append("  " + first_line(audit.entry.body))
     return row
@@ -394,7 +395,9 @@ class ReviewScreen(CrewletScreen):
         decision = queued.decision
         out.append("\ntriage: ", style="dim")
         if decision is None:
-            out.append("no decision recorded (triage off, or not its turn yet)", style="dim")
+            off = self.view is not None and self.view.status.mode == OFF
+            out.append("off: a person decides every entry" if off else "not decided yet (its duty decides it next)",
+                       style="dim")
         else:
             out.append(decision.decision, style="cyan")
             if decision.fold_into:
