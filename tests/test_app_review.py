@@ -340,7 +340,7 @@ async def test_the_panel_says_what_review_status_says(agreed_home):
         # the hand-made verdicts backed accept off (kappa under the floor over at least 3): said with since when
         accept = next(t for t in status.types if t.decision_type == ACCEPT)
         since = age(accept.since, now_ms())
-        assert accept.state == "escalating" and f"escalating  {since}  no: backed off" in lines[2]
+        assert accept.state == "escalating" and f"escalating  {since}  no (LOW_AGREEMENT)" in lines[2]
 
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 36)], ids=lambda s: f"{s[0]}x{s[1]}")
@@ -376,7 +376,7 @@ async def test_an_empty_queue_says_so_on_a_new_home(tmp_path, monkeypatch):
         assert _said(app, "#review-title") == "Review  0 entries waiting · 0 open audits"
         panel = _panel_lines(app.screen.query_one(TriagePanel))
         assert panel[0] == "Can triage decide alone?  mode shadow · floor 0.60, ≥ 20 verdicts, 30 days"
-        assert panel[2].split() == ["accept", "—", "0", "acting", "—", "no:", "shadow"]
+        assert panel[2].split() == ["accept", "—", "0", "acting", "—", "no", "(shadow)"]
         assert not {"Accept", "Agree", "Open"} & _keys(app) and {"Filter", "Back"} <= _keys(app)
         await wait_rendered(pilot, "nothing waits for a person")
 

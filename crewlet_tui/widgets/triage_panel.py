@@ -1,7 +1,7 @@
 """The triage panel (spec 003, "Audits and agreement"): "Can triage decide alone?" — the mode triage runs in, the
 floor and the evidence it needs, and per decision type its kappa against people's verdicts over the window, how
 many verdicts that is, its state (acting or escalating: backed off) and since when, and whether it acts alone now
-(the mode's meaning is said there: "no: shadow"). Six lines, so the review queue keeps its room at 80x24.
+(the mode's meaning is said there: "no (shadow)"). Six lines, so the review queue keeps its room at 80x24.
 
 It shows a `core.bank.review.TriageStatus` as `Review.status()` answers it; it reads nothing itself (the screen
 that holds it reads the status in its background call). Ages are on the bank's calendar, as on every surface.
@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-from core.pages.triage_model import ACTING, ESCALATE, OFF, ON, SHADOW
+from core.pages.triage_model import ACTING, ESCALATE, ESCALATING, OFF, ON, SHADOW
 
 from ..entry_words import age, now_ms
 
@@ -43,14 +43,15 @@ def state_text(row: TypeAgreement) -> Text:
 
 
 def acts_text(row: TypeAgreement, mode: str) -> Text:
-    """Whether this type acts alone now, and when not, why (the mode, or a back-off)."""
+    """Whether this type acts alone now, and when not, why — in `crewlet triage status`'s words: the mode, or a
+    back-off (its entries escalate with LOW_AGREEMENT); escalation never acts alone, and never backs off."""
     if row.decision_type == ESCALATE:
         return Text("never backs off", style="dim")
     if row.acts:
         return Text("yes", style="bold green")
-    if mode != ON:
-        return Text(f"no: {mode}", style="dim")
-    return Text("no: backed off", style="yellow")
+    if row.state == ESCALATING:
+        return Text("no (LOW_AGREEMENT)", style="yellow")
+    return Text(f"no ({mode})" if mode != ON else "no", style="dim")
 
 
 class TriagePanel(Static):
