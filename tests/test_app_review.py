@@ -496,3 +496,17 @@ async def test_the_apps_own_triage_pass_refreshes_the_queue(review_home):
         app.post_message(DutyPassed(DutyReport("triage", True, done), done.status))
         await wait_until(pilot, lambda: dict(_rows(app))[f"entry:{waiting.id}"].startswith(
             "FACT        escalate  UNGROUNDED  Cache misses"), what="the queue read again")
+
+
+async def test_a_section_longer_than_the_screen_lists_says_how_many_more(review_home, monkeypatch):
+    """More waiting entries than a section lists (SHOWN, 500) are counted with the command that lists them all."""
+    from crewlet_tui.screens import review
+
+    monkeypatch.setattr(review, "SHOWN", 1)
+    app = app_for(review_home["home"], "alex")
+    async with app.run_test(size=SIZE) as pilot:
+        await _on_review(pilot, app)
+        assert [r[1] for r in _rows(app)][1:4] == [
+            "Entries waiting for a person (2)", dict(_rows(app))[f"entry:{review_home['proposed'].id}"],
+            "… 1 more: crewlet review"]
+        assert f"entry:{review_home['bare'].id}" not in dict(_rows(app))
