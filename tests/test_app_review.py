@@ -305,7 +305,8 @@ async def test_the_entries_filter_by_reason(review_home):
 @pytest.fixture
 def agreed_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """Verdicts behind the panel: shadow decisions on agents' entries, each then decided by a person, with a low
-    minimum so kappa counts (each type's row is figures, not dashes), and the back-off settled as the app settles."""
+    minimum so kappa counts (each type's row is figures, not dashes), and the back-off settled as Review's actions
+    settle it."""
     review_home = make_review_home(tmp_path, monkeypatch, kappa_min_samples=3)
     home, page = review_home["home"], review_home["page"]
     with Node.open(home) as node, EntryBank(node) as bank:
@@ -314,7 +315,7 @@ def agreed_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, An
             entry = bank.add(page.id, f"Shard {n} of the cache lives on its own node.", actor="eng-bot",
                              distinct=True)
             decide(bank, entry.id, decision, mode=SHADOW, held=(UNKNOWN_SOURCE,) if decision != ESCALATE else (),
-                   reasons=(NO_LLM,) if decision == ESCALATE else (),
+                   reasons=(NO_LLM,) if decision == ESCALATE else (UNKNOWN_SOURCE,),
                    refusal=SEVERAL_CLAIMS if decision == REFUSE else None)
             getattr(bank, action)(entry.id, actor="sam")
         settle(bank)
