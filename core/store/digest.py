@@ -97,6 +97,10 @@ TABLES: tuple[Table, ...] = (
     Table("run_findings", rows="SELECT op_id, idx, run_id, module, text FROM run_findings ORDER BY op_id, idx"),
     Table("entry_outcomes", rows="SELECT op_id, entry_id, outcome, effect, run_id, at FROM entry_outcomes "
                                  "ORDER BY op_id, entry_id, outcome"),
+    # upkeep (issue 37, m017): the questions the bank could not answer, the issues upkeep filed
+    Table("gap_asks", rows="SELECT op_id, gap_key, question, via, actor, at FROM gap_asks ORDER BY op_id"),
+    Table("upkeep_issues", rows="SELECT op_id, subject, kind, space, title, ref, url, page, actor, at "
+                                "FROM upkeep_issues ORDER BY op_id"),
     Table("log_position", carried="where this database stands on each log: digested apart (POSITIONS), "
                                   "in the transaction that applied the rows"),
     Table("_migrations", carried="which migrations made the file's schema: a snapshot's own"),
