@@ -383,6 +383,10 @@ def _every_page_kind(page: str, other: str, trashed: str, comment: str, entry: s
                                  holdout_rate=0.1, issue="ENG-12"),
         "run.finish": R.run_finish("alex", run_id="run-1", checks="passed", review="failed", pr="merged", cost=0.5,
                                    findings=[{"module": "apps/server", "text": "retries need a backoff"}]),
+        "knowledge.gap": R.gap_ask("eng-bot", question="How is the zebra ledger rotated?", via="recall_knowledge"),
+        "upkeep.issue": R.upkeep_issue("crewlet", subject="gap:how is the zebra ledger rotated", kind="gap",
+                                       space="ENG", title="Knowledge gap: How is the zebra ledger rotated?",
+                                       ref="ENG-7", url="https://plane.example.com/acme/issues/7/"),
         "log.lost": Record("log.lost", "op-lost-shape", "crewlet", 1, {
             "seq": 1, "log": "pages", "why": "given back as its outcome",
             "outcome": {"type": "page.save", "status": "refused", "code": "stale_revision", "reason": "r",

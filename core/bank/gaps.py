@@ -5,14 +5,14 @@
     Gaps(node).file_due(settings)     # a question asked KNOWLEDGE_GAP_ISSUE_MIN_COUNT times gets its issue
 
 A question is a gap when `crewlet ask` or `recall_knowledge` found nothing above the relevance floor (the search
-gave no hit: answer status `no_match`); each such ask is a `gap.ask` record. The same question is its fold
+gave no hit: answer status `no_match`); each such ask is a `knowledge.gap` record. The same question is its fold
 (upkeep_handlers.fold_text: whitespace and case folded, trailing punctuation dropped).
 
 Where its issue goes: the module the question names — the folder of a module some page is linked to
 (`crewlet page link PAGE --module M`), or that folder's last name, as whole words of the question, the longest
 first — is owned by the space of the earliest page linked to it. With `[integrations.plane]` configured the
 issue "Knowledge gap: <question>" is created in that space's Plane project (the project whose identifier is the
-space's key); otherwise it is a page of that title under the space's GAPS page (made by crewlet when missing). A
+space's key; `[integrations.plane]` with `enabled = false` — Plane not the knowledge home — still takes the issues); otherwise it is a page of that title under the space's GAPS page (made by crewlet when missing). A
 question naming no linked module has no team to file with: `crewlet gaps` says so and nothing is filed.
 
 A gap is answered once an accepted entry (in use) cites its issue: a link citation whose link is the issue's URL
@@ -215,10 +215,8 @@ class IssueFiler:
         """Returns {ref, url?, page?, where}; a site that refuses or cannot be reached raises (nothing recorded)."""
         title = check_title(title if len(title) <= 200 else title[:199] + "…")
         plane = self.company.integrations.plane
-        if plane is not None and plane.enabled:
-            filed = self._plane(space, title, body)
-        else:
-            filed = self._page(space, title, body)
+        # declared, enabled or not: enabled = false only keeps Plane from being the knowledge home
+        filed = self._plane(space, title, body) if plane is not None else self._page(space, title, body)
         out = self.node.submit_one(records.upkeep_issue(SYSTEM_ACTOR, subject=subject, kind=kind, space=space,
                                                         title=title, **{k: v for k, v in filed.items()
                                                                          if k in ("ref", "url", "page")}))
@@ -235,7 +233,7 @@ class IssueFiler:
         assert settings is not None
         choice = plane_credential(self.company, None, self.env)
         if choice.credential is None:
-            raise Refused(f"no issue filed in Plane: {choice.reason}", code="no_credential")
+            raise Refused(f"no issue filed in Plane: {choice.missing}", code="no_credential")
         if self._http is None:
             self._http = RemoteHTTP("Plane", settings.url, connect_s=settings.connect_timeout_s,
                                     read_s=settings.read_timeout_s)

@@ -180,12 +180,12 @@ KINDS = LogKinds("pages", own_tables=("applied_ops",), kinds=[
                       "cost": may(_FLOAT, NONE), "findings": need(LIST, items=DICT)},
                handle=run_do.run_finish, give_back=run_do.give_back_finish, related=("run_id",)),
     # upkeep (issue 37): a question the bank could not answer; an issue upkeep filed (a gap's, an archived convention's)
-    RecordKind("gap.ask", build.gap_ask, writes=("gap_asks",), shape={"question": need(TEXT), "via": need(TEXT)},
+    RecordKind("knowledge.gap", build.gap_ask, writes=("gap_asks",), shape={"question": need(TEXT), "via": need(TEXT)},
                handle=upkeep_do.gap_ask, give_back=upkeep_do.give_back_gap_ask),
     RecordKind("upkeep.issue", build.upkeep_issue, writes=("upkeep_issues",),
                shape={"subject": need(TEXT), "kind": need(TEXT), "space": need(TEXT), "title": need(TEXT),
                       "ref": need(TEXT), "url": may(TEXT), "page": may(TEXT)},
-               handle=upkeep_do.upkeep_issue, give_back=upkeep_do.give_back_issue, related=("subject",)),
+               handle=upkeep_do.upkeep_issue, give_back=upkeep_do.give_back_issue),
     # a repair's tombstone (core/recover.py): it carries its own outcome (the applier's verdict stores it)
     RecordKind("log.lost", tombstone, writes=(), shape=LOST_SHAPE, verdict=do.lost, give_back=LOST_GIVE_BACK),
 ])

@@ -273,7 +273,7 @@ def run_finish(actor: str, *, run_id: str, checks: str, review: str, pr: str, co
 
 def gap_ask(actor: str, *, question: str, via: str, op_id: str | None = None) -> Record:
     """A question `actor` asked through `via` (ask | recall_knowledge) that the bank could not answer."""
-    return Record.new("gap.ask", actor, {"question": question, "via": via}, op_id=op_id)
+    return Record.new("knowledge.gap", actor, {"question": question, "via": via}, op_id=op_id)
 
 
 def upkeep_issue(actor: str, *, subject: str, kind: str, space: str, title: str, ref: str, url: str | None = None,

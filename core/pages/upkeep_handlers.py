@@ -1,6 +1,6 @@
 """The pages log's handlers for upkeep (issue 37; spec 003 "Upkeep"), their give-backs, and the words they share.
 
-`gap.ask` keeps one question the bank could not answer (nothing above the floor: `ask` and `recall_knowledge`
+`knowledge.gap` keeps one question the bank could not answer (nothing above the floor: `ask` and `recall_knowledge`
 found no hit), keyed by its fold, so the same question asked again counts again (`gap_asks`). `upkeep.issue`
 keeps an issue upkeep filed — for a knowledge gap, or for a convention it archived — with where it was filed
 (a Plane issue's reference and URL, or a page under a space's GAPS folder), once per subject (`upkeep_issues`).

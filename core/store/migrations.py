@@ -639,7 +639,7 @@ def m017_upkeep(conn: Any) -> None:
     filed."""
     _run_script(conn, """
         CREATE TABLE gap_asks (
-            op_id TEXT PRIMARY KEY,        -- the gap.ask record
+            op_id TEXT PRIMARY KEY,        -- the knowledge.gap record
             gap_key TEXT NOT NULL,         -- the question folded (upkeep_handlers.fold_text)
             question TEXT NOT NULL,        -- as asked, whitespace folded
             via TEXT NOT NULL,             -- ask | recall_knowledge
