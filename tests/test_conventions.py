@@ -125,6 +125,8 @@ def test_an_accepted_convention_past_the_harm_margin_is_archived_its_owners_told
                                      "WHERE p.id = ?", (issue["page"],))
     assert (title, parent) == (f"Convention archived: {RULE}", "GAPS") and entry_id in body
     assert b.rows("SELECT kind, space FROM upkeep_issues") == [("convention", "ENG")]
+    assert (f"HARMFUL_SIGNAL entry {entry_id}: 4 harmful outcomes, 1 helpful — archived by upkeep; accept to put it "
+            "back") in b.cli("review").stdout
     assert b.json("upkeep", "run")["archived"] == []           # archived once, told once
 
     # a person puts it back: in use again, its count starting from that accept; upkeep leaves it
