@@ -173,3 +173,27 @@ def test_the_duty_files_only_when_the_cron_is_due_on_the_calendar(tmp_path, repo
         monkeypatch.setenv("KNOWLEDGE_GAP_ISSUES_CRON", "off")
         # off never files (KNOWLEDGE_GAP_ISSUES_CRON = off): the duty asks gaps_due, which says no whatever the cursor
     assert gaps_due(Cron(None), None) is False and gaps_due(Cron("0 4 * * 1"), None) is True
+
+
+def test_a_plane_that_cannot_take_the_issue_files_nothing_and_the_next_run_files_it(tmp_path, repo):  # noqa: F811
+    with PlaneWithIssues() as plane:
+        plane.key("company-key", "svc")
+        h = Home_(tmp_path, repo, plane, gap_issue_min_count=1)
+        h.ask(QUESTION)
+        out = h.json("upkeep", "run")["gaps"]
+        assert out["filed"] == [] and plane.issues == []
+        [line] = out["failed"]
+        assert line.startswith(QUESTION) and "no Plane project ENG" in line
+        assert h.gaps()[QUESTION]["issue"] is None
+        with Node.open(h.home) as node:
+            assert node.conn.execute("SELECT count(*) FROM upkeep_issues").fetchone()[0] == 0
+        plane.project("ENG", members={"svc"})               # the team makes its project: the next run files
+        assert [f["ref"] for f in h.json("upkeep", "run")["gaps"]["filed"]] == ["ENG-1"]
+        assert h.gaps()[QUESTION]["issue"]["ref"] == "ENG-1"
+
+
+def test_the_four_upkeep_settings_are_in_effect(tmp_path, repo):  # noqa: F811
+    h = Home_(tmp_path, repo)
+    rows = {r["key"]: r for r in h.json("settings", "knowledge")["settings"]}
+    for key in ("convention_min_runs", "convention_harm_margin", "gap_issue_min_count", "gap_issues_cron"):
+        assert rows[key]["in_effect"] is True, key
