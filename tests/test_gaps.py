@@ -197,3 +197,19 @@ def test_the_four_upkeep_settings_are_in_effect(tmp_path, repo):  # noqa: F811
     rows = {r["key"]: r for r in h.json("settings", "knowledge")["settings"]}
     for key in ("convention_min_runs", "convention_harm_margin", "gap_issue_min_count", "gap_issues_cron"):
         assert rows[key]["in_effect"] is True, key
+
+
+async def test_the_apps_ask_screen_records_a_question_nothing_matches(tmp_path):
+    from test_app_ask import asked_home
+    from test_app_support import SIZE, app_for, wait_screen, wait_until
+
+    home, _ = asked_home(tmp_path, None)
+    app = app_for(home)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_screen(pilot, "SpacesScreen")
+        app.open_ask(OTHER)
+        await wait_screen(pilot, "AskScreen")
+        await wait_until(pilot, lambda: app.screen.answer is not None)
+        assert app.screen.answer.status == "no_match"
+    with Node.open(home) as node:
+        assert [tuple(r) for r in node.conn.execute("SELECT question, via FROM gap_asks")] == [(OTHER, "ask")]
