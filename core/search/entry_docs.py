@@ -14,11 +14,20 @@ agent only in use (STANDING, CONSOLIDATED: spec 003's "served to agents").
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ..pages.entry_model import CONSOLIDATED, IN_USE, OUT_OF_USE
 
-H = TypeVar("H")
+
+class Ranked(Protocol):
+    """What `below_their_pages` reads of a hit (a search's Hit has it)."""
+
+    page_id: str
+    entry_id: str | None
+    entry_status: str | None
+
+
+H = TypeVar("H", bound=Ranked)
 
 PREFIX = "entry:"
 ENTRY_URL = "#/knowledge/entries/{id}"
@@ -103,15 +112,14 @@ def change_since(conn: Any, seq: int) -> bool:
 def below_their_pages(hits: Sequence[H]) -> list[H]:
     """A CONSOLIDATED entry ranks below its page (spec 003, "Consolidation": evidence for the page, whose body says
     it): one ranked above its page's hit moves to just after it, the page's evidence in the order it came; one
-    whose page is not among the hits keeps its place. Hits are anything with `entry_id`, `entry_status` and
-    `page_id` (a search's Hit)."""
-    later = {getattr(h, "page_id") for h in hits if not getattr(h, "entry_id", None)}
+    whose page is not among the hits keeps its place."""
+    later = {h.page_id for h in hits if not h.entry_id}
     out: list[H] = []
     waiting: dict[str, list[H]] = {}
     for h in hits:
-        page_id = getattr(h, "page_id")
-        if getattr(h, "entry_id", None):
-            if getattr(h, "entry_status", None) == CONSOLIDATED and page_id in later:
+        page_id = h.page_id
+        if h.entry_id:
+            if h.entry_status == CONSOLIDATED and page_id in later:
                 waiting.setdefault(page_id, []).append(h)
                 continue
             out.append(h)

@@ -33,7 +33,8 @@ TOOL = Tool(
     description=(
         "Propose a new body for a page that says what some of its STANDING entries say, folding them in. Nothing "
         "changes yet: the proposal waits for a person in the review queue. Once accepted, the page gets the new body "
-        "and the entries become CONSOLIDATED (still served, as evidence for the page, ranked below it). Refused for "
+        "and the entries become CONSOLIDATED (still served, as evidence for the page, ranked below it). Returns the "
+        "proposal: its id, the page, the revision it was made against and the entries it folds. Refused for "
         "an entry of another page or one not STANDING, and if the page changed since you read it. Use it when a "
         "page has many entries that would read better as a paragraph of its body."),
     hint="propose folding a page's entries into its body (a person accepts it)",
