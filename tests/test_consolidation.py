@@ -17,6 +17,7 @@ import pytest
 from conftest import config_with, new_home
 from mcp_client import anyio_backend  # noqa: F401 - a fixture, by name
 from mcp_client import call, connect
+from test_app_support import app_for, wait_screen, wait_until
 from test_repos_support import GitRepo, numbered
 from typer.testing import CliRunner
 
@@ -304,3 +305,29 @@ async def test_the_mcp_tool_stores_a_proposal_and_the_page_does_not_change(w):
     w.kb = w.bank.kb
     assert w.body() == OLD_BODY and w.statuses() == [STANDING] * 3
     assert [q["id"] for q in Review(w.bank).queue().proposals] == [data["proposal"]["id"]]
+
+
+@pytest.mark.anyio
+async def test_the_page_screen_folds_the_standing_entries_and_a_person_s_save_accepts_in_one_step(w):
+    w.bank.archive(w.e[2], actor="alex", reason="no longer true")       # not standing: not offered
+    w.close()
+    app = app_for(w.home, "alex")
+    async with app.run_test(size=(100, 32)) as pilot:
+        await wait_screen(pilot, "SpacesScreen")
+        app.open_page(w.page)
+        await wait_screen(pilot, "PageScreen")
+        await wait_until(pilot, lambda: app.screen.entries is not None, what="the entries read")
+        await pilot.press("f")
+        await wait_screen(pilot, "EditScreen")
+        text = app.screen.editor.text
+        assert text.startswith(OLD_BODY) and f"- {FACTS[0]}" in text and f"- {FACTS[1]}" in text
+        assert FACTS[2] not in text
+        app.screen.editor.text = NEW_BODY
+        await pilot.press("ctrl+s")
+        await wait_until(pilot, lambda: app.screen.id == "save-note", what="the note asked")
+        await pilot.press("enter")
+        bank = app.session.bank
+        await wait_until(pilot, lambda: bank.show(w.e[0]).status == CONSOLIDATED, what="the entries consolidated")
+        assert bank.kb.get_page(w.page, actor="alex").body == NEW_BODY
+        assert [bank.show(i).status for i in w.e] == [CONSOLIDATED, CONSOLIDATED, ARCHIVED]
+        assert Consolidation(bank).of_page(w.page)[0].state == "ACCEPTED"

@@ -124,10 +124,10 @@ class Consolidation:
         return self.show(proposal_id)
 
     def consolidate_now(self, page: str, body: str, entry_ids: Sequence[str], *, actor: str | None = None,
-                        message: str | None = None) -> Proposal:
+                        message: str | None = None, base_revision: int | None = None) -> Proposal:
         """A person consolidating from the page (the app): propose and accept in one step. An agent only proposes:
         its proposal is returned open."""
-        prop = self.propose(page, body, entry_ids, actor=actor, message=message)
+        prop = self.propose(page, body, entry_ids, actor=actor, message=message, base_revision=base_revision)
         if self.bank._writer(actor).is_agent:
             return prop
         return self.decide(prop.id, ACCEPT, actor=actor)

@@ -71,6 +71,7 @@ class PageScreen(CrewletScreen):
         Binding("o", "outline", "Outline"),
         Binding("i", "entries", "Entries"),
         Binding("p", "policy", "Policy"),
+        Binding("f", "fold", "Fold entries"),
         Binding("tab", "side_panel", "Side panel"),
         registry.binding("trash", "Trash list", action="trash_list"),
         Binding("j", "scroll('down')", "Down", show=False),
@@ -108,7 +109,7 @@ class PageScreen(CrewletScreen):
         yield from self.compose_footer()
 
     # what changes a live page; a page in the trash allows none of it, only restoring it (u)
-    WRITES = frozenset({"edit", "comment", "new_child", "rename", "move", "trash", "policy"})
+    WRITES = frozenset({"edit", "comment", "new_child", "rename", "move", "trash", "policy", "fold"})
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """The footer shows what can be done here and now: a page in the trash offers u (restore), not e or d;
@@ -352,6 +353,28 @@ class PageScreen(CrewletScreen):
                 self.notify("this page is in the trash — restore it before editing", severity="warning")
                 return
             self.crewlet.open_editor(self.page)
+
+    def action_fold(self) -> None:
+        """Consolidate: the editor opens on the body with the page's standing entries appended, to be written into
+        it; a person's save proposes and accepts in one step (spec 003, "Consolidation")."""
+        page, entries = self.page, self.entries
+        if page is None or entries is None or entries.page_id != page.id:
+            return
+        if page.trashed_at:
+            self.notify("this page is in the trash — restore it before consolidating", severity="warning")
+            return
+        standing = [e for e in entries.in_use if e.status == "STANDING"]
+        if not standing:
+            self.notify("no standing entries to fold into the body", severity="warning")
+            return
+        from .edit import EditScreen, FoldIn, too_long_to_edit
+
+        text = page.body.rstrip("\n") + "\n\n" + "".join(f"- {' '.join(e.body.split())}\n" for e in standing)
+        why = too_long_to_edit(text)
+        if why:
+            self.notify(why, title="not opened in the editor", severity="warning", markup=False, timeout=12)
+            return
+        self.app.push_screen(EditScreen(page, fold=FoldIn([e.id for e in standing], text)))
 
     def action_history(self) -> None:
         if self.page is not None:
