@@ -71,7 +71,8 @@ class PageScreen(CrewletScreen):
         Binding("o", "outline", "Outline"),
         Binding("i", "entries", "Entries"),
         Binding("p", "policy", "Policy"),
-        Binding("f", "fold", "Fold entries"),
+        # the footer is full at 80 columns: the entries' heading and the help screen name it
+        Binding("f", "fold", "Fold entries", show=False),
         Binding("tab", "side_panel", "Side panel"),
         registry.binding("trash", "Trash list", action="trash_list"),
         Binding("j", "scroll('down')", "Down", show=False),
@@ -260,7 +261,7 @@ class PageScreen(CrewletScreen):
         title.append(f"  {', '.join(counts)}", style="dim")
         title.append("  ·  policy ", style="dim")
         title.append(view.policy, style="bold")
-        title.append("  (i: the list · p: the policy)", style="dim")
+        title.append("  (i: the list · p: the policy · f: fold into the body)", style="dim")
         self.query_one("#page-entries-title", Static).update(title)
         self.query_one(EntryList).show(view)
 
