@@ -71,8 +71,9 @@ def page_consolidate(
     message: str | None = typer.Option(None, "--message", "-m", metavar="TEXT", help="Your note for the reviewer."),
     as_json: bool = JSON_OPT,
 ) -> None:
-    """Propose folding a page's entries into its body. The page does not change: a person accepts or declines the
-    proposal in the review queue (`crewlet review`)."""
+    """Propose folding a page's STANDING entries into its body.
+
+    The page does not change: a person accepts or declines the proposal in the review queue (`crewlet review`)."""
     ids = entry_ids(entries)
     body = read_body(body_file)
     from core.bank.consolidation import Consolidation
@@ -88,8 +89,10 @@ def page_consolidate(
 @review_app.command("proposal")
 @handle_errors
 def review_proposal(proposal_id: str = PROPOSAL_ARG, decision: str = DECISION_ARG, as_json: bool = JSON_OPT) -> None:
-    """Decide a consolidation proposal: accept, decline, revert (an accepted one) or undo-revert. A person's
-    decision, refused to an agent."""
+    """Decide a consolidation proposal (a person's decision, refused to an agent).
+
+    accept saves the new body and folds the entries in; decline closes it; revert undoes an accepted one; undo-revert
+    brings it back."""
     said = decision.strip().lower()
     if said not in DECISIONS:
         raise typer.BadParameter(f"{decision!r}: decide {', '.join(DECISIONS)}",
