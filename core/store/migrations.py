@@ -659,6 +659,9 @@ def m017_upkeep(conn: Any) -> None:
             actor TEXT NOT NULL,
             at INTEGER NOT NULL
         )
+        """)
+
+
 def m018_consolidation(conn: Any) -> None:
     """Consolidation (issue 37, spec 003 "Consolidation"): a proposal to fold a page's entries into its body — the
     new body, the entries it folds, the revision it was made against — and what became of it (accepted, declined,
@@ -697,6 +700,7 @@ def m018_consolidation(conn: Any) -> None:
         );
         CREATE INDEX consolidation_decisions_proposal ON consolidation_decisions(proposal_id, seq)
         """)
+
 
 MIGRATIONS: list[Migration] = [m001_pages, m002_read_context, m003_duties, m004_vectors, m005_log_position_digest,
                                m006_vector_reads, m007_semantic_index, m008_counts, m009_agent_diary,
