@@ -1,8 +1,8 @@
 """`crewlet review`: the review queue (spec 003, "The review queue") — what waits for a person, and a person's
 decisions on it.
 
-`crewlet review [--reason R]` lists, in the spec's order, the open consolidation proposals (none until
-consolidation is built, issue 37: said in one line), every proposed entry with the reasons it waits for a
+`crewlet review [--reason R]` lists, in the spec's order, the open consolidation proposals (decided with
+`crewlet review proposal ID accept|decline`, cli_consolidate.py), every proposed entry with the reasons it waits for a
 person and triage's recorded decision, then the open audits of what triage did alone.
 
 `crewlet review accept|dispute|verify|archive ID` and `crewlet review audit DECISION_ID agree|disagree` are a
@@ -92,14 +92,18 @@ def waits_for(q: QueuedEntry) -> str:
 
 def print_queue(queue: ReviewQueue, reason: str | None) -> None:
     now = now_ms()
-    # consolidation (issue 37) fills the proposals; until then there are none to list, and the line says why
+    # the open consolidation proposals first (`crewlet page consolidate` stores them; cli_consolidate decides them)
     if queue.proposals:
         console.print(f"[bold]{plural(len(queue.proposals), 'page proposal')}[/]")
-        for p in queue.proposals:
-            console.print(f"  {markup_safe(str(p.get('id', '')))} {markup_safe(str(p.get('title', '')))}",
-                          soft_wrap=True)
     else:
-        console.print("[dim]page proposals: none — consolidation, which proposes them, is not built yet[/]")
+        console.print("[dim]page proposals: none — a consolidation (`crewlet page consolidate`) proposes one[/]")
+    for p in queue.proposals:
+        stale = " [yellow](the page changed since: accepting it is refused)[/]" if p.get("stale") else ""
+        console.print(f"  [bold]{markup_safe(str(p['id']))}[/] {markup_safe(str(p['title']))}: folds "
+                      f"{plural(len(p['entries']), 'entry', 'entries')} into its body · by "
+                      f"{markup_safe(str(p['proposed_by']))}{stale}", soft_wrap=True)
+        console.print(f"  [dim]decide: crewlet review proposal {markup_safe(str(p['id']))} accept|decline[/]",
+                      soft_wrap=True)
     console.print()
     which = f" waiting for {reason}" if reason else ""
     console.print(f"[bold]{plural(len(queue.entries), 'proposed entry', 'proposed entries')}{which}[/]",

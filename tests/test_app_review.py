@@ -155,7 +155,7 @@ async def test_the_queue_lists_proposals_then_the_agents_entries_with_their_reas
         rows = _rows(app)
         assert [r[0] for r in rows] == [None, None, f"entry:{proposed.id}", f"entry:{bare.id}", None,
                                         f"audit:{review_home['audit']}"]
-        assert rows[0][1] == "Page proposals: none (consolidating a page is not built yet)"
+        assert rows[0][1] == "Page proposals: none (f on a page folds its entries into its body)"
         assert rows[1][1] == "Entries waiting for a person (2)"
         assert rows[2][1] == "GOTCHA      escalate  NO_LLM  The cache is per process, not shared."
         assert rows[3][1] == "DECISION    escalate  UNGROUNDED  Deploys are frozen on Fridays."
@@ -371,7 +371,7 @@ async def test_an_empty_queue_says_so_on_a_new_home(tmp_path, monkeypatch):
     async with app.run_test(size=SIZE) as pilot:
         await _on_review(pilot, app)
         assert [r[1] for r in _rows(app)] == [
-            "Page proposals: none (consolidating a page is not built yet)", "Entries waiting for a person (0)",
+            "Page proposals: none (f on a page folds its entries into its body)", "Entries waiting for a person (0)",
             "none: nothing waits for a person", "Open audits (0)",
             "none: triage's acts drawn for audit wait here (triage on)"]
         assert _said(app, "#review-title") == "Review  0 entries waiting · 0 open audits"

@@ -387,6 +387,10 @@ def _every_page_kind(page: str, other: str, trashed: str, comment: str, entry: s
         "upkeep.issue": R.upkeep_issue("crewlet", subject="gap:how is the zebra ledger rotated", kind="gap",
                                        space="ENG", title="Knowledge gap: How is the zebra ledger rotated?",
                                        ref="ENG-7", url="https://plane.example.com/acme/issues/7/"),
+        "consolidation.propose": R.consolidation_propose("eng-bot", proposal_id="prop-1", page_id=page, base_revision=1,
+                                                         body="one paragraph", entries=[entry], by="agent",
+                                                         message="folded"),
+        "consolidation.decide": R.consolidation_decide("alex", proposal_id="prop-1", action="accept", by="person"),
         "log.lost": Record("log.lost", "op-lost-shape", "crewlet", 1, {
             "seq": 1, "log": "pages", "why": "given back as its outcome",
             "outcome": {"type": "page.save", "status": "refused", "code": "stale_revision", "reason": "r",

@@ -461,6 +461,24 @@ def _every_kind_history(home: Home) -> dict[str, str]:
         node.submit_one(records.upkeep_issue("crewlet", subject="gap:how is the zebra ledger rotated", kind="gap",
                                              space="ENG", title="Knowledge gap: How is the zebra ledger rotated?",
                                              ref="ENG-7", url="https://plane.example.com/acme/issues/7/"))
+        # consolidation (issue 37): an agent's proposal accepted, reverted and the revert undone; another declined
+        folds = [bank.add(b.id, body, actor="alex", distinct=True).id
+                 for body in ("Beta ships on Mondays.", "Beta's owner is the platform team.")]
+        rev = node.conn.execute("SELECT revision FROM pages WHERE id = ?", (b.id,)).fetchone()[0]
+        for action in (None, "accept", "revert", "undo_revert"):
+            rec = (records.consolidation_propose("eng-bot", proposal_id="prop-1", page_id=b.id, base_revision=rev,
+                                                 body="Beta ships on Mondays; the platform team owns it.",
+                                                 entries=folds, by="agent", message="two facts, one paragraph")
+                   if action is None else records.consolidation_decide("alex", proposal_id="prop-1", action=action,
+                                                                       by="person"))
+            assert node.submit_one(rec).status == "applied", action
+        rev = node.conn.execute("SELECT revision FROM pages WHERE id = ?", (b.id,)).fetchone()[0]
+        node.submit_one(records.consolidation_propose("alex", proposal_id="prop-2", page_id=b.id, base_revision=rev,
+                                                      body="Beta, again.", entries=[bank.add(
+                                                          b.id, "Beta runs on two hosts.", actor="alex",
+                                                          distinct=True).id], by="person"))
+        assert node.submit_one(records.consolidation_decide("alex", proposal_id="prop-2", action="decline",
+                                                            by="person")).status == "applied"
         return {"alpha": a.id, "beta": b.id}
 
 

@@ -264,6 +264,6 @@ def test_every_page_kind_a_database_can_give_back_is_asked_by_its_declaration():
 
 def test_the_related_keys_are_read_off_the_declarations():
     keys = PAGE_KINDS.related_keys
-    assert set(keys) == {"page_id", "comment_id", "key", "entry_id", "run_id"}
+    assert set(keys) == {"page_id", "comment_id", "key", "entry_id", "run_id", "proposal_id"}
     assert PAGE_KINDS.related_all == {"page.purge", "onboarding.mark"}
     assert Related().purges == [] and VECTOR_KINDS.related_keys == ()

@@ -26,6 +26,7 @@ from ..bank.entries import Entry, EntryBank
 from ..bank.trust import GROUNDED, HUMAN_VERIFIED
 from ..errors import CrewletError
 from ..bank.gaps import note_gap
+from ..search.entry_docs import below_their_pages
 from .answer import NO_MATCH, Answer, Asker
 
 if TYPE_CHECKING:
@@ -125,7 +126,8 @@ def recall(node: Node, question: str, actor: str | None = None, *, asker: Asker 
                 except CrewletError:          # gone since the search read it
                     continue
         kept = [h for h in hits if not h.entry_id or h.entry_id in entries]
-        ranked[:] = trusted_first(kept, {k: e.tier for k, e in entries.items()})
+        # trusted entries first, but a consolidated one never above its page (it is evidence for the page's body)
+        ranked[:] = below_their_pages(trusted_first(kept, {k: e.tier for k, e in entries.items()}))
         return list(ranked)
 
     try:

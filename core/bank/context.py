@@ -31,7 +31,7 @@ from typing import Any
 from ..clock import calendar_now_ms
 from ..embed import tokens
 from ..errors import CrewletError, Invalid
-from ..pages.entry_model import CONVENTION, HOLDING
+from ..pages.entry_model import CONSOLIDATED, CONVENTION, HOLDING
 from ..repos import Repositories, Scope, Unreadable, parse_scope, scope_matches
 from ..repos.modules import contains, stored_scope
 from .entries import Entry, EntryBank
@@ -92,6 +92,8 @@ def served_json(entry: Entry, now: int) -> dict[str, Any]:
     """An entry as a serve gives it: what it says, its tier, where it applies and each citation's last check."""
     return {"id": entry.id, "page": entry.page, "page_id": entry.page_id, "kind": entry.kind, "body": entry.body,
             "scope": entry.scope, "status": entry.status, "tier": entry.tier, "age": ago(now - entry.created_at),
+            # a consolidated entry is served as evidence for its page, whose body says it (spec 003)
+            "evidence_for": entry.page_id if entry.status == CONSOLIDATED else None,
             "citations": [{"index": c.index, "citation": c.citation, "result": c.result, "said": c.said(now),
                            "changed_since": c.changed_since} for c in entry.citations]}
 
@@ -111,7 +113,8 @@ def entry_lines(entry: Entry, now: int) -> list[str]:
     """An entry in a few lines: its id, tier, kind, scope, page and age; what it says; each citation with its
     last check and its age. An UNGROUNDED one says what to do before relying on it."""
     head = (f"- entry {entry.id} · {entry.tier} · {entry.kind} · scope {entry.scope or 'every area'} · "
-            f"under {entry.page} · added {ago(now - entry.created_at)}")
+            f"{'evidence for' if entry.status == CONSOLIDATED else 'under'} {entry.page} · added "
+            f"{ago(now - entry.created_at)}")
     out = [head, f"  {entry.body}"]
     for c in entry.citations:
         out.append(f"  cites [{c.index}] {citation_words(c.citation)}: {c.said(now)}")

@@ -1,6 +1,6 @@
 """The review queue (spec 003, "The review queue"): what waits for a person, and a person's actions on it.
 
-`Review(bank).queue()` lists the open consolidation proposals (issue 37; none until then), then every PROPOSED
+`Review(bank).queue()` lists the open consolidation proposals (core/bank/consolidation.py), then every PROPOSED
 entry with the reasons triage attached (its latest decision's; none when triage has not decided yet), then the
 open audits (reason AUDIT). A person accepts, disputes, verifies or archives an entry, or answers an audit, from
 here: each goes through the store, which refuses an agent (EntryBank's actions; the triage.audit handler), and
@@ -20,6 +20,7 @@ from ..pages.entry_model import PERSON, PROPOSED
 from ..pages.triage_model import (ACCEPT, ANSWERS, AUDIT, CORROBORATE, HARMFUL_SIGNAL, REASONS, REFUSE,
                                   SEVERAL_CLAIMS)
 from .agreement import Agreement, TypeAgreement, settle
+from .consolidation import Consolidation
 from .entries import Entry, EntryBank
 from .upkeep import HarmfulEntry, harmful_entries
 
@@ -122,7 +123,7 @@ class OpenAudit:
 
 @dataclass(frozen=True)
 class ReviewQueue:
-    proposals: list[dict[str, Any]]     # consolidation proposals: issue 37 fills them; [] until then
+    proposals: list[dict[str, Any]]     # the open consolidation proposals (core/bank/consolidation.py), oldest first
     entries: list[QueuedEntry]
     audits: list[OpenAudit]
     reason: str | None = None           # the filter asked for
@@ -206,7 +207,9 @@ class Review:
         if wanted in (None, HARMFUL_SIGNAL):
             with self.bank.node.lock:
                 harmful = harmful_entries(self._conn)
-        return ReviewQueue(proposals=[], entries=entries, audits=audits, reason=wanted, harmful=harmful)
+        # the open consolidation proposals come first (spec 003, "The review queue"); never filtered by reason
+        proposals = [p.to_json() for p in Consolidation(self.bank).open_proposals()]
+        return ReviewQueue(proposals=proposals, entries=entries, audits=audits, reason=wanted, harmful=harmful)
 
     def _entry(self, entry_id: str) -> Entry | None:
         """The entry as the queue lists it: without its history, which `show` gives where one entry is read."""

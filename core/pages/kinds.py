@@ -39,6 +39,7 @@ from . import triage_give_back as triage_back
 from . import triage_handlers as triage_do
 from . import run_handlers as run_do
 from . import upkeep_handlers as upkeep_do
+from . import consolidation_handlers as consolidation_do
 
 _ID = need(TEXT)
 _FLOAT = (float,)                       # exact, as every shape's types: an integer is not a rate here
@@ -63,6 +64,7 @@ PURGED_WITH_PAGE: dict[str, str] = {
     "entries": BY_FOREIGN_KEY,
     "page_policies": BY_FOREIGN_KEY,
     "page_about": BY_FOREIGN_KEY,
+    "consolidation_proposals": BY_FOREIGN_KEY,      # and each proposal's decisions, by theirs
     "deleted_pages": "KEPT: the purge marker itself (a replayed create can never bring the page back)",
 }
 
@@ -97,7 +99,8 @@ KINDS = LogKinds("pages", own_tables=("applied_ops",), kinds=[
     # to a lost record (it re-filed the purged page's children)
     RecordKind("page.purge", build.page_purge, writes=("pages", "revisions", "comments", "deleted_pages", "entries",
                                                     "entry_history", "entry_corroborations", "citation_checks",
-                                                    "entry_serves", "page_policies", *_TRIAGE_ROWS),
+                                                    "entry_serves", "page_policies", *_TRIAGE_ROWS,
+                                                    "consolidation_proposals", "consolidation_decisions"),
                shape={"page_id": _ID, "reason": may(TEXT), "cutoff": may(INT, NONE)},
                handle=do.purging(purge_statements()), give_back=back.page_purge, related=("page_id",), related_all=True),
     RecordKind("page.labels", build.page_labels, writes=("pages",),
@@ -186,6 +189,18 @@ KINDS = LogKinds("pages", own_tables=("applied_ops",), kinds=[
                shape={"subject": need(TEXT), "kind": need(TEXT), "space": need(TEXT), "title": need(TEXT),
                       "ref": need(TEXT), "url": may(TEXT), "page": may(TEXT)},
                handle=upkeep_do.upkeep_issue, give_back=upkeep_do.give_back_issue),
+    # consolidation (issue 37): a proposal to fold a page's entries into its body; a person's decision on it, whose
+    # accept (and revert, and the revert undone) saves the page and moves the entries in one record
+    RecordKind("consolidation.propose", build.consolidation_propose, writes=("consolidation_proposals",),
+               shape={"proposal_id": _ID, "page_id": _ID, "base_revision": need(INT), "body": need(TEXT),
+                      "entries": need(LIST, items=TEXT), "by": need(TEXT), "message": may(TEXT, NONE)},
+               handle=consolidation_do.consolidation_propose, give_back=consolidation_do.give_back_propose,
+               related=("page_id", "proposal_id")),
+    RecordKind("consolidation.decide", build.consolidation_decide,
+               writes=("consolidation_proposals", "consolidation_decisions", *_PAGE_ROWS, "entries", "entry_history"),
+               shape={"proposal_id": _ID, "action": need(TEXT), "by": need(TEXT)},
+               handle=consolidation_do.consolidation_decide, give_back=consolidation_do.give_back_decide,
+               related=("proposal_id",)),
     # a repair's tombstone (core/recover.py): it carries its own outcome (the applier's verdict stores it)
     RecordKind("log.lost", tombstone, writes=(), shape=LOST_SHAPE, verdict=do.lost, give_back=LOST_GIVE_BACK),
 ])

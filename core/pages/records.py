@@ -286,3 +286,18 @@ def upkeep_issue(actor: str, *, subject: str, kind: str, space: str, title: str,
     if page:
         payload["page"] = page
     return Record.new("upkeep.issue", actor, payload, op_id=op_id)
+# -- consolidation (spec 003, "Consolidation"; issue 37) ----------------------------------------------------------
+
+def consolidation_propose(actor: str, *, proposal_id: str, page_id: str, base_revision: int, body: str,
+                          entries: list[str], by: str, message: str | None = None, op_id: str | None = None) -> Record:
+    """A proposal to fold `entries` (the page's STANDING entries) into the page's body: the new `body`, made against
+    revision `base_revision`. The page does not change; a person accepts or declines it (`consolidation_decide`)."""
+    payload: dict[str, Any] = {"proposal_id": proposal_id, "page_id": page_id, "base_revision": int(base_revision),
+                               "body": body, "entries": list(entries), "by": by}
+    return Record.new("consolidation.propose", actor, _note(payload, message), op_id=op_id)
+
+
+def consolidation_decide(actor: str, *, proposal_id: str, action: str, by: str, op_id: str | None = None) -> Record:
+    """A person's decision on a proposal: accept | decline | revert (the accepted save) | undo_revert (that revert)."""
+    return Record.new("consolidation.decide", actor, {"proposal_id": proposal_id, "action": action, "by": by},
+                      op_id=op_id)

@@ -14,9 +14,20 @@ agent only in use (STANDING, CONSOLIDATED: spec 003's "served to agents").
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
-from ..pages.entry_model import IN_USE, OUT_OF_USE
+from ..pages.entry_model import CONSOLIDATED, IN_USE, OUT_OF_USE
+
+
+class Ranked(Protocol):
+    """What `below_their_pages` reads of a hit (a search's Hit has it)."""
+
+    page_id: str
+    entry_id: str | None
+    entry_status: str | None
+
+
+H = TypeVar("H", bound=Ranked)
 
 PREFIX = "entry:"
 ENTRY_URL = "#/knowledge/entries/{id}"
@@ -96,3 +107,24 @@ def indexable(row: Any) -> bool:
 def change_since(conn: Any, seq: int) -> bool:
     """Has an entry row changed after `seq` (what the keyword index derives moved)?"""
     return conn.execute("SELECT EXISTS(SELECT 1 FROM entries WHERE version > ?)", (seq,)).fetchone()[0] == 1
+
+
+def below_their_pages(hits: Sequence[H]) -> list[H]:
+    """A CONSOLIDATED entry ranks below its page (spec 003, "Consolidation": evidence for the page, whose body says
+    it): one ranked above its page's hit moves to just after it, the page's evidence in the order it came; one
+    whose page is not among the hits keeps its place."""
+    later = {h.page_id for h in hits if not h.entry_id}
+    out: list[H] = []
+    waiting: dict[str, list[H]] = {}
+    for h in hits:
+        page_id = h.page_id
+        if h.entry_id:
+            if h.entry_status == CONSOLIDATED and page_id in later:
+                waiting.setdefault(page_id, []).append(h)
+                continue
+            out.append(h)
+            continue
+        out.append(h)
+        later.discard(page_id)
+        out.extend(waiting.pop(page_id, []))
+    return out

@@ -109,7 +109,7 @@ class HitAssembler:
             out.append(Hit(title=a.row["title"], url=page_url(a.row["id"]), container=a.row["container"],
                            page_id=a.row["id"], snippet=_snippet(text, finder), ancestors=a.ancestors,
                            score=round(a.score, 6)))
-        return out
+        return entry_docs.below_their_pages(out)     # a consolidated entry is evidence for its page: below it
 
     def _plain_texts(self, rows: list[Any]) -> dict[str, str]:
         """Each accepted page's plain text, from a cache keyed on (page id, row version)."""

@@ -101,6 +101,12 @@ TABLES: tuple[Table, ...] = (
     Table("gap_asks", rows="SELECT op_id, gap_key, question, via, actor, at FROM gap_asks ORDER BY op_id"),
     Table("upkeep_issues", rows="SELECT op_id, subject, kind, space, title, ref, url, page, actor, at "
                                 "FROM upkeep_issues ORDER BY op_id"),
+    # consolidation (issue 37, m018): proposals to fold a page's entries into its body, and each decision on one
+    Table("consolidation_proposals", rows="SELECT id, page_id, base_revision, body, entries, message, proposed_by, "
+                                          "proposed_kind, proposed_at, propose_op, state, old_body, applied_revision, "
+                                          "reverted_revision, folded, version FROM consolidation_proposals ORDER BY id"),
+    Table("consolidation_decisions", rows="SELECT op_id, proposal_id, seq, action, actor, actor_kind, at, revision "
+                                          "FROM consolidation_decisions ORDER BY seq, op_id"),
     Table("log_position", carried="where this database stands on each log: digested apart (POSITIONS), "
                                   "in the transaction that applied the rows"),
     Table("_migrations", carried="which migrations made the file's schema: a snapshot's own"),

@@ -661,10 +661,51 @@ def m017_upkeep(conn: Any) -> None:
         )
         """)
 
+
+def m018_consolidation(conn: Any) -> None:
+    """Consolidation (issue 37, spec 003 "Consolidation"): a proposal to fold a page's entries into its body — the
+    new body, the entries it folds, the revision it was made against — and what became of it (accepted, declined,
+    reverted, the revert undone), one row per decision in `consolidation_decisions`. Filled by the pages log's
+    consolidation kinds (core/pages/consolidation_handlers.py); a proposal's rows go with its page."""
+    _run_script(conn, """
+        CREATE TABLE consolidation_proposals (
+            id TEXT PRIMARY KEY,
+            page_id TEXT NOT NULL REFERENCES pages(id) ON DELETE CASCADE,
+            base_revision INTEGER NOT NULL,  -- the page's revision the proposal was made against
+            body TEXT NOT NULL,              -- the page's new body
+            entries TEXT NOT NULL,           -- JSON list of the entry ids it folds, in the writer's order
+            message TEXT,
+            proposed_by TEXT NOT NULL,
+            proposed_kind TEXT NOT NULL,     -- person | agent
+            proposed_at INTEGER NOT NULL,
+            propose_op TEXT NOT NULL,
+            state TEXT NOT NULL,             -- OPEN | ACCEPTED | DECLINED | REVERTED
+            old_body TEXT,                   -- the body the accepted save replaced (what a revert restores)
+            applied_revision INTEGER,        -- the revision the accepted save (or the revert undone) made
+            reverted_revision INTEGER,       -- the revision the revert made
+            folded TEXT,                     -- JSON list: the entries the latest accept (or undo) made CONSOLIDATED
+            version INTEGER NOT NULL         -- the seq of the record that changed it last
+        );
+        CREATE INDEX consolidation_open ON consolidation_proposals(state, proposed_at);
+        CREATE INDEX consolidation_page ON consolidation_proposals(page_id);
+        CREATE TABLE consolidation_decisions (
+            op_id TEXT PRIMARY KEY,
+            proposal_id TEXT NOT NULL REFERENCES consolidation_proposals(id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            action TEXT NOT NULL,            -- accept | decline | revert | undo_revert
+            actor TEXT NOT NULL,
+            actor_kind TEXT NOT NULL,
+            at INTEGER NOT NULL,
+            revision INTEGER                 -- the page's revision the decision's save made (none for a decline)
+        );
+        CREATE INDEX consolidation_decisions_proposal ON consolidation_decisions(proposal_id, seq)
+        """)
+
+
 MIGRATIONS: list[Migration] = [m001_pages, m002_read_context, m003_duties, m004_vectors, m005_log_position_digest,
                                m006_vector_reads, m007_semantic_index, m008_counts, m009_agent_diary,
                                m010_answer_cache, m011_entries, m012_page_about, m013_entry_context,
-                               m014_entries_version, m015_triage, m016_runs, m017_upkeep]
+                               m014_entries_version, m015_triage, m016_runs, m017_upkeep, m018_consolidation]
 
 
 def migrate(conn: Any) -> list[str]:

@@ -96,6 +96,25 @@ def save_or_conflict(kb: KnowledgeBase, page_id: str, body: str, base_revision: 
                                             current=current, rescued_to=exc.rescued_to))
 
 
+@dataclass(frozen=True)
+class FoldIn:
+    """Editing to consolidate (spec 003, "Consolidation"): the page's standing entries `entry_ids`, folded into the
+    body the editor opens with (`text`); a person's save proposes and accepts in one step, an agent's proposes."""
+
+    entry_ids: list[str]
+    text: str
+
+
+def fold_in_one_step(bank: Any, page_id: str, body: str, entry_ids: list[str], base_revision: int,
+                     actor: str | None, message: str | None) -> tuple[Page, str]:
+    """The consolidation from the page: (the page after it, the proposal's state: ACCEPTED, or OPEN for an agent)."""
+    from core.bank.consolidation import Consolidation
+
+    prop = Consolidation(bank).consolidate_now(page_id, body, entry_ids, actor=actor, message=message,
+                                               base_revision=base_revision)
+    return bank.kb.get_page(page_id, actor=actor, record_read=False), prop.state
+
+
 class EditScreen(CrewletScreen):
     CSS_PATH = "edit.tcss"
     BINDINGS = [
@@ -107,11 +126,12 @@ class EditScreen(CrewletScreen):
         Binding("f1", "app.show('help')", "Help"),
     ]
 
-    def __init__(self, page: Page | None = None, *, new: NewPage | None = None) -> None:
+    def __init__(self, page: Page | None = None, *, new: NewPage | None = None, fold: FoldIn | None = None) -> None:
         super().__init__(classes="edit-screen")
         assert (page is None) != (new is None)
         self.page = page
         self.new = new
+        self.fold = fold if page is not None else None
         self.base_revision = page.revision if page else 0
         self.saved_text = body_for_editing(page.body) if page else ""
         self.controls_on_load = count_controls(page.body) if page else 0
@@ -126,6 +146,8 @@ class EditScreen(CrewletScreen):
             where = f" under “{self.new.parent.title}”" if self.new.parent else ""
             return f"New page {self.new.container}/{self.new.title}{where}"
         assert self.page is not None
+        if self.fold is not None:
+            return f"Consolidating {self.page.container}/{self.page.title}"
         return f"Editing {self.page.container}/{self.page.title}"
 
     def compose(self) -> ComposeResult:
@@ -138,7 +160,8 @@ class EditScreen(CrewletScreen):
             kind, language = (QuickTextArea, None) if self.plain else (TextArea, markdown_language())
             # a large text is loaded once the editor is mounted: given here, TextArea would lay it out three
             # times over (its constructor, then its language watcher at mount)
-            editor = kind.code_editor("" if self.plain else self.saved_text, language=language, soft_wrap=True,
+            opening = self.fold.text if self.fold is not None else self.saved_text
+            editor = kind.code_editor("" if self.plain else opening, language=language, soft_wrap=True,
                                       theme="css", id="editor", show_line_numbers=True)
             editor.cursor_blink = self.crewlet.cursor_blink
             yield editor
@@ -146,7 +169,7 @@ class EditScreen(CrewletScreen):
 
     def on_mount(self) -> None:
         if self.plain:
-            self.editor.load_text(self.saved_text)
+            self.editor.load_text(self.fold.text if self.fold is not None else self.saved_text)
         self._show_title()
         notices = []
         if self.controls_on_load:
@@ -156,6 +179,10 @@ class EditScreen(CrewletScreen):
             notices.append(large_note(self.saved_text, "edited"))
         if self.new is not None:
             notices.append("Write the page, then ctrl+s. A page saved with nothing written is a folder.")
+        if self.fold is not None:
+            notices.append(f"Folding {plural(len(self.fold.entry_ids), 'standing entry', 'standing entries')} into "
+                           "the body (appended below): write them into the page, then ctrl+s. A person's save "
+                           "accepts at once; the entries then serve as evidence for the page.")
         self._notice(" ".join(notices))
         self.editor.focus()
 
@@ -222,11 +249,30 @@ class EditScreen(CrewletScreen):
                                     actor=self.session.handle, parent=parent, message=message, what="created",
                                     on_done=self._created, on_fail=self._create_failed,
                                     on_gone=self._created_words, writes=True)
+        elif self.fold is not None:
+            assert self.page is not None
+            self.call_in_background(fold_in_one_step, self.session.bank, self.page.id, text, self.fold.entry_ids,
+                                    self.base_revision, self.session.handle, message, what="consolidated",
+                                    on_done=self._folded, on_fail=self._save_failed, on_gone=self._folded_words,
+                                    writes=True)
         else:
             assert self.page is not None
             self.call_in_background(save_or_conflict, self.kb, self.page.id, text, self.base_revision,
                                     self.session.handle, message, what="saved", on_done=self._saved,
                                     on_fail=self._save_failed, on_gone=self._saved_words, writes=True)
+
+    def _folded(self, done: tuple[Page, str]) -> None:
+        self.saving = False
+        self.saved_text = self.editor.text
+        self.fold = None            # done: leaving asks nothing
+        self.notify(self._folded_words(done), markup=False)
+        self.finish(done[0])
+
+    def _folded_words(self, done: tuple[Page, str]) -> str:
+        page, state = done
+        if state == "ACCEPTED":
+            return f"consolidated into revision {page.revision} of {page.ref}"
+        return f"proposed: a person accepts the consolidation of {page.ref} in the review queue"
 
     def _created(self, page: Page) -> None:
         self.saving = False

@@ -71,6 +71,8 @@ class PageScreen(CrewletScreen):
         Binding("o", "outline", "Outline"),
         Binding("i", "entries", "Entries"),
         Binding("p", "policy", "Policy"),
+        # the footer is full at 80 columns: the entries' heading and the help screen name it
+        Binding("f", "fold", "Fold entries", show=False),
         Binding("tab", "side_panel", "Side panel"),
         registry.binding("trash", "Trash list", action="trash_list"),
         Binding("j", "scroll('down')", "Down", show=False),
@@ -108,7 +110,7 @@ class PageScreen(CrewletScreen):
         yield from self.compose_footer()
 
     # what changes a live page; a page in the trash allows none of it, only restoring it (u)
-    WRITES = frozenset({"edit", "comment", "new_child", "rename", "move", "trash", "policy"})
+    WRITES = frozenset({"edit", "comment", "new_child", "rename", "move", "trash", "policy", "fold"})
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """The footer shows what can be done here and now: a page in the trash offers u (restore), not e or d;
@@ -259,7 +261,7 @@ class PageScreen(CrewletScreen):
         title.append(f"  {', '.join(counts)}", style="dim")
         title.append("  ·  policy ", style="dim")
         title.append(view.policy, style="bold")
-        title.append("  (i: the list · p: the policy)", style="dim")
+        title.append("  (i: the list · p: the policy · f: fold into the body)", style="dim")
         self.query_one("#page-entries-title", Static).update(title)
         self.query_one(EntryList).show(view)
 
@@ -352,6 +354,28 @@ class PageScreen(CrewletScreen):
                 self.notify("this page is in the trash — restore it before editing", severity="warning")
                 return
             self.crewlet.open_editor(self.page)
+
+    def action_fold(self) -> None:
+        """Consolidate: the editor opens on the body with the page's standing entries appended, to be written into
+        it; a person's save proposes and accepts in one step (spec 003, "Consolidation")."""
+        page, entries = self.page, self.entries
+        if page is None or entries is None or entries.page_id != page.id:
+            return
+        if page.trashed_at:
+            self.notify("this page is in the trash — restore it before consolidating", severity="warning")
+            return
+        standing = [e for e in entries.in_use if e.status == "STANDING"]
+        if not standing:
+            self.notify("no standing entries to fold into the body", severity="warning")
+            return
+        from .edit import EditScreen, FoldIn, too_long_to_edit
+
+        text = page.body.rstrip("\n") + "\n\n" + "".join(f"- {' '.join(e.body.split())}\n" for e in standing)
+        why = too_long_to_edit(text)
+        if why:
+            self.notify(why, title="not opened in the editor", severity="warning", markup=False, timeout=12)
+            return
+        self.app.push_screen(EditScreen(page, fold=FoldIn([e.id for e in standing], text)))
 
     def action_history(self) -> None:
         if self.page is not None:

@@ -1,6 +1,7 @@
 """The review queue (spec 003, "The review queue"): what waits for a person, in the spec's order — the open page
-proposals (consolidation: none until it is built), then every proposed entry with the reasons for its escalation
-and what triage decided about it, then the open audits — with the triage panel above ("Can triage decide alone?").
+proposals (docs/consolidation.md: listed here, decided with `crewlet review proposal`), then every proposed entry
+with the reasons for its escalation and what triage decided about it, then the open audits — with the triage
+panel above ("Can triage decide alone?").
 
 A person acts on the highlighted row: accept, verify, dispute or archive an entry (each asks for an optional
 reason, as on the entry screen), agree or disagree with an audit (a disagreement undoes what triage did, so it asks
@@ -287,8 +288,8 @@ class ReviewScreen(CrewletScreen):
                 out.append(Option(Text("  " + clean_line(str(proposal.get("page") or proposal.get("id") or proposal)),
                                        no_wrap=True, overflow="ellipsis"), disabled=True))
         else:
-            # consolidation (spec 003) stores page proposals; it is not built yet, so there are none to decide
-            out.append(Option(Text("Page proposals: none (consolidating a page is not built yet)", style="dim"),
+            # consolidation (spec 003) stores page proposals: a page's f, `crewlet page consolidate`, consolidate_page
+            out.append(Option(Text("Page proposals: none (f on a page folds its entries into its body)", style="dim"),
                               disabled=True))
         heading = f"Entries waiting for a person ({len(queue.entries):,})"
         if view.reason:

@@ -9,7 +9,7 @@ TOOLS, not a copied set). See docs/architecture.md.
 """
 from __future__ import annotations
 
-from . import (add_entry, answer_knowledge, comment_on_page, diary, get_page, list_pages, load_context, onboarding,
+from . import (add_entry, answer_knowledge, comment_on_page, consolidate_page, diary, get_page, list_pages, load_context, onboarding,
                recall_knowledge, save_page, search_knowledge, supersede_entry, write_page)
 from .base import Args, Reply, Tool
 
@@ -25,6 +25,7 @@ TOOLS: list[Tool] = [
     load_context.TOOL,
     add_entry.TOOL,
     supersede_entry.TOOL,
+    consolidate_page.TOOL,
     # a person's question answered by the chat model from the pages (core/ask): offered to persons only
     answer_knowledge.TOOL,
     # what the knowledge bank holds on a question (spec 003): entries with their tiers, and pages; agents and persons
