@@ -188,16 +188,19 @@ def review_verify(entry_id: str = ID_ARG, reason: str | None = WHY_OPT, as_json:
 @review_app.command("archive")
 @handle_errors
 def review_archive(entry_id: str = ID_ARG, reason: str | None = WHY_OPT, as_json: bool = JSON_OPT) -> None:
-    """Take an entry out of use: ARCHIVED, kept for the record. A person's (an agent archives only its own
-    proposed entries, with `crewlet entry archive`)."""
+    """Take an entry out of use: ARCHIVED, kept for the record.
+
+    A person's decision (an agent archives only its own proposed entries, with `crewlet entry archive`)."""
     decide(entry_id, "archive", reason, as_json)
 
 
 @review_app.command("audit")
 @handle_errors
 def review_audit(decision_id: str = AUDIT_ARG, answer: str = ANSWER_ARG, as_json: bool = JSON_OPT) -> None:
-    """Answer an audit of what triage did alone: agree keeps it; disagree undoes it (an accepted entry is archived,
-    a folded or refused entry put in use). A person's answer, refused to an agent."""
+    """Answer an audit of what triage did alone: agree keeps it, disagree undoes it.
+
+    Undoing archives an accepted entry and puts a folded or refused one in use. A person's answer, refused to an
+    agent."""
     said = answer.strip().lower()
     if said not in ANSWERS:
         raise typer.BadParameter(f"{answer!r}: answer agree or disagree", param_hint="agree|disagree")
