@@ -38,6 +38,7 @@ from . import records as build
 from . import triage_give_back as triage_back
 from . import triage_handlers as triage_do
 from . import run_handlers as run_do
+from . import generated_handlers as generated_do
 
 _ID = need(TEXT)
 _FLOAT = (float,)                       # exact, as every shape's types: an integer is not a rate here
@@ -62,6 +63,8 @@ PURGED_WITH_PAGE: dict[str, str] = {
     "entries": BY_FOREIGN_KEY,
     "page_policies": BY_FOREIGN_KEY,
     "page_about": BY_FOREIGN_KEY,
+    "generated_pages": BY_FOREIGN_KEY,      # a generated page's question and state (m019)
+    "generated_builds": BY_FOREIGN_KEY,     # its builds' sections
     "deleted_pages": "KEPT: the purge marker itself (a replayed create can never bring the page back)",
 }
 
@@ -96,7 +99,8 @@ KINDS = LogKinds("pages", own_tables=("applied_ops",), kinds=[
     # to a lost record (it re-filed the purged page's children)
     RecordKind("page.purge", build.page_purge, writes=("pages", "revisions", "comments", "deleted_pages", "entries",
                                                     "entry_history", "entry_corroborations", "citation_checks",
-                                                    "entry_serves", "page_policies", *_TRIAGE_ROWS),
+                                                    "entry_serves", "page_policies", *_TRIAGE_ROWS,
+                                                    "generated_pages", "generated_builds"),
                shape={"page_id": _ID, "reason": may(TEXT), "cutoff": may(INT, NONE)},
                handle=do.purging(purge_statements()), give_back=back.page_purge, related=("page_id",), related_all=True),
     RecordKind("page.labels", build.page_labels, writes=("pages",),
@@ -178,6 +182,21 @@ KINDS = LogKinds("pages", own_tables=("applied_ops",), kinds=[
                shape={"run_id": _ID, "checks": need(TEXT), "review": need(TEXT), "pr": need(TEXT),
                       "cost": may(_FLOAT, NONE), "findings": need(LIST, items=DICT)},
                handle=run_do.run_finish, give_back=run_do.give_back_finish, related=("run_id",)),
+    # generated pages (issue 37): made, asked a new question or taken over; a build saved with its sections
+    RecordKind("page.generated", generated_do.page_generated, writes=("generated_pages",),
+               shape={"page_id": _ID, "action": need(TEXT), "question": need(TEXT, NONE), "by_kind": need(TEXT)},
+               handle=generated_do.handle_page_generated,
+               give_back="the generated_pages row holds only the page's latest question and state, not each change "
+                         "that led to it: a lost change is not read back, the page's next build reads what is there",
+               related=("page_id",)),
+    RecordKind("page.build", generated_do.page_build, writes=(*_PAGE_ROWS, "generated_builds", "generated_pages"),
+               shape={"page_id": _ID, "base_revision": need(INT), "body": need(TEXT), "sections": need(LIST, items=DICT),
+                      "question_no": need(INT), "digest": need(TEXT), "built_at": need(INT),
+                      "message": may(TEXT, NONE)},
+               handle=generated_do.handle_page_build,
+               give_back="a build is derived from the entries it read: a lost one is not read back, the next look "
+                         "builds again from the scope as it is",
+               related=("page_id",)),
     # a repair's tombstone (core/recover.py): it carries its own outcome (the applier's verdict stores it)
     RecordKind("log.lost", tombstone, writes=(), shape=LOST_SHAPE, verdict=do.lost, give_back=LOST_GIVE_BACK),
 ])

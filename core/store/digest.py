@@ -97,6 +97,11 @@ TABLES: tuple[Table, ...] = (
     Table("run_findings", rows="SELECT op_id, idx, run_id, module, text FROM run_findings ORDER BY op_id, idx"),
     Table("entry_outcomes", rows="SELECT op_id, entry_id, outcome, effect, run_id, at FROM entry_outcomes "
                                  "ORDER BY op_id, entry_id, outcome"),
+    # generated pages (issue 37, m019): each page's question and state, and each build's sections
+    Table("generated_pages", rows="SELECT page_id, question, question_no, state, set_by, set_at, built_at, "
+                                  "built_question_no, inputs_digest, version FROM generated_pages ORDER BY page_id"),
+    Table("generated_builds", rows="SELECT page_id, revision, body_sha, question_no, sections, built_by, built_at "
+                                   "FROM generated_builds ORDER BY page_id, revision"),
     Table("log_position", carried="where this database stands on each log: digested apart (POSITIONS), "
                                   "in the transaction that applied the rows"),
     Table("_migrations", carried="which migrations made the file's schema: a snapshot's own"),
