@@ -337,6 +337,7 @@ def _wrong(value):
 
 
 def _every_page_kind(page: str, other: str, trashed: str, comment: str, entry: str = "no-entry") -> dict:
+    from core.pages import generated_handlers as G
     from core.pages import records as R
     from core.recover import tombstone
 
@@ -383,6 +384,10 @@ def _every_page_kind(page: str, other: str, trashed: str, comment: str, entry: s
                                  holdout_rate=0.1, issue="ENG-12"),
         "run.finish": R.run_finish("alex", run_id="run-1", checks="passed", review="failed", pr="merged", cost=0.5,
                                    findings=[{"module": "apps/server", "text": "retries need a backoff"}]),
+        "page.generated": G.page_generated("alex", page_id=page, action="make", question="How?", by_kind="person"),
+        "page.build": G.page_build("crewlet", page_id=page, base_revision=1, body="b", question_no=1, digest="d",
+                                   built_at=1, sections=[{"id": "s-1", "text": "b", "entries": [],
+                                                          "inputs": {"question": "How?", "entries": {}}}]),
         "log.lost": Record("log.lost", "op-lost-shape", "crewlet", 1, {
             "seq": 1, "log": "pages", "why": "given back as its outcome",
             "outcome": {"type": "page.save", "status": "refused", "code": "stale_revision", "reason": "r",

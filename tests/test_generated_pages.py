@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 
 import pytest
@@ -28,8 +28,8 @@ from core.pages.generated_handlers import page_build
 from core.pages.service import KnowledgeBase
 
 HOUR_MS = 3_600_000
-# 10:00 UTC: the default cron (23 * * * *) is due at 10:23, 11:23 …
-T0 = int(datetime(2027, 3, 1, 10, 30, tzinfo=timezone.utc).timestamp() * 1000)
+# 10:30 UTC: the default cron (23 * * * *) is due at 10:23, 11:23 …
+T0 = int(datetime(2027, 3, 1, 10, 30, tzinfo=UTC).timestamp() * 1000)
 
 
 def _iso(ms: int) -> str:

@@ -319,3 +319,44 @@ def _apply(node: Any, page: Any, sections: list[dict[str, Any]], number: int, di
     if out.status == "refused":
         return RefreshOutcome(page["id"], FAILED, out.reason or "refused", dropped=dropped)
     return RefreshOutcome(page["id"], status, reason, revision=(out.result or {}).get("revision"), dropped=dropped)
+
+
+def page_view(node: Any, page_id: str, body: str) -> dict[str, Any] | None:
+    """`view` with each cited entry's trust tier (core/bank/trust.py, as `crewlet entry show` gives it): what
+    `crewlet page show`, get_page and the app's page screen show under a generated page's body."""
+    from .entries import EntryBank
+
+    with node.lock:
+        if generated_row(node.conn, page_id) is None:
+            return None
+    bank = EntryBank(node)
+    try:
+        def tier_of(entry_id: str) -> str | None:
+            try:
+                return bank.show(entry_id).tier
+            except NotFound:
+                return None
+
+        with node.lock:
+            return view(node.conn, page_id, body, tier_of=tier_of)
+    finally:
+        bank.close()
+
+
+def view_lines(v: Mapping[str, Any]) -> list[str]:
+    """A generated page's view as plain lines (get_page's words, the CLI's text): the question, the state and each
+    section's entries with their tier, saying which are no longer in use."""
+    state = ("generated: rebuilt from the entries in its scope" if v["state"] == GENERATED
+             else "taken over by a person: authored, no longer rebuilt")
+    lines = [f"Question: {v['question']}", f"This page is {state}."]
+    if v["state"] == GENERATED and not v.get("built_question_no"):
+        lines.append("Not built yet: the page-refresh duty builds it at its next pass (or `page refresh`).")
+    elif v.get("pending_question"):
+        lines.append("Its question changed since the last build: a build for it is owed.")
+    for i, s in enumerate(v["sections"], 1):
+        cites = ", ".join(f"{c['id']} ({c['tier'] or c['status']}"
+                          + ("" if c["in_use"] and c["in_scope"] else
+                             ", no longer in use" if not c["in_use"] else ", out of scope") + ")"
+                          for c in s["entries"])
+        lines.append(f"Section {i} [{s['id']}] cites: {cites or 'nothing'}")
+    return lines

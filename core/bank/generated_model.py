@@ -73,8 +73,8 @@ def read_edits(text: str) -> list[Edit]:
             continue                         # an edit of no known shape is one dropped, not a failed refresh
         target = item.get("section") if item["op"] != "insert" else item.get("after")
         cited = item.get("entries") or []
-        out.append(Edit(item["op"], target if isinstance(target, str) else None,
-                        item.get("text") if isinstance(item.get("text"), str) else "",
+        said = item.get("text")
+        out.append(Edit(item["op"], target if isinstance(target, str) else None, said if isinstance(said, str) else "",
                         tuple(e for e in cited if isinstance(e, str)) if isinstance(cited, list) else ()))
     return out
 

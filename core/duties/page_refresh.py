@@ -45,7 +45,9 @@ def read_cursor(text: str | None, now: int) -> tuple[int | None, dict[str, dict[
     look = raw.get("look") if isinstance(raw.get("look"), int) else None
     if look is not None and look > now:
         look = None
-    tries = raw.get("tries") if isinstance(raw.get("tries"), dict) else {}
+    tries = raw.get("tries")
+    if not isinstance(tries, dict):
+        return look, {}
     return look, {k: v for k, v in tries.items() if isinstance(v, dict)}
 
 
