@@ -272,3 +272,60 @@ def test_a_person_takes_a_page_over_and_an_agent_is_refused(node, chat, monkeypa
     # authored now: a person saves it as any page
     s.kb.save_page(s.page, "Written by hand.", base_revision=2, actor="alex")
     assert UNCHANGED and BUILT  # the outcomes' names stay importable for callers
+
+
+def test_get_page_gives_the_sections_with_their_entries_tier_and_use(node, chat, monkeypatch):
+    from core.mcp.session import Session
+    from core.mcp.tools.get_page import read
+
+    s = Setup(node)
+    _built(node, chat, s, monkeypatch)
+    with EntryBank(node) as bank:
+        bank.archive(s.e[2], actor="alex", reason="no rollback any more")
+    session = Session(node, "eng-bot")
+    try:
+        reply = read(session, s.page)
+    finally:
+        session.close()
+    generated = reply.data["generated"]
+    assert generated["question"] == "How do we deploy?" and generated["state"] == "generated"
+    assert [x["no_longer_in_use"] for x in generated["sections"]] == [[], [], [s.e[2]]]
+    assert [c["tier"] for x in generated["sections"] for c in x["entries"]] == ["UNGROUNDED"] * 3
+    assert f"{s.e[2]} (UNGROUNDED, no longer in use)" in reply.text and f"{s.e[0]} (UNGROUNDED)" in reply.text
+    assert "Question: How do we deploy?" in reply.text
+
+
+def test_the_cli_makes_refreshes_shows_and_takes_over_a_generated_page(tmp_path, chat):
+    from typer.testing import CliRunner
+
+    from crewlet_tui.cli_root import app
+
+    config = config_with(providers={"llm": {"base_url": chat.url, "model": "page-model", "timeout_s": 20}})
+    home = new_home(tmp_path / "home", config)
+    env = {"CREWLET_HOME": None, "CREWLET_AS": None, "COLUMNS": "120"}
+    runner = CliRunner()
+
+    def run(*args: str):
+        return runner.invoke(app, ["--home", str(home.root), *args], env=env)
+
+    with Node.open(home) as n:
+        source = KnowledgeBase(n).create_page("ENG", "Deploy notes", "", actor="alex").id
+        with EntryBank(n) as bank:
+            entry = bank.add(source, "Deploys run from the main branch only.", actor="alex", distinct=True).id
+    made = run("page", "create", "ENG", "Deploys", "--generated", "--question", "How do we deploy?", "--json")
+    assert made.exit_code == 0, made.output
+    page = json.loads(made.stdout)["id"]
+    assert run("page", "link", page, "--page", source).exit_code == 0
+    chat.script = [_edits(_insert("Deploy from main.", entry))]
+    built = run("page", "refresh", page, "--json")
+    assert built.exit_code == 0, built.output
+    assert json.loads(built.stdout)["status"] == BUILT
+    shown = json.loads(run("page", "show", page, "--json").stdout)
+    assert shown["body"] == "Deploy from main."
+    assert shown["generated"]["sections"][0]["entries"][0]["id"] == entry
+    assert "Question: How do we deploy?" in run("page", "show", page).stdout
+    usage = run("page", "create", "ENG", "Other", "--generated")
+    assert usage.exit_code == 2
+    agent = run("--as", "eng-bot", "page", "takeover", page)
+    assert agent.exit_code == 1 and len(agent.stderr.strip().splitlines()) == 1 and "person" in agent.stderr
+    assert json.loads(run("page", "takeover", page, "--json").stdout)["state"] == "authored"
