@@ -329,3 +329,27 @@ def test_the_cli_makes_refreshes_shows_and_takes_over_a_generated_page(tmp_path,
     agent = run("--as", "eng-bot", "page", "takeover", page)
     assert agent.exit_code == 1 and len(agent.stderr.strip().splitlines()) == 1 and "person" in agent.stderr
     assert json.loads(run("page", "takeover", page, "--json").stdout)["state"] == "authored"
+
+
+async def test_the_page_screen_shows_each_section_with_its_entries_tier_and_which_are_out_of_use(tmp_path, chat,
+                                                                                                monkeypatch):
+    from test_app_support import app_for, wait_screen, wait_until
+
+    config = config_with(providers={"llm": {"base_url": chat.url, "model": "page-model", "timeout_s": 20}})
+    home = new_home(tmp_path / "home", config)
+    with Node.open(home) as n:
+        s = Setup(n)
+        _built(n, chat, s, monkeypatch)
+        with EntryBank(n) as bank:
+            bank.archive(s.e[2], actor="alex", reason="no rollback any more")
+    app = app_for(home, "alex")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_screen(pilot, "SpacesScreen")
+        app.open_page(s.page)
+        await wait_screen(pilot, "PageScreen")
+        await wait_until(pilot, lambda: app.screen.view is not None, what="the page read")
+        shown = str(app.screen.query_one("#page-generated").render())
+        assert "Question: How do we deploy?" in shown and "read-only here" in shown
+        assert f"{s.e[0]} (UNGROUNDED)" in shown
+        assert f"{s.e[2]} (UNGROUNDED, no longer in use)" in shown
+        assert app.screen.check_action("edit", ()) is False     # read-only until a person takes it over
