@@ -353,3 +353,28 @@ async def test_the_page_screen_shows_each_section_with_its_entries_tier_and_whic
         assert f"{s.e[0]} (UNGROUNDED)" in shown
         assert f"{s.e[2]} (UNGROUNDED, no longer in use)" in shown
         assert app.screen.check_action("edit", ()) is False     # read-only until a person takes it over
+
+
+def test_over_mcp_a_person_makes_a_generated_page_and_an_agent_is_refused(node):
+    from core.mcp.session import Session
+    from core.mcp.tools import TOOLS
+    from core.mcp.tools.make_generated_page import MakeGeneratedArgs, run
+
+    tool = next(t for t in TOOLS if t.name == "make_generated_page")
+    assert tool.audience == "person"
+    args = MakeGeneratedArgs(container="ENG", title="Deploys", question="How do we deploy?")
+    person = Session(node, "alex")
+    try:
+        reply = run(person, args)
+    finally:
+        person.close()
+    made = reply.data["id"]
+    assert view(node.conn, made, "")["question"] == "How do we deploy?"
+    agent = Session(node, "eng-bot")
+    try:
+        with pytest.raises(Refused) as refused:
+            run(agent, MakeGeneratedArgs(container="ENG", title="Other", question="Why?"))
+    finally:
+        agent.close()
+    assert refused.value.code == "person_only"
+    assert node.conn.execute("SELECT COUNT(*) FROM generated_pages").fetchone()[0] == 1
