@@ -455,6 +455,19 @@ def _every_kind_history(home: Home) -> dict[str, str]:
         runs.finish("run-1", checks="passed", review="failed", pr="merged", cost=0.5,
                     findings=["apps/server: retries need a backoff"], actor="alex")
         runs.start("eng-bot", run_id="run-2", actor="alex")
+        # generated pages (issue 37): one made, built (a save), built again with nothing saved, asked a new
+        # question, then taken over
+        from core.bank.generated import make_generated, set_question, take_over
+        from core.pages.generated_handlers import page_build
+
+        gen = make_generated(kb, "ENG", "Generated", question="How do we deploy?", actor="alex")
+        section = {"id": "s-1", "text": "On Tuesdays.", "entries": [e2.id],
+                   "inputs": {"question": "How do we deploy?", "entries": {e2.id: "Deploys happen on Tuesdays."}}}
+        for base in (1, 2):
+            node.submit_one(page_build("crewlet", page_id=gen.id, base_revision=base, body="On Tuesdays.",
+                                       sections=[section], question_no=1, digest=f"d{base}", built_at=1000 * base))
+        set_question(kb, gen.id, "When do we deploy?", actor="alex")
+        take_over(kb, gen.id, actor="alex")
         return {"alpha": a.id, "beta": b.id}
 
 

@@ -118,7 +118,7 @@ def current_sections(conn: Any, page_id: str, body: str) -> list[dict[str, Any]]
     """The sections of the page's body as it is: the newest build that saved this very body (a revert to an earlier
     body finds that body's sections); none for a body no build wrote."""
     row = conn.execute("SELECT sections FROM generated_builds WHERE page_id = ? AND body_sha = ? "
-                       "ORDER BY revision DESC LIMIT 1", (page_id, body_sha(body))).fetchone()
+                       "ORDER BY seq DESC LIMIT 1", (page_id, body_sha(body))).fetchone()
     return json.loads(row["sections"]) if row is not None else []
 
 

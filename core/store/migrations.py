@@ -651,14 +651,29 @@ def m019_generated_pages(conn: Any) -> None:
             version INTEGER NOT NULL
         );
         CREATE TABLE generated_builds (
+            op_id TEXT PRIMARY KEY,           -- the page.build record that wrote it
             page_id TEXT NOT NULL REFERENCES pages(id) ON DELETE CASCADE,
-            revision INTEGER NOT NULL,
+            seq INTEGER NOT NULL,
+            revision INTEGER NOT NULL,        -- the page's revision after the build (a new one when the body changed)
+            saved INTEGER NOT NULL,           -- 1: the build saved a new body
             body_sha TEXT NOT NULL,
             question_no INTEGER NOT NULL,
             sections TEXT NOT NULL,           -- JSON: [{id, text, entries, inputs: {question, entries: {id: body}}}]
+            digest TEXT NOT NULL,             -- the scope's entries in use as the build read them
             built_by TEXT NOT NULL,
-            built_at INTEGER NOT NULL,
-            PRIMARY KEY (page_id, revision)
+            built_at INTEGER NOT NULL
+        );
+        CREATE INDEX generated_builds_body ON generated_builds(page_id, body_sha, seq);
+        -- each make, question and takeover of a generated page, as its record said it (a repair gives one back)
+        CREATE TABLE generated_changes (
+            op_id TEXT PRIMARY KEY,
+            page_id TEXT NOT NULL REFERENCES pages(id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            action TEXT NOT NULL,
+            question TEXT,
+            by_kind TEXT NOT NULL,
+            actor TEXT NOT NULL,
+            at INTEGER NOT NULL
         );
         """)
 
