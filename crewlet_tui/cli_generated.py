@@ -67,8 +67,9 @@ def page_takeover(ref: str = typer.Argument(..., metavar="REF", help="A generate
 @handle_errors
 def page_refresh(ref: str = typer.Argument(..., metavar="REF", help="A generated page's id or CONTAINER/Title."),
                  as_json: bool = JSON_OPT) -> None:
-    """Build a generated page now, whatever the interval (the page-refresh duty builds it on its own otherwise):
-    edits to single sections from the configured model, or, with none, only the dead sections removed."""
+    """Build a generated page now, whatever the interval (the page-refresh duty builds it on its own otherwise).
+
+    The configured model's edits to single sections; without a model, only the dead sections are removed."""
     from core.bank.generated import FAILED, refresh
     from core.chat.openai_http import ChatProvider
     from core.errors import CrewletError
