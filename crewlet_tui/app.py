@@ -33,6 +33,7 @@ from textual.theme import Theme
 # the duties by name, as core names them (core.duties' face imports no duty: a launch loads none)
 from core.duties import APPLY as APPLY_DUTY
 from core.duties import EMBEDDING as EMBEDDING_DUTY
+from core.duties import TRIAGE as TRIAGE_DUTY
 from core.duties import KEYWORD_INDEX as KEYWORD_INDEX_DUTY
 from core.duties import SEMANTIC_INDEX as INDEX_TRAINING_DUTY
 from core.paths import Home
@@ -409,6 +410,9 @@ class CrewletApp(App[None]):
             self._say_offline()
         if report.duty == APPLY_DUTY and report.result is not None and report.result.counts.get("applied"):
             self._refresh_views()
+            return
+        if report.duty == TRIAGE_DUTY and report.result is not None and report.result.worked:
+            self._refresh_views()       # this node's triage decided (in mode on, acted): the review queue shows it
             return
         if report.duty == EMBEDDING_DUTY:
             self._embedding_passed(report, status)

@@ -168,7 +168,7 @@ def ask(
     if not text:
         fail("the question is empty: ask it in words, e.g. `crewlet ask \"how do we roll back a deploy?\"`",
              as_json=as_json, payload={"error": "usage", "message": "the question is empty"}, code=2)
-    from core.ask.answer import FAILED, NOT_SEARCHED, OVER_BUDGET, REFUSED, Asker
+    from core.ask.answer import FAILED, NO_MATCH, NOT_SEARCHED, OVER_BUDGET, REFUSED, Asker
 
     streaming = not as_json and sys.stdout.isatty()
     with open_node() as node:
@@ -181,6 +181,11 @@ def ask(
                                       on_text=_stream_to_terminal() if streaming else None, use_cache=not fresh)
         finally:
             asker.close()
+        if result.status == NO_MATCH and not node.readonly:
+            from core.pages.service import KnowledgeBase     # nothing above the floor: a knowledge gap (issue 37)
+            from core.bank.gaps import note_gap
+
+            note_gap(node, text, actor=KnowledgeBase(node).reader(actor()).handle, via="ask")
     streamed = streaming and not result.cached and bool(result.text)   # printed as it arrived
     if as_json:
         emit_json(result.to_json())

@@ -131,6 +131,13 @@ def print_queue(queue: ReviewQueue, reason: str | None) -> None:
         print_decision(a.decision, now, indent="  ")
         console.print(f"  [dim]answer: crewlet review audit {markup_safe(a.decision.id)} agree|disagree[/]",
                       soft_wrap=True)
+    # HARMFUL_SIGNAL (issue 37, core/bank/upkeep.py): listed only where there is one, so the queue reads as before
+    for h in queue.harmful:
+        console.print()
+        done = ("archived by upkeep; accept to put it back" if h.archived_by_upkeep
+                else "in use; archive it, or leave it")
+        console.print(f"[bold]HARMFUL_SIGNAL[/] entry {markup_safe(h.entry_id)}: {h.harmful} harmful outcomes, "
+                      f"{h.helpful} helpful — {done}", soft_wrap=True)
 
 
 # -- a person's decisions ------------------------------------------------------------------------------------

@@ -4,7 +4,8 @@ Builds a temporary home with the bundled example knowledge base (or, in a build 
 a few pages made through KnowledgeBase), drives the app with Pilot at a fixed size with a fixed clock,
 fixed record times and page ids, and no cursor blink, and saves an SVG of each screen: spaces, outline,
 page, the page's entries (page-entries), an entry, the entry policy dialog (policy), edit, conflict, history,
-search, ask, trash, diaries, help. The same input gives the same SVGs: the entries cite a git repository made
+search, ask, trash, diaries, help, and last the review queue (review: its triage decisions and audit are written
+after every other shot, so none of those moves). The same input gives the same SVGs: the entries cite a git repository made
 with fixed commit dates, and their ages are on the bank's calendar, which CREWLET_NOW holds at the app's "now".
 
 With no --size it shoots both sizes the app is laid out for: 120x36 (`page.svg`, …) and the smallest
@@ -62,7 +63,7 @@ def fix_the_clock() -> None:
     background = itertools.count()
 
     def new(cls, type: str, actor: str, payload: dict, *, at: int | None = None, **kw):  # type: ignore[no-untyped-def]
-        if at is None and type.startswith(("entry.", "page.policy")):
+        if at is None and type.startswith(("entry.", "page.policy", "triage.")):
             at = T0_MS + 3600_000 + next(entry_ticks) * 97_000
         elif at is None:
             at = T0_MS + next(background if type.startswith(("vector.", "index.")) else ticks) * 97_000
@@ -129,6 +130,7 @@ def build_home(root: Path) -> tuple[Home, dict[str, str]]:
     sha = make_repository(root.parent / "server")
     config = config_mod.example_config()
     config["repositories"] = {"server": {"path": str(root.parent / "server")}}
+    config["knowledge"] = {"auto_triage": "on"}   # what the review shot shows: triage acting, and auditing an act
     init_home(home, config)
     node = Node.open(home)
     kb = KnowledgeBase(node)
@@ -333,7 +335,37 @@ async def shoot(home: Home, ids: dict[str, str], out: Path, size: tuple[int, int
         await wait_until(pilot, lambda: screen_is("HelpScreen"))
         await settle(pilot)
         save("help")
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: screen_is("DiariesScreen"))
+
+        triage_the_entries(app.session.bank, ids)
+        app.show("review")
+        await wait_until(pilot, lambda: screen_is("ReviewScreen") and app.screen.view is not None
+                         and app.screen.view.queue.audits)
+        await settle(pilot)
+        save("review")
     return saved
+
+
+def triage_the_entries(bank, ids: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
+    """What the review shot shows: triage's decisions on the agent's two proposed entries (no model configured: the
+    one citing code escalates with NO_LLM, the one citing nothing with UNGROUNDED), and an agent's repeat of the
+    deploy convention that triage folded in on its own and drew for audit (the decision written as triage writes it:
+    folding an agent's repeat needs no model)."""
+    from core.bank.triage import Triage
+    from core.pages import records
+    from core.pages.entry_model import SYSTEM_ACTOR
+
+    with Triage(bank, judge=None) as triage:
+        triage.run()            # the entries still pending (the app's triage duty may have decided them already)
+    convention = bank.conn.execute("SELECT id FROM entries WHERE kind = 'CONVENTION'").fetchone()[0]
+    repeat = bank.add(ids["runbook"], "Deploys need a green CI run before they roll out.", kind="CONVENTION",
+                      actor="eng-bot", distinct=True)
+    version = bank.conn.execute("SELECT version FROM entries WHERE id = ?", (repeat.id,)).fetchone()[0]
+    bank.node.submit_one(records.triage_decide(
+        SYSTEM_ACTOR, entry_id=repeat.id, entry_version=version, mode="on", decision="corroborate", acted=True,
+        reasons=["AUDIT"], held=[], fold_into=convention, refusal=None, inputs={"rules": ["exact repeat"]},
+        audited=True, op_id=hashlib.sha1(b"crewlet-screenshot-audit").hexdigest()[:16]))
 
 
 # (size, what each file's name ends with): the default run's two

@@ -455,6 +455,12 @@ def _every_kind_history(home: Home) -> dict[str, str]:
         runs.finish("run-1", checks="passed", review="failed", pr="merged", cost=0.5,
                     findings=["apps/server: retries need a backoff"], actor="alex")
         runs.start("eng-bot", run_id="run-2", actor="alex")
+        # upkeep (issue 37): a question the bank could not answer, twice; an issue filed about it
+        node.submit_one(records.gap_ask("eng-bot", question="How is the zebra ledger rotated?", via="recall_knowledge"))
+        node.submit_one(records.gap_ask("alex", question="how is the zebra ledger rotated", via="ask"))
+        node.submit_one(records.upkeep_issue("crewlet", subject="gap:how is the zebra ledger rotated", kind="gap",
+                                             space="ENG", title="Knowledge gap: How is the zebra ledger rotated?",
+                                             ref="ENG-7", url="https://plane.example.com/acme/issues/7/"))
         # generated pages (issue 37): one made, built (a save), built again with nothing saved, asked a new
         # question, then taken over
         from core.bank.generated import make_generated, set_question, take_over

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 from ..bank.entries import Entry, EntryBank
 from ..bank.trust import GROUNDED, HUMAN_VERIFIED
 from ..errors import CrewletError
-from .answer import Answer, Asker
+from ..bank.gaps import note_gap
+from .answer import NO_MATCH, Answer, Asker
 
 if TYPE_CHECKING:
     from ..node import Node
@@ -133,6 +134,8 @@ def recall(node: Node, question: str, actor: str | None = None, *, asker: Asker 
         found = [Recalled(i, h, entries.get(h.entry_id) if h.entry_id else None,
                           sources.get((h.entry_id or h.page_id, bool(h.entry_id))))
                  for i, h in enumerate(ranked, 1)]
+        if answer.status == NO_MATCH:       # nothing above the floor: a knowledge gap (issue 37, core/bank/gaps.py)
+            note_gap(node, question, actor=bank.kb.reader(actor).handle, via=VIA)
         served = [r.entry for r in found if r.entry is not None]
         if served:
             who = bank.kb.reader(actor)

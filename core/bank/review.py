@@ -17,9 +17,11 @@ from ..clock import calendar_now_ms
 from ..errors import Invalid, NotFound, Refused
 from ..pages import records
 from ..pages.entry_model import PERSON, PROPOSED
-from ..pages.triage_model import ACCEPT, ANSWERS, AUDIT, CORROBORATE, REASONS, REFUSE, SEVERAL_CLAIMS
+from ..pages.triage_model import (ACCEPT, ANSWERS, AUDIT, CORROBORATE, HARMFUL_SIGNAL, REASONS, REFUSE,
+                                  SEVERAL_CLAIMS)
 from .agreement import Agreement, TypeAgreement, settle
 from .entries import Entry, EntryBank
+from .upkeep import HarmfulEntry, harmful_entries
 
 _DECISION = "SELECT * FROM triage_decisions WHERE {where} ORDER BY seq DESC LIMIT 1"
 _AUDIT = "SELECT answer FROM triage_audits WHERE decision_id = ?"
@@ -124,10 +126,13 @@ class ReviewQueue:
     entries: list[QueuedEntry]
     audits: list[OpenAudit]
     reason: str | None = None           # the filter asked for
+    # HARMFUL_SIGNAL (issue 37): entries whose runs went wrong more than right, and conventions upkeep archived
+    harmful: list[HarmfulEntry] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"reason": self.reason, "proposals": list(self.proposals),
-                "entries": [q.to_json() for q in self.entries], "audits": [a.to_json() for a in self.audits]}
+                "entries": [q.to_json() for q in self.entries], "audits": [a.to_json() for a in self.audits],
+                "harmful": [h.to_json() for h in self.harmful]}
 
 
 @dataclass(frozen=True)
@@ -197,7 +202,11 @@ class Review:
                 shown = self._entry(view.entry_id) if view is not None else None
                 if view is not None and shown is not None:
                     audits.append(OpenAudit(view, shown, audit_question(view)))
-        return ReviewQueue(proposals=[], entries=entries, audits=audits, reason=wanted)
+        harmful: list[HarmfulEntry] = []
+        if wanted in (None, HARMFUL_SIGNAL):
+            with self.bank.node.lock:
+                harmful = harmful_entries(self._conn)
+        return ReviewQueue(proposals=[], entries=entries, audits=audits, reason=wanted, harmful=harmful)
 
     def _entry(self, entry_id: str) -> Entry | None:
         """The entry as the queue lists it: without its history, which `show` gives where one entry is read."""

@@ -51,8 +51,8 @@ asked. `TriageOutcome.calls` counts the calls made.
 **Holds.** They keep a decision made on the merits from acting; the decision keeps its type (kappa compares it):
 UNKNOWN_SOURCE on an acceptance of an agent's entry (spec: "it accepts nothing from an agent on its own"; triage
 still folds an agent's repeats and refuses its policy breaks), and LOW_AGREEMENT on a type the agreement reports
-backed off (agreement.py `Agreement.backed_off`: the type's latest triage.state; acting when there is none). HARMFUL_SIGNAL needs the runs
-given an entry (issue 37): not produced yet.
+backed off (agreement.py `Agreement.backed_off`: the type's latest triage.state; acting when there is none). HARMFUL_SIGNAL is the review
+queue's (core/bank/upkeep.py `harmful_entries`): triage decides only proposed entries, which no run is given.
 
 **Modes** (KNOWLEDGE_AUTO_TRIAGE): off — nothing decided, nothing recorded; shadow — recorded, acted false; on —
 acted when nothing holds it and it is not an escalation. A decision's id is its record's op id; it is audited

@@ -38,6 +38,7 @@ from . import records as build
 from . import triage_give_back as triage_back
 from . import triage_handlers as triage_do
 from . import run_handlers as run_do
+from . import upkeep_handlers as upkeep_do
 from . import generated_handlers as generated_do
 
 _ID = need(TEXT)
@@ -183,6 +184,13 @@ KINDS = LogKinds("pages", own_tables=("applied_ops",), kinds=[
                shape={"run_id": _ID, "checks": need(TEXT), "review": need(TEXT), "pr": need(TEXT),
                       "cost": may(_FLOAT, NONE), "findings": need(LIST, items=DICT)},
                handle=run_do.run_finish, give_back=run_do.give_back_finish, related=("run_id",)),
+    # upkeep (issue 37): a question the bank could not answer; an issue upkeep filed (a gap's, an archived convention's)
+    RecordKind("knowledge.gap", build.gap_ask, writes=("gap_asks",), shape={"question": need(TEXT), "via": need(TEXT)},
+               handle=upkeep_do.gap_ask, give_back=upkeep_do.give_back_gap_ask),
+    RecordKind("upkeep.issue", build.upkeep_issue, writes=("upkeep_issues",),
+               shape={"subject": need(TEXT), "kind": need(TEXT), "space": need(TEXT), "title": need(TEXT),
+                      "ref": need(TEXT), "url": may(TEXT), "page": may(TEXT)},
+               handle=upkeep_do.upkeep_issue, give_back=upkeep_do.give_back_issue),
     # generated pages (issue 37): made, asked a new question or taken over; a build saved with its sections
     RecordKind("page.generated", generated_do.page_generated, writes=("generated_pages", "generated_changes"),
                shape={"page_id": _ID, "action": need(TEXT), "question": need(TEXT, NONE), "by_kind": need(TEXT)},

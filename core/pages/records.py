@@ -267,3 +267,22 @@ def run_finish(actor: str, *, run_id: str, checks: str, review: str, pr: str, co
     if cost is not None:
         payload["cost"] = float(cost)
     return Record.new("run.finish", actor, payload, op_id=op_id)
+
+
+# -- upkeep (spec 003, "Upkeep"; issue 37) --------------------------------------------------------------------
+
+def gap_ask(actor: str, *, question: str, via: str, op_id: str | None = None) -> Record:
+    """A question `actor` asked through `via` (ask | recall_knowledge) that the bank could not answer."""
+    return Record.new("knowledge.gap", actor, {"question": question, "via": via}, op_id=op_id)
+
+
+def upkeep_issue(actor: str, *, subject: str, kind: str, space: str, title: str, ref: str, url: str | None = None,
+                 page: str | None = None, op_id: str | None = None) -> Record:
+    """An issue upkeep filed about `subject` (gap:<fold> or convention:<entry>:<archive>): in Plane (`ref`, `url`)
+    or as a page under the space's GAPS folder (`ref` its address, `page` its id)."""
+    payload: dict[str, Any] = {"subject": subject, "kind": kind, "space": space, "title": title, "ref": ref}
+    if url:
+        payload["url"] = url
+    if page:
+        payload["page"] = page
+    return Record.new("upkeep.issue", actor, payload, op_id=op_id)

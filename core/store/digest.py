@@ -97,6 +97,10 @@ TABLES: tuple[Table, ...] = (
     Table("run_findings", rows="SELECT op_id, idx, run_id, module, text FROM run_findings ORDER BY op_id, idx"),
     Table("entry_outcomes", rows="SELECT op_id, entry_id, outcome, effect, run_id, at FROM entry_outcomes "
                                  "ORDER BY op_id, entry_id, outcome"),
+    # upkeep (issue 37, m017): the questions the bank could not answer, the issues upkeep filed
+    Table("gap_asks", rows="SELECT op_id, gap_key, question, via, actor, at FROM gap_asks ORDER BY op_id"),
+    Table("upkeep_issues", rows="SELECT op_id, subject, kind, space, title, ref, url, page, actor, at "
+                                "FROM upkeep_issues ORDER BY op_id"),
     # generated pages (issue 37, m019): each page's question and state, and each build's sections
     Table("generated_pages", rows="SELECT page_id, question, question_no, state, set_by, set_at, built_at, "
                                   "built_question_no, inputs_digest, version FROM generated_pages ORDER BY page_id"),

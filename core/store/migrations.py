@@ -631,6 +631,37 @@ def m016_runs(conn: Any) -> None:
         CREATE INDEX entry_serves_run ON entry_serves(run) WHERE run IS NOT NULL
         """)
 
+
+def m017_upkeep(conn: Any) -> None:
+    """Upkeep (issue 37, spec 003 "Upkeep"): each question the bank could not answer, keyed by its fold; each issue
+    upkeep filed (a knowledge gap's, an archived convention's), once per subject. Filled by the pages log's upkeep
+    kinds (core/pages/upkeep_handlers.py). `page` is a GAPS page's id, kept when the page is purged: the issue was
+    filed."""
+    _run_script(conn, """
+        CREATE TABLE gap_asks (
+            op_id TEXT PRIMARY KEY,        -- the knowledge.gap record
+            gap_key TEXT NOT NULL,         -- the question folded (upkeep_handlers.fold_text)
+            question TEXT NOT NULL,        -- as asked, whitespace folded
+            via TEXT NOT NULL,             -- ask | recall_knowledge
+            actor TEXT NOT NULL,
+            at INTEGER NOT NULL
+        );
+        CREATE INDEX gap_asks_key ON gap_asks(gap_key, at);
+        CREATE TABLE upkeep_issues (
+            op_id TEXT PRIMARY KEY,        -- the upkeep.issue record
+            subject TEXT NOT NULL UNIQUE,  -- gap:<fold> | convention:<entry id>:<archive op>
+            kind TEXT NOT NULL,            -- gap | convention
+            space TEXT NOT NULL,           -- the space (Plane: the project) it was filed with
+            title TEXT NOT NULL,
+            ref TEXT NOT NULL,             -- Plane: PROJECT-N; else the GAPS page's address
+            url TEXT,                      -- Plane: the issue's URL
+            page TEXT,                     -- else: the GAPS page's id
+            actor TEXT NOT NULL,
+            at INTEGER NOT NULL
+        )
+        """)
+
+
 def m019_generated_pages(conn: Any) -> None:
     """Generated pages (issue 37, spec 003 "Generated pages"): a page the server writes from the entries in its
     scope — its question (numbered: every new one gets its own build), whether it is still generated or was taken
@@ -681,7 +712,7 @@ def m019_generated_pages(conn: Any) -> None:
 MIGRATIONS: list[Migration] = [m001_pages, m002_read_context, m003_duties, m004_vectors, m005_log_position_digest,
                                m006_vector_reads, m007_semantic_index, m008_counts, m009_agent_diary,
                                m010_answer_cache, m011_entries, m012_page_about, m013_entry_context,
-                               m014_entries_version, m015_triage, m016_runs,
+                               m014_entries_version, m015_triage, m016_runs, m017_upkeep,
                                m019_generated_pages]
 
 

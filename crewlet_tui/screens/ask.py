@@ -171,6 +171,12 @@ class AskScreen(CrewletScreen):
             asker = self._the_asker()
             answer = asker.answer(question, self.session.handle, self.containers, on_text=piece, cancel=cancel,
                                   use_cache=not fresh)
+            if answer.status == "no_match":     # nothing above the floor: a knowledge gap (core/bank/gaps.py)
+                from core.bank.gaps import note_gap
+                from core.pages.service import KnowledgeBase
+
+                node = self.session.node
+                note_gap(node, question, actor=KnowledgeBase(node).reader(self.session.handle).handle, via="ask")
         except Exception as exc:  # noqa: BLE001 - a refusal is shown, never a crash
             self.post_message(AnswerRefused(generation, exc))
             return

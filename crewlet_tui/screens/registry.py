@@ -61,6 +61,7 @@ SCREENS: tuple[ScreenEntry, ...] = (
                     ("enter", "open the space's outline"),
                     ("t", "the trash"),
                     ("d", "agents' diaries"),
+                    ("v", "the review queue: what waits for a person"),
                     ("r", "refresh the page counts"),
                 )),
     ScreenEntry("diaries", "diaries", "DiariesScreen", "Diaries",
@@ -68,6 +69,19 @@ SCREENS: tuple[ScreenEntry, ...] = (
                     ("↑ ↓  j k", "pick an agent: its notes show below, newest first"),
                     ("tab", "move between the agents and the notes"),
                     ("r", "read them again"),
+                )),
+    ScreenEntry("review", "review", "ReviewScreen", "Review",
+                "what waits for a person: proposed entries with their reasons, open audits, and triage's standing",
+                palette=True, key="v", keys=(
+                    ("↑ ↓  j k  g G", "pick an entry or an audit: its reasons and triage's decision show below"),
+                    ("a  v", "accept it into use (STANDING) / verify it (HUMAN_VERIFIED)"),
+                    ("d  x", "dispute it (held back) / archive it (out of use); each asks for an optional reason"),
+                    ("y  n", "an audit: agree (what triage did stands) / disagree (it is undone: asks first)"),
+                    ("enter  o", "open the entry's screen"),
+                    ("f", "filter the entries by reason"),
+                    ("", "the panel above answers “Can triage decide alone?”: per decision type, kappa against "
+                         "people's verdicts, how many, acting or backed off, since when"),
+                    ("", "a person's: when the app acts as an agent, the store refuses each in one line"),
                 )),
     ScreenEntry("outline", "outline", "OutlineScreen", "Outline", keys=(
         ("↑ ↓  j k  g G", "move"),

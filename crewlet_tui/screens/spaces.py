@@ -27,6 +27,7 @@ class SpacesScreen(CrewletScreen):
         Binding("G", "cursor('bottom')", "Last", show=False),
         registry.binding("trash"),
         registry.binding("diaries"),
+        registry.binding("review"),
         Binding("r", "refresh", "Refresh"),
         Binding("q", "app.quit", "Quit"),
         registry.binding("search"),
