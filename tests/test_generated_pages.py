@@ -378,3 +378,20 @@ def test_over_mcp_a_person_makes_a_generated_page_and_an_agent_is_refused(node):
         agent.close()
     assert refused.value.code == "person_only"
     assert node.conn.execute("SELECT COUNT(*) FROM generated_pages").fetchone()[0] == 1
+
+
+def test_a_page_with_no_evidence_is_asked_twice_then_left_to_the_hourly_look(node, chat, monkeypatch):
+    kb = KnowledgeBase(node)
+    page = make_generated(kb, "ENG", "Empty", question="What is there?", actor="alex").id
+    monkeypatch.setenv("CREWLET_NOW", _iso(T0))
+    assert _pass(node).result.counts["no_evidence"] == 1
+    monkeypatch.setenv("CREWLET_NOW", _iso(T0 + 60_000))
+    assert _pass(node).result.counts["no_evidence"] == 1
+    monkeypatch.setenv("CREWLET_NOW", _iso(T0 + 120_000))
+    assert _pass(node).result.counts["unchanged"] == 1          # waits for the 11:23 look
+    with EntryBank(node) as bank:
+        entry = bank.add(page, "The page has one fact now.", actor="alex", distinct=True).id
+    chat.script = [_edits(_insert("One fact.", entry))]
+    monkeypatch.setenv("CREWLET_NOW", _iso(T0 + HOUR_MS))
+    assert _pass(node).result.counts["built"] == 1
+    assert chat.requests == 1

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from ..bank.generated import BUILT, FAILED, NO_MODEL, evidence_digest, refresh, scope_entries
+from ..bank.generated import BUILT, FAILED, NO_EVIDENCE, NO_MODEL, evidence_digest, refresh, scope_entries
 from ..chat.openai_http import ChatProvider
 from ..clock import calendar_now_ms, from_ms
 from . import PAGE_REFRESH
@@ -107,7 +107,12 @@ class PageRefreshDuty(Duty):
                 tries[page_id] = {"q": row["question_no"], "n": tried["n"] + 1}
                 errors.append(f"{page_id} ({why}): {outcome.reason}")
                 continue
-            tries.pop(page_id, None)
+            if outcome.revision is None and outcome.status in (NO_EVIDENCE, NO_MODEL):
+                # nothing could be written for the question (no entry in use in scope, no model): asked again at
+                # the next pass, then left to the hourly look — not read every minute
+                tries[page_id] = {"q": row["question_no"], "n": tried["n"] + 1}
+            else:
+                tries.pop(page_id, None)
             key = "built" if outcome.status == BUILT else outcome.status
             counts[key] = counts.get(key, 0) + 1
             if outcome.status == NO_MODEL and outcome.revision is not None:
