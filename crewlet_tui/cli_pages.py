@@ -162,8 +162,13 @@ def page_show(ref: str = typer.Argument(..., metavar="REF", help="Page id or CON
         links = kb.backlinks(page.id, actor=who)
         children = kb.list_pages(page.container, parent=page.id, limit=500, actor=who) if page.child_count else None
         rev = kb.revision(page.id, revision, actor=who) if revision is not None else None
+        from core.bank.generated import page_view
+
+        generated = page_view(node, page.id, page.body)
     if as_json:
         data = page.to_json()
+        if generated is not None:
+            data["generated"] = generated
         data["comments"] = [c.to_json() for c in comments]
         data["linked_from"] = [{"id": p.id, "container": p.container, "title": p.title} for p in links]
         data["children"] = [c.to_json(with_body=False) for c in children.pages] if children else []
@@ -178,6 +183,10 @@ def page_show(ref: str = typer.Argument(..., metavar="REF", help="Page id or CON
                   + (f" · [red]in the trash since {when(page.trashed_at)}[/]" if page.trashed_at else "") + "[/]")
     console.print()
     _print_body(rev.body if rev else page.body)
+    if generated is not None:
+        from .cli_generated import print_generated
+
+        print_generated(generated)
     if children:
         console.print(f"\n[bold]Children[/] ({children.total})")
         for c in children.pages:
@@ -239,11 +248,25 @@ def page_create(container: str = typer.Argument(..., metavar="CONTAINER", help="
                 parent: str | None = typer.Option(None, "--parent", metavar="REF", help="File it under this page (REF)."),
                 body_file: str | None = typer.Option(None, "--body-file", metavar="FILE", help="Read the body from a file, or - for stdin. Without it the page is a folder (nothing written in it)."),
                 message: str | None = typer.Option(None, "--message", "-m", metavar="TEXT", help="A note for the history."),
+                generated: bool = typer.Option(False, "--generated", help="A generated page: no body, written from the entries in its scope (its links) to answer --question."),
+                question: str | None = typer.Option(None, "--question", metavar="TEXT", help="The question a --generated page answers."),
                 as_json: bool = JSON_OPT) -> None:
-    """Create a page (an empty body makes a folder)."""
-    body = read_body(body_file)
-    with open_kb() as kb:
-        page = kb.create_page(container, title, body, actor=actor(), parent=parent, message=message)
+    """Create a page (an empty body makes a folder; --generated --question Q one the server writes)."""
+    if generated or question is not None:
+        from .cli_generated import create_generated
+
+        if not generated or not question or body_file is not None:
+            raise typer.BadParameter("a generated page takes --generated --question TEXT and no --body-file",
+                                     param_hint="--generated")
+        page = create_generated(container, title, question, parent)
+        if not as_json:
+            console.print(f"created generated page [bold]{markup_safe(_page_line(page))}[/] (id {page.id}): "
+                          "built from the entries it links at the page-refresh duty's next pass")
+            return
+    else:
+        body = read_body(body_file)
+        with open_kb() as kb:
+            page = kb.create_page(container, title, body, actor=actor(), parent=parent, message=message)
     if as_json:
         emit_json(page.to_json() | {"warnings": getattr(page, "warnings", [])})
     else:

@@ -23,11 +23,12 @@ if TYPE_CHECKING:
 from . import (cli_agents, cli_app, cli_ask, cli_consolidate, cli_entries, cli_entry_recheck, cli_import, cli_log,
                cli_mcp, cli_pages, cli_remote, cli_review, cli_runs, cli_search, cli_settings, cli_sync, cli_triage,
                cli_upkeep, cli_worker)
+from . import cli_generated
 from .cli_common import STATE, handle_errors, say_warnings_safely
 
 COMMAND_MODULES = (cli_pages, cli_entries, cli_entry_recheck, cli_review, cli_triage, cli_import, cli_search, cli_worker,
                    cli_app, cli_log, cli_sync, cli_remote, cli_mcp, cli_agents, cli_ask, cli_settings, cli_runs,
-                   cli_upkeep, cli_consolidate)
+                   cli_upkeep, cli_consolidate, cli_generated)
 
 
 

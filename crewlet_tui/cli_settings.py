@@ -41,6 +41,8 @@ IN_EFFECT: frozenset[str] = frozenset({
     "holdout_rate",                     # RunBank.start's arm (core/bank/runs.py), `crewlet run start`, `crewlet mcp --run`
     # the upkeep duty (core/duties/upkeep.py over core/bank/upkeep.py and core/bank/gaps.py), `crewlet upkeep run`
     "convention_min_runs", "convention_harm_margin", "gap_issue_min_count", "gap_issues_cron",
+    # the page refresh duty (core/duties/page_refresh.py over core/bank/generated.py)
+    "page_refresh_cron", "page_refresh_min_interval",
 })
 BLOCK_WIDTH = 80      # a block's lines wrap here, piped or not: a reader's listing, not a script's (--json is)
 

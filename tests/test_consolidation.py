@@ -211,6 +211,24 @@ def test_accepting_is_refused_when_the_page_changed_since(w):
     assert Review(w.bank).queue().proposals == []
 
 
+def test_accepting_is_refused_when_the_page_is_generated_now(w):
+    """A page made generated after the proposal: its body is its builds', never folded into; taken over, a new
+    proposal goes through."""
+    from core.pages.generated_handlers import page_generated
+
+    p = w.c.propose(w.page, NEW_BODY, w.e[:2], actor="eng-bot")
+    made = w.node.submit_one(page_generated("alex", page_id=w.page, action="make", by_kind="person",
+                                            question="What does the session cache keep?"))
+    assert made.status == "applied", made.reason
+    with pytest.raises(Refused) as exc:
+        w.c.decide(p.id, "accept", actor="alex")
+    assert exc.value.code == "generated" and "is a generated page now" in _one_line(exc)
+    assert w.body() == OLD_BODY and w.statuses() == [STANDING] * 3 and w.c.show(p.id).state == "OPEN"
+    taken = w.node.submit_one(page_generated("alex", page_id=w.page, action="takeover", by_kind="person"))
+    assert taken.status == "applied", taken.reason
+    assert w.c.decide(p.id, "accept", actor="alex").state == "ACCEPTED"
+
+
 @pytest.mark.parametrize("how", ["archive", "dispute", "supersede"])
 def test_accepting_is_refused_when_an_entry_it_folds_is_no_longer_standing(w, how):
     p = w.c.propose(w.page, NEW_BODY, w.e, actor="eng-bot")

@@ -337,6 +337,7 @@ def _wrong(value):
 
 
 def _every_page_kind(page: str, other: str, trashed: str, comment: str, entry: str = "no-entry") -> dict:
+    from core.pages import generated_handlers as G
     from core.pages import records as R
     from core.recover import tombstone
 
@@ -391,6 +392,10 @@ def _every_page_kind(page: str, other: str, trashed: str, comment: str, entry: s
                                                          body="one paragraph", entries=[entry], by="agent",
                                                          message="folded"),
         "consolidation.decide": R.consolidation_decide("alex", proposal_id="prop-1", action="accept", by="person"),
+        "page.generated": G.page_generated("alex", page_id=page, action="make", question="How?", by_kind="person"),
+        "page.build": G.page_build("crewlet", page_id=page, base_revision=1, body="b", question_no=1, digest="d",
+                                   built_at=1, sections=[{"id": "s-1", "text": "b", "entries": [],
+                                                          "inputs": {"question": "How?", "entries": {}}}]),
         "log.lost": Record("log.lost", "op-lost-shape", "crewlet", 1, {
             "seq": 1, "log": "pages", "why": "given back as its outcome",
             "outcome": {"type": "page.save", "status": "refused", "code": "stale_revision", "reason": "r",

@@ -22,7 +22,7 @@ from test_repos_support import GitRepo, numbered
 from core.bank.entries import SYSTEM_ACTOR, EntryBank
 from core.bank.trust import GROUNDED, UNGROUNDED
 from core.clock import from_ms
-from core.duties import ENTRY_DECAY, ENTRY_RECHECK, TRIAGE, UPKEEP
+from core.duties import ENTRY_DECAY, ENTRY_RECHECK, PAGE_REFRESH, TRIAGE, UPKEEP
 from core.duties.entry_decay import EntryDecayDuty
 from core.duties.entry_recheck import EntryRecheckDuty
 from core.duties.roster import default_duties
@@ -117,7 +117,7 @@ def _seq(node) -> int:
 
 def test_the_duties_are_on_the_one_runner_in_tick_order(node):
     names = [d.name for d in default_duties(node)]
-    assert names[names.index(ENTRY_DECAY):][:4] == [ENTRY_DECAY, ENTRY_RECHECK, TRIAGE, UPKEEP]
+    assert names[names.index(ENTRY_DECAY):][:5] == [ENTRY_DECAY, ENTRY_RECHECK, TRIAGE, UPKEEP, PAGE_REFRESH]
     assert {d.scope for d in default_duties(node) if d.name in (ENTRY_DECAY, ENTRY_RECHECK)} == {"fleet"}
     # the poll interval of company.toml is the duty's interval (default 5m)
     assert EntryRecheckDuty(node).interval_s == 300

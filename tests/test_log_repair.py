@@ -479,6 +479,19 @@ def _every_kind_history(home: Home) -> dict[str, str]:
                                                           distinct=True).id], by="person"))
         assert node.submit_one(records.consolidation_decide("alex", proposal_id="prop-2", action="decline",
                                                             by="person")).status == "applied"
+        # generated pages (issue 37): one made, built (a save), built again with nothing saved, asked a new
+        # question, then taken over
+        from core.bank.generated import make_generated, set_question, take_over
+        from core.pages.generated_handlers import page_build
+
+        gen = make_generated(kb, "ENG", "Generated", question="How do we deploy?", actor="alex")
+        section = {"id": "s-1", "text": "On Tuesdays.", "entries": [e2.id],
+                   "inputs": {"question": "How do we deploy?", "entries": {e2.id: "Deploys happen on Tuesdays."}}}
+        for base in (1, 2):
+            node.submit_one(page_build("crewlet", page_id=gen.id, base_revision=base, body="On Tuesdays.",
+                                       sections=[section], question_no=1, digest=f"d{base}", built_at=1000 * base))
+        set_question(kb, gen.id, "When do we deploy?", actor="alex")
+        take_over(kb, gen.id, actor="alex")
         return {"alpha": a.id, "beta": b.id}
 
 
@@ -588,5 +601,5 @@ def test_when_nothing_can_give_a_record_back_the_cost_is_named_and_the_database_
     assert second.stderr == ""   # the applier's refusals of the page's later records are the report's, not raw lines
     again = json.loads(ok(second))
     assert again["rebuilt"] and again["database_kept_as"]
-    assert titles(home.root) == {"Beta"}
+    assert titles(home.root) == {"Beta", "Generated"}     # the generated page (issue 37) rests on no lost record
     ok(cli(home.root, "page", "create", "ENG", "Written After"))

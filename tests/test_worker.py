@@ -173,7 +173,7 @@ def test_worker_status_reads_what_the_last_passes_left(home):
     assert out.returncode == 0, out.stderr
     names = {d["name"]: d for d in json.loads(out.stdout)["duties"]}
     assert set(names) == {"apply", "keyword-index", "trash-reaper", "embedding", "semantic-index", "diary-fill",
-                          "entry-decay", "entry-recheck", "triage", "upkeep"}
+                          "entry-decay", "entry-recheck", "triage", "upkeep", "page-refresh"}
     assert names["keyword-index"]["status"]["first_build_done"] is True
     human = _crewlet(home.root, "worker", "--status")
     assert "keyword-index" in human.stdout and "first build" in human.stdout

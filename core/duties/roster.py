@@ -28,6 +28,7 @@ from .entry_decay import EntryDecayDuty
 from .upkeep import UpkeepDuty
 from .entry_recheck import EntryRecheckDuty
 from .keyword_index import KeywordIndexDuty
+from .page_refresh import PageRefreshDuty
 from .runner import Duty, DutyPass, DutyReport, DutyRunner, PassContext, ProgressFn
 from .semantic_index import IndexTrainingDuty
 from .triage import TriageDuty
@@ -89,7 +90,7 @@ def default_duties(node: Node, *, index_interval_s: float = 2.0, embed_threads: 
         return [ApplyDuty(node), DiaryFillDuty(node, threads=embed_threads)]
     return [ApplyDuty(node), KeywordIndexDuty(node.home, interval_s=index_interval_s), TrashReaperDuty(node),
             EmbeddingDuty(node, threads=embed_threads), IndexTrainingDuty(node), DiaryFillDuty(node, threads=embed_threads),
-            EntryDecayDuty(node), EntryRecheckDuty(node), TriageDuty(node), UpkeepDuty(node)]
+            EntryDecayDuty(node), EntryRecheckDuty(node), TriageDuty(node), UpkeepDuty(node), PageRefreshDuty(node)]
 
 
 def run_duties(node: Node, *, label: str, once: bool = False, stop: threading.Event | None = None,

@@ -15,8 +15,8 @@ person's decision on one (an agent is refused here, whoever wrote the record):
   proposal's entries that are still STANDING are folded in again (CONSOLIDATED); one archived, disputed or
   superseded meanwhile stays as it is. So a fact is never served both in the body and beside it.
 
-A generated page (spec 003, "Generated pages") is not checked for: no page kind "generated" exists on this
-branch (docs/consolidation.md says so). Every decision is decided from the rows as they stand at its seq, so every
+Accepting is refused too when the page is generated now (core/pages/generated_handlers.py: made generated and not
+taken over since the proposal): a generated page's body is written by its builds, never folded into. Every decision is decided from the rows as they stand at its seq, so every
 node decides alike; each handler refuses (or finds nothing to do) before its first write.
 """
 from __future__ import annotations
@@ -28,6 +28,7 @@ from ..log import Record
 from ..replica.appliers import Noop, Refuse
 from ..replica.kinds import CannotSay, Related
 from ..store import Connection
+from .generated_handlers import GENERATED
 from .entry_handlers import _history, _set_status
 from .entry_model import AGENT, CONSOLIDATED, PERSON, STANDING, WRITERS
 from .give_back import _rec
@@ -165,6 +166,11 @@ def consolidation_decide(conn: Connection, rec: Record) -> dict[str, Any]:
         if page["revision"] != prop["base_revision"]:
             raise Refuse("page_changed", f"{where} changed since the proposal was made (revision "
                          f"{prop['base_revision']}, now {page['revision']}): decline it and propose again")
+        generated = conn.execute("SELECT state FROM generated_pages WHERE page_id = ?", (page["id"],)).fetchone()
+        if generated is not None and generated["state"] == GENERATED:
+            raise Refuse("generated", f"{where} is a generated page now: its body is written by its builds from "
+                         "the entries in its scope, not folded into; decline the proposal (or take the page over "
+                         "with `crewlet page takeover`, then propose again)")
         ids = folded_ids(prop)
         rows = _statuses(conn, ids)
         for entry_id in ids:

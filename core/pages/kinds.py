@@ -40,6 +40,7 @@ from . import triage_handlers as triage_do
 from . import run_handlers as run_do
 from . import upkeep_handlers as upkeep_do
 from . import consolidation_handlers as consolidation_do
+from . import generated_handlers as generated_do
 
 _ID = need(TEXT)
 _FLOAT = (float,)                       # exact, as every shape's types: an integer is not a rate here
@@ -65,6 +66,9 @@ PURGED_WITH_PAGE: dict[str, str] = {
     "page_policies": BY_FOREIGN_KEY,
     "page_about": BY_FOREIGN_KEY,
     "consolidation_proposals": BY_FOREIGN_KEY,      # and each proposal's decisions, by theirs
+    "generated_pages": BY_FOREIGN_KEY,      # a generated page's question and state (m019)
+    "generated_builds": BY_FOREIGN_KEY,     # its builds' sections
+    "generated_changes": BY_FOREIGN_KEY,    # its makes, questions and takeover
     "deleted_pages": "KEPT: the purge marker itself (a replayed create can never bring the page back)",
 }
 
@@ -100,7 +104,8 @@ KINDS = LogKinds("pages", own_tables=("applied_ops",), kinds=[
     RecordKind("page.purge", build.page_purge, writes=("pages", "revisions", "comments", "deleted_pages", "entries",
                                                     "entry_history", "entry_corroborations", "citation_checks",
                                                     "entry_serves", "page_policies", *_TRIAGE_ROWS,
-                                                    "consolidation_proposals", "consolidation_decisions"),
+                                                    "consolidation_proposals", "consolidation_decisions",
+                                                    "generated_pages", "generated_builds", "generated_changes"),
                shape={"page_id": _ID, "reason": may(TEXT), "cutoff": may(INT, NONE)},
                handle=do.purging(purge_statements()), give_back=back.page_purge, related=("page_id",), related_all=True),
     RecordKind("page.labels", build.page_labels, writes=("pages",),
@@ -201,6 +206,19 @@ KINDS = LogKinds("pages", own_tables=("applied_ops",), kinds=[
                shape={"proposal_id": _ID, "action": need(TEXT), "by": need(TEXT)},
                handle=consolidation_do.consolidation_decide, give_back=consolidation_do.give_back_decide,
                related=("proposal_id",)),
+    # generated pages (issue 37): made, asked a new question or taken over; a build saved with its sections
+    RecordKind("page.generated", generated_do.page_generated, writes=("generated_pages", "generated_changes"),
+               shape={"page_id": _ID, "action": need(TEXT), "question": need(TEXT, NONE), "by_kind": need(TEXT)},
+               handle=generated_do.handle_page_generated,
+               give_back=generated_do.give_back_generated,
+               related=("page_id",)),
+    RecordKind("page.build", generated_do.page_build, writes=(*_PAGE_ROWS, "generated_builds", "generated_pages"),
+               shape={"page_id": _ID, "base_revision": need(INT), "body": need(TEXT), "sections": need(LIST, items=DICT),
+                      "question_no": need(INT), "digest": need(TEXT), "built_at": need(INT),
+                      "message": may(TEXT, NONE)},
+               handle=generated_do.handle_page_build,
+               give_back=generated_do.give_back_build,
+               related=("page_id",)),
     # a repair's tombstone (core/recover.py): it carries its own outcome (the applier's verdict stores it)
     RecordKind("log.lost", tombstone, writes=(), shape=LOST_SHAPE, verdict=do.lost, give_back=LOST_GIVE_BACK),
 ])

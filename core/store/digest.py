@@ -107,6 +107,13 @@ TABLES: tuple[Table, ...] = (
                                           "reverted_revision, folded, version FROM consolidation_proposals ORDER BY id"),
     Table("consolidation_decisions", rows="SELECT op_id, proposal_id, seq, action, actor, actor_kind, at, revision "
                                           "FROM consolidation_decisions ORDER BY seq, op_id"),
+    # generated pages (issue 37, m019): each page's question and state, and each build's sections
+    Table("generated_pages", rows="SELECT page_id, question, question_no, state, set_by, set_at, built_at, "
+                                  "built_question_no, inputs_digest, version FROM generated_pages ORDER BY page_id"),
+    Table("generated_builds", rows="SELECT op_id, page_id, seq, revision, saved, body_sha, question_no, sections, "
+                                   "digest, built_by, built_at FROM generated_builds ORDER BY seq, op_id"),
+    Table("generated_changes", rows="SELECT op_id, page_id, seq, action, question, by_kind, actor, at "
+                                    "FROM generated_changes ORDER BY seq, op_id"),
     Table("log_position", carried="where this database stands on each log: digested apart (POSITIONS), "
                                   "in the transaction that applied the rows"),
     Table("_migrations", carried="which migrations made the file's schema: a snapshot's own"),

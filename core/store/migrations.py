@@ -699,13 +699,61 @@ def m018_consolidation(conn: Any) -> None:
             revision INTEGER                 -- the page's revision the decision's save made (none for a decline)
         );
         CREATE INDEX consolidation_decisions_proposal ON consolidation_decisions(proposal_id, seq)
+    """)
+
+
+def m019_generated_pages(conn: Any) -> None:
+    """Generated pages (issue 37, spec 003 "Generated pages"): a page the server writes from the entries in its
+    scope — its question (numbered: every new one gets its own build), whether it is still generated or was taken
+    over by a person, and its last build; and each build's sections (their text, the entries each cites and what
+    each was written from), keyed by the revision the build saved, with the body's digest so a revert to an earlier
+    body finds that body's sections again."""
+    _run_script(conn, """
+        CREATE TABLE generated_pages (
+            page_id TEXT PRIMARY KEY REFERENCES pages(id) ON DELETE CASCADE,
+            question TEXT NOT NULL,
+            question_no INTEGER NOT NULL,     -- 1 at creation, +1 at each changed question
+            state TEXT NOT NULL,              -- generated | authored (taken over by a person)
+            set_by TEXT NOT NULL,
+            set_at INTEGER NOT NULL,
+            built_at INTEGER,                 -- the calendar instant of the last build that was applied
+            built_question_no INTEGER NOT NULL DEFAULT 0,
+            inputs_digest TEXT,               -- the scope's entries as the last build read them
+            version INTEGER NOT NULL
+        );
+        CREATE TABLE generated_builds (
+            op_id TEXT PRIMARY KEY,           -- the page.build record that wrote it
+            page_id TEXT NOT NULL REFERENCES pages(id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            revision INTEGER NOT NULL,        -- the page's revision after the build (a new one when the body changed)
+            saved INTEGER NOT NULL,           -- 1: the build saved a new body
+            body_sha TEXT NOT NULL,
+            question_no INTEGER NOT NULL,
+            sections TEXT NOT NULL,           -- JSON: [{id, text, entries, inputs: {question, entries: {id: body}}}]
+            digest TEXT NOT NULL,             -- the scope's entries in use as the build read them
+            built_by TEXT NOT NULL,
+            built_at INTEGER NOT NULL
+        );
+        CREATE INDEX generated_builds_body ON generated_builds(page_id, body_sha, seq);
+        -- each make, question and takeover of a generated page, as its record said it (a repair gives one back)
+        CREATE TABLE generated_changes (
+            op_id TEXT PRIMARY KEY,
+            page_id TEXT NOT NULL REFERENCES pages(id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            action TEXT NOT NULL,
+            question TEXT,
+            by_kind TEXT NOT NULL,
+            actor TEXT NOT NULL,
+            at INTEGER NOT NULL
+        );
         """)
 
 
 MIGRATIONS: list[Migration] = [m001_pages, m002_read_context, m003_duties, m004_vectors, m005_log_position_digest,
                                m006_vector_reads, m007_semantic_index, m008_counts, m009_agent_diary,
                                m010_answer_cache, m011_entries, m012_page_about, m013_entry_context,
-                               m014_entries_version, m015_triage, m016_runs, m017_upkeep, m018_consolidation]
+                               m014_entries_version, m015_triage, m016_runs, m017_upkeep, m018_consolidation,
+                               m019_generated_pages]
 
 
 def migrate(conn: Any) -> list[str]:

@@ -21,6 +21,7 @@ from ..entry_words import refusal_words
 from ..links import classify
 from ..sanitize import body_for_display, clean_line, clean_text, count_controls
 from ..widgets.entry_list import EntriesView, EntryList, read_entries
+from ..widgets.generated_sections import GeneratedSections
 from ..widgets.page_tree import FOLDER_ICON, PAGE_ICON
 from ..widgets.page_view import PageBody, cut_long_lines, is_large, large_note
 from ..widgets.plain_body import PlainBody
@@ -43,6 +44,7 @@ class PageView:
     comments: list[Comment] = field(default_factory=list)
     backlinks: list[Page] = field(default_factory=list)
     children: Window | None = None
+    generated: dict[str, Any] | None = None     # a generated page's sections (core/bank/generated.py page_view)
 
 
 def read_page_view(kb: KnowledgeBase, ref: str, actor: str | None, record_read: bool = True) -> PageView:
@@ -50,7 +52,10 @@ def read_page_view(kb: KnowledgeBase, ref: str, actor: str | None, record_read: 
     page = kb.get_page(ref, actor=actor, record_read=record_read)
     children = (kb.list_pages(page.container, parent=page.id, limit=CHILDREN_SHOWN, actor=actor)
                 if page.child_count else None)
-    return PageView(page, kb.comments(page.id, actor=actor), kb.backlinks(page.id, actor=actor), children)
+    from core.bank.generated import page_view
+
+    return PageView(page, kb.comments(page.id, actor=actor), kb.backlinks(page.id, actor=actor), children,
+                    page_view(kb.node, page.id, page.body))
 
 
 class PageScreen(CrewletScreen):
@@ -101,6 +106,7 @@ class PageScreen(CrewletScreen):
                 yield Static(id="page-notice", classes="notice")
                 yield PageBody(id="page-body")
                 yield PlainBody(id="page-plain")   # a large page's body, instead (widgets/plain_body.py)
+                yield GeneratedSections(id="page-generated")
                 yield Static(id="page-entries-title", classes="section-title")
                 yield EntryList(id="page-entries")
             with VerticalScroll(id="page-side"):
@@ -120,6 +126,8 @@ class PageScreen(CrewletScreen):
         page = self.page
         if page is None:
             return None if action in self.WRITES else False
+        if action == "edit" and self.view is not None and (self.view.generated or {}).get("state") == "generated":
+            return False    # a generated page is read-only: take it over first (`crewlet page takeover`)
         return (action == "restore") == bool(page.trashed_at)
 
     def on_mount(self) -> None:
@@ -182,6 +190,7 @@ class PageScreen(CrewletScreen):
                 body.show(f"*A folder: nothing written here.* It groups {plural(page.child_count, 'page')}.")
             else:
                 body.show(page.body)
+        self.query_one(GeneratedSections).show(view.generated)
         self._show_side(view)
         self.refresh_bindings()   # a page trashed or restored (here or elsewhere) changes what can be done
         self.load_entries()

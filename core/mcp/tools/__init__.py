@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from . import (add_entry, answer_knowledge, comment_on_page, consolidate_page, diary, get_page, list_pages, load_context, onboarding,
                recall_knowledge, save_page, search_knowledge, supersede_entry, write_page)
+from . import make_generated_page
 from .base import Args, Reply, Tool
 
 # the knowledge app, as the spec names it
@@ -28,6 +29,8 @@ TOOLS: list[Tool] = [
     consolidate_page.TOOL,
     # a person's question answered by the chat model from the pages (core/ask): offered to persons only
     answer_knowledge.TOOL,
+    # a generated page (spec 003): a person's to make; the store refuses an agent
+    make_generated_page.TOOL,
     # what the knowledge bank holds on a question (spec 003): entries with their tiers, and pages; agents and persons
     recall_knowledge.TOOL,
     # an agent's own memory (core/agents): offered to agents only

@@ -7,6 +7,7 @@ from pydantic import Field
 
 from ...bank.context import check_at_head, with_json
 from ...bank.entries import Entry
+from ...bank.generated import page_view, view_lines
 from ...bank.trust import TIER_RANK
 from ...pages.links import link_to
 from ...pages.model import WINDOW_MAX
@@ -38,6 +39,9 @@ def page_reply(session: Session, page: Any, entries: list[Entry] | None = None) 
         "comments": [{"id": c.id, "author": c.author, "text": c.body, "at": c.created_at} for c in comments],
         "entries": with_json(entries or []),
     }
+    generated = page_view(kb.node, page.id, page.body)   # a generated page's sections, each with its entries' tiers
+    if generated is not None:
+        data["generated"] = generated
     trail = " › ".join([page.container, *[a["title"] for a in page.ancestors], page.title])
     head = [f"# {page.title}",
             f"id {page.id} · address {data['address']} · revision {page.revision} · in {trail}"
@@ -56,6 +60,9 @@ def page_reply(session: Session, page: Any, entries: list[Entry] | None = None) 
     if comments:
         tail.append("\nComments:")
         tail += [f"- {c.author}: {c.body}" for c in comments]
+    if generated is not None:
+        tail.append("\nGenerated page:")
+        tail += [f"- {line}" for line in view_lines(generated)]
     if entries:
         tail.append(f"\nEntries in use ({len(entries)}), grounded and verified first:")
         tail += [f"- entry {e.id} · {e.kind} · {e.tier}: {e.body}" for e in entries]
