@@ -273,3 +273,41 @@ def test_one_server_a_home_and_the_next_takes_over_when_it_stops(home_root, comp
     finally:
         first.close()
         second.close()
+
+
+def test_crewlet_mcp_serves_query_vectors_while_it_runs_and_cleans_up_when_its_client_leaves(embedded_example):
+    root = embedded_example.root
+    mcp = subprocess.Popen([sys.executable, "-m", "crewlet_tui.cli", "--home", str(root), "mcp"],
+                           stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert wait_for(lambda: socket_path(root).exists() or mcp.poll() is not None), "crewlet mcp never served"
+        assert mcp.poll() is None, mcp.stderr.read().decode() if mcp.stderr else ""
+        vector, why = ask(root, SPACE.key(), SPACE.dimensions, "rollback plan", timeout_s=30)
+        assert why == "" and vector is not None and same_vector(vector, the_models_own("rollback plan"))
+    finally:
+        assert mcp.stdin is not None
+        mcp.stdin.close()                          # the client left
+        mcp.wait(timeout=120)
+    assert not socket_path(root).exists()
+
+
+def test_a_home_whose_path_is_too_long_for_a_socket_serves_nothing_and_frees_the_lock(tmp_path, company):
+    import fcntl
+
+    root = tmp_path / ("h" * 100)
+    root.mkdir()
+    daemon = QueryDaemon(root, lambda: company, threads=1).start()
+    assert daemon._thread is not None
+    daemon._thread.join(120)
+    assert not daemon.ready.is_set() and not socket_path(root).exists()
+    fd = os.open(root / LOCK_NAME, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)   # free: another process of the home may serve
+    finally:
+        os.close(fd)
+        daemon.close()
+    embedder = QueryEmbedder(threads=1, daemon=root, daemon_timeout_s=30)
+    try:
+        assert embedder.vector(company, "rollback plan").source == "model"
+    finally:
+        embedder.close()

@@ -228,6 +228,7 @@ class QueryDaemon:
             self._warm()
             server = self._bind()
             if server is None:
+                self._release_lock()      # another process of the home may do better (a shorter path of its own)
                 return
             with self._lock:
                 self._server = server
@@ -241,6 +242,16 @@ class QueryDaemon:
             server.serve_forever(poll_interval=0.5)
         except Exception as exc:  # noqa: BLE001 - a daemon that cannot serve leaves every search to its own model
             log.info("the query-embedding daemon of %s stopped: %s", self.root, exc)
+            with self._lock:
+                serving = self._serving
+            if not serving:
+                self._release_lock()
+
+    def _release_lock(self) -> None:
+        with self._lock:
+            fd, self._lock_fd = self._lock_fd, None
+        if fd is not None:
+            os.close(fd)
 
     def _take_lock(self) -> bool:
         """Hold the home's lock (trying every `retry_s` while another process holds it), or False when closed."""
@@ -248,7 +259,8 @@ class QueryDaemon:
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                self._lock_fd = fd
+                with self._lock:
+                    self._lock_fd = fd
                 return True
             except OSError:
                 if self._stop.wait(self.retry_s):
@@ -295,9 +307,7 @@ class QueryDaemon:
                 path.unlink()
         except OSError:
             pass
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        self._release_lock()
         self.embedder.close()
 
     def __enter__(self) -> QueryDaemon:
