@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from core import config as config_mod
+from core.embed import local
 from core.embed.local import SPACE, LocalProvider
 from core.embed.provider import EmbeddingSpace
 from core.importer import import_directory
@@ -34,7 +35,7 @@ from core.search.query_vectors import QueryEmbedder
 
 from test_query_cache import search_process
 
-QUESTION = "who reviews a change before the deploy"
+QUESTION = "who reviews a change before the deploy with a xylophone"   # xylophone: a word no page holds
 
 
 @pytest.fixture(scope="module")
@@ -145,7 +146,10 @@ def test_a_running_worker_serves_a_search_process_its_query_vector_and_the_searc
         answer, heavy = search_process(embedded_example, QUESTION)
         assert answer["outcome"]["served_mode"] == "hybrid"
         assert answer["outcome"]["query_vector"] == "daemon"
-        assert "onnxruntime" not in heavy                                      # the search loaded no model
+        # the search loaded no model, nor the tokenizer (the daemon said which words are the model's, for the
+        # relevance floor: "xylophone" is one no page holds)
+        assert heavy == []
+        assert answer["outcome"]["floor"]["known_words"] is True
         # the daemon's vector is the model's own, and the search kept it on disk as it keeps its own
         store = QueryVectorStore(embedded_example.query_cache_file, readonly=True)
         kept = store.get(SPACE.key(), QUESTION, SPACE.dimensions)
@@ -172,8 +176,13 @@ def test_the_daemon_answers_its_own_space_with_the_models_vector_and_refuses_ano
     root = embedded_example.root
     with QueryDaemon(root, lambda: company, threads=1) as daemon:
         assert daemon.ready.wait(120)
-        vector, why = ask(root, SPACE.key(), SPACE.dimensions, "rollback plan", timeout_s=30)
-        assert why == "" and vector is not None and same_vector(vector, the_models_own("rollback plan"))
+        local._told_words.clear()
+        vector, why = ask(root, SPACE.key(), SPACE.dimensions, "rollback plan zzzqqq", timeout_s=30)
+        assert why == "" and vector is not None and same_vector(vector, the_models_own("rollback plan zzzqqq"))
+        # what the model's own tokenizer says
+        assert local._told_words == {w: local.shared_tokenizer().token_to_id(w) is not None
+                                     for w in ("rollback", "plan", "zzzqqq")}
+        assert local._told_words["plan"] and not local._told_words["zzzqqq"]
         other = EmbeddingSpace("local", SPACE.model, SPACE.dimensions, tokenizer="0" * 16).key()
         vector, why = ask(root, other, SPACE.dimensions, "rollback plan", timeout_s=30)
         assert vector is None and why.startswith("refused: this process holds " + SPACE.key())

@@ -14,7 +14,9 @@ embeddings on a unix socket in the home, and `query_vectors.py` asks it first.
   place, so nobody ever connects to it before it is private and listening. No network port.
 - **The protocol.** Each message is a 4-byte big-endian length and that many bytes. The client sends one
   JSON object `{"space": EmbeddingSpace.key(), "text": the query}`; the server answers one JSON object,
-  `{"ok": true, "space": …, "dims": n}` followed by a message of n little-endian float32, or
+  `{"ok": true, "space": …, "dims": n, "whole_words": {word: bool}}` followed by a message of n
+  little-endian float32 (`whole_words`: which of the question's words are whole words of the model's
+  vocabulary, for the relevance floor — so the search reads no tokenizer either), or
   `{"ok": false, "error": "…"}` — among them a refusal of any space but the one it holds (the space's key
   names the provider, the model, the width and the tokenizer's digest). One question a connection.
 - **Never a wrong vector.** The client checks the answer's space and width against its own provider's,
@@ -28,6 +30,7 @@ import fcntl
 import json
 import logging
 import os
+import re
 import socket
 import socketserver
 import struct
@@ -53,6 +56,7 @@ MAX_REQUEST = 64 * 1024
 MAX_PATH = 107               # sun_path's 108 bytes, the terminating NUL included
 
 _HEADER = struct.Struct(">I")
+_WORDS = re.compile(r"\w+")         # as the relevance floor splits a question (floor.py)
 _serving: set[str] = set()   # the homes this process serves: its own searches embed in-process
 _serving_lock = threading.Lock()
 
@@ -128,6 +132,12 @@ def ask(root: Path, space: str, dims: int, text: str, *, timeout_s: float = ASK_
     vector = np.frombuffer(body, dtype="<f4").astype(np.float32)
     if not np.all(np.isfinite(vector)) or not np.any(vector):
         return None, "the vector is not finite or is all zero"
+    words = head.get("whole_words")
+    if isinstance(words, dict) and space.startswith("local:"):
+        from ..embed.local import SPACE, told_whole_words
+
+        if space == SPACE.key():      # the daemon's vocabulary is this one: the space names its tokenizer
+            told_whole_words({w: v for w, v in words.items() if isinstance(w, str) and isinstance(v, bool)})
     return vector, ""
 
 
@@ -218,7 +228,12 @@ class QueryDaemon:
         if qv.vector is None or qv.space != held:
             return {"ok": False, "error": qv.message or "no vector"}, None
         body = np.asarray(qv.vector, dtype="<f4").tobytes()
-        return {"ok": True, "space": held, "dims": len(qv.vector)}, body
+        head: dict[str, Any] = {"ok": True, "space": held, "dims": len(qv.vector)}
+        if provider.space.provider == "local":
+            from ..embed.local import whole_word
+
+            head["whole_words"] = {w: whole_word(w) for w in dict.fromkeys(_WORDS.findall(text.lower()))}
+        return head, body
 
     # -- its thread --------------------------------------------------------------------------------------
     def _run(self) -> None:
