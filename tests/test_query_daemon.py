@@ -82,6 +82,11 @@ def wait_for(what: Callable[[], bool], seconds: float = 120.0) -> bool:
     return True
 
 
+def served(root: Path) -> bool:
+    """Wait until the home's daemon answers with a vector (its first question starts its model's load)."""
+    return wait_for(lambda: ask(root, SPACE.key(), SPACE.dimensions, "warm", timeout_s=30)[0] is not None)
+
+
 def other_space_factory(company: Any, *, threads: int | None = None) -> LocalProvider:
     """The real local model, under another space's name (another tokenizer): a daemon of another model."""
     provider = LocalProvider(threads=threads or 1)
@@ -143,6 +148,11 @@ def test_a_running_worker_serves_a_search_process_its_query_vector_and_the_searc
         assert wait_for(lambda: socket_path(root).exists() or worker.poll() is not None), "the worker never served"
         assert worker.poll() is None, worker.stderr.read().decode() if worker.stderr else ""
         assert stat.S_IMODE(socket_path(root).stat().st_mode) == 0o600        # the socket is the user's alone
+        # the worker loads no model until asked: the first question is embedded by the search's own (the daemon
+        # refuses at once while it loads), every later one by the worker's
+        first, _ = search_process(embedded_example, "the first question beside the worker")
+        assert first["outcome"]["query_vector"] in ("model", "daemon", None)
+        assert served(root)
         answer, heavy = search_process(embedded_example, QUESTION)
         assert answer["outcome"]["served_mode"] == "hybrid"
         assert answer["outcome"]["query_vector"] == "daemon"
@@ -176,6 +186,9 @@ def test_the_daemon_answers_its_own_space_with_the_models_vector_and_refuses_ano
     root = embedded_example.root
     with QueryDaemon(root, lambda: company, threads=1) as daemon:
         assert daemon.ready.wait(120)
+        vector, why = ask(root, SPACE.key(), SPACE.dimensions, "warm", timeout_s=30)
+        assert (vector is None and why == "refused: the model is loading here") or daemon.loaded.is_set()
+        assert daemon.loaded.wait(120) and served(root)
         local._told_words.clear()
         vector, why = ask(root, SPACE.key(), SPACE.dimensions, "rollback plan zzzqqq", timeout_s=30)
         assert why == "" and vector is not None and same_vector(vector, the_models_own("rollback plan zzzqqq"))
@@ -194,6 +207,8 @@ def test_the_daemon_answers_its_own_space_with_the_models_vector_and_refuses_ano
 def test_a_daemon_of_another_model_is_refused_and_the_search_embeds_with_its_own(home_root, company):
     with QueryDaemon(home_root, lambda: company, embedder=QueryEmbedder(other_space_factory)) as daemon:
         assert daemon.ready.wait(120)
+        daemon._load(daemon.embedder.provider(company))
+        assert daemon.loaded.wait(120)      # loaded: the refusal below is of the model, not of a load
         embedder = QueryEmbedder(threads=1, daemon=home_root, daemon_timeout_s=30)
         query_daemon._serving.discard(str(home_root.resolve()))   # as if this were another process
         try:
@@ -231,9 +246,7 @@ def test_a_stale_socket_file_is_kept_while_its_lock_is_held_and_replaced_by_the_
     finally:
         os.close(held)
     with QueryDaemon(home_root, lambda: company, threads=1) as daemon:   # the next server takes the path over
-        assert daemon.ready.wait(120)
-        vector, why = ask(home_root, SPACE.key(), SPACE.dimensions, "rollback plan", timeout_s=30)
-        assert why == "" and vector is not None
+        assert daemon.ready.wait(120) and served(home_root)
 
 
 def test_a_slow_daemon_times_out_to_the_local_model(home_root, company):
@@ -276,9 +289,7 @@ def test_one_server_a_home_and_the_next_takes_over_when_it_stops(home_root, comp
     try:
         assert socket_path(home_root).stat().st_ino == first._inode   # the first serves; the second waits
         first.close()
-        assert second.ready.wait(120)
-        vector, why = ask(home_root, SPACE.key(), SPACE.dimensions, "rollback plan", timeout_s=30)
-        assert why == "" and vector is not None
+        assert second.ready.wait(120) and served(home_root)
     finally:
         first.close()
         second.close()
@@ -291,6 +302,7 @@ def test_crewlet_mcp_serves_query_vectors_while_it_runs_and_cleans_up_when_its_c
     try:
         assert wait_for(lambda: socket_path(root).exists() or mcp.poll() is not None), "crewlet mcp never served"
         assert mcp.poll() is None, mcp.stderr.read().decode() if mcp.stderr else ""
+        assert served(root)
         vector, why = ask(root, SPACE.key(), SPACE.dimensions, "rollback plan", timeout_s=30)
         assert why == "" and vector is not None and same_vector(vector, the_models_own("rollback plan"))
     finally:

@@ -22,7 +22,12 @@ embeddings on a unix socket in the home, and `query_vectors.py` asks it first.
 - **Never a wrong vector.** The client checks the answer's space and width against its own provider's,
   the byte count, and that the vector is finite and not all zero; anything else (no file, nobody
   listening, a refusal, no answer within `ASK_TIMEOUT_S`) is answered None and the caller loads the model
-  as before. The server warms its model before it listens, so a client never waits on another's load.
+  as before.
+- **No model loaded for nobody.** The server loads its model when first asked (or finds it loaded: the
+  embedding duty's session is the same one), and until it has it refuses at once ("loading"), so a client
+  never waits on another process's load: the first new question after a worker starts is embedded by its
+  own process, every later one is served. A process nobody asks (the app in a test, a worker beside no
+  search) pays nothing for serving.
 """
 from __future__ import annotations
 
@@ -201,6 +206,8 @@ class QueryDaemon:
         self.retry_s = retry_s
         self.embedder = embedder or QueryEmbedder(threads=threads)
         self.ready = threading.Event()            # set once it listens (tests wait on it)
+        self.loaded = threading.Event()           # set once its model is loaded (the first question starts it)
+        self._loading: threading.Thread | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._server: _Server | None = None
@@ -224,6 +231,10 @@ class QueryDaemon:
         held = provider.space.key()
         if space != held:
             return {"ok": False, "error": f"this process holds {held}, not {space}"}, None
+        if not self.loaded.is_set():
+            self._load(provider)
+            if not self.loaded.is_set():
+                return {"ok": False, "error": "the model is loading here"}, None
         qv = self.embedder.vector(company, text)
         if qv.vector is None or qv.space != held:
             return {"ok": False, "error": qv.message or "no vector"}, None
@@ -240,7 +251,6 @@ class QueryDaemon:
         try:
             if not self._take_lock():
                 return
-            self._warm()
             server = self._bind()
             if server is None:
                 self._release_lock()      # another process of the home may do better (a shorter path of its own)
@@ -282,12 +292,26 @@ class QueryDaemon:
                     os.close(fd)
                     return False
 
-    def _warm(self) -> None:
-        """Load the model before listening: a client never waits on this process's load."""
-        provider = self.embedder.provider(self.company())
+    def _load(self, provider: Any) -> None:
+        """Begin loading `provider`'s model on a thread of its own (once); `loaded` is set when it is done —
+        at once for a provider with nothing to load."""
         load = getattr(provider, "load", None)
-        if callable(load):
-            load()
+        if not callable(load):
+            self.loaded.set()
+            return
+        with self._lock:
+            if self._loading is not None or self._stop.is_set():
+                return
+
+            def run() -> None:
+                try:
+                    load()
+                    self.loaded.set()
+                except Exception as exc:  # noqa: BLE001 - each question then says the model is loading; logged
+                    log.info("the query daemon's model did not load: %s", exc)
+
+            self._loading = threading.Thread(target=run, name="crewlet-query-daemon-load", daemon=True)
+            self._loading.start()
 
     def _bind(self) -> _Server | None:
         path = socket_path(self.root)
@@ -316,6 +340,10 @@ class QueryDaemon:
             _serving.discard(str(self.root))
         if self._thread is not None:
             self._thread.join()
+        with self._lock:
+            loading = self._loading
+        if loading is not None:   # onnxruntime aborts a process that exits under a load
+            loading.join()
         path = socket_path(self.root)
         try:
             if self._inode is not None and path.stat().st_ino == self._inode:
