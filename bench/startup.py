@@ -266,9 +266,11 @@ def a_page(home: Path) -> str:
 # -- the worker beside the searches ----------------------------------------------------------------------
 
 def start_worker(home: Path, env: dict[str, str], timeout: float = 600.0) -> subprocess.Popen[bytes]:
-    """`crewlet worker` on `home`, returned once it serves query vectors (its socket is in place) and its
-    first passes are done (so its catch-up is not timed against the searches)."""
-    from core.search.query_daemon import socket_path
+    """`crewlet worker` on `home`, returned once it serves query vectors (its socket is in place, and its model
+    loaded: the first question asked starts the load) and its first passes are done (so its catch-up is not
+    timed against the searches)."""
+    from core.embed.local import SPACE
+    from core.search.query_daemon import ask, socket_path
 
     started = time.perf_counter()
     proc = subprocess.Popen([*crewlet_argv(), "--home", str(home), "worker"], stdout=subprocess.DEVNULL,
@@ -278,6 +280,11 @@ def start_worker(home: Path, env: dict[str, str], timeout: float = 600.0) -> sub
             proc.kill()
             raise SystemExit(f"crewlet worker on {home} never served query vectors")
         time.sleep(0.1)
+    while ask(home, SPACE.key(), SPACE.dimensions, "warm", timeout_s=30)[0] is None:
+        if proc.poll() is not None or time.perf_counter() - started > timeout:
+            proc.kill()
+            raise SystemExit(f"crewlet worker on {home} never loaded its model")
+        time.sleep(0.2)
     time.sleep(5.0)   # its first ticks (catch-up: nothing to do on a copied home) settle
     print(f"worker    serving {home}'s query vectors after {time.perf_counter() - started:.1f} s")
     return proc
