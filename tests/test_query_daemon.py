@@ -332,3 +332,24 @@ def test_a_home_whose_path_is_too_long_for_a_socket_serves_nothing_and_frees_the
         assert embedder.vector(company, "rollback plan").source == "model"
     finally:
         embedder.close()
+
+
+def test_after_a_configuration_edit_the_daemon_serves_with_the_new_provider_once_it_has_loaded(home_root, company):
+    import dataclasses
+
+    current = {"company": company}
+    made: list[Any] = []
+
+    def factory(c: Any, *, threads: int | None = None) -> LocalProvider:
+        made.append(LocalProvider(threads=threads or 1))
+        return made[-1]
+
+    with QueryDaemon(home_root, lambda: current["company"], embedder=QueryEmbedder(factory, threads=1)) as daemon:
+        assert daemon.ready.wait(120) and served(home_root) and len(made) == 1
+        # company.toml edited: another provider (its own batch size), whose model this daemon has not loaded
+        current["company"] = dataclasses.replace(company, embeddings=dataclasses.replace(
+            company.embeddings, max_batch_inputs=7))
+        vector, why = ask(home_root, SPACE.key(), SPACE.dimensions, "rollback plan", timeout_s=30)
+        assert len(made) == 2 and made[0] is not made[1]
+        assert why in ("", "refused: the model is loading here")   # "" when the load beat the check
+        assert served(home_root) and daemon._loaded_for is made[1]

@@ -208,6 +208,8 @@ class QueryDaemon:
         self.ready = threading.Event()            # set once it listens (tests wait on it)
         self.loaded = threading.Event()           # set once its model is loaded (the first question starts it)
         self._loading: threading.Thread | None = None
+        self._loaded_for: Any = None              # the provider whose model is loaded (a config edit makes another)
+        self._loading_for: Any = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._server: _Server | None = None
@@ -231,9 +233,9 @@ class QueryDaemon:
         held = provider.space.key()
         if space != held:
             return {"ok": False, "error": f"this process holds {held}, not {space}"}, None
-        if not self.loaded.is_set():
+        if self._loaded_for is not provider:
             self._load(provider)
-            if not self.loaded.is_set():
+            if self._loaded_for is not provider:
                 return {"ok": False, "error": "the model is loading here"}, None
         qv = self.embedder.vector(company, text)
         if qv.vector is None or qv.space != held:
@@ -293,19 +295,25 @@ class QueryDaemon:
                     return False
 
     def _load(self, provider: Any) -> None:
-        """Begin loading `provider`'s model on a thread of its own (once); `loaded` is set when it is done —
-        at once for a provider with nothing to load."""
+        """Begin loading `provider`'s model on a thread of its own (once a provider); `loaded` is set when it is
+        done — at once for a provider with nothing to load."""
         load = getattr(provider, "load", None)
         if not callable(load):
+            self._loaded_for = provider
             self.loaded.set()
             return
         with self._lock:
-            if self._loading is not None or self._stop.is_set():
+            if self._loading_for is provider or self._stop.is_set():
                 return
+            previous = self._loading
+            self._loading_for = provider
 
             def run() -> None:
+                if previous is not None:
+                    previous.join()   # one load at a time (the previous model's, before a config edit)
                 try:
                     load()
+                    self._loaded_for = provider
                     self.loaded.set()
                 except Exception as exc:  # noqa: BLE001 - each question then says the model is loading; logged
                     log.info("the query daemon's model did not load: %s", exc)
