@@ -122,8 +122,11 @@ class FakeDaemon:
             if self.reply is None:
                 self.done.wait(60)
                 return
-            for message in self.reply(request):
-                conn.sendall(struct.pack(">I", len(message)) + message)
+            try:
+                for message in self.reply(request):
+                    conn.sendall(struct.pack(">I", len(message)) + message)
+            except OSError:   # the client took what it needed and left (a refusal read, the rest unsent)
+                pass
 
     def close(self) -> None:
         self.done.set()
@@ -178,6 +181,10 @@ def test_with_no_daemon_the_search_process_loads_the_model_and_says_so(embedded_
     answer, heavy = search_process(embedded_example, "a question nobody asked about the deploy")
     assert answer["outcome"]["query_vector"] in ("model", None)     # None: past the 2 s bound on a loaded machine
     assert "onnxruntime" in heavy
+    keyword = subprocess.run([sys.executable, "-m", "crewlet_tui.cli", "--home", str(embedded_example.root), "search",
+                              "--mode", "keyword", "--json", "deploy"], capture_output=True, text=True, timeout=300)
+    assert keyword.returncode == 0, keyword.stderr[-2000:]
+    assert json.loads(keyword.stdout)["outcome"]["query_vector"] is None     # no vector was used
 
 
 # -- the daemon in this process ----------------------------------------------------------------------------------

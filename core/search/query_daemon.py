@@ -174,6 +174,9 @@ class _Handler(socketserver.BaseRequestHandler):
     def handle(self) -> None:
         sock: socket.socket = self.request
         sock.settimeout(HANDLER_TIMEOUT_S)
+        if not _same_user(sock):
+            log.info("a query-embedding request from another user was refused")
+            return
         try:
             request = json.loads(_receive(sock, MAX_REQUEST))
             if not (isinstance(request, dict) and isinstance(request.get("space"), str)
@@ -185,6 +188,19 @@ class _Handler(socketserver.BaseRequestHandler):
                 _send(sock, body)
         except (OSError, ValueError, ConnectionError) as exc:
             log.debug("a query-embedding request failed: %s", exc)
+
+
+def _same_user(sock: socket.socket) -> bool:
+    """Is the peer this process's own user? The file is 0600 already; this holds where the home's directory
+    is shared wider than its owner meant (Linux's SO_PEERCRED; elsewhere the file's mode alone)."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:
+        return True
+    try:
+        _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i")))
+    except OSError:
+        return False
+    return uid == os.getuid()
 
 
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
