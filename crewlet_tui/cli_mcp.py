@@ -60,10 +60,15 @@ def mcp(
         from core.mcp.server import serve
         from core.mcp.session import Session
 
+        from core.duties.roster import serve_query_vectors
+
         session = Session(node, STATE.actor, run=run)   # an unknown actor or run refused here, before any protocol
+        daemon = serve_query_vectors(node)   # a long-lived process: a `crewlet search` beside it asks it
         try:
             serve(session)
         finally:
+            if daemon is not None:
+                daemon.close()
             session.close()
     # the client closed standard input and everything is closed: leave now rather than wait for a query
     # embedding still running in the background (the model's first load), which a client would

@@ -35,6 +35,7 @@ from .triage import TriageDuty
 
 if TYPE_CHECKING:
     from ..node import Node
+    from ..search.query_daemon import QueryDaemon
 
 
 class ApplyDuty(Duty):
@@ -115,11 +116,28 @@ def run_duties(node: Node, *, label: str, once: bool = False, stop: threading.Ev
                 duty.pass_budget_s = embed_pass_budget_s
                 duty.yield_to = wake
     runner = DutyRunner(node, duties, label=label)
+    daemon = None
     try:
         if once:
             return runner.run_until_idle(stop=stop, progress=progress, on_report=on_report)
         watch.start_node(node, wake, stop)   # a stat watcher on log files, a consumer on JetStream streams
+        # a process that runs the duties lives on: it serves the home's query vectors, so a one-question
+        # `crewlet search` beside it loads no model (core/search/query_daemon.py)
+        daemon = serve_query_vectors(node, threads=embed_threads)
         runner.run_forever(stop=stop, wake=wake, progress=progress, on_report=on_report)
         return []
     finally:
+        if daemon is not None:
+            daemon.close()
         runner.close()
+
+
+def serve_query_vectors(node: Node, *, threads: int | None = None) -> QueryDaemon | None:
+    """Start serving this home's query embeddings from this long-lived process (the duties' or `crewlet
+    mcp`'s), or None where none is served: a read-only home, vectors off, knowledge read from a remote site.
+    `threads`: the local model's, as the embedding duty's, so both use the one session loaded."""
+    from ..search.query_daemon import QueryDaemon
+
+    if getattr(node, "readonly", False) or not node.company.knowledge.vectors or remote_site(node.company) is not None:
+        return None
+    return QueryDaemon(node.home.root, lambda: node.company, threads=threads).start()

@@ -161,11 +161,23 @@ def shared_tokenizer() -> Any:
         return _tokenizer
 
 
+# what the home's query daemon, whose tokenizer is this one (its answer named this space), said of the words of
+# this process's question (core/search/query_daemon.py): a search it served reads no tokenizer of its own
+_told_words: dict[str, bool] = {}
+
+
+def told_whole_words(answers: dict[str, bool]) -> None:
+    _told_words.update(answers)
+
+
 def whole_word(word: str) -> bool:
     """Is `word` (lower case) a whole word of the model's vocabulary — a token of letters alone, not a
     word piece? False when the tokenizer cannot be read (the word then counts as one no page holds)."""
     if not word.isalpha():
         return False
+    told = _told_words.get(word)
+    if told is not None:
+        return told
     try:
         return shared_tokenizer().token_to_id(word) is not None
     except ProviderUnavailable:

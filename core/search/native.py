@@ -105,6 +105,7 @@ class MeaningHalf:
     floor: relevance.Floor | None = None   # the relevance floor of the space it ranked in
     model: str = ""
     known_share: float | None = None       # how much of the question the corpus holds (read when first needed)
+    query_vector: str | None = None        # where the query's vector came from: "cache" | "daemon" | "model"
 
 
 def _held_words(held: int) -> str:
@@ -130,7 +131,7 @@ class NativeSearcher:
         self.embedder = QueryEmbedder(provider_factory, threads=embed_threads,
                                       store=QueryVectorStore(node.home.query_cache_file,
                                                              readonly=bool(getattr(node, "readonly", False))),
-                                      timeout_s=query_timeout_s or QUERY_TIMEOUT_S)
+                                      timeout_s=query_timeout_s or QUERY_TIMEOUT_S, daemon=node.home.root)
         self.assembler = HitAssembler(node)
         self._coverage_cache: tuple[tuple[Any, ...], tuple[int, int, dict[str, int]]] | None = None
         self._lock = threading.RLock()
@@ -271,7 +272,8 @@ class NativeSearcher:
         finder = words.finder if words is not None else None
         hits = self.assembler.hits(accepted, finder)
         self.last_finder = finder
-        outcome = Outcome(served, modes, degraded, "; ".join(n for n in notes if n), coverage, floor=floor)
+        outcome = Outcome(served, modes, degraded, "; ".join(n for n in notes if n), coverage, floor=floor,
+                          query_vector=meaning.query_vector if served in ("semantic", "hybrid") else None)
         if hits and access.is_agent:
             self._record_read(access, hits, text)
         return Result(hits, outcome)
@@ -306,6 +308,7 @@ class NativeSearcher:
             half.degraded = PROVIDER_SLOW if qv.failure == "slow" else PROVIDER_FAILED
             half.message = qv.message
             return half
+        half.query_vector = qv.source or None
         half.ranking = self.semantic.rank(qv.vector, space, access, stamp=stamp)
         if embedded < embeddable:
             other = sum(n for s, n in stored.items() if s != space)

@@ -123,11 +123,15 @@ class Outcome:
     source: dict[str, Any] | None = None
     # what the relevance floor did (core/search/floor.py FloorReport); None when nothing was ranked by meaning
     floor: Any = None
+    # where the query's vector came from when one was used: "cache" (asked before), "daemon" (the home's
+    # long-lived process, core/search/query_daemon.py) or "model" (loaded by this process); None without one
+    query_vector: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = {"served_mode": self.served_mode, "modes": self.modes, "degraded": self.degraded,
                "message": self.message, "coverage": self.coverage.to_json(),
-               "floor": self.floor.to_json() if self.floor is not None else None}
+               "floor": self.floor.to_json() if self.floor is not None else None,
+               "query_vector": self.query_vector}
         return out if self.source is None else out | {"source": self.source}
 
 
