@@ -26,9 +26,9 @@ settings_app = typer.Typer(help="Settings as this node reads them: each value an
                            no_args_is_help=True)
 app.add_typer(settings_app, name="settings")
 
-# the settings a command, tool, the app or a duty reads today: the rest are parsed and shown, and said "not in
-# effect yet" (the knowledge bank's triage, runs, consolidation and generated pages that read them are yet to be built). A key joins when
-# its reader is reached from one; tests/test_trial_fixes.py checks this set against the code's readers.
+# the settings a command, tool, the app or a duty reads today: any other is parsed and shown, and said "not in effect
+# yet" (a setting added before its reader). A key joins when its reader is reached from one;
+# tests/test_trial_fixes.py checks this set against the code's readers.
 IN_EFFECT: frozenset[str] = frozenset({
     "page_proposed_entry_budget",       # EntryBank.add, reached by `crewlet entry add` (cli_entries.py)
     # the decay duty (core/duties/entry_decay.py)
@@ -87,8 +87,8 @@ def knowledge_cmd(as_json: bool = JSON_OPT) -> None:
     idle = [row["key"] for row in rows if not row["in_effect"]]
     if idle:
         _say(f"{len(idle)} of {len(rows)} settings {'are' if len(idle) != 1 else 'is'} not in effect yet: no "
-             f"command, tool or background duty uses {'them' if len(idle) != 1 else 'it'} until the knowledge bank's "
-             "triage, runs, consolidation and generated pages are built; a value set now is kept for then", width)
+             f"command, tool or background duty uses {'them' if len(idle) != 1 else 'it'} until what reads "
+             f"{'them' if len(idle) != 1 else 'it'} is built; a value set now is kept for then", width)
     if bank.warnings:
         console.print(f"[yellow]{len(bank.warnings)} value{'s' if len(bank.warnings) != 1 else ''} could not be read "
                       "and {} ignored:[/]".format("was" if len(bank.warnings) == 1 else "were"))

@@ -38,6 +38,8 @@ INSIDE_CORE = {
     "core.repos.citations.ShapeError": "check_citations turns it into the citation's failed outcome",
     "core.sections.bank.Unreadable": "the bank's settings warn once and let the layer below apply",
     "core.bank.judge.JudgeFailed": "the recheck writes a citation the model gave no verdict on as changed, for a person",
+    "core.bank.generated_model.EditsFailed": "a refresh the model gave no edits for is a failed build, tried once "
+                                             "more and then left to the hourly look",
     "core.bank.triage_judge.JudgmentFailed": "triage escalates an entry the judgments could not judge "
                                              "(JUDGES_DISAGREE, the failure in its inputs)",
 }
