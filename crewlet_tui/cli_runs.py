@@ -9,7 +9,7 @@ Exit codes: 0 done; 1 refused or failed (one line on stderr; with `--json` the e
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import typer
 
@@ -106,10 +106,13 @@ def context_cmd(
 @handle_errors
 def finish_cmd(
     run_id: str = RUN_ARG,
-    checks: str = typer.Option(..., "--checks", metavar="passed|failed", help="Whether its checks passed."),
-    review: str = typer.Option(..., "--review", metavar="passed|failed", help="Whether its review passed."),
-    pr: str = typer.Option(..., "--pr", metavar="merged|closed|none", help="Its pull request: merged, closed, or "
-                           "none opened."),
+    # a word outside these is a usage error (exit 2), as a wrong flag is
+    checks: Literal["passed", "failed"] = typer.Option(..., "--checks", case_sensitive=False,
+                                                       help="Whether its checks passed."),
+    review: Literal["passed", "failed"] = typer.Option(..., "--review", case_sensitive=False,
+                                                       help="Whether its review passed."),
+    pr: Literal["merged", "closed", "none"] = typer.Option(..., "--pr", case_sensitive=False,
+                                                           help="Its pull request: merged, closed, or none opened."),
     cost: float | None = typer.Option(None, "--cost", metavar="USD", help="What the run cost, in USD."),
     findings: list[str] | None = typer.Option(None, "--finding", metavar="MODULE:TEXT",
                                               help="A review finding in a module (repeat for more)."),
