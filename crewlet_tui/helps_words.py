@@ -9,7 +9,7 @@ if TYPE_CHECKING:
     from core.bank.helps import Arm, Helps
 
 TREATMENT_HEAD, HOLDOUT_HEAD = "given knowledge", "holdout (none)"
-MEASURES = ("finished runs", "checks passed", "review passes", "PRs merged (of PRs opened)", "cost per run")
+MEASURES = ("finished runs", "checks passed", "review passes", "PRs merged (of opened)", "cost per run")
 
 
 def helps_title(report: Helps) -> str:
@@ -24,8 +24,9 @@ def helps_rows(report: Helps) -> list[tuple[str, str, str]]:
 
 
 def helps_notes(report: Helps) -> list[str]:
-    """The verdict, and what a rate of 0 means."""
-    out = [report.verdict[0].upper() + report.verdict[1:] + "."]
+    """What a rate's cell says, the verdict, and what a holdout rate of 0 means."""
+    out = ["Each rate: how many of how many, the share, and its 95% interval in brackets.",
+           report.verdict[0].upper() + report.verdict[1:] + "."]
     if report.holdout_rate == 0:
         out.append("KNOWLEDGE_HOLDOUT_RATE is 0: every run is given knowledge, and nothing is measured")
     return out

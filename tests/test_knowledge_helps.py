@@ -85,18 +85,18 @@ def test_the_report_sets_both_arms_side_by_side_against_a_hand_worked_example(cl
     _rate(holdout["review_passed"], 0, 2)
     _rate(holdout["prs_merged"], 0, 1)
     assert (holdout["cost_per_run"], holdout["runs_with_cost"]) == (pytest.approx(1.0), 2)       # (0.50 + 1.50) / 2
-    assert report["verdict"].startswith("too few runs to tell: the treatment and holdout arms have fewer than 30")
+    assert report["verdict"].startswith("too few runs to tell: both arms have fewer than 30")
 
     text = cli("knowledge", "helps").splitlines()
     assert text[0] == "Does knowledge help? (KNOWLEDGE_HOLDOUT_RATE = 0.5)"
     rows = {line.split("  ")[0]: line for line in text[2:7]}
-    assert list(rows) == ["finished runs", "checks passed", "review passes", "PRs merged (of PRs opened)",
+    assert list(rows) == ["finished runs", "checks passed", "review passes", "PRs merged (of opened)",
                           "cost per run"]                 # the sample size first
     assert "4 (1 under way) — too few to tell" in rows["finished runs"] and rows["finished runs"].endswith(
         "2 — too few to tell")
-    assert "3 of 4 (75%, 95% CI 30–95%)" in rows["checks passed"] and rows["checks passed"].endswith(
-        "1 of 2 (50%, 95% CI 9–91%)")
-    assert "2 of 3 (67%, 95% CI 21–94%)" in rows["PRs merged (of PRs opened)"]
+    assert "3 of 4: 75% (30–95%)" in rows["checks passed"] and rows["checks passed"].endswith(
+        "1 of 2: 50% (9–91%)")
+    assert "2 of 3: 67% (21–94%)" in rows["PRs merged (of opened)"]
     assert "$2.00 (over 3 runs)" in rows["cost per run"] and rows["cost per run"].endswith("$1.00 (over 2 runs)")
     assert text[-1].startswith("Too few runs to tell")
 
@@ -149,9 +149,9 @@ async def test_the_diaries_screen_shows_does_knowledge_help_beside_the_agents(tm
         await wait_until(pilot, lambda: table.row_count == 5, what="the report's rows")
         rows = [[c.plain if isinstance(c, Text) else str(c) for c in table.get_row_at(i)] for i in range(5)]
         assert [r[0] for r in rows] == ["finished runs", "checks passed", "review passes",
-                                        "PRs merged (of PRs opened)", "cost per run"]
+                                        "PRs merged (of opened)", "cost per run"]
         assert rows[0][1:] == ["4 — too few to tell", "2 — too few to tell"]
-        assert rows[1][1:] == ["3 of 4 (75%, 95% CI 30–95%)", "1 of 2 (50%, 95% CI 9–91%)"]
+        assert rows[1][1:] == ["3 of 4: 75% (30–95%)", "1 of 2: 50% (9–91%)"]
         assert rows[4][1:] == ["$2.00 (over 3 runs)", "$1.00 (over 2 runs)"]
         assert "Too few runs to tell" in str(panel.query_one(".helps-verdict", Static).render())
         assert "KNOWLEDGE_HOLDOUT_RATE = 0.5" in str(panel.query_one(".helps-title", Static).render())

@@ -49,12 +49,12 @@ class Rate:
                 "ci95": list(ci) if ci is not None else None}
 
     def words(self) -> str:
-        """'3 of 4 (75%, 95% CI 30–95%)' or '0 of 0'."""
+        """'3 of 4: 75% (30–95%)' — the share and its 95% interval — or '0 of 0'. Short enough that two arms and
+        the measure fit 80 columns; the listing says once what the interval is."""
         if not self.trials:
             return "0 of 0"
         low, high = self.interval or (0.0, 0.0)
-        return (f"{self.successes} of {self.trials} ({_pct(self.share or 0.0)}, 95% CI "
-                f"{_pct(low, sign=False)}–{_pct(high)})")
+        return f"{self.successes} of {self.trials}: {_pct(self.share or 0.0)} ({_pct(low, sign=False)}–{_pct(high)})"
 
 
 def _pct(x: float, *, sign: bool = True) -> str:
@@ -101,8 +101,8 @@ class Helps:
         """One sentence: whether the arms can be told apart yet."""
         few = [a.name for a in self.arms if a.too_few]
         if few:
-            return (f"{TOO_FEW}: the {' and '.join(few)} arm{'s have' if len(few) > 1 else ' has'} fewer than "
-                    f"{self.min_runs} finished runs")
+            which = "both arms have" if len(few) > 1 else f"the {few[0]} arm has"
+            return f"{TOO_FEW}: {which} fewer than {self.min_runs} finished runs"
         return "both arms have enough runs to compare: where the intervals do not overlap, the difference is real"
 
     def to_json(self) -> dict[str, Any]:
