@@ -133,6 +133,8 @@ def test_a_consolidation_reverted_through_page_revert_stands_its_entries_again_a
         assert [bank.show(i).status for i in ids] == [CONSOLIDATED] * 2
 
     run = _cli(home)
+    agent = run("--as", "eng-bot", "page", "revert", "ENG/Caching", "1")     # a consolidation's revert: a person's
+    assert agent.exit_code == 1 and "person's" in agent.stderr and len(agent.stderr.strip().splitlines()) == 1
     back = run("page", "revert", "ENG/Caching", "1", "--json")
     assert back.exit_code == 0, back.output
     data = json.loads(back.stdout)
@@ -194,6 +196,7 @@ async def test_the_history_screen_reverts_the_picked_revision_once_asked(home):
         await wait_until(pilot, lambda: table.row_count == 2)
         await wait_rendered(pilot, "Revert")     # the key, in the footer
         await pilot.press("r")          # the current revision: nothing to revert, said
+        await wait_until(pilot, lambda: any("current one" in str(n.message) for n in app._notifications))
         await pilot.press("j")
         await wait_until(pilot, lambda: screen.current == 1)
         await pilot.press("r")
@@ -207,6 +210,17 @@ async def test_the_history_screen_reverts_the_picked_revision_once_asked(home):
         said = screen.query_one("#revert-said", Static)
         await wait_until(pilot, lambda: "Reverted to revision 1: saved as revision 3" in str(said.render()))
         await wait_until(pilot, lambda: table.row_count == 3)
+        await pilot.press("G")          # revision 1 again: its body is the page's now, refused in one line, said
+        await wait_until(pilot, lambda: screen.current == 1)
+        await pilot.press("r")
+        await wait_screen(pilot, "ConfirmModal")
+        await pilot.press("y")
+        await wait_until(pilot, lambda: any("already" in str(n.message) for n in app._notifications),
+                         what="the refusal")
+        await pilot.press("escape")     # the page beneath shows the body brought back
+        await wait_screen(pilot, "PageScreen")
+        await wait_until(pilot, lambda: app.screen.view is not None and app.screen.view.page.revision == 3)
+        assert app.screen.view.page.body == "one\n"
     with Node.open(home) as node:
         row = node.conn.execute("SELECT body, revision FROM pages WHERE id = ?", (page,)).fetchone()
         assert (row["body"], row["revision"]) == ("one\n", 3)
