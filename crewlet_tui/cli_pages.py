@@ -571,6 +571,8 @@ __all__ = ["app", "CrewletError"]
 def page_revert(ref: str = typer.Argument(..., metavar="REF", help="Page id or CONTAINER/Title."),
                 revision: int = typer.Argument(..., metavar="REVISION", help="The revision whose body comes back "
                                                                              "(`crewlet page history REF`)."),
+                base_rev: int | None = typer.Option(None, "--base-rev", metavar="N", help="The revision you last saw "
+                                                    "the page at; refused if it was saved since. Default: its own."),
                 as_json: bool = JSON_OPT) -> None:
     """Bring back an earlier revision's body as the page's next revision.
 
@@ -581,7 +583,7 @@ def page_revert(ref: str = typer.Argument(..., metavar="REF", help="Page id or C
     from .cli_entries import entry_bank
 
     with entry_bank() as bank:
-        done = revert_page(bank, ref, revision, actor=actor())
+        done = revert_page(bank, ref, revision, actor=actor(), base_revision=base_rev)
     if as_json:
         emit_json(done.to_json())
         return

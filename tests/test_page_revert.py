@@ -75,6 +75,9 @@ def test_a_plain_save_is_reverted_as_a_new_revision_and_the_refusals_are_one_lin
         with pytest.raises(Refused) as exc:
             revert_page(bank, page, 1, actor="alex")            # revision 1's body is the page's now
         assert "already" in _one_line(exc)
+        with pytest.raises(Refused) as exc:                     # saved since the writer last looked: stale
+            revert_page(bank, page, 2, actor="alex", base_revision=3)
+        assert "at revision 4, not 3" in _one_line(exc) and exc.value.code == "stale_revision"
         kb.trash_page(page, actor="alex")
         seq = node.applied_seq()
         with pytest.raises(Refused) as exc:
@@ -90,6 +93,8 @@ def test_a_plain_save_is_reverted_as_a_new_revision_and_the_refusals_are_one_lin
     assert (data["via"], data["reverted_to"], data["revision"]) == ("save", 3, 5)
     said = run("page", "revert", "ENG/Runbook", "2")
     assert said.exit_code == 0 and "reverted to revision 2" in said.stdout
+    stale = run("page", "revert", "ENG/Runbook", "1", "--base-rev", "5")
+    assert stale.exit_code == 1 and "saved since" in stale.stderr and len(stale.stderr.strip().splitlines()) == 1
     for args in (("ENG/Runbook", "99"), ("ENG/Runbook", "8"), ("ENG/Nothing", "1")):
         refused = run("page", "revert", *args)
         assert refused.exit_code == 1 and len(refused.stderr.strip().splitlines()) == 1, (args, refused.output)
@@ -217,10 +222,21 @@ async def test_the_history_screen_reverts_the_picked_revision_once_asked(home):
         await pilot.press("y")
         await wait_until(pilot, lambda: any("already" in str(n.message) for n in app._notifications),
                          what="the refusal")
-        await pilot.press("escape")     # the page beneath shows the body brought back
+        screen.kb.save_page(page, "three\n", base_revision=3, actor="sam")    # saved elsewhere, unseen here
+        await pilot.press("k")
+        await wait_until(pilot, lambda: screen.current == 2)
+        await pilot.press("r")
+        await wait_screen(pilot, "ConfirmModal")
+        await pilot.press("y")
+        await wait_until(pilot, lambda: any("saved since" in str(n.message) for n in app._notifications),
+                         what="the stale refusal")
+        assert screen.kb.get_page(page, actor="alex", record_read=False).body == "three\n"   # sam's save stands
+        await pilot.press("escape")     # the page beneath shows the page as it is now
         await wait_screen(pilot, "PageScreen")
-        await wait_until(pilot, lambda: app.screen.view is not None and app.screen.view.page.revision == 3)
-        assert app.screen.view.page.body == "one\n"
+        await wait_until(pilot, lambda: app.screen.view is not None and app.screen.view.page.revision == 4)
+        assert app.screen.view.page.body == "three\n"
     with Node.open(home) as node:
         row = node.conn.execute("SELECT body, revision FROM pages WHERE id = ?", (page,)).fetchone()
-        assert (row["body"], row["revision"]) == ("one\n", 3)
+        assert (row["body"], row["revision"]) == ("three\n", 4)
+        assert node.conn.execute("SELECT message FROM revisions WHERE page_id = ? AND revision = 3",
+                                 (page,)).fetchone()[0] == "revert to revision 1"

@@ -54,13 +54,22 @@ def revert_message(n: int) -> str:
     return f"revert to revision {n}"
 
 
-def revert_page(bank: EntryBank, ref: str, revision: int, *, actor: str | None = None) -> Reverted:
-    """Bring back revision `revision`'s body of page `ref` as its next revision (see the module's words)."""
+def revert_page(bank: EntryBank, ref: str, revision: int, *, actor: str | None = None,
+                base_revision: int | None = None) -> Reverted:
+    """Bring back revision `revision`'s body of page `ref` as its next revision (see the module's words).
+    `base_revision`: the revision the caller last saw the page at (the history it picked from); a page saved since
+    is refused, as a stale save is, so a revert never undoes a change its writer did not see. None: the page's
+    revision now."""
     kb = bank.kb
     who = bank._writer(actor)
     row = kb._row(ref, allow_trashed=False)
     where = f"{row['container']}/{row['title']}"
     current = int(row["revision"])
+    base = current if base_revision is None else int(base_revision)
+    if base != current:
+        raise Refused(f"{where} is at revision {current}, not {base}: {row['saved_by']} saved since — read its "
+                      "history again and revert from what it says now", code="stale_revision",
+                      base_revision=base, current_revision=current)
     n = int(revision)
     if n == current:
         raise Refused(f"revision {n} is {where}'s current revision: nothing to revert — pick an earlier one "
@@ -83,7 +92,7 @@ def revert_page(bank: EntryBank, ref: str, revision: int, *, actor: str | None =
     if target.body == row["body"]:
         raise Refused(f"revision {n}'s body is {where}'s body already: nothing to revert", code="same_body")
     # the body comes from the page's own history: nothing of the caller's to keep under rescued/ if refused
-    page = kb.save_page(row["id"], target.body, base_revision=current, actor=actor, message=revert_message(n),
+    page = kb.save_page(row["id"], target.body, base_revision=base, actor=actor, message=revert_message(n),
                         rescue=False)
     return Reverted(page, n, page.revision, PLAIN)
 

@@ -129,8 +129,10 @@ class HistoryScreen(CrewletScreen):
             if yes:
                 from core.bank.page_revert import revert_page   # the engine's bank, loaded when first used
 
+                # against the newest revision listed: a page saved since is refused, never undone unseen
                 self.call_in_background(revert_page, self.session.bank, self.page.id, n, actor=self.session.handle,
-                                        what=f"revert to revision {n}", on_done=self._reverted, writes=True)
+                                        base_revision=latest, what=f"revert to revision {n}",
+                                        on_done=self._reverted, writes=True)
 
         self.app.push_screen(ConfirmModal(f"Revert to revision {n}?",
                                           f"Revision {n}'s body of “{self.page.title}” is saved as revision "
