@@ -576,8 +576,7 @@ def page_revert(ref: str = typer.Argument(..., metavar="REF", help="Page id or C
                 as_json: bool = JSON_OPT) -> None:
     """Bring back an earlier revision's body as the page's next revision.
 
-    Undoing a consolidation's save (or its revert) is the consolidation's own revert (or undo-revert): its entries
-    stand again beside the page (or are folded in again)."""
+    Undoing a consolidation's save is its own revert (its entries stand again); undoing that revert folds them back."""
     from core.bank.page_revert import revert_page
 
     from .cli_entries import entry_bank
