@@ -564,3 +564,30 @@ def page_link(ref: str = typer.Argument(..., metavar="REF", help="Page id or CON
 
 
 __all__ = ["app", "CrewletError"]
+
+
+@page_app.command("revert")
+@handle_errors
+def page_revert(ref: str = typer.Argument(..., metavar="REF", help="Page id or CONTAINER/Title."),
+                revision: int = typer.Argument(..., metavar="REVISION", help="The revision whose body comes back "
+                                                                             "(`crewlet page history REF`)."),
+                base_rev: int | None = typer.Option(None, "--base-rev", metavar="N", help="The revision you last saw "
+                                                    "the page at; refused if it was saved since. Default: its own."),
+                as_json: bool = JSON_OPT) -> None:
+    """Bring back an earlier revision's body as the page's next revision.
+
+    Undoing a consolidation's save is its own revert (its entries stand again); undoing that revert folds them back."""
+    from core.bank.page_revert import revert_page
+
+    from .cli_entries import entry_bank
+
+    with entry_bank() as bank:
+        done = revert_page(bank, ref, revision, actor=actor(), base_revision=base_rev)
+    if as_json:
+        emit_json(done.to_json())
+        return
+    how = {"revert": f" (consolidation {done.proposal_id} reverted: {plural(len(done.standing), 'entry', 'entries')} "
+                     "STANDING again)",
+           "undo_revert": f" (consolidation {done.proposal_id} back: {plural(len(done.consolidated), 'entry', 'entries')}"
+                          " folded in again)"}.get(done.via, "")
+    _print_page_summary(done.page, f"reverted to revision {done.reverted_to}:", how)

@@ -1,5 +1,6 @@
-"""A page's history: every revision with author, time, kind and note; any revision's body; and the line
-diff of what a save changed against the revision before it (+ green, - red)."""
+"""A page's history: every revision with author, time, kind and note; any revision's body; the line diff of what a
+save changed against the revision before it (+ green, - red); and `r`, revert to the revision picked (asked first,
+done by core/bank/page_revert.py in a worker, said on the screen)."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -16,8 +17,10 @@ from core.pages.model import Page, Revision
 from ..fmt import diff_text, when_ago
 from ..sanitize import clean_line, clean_text
 from .base import COMMON_BINDINGS, CrewletScreen
+from .modals import ConfirmModal
 
 if TYPE_CHECKING:
+    from core.bank.page_revert import Reverted
     from core.pages.service import KnowledgeBase
 
 
@@ -31,6 +34,7 @@ class HistoryScreen(CrewletScreen):
     CSS_PATH = "history.tcss"
     BINDINGS = [
         Binding("b", "toggle_body", "Body/diff"),
+        Binding("r", "revert", "Revert"),
         Binding("j", "cursor('down')", "Down", show=False),
         Binding("k", "cursor('up')", "Up", show=False),
         Binding("g", "cursor('top')", "Newest", show=False),
@@ -52,6 +56,7 @@ class HistoryScreen(CrewletScreen):
             yield Static(Text.assemble(("History of ", "bold"), (clean_line(self.page.ref), "bold"),
                                        (f"  ({self.page.id})", "dim")), classes="screen-title")
             yield DataTable(id="history-table", cursor_type="row", zebra_stripes=True)
+            yield Static(id="revert-said")
             yield Static(id="detail-title", classes="section-title")
             with VerticalScroll(id="history-detail"):
                 yield Static(id="detail-text")
@@ -110,6 +115,39 @@ class HistoryScreen(CrewletScreen):
         self.show = "diff" if self.show == "body" else "body"
         if self.current is not None:
             self._show(self.current)
+
+    def action_revert(self) -> None:
+        n = self.current
+        if n is None or not self.revisions:
+            return
+        latest = self.revisions[0].revision
+        if n == latest:
+            self.notify(f"revision {n} is the current one: pick an earlier revision to revert to", markup=False)
+            return
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                from core.bank.page_revert import revert_page   # the engine's bank, loaded when first used
+
+                # against the newest revision listed: a page saved since is refused, never undone unseen
+                self.call_in_background(revert_page, self.session.bank, self.page.id, n, actor=self.session.handle,
+                                        base_revision=latest, what=f"revert to revision {n}",
+                                        on_done=self._reverted, writes=True)
+
+        self.app.push_screen(ConfirmModal(f"Revert to revision {n}?",
+                                          f"Revision {n}'s body of “{self.page.title}” is saved as revision "
+                                          f"{latest + 1}; the history keeps every revision.", yes="Revert"),
+                             confirmed)
+
+    def _reverted(self, done: Reverted) -> None:
+        extra = {"revert": f": consolidation {done.proposal_id} reverted, {len(done.standing)} entries standing again",
+                 "undo_revert": f": consolidation {done.proposal_id} back, {len(done.consolidated)} entries folded "
+                                "in again"}.get(done.via, "")
+        said = f"Reverted to revision {done.reverted_to}: saved as revision {done.revision}{extra}"
+        self.page = done.page
+        self.query_one("#revert-said", Static).update(Text(clean_line(said), style="bold green"))
+        self.call_in_background(self.kb.history, self.page.id, actor=self.session.handle, what="history",
+                                on_done=self._history_listed)
 
     def action_cursor(self, where: str) -> None:
         table = self.query_one("#history-table", DataTable)

@@ -126,6 +126,8 @@ SCREENS: tuple[ScreenEntry, ...] = (
     ScreenEntry("history", "history", "HistoryScreen", "History", keys=(
         ("↑ ↓  j k", "pick a revision"),
         ("b", "toggle its body / what its save changed (+ green, - red)"),
+        ("r", "revert: that revision's body saved as the next one (asks first; a consolidation's save or its revert "
+              "is undone by the consolidation's own revert, its entries standing again)"),
     )),
     ScreenEntry("search", "search", "SearchScreen", "Search", "open the search screen", palette=True,
                 command="Search the knowledge base",
