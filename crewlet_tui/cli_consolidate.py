@@ -31,7 +31,7 @@ app = typer.Typer()          # its commands join the `page` and `review` groups 
 DECISIONS = ("accept", "decline", "revert", "undo-revert")
 PROPOSAL_ARG = typer.Argument(..., metavar="PROPOSAL_ID", help="The proposal's id (`crewlet review` lists the open "
                                                                 "ones).")
-DECISION_ARG = typer.Argument(..., metavar="accept|decline|revert|undo-revert",
+DECISION_ARG = typer.Argument(..., metavar="DECISION",
                               help="accept saves the new body and folds the entries in; decline closes it; revert "
                                    "undoes an accepted one; undo-revert brings it back.")
 
@@ -91,8 +91,9 @@ def page_consolidate(
 def review_proposal(proposal_id: str = PROPOSAL_ARG, decision: str = DECISION_ARG, as_json: bool = JSON_OPT) -> None:
     """Decide a consolidation proposal (a person's decision, refused to an agent).
 
-    accept saves the new body and folds the entries in; decline closes it; revert undoes an accepted one; undo-revert
-    brings it back."""
+    accept saves the new body and folds the entries in; decline closes it.
+
+    revert undoes an accepted one; undo-revert brings it back."""
     said = decision.strip().lower()
     if said not in DECISIONS:
         raise typer.BadParameter(f"{decision!r}: decide {', '.join(DECISIONS)}",

@@ -278,8 +278,9 @@ def print_needs_person(as_json: bool) -> None:
 def entry_show(entry_id: str = ID_ARG, as_json: bool = JSON_OPT) -> None:
     """One entry, with every check of its citations, its corroborations and its history.
 
-    Its page, kind, status, tier, author and age. Each cited file is read at its branch head. Then triage's
-    latest decision about it (`crewlet triage show ID` says what that decision read)."""
+    Its page, kind, status, tier, author and age. Each cited file is read at its branch head.
+
+    Then triage's latest decision about it (`crewlet triage show ID` says what that decision read)."""
     from core.bank.review import latest_decision
 
     from .cli_triage import print_decision

@@ -38,7 +38,7 @@ FILTER_OPT = typer.Option(None, "--reason", metavar="REASON", help="Only the ent
                           + ", ".join(REASONS) + ".")
 WHY_OPT = typer.Option(None, "--reason", metavar="TEXT", help="Why, for the entry's history.")
 AUDIT_ARG = typer.Argument(..., metavar="DECISION_ID", help="The audited decision's id (`crewlet review` lists them).")
-ANSWER_ARG = typer.Argument(..., metavar="agree|disagree", help="agree keeps what triage did; disagree undoes it.")
+ANSWER_ARG = typer.Argument(..., metavar="ANSWER", help="agree (keep what triage did) or disagree (undo it).")
 DONE = {"accept": "accepted", "verify": "verified", "dispute": "disputed", "archive": "archived"}
 
 
@@ -199,8 +199,9 @@ def review_archive(entry_id: str = ID_ARG, reason: str | None = WHY_OPT, as_json
 def review_audit(decision_id: str = AUDIT_ARG, answer: str = ANSWER_ARG, as_json: bool = JSON_OPT) -> None:
     """Answer an audit of what triage did alone: agree keeps it, disagree undoes it.
 
-    Undoing archives an accepted entry and puts a folded or refused one in use. A person's answer, refused to an
-    agent."""
+    Undoing archives an accepted entry and puts a folded or refused one in use.
+
+    A person's answer, refused to an agent."""
     said = answer.strip().lower()
     if said not in ANSWERS:
         raise typer.BadParameter(f"{answer!r}: answer agree or disagree", param_hint="agree|disagree")

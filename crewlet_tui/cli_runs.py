@@ -120,8 +120,11 @@ def finish_cmd(
 ) -> None:
     """Report a run's outcomes, from the script or CI that knows them.
 
-    Each counts as helpful or harmful for the entries the run was given, where it falls under their scope (no scope:
-    every outcome; scoped: the run's modules reach it); a harmful one has their citations read again now."""
+    Each counts as helpful or harmful for the entries the run was given, where it falls under their scope.
+
+    An entry with no scope: every outcome counts; a scoped one: where the run's modules reach it.
+
+    A harmful outcome has those entries' citations read again now."""
     from core.bank.runs import RunBank
 
     with entry_bank("agent runs") as bank:
@@ -198,8 +201,9 @@ def list_cmd(
 def helps_cmd(as_json: bool = JSON_OPT) -> None:
     """Does knowledge help? The runs given knowledge (treatment) beside the runs given none (holdout).
 
-    For each arm, the finished runs first, then checks passed, review passes and PRs merged, each with its
-    95% Wilson interval, and the cost per run. An arm with fewer than 30 finished runs is too few to tell."""
+    For each arm, the finished runs first, then checks passed, review passes and PRs merged, and the cost per run.
+
+    Each rate with its 95% Wilson interval. An arm with fewer than 30 finished runs is too few to tell."""
     from core.bank.helps import helps
     from core.bank.runs import RunBank
 
