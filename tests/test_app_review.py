@@ -511,3 +511,46 @@ async def test_a_section_longer_than_the_screen_lists_says_how_many_more(review_
             "Entries waiting for a person (2)", dict(_rows(app))[f"entry:{review_home['proposed'].id}"],
             "… 1 more: crewlet review"]
         assert f"entry:{review_home['bare'].id}" not in dict(_rows(app))
+
+
+async def test_a_page_proposal_is_accepted_and_another_declined_from_the_screen(review_home):
+    """The queue's first section: a consolidation proposal is a row of its own; a accepts it (the page saved, its
+    entries CONSOLIDATED), x declines it, and an agent is refused either in the store's one line."""
+    from core.bank.consolidation import Consolidation
+
+    home, page, standing = review_home["home"], review_home["page"], review_home["standing"]
+    with Node.open(home) as node, EntryBank(node) as bank:
+        c = Consolidation(bank)
+        first = c.propose(page.id, "# Caching\n\nCache entries expire after ten minutes.\n", [standing.id],
+                          actor="eng-bot")
+    app = app_for(home, "eng-bot")
+    async with app.run_test(size=SIZE) as pilot:
+        await _on_review(pilot, app)
+        await _highlight(pilot, app, f"proposal:{first.id}")
+        await pilot.press("a")
+        await wait_until(pilot, lambda: "a person's" in _said(app, "#review-notice"), what="the agent refused")
+    with Node.open(home) as node, EntryBank(node) as bank:
+        assert Consolidation(bank).show(first.id).state == "OPEN"
+    app = app_for(home, "alex")
+    async with app.run_test(size=SIZE) as pilot:
+        await _on_review(pilot, app)
+        await _highlight(pilot, app, f"proposal:{first.id}")
+        assert "x declines" in _said(app, "#review-detail")
+        await pilot.press("a")
+        await wait_until(pilot, lambda: _said(app, "#review-notice").endswith(": ACCEPTED"), what="accepted")
+        await wait_until(pilot, lambda: f"proposal:{first.id}" not in [r[0] for r in _rows(app)], what="re-read")
+    with Node.open(home) as node, EntryBank(node) as bank:
+        c = Consolidation(bank)
+        assert c.show(first.id).state == "ACCEPTED" and bank.show(standing.id).status == "CONSOLIDATED"
+        rev = node.conn.execute("SELECT revision FROM pages WHERE id = ?", (page.id,)).fetchone()[0]
+        other = bank.add(page.id, "The cache is warmed at start.", actor="alex", distinct=True)
+        second = c.propose(page.id, f"# Caching\n\nRevision {rev}, the cache is warmed at start.\n", [other.id],
+                           actor="alex")
+    app = app_for(home, "alex")
+    async with app.run_test(size=SIZE) as pilot:
+        await _on_review(pilot, app)
+        await _highlight(pilot, app, f"proposal:{second.id}")
+        await pilot.press("x")
+        await wait_until(pilot, lambda: _said(app, "#review-notice").endswith(": DECLINED"), what="declined")
+    with Node.open(home) as node, EntryBank(node) as bank:
+        assert Consolidation(bank).show(second.id).state == "DECLINED" and bank.show(other.id).status == "STANDING"

@@ -1,5 +1,5 @@
 """The review queue (spec 003, "The review queue"): what waits for a person, in the spec's order — the open page
-proposals (docs/consolidation.md: listed here, decided with `crewlet review proposal`), then every proposed entry
+proposals (docs/consolidation.md: a accepts one, x declines it, as `crewlet review proposal`), then every proposed entry
 with the reasons for its escalation and what triage decided about it, then the open audits — with the triage
 panel above ("Can triage decide alone?").
 
@@ -202,6 +202,7 @@ class ReviewScreen(CrewletScreen):
         self._review: Review | None = None
         self._entries: dict[str, QueuedEntry] = {}
         self._audits: dict[str, OpenAudit] = {}
+        self._proposals: dict[str, dict[str, Any]] = {}
 
     @property
     def review(self) -> Review:
@@ -250,6 +251,7 @@ class ReviewScreen(CrewletScreen):
         queue = view.queue
         self._entries = {q.entry.id: q for q in queue.entries}
         self._audits = {a.decision.id: a for a in queue.audits}
+        self._proposals = {str(p.get("id")): p for p in queue.proposals}
         self.query_one("#review-title", Static).update(self._title(view))
         self.query_one(TriagePanel).show(view.status)
         rows = self.query_one("#review-rows", OptionList)
@@ -285,8 +287,11 @@ class ReviewScreen(CrewletScreen):
         if queue.proposals:
             out.append(Option(Text(f"Page proposals ({len(queue.proposals):,})", style="bold"), disabled=True))
             for proposal in queue.proposals[:SHOWN]:
-                out.append(Option(Text("  " + clean_line(str(proposal.get("page") or proposal.get("id") or proposal)),
-                                       no_wrap=True, overflow="ellipsis"), disabled=True))
+                folds = len(proposal.get("entries") or [])
+                line = (f"{proposal.get('page') or proposal.get('id')}: folds {folds} "
+                        f"{'entry' if folds == 1 else 'entries'} into its body · by {proposal.get('proposed_by')}")
+                out.append(Option(Text(clean_line(line), no_wrap=True, overflow="ellipsis"),
+                                  id=f"proposal:{proposal.get('id')}"))
         else:
             # consolidation (spec 003) stores page proposals: a page's f, `crewlet page consolidate`, consolidate_page
             out.append(Option(Text("Page proposals: none (f on a page folds its entries into its body)", style="dim"),
@@ -334,14 +339,15 @@ class ReviewScreen(CrewletScreen):
 
     # -- the highlighted row -----------------------------------------------------------------------------
     def _selected(self) -> tuple[str, Any] | None:
-        """("entry", QueuedEntry) or ("audit", OpenAudit) for the highlighted row, or None."""
+        """("entry", QueuedEntry), ("audit", OpenAudit) or ("proposal", its JSON) for the highlighted row, or None."""
         rows = self.query_one("#review-rows", OptionList)
         option = rows.highlighted_option
         ident = option.id if option is not None else None
         if not ident:
             return None
         kind, _, key = ident.partition(":")
-        found = self._entries.get(key) if kind == "entry" else self._audits.get(key)
+        found: Any = (self._entries.get(key) if kind == "entry" else self._audits.get(key) if kind == "audit"
+                      else self._proposals.get(key) if kind == "proposal" else None)
         return (kind, found) if found is not None else None
 
     @on(OptionList.OptionHighlighted, "#review-rows")
@@ -365,8 +371,21 @@ class ReviewScreen(CrewletScreen):
         kind, item = selected
         if kind == "entry":
             detail.update(self._entry_detail(item, now))
+        elif kind == "proposal":
+            detail.update(self._proposal_detail(item))
         else:
             detail.update(self._audit_detail(item, now))
+
+    @staticmethod
+    def _proposal_detail(proposal: dict[str, Any]) -> Text:
+        entries = ", ".join(str(e) for e in proposal.get("entries") or [])
+        out = Text(f"proposal {proposal.get('id')} · {proposal.get('page')} · by {proposal.get('proposed_by')}, "
+                   f"against revision {proposal.get('base_revision')}", no_wrap=True, overflow="ellipsis")
+        out.append(f"\nfolds {entries}" if entries else "\nfolds no entry", style="dim")
+        if proposal.get("stale"):
+            out.append("\nthe page changed since: accepting it is refused (decline it)", style="yellow")
+        out.append("\na person decides: a accepts (saves the body, the entries CONSOLIDATED), x declines", style="bold")
+        return out
 
     @staticmethod
     def _about(entry: Entry, now: int) -> Text:
@@ -457,9 +476,11 @@ class ReviewScreen(CrewletScreen):
             return False
         kind, item = selected
         if action == "open":
-            return True
+            return kind != "proposal"
         if action == "answer":
             return kind == "audit"
+        if kind == "proposal":
+            return str(parameters[0]) in (ACCEPT, ARCHIVE)      # a: accept it, x: decline it
         if kind != "entry":
             return False
         entry: Entry = item.entry
@@ -474,6 +495,9 @@ class ReviewScreen(CrewletScreen):
 
     def action_act(self, action: str) -> None:
         selected = self._selected()
+        if selected is not None and selected[0] == "proposal" and action in (ACCEPT, ARCHIVE):
+            self._decide_proposal(str(selected[1].get("id")), "accept" if action == ACCEPT else "decline")
+            return
         if selected is None or selected[0] != "entry" or action not in WORDS:
             return
         entry: Entry = selected[1].entry
@@ -496,6 +520,22 @@ class ReviewScreen(CrewletScreen):
         self.call_in_background(call, entry_id, actor=self.session.handle, reason=reason,
                                 what=f"entry {WORDS[action][1]}", on_done=self._acted, on_fail=self._refused,
                                 on_gone=self._acted_words, writes=True)
+
+    def _decide_proposal(self, proposal_id: str, decision: str) -> None:
+        from core.bank.consolidation import Consolidation
+
+        consolidation = Consolidation(self.review.bank)
+        self.call_in_background(consolidation.decide, proposal_id, decision, actor=self.session.handle,
+                                what=f"proposal {decision}d", on_done=self._proposal_decided, on_fail=self._refused,
+                                on_gone=self._proposal_words, writes=True)
+
+    @staticmethod
+    def _proposal_words(proposal: Any) -> str:
+        return f"proposal {proposal.id} for {proposal.page}: {proposal.state}"
+
+    def _proposal_decided(self, proposal: Any) -> None:
+        self._say(self._proposal_words(proposal))
+        self.reload()
 
     def _acted(self, entry: Entry) -> None:
         self._say(f"entry {entry.id}: {entry.status}, {entry.tier}")
