@@ -353,6 +353,18 @@ async def test_the_page_screen_shows_each_section_with_its_entries_tier_and_whic
         assert f"{s.e[0]} (UNGROUNDED)" in shown
         assert f"{s.e[2]} (UNGROUNDED, no longer in use)" in shown
         assert app.screen.check_action("edit", ()) is False     # read-only until a person takes it over
+        assert app.screen.check_action("take_over", ()) is True
+        screen = app.screen
+        await pilot.press("h")
+        await wait_screen(pilot, "ConfirmModal")
+        await pilot.press("y")
+        await wait_screen(pilot, "PageScreen")
+        await wait_until(pilot, lambda: screen.view is not None and (screen.view.generated or {}).get("state")
+                         == "authored", what="taken over, read again")
+        assert screen.check_action("edit", ()) is True and screen.check_action("take_over", ()) is False
+        assert "taken over: authored" in str(screen.query_one("#page-generated").render())
+    with Node.open(home) as n:
+        assert view(n.conn, s.page, "")["state"] == "authored"
 
 
 def test_over_mcp_a_person_makes_a_generated_page_and_an_agent_is_refused(node):

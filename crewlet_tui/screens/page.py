@@ -78,6 +78,7 @@ class PageScreen(CrewletScreen):
         Binding("p", "policy", "Policy"),
         # the footer is full at 80 columns: the entries' heading and the help screen name it
         Binding("f", "fold", "Fold entries", show=False),
+        Binding("h", "take_over", "Take over"),     # by hand: shown on a generated page only (check_action)
         Binding("tab", "side_panel", "Side panel"),
         registry.binding("trash", "Trash list", action="trash_list"),
         Binding("j", "scroll('down')", "Down", show=False),
@@ -116,7 +117,7 @@ class PageScreen(CrewletScreen):
         yield from self.compose_footer()
 
     # what changes a live page; a page in the trash allows none of it, only restoring it (u)
-    WRITES = frozenset({"edit", "comment", "new_child", "rename", "move", "trash", "policy", "fold"})
+    WRITES = frozenset({"edit", "comment", "new_child", "rename", "move", "trash", "policy", "fold", "take_over"})
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """The footer shows what can be done here and now: a page in the trash offers u (restore), not e or d;
@@ -126,8 +127,11 @@ class PageScreen(CrewletScreen):
         page = self.page
         if page is None:
             return None if action in self.WRITES else False
-        if action == "edit" and self.view is not None and (self.view.generated or {}).get("state") == "generated":
-            return False    # a generated page is read-only: take it over first (`crewlet page takeover`)
+        generated = self.view is not None and (self.view.generated or {}).get("state") == "generated"
+        if action == "edit" and generated:
+            return False    # a generated page is read-only: take it over first (h, or `crewlet page takeover`)
+        if action == "take_over" and not generated:
+            return False    # only a generated page is taken over
         return (action == "restore") == bool(page.trashed_at)
 
     def on_mount(self) -> None:
@@ -363,6 +367,33 @@ class PageScreen(CrewletScreen):
                 self.notify("this page is in the trash — restore it before editing", severity="warning")
                 return
             self.crewlet.open_editor(self.page)
+
+    def action_take_over(self) -> None:
+        """Take a generated page over: authored from now on, never rebuilt (a person's; the engine refuses an
+        agent in one line). Asked first: its builds stop for good."""
+        page = self.page
+        if page is None:
+            return
+        from core.bank.generated import take_over
+
+        from .modals import ConfirmModal
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self.call_in_background(take_over, self.kb, page.id, actor=self.session.handle, what="taken over",
+                                        on_done=self._taken_over, on_fail=self._policy_refused,
+                                        on_gone=self._taken_over_words, writes=True)
+
+        self.app.push_screen(ConfirmModal(f"Take over {page.title}?", "It becomes an authored page: you edit it, and "
+                                          "it is never rebuilt from its entries again.", yes="Take it over",
+                                          no="Cancel", id="take-over"), confirmed)
+
+    def _taken_over(self, _result: dict[str, Any]) -> None:
+        self.notify(self._taken_over_words(_result), markup=False)
+        self.reload()
+
+    def _taken_over_words(self, _result: dict[str, Any]) -> str:
+        return f"{self.page.ref if self.page else 'the page'} is an authored page now: e edits it"
 
     def action_fold(self) -> None:
         """Consolidate: the editor opens on the body with the page's standing entries appended, to be written into

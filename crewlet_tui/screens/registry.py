@@ -102,6 +102,7 @@ SCREENS: tuple[ScreenEntry, ...] = (
         ("i", "the page's entries, under its body: in use, waiting for a person, out of use (enter opens one)"),
         ("p", "the page's entry policy: open, curated or locked (a person's)"),
         ("f", "fold the standing entries into the body (consolidate: a person's save accepts at once)"),
+        ("h", "a generated page: take it over by hand (authored from then on, never rebuilt; a person's)"),
         ("tab", "the side panel: children and “Linked from” (enter opens)"),
         ("j k g G", "scroll"),
         ("links", "followed for http(s), mailto and the app's own page routes; other schemes are inert"),

@@ -13,7 +13,7 @@ from ..sanitize import clean_line
 def generated_text(view: dict[str, Any]) -> Text:
     out = Text()
     out.append("Generated page", style="bold")
-    state = ("rebuilt from the entries in its scope; read-only here"
+    state = ("rebuilt from the entries in its scope; read-only here (h takes it over by hand)"
              if view["state"] == "generated" else "taken over: authored, no longer rebuilt")
     out.append(f"  {state}\n", style="dim")
     out.append("Question: ", style="dim")
