@@ -8,7 +8,8 @@ semantic index over what it embedded, then the diary fill (agents' notes left wi
 model: diary_fill.py), then the entries' decay (a look at the clock, nightly work: entry_decay.py) and their
 recheck against the repositories (git, and a chat model when one judges: entry_recheck.py), then the triage of
 proposed entries (a chat model's two judgments: triage.py; after the recheck, which reads citations written not
-read yet), last so that none keeps the others waiting.
+read yet), then upkeep (conventions from review, knowledge gaps filed on their cron: upkeep.py) and the refresh of
+generated pages (a chat model's section edits: page_refresh.py), last so that none keeps the others waiting.
 """
 from __future__ import annotations
 
@@ -25,13 +26,13 @@ from . import APPLY, TRASH_REAPER
 from .diary_fill import DiaryFillDuty
 from .embedding import EmbeddingDuty
 from .entry_decay import EntryDecayDuty
-from .upkeep import UpkeepDuty
 from .entry_recheck import EntryRecheckDuty
 from .keyword_index import KeywordIndexDuty
 from .page_refresh import PageRefreshDuty
 from .runner import Duty, DutyPass, DutyReport, DutyRunner, PassContext, ProgressFn
 from .semantic_index import IndexTrainingDuty
 from .triage import TriageDuty
+from .upkeep import UpkeepDuty
 
 if TYPE_CHECKING:
     from ..node import Node
