@@ -185,6 +185,9 @@ class NatsCluster:
             s.start(wait=False)
         for s in self.servers:
             s.wait_ready()
+        # each server healthy is not a cluster that writes: until the meta group has a leader, JetStream answers
+        # "temporarily unavailable" (a first `sync join` failed so once in CI's run)
+        self.wait_leaders()
         return self
 
     def leaders(self, server: "NatsServer") -> dict[str, str | None]:
