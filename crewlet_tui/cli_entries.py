@@ -444,8 +444,12 @@ def entry_edit(
 
 def decide(entry_id: str, action: str, reason: str | None, as_json: bool) -> None:
     """accept, verify, dispute, archive: the entry as it stands after, and what it retired."""
+    from core.bank.review import Review
+
     with entry_bank() as bank:
-        entry = getattr(bank, action)(entry_id, reason=reason, actor=actor())
+        # through the review, as `crewlet review accept` goes: the bank's action, then triage's agreement settled
+        # (a person's action on a triaged entry is a verdict, and may move a type's back-off)
+        entry = getattr(Review(bank), action)(entry_id, reason=reason, actor=actor())
         retired = bank.show(entry.supersedes, actor=actor()) if entry.supersedes else None
     now = now_ms()
     if as_json:
