@@ -73,9 +73,9 @@ def test_a_read_only_store_reads_and_never_writes_and_a_broken_one_is_a_miss(tmp
     assert broken.get("s", "q", 8) is None
 
 
-@pytest.fixture(scope="module")
-def embedded_example(tmp_path_factory) -> Home:
-    home = Home(tmp_path_factory.mktemp("qcache") / "example")
+def embedded_example_home(base) -> Home:
+    """The example home, imported and embedded by the duties as a worker does (shared with test_query_daemon)."""
+    home = Home(base / "example")
     init_home(home, config_mod.example_config())
     with Node.open(home) as node:
         import_directory(KnowledgeBase(node), examples_dir(), actor="alex")
@@ -86,6 +86,11 @@ def embedded_example(tmp_path_factory) -> Home:
         runner.run_until_idle()
         runner.close()
     return home
+
+
+@pytest.fixture(scope="module")
+def embedded_example(tmp_path_factory) -> Home:
+    return embedded_example_home(tmp_path_factory.mktemp("qcache"))
 
 
 def search_process(home: Home, query: str) -> tuple[dict, list[str]]:

@@ -20,37 +20,24 @@ from typing import Any
 import numpy as np
 import pytest
 
-from core import config as config_mod
 from core.embed import local
 from core.embed.local import SPACE, LocalProvider
 from core.embed.provider import EmbeddingSpace
-from core.importer import import_directory
-from core.node import Node, init_home
-from core.pages.service import KnowledgeBase
-from core.paths import Home, examples_dir
+from core.node import Node
+from core.paths import Home
 from core.search import query_daemon
 from core.search.query_cache import QueryVectorStore
 from core.search.query_daemon import LOCK_NAME, QueryDaemon, ask, socket_path
 from core.search.query_vectors import QueryEmbedder
 
-from test_query_cache import search_process
+from test_query_cache import embedded_example_home, search_process
 
 QUESTION = "who reviews a change before the deploy with a xylophone"   # xylophone: a word no page holds
 
 
 @pytest.fixture(scope="module")
 def embedded_example(tmp_path_factory) -> Home:
-    home = Home(tmp_path_factory.mktemp("qdaemon") / "example")
-    init_home(home, config_mod.example_config())
-    with Node.open(home) as node:
-        import_directory(KnowledgeBase(node), examples_dir(), actor="alex")
-        from core.duties.roster import default_duties
-        from core.duties.runner import DutyRunner
-
-        runner = DutyRunner(node, default_duties(node, embed_threads=1))
-        runner.run_until_idle()
-        runner.close()
-    return home
+    return embedded_example_home(tmp_path_factory.mktemp("qdaemon"))
 
 
 @pytest.fixture(scope="module")
