@@ -89,9 +89,8 @@ def _needs_person(node) -> dict[str, list[str]]:
         return {n.entry.id: n.reasons for n in bank.needs_person()}
 
 
-def _recheck(node, **kw) -> DutyReport:
-    """One pass of the recheck duty through the runner (its lease, its cursor in the duties table)."""
-    duty = EntryRecheckDuty(node, **kw)
+def one_pass(node, duty) -> DutyReport:
+    """One pass of `duty` through the runner (its lease, its cursor in the duties table), which must run clean."""
     runner = DutyRunner(node, [duty], label="test")
     try:
         report = runner.run_one(duty, stop=threading.Event())
@@ -99,6 +98,10 @@ def _recheck(node, **kw) -> DutyReport:
         runner.close()
     assert report.ran and not report.error, report.line()
     return report
+
+
+def _recheck(node, **kw) -> DutyReport:
+    return one_pass(node, EntryRecheckDuty(node, **kw))
 
 
 def _holds_at_head(git: GitRepo, citation) -> bool:
@@ -529,14 +532,7 @@ def _aged_entry(node, page: str, body: str, *, at: int, by: str = "agent", cites
 
 
 def _decay(node) -> DutyReport:
-    duty = EntryDecayDuty(node)
-    runner = DutyRunner(node, [duty], label="test")
-    try:
-        report = runner.run_one(duty, stop=threading.Event())
-    finally:
-        runner.close()
-    assert report.ran and not report.error, report.line()
-    return report
+    return one_pass(node, EntryDecayDuty(node))
 
 
 def _status(node, entry_id: str) -> str:

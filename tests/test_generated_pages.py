@@ -8,7 +8,6 @@ more, then left to the hourly look; a refresh reverted; taken over by a person a
 from __future__ import annotations
 
 import json
-import threading
 from datetime import datetime, UTC
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from core.bank.generated import (BUILT, NO_EVIDENCE, NO_MODEL, UNCHANGED, make_g
                                  take_over, view)
 from core.clock import from_ms
 from core.duties.page_refresh import PageRefreshDuty
-from core.duties.runner import DutyReport, DutyRunner
+from core.duties.runner import DutyReport
 from core.errors import Refused
 from core.node import Node
 from core.pages.generated_handlers import page_build
@@ -83,14 +82,9 @@ class Setup:
 
 
 def _pass(node: Node) -> DutyReport:
-    duty = PageRefreshDuty(node)
-    runner = DutyRunner(node, [duty], label="test")
-    try:
-        report = runner.run_one(duty, stop=threading.Event())
-    finally:
-        runner.close()
-    assert report.ran and not report.error, report.line()
-    return report
+    from test_entry_duties import one_pass
+
+    return one_pass(node, PageRefreshDuty(node))
 
 
 def _built(node: Node, chat: ChatServer, s: Setup, monkeypatch) -> None:
